@@ -1,0 +1,60 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "mediafetch",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "mediafetch", targets: ["mediafetch"]),
+        .executable(name: "mediafetch-origin", targets: ["mediafetch-origin"]),
+        .library(name: "MediaFetch", targets: ["MediaFetch"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+    ],
+    targets: [
+        // C libraries, one system-library target each.
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(
+            name: "CSndFile",
+            pkgConfig: "sndfile",
+            providers: [.apt(["libsndfile1-dev"])]),
+
+        // The transfer engine: libcurl multi on one thread, scheduler, retry, resume.
+        .target(
+            name: "Transfer",
+            dependencies: ["CCurl", .product(name: "Crypto", package: "swift-crypto")]),
+        // Content-addressed objects and the SQLite catalog. Knows nothing of the network.
+        .target(
+            name: "ContentStore",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
+        // What users call: jobs that compose the engine and the store.
+        .target(
+            name: "MediaFetch",
+            dependencies: ["Transfer", "ContentStore"]),
+        // The thin executable: argument parsing and terminal output only.
+        .executableTarget(
+            name: "mediafetch",
+            dependencies: [
+                "MediaFetch",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+
+        // A real HTTP origin on loopback with fault switches, for tests and the demo.
+        .target(name: "TestOrigin"),
+        .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin"]),
+
+        .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin"]),
+        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
+        .testTarget(name: "MediaFetchTests", dependencies: ["MediaFetch", "TestOrigin"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "mediafetch"]),
+    ]
+)

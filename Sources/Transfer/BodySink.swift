@@ -1,0 +1,196 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where a response body goes. Called on the engine's loop thread only.
+protocol BodySink: AnyObject {
+    /// Bytes already held from an earlier attempt or run; asked for with `Range`.
+    var resumeOffset: Int64 { get }
+    /// The validator that the held bytes belong to, sent as `If-Range`.
+    var resumeValidator: String? { get }
+    /// The final response's head is known and its body is about to arrive.
+    /// Returns an error to abort the transfer (the body does not fit the request).
+    func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError?
+    /// Body bytes; returns an error to abort the transfer.
+    func write(_ bytes: UnsafeRawBufferPointer) -> TransferError?
+    /// Bytes of the current body so far, including a resumed prefix.
+    var bytesHeld: Int64 { get }
+    /// Drops what is held so the next attempt starts from byte zero.
+    func restart()
+}
+
+/// Streams a body into a partial file while hashing it with SHA-256, so the
+/// finished file never needs a second read. Survives failed attempts: the
+/// bytes written and the hash state carry over to the next `Range` request.
+final class FileSink: BodySink {
+    private let partial: PartialFile
+    private var hasher = SHA256()
+    private(set) var bytesHeld: Int64 = 0
+    private(set) var validator: String?
+    private var maxFileSize: Int64?
+    private let resumableThreshold: Int64
+    /// Whether this attempt's body is being written (a 2xx); error bodies are dropped.
+    private var accepting = false
+    /// What the last accepted response said about the body.
+    private(set) var head: ResponseHead?
+
+    init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64) throws {
+        self.partial = partial
+        self.maxFileSize = maxFileSize
+        self.resumableThreshold = resumableThreshold
+        if let held = partial.resumable {
+            // A partial left by an earlier run: its bytes are read once to
+            // restore the hash state. Rare, and bounded by what is on disk.
+            try Self.rehash(fd: partial.descriptor, length: held.size, into: &hasher)
+            bytesHeld = held.size
+            validator = held.validator
+        }
+    }
+
+    var resumeOffset: Int64 { validator == nil ? 0 : bytesHeld }
+    var resumeValidator: String? { validator }
+
+    func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? {
+        guard (200...299).contains(head.status) else {
+            accepting = false
+            return nil
+        }
+        if head.status == 206 {
+            guard requestedOffset > 0, let range = head.contentRange, range.start == requestedOffset,
+                  requestedOffset == bytesHeld else {
+                return TransferError(.protocolViolation, "server sent a range that was not asked for")
+            }
+            if let sent = head.etag, let ours = validator, ours.hasPrefix("\""), sent != ours {
+                // The file changed although we sent If-Range: never stitch two versions.
+                restart()
+                return TransferError(.protocolViolation, "the file changed on the server while resuming")
+            }
+        } else if bytesHeld > 0 {
+            // 200 to a range request: the server sends the whole (maybe new) body.
+            restart()
+        }
+        if let limit = maxFileSize {
+            let total = (head.contentLength ?? 0) + (head.status == 206 ? bytesHeld : 0)
+            if total > limit { return tooLarge(limit) }
+        }
+        accepting = true
+        self.head = head
+        if head.status != 206 {
+            let newValidator = head.etag ?? head.lastModified
+            validator = newValidator
+            let length = head.contentLength ?? .max
+            if let newValidator, length >= resumableThreshold {
+                partial.recordValidator(newValidator)
+            }
+        }
+        return nil
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
+        guard accepting else { return nil }
+        if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return tooLarge(limit) }
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return nil }
+        hasher.update(bufferPointer: bytes)
+        var offset = 0
+        while offset < bytes.count {
+            let written = systemWrite(partial.descriptor, base + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                return TransferError(.fileSystem(errno: code), "cannot write \(partial.path): \(String(cString: strerror(code)))")
+            }
+            offset += written
+        }
+        bytesHeld += Int64(bytes.count)
+        return nil
+    }
+
+    /// Drops what is held so the next attempt starts from byte zero.
+    func restart() {
+        partial.truncate()
+        hasher = SHA256()
+        bytesHeld = 0
+        validator = nil
+    }
+
+    /// The finished body: moved to a name no other process will open, with its digest.
+    func finish() throws(TransferError) -> (path: String, sha256: String, size: Int64) {
+        let digest = hasher.finalize()
+        let path = try partial.complete()
+        return (path, digest.hexString, bytesHeld)
+    }
+
+    /// Gives up on the body; a resumable partial is kept for a later run unless `discard`.
+    func close(discard: Bool) {
+        partial.close(discard: discard)
+    }
+
+    private func tooLarge(_ limit: Int64) -> TransferError {
+        TransferError(.tooLarge, "larger than the --max-filesize limit of \(limit) bytes")
+    }
+
+    private static func rehash(fd: Int32, length: Int64, into hasher: inout SHA256) throws {
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < length {
+            let count = pread(fd, buffer.baseAddress, min(chunk, Int(length - offset)), off_t(offset))
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { throw TransferError(.fileSystem(errno: errno), "cannot read partial file") }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            offset += Int64(count)
+        }
+        _ = lseek(fd, off_t(length), SEEK_SET)
+    }
+}
+
+/// Collects a small body in memory (API responses), with a size cap.
+final class MemorySink: BodySink {
+    private let limit: Int
+    private(set) var data = Data()
+    private(set) var head: ResponseHead?
+
+    init(limit: Int) { self.limit = limit }
+
+    var resumeOffset: Int64 { 0 }
+    var resumeValidator: String? { nil }
+    var bytesHeld: Int64 { Int64(data.count) }
+
+    func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? {
+        data.removeAll(keepingCapacity: true)
+        self.head = head
+        return nil
+    }
+
+    func restart() {
+        data.removeAll()
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
+        guard data.count + bytes.count <= limit else {
+            return TransferError(.tooLarge, "response larger than \(limit) bytes")
+        }
+        data.append(contentsOf: bytes)
+        return nil
+    }
+}
+
+extension Digest {
+    /// Lower-case hex, the form used for object names.
+    var hexString: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(Self.byteCount * 2)
+        for byte in self {
+            bytes.append(digits[Int(byte >> 4)])
+            bytes.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,332 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// One attempt at one URL, handed to the loop thread.
+///
+/// `@unchecked Sendable`: the async side fills it in before `submit`, the loop
+/// thread alone touches it while libcurl runs it, and the async side reads it
+/// again only after the continuation resumed, which orders the accesses.
+final class Attempt: @unchecked Sendable {
+    let id: TransferID
+    let url: String
+    let number: Int
+    let sink: any BodySink
+    /// `Range` start; 0 asks for the whole body.
+    let requestedOffset: Int64
+    /// Sent as `If-Range` with a range request.
+    let validator: String?
+    let counters: LoopCounters
+
+    var head = ResponseHead()
+    var begun = false
+    /// Set when the sink refused the body; the transfer is aborted.
+    var abort: TransferError?
+    var continuation: CheckedContinuation<AttemptOutcome, Never>?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+
+    init(id: TransferID, url: String, number: Int, sink: any BodySink, counters: LoopCounters) {
+        self.id = id
+        self.url = url
+        self.number = number
+        self.sink = sink
+        self.requestedOffset = sink.resumeOffset
+        self.validator = sink.resumeOffset > 0 ? sink.resumeValidator : nil
+        self.counters = counters
+    }
+
+    /// Recovers the attempt from libcurl's user-data pointer. The loop's
+    /// `running` table holds the strong reference while libcurl may call back.
+    static func from(userdata: UnsafeMutableRawPointer) -> Attempt {
+        Unmanaged<Attempt>.fromOpaque(userdata).takeUnretainedValue()
+    }
+
+    func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
+        head.consume(line: Substring(String(decoding: line, as: UTF8.self)))
+        if head.isComplete, !begun { return beginBody() }
+        return true
+    }
+
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if !begun, !beginBody() { return false }
+        if let error = sink.write(bytes) {
+            abort = error
+            return false
+        }
+        if (200...299).contains(head.status) { counters.bytesReceived += Int64(bytes.count) }
+        return true
+    }
+
+    /// Lets the sink look at the final head once, before any body byte.
+    func beginBody() -> Bool {
+        begun = true
+        if let error = sink.begin(head, requestedOffset: requestedOffset) {
+            abort = error
+            return false
+        }
+        return true
+    }
+
+    var expectedSize: Int64? {
+        guard let length = head.contentLength else { return nil }
+        return head.status == 206 ? length + requestedOffset : length
+    }
+}
+
+/// What libcurl said when an attempt ended.
+struct AttemptOutcome: Sendable {
+    /// `CURLcode` as an integer; 0 is success.
+    var curlCode: Int
+    /// The error buffer's text when libcurl failed.
+    var curlMessage: String
+    var head: ResponseHead
+    var abort: TransferError?
+    var effectiveURL: String?
+    var cancelled = false
+}
+
+/// Counters only the loop thread touches.
+final class LoopCounters: @unchecked Sendable {
+    // @unchecked: mutated and read on the loop thread only.
+    var bytesReceived: Int64 = 0
+}
+
+/// The thread that owns the `CURLM` and every easy handle. It waits in
+/// `curl_multi_poll`; other threads post commands into `inbox` and wake it
+/// with `curl_multi_wakeup`.
+final class CurlLoop: Sendable {
+    private enum Command {
+        case start(Attempt)
+        case cancel(TransferID)
+    }
+
+    private struct Inbox {
+        var commands: [Command] = []
+        var shuttingDown = false
+        var queued = 0
+    }
+
+    private let multi: CurlMulti
+    private let configuration: TransferConfiguration
+    private let inbox = Mutex(Inbox())
+    private let events: AsyncStream<TransferEvent>.Continuation
+    private let finished = Mutex(false)
+    private let exited = DispatchSemaphore(value: 0)
+    let counters = LoopCounters()
+
+    init(configuration: TransferConfiguration, events: AsyncStream<TransferEvent>.Continuation) throws {
+        self.multi = try CurlMulti()
+        self.configuration = configuration
+        self.events = events
+        // Connections are reused from the multi handle's cache; HTTP/2 streams
+        // share a connection where the server offers it.
+        multi.set(CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        multi.set(CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxTransfersPerHost)
+        multi.set(CURLMOPT_MAXCONNECTS, max(configuration.maxConcurrentTransfers * 2, 8))
+        let thread = Thread { [self] in self.run() }
+        thread.name = "mediafetch.curl"
+        thread.start()
+    }
+
+    /// Queues an attempt. Returns false, without queueing, when the current task
+    /// is already cancelled (checked under the inbox lock, see `cancel`).
+    func submit(_ attempt: Attempt) -> Bool {
+        let accepted = inbox.withLock { inbox -> Bool in
+            guard !Task.isCancelled, !inbox.shuttingDown else { return false }
+            inbox.commands.append(.start(attempt))
+            return true
+        }
+        if accepted { multi.wakeup() }
+        return accepted
+    }
+
+    /// Stops an attempt. Posted under the same lock as `submit`, so a cancel
+    /// racing a submit is either seen by `submit` or queued after it.
+    func cancel(_ id: TransferID) {
+        inbox.withLock { $0.commands.append(.cancel(id)) }
+        multi.wakeup()
+    }
+
+    /// Tells how many transfers wait for a slot, for progress snapshots.
+    func setQueued(_ delta: Int) {
+        inbox.withLock { $0.queued += delta }
+    }
+
+    /// Stops the loop: running attempts end as cancelled, the thread exits,
+    /// the event stream gets `.finished`. Idempotent; waits for the thread.
+    func shutdown() {
+        let first = finished.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        inbox.withLock { $0.shuttingDown = true }
+        multi.wakeup()
+        exited.wait()
+    }
+
+    // MARK: - Loop thread
+
+    private func run() {
+        var running: [UnsafeMutableRawPointer: Attempt] = [:]
+        var byID: [TransferID: UnsafeMutableRawPointer] = [:]
+        var spareHandles: [CurlEasy] = []
+        var handles: [UnsafeMutableRawPointer: CurlEasy] = [:]
+        var lastTick = ContinuousClock.now
+        var lastTickBytes: Int64 = 0
+        var rate = 0.0
+        let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
+
+        func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
+            guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
+            byID[attempt.id] = nil
+            curl_multi_remove_handle(multi.handle, handle)
+            if code == CURLE_OK, !attempt.begun, attempt.head.isComplete, attempt.abort == nil {
+                _ = attempt.beginBody() // an empty body never calls the write callback
+            }
+            let outcome = AttemptOutcome(
+                curlCode: Int(code.rawValue),
+                curlMessage: code == CURLE_OK ? "" : CurlError(code, detail: easy.errorText).message,
+                head: attempt.head,
+                abort: attempt.abort,
+                effectiveURL: easy.string(CURLINFO_EFFECTIVE_URL),
+                cancelled: cancelled)
+            if let list = attempt.headerList { curl_slist_free_all(list) }
+            attempt.headerList = nil
+            easy.reset()
+            if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
+            let continuation = attempt.continuation
+            attempt.continuation = nil
+            continuation?.resume(returning: outcome)
+        }
+
+        func start(_ attempt: Attempt) {
+            do {
+                let easy = try spareHandles.popLast() ?? CurlEasy()
+                try configure(easy, for: attempt)
+                let code = curl_multi_add_handle(multi.handle, easy.handle)
+                guard code == CURLM_OK else { throw CurlError(CURLE_FAILED_INIT, detail: String(cString: curl_multi_strerror(code))) }
+                running[easy.handle] = attempt
+                handles[easy.handle] = easy
+                byID[attempt.id] = easy.handle
+                events.yield(.started(attempt.id, url: attempt.url, attempt: attempt.number, resumingAt: attempt.requestedOffset))
+            } catch {
+                let continuation = attempt.continuation
+                attempt.continuation = nil
+                continuation?.resume(returning: AttemptOutcome(
+                    curlCode: Int(CURLE_FAILED_INIT.rawValue), curlMessage: "\(error)",
+                    head: attempt.head, abort: nil, effectiveURL: nil))
+            }
+        }
+
+        while true {
+            let (commands, stopping, queued) = inbox.withLock { inbox in
+                defer { inbox.commands.removeAll(keepingCapacity: true) }
+                return (inbox.commands, inbox.shuttingDown, inbox.queued)
+            }
+            if stopping { break }
+            for command in commands {
+                switch command {
+                case .start(let attempt): start(attempt)
+                case .cancel(let id):
+                    if let handle = byID[id] { finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
+                }
+            }
+
+            var stillRunning: Int32 = 0
+            _ = curl_multi_perform(multi.handle, &stillRunning)
+            var pending: Int32 = 0
+            while let message = curl_multi_info_read(multi.handle, &pending) {
+                guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+                finish(handle, code: mf_msg_result(message), cancelled: false)
+            }
+
+            let now = ContinuousClock.now
+            if now - lastTick >= tickInterval {
+                let seconds = Double((now - lastTick).components.attoseconds) / 1e18 + Double((now - lastTick).components.seconds)
+                let delta = counters.bytesReceived - lastTickBytes
+                let current = seconds > 0 ? Double(delta) / seconds : 0
+                // Smoothed so the display does not jump with each tick.
+                rate = rate == 0 ? current : rate * 0.7 + current * 0.3
+                lastTick = now
+                lastTickBytes = counters.bytesReceived
+                let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
+                    TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
+                }
+                events.yield(.progress(EngineSnapshot(active: active, queued: queued, bytesReceived: counters.bytesReceived, bytesPerSecond: rate)))
+            }
+
+            let untilTick = tickInterval - (ContinuousClock.now - lastTick)
+            let waitMs = max(1, min(1000, Int32(untilTick.components.seconds * 1000 + untilTick.components.attoseconds / 1_000_000_000_000_000)))
+            _ = curl_multi_poll(multi.handle, nil, 0, waitMs, nil)
+        }
+
+        for handle in Array(running.keys) { finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
+        // Attempts posted after the last drain end as cancelled too.
+        let leftovers = inbox.withLock { inbox in
+            defer { inbox.commands.removeAll() }
+            return inbox.commands
+        }
+        for case .start(let attempt) in leftovers {
+            let continuation = attempt.continuation
+            attempt.continuation = nil
+            continuation?.resume(returning: AttemptOutcome(curlCode: Int(CURLE_ABORTED_BY_CALLBACK.rawValue),
+                                                           curlMessage: "cancelled", head: attempt.head, abort: nil,
+                                                           effectiveURL: nil, cancelled: true))
+        }
+        spareHandles.removeAll()
+        events.yield(.finished)
+        events.finish()
+        exited.signal()
+    }
+
+    private func configure(_ easy: CurlEasy, for attempt: Attempt) throws {
+        let context = Unmanaged.passUnretained(attempt).toOpaque()
+        try easy.set(CURLOPT_URL, attempt.url)
+        try easy.set(CURLOPT_NOSIGNAL, 1)
+        try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
+        try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        try easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        try easy.set(CURLOPT_FOLLOWLOCATION, 1)
+        try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
+        try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
+        try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout * 1000))
+        try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
+        try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(configuration.stallTimeout.rounded(.up))))
+        if let timeout = configuration.attemptTimeout {
+            try easy.set(CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
+        }
+        if let limit = configuration.maxFileSize {
+            try easy.set(CURLOPT_MAXFILESIZE_LARGE, large: limit)
+        }
+        if let rate = configuration.maxBytesPerSecond {
+            try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, large: rate)
+        }
+        try easy.set(CURLOPT_BUFFERSIZE, 256 * 1024)
+        try easy.set(CURLOPT_TCP_KEEPALIVE, 1)
+        try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
+        try easy.set(CURLOPT_WRITEDATA, pointer: context)
+        try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
+            guard let userdata else { return 0 }
+            let length = size * count
+            let attempt = Attempt.from(userdata: userdata)
+            return attempt.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+        })
+        try easy.set(CURLOPT_HEADERDATA, pointer: context)
+        try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
+            guard let userdata else { return 0 }
+            let length = size * count
+            let attempt = Attempt.from(userdata: userdata)
+            return attempt.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+        })
+        if attempt.requestedOffset > 0 {
+            // CURLOPT_RANGE, not RESUME_FROM: a 200 answer to If-Range must be accepted, not failed.
+            try easy.set(CURLOPT_RANGE, "\(attempt.requestedOffset)-")
+            if let validator = attempt.validator {
+                let list = curl_slist_append(nil, "If-Range: \(validator)")
+                attempt.headerList = list
+                try easy.set(CURLOPT_HTTPHEADER, list: list)
+            }
+        }
+    }
+}

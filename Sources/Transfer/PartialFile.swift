@@ -1,0 +1,144 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+let systemWrite = Glibc.write
+let systemClose = Glibc.close
+#elseif canImport(Darwin)
+import Darwin
+let systemWrite = Darwin.write
+let systemClose = Darwin.close
+#endif
+
+/// The file a body is written into before it is complete.
+///
+/// A URL's partial has a stable name (`<sha256(url)>.part`), so a later run
+/// finds it and resumes. Its validator (ETag or Last-Modified) sits beside it in
+/// `<name>.validator`, written when the response starts; without a validator
+/// the bytes cannot be trusted to belong to the current file and are dropped.
+/// An exclusive `flock` on the partial keeps two processes from writing the
+/// same one; the loser writes to a private temporary file instead.
+final class PartialFile {
+    let path: String
+    let descriptor: Int32
+    private let directory: String
+    private let validatorPath: String?
+    private var isOpen = true
+
+    /// What an earlier run left that can be resumed.
+    let resumable: (size: Int64, validator: String)?
+
+    /// Opens (or creates) the partial for `url` in `directory`, locked.
+    init(directory: String, url: String) throws(TransferError) {
+        self.directory = directory
+        let key = SHA256.hash(data: Data(url.utf8)).hexString.prefix(40)
+        let sharedPath = "\(directory)/\(key).part"
+        if let fd = Self.openLocked(sharedPath) {
+            path = sharedPath
+            descriptor = fd
+            validatorPath = sharedPath + ".validator"
+            var info = stat()
+            let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
+            let saved = Self.readValidator(sharedPath + ".validator", url: url)
+            if size > 0, let saved {
+                resumable = (size, saved)
+            } else {
+                resumable = nil
+                _ = ftruncate(fd, 0)
+            }
+        } else {
+            // Another process holds this URL's partial: download privately, without resume.
+            path = "\(directory)/\(UUID().uuidString).tmp"
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw Self.error("cannot create", path) }
+            descriptor = fd
+            validatorPath = nil
+            resumable = nil
+        }
+        self.url = url
+    }
+
+    private let url: String
+
+    deinit {
+        if isOpen { _ = systemClose(descriptor) }
+    }
+
+    /// Remembers the validator of the body being written, for a later resume.
+    func recordValidator(_ validator: String) {
+        guard let validatorPath else { return }
+        let text = "\(url)\n\(validator)\n"
+        let temporary = validatorPath + ".\(getpid())"
+        if FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) {
+            _ = rename(temporary, validatorPath)
+        }
+    }
+
+    /// Empties the file for a fresh start and forgets the validator.
+    func truncate() {
+        _ = ftruncate(descriptor, 0)
+        _ = lseek(descriptor, 0, SEEK_SET)
+        if let validatorPath { _ = unlink(validatorPath) }
+    }
+
+    /// Renames the finished body to a private name while the lock is still
+    /// held, so no other process can open it by its shared name afterwards,
+    /// then closes it. Returns the new path; the caller owns that file.
+    func complete() throws(TransferError) -> String {
+        let finished = "\(directory)/\(UUID().uuidString).done"
+        guard rename(path, finished) == 0 else { throw Self.error("cannot rename", path) }
+        if let validatorPath { _ = unlink(validatorPath) }
+        isOpen = false
+        _ = systemClose(descriptor)
+        return finished
+    }
+
+    /// Closes the file. A private file, an empty one, or one asked to be
+    /// discarded is removed; a resumable partial stays for the next run.
+    func close(discard: Bool) {
+        guard isOpen else { return }
+        var info = stat()
+        let empty = fstat(descriptor, &info) == 0 && info.st_size == 0
+        if discard || validatorPath == nil || empty {
+            _ = unlink(path)
+            if let validatorPath { _ = unlink(validatorPath) }
+        }
+        isOpen = false
+        _ = systemClose(descriptor)
+    }
+
+    /// Opens `path` and takes an exclusive lock without waiting. Retries when
+    /// the file was renamed away between `open` and `flock` (a finished body).
+    private static func openLocked(_ path: String) -> Int32? {
+        for _ in 0..<8 {
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { return nil }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                _ = systemClose(fd)
+                return nil
+            }
+            var opened = stat()
+            var named = stat()
+            if fstat(fd, &opened) == 0, stat(path, &named) == 0,
+               opened.st_ino == named.st_ino, opened.st_dev == named.st_dev {
+                return fd
+            }
+            _ = systemClose(fd)
+        }
+        return nil
+    }
+
+    private static func readValidator(_ path: String, url: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: path),
+              let text = String(data: data, encoding: .utf8) else { return nil }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.count >= 2, lines[0] == url, !lines[1].isEmpty else { return nil }
+        return String(lines[1])
+    }
+
+    private static func error(_ what: String, _ path: String) -> TransferError {
+        let code = errno
+        return TransferError(.fileSystem(errno: code), "\(what) \(path): \(String(cString: strerror(code)))")
+    }
+}

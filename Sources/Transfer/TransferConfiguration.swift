@@ -1,0 +1,70 @@
+import Foundation
+
+/// The version reported in `User-Agent: mediafetch/<version>`.
+public let mediafetchVersion = "0.1.0"
+
+/// How the engine treats remote hosts: concurrency, timeouts, limits, retries.
+public struct TransferConfiguration: Sendable, Equatable {
+    /// Transfers running at once, across all hosts (`--jobs`).
+    public var maxConcurrentTransfers: Int = 16
+    /// Transfers running at once against one host (`--per-host`).
+    public var maxTransfersPerHost: Int = 8
+    /// What is retried, how often, and how long to wait in between.
+    public var retry = RetryPolicy()
+    /// Seconds allowed to establish a connection.
+    public var connectTimeout: Double = 15
+    /// A transfer that receives less than one byte a second for this many seconds is stalled.
+    public var stallTimeout: Double = 30
+    /// Seconds one attempt may take in total (`--timeout`); nil for no limit.
+    public var attemptTimeout: Double?
+    /// Largest body accepted (`--max-filesize`); nil for no limit.
+    public var maxFileSize: Int64?
+    /// Per-transfer rate limit in bytes a second (`--limit-rate`); nil for none.
+    public var maxBytesPerSecond: Int64?
+    /// Redirects followed before giving up.
+    public var maxRedirects: Int = 10
+    /// Sent as `User-Agent`.
+    public var userAgent: String = "mediafetch/\(mediafetchVersion)"
+    /// Seconds between progress snapshots; the engine's own clock drives them,
+    /// so a stalled transfer still reports.
+    public var progressInterval: Double = 0.25
+    /// Bodies at least this large (or of unknown length) keep their validator
+    /// beside the partial file, so a later run can resume them.
+    public var resumableThreshold: Int64 = 256 * 1024
+
+    public init() {}
+}
+
+/// When and how a failed attempt is tried again: exponential backoff with full
+/// jitter, and `Retry-After` honoured when the server sends it.
+public struct RetryPolicy: Sendable, Equatable {
+    /// Attempts after the first (`--retries`).
+    public var maxRetries: Int = 4
+    /// Delay before the first retry; it doubles with each further one.
+    public var baseDelay: Double = 0.5
+    /// Longest computed backoff.
+    public var maxDelay: Double = 30
+    /// Longest `Retry-After` that is waited for; a server asking for more fails the item.
+    public var maxRetryAfter: Double = 600
+
+    public init(maxRetries: Int = 4, baseDelay: Double = 0.5, maxDelay: Double = 30, maxRetryAfter: Double = 600) {
+        self.maxRetries = maxRetries
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.maxRetryAfter = maxRetryAfter
+    }
+
+    /// Seconds to wait before retry number `retry` (1-based) after `error`, or
+    /// nil when the error is final or the retries are used up.
+    /// `random` returns a value in 0..<1 (injectable so tests are deterministic).
+    public func delay(beforeRetry retry: Int, after error: TransferError,
+                      random: () -> Double = { Double.random(in: 0..<1) }) -> Double? {
+        guard error.isRetryable, retry <= maxRetries else { return nil }
+        if let retryAfter = error.retryAfter {
+            return retryAfter <= maxRetryAfter ? max(retryAfter, 0) : nil
+        }
+        let ceiling = min(maxDelay, baseDelay * pow(2, Double(retry - 1)))
+        // Half fixed, half random: spreads clients apart without collapsing to zero.
+        return ceiling / 2 + random() * ceiling / 2
+    }
+}

@@ -1,0 +1,258 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// A body downloaded into a file of its own, complete and hashed.
+public struct DownloadedBody: Sendable, Equatable {
+    /// The URL that was asked for.
+    public let url: String
+    /// Where the body came from after redirects.
+    public let effectiveURL: String
+    /// The finished file, in the partial directory. The caller owns it now:
+    /// move it into a store, or remove it.
+    public let path: String
+    /// SHA-256 of the bytes, lower-case hex.
+    public let sha256: String
+    public let size: Int64
+    public let contentType: String?
+    public let etag: String?
+    public let lastModified: String?
+    /// Bytes kept from an earlier attempt or run instead of downloaded again.
+    public let resumedBytes: Int64
+    /// Attempts it took (1 when the first one succeeded).
+    public let attempts: Int
+}
+
+/// A small response held in memory (an API answer).
+public struct FetchedResponse: Sendable, Equatable {
+    public let url: String
+    public let status: Int
+    /// Header fields with lower-cased names.
+    public let headers: [String: String]
+    public let body: Data
+}
+
+/// Downloads over libcurl's multi interface: one loop thread runs every
+/// transfer, a `SlotScheduler` bounds concurrency overall and per host, and
+/// failed attempts are retried with backoff, resuming partial bodies.
+///
+/// Call `shutdown()` when done, or use `withTransferEngine`.
+public final class TransferEngine: Sendable {
+    public let configuration: TransferConfiguration
+    /// Where bodies are written while they arrive (and partials wait for a resume).
+    public let partialDirectory: String
+    /// Progress and retry events. Buffers the newest 512 events, so a slow
+    /// reader loses old ticks rather than growing memory. Ends with `.finished`.
+    public let events: AsyncStream<TransferEvent>
+    public let scheduler: SlotScheduler
+
+    private let eventSink: AsyncStream<TransferEvent>.Continuation
+    private let loop: CurlLoop
+    private let nextID = Atomic<UInt64>(0)
+    private let isShutDown = Atomic<Bool>(false)
+
+    public init(configuration: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
+        self.configuration = configuration
+        self.partialDirectory = partialDirectory
+        try FileManager.default.createDirectory(atPath: partialDirectory, withIntermediateDirectories: true)
+        (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
+        scheduler = SlotScheduler(total: configuration.maxConcurrentTransfers, perHost: configuration.maxTransfersPerHost)
+        loop = try CurlLoop(configuration: configuration, events: eventSink)
+    }
+
+    deinit {
+        assert(isShutDown.load(ordering: .relaxed), "TransferEngine released without shutdown()")
+        loop.shutdown()
+    }
+
+    /// Stops the loop thread; transfers still running end as cancelled.
+    public func shutdown() {
+        isShutDown.store(true, ordering: .relaxed)
+        loop.shutdown()
+    }
+
+    /// Downloads `url` into a file under `partialDirectory`, streaming and
+    /// hashing as bytes arrive. Resumes a partial left by an earlier attempt or
+    /// run (`Range` + `If-Range`); retries what `RetryPolicy` allows.
+    /// Throws `TransferError`.
+    public func download(_ url: String) async throws(TransferError) -> DownloadedBody {
+        let target = try RequestTarget(url)
+        let partial = try PartialFile(directory: partialDirectory, url: target.url)
+        let sink: FileSink
+        do {
+            sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
+                                resumableThreshold: configuration.resumableThreshold)
+        } catch let error as TransferError {
+            partial.close(discard: true)
+            throw error
+        } catch {
+            partial.close(discard: true)
+            throw TransferError(.fileSystem(errno: 0), "\(error)")
+        }
+        let resumedFromDisk = sink.bytesHeld
+        do throws(TransferError) {
+            let (outcome, attempts) = try await perform(target, sink: sink)
+            let head = sink.head ?? outcome.head
+            let finished = try sink.finish()
+            return DownloadedBody(
+                url: target.url, effectiveURL: outcome.effectiveURL ?? target.url,
+                path: finished.path, sha256: finished.sha256, size: finished.size,
+                contentType: head.contentType, etag: head.etag, lastModified: head.lastModified,
+                resumedBytes: max(resumedFromDisk, outcome.resumedBytes), attempts: attempts)
+        } catch {
+            // A transient failure or a cancel keeps the partial for the next run.
+            sink.close(discard: !(error.isRetryable || error.kind == .cancelled))
+            throw error
+        }
+    }
+
+    /// Fetches a small response into memory (up to `maxBytes`), with the same
+    /// slots and retries as downloads. Returns any final status; a 2xx is not
+    /// required, but retryable statuses are retried first.
+    public func fetch(_ url: String, maxBytes: Int = 16 << 20) async throws(TransferError) -> FetchedResponse {
+        let target = try RequestTarget(url)
+        let sink = MemorySink(limit: maxBytes)
+        do {
+            let (outcome, _) = try await perform(target, sink: sink)
+            let head = sink.head ?? outcome.head
+            return FetchedResponse(url: target.url, status: head.status, headers: head.fields, body: sink.data)
+        } catch let error {
+            if case .http(let status) = error.kind, let head = sink.head, head.status == status {
+                return FetchedResponse(url: target.url, status: status, headers: head.fields, body: sink.data)
+            }
+            throw error
+        }
+    }
+
+    private struct Completed {
+        var effectiveURL: String?
+        var head: ResponseHead
+        var resumedBytes: Int64
+    }
+
+    /// Attempts until success, a final error, cancellation or the retries run out.
+    private func perform(_ target: RequestTarget, sink: any BodySink) async throws(TransferError) -> (Completed, Int) {
+        let id = TransferID(rawValue: nextID.add(1, ordering: .relaxed).newValue)
+        var attempt = 0
+        var restartedAfterRangeError = false
+        var resumedBytes: Int64 = 0
+        while true {
+            attempt += 1
+            if Task.isCancelled { throw TransferError.cancelled }
+            loop.setQueued(1)
+            do {
+                try await scheduler.acquire(host: target.hostKey)
+            } catch {
+                loop.setQueued(-1)
+                throw TransferError.cancelled
+            }
+            loop.setQueued(-1)
+            let offset = sink.resumeOffset
+            let outcome = await run(Attempt(id: id, url: target.url, number: attempt, sink: sink, counters: loop.counters))
+            scheduler.release(host: target.hostKey)
+
+            let error: TransferError
+            switch Self.classify(outcome) {
+            case .success:
+                if outcome.head.status == 206 { resumedBytes = offset }
+                return (Completed(effectiveURL: outcome.effectiveURL, head: outcome.head, resumedBytes: resumedBytes), attempt)
+            case .failure(let failure):
+                error = failure
+            }
+            if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
+            if error.kind == .http(status: 416), offset > 0, !restartedAfterRangeError {
+                // The held bytes no longer fit the file: start over once, at once.
+                restartedAfterRangeError = true
+                sink.restart()
+                attempt -= 1
+                continue
+            }
+            guard let delay = configuration.retry.delay(beforeRetry: attempt, after: error) else { throw error }
+            eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
+            do {
+                try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+            } catch {
+                throw TransferError.cancelled
+            }
+        }
+    }
+
+    /// Runs one attempt on the loop thread; a cancel of the task cancels the transfer.
+    private func run(_ attempt: Attempt) async -> AttemptOutcome {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<AttemptOutcome, Never>) in
+                attempt.continuation = continuation
+                if !loop.submit(attempt) {
+                    attempt.continuation = nil
+                    continuation.resume(returning: AttemptOutcome(
+                        curlCode: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), curlMessage: "cancelled",
+                        head: ResponseHead(), abort: nil, effectiveURL: nil, cancelled: true))
+                }
+            }
+        } onCancel: {
+            loop.cancel(attempt.id)
+        }
+    }
+
+    /// Turns libcurl's result and the response head into success or a `TransferError`.
+    static func classify(_ outcome: AttemptOutcome) -> Result<Void, TransferError> {
+        if outcome.cancelled { return .failure(.cancelled) }
+        if let abort = outcome.abort { return .failure(abort) }
+        let code = CURLcode(rawValue: UInt32(outcome.curlCode))
+        if code != CURLE_OK {
+            let message = outcome.curlMessage
+            switch code {
+            case CURLE_OPERATION_TIMEDOUT:
+                return .failure(TransferError(.timeout, "timed out: \(message)"))
+            case CURLE_UNSUPPORTED_PROTOCOL:
+                return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))
+            case CURLE_TOO_MANY_REDIRECTS:
+                return .failure(TransferError(.tooManyRedirects, "too many redirects: \(message)"))
+            case CURLE_FILESIZE_EXCEEDED:
+                return .failure(TransferError(.tooLarge, "larger than the --max-filesize limit"))
+            case CURLE_WRITE_ERROR:
+                return .failure(TransferError(.fileSystem(errno: 0), "cannot write the body: \(message)"))
+            default:
+                return .failure(TransferError(.network(curlCode: outcome.curlCode), message))
+            }
+        }
+        let status = outcome.head.status
+        if (200...299).contains(status) { return .success(()) }
+        let reason = outcome.head.reason.isEmpty ? "" : " \(outcome.head.reason)"
+        return .failure(TransferError(.http(status: status), "HTTP \(status)\(reason)", retryAfter: outcome.head.retryAfter()))
+    }
+}
+
+/// Runs `body` with a fresh engine and shuts it down afterwards, also on error.
+public func withTransferEngine<T>(
+    configuration: TransferConfiguration = TransferConfiguration(),
+    partialDirectory: String,
+    _ body: (TransferEngine) async throws -> T
+) async throws -> T {
+    let engine = try TransferEngine(configuration: configuration, partialDirectory: partialDirectory)
+    defer { engine.shutdown() }
+    return try await body(engine)
+}
+
+/// A URL accepted for transfer: http or https with a host.
+public struct RequestTarget: Sendable, Equatable {
+    public let url: String
+    /// `host:port`, lower-cased: the key for per-host slots.
+    public let hostKey: String
+
+    public init(_ text: String) throws(TransferError) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard let components = URLComponents(string: trimmed), let scheme = components.scheme?.lowercased() else {
+            throw TransferError(.unsupportedURL, "not a URL: \(text)")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(text)")
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw TransferError(.unsupportedURL, "no host in URL: \(text)")
+        }
+        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        self.url = trimmed
+        self.hostKey = "\(host.lowercased()):\(port)"
+    }
+}

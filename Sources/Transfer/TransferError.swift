@@ -1,0 +1,53 @@
+import Foundation
+
+/// Why a transfer failed, in words a person can act on, and whether trying
+/// again could help.
+public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The broad cause.
+    public enum Kind: Sendable, Equatable {
+        /// The server answered with this HTTP status.
+        case http(status: Int)
+        /// Connection-level failure (refused, reset, DNS, TLS), with the `CURLcode`.
+        case network(curlCode: Int)
+        /// Connect, stall or total timeout.
+        case timeout
+        /// The body is larger than `--max-filesize`.
+        case tooLarge
+        /// Not an http or https URL, or not a URL at all.
+        case unsupportedURL
+        /// More redirects than allowed.
+        case tooManyRedirects
+        /// The server's answer does not fit what was asked (a bad Content-Range, a changed validator).
+        case protocolViolation
+        /// Writing the body to disk failed.
+        case fileSystem(errno: Int32)
+        /// The transfer was cancelled.
+        case cancelled
+    }
+
+    public let kind: Kind
+    /// One line, naming what went wrong.
+    public let message: String
+    /// Seconds the server asked us to wait (`Retry-After`), when it did.
+    public let retryAfter: Double?
+
+    public init(_ kind: Kind, _ message: String, retryAfter: Double? = nil) {
+        self.kind = kind
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+
+    /// Connection errors, timeouts, 408, 429 and 5xx can pass; other 4xx, bad
+    /// URLs, size limits and disk errors will not.
+    public var isRetryable: Bool {
+        switch kind {
+        case .http(let status): return status == 408 || status == 429 || (500...599).contains(status)
+        case .network, .timeout, .protocolViolation: return true
+        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled: return false
+        }
+    }
+
+    public var description: String { message }
+
+    static let cancelled = TransferError(.cancelled, "cancelled")
+}

@@ -1,0 +1,41 @@
+import Foundation
+
+/// Identifies one logical transfer (all its attempts) in events.
+public struct TransferID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public var description: String { "#\(rawValue)" }
+}
+
+/// One running transfer as seen at a progress tick.
+public struct TransferSnapshot: Sendable, Equatable {
+    public let id: TransferID
+    public let url: String
+    /// Bytes of the body held so far, including a resumed prefix.
+    public let bytesReceived: Int64
+    /// The full size when the server said it.
+    public let bytesExpected: Int64?
+}
+
+/// The engine as a whole at a progress tick.
+public struct EngineSnapshot: Sendable, Equatable {
+    /// Transfers handed to libcurl right now.
+    public let active: [TransferSnapshot]
+    /// Transfers waiting for a free slot.
+    public let queued: Int
+    /// Body bytes received over the network since the engine started (resumed prefixes excluded).
+    public let bytesReceived: Int64
+    /// Recent download rate in bytes a second.
+    public let bytesPerSecond: Double
+}
+
+/// What the engine reports while it works. The stream always ends with one `.finished`.
+public enum TransferEvent: Sendable {
+    /// A transfer was handed to libcurl (first attempt or a retry).
+    case started(TransferID, url: String, attempt: Int, resumingAt: Int64)
+    /// An attempt failed and will be tried again after `delay` seconds.
+    case retrying(TransferID, url: String, attempt: Int, delay: Double, reason: TransferError)
+    /// Throttled progress, sent on the engine's clock even when no bytes arrive.
+    case progress(EngineSnapshot)
+    /// The engine shut down; nothing follows.
+    case finished
+}
