@@ -25,6 +25,9 @@ let package = Package(
             pkgConfig: "sndfile",
             providers: [.apt(["libsndfile1-dev"])]),
 
+        // syncfs(2), which Swift's Glibc module does not export.
+        .target(name: "CFileSync"),
+
         // The transfer engine: libcurl multi on one thread, scheduler, retry, resume.
         .target(
             name: "Transfer",
@@ -33,6 +36,7 @@ let package = Package(
         .target(
             name: "ContentStore",
             dependencies: [
+                "CFileSync",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),

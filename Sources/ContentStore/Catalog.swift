@@ -1,0 +1,207 @@
+import Foundation
+import GRDB
+
+/// The SQLite catalog (`catalog.sqlite`, WAL): objects, the URLs they came
+/// from, collections and their items. Knows nothing of the network.
+///
+/// Several processes may open the same catalog: WAL lets readers run beside
+/// the one writer, and writers wait for each other (busy timeout) instead of failing.
+public final class Catalog: Sendable {
+    private let database: DatabasePool
+    public let path: String
+
+    /// Opens (creating and migrating if needed) the catalog at `path`.
+    public init(path: String) throws {
+        self.path = path
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(60)
+        configuration.foreignKeysEnabled = true
+        database = try DatabasePool(path: path, configuration: configuration)
+        try Self.migrator.migrate(database)
+    }
+
+    /// Schema changes, in order. A released migration is never edited: add a new one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: objects, sources, collections, items") { db in
+            try db.create(table: "object") { table in
+                table.primaryKey("hash", .text)
+                table.column("size", .integer).notNull()
+                table.column("mediaType", .text)
+                table.column("storedAt", .double).notNull()
+                table.column("lastAccessAt", .double).notNull()
+            }
+            try db.create(table: "source") { table in
+                table.primaryKey("url", .text)
+                table.column("hash", .text).references("object", column: "hash", onDelete: .setNull)
+                table.column("etag", .text)
+                table.column("lastModified", .text)
+                table.column("contentType", .text)
+                table.column("fetchedAt", .double)
+                table.column("lastError", .text)
+                table.column("lastErrorAt", .double)
+            }
+            try db.create(index: "source_on_hash", on: "source", columns: ["hash"])
+            try db.create(table: "collection") { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.column("name", .text).notNull().unique()
+                table.column("createdAt", .double).notNull()
+            }
+            try db.create(table: "item") { table in
+                table.column("collectionId", .integer).notNull()
+                    .references("collection", column: "id", onDelete: .cascade)
+                table.column("url", .text).notNull()
+                table.column("kind", .text).notNull()
+                table.column("title", .text)
+                table.column("addedAt", .double).notNull()
+                table.column("metadata", .text)
+                table.primaryKey(["collectionId", "url"])
+            }
+            try db.create(index: "item_on_url", on: "item", columns: ["url"])
+        }
+        return migrator
+    }
+
+    /// Records a group of finished items and failures in one transaction
+    /// (group commit). The objects must already be durable in the store.
+    public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], at date: Date = Date()) throws {
+        guard !records.isEmpty || !failures.isEmpty else { return }
+        let now = date.timeIntervalSince1970
+        try database.write { db in
+            var collectionIDs: [String: Int64] = [:]
+            for record in records {
+                try db.execute(sql: """
+                    INSERT INTO object (hash, size, mediaType, storedAt, lastAccessAt) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(hash) DO UPDATE SET lastAccessAt = excluded.lastAccessAt
+                    """, arguments: [record.sha256, record.size, record.contentType, now, now])
+                if record.fetched {
+                    try db.execute(sql: """
+                        INSERT INTO source (url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt)
+                        VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)
+                        ON CONFLICT(url) DO UPDATE SET hash = excluded.hash, etag = excluded.etag,
+                          lastModified = excluded.lastModified, contentType = excluded.contentType,
+                          fetchedAt = excluded.fetchedAt, lastError = NULL, lastErrorAt = NULL
+                        """, arguments: [record.url, record.sha256, record.etag, record.lastModified,
+                                         record.contentType, now])
+                }
+                let collectionID = try collectionIDs[record.collection] ?? Self.collectionID(named: record.collection, in: db, now: now)
+                collectionIDs[record.collection] = collectionID
+                try db.execute(sql: """
+                    INSERT INTO item (collectionId, url, kind, title, addedAt, metadata) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(collectionId, url) DO UPDATE SET kind = excluded.kind,
+                      title = coalesce(excluded.title, item.title), metadata = coalesce(excluded.metadata, item.metadata)
+                    """, arguments: [collectionID, record.url, record.kind.rawValue, record.title, now, record.metadata])
+            }
+            for failure in failures {
+                try db.execute(sql: """
+                    INSERT INTO source (url, lastError, lastErrorAt) VALUES (?, ?, ?)
+                    ON CONFLICT(url) DO UPDATE SET lastError = excluded.lastError, lastErrorAt = excluded.lastErrorAt
+                    """, arguments: [failure.url, failure.message, now])
+            }
+        }
+    }
+
+    /// The URLs among `urls` that already resolve to an object.
+    public func cachedSources(for urls: [String]) throws -> [String: CachedSource] {
+        var found: [String: CachedSource] = [:]
+        try database.read { db in
+            // SQLite limits bound parameters per statement; ask in chunks.
+            for start in stride(from: 0, to: urls.count, by: 500) {
+                let chunk = Array(urls[start..<min(start + 500, urls.count)])
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT source.url, object.hash, object.size FROM source JOIN object ON object.hash = source.hash
+                    WHERE source.url IN (\(marks))
+                    """, arguments: StatementArguments(chunk))
+                for row in rows {
+                    let source = CachedSource(url: row[0], sha256: row[1], size: row[2])
+                    found[source.url] = source
+                }
+            }
+        }
+        return found
+    }
+
+    /// Whether `collection` holds an item for `url`.
+    public func itemURLs(inCollection collection: String) throws -> Set<String> {
+        try database.read { db in
+            let urls = try String.fetchAll(db, sql: """
+                SELECT item.url FROM item JOIN collection ON collection.id = item.collectionId WHERE collection.name = ?
+                """, arguments: [collection])
+            return Set(urls)
+        }
+    }
+
+    /// Notes that objects were used now (recency lives here, not in atime).
+    public func touch(_ hashes: [String], at date: Date = Date()) throws {
+        guard !hashes.isEmpty else { return }
+        try database.write { db in
+            for hash in hashes {
+                try db.execute(sql: "UPDATE object SET lastAccessAt = ? WHERE hash = ?",
+                               arguments: [date.timeIntervalSince1970, hash])
+            }
+        }
+    }
+
+    /// Items that resolve to an object, filtered by collection and kind, oldest first.
+    public func entries(collection: String? = nil, kind: ItemKind? = nil) throws -> [CatalogEntry] {
+        var conditions: [String] = []
+        var arguments: [(any DatabaseValueConvertible)?] = []
+        if let collection {
+            conditions.append("collection.name = ?")
+            arguments.append(collection)
+        }
+        if let kind {
+            conditions.append("item.kind = ?")
+            arguments.append(kind.rawValue)
+        }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        return try database.read { db in
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT object.hash, object.size, item.url, item.kind, collection.name, item.title,
+                       source.contentType, item.addedAt, item.metadata
+                FROM item
+                JOIN collection ON collection.id = item.collectionId
+                JOIN source ON source.url = item.url
+                JOIN object ON object.hash = source.hash
+                \(filter)
+                ORDER BY collection.name, item.addedAt, item.url
+                """, arguments: StatementArguments(arguments))
+            var entries: [CatalogEntry] = []
+            while let row = try rows.next() {
+                entries.append(CatalogEntry(
+                    sha256: row[0], size: row[1], url: row[2], kind: ItemKind(rawValue: row[3]) ?? .file,
+                    collection: row[4], title: row[5], contentType: row[6],
+                    addedAt: Date(timeIntervalSince1970: row[7]), metadata: row[8]))
+            }
+            return entries
+        }
+    }
+
+    /// Totals over the whole catalog.
+    public func stats() throws -> CatalogStats {
+        try database.read { db in
+            let objects = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM object")
+            let items = try Row.fetchOne(db, sql: """
+                SELECT count(*), coalesce(sum(object.size), 0) FROM item
+                JOIN source ON source.url = item.url JOIN object ON object.hash = source.hash
+                """)
+            let collections = try Int.fetchOne(db, sql: "SELECT count(*) FROM collection") ?? 0
+            let sources = try Row.fetchOne(db, sql: "SELECT count(*), count(lastError) FROM source")
+            return CatalogStats(
+                objects: objects?[0] ?? 0, bytes: objects?[1] ?? 0,
+                items: items?[0] ?? 0, logicalBytes: items?[1] ?? 0,
+                collections: collections,
+                sources: sources?[0] ?? 0, failedSources: sources?[1] ?? 0)
+        }
+    }
+
+    private static func collectionID(named name: String, in db: Database, now: Double) throws -> Int64 {
+        try db.execute(sql: "INSERT INTO collection (name, createdAt) VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
+                       arguments: [name, now])
+        guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM collection WHERE name = ?", arguments: [name]) else {
+            throw DatabaseError(message: "collection \(name) vanished")
+        }
+        return id
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// What kind of media an item is.
+public enum ItemKind: String, Sendable, Codable, CaseIterable {
+    case photo, sound, file
+}
+
+/// One finished download (or an already cached URL) to record: the object,
+/// the source URL that produced it, and the item in a collection.
+public struct IngestRecord: Sendable, Equatable {
+    public var url: String
+    public var collection: String
+    public var kind: ItemKind
+    public var title: String?
+    /// The object's hash and size; the object must already be durable in the store.
+    public var sha256: String
+    public var size: Int64
+    public var contentType: String?
+    public var etag: String?
+    public var lastModified: String?
+    /// Free-form facts about the item (JSON object text), such as a photo's id or a sound's format.
+    public var metadata: String?
+    /// False when the URL was cached already and only the item is new.
+    public var fetched: Bool
+
+    public init(url: String, collection: String, kind: ItemKind, title: String? = nil, sha256: String, size: Int64,
+                contentType: String? = nil, etag: String? = nil, lastModified: String? = nil,
+                metadata: String? = nil, fetched: Bool = true) {
+        self.url = url
+        self.collection = collection
+        self.kind = kind
+        self.title = title
+        self.sha256 = sha256
+        self.size = size
+        self.contentType = contentType
+        self.etag = etag
+        self.lastModified = lastModified
+        self.metadata = metadata
+        self.fetched = fetched
+    }
+}
+
+/// A URL that failed, remembered with its reason.
+public struct FailureRecord: Sendable, Equatable {
+    public var url: String
+    public var message: String
+    public init(url: String, message: String) {
+        self.url = url
+        self.message = message
+    }
+}
+
+/// A URL the catalog already has an object for.
+public struct CachedSource: Sendable, Equatable {
+    public let url: String
+    public let sha256: String
+    public let size: Int64
+}
+
+/// One item as `list` shows it: a URL in a collection and the object it resolved to.
+public struct CatalogEntry: Sendable, Equatable, Codable {
+    public let sha256: String
+    public let size: Int64
+    public let url: String
+    public let kind: ItemKind
+    public let collection: String
+    public let title: String?
+    public let contentType: String?
+    public let addedAt: Date
+    public let metadata: String?
+}
+
+/// Totals for `stats`.
+public struct CatalogStats: Sendable, Equatable, Codable {
+    /// Distinct stored objects and their bytes on disk.
+    public let objects: Int
+    public let bytes: Int64
+    /// Items across collections and the bytes they stand for.
+    public let items: Int
+    public let logicalBytes: Int64
+    public let collections: Int
+    /// URLs known, and how many of them last failed.
+    public let sources: Int
+    public let failedSources: Int
+
+    /// Bytes not stored twice thanks to content addressing.
+    public var bytesSavedByDeduplication: Int64 { max(0, logicalBytes - bytes) }
+}
