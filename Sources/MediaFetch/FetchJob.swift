@@ -1,0 +1,250 @@
+import ContentStore
+import Foundation
+import Synchronization
+import Transfer
+
+/// One thing to put in the cache: a URL, and where it belongs.
+public struct FetchItem: Sendable, Equatable {
+    public var url: String
+    public var collection: String
+    public var kind: ItemKind
+    public var title: String?
+    /// JSON object text with facts about the item, kept in the catalog.
+    public var metadata: String?
+
+    public init(url: String, collection: String, kind: ItemKind = .file, title: String? = nil, metadata: String? = nil) {
+        self.url = url
+        self.collection = collection
+        self.kind = kind
+        self.title = title
+        self.metadata = metadata
+    }
+}
+
+/// The run as a whole at a moment.
+public struct RunProgress: Sendable, Equatable {
+    public var total = 0
+    /// Downloaded and stored in this run.
+    public var done = 0
+    public var failed = 0
+    /// Already cached: not downloaded again.
+    public var skipped = 0
+    /// Body bytes received over the network in this run.
+    public var bytesReceived: Int64 = 0
+    public var bytesPerSecond: Double = 0
+    /// Transfers running now.
+    public var active: [TransferSnapshot] = []
+    /// Transfers waiting for a slot.
+    public var queued = 0
+}
+
+/// What a fetch job reports while it runs. The stream ends with `.finished`.
+public enum JobEvent: Sendable {
+    case progress(RunProgress)
+    case stored(url: String, sha256: String, size: Int64, resumedBytes: Int64)
+    case failed(url: String, reason: String)
+    case retrying(url: String, attempt: Int, delay: Double, reason: String)
+    case finished(FetchReport)
+}
+
+/// The outcome of a fetch job.
+public struct FetchReport: Sendable, Equatable {
+    public var total = 0
+    public var downloaded = 0
+    public var skipped = 0
+    /// Each failed URL with its reason, in the order they failed.
+    public var failures: [FailureRecord] = []
+    public var bytesReceived: Int64 = 0
+    public var resumedBytes: Int64 = 0
+    public var seconds: Double = 0
+    /// True when the run was cancelled (Ctrl-C) before every item was tried.
+    public var interrupted = false
+
+    /// Everything asked for is in the cache.
+    public var succeeded: Bool { failures.isEmpty && !interrupted }
+}
+
+/// Puts items into the cache: skips what is cached, downloads the rest
+/// through the transfer engine, stores and records each as it completes.
+public final class FetchJob: Sendable {
+    public let cache: MediaCache
+    public let configuration: TransferConfiguration
+    /// Events while the job runs; ends with `.finished`. Unbounded: item
+    /// events are few per item and progress ticks come four times a second.
+    public let events: AsyncStream<JobEvent>
+    private let eventSink: AsyncStream<JobEvent>.Continuation
+    private let state = Mutex(State())
+
+    private struct State {
+        var progress = RunProgress()
+        var report = FetchReport()
+    }
+
+    public init(cache: MediaCache, configuration: TransferConfiguration = TransferConfiguration()) {
+        self.cache = cache
+        self.configuration = configuration
+        (events, eventSink) = AsyncStream.makeStream(of: JobEvent.self, bufferingPolicy: .unbounded)
+    }
+
+    /// Runs the job to the end (or until the task is cancelled) and returns the report.
+    public func run(_ requested: [FetchItem]) async throws -> FetchReport {
+        let clock = ContinuousClock()
+        let started = clock.now
+        defer { eventSink.finish() }
+        let items = Self.unique(requested)
+        state.withLock { $0.progress.total = items.count; $0.report.total = items.count }
+
+        let ingestor = Ingestor(cache: cache)
+        let engine: TransferEngine
+        do {
+            engine = try TransferEngine(configuration: configuration, partialDirectory: cache.store.temporaryDirectory)
+        } catch {
+            ingestor.finish()
+            throw CacheError("cannot start the transfer engine: \(error)")
+        }
+        let forwarding = Task { await forward(engine.events) }
+
+        do {
+            let toDownload = try await settleCached(items, ingestor: ingestor)
+            await download(toDownload, engine: engine, ingestor: ingestor)
+        } catch {
+            engine.shutdown()
+            ingestor.finish()
+            await forwarding.value
+            throw error
+        }
+        engine.shutdown()
+        ingestor.finish()
+        await forwarding.value
+
+        var report = state.withLock { state -> FetchReport in
+            state.report.seconds = (clock.now - started).seconds
+            return state.report
+        }
+        if Task.isCancelled { report.interrupted = true }
+        eventSink.yield(.progress(state.withLock { $0.progress }))
+        eventSink.yield(.finished(report))
+        return report
+    }
+
+    /// Items whose URL is cached are not downloaded: they are recorded in
+    /// their collection if they are new there. Returns the items left to fetch.
+    private func settleCached(_ items: [FetchItem], ingestor: Ingestor) async throws -> [FetchItem] {
+        let cached = try cache.catalog.cachedSources(for: items.map(\.url))
+        var present: [String: Set<String>] = [:]
+        var remaining: [FetchItem] = []
+        var touched: [String] = []
+        for item in items {
+            guard let source = cached[item.url], cache.store.contains(source.sha256) else {
+                remaining.append(item)
+                continue
+            }
+            if present[item.collection] == nil {
+                present[item.collection] = try cache.catalog.itemURLs(inCollection: item.collection)
+            }
+            if present[item.collection]?.contains(item.url) != true {
+                try await ingestor.ingest(nil, IngestRecord(
+                    url: item.url, collection: item.collection, kind: item.kind, title: item.title,
+                    sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false))
+            }
+            touched.append(source.sha256)
+        }
+        try cache.catalog.touch(touched)
+        state.withLock {
+            $0.progress.skipped = touched.count
+            $0.report.skipped = touched.count
+        }
+        return remaining
+    }
+
+    /// Downloads with a bounded window of tasks, so memory stays flat however
+    /// long the list; the engine's scheduler bounds what runs on the network.
+    private func download(_ items: [FetchItem], engine: TransferEngine, ingestor: Ingestor) async {
+        let window = max(configuration.maxConcurrentTransfers * 4, 32)
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for item in items {
+                if Task.isCancelled { break }
+                if inFlight >= window {
+                    await group.next()
+                    inFlight -= 1
+                }
+                group.addTask { await self.fetch(item, engine: engine, ingestor: ingestor) }
+                inFlight += 1
+            }
+            await group.waitForAll()
+        }
+    }
+
+    private func fetch(_ item: FetchItem, engine: TransferEngine, ingestor: Ingestor) async {
+        let body: DownloadedBody
+        do {
+            body = try await engine.download(item.url)
+        } catch {
+            if error.kind == .cancelled { return }
+            fail(item, reason: error.message, ingestor: ingestor)
+            return
+        }
+        let record = IngestRecord(
+            url: item.url, collection: item.collection, kind: item.kind, title: item.title,
+            sha256: body.sha256, size: body.size, contentType: body.contentType,
+            etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
+        do {
+            try await ingestor.ingest(StagedBlob(path: body.path, sha256: body.sha256, size: body.size), record)
+        } catch {
+            fail(item, reason: "\(error)", ingestor: ingestor)
+            return
+        }
+        state.withLock {
+            $0.progress.done += 1
+            $0.report.downloaded += 1
+            $0.report.resumedBytes += body.resumedBytes
+            $0.report.bytesReceived += body.size - body.resumedBytes
+        }
+        eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
+    }
+
+    private func fail(_ item: FetchItem, reason: String, ingestor: Ingestor) {
+        let failure = FailureRecord(url: item.url, message: reason)
+        ingestor.noteFailure(failure)
+        state.withLock {
+            $0.progress.failed += 1
+            $0.report.failures.append(failure)
+        }
+        eventSink.yield(.failed(url: item.url, reason: reason))
+    }
+
+    /// Turns engine events into job events, adding the job's own counts.
+    private func forward(_ engineEvents: AsyncStream<TransferEvent>) async {
+        for await event in engineEvents {
+            switch event {
+            case .progress(let snapshot):
+                let progress = state.withLock { state -> RunProgress in
+                    state.progress.bytesReceived = snapshot.bytesReceived
+                    state.progress.bytesPerSecond = snapshot.bytesPerSecond
+                    state.progress.active = snapshot.active
+                    state.progress.queued = snapshot.queued
+                    return state.progress
+                }
+                eventSink.yield(.progress(progress))
+            case .retrying(_, let url, let attempt, let delay, let reason):
+                eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))
+            case .started, .finished:
+                break
+            }
+        }
+    }
+
+    /// Drops repeated (collection, URL) pairs, keeping the first.
+    static func unique(_ items: [FetchItem]) -> [FetchItem] {
+        var seen = Set<String>()
+        return items.filter { seen.insert($0.collection + "\u{0}" + $0.url).inserted }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds as a Double.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

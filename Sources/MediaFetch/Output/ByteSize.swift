@@ -1,0 +1,52 @@
+import Foundation
+
+/// Sizes as people write them: `512`, `64K`, `1.5M`, `2G` (powers of 1024, like curl).
+public enum ByteSize {
+    /// Parses a size; nil when the text is not one.
+    public static func parse(_ text: String) -> Int64? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard let last = trimmed.last else { return nil }
+        let multipliers: [Character: Double] = ["k": 1024, "m": 1_048_576, "g": 1_073_741_824, "t": 1_099_511_627_776]
+        var number = Substring(trimmed)
+        var multiplier = 1.0
+        if let found = multipliers[Character(last.lowercased())] {
+            multiplier = found
+            number = number.dropLast()
+            if number.last == "i" || number.last == "I" { number = number.dropLast() }
+        } else if last == "B" || last == "b" {
+            number = number.dropLast()
+            if let unit = number.last, let found = multipliers[Character(unit.lowercased())] {
+                multiplier = found
+                number = number.dropLast()
+            }
+        }
+        guard let value = Double(number), value >= 0, value.isFinite else { return nil }
+        let bytes = value * multiplier
+        guard bytes < Double(Int64.max) else { return nil }
+        return Int64(bytes.rounded())
+    }
+
+    /// A short human form: `812 B`, `64.0 KiB`, `1.5 MiB`.
+    public static func format(_ bytes: Int64) -> String {
+        if bytes < 1024 { return "\(bytes) B" }
+        let units = ["KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes) / 1024
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return String(format: "%.1f %@", value, units[unit])
+    }
+}
+
+/// Ages as people write them: `30s`, `15m`, `12h`, `7d`, `2w`.
+public enum Age {
+    public static func parse(_ text: String) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
+        guard let last = text.last, let unit = units[last], let value = Double(text.dropLast()), value >= 0 else {
+            return Double(text)
+        }
+        return value * unit
+    }
+}

@@ -1,0 +1,31 @@
+import ArgumentParser
+import MediaFetch
+import Transfer
+
+@main
+struct MediaFetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mediafetch",
+        abstract: "Prefetch media for map pins into a content-addressed cache that works offline.",
+        discussion: """
+            The cache root is --cache DIR, else $MEDIAFETCH_CACHE, else ./Cache.
+
+            Exit status:
+              0    everything asked for is in the cache
+              1    some items failed (one line each on stderr); the rest stay cached
+              2    bad input: an unreadable or malformed input file, or a bad URL
+              3    the cache cannot be opened or written
+              64   command-line usage error (unknown flag, bad flag value)
+              130  interrupted (Ctrl-C); partial downloads resume on the next run
+            """,
+        version: mediafetchVersion,
+        subcommands: [Get.self, List.self, Stats.self])
+}
+
+/// Exit codes, as documented in `--help`.
+enum Exit {
+    static let itemsFailed = ExitCode(1)
+    static let badInput = ExitCode(2)
+    static let cacheUnusable = ExitCode(3)
+    static let interrupted = ExitCode(130)
+}

@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import MediaFetch
+import Transfer
+
+/// `--cache DIR`, on every command.
+struct CacheOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Cache root (default: $MEDIAFETCH_CACHE, else ./Cache).", valueName: "dir"))
+    var cache: String?
+
+    /// Opens the cache or exits with status 3 and a one-line reason.
+    func open() throws -> MediaCache {
+        do {
+            return try MediaCache(root: MediaCache.resolveRoot(explicit: cache))
+        } catch {
+            Terminal.error(error.message)
+            throw Exit.cacheUnusable
+        }
+    }
+}
+
+/// How progress is shown.
+enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
+    case auto, bar, json, none
+}
+
+/// Transfer options shared by every downloading command.
+struct TransferOptions: ParsableArguments {
+    @Option(name: .long, help: "Concurrent transfers in total.")
+    var jobs: Int = 16
+
+    @Option(name: .customLong("per-host"), help: "Concurrent transfers against one host.")
+    var perHost: Int = 8
+
+    @Option(name: .long, help: "Retries after a failed attempt (connection errors, timeouts, 408, 429, 5xx).")
+    var retries: Int = 4
+
+    @Option(name: .long, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"))
+    var timeout: Double?
+
+    @Option(name: .customLong("connect-timeout"), help: ArgumentHelp("Seconds to establish a connection.", valueName: "seconds"))
+    var connectTimeout: Double = 15
+
+    @Option(name: .customLong("stall-timeout"), help: ArgumentHelp("Seconds without data before a transfer counts as stalled.", valueName: "seconds"))
+    var stallTimeout: Double = 30
+
+    @Option(name: .customLong("max-filesize"), help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))
+    var maxFileSize: String?
+
+    @Option(name: .customLong("limit-rate"), help: ArgumentHelp("Per-transfer rate limit in bytes a second, e.g. 500K.", valueName: "rate"))
+    var limitRate: String?
+
+    @Option(name: .long, help: "Progress display: auto (a status line on a terminal, quiet otherwise), bar, json (lines on stderr), none.")
+    var progress: ProgressMode = .auto
+
+    mutating func validate() throws {
+        guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
+        guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1 (got \(perHost))") }
+        guard retries >= 0 else { throw ValidationError("--retries must not be negative (got \(retries))") }
+        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be positive (got \(timeout))") }
+        guard connectTimeout > 0 else { throw ValidationError("--connect-timeout must be positive") }
+        guard stallTimeout > 0 else { throw ValidationError("--stall-timeout must be positive") }
+        if let maxFileSize, ByteSize.parse(maxFileSize) == nil {
+            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size (try 200M)")
+        }
+        if let limitRate, (ByteSize.parse(limitRate) ?? 0) <= 0 {
+            throw ValidationError("--limit-rate: '\(limitRate)' is not a positive rate (try 500K)")
+        }
+    }
+
+    var configuration: TransferConfiguration {
+        var configuration = TransferConfiguration()
+        configuration.maxConcurrentTransfers = jobs
+        configuration.maxTransfersPerHost = perHost
+        configuration.retry.maxRetries = retries
+        configuration.attemptTimeout = timeout
+        configuration.connectTimeout = connectTimeout
+        configuration.stallTimeout = stallTimeout
+        configuration.maxFileSize = maxFileSize.flatMap(ByteSize.parse)
+        configuration.maxBytesPerSecond = limitRate.flatMap(ByteSize.parse)
+        return configuration
+    }
+}

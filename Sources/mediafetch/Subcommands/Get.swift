@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import MediaFetch
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Get: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Download URLs into the cache.",
+        discussion: "URLs already cached are not downloaded again. Partial downloads resume.")
+
+    @OptionGroup var cacheOptions: CacheOptions
+    @OptionGroup var transfer: TransferOptions
+
+    @Argument(help: "http or https URLs.")
+    var urls: [String] = []
+
+    @Option(name: [.customLong("input-file"), .customShort("i")], help: ArgumentHelp("A file of URLs, one a line ('#' comments, blank lines allowed; - for stdin).", valueName: "file"))
+    var inputFile: String?
+
+    @Option(name: .long, help: "Collection the items go into.")
+    var collection: String = "downloads"
+
+    mutating func validate() throws {
+        if urls.isEmpty, inputFile == nil { throw ValidationError("give URLs or --input-file FILE") }
+        if collection.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--collection must not be empty") }
+    }
+
+    func run() async throws {
+        var list: [String]
+        do {
+            list = try URLList.validate(urls)
+            if let inputFile { list += try URLList.read(path: inputFile) }
+        } catch {
+            Terminal.error(error.message)
+            throw Exit.badInput
+        }
+        let items = list.map { FetchItem(url: $0, collection: collection, kind: .file) }
+        try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items)
+    }
+}
+
+/// Runs a fetch job with progress display, Ctrl-C handling and the exit status.
+struct FetchRunner {
+    let cacheOptions: CacheOptions
+    let transfer: TransferOptions
+
+    func run(_ items: [FetchItem]) async throws {
+        let cache = try cacheOptions.open()
+        let job = FetchJob(cache: cache, configuration: transfer.configuration)
+        let printer = ProgressPrinter(mode: transfer.progress)
+        let display = Task { await printer.consume(job.events) }
+        let work = Task { try await job.run(items) }
+
+        // Ctrl-C cancels the job: running transfers stop, partials stay for the next run.
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+        interrupt.setEventHandler { work.cancel() }
+        interrupt.resume()
+        defer { interrupt.cancel() }
+
+        let report: FetchReport
+        do {
+            report = try await work.value
+        } catch {
+            await display.value
+            Terminal.error("\(error)")
+            throw Exit.cacheUnusable
+        }
+        await display.value
+        if report.interrupted { throw Exit.interrupted }
+        if !report.succeeded { throw Exit.itemsFailed }
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import MediaFetch
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writing to the terminal; the only place that knows about stderr and ttys.
+enum Terminal {
+    static func error(_ message: String) {
+        writeErr("mediafetch: \(message)\n")
+    }
+
+    static func writeErr(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+
+    static func writeOut(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+}
+
+/// Shows job events as the chosen progress mode asks, and the summary.
+struct ProgressPrinter {
+    let mode: ProgressMode
+
+    /// Consumes the job's events until `.finished`.
+    func consume(_ events: AsyncStream<JobEvent>) async {
+        let live = mode == .bar || (mode == .auto && Terminal.stderrIsTerminal)
+        var lineShown = false
+        func clearLine() {
+            if lineShown { Terminal.writeErr("\r\u{1B}[K") }
+            lineShown = false
+        }
+        for await event in events {
+            if mode == .json {
+                if let line = ProgressJSON.line(for: event) { Terminal.writeErr(line + "\n") }
+                if case .failed(let url, let reason) = event { Terminal.error("failed \(url): \(reason)") }
+                continue
+            }
+            switch event {
+            case .progress(let progress) where live:
+                Terminal.writeErr("\r\u{1B}[K" + ProgressText.status(progress))
+                lineShown = true
+            case .failed(let url, let reason):
+                clearLine()
+                Terminal.error("failed \(url): \(reason)")
+            case .finished(let report):
+                clearLine()
+                if mode != .none { Terminal.writeErr(ProgressText.summary(report) + "\n") }
+            default:
+                break
+            }
+        }
+        clearLine()
+    }
+}
