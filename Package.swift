@@ -55,10 +55,12 @@ let package = Package(
         // A real HTTP origin on loopback with fault switches, for tests and the demo.
         .target(name: "TestOrigin"),
         .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin"]),
+        // Helpers shared by the test targets: temporary directories, fixtures, running the binary.
+        .target(name: "TestSupport", dependencies: ["TestOrigin"]),
 
-        .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin"]),
-        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore"]),
-        .testTarget(name: "MediaFetchTests", dependencies: ["MediaFetch", "TestOrigin"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "mediafetch"]),
+        .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport"]),
+        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore", "TestSupport"]),
+        .testTarget(name: "MediaFetchTests", dependencies: ["MediaFetch", "TestOrigin", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "TestSupport", "mediafetch"]),
     ]
 )

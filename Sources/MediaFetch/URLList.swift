@@ -16,7 +16,8 @@ public enum URLList {
     public static func parse(_ text: String, source: String) throws(InputError) -> [String] {
         var urls: [String] = []
         var lineNumber = 0
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // isNewline also splits CRLF, which Swift holds as one Character.
+        for line in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
             lineNumber += 1
             let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }

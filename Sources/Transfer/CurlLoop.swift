@@ -23,6 +23,8 @@ final class Attempt: @unchecked Sendable {
     /// Set when the sink refused the body; the transfer is aborted.
     var abort: TransferError?
     var continuation: CheckedContinuation<AttemptOutcome, Never>?
+    /// When a header or body byte last arrived (or the attempt started): the stall clock.
+    var lastActivity = ContinuousClock.now
     var headerList: UnsafeMutablePointer<curl_slist>?
 
     init(id: TransferID, url: String, number: Int, sink: any BodySink, counters: LoopCounters) {
@@ -42,12 +44,14 @@ final class Attempt: @unchecked Sendable {
     }
 
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
+        lastActivity = .now
         head.consume(line: Substring(String(decoding: line, as: UTF8.self)))
         if head.isComplete, !begun { return beginBody() }
         return true
     }
 
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        lastActivity = .now
         if !begun, !beginBody() { return false }
         if let error = sink.write(bytes) {
             abort = error
@@ -176,6 +180,7 @@ final class CurlLoop: Sendable {
         var lastTickBytes: Int64 = 0
         var rate = 0.0
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
+        let stallLimit = Duration.milliseconds(Int(configuration.stallTimeout * 1000))
 
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
@@ -206,6 +211,7 @@ final class CurlLoop: Sendable {
                 try configure(easy, for: attempt)
                 let code = curl_multi_add_handle(multi.handle, easy.handle)
                 guard code == CURLM_OK else { throw CurlError(CURLE_FAILED_INIT, detail: String(cString: curl_multi_strerror(code))) }
+                attempt.lastActivity = .now
                 running[easy.handle] = attempt
                 handles[easy.handle] = easy
                 byID[attempt.id] = easy.handle
@@ -243,6 +249,11 @@ final class CurlLoop: Sendable {
 
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
+                let stalled = running.filter { now - $0.value.lastActivity > stallLimit }
+                for (handle, attempt) in stalled {
+                    attempt.abort = TransferError(.timeout, "stalled: no data for \(Int(configuration.stallTimeout)) s")
+                    finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
+                }
                 let seconds = Double((now - lastTick).components.attoseconds) / 1e18 + Double((now - lastTick).components.seconds)
                 let delta = counters.bytesReceived - lastTickBytes
                 let current = seconds > 0 ? Double(delta) / seconds : 0
@@ -291,8 +302,8 @@ final class CurlLoop: Sendable {
         try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout * 1000))
-        try easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
-        try easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(configuration.stallTimeout.rounded(.up))))
+        // Stalls are detected on the loop's own clock (see `abortStalled`): libcurl's
+        // low-speed check averages over a window and reacts seconds late.
         if let timeout = configuration.attemptTimeout {
             try easy.set(CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
         }

@@ -89,7 +89,6 @@ public final class TransferEngine: Sendable {
             partial.close(discard: true)
             throw TransferError(.fileSystem(errno: 0), "\(error)")
         }
-        let resumedFromDisk = sink.bytesHeld
         do throws(TransferError) {
             let (outcome, attempts) = try await perform(target, sink: sink)
             let head = sink.head ?? outcome.head
@@ -98,7 +97,7 @@ public final class TransferEngine: Sendable {
                 url: target.url, effectiveURL: outcome.effectiveURL ?? target.url,
                 path: finished.path, sha256: finished.sha256, size: finished.size,
                 contentType: head.contentType, etag: head.etag, lastModified: head.lastModified,
-                resumedBytes: max(resumedFromDisk, outcome.resumedBytes), attempts: attempts)
+                resumedBytes: outcome.resumedBytes, attempts: attempts)
         } catch {
             // A transient failure or a cancel keeps the partial for the next run.
             sink.close(discard: !(error.isRetryable || error.kind == .cancelled))
@@ -224,6 +223,7 @@ public final class TransferEngine: Sendable {
 }
 
 /// Runs `body` with a fresh engine and shuts it down afterwards, also on error.
+@discardableResult
 public func withTransferEngine<T>(
     configuration: TransferConfiguration = TransferConfiguration(),
     partialDirectory: String,

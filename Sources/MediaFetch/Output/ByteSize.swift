@@ -4,21 +4,14 @@ import Foundation
 public enum ByteSize {
     /// Parses a size; nil when the text is not one.
     public static func parse(_ text: String) -> Int64? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard let last = trimmed.last else { return nil }
+        var number = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
+        if number.hasSuffix("b") { number = number.dropLast() }
+        if number.hasSuffix("i") { number = number.dropLast() }
         let multipliers: [Character: Double] = ["k": 1024, "m": 1_048_576, "g": 1_073_741_824, "t": 1_099_511_627_776]
-        var number = Substring(trimmed)
         var multiplier = 1.0
-        if let found = multipliers[Character(last.lowercased())] {
+        if let unit = number.last, let found = multipliers[unit] {
             multiplier = found
             number = number.dropLast()
-            if number.last == "i" || number.last == "I" { number = number.dropLast() }
-        } else if last == "B" || last == "b" {
-            number = number.dropLast()
-            if let unit = number.last, let found = multipliers[Character(unit.lowercased())] {
-                multiplier = found
-                number = number.dropLast()
-            }
         }
         guard let value = Double(number), value >= 0, value.isFinite else { return nil }
         let bytes = value * multiplier

@@ -1,0 +1,43 @@
+/// A misbehaviour the origin can be told to show for one path (see ``TestOrigin/setFault(_:_:times:)``).
+///
+/// `status` and `html` replace the whole response. `dropAfter`, `slow` and `stallAfter`
+/// change how the body of the normal response is sent (they do nothing for `HEAD`).
+/// `ignoreRange` changes how resources and files answer a `Range` request.
+public enum Fault: Sendable, Equatable {
+    /// Answer with this status and a small text body, e.g. 429 or 503 with
+    /// `Retry-After: seconds`, or 404 / 500.
+    case status(Int, retryAfter: Int? = nil)
+    /// Send the headers with the full `Content-Length`, then only `bytes` bytes of the
+    /// body, then close the connection. The client sees a truncated transfer of exactly
+    /// `bytes` body bytes (the close is an orderly FIN, so nothing already sent is lost).
+    case dropAfter(bytes: Int)
+    /// Send the body at about this many bytes per second, in small paced chunks.
+    case slow(bytesPerSecond: Int)
+    /// Send `bytes` bytes of the body, pause for `seconds` (a stalled transfer), then send
+    /// the rest. With `bytes: 0` the pause comes right after the headers.
+    case stallAfter(bytes: Int, seconds: Double)
+    /// Answer `200 text/html` with a small HTML page instead of the resource (like a
+    /// captive portal or an error page served with a success status).
+    case html
+    /// Serve the full body with `200` even when a valid `Range` is asked, like servers
+    /// without range support. `Accept-Ranges: bytes` is still advertised, so a client
+    /// that trusts it must cope with the `200`.
+    case ignoreRange
+}
+
+/// A fault installed for a path, with how many more requests it applies to.
+struct FaultRule: Sendable {
+    let fault: Fault
+    /// nil = forever.
+    var remaining: Int?
+}
+
+extension Fault {
+    /// Whether this fault alters how a body is written (as opposed to what is answered).
+    var affectsBodyDelivery: Bool {
+        switch self {
+        case .dropAfter, .slow, .stallAfter: true
+        case .status, .html, .ignoreRange: false
+        }
+    }
+}

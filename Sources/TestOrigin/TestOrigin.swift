@@ -1,0 +1,230 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real HTTP/1.1 server on 127.0.0.1 for tests and demos (Linux, POSIX sockets).
+///
+/// It serves files under a root directory and in-memory resources with strong ETags,
+/// `Last-Modified`, single byte ranges, `If-Range`, `If-None-Match` / `If-Modified-Since`
+/// and persistent connections; dynamic routes answer anything else; per-path faults
+/// make it misbehave on purpose. Every request is recorded.
+///
+/// Each connection is served by its own thread. The origin stops on ``shutdown()`` or
+/// when the last reference to it goes away.
+public final class TestOrigin: Sendable {
+    private let server: OriginServer
+
+    /// Binds 127.0.0.1 on `port` (0 = random free port) and starts accepting.
+    /// Serves files under `root` (if given) at their relative path, plus any added resources.
+    /// - Throws: ``TestOriginError`` if `root` is not a readable directory or the port cannot be bound.
+    public init(root: URL? = nil, port: UInt16 = 0) throws {
+        server = try OriginServer(root: root, port: port)
+        server.start()
+    }
+
+    deinit {
+        server.shutdown()
+    }
+
+    /// The TCP port the origin listens on.
+    public var port: UInt16 { server.port }
+
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// `baseURL` followed by `path` (a leading `/` is added if missing).
+    public func url(_ path: String) -> String {
+        baseURL + OriginServer.normalize(path)
+    }
+
+    /// Adds an in-memory resource at `path`, or replaces the one already there.
+    ///
+    /// `etag` defaults to a strong ETag derived from the content (`"<hash hex>-<size>"`),
+    /// so replacing the content changes the ETag. `lastModified` defaults to a fixed date;
+    /// when a resource is replaced by different content without an explicit date, the
+    /// previous date plus one hour is used instead, so date validators
+    /// (`If-Range` with a date, `If-Modified-Since`) see the change too.
+    public func addResource(_ path: String, data: Data, contentType: String = "application/octet-stream",
+                            etag: String? = nil, lastModified: Date? = nil) {
+        server.addResource(OriginServer.normalize(path), data: data, contentType: contentType,
+                           etag: etag, lastModified: lastModified)
+    }
+
+    /// Removes the in-memory resource at `path`; requests for it then fall through to the
+    /// root directory (if any) or get 404.
+    public func removeResource(_ path: String) {
+        server.state.withLock { _ = $0.resources.removeValue(forKey: OriginServer.normalize(path)) }
+    }
+
+    /// Installs a dynamic route for exactly `path` (any method; the query string does not
+    /// take part in matching and is available parsed in ``OriginRequest/query``). Routes
+    /// take precedence over resources and files; installing a route again replaces it.
+    /// The handler runs on the connection's thread, outside the origin's lock.
+    public func route(_ path: String, _ handler: @escaping @Sendable (OriginRequest) -> OriginResponse) {
+        server.state.withLock { $0.routes[OriginServer.normalize(path)] = handler }
+    }
+
+    /// Makes requests for `path` misbehave as `fault` describes.
+    ///
+    /// `times` is how many requests it applies to before the path behaves normally again
+    /// (nil = forever). Each request for the path counts, whatever its method. Setting a
+    /// fault replaces any fault already set for that path.
+    public func setFault(_ path: String, _ fault: Fault, times: Int? = nil) {
+        server.state.withLock { state in
+            let key = OriginServer.normalize(path)
+            if let times, times <= 0 {
+                state.faults.removeValue(forKey: key)
+            } else {
+                state.faults[key] = FaultRule(fault: fault, remaining: times)
+            }
+        }
+    }
+
+    /// Removes all faults.
+    public func clearFaults() {
+        server.state.withLock { $0.faults.removeAll() }
+    }
+
+    /// Every request seen, in arrival order, optionally only those for `path`
+    /// (compared with the percent-decoded path, without the query).
+    public func requests(for path: String? = nil) -> [OriginRequest] {
+        let log = server.state.withLock { $0.log }
+        guard let path else { return log }
+        let wanted = OriginServer.normalize(path)
+        return log.filter { $0.path == wanted }
+    }
+
+    /// Stops the origin: closes the listener and all open connections and waits (up to a
+    /// few seconds) for their threads to end. Idempotent. Called automatically on deinit.
+    public func shutdown() {
+        server.shutdown()
+    }
+}
+
+/// The state shared by the accept thread, the connection threads and the public API.
+struct ServerState: Sendable {
+    var resources: [String: MemoryResource] = [:]
+    var routes: [String: @Sendable (OriginRequest) -> OriginResponse] = [:]
+    var faults: [String: FaultRule] = [:]
+    var log: [OriginRequest] = []
+    /// Accepted, not yet closed connections; shutdown() wakes them with shutdown(2).
+    var connections: Set<Int32> = []
+    /// Threads serving connections, so shutdown() called from a route handler does not wait for itself.
+    var workerThreads: Set<pthread_t> = []
+    var listenerOpen = true
+    var isShutdown = false
+}
+
+/// The server proper. `TestOrigin` wraps it so that the threads, which keep the server
+/// alive while they run, do not keep the public object alive: its deinit can then shut
+/// the server down when a test forgets to.
+final class OriginServer: Sendable {
+    let port: UInt16
+    /// The root directory with symlinks resolved, without a trailing slash.
+    let rootPath: String?
+    let state = Mutex(ServerState())
+    private let listener: Int32
+    /// Entered for the accept thread and for each connection thread.
+    private let threads = DispatchGroup()
+
+    init(root: URL?, port requestedPort: UInt16) throws {
+        if let root {
+            guard let resolved = realpath(root.path, nil) else {
+                throw TestOriginError.system("realpath(\(root.path))", errno: errno)
+            }
+            defer { free(resolved) }
+            var isDirectory: ObjCBool = false
+            let path = String(cString: resolved)
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw TestOriginError("root \(root.path) is not a directory")
+            }
+            rootPath = path == "/" ? "" : path
+        } else {
+            rootPath = nil
+        }
+        (listener, port) = try Socket.listen(port: requestedPort)
+    }
+
+    static func normalize(_ path: String) -> String {
+        path.hasPrefix("/") ? path : "/" + path
+    }
+
+    var isShutdown: Bool {
+        state.withLock { $0.isShutdown }
+    }
+
+    func start() {
+        threads.enter()
+        let thread = Thread { [self] in
+            acceptLoop()
+            threads.leave()
+        }
+        thread.start()
+    }
+
+    func shutdown() {
+        let me = pthread_self()
+        let onWorkerThread = state.withLock { state -> Bool in
+            if !state.isShutdown {
+                state.isShutdown = true
+                // shutdown(2) wakes threads blocked in accept/recv/send on these sockets.
+                // The owning threads close the descriptors themselves, under this lock,
+                // so a descriptor number is never closed twice or reused under our feet.
+                if state.listenerOpen { _ = Glibc.shutdown(listener, Int32(SHUT_RDWR)) }
+                for fd in state.connections { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+                // Handlers often capture the TestOrigin; dropping them breaks that cycle.
+                state.routes.removeAll()
+            }
+            return state.workerThreads.contains(me)
+        }
+        // From a route handler the calling thread is one of ours and cannot be waited for.
+        if !onWorkerThread {
+            // Bounded: a route handler that blocks must not hang the test calling shutdown().
+            _ = threads.wait(timeout: .now() + 5)
+        }
+    }
+
+    private func acceptLoop() {
+        while true {
+            let fd = Socket.accept(listener)
+            if fd < 0 {
+                let code = errno
+                if isShutdown { break }
+                if code == EINTR || code == ECONNABORTED { continue }
+                // Out of descriptors or similar: back off instead of spinning.
+                usleep(10_000)
+                continue
+            }
+            let accepted = state.withLock { state -> Bool in
+                guard !state.isShutdown else { return false }
+                state.connections.insert(fd)
+                return true
+            }
+            guard accepted else {
+                close(fd)
+                break
+            }
+            Socket.configureConnection(fd)
+            threads.enter()
+            let thread = Thread { [self] in
+                let me = pthread_self()
+                state.withLock { _ = $0.workerThreads.insert(me) }
+                var connection = Connection(fd: fd, server: self)
+                connection.run()
+                state.withLock { state in
+                    state.workerThreads.remove(me)
+                    state.connections.remove(fd)
+                    close(fd)
+                }
+                threads.leave()
+            }
+            thread.start()
+        }
+        state.withLock { state in
+            state.listenerOpen = false
+            close(listener)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+
+/// A fresh directory under the system's temporary directory, removed by `remove()`.
+/// Each test makes its own, so tests never share a cache.
+public struct TemporaryDirectory: Sendable {
+    public let url: URL
+    public var path: String { url.path }
+
+    public init(_ label: String = "mediafetch-test") throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("\(label)-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// A path inside the directory.
+    public func appending(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    /// Removes the directory; read-only objects inside are made writable first.
+    public func remove() {
+        if let enumerator = FileManager.default.enumerator(atPath: path) {
+            for case let relative as String in enumerator {
+                _ = chmod(url.appendingPathComponent(relative).path, 0o755)
+            }
+        }
+        try? FileManager.default.removeItem(at: url)
+    }
+
+    /// Runs `body` with a fresh directory and removes it afterwards.
+    public static func with<T>(_ label: String = "mediafetch-test", _ body: (TemporaryDirectory) async throws -> T) async throws -> T {
+        let directory = try TemporaryDirectory(label)
+        defer { directory.remove() }
+        return try await body(directory)
+    }
+}
+
+/// Deterministic pseudo-random bytes (SplitMix64), so fixtures differ from
+/// one another but are the same on every run.
+public func fixtureBytes(count: Int, seed: UInt64) -> Data {
+    var state = seed &+ 0x9E37_79B9_7F4A_7C15
+    var data = Data(capacity: count)
+    while data.count < count {
+        state = state &+ 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        withUnsafeBytes(of: z.littleEndian) { data.append(contentsOf: $0.prefix(count - data.count)) }
+    }
+    return data
+}

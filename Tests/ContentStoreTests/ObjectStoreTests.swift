@@ -1,0 +1,79 @@
+import Crypto
+import Foundation
+import Testing
+import TestSupport
+@testable import ContentStore
+
+@Suite struct ObjectStoreTests {
+    private func stage(_ data: Data, in store: ObjectStore) throws -> StagedBlob {
+        let path = store.temporaryDirectory + "/\(UUID().uuidString).done"
+        try data.write(to: URL(fileURLWithPath: path))
+        let hash = SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        return StagedBlob(path: path, sha256: hash, size: Int64(data.count))
+    }
+
+    @Test func committedBlobLandsUnderItsHashReadOnly() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Given a staged body
+            let store = try ObjectStore(root: directory.path)
+            let blob = try stage(fixtureBytes(count: 1000, seed: 1), in: store)
+
+            // When it is committed
+            let created = try store.commit([blob])
+
+            // Then it is at objects/sha256/<2 hex>/<hex>, read-only, and the staged file is gone
+            let path = try #require(store.path(for: blob.sha256))
+            #expect(created == [blob.sha256])
+            #expect(path == directory.path + "/objects/sha256/\(blob.sha256.prefix(2))/\(blob.sha256)")
+            #expect(FileManager.default.contents(atPath: path) == fixtureBytes(count: 1000, seed: 1))
+            let permissions = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(permissions == 0o444)
+            #expect(!FileManager.default.fileExists(atPath: blob.path))
+            #expect(store.contains(blob.sha256))
+        }
+    }
+
+    @Test func sameBytesAreStoredOnce() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let first = try stage(fixtureBytes(count: 500, seed: 7), in: store)
+            let second = try stage(fixtureBytes(count: 500, seed: 7), in: store)
+
+            let createdTogether = try store.commit([first, second])
+            let third = try stage(fixtureBytes(count: 500, seed: 7), in: store)
+            let createdLater = try store.commit([third])
+
+            #expect(createdTogether == [first.sha256])
+            #expect(createdLater.isEmpty)
+            let objects = try FileManager.default.subpathsOfDirectory(atPath: store.objectsDirectory).filter { $0.count > 3 }
+            #expect(objects.count == 1)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: store.temporaryDirectory)
+            #expect(leftovers.isEmpty)
+        }
+    }
+
+    @Test func namesThatAreNotHashesNeverBecomePaths() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            #expect(store.path(for: "../../etc/passwd") == nil)
+            #expect(store.path(for: String(repeating: "A", count: 64)) == nil)
+            #expect(store.path(for: String(repeating: "a", count: 63)) == nil)
+            #expect(store.path(for: String(repeating: "a", count: 64)) != nil)
+            #expect(throws: StoreError.self) {
+                try store.commit([StagedBlob(path: directory.appending("x"), sha256: "../x", size: 1)])
+            }
+        }
+    }
+
+    @Test func removeDeletesTheObject() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let blob = try stage(Data("hello".utf8), in: store)
+            _ = try store.commit([blob])
+            try store.remove(blob.sha256)
+            #expect(!store.contains(blob.sha256))
+            // Removing again is not an error.
+            try store.remove(blob.sha256)
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+@testable import MediaFetch
+
+@Suite struct URLListTests {
+    @Test func commentsAndBlankLinesAreSkipped() throws {
+        let text = "# photos\nhttp://a/1.jpg\n\n   \n  https://b/2.jpg  \r\n# end\n"
+        #expect(try URLList.parse(text, source: "urls.txt") == ["http://a/1.jpg", "https://b/2.jpg"])
+    }
+
+    @Test func aBadLineIsNamedByFileAndLine() {
+        let text = "http://a/1.jpg\n# fine\nftp://a/2.jpg\n"
+        #expect(throws: InputError("urls.txt:3: unsupported scheme 'ftp' (only http and https): ftp://a/2.jpg")) {
+            try URLList.parse(text, source: "urls.txt")
+        }
+        #expect(throws: InputError.self) { try URLList.parse("not a url at all\n", source: "f") }
+    }
+
+    @Test func aMissingFileIsNamed() {
+        #expect(throws: InputError("/nonexistent/urls.txt: cannot read the file")) {
+            try URLList.read(path: "/nonexistent/urls.txt")
+        }
+    }
+}
+
+@Suite struct ByteSizeTests {
+    @Test func sizesAsPeopleWriteThem() {
+        #expect(ByteSize.parse("512") == 512)
+        #expect(ByteSize.parse("64K") == 65536)
+        #expect(ByteSize.parse("64k") == 65536)
+        #expect(ByteSize.parse("1.5M") == 1_572_864)
+        #expect(ByteSize.parse("2G") == 2_147_483_648)
+        #expect(ByteSize.parse("10MiB") == 10_485_760)
+        #expect(ByteSize.parse("10MB") == 10_485_760)
+        #expect(ByteSize.parse("abc") == nil)
+        #expect(ByteSize.parse("-5K") == nil)
+        #expect(ByteSize.parse("") == nil)
+    }
+
+    @Test func formatting() {
+        #expect(ByteSize.format(812) == "812 B")
+        #expect(ByteSize.format(65536) == "64.0 KiB")
+        #expect(ByteSize.format(1_572_864) == "1.5 MiB")
+    }
+
+    @Test func csvFieldsAreQuotedWhenNeeded() {
+        #expect(EntryFormatter.csvField("plain") == "plain")
+        #expect(EntryFormatter.csvField("a,b") == "\"a,b\"")
+        #expect(EntryFormatter.csvField("say \"hi\"") == "\"say \"\"hi\"\"\"")
+    }
+}
+
+@Suite struct CacheRootTests {
+    @Test func flagThenEnvironmentThenDefault() {
+        #expect(MediaCache.resolveRoot(explicit: "/x", environment: ["MEDIAFETCH_CACHE": "/y"]) == "/x")
+        #expect(MediaCache.resolveRoot(explicit: nil, environment: ["MEDIAFETCH_CACHE": "/y"]) == "/y")
+        #expect(MediaCache.resolveRoot(explicit: nil, environment: [:]) == "Cache")
+    }
+}

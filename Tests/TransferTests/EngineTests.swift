@@ -1,0 +1,308 @@
+import Crypto
+import Foundation
+import Synchronization
+import Testing
+import TestOrigin
+import TestSupport
+@testable import Transfer
+
+/// The engine against a real HTTP origin on loopback.
+@Suite struct EngineTests {
+    private func configuration(retries: Int = 4) -> TransferConfiguration {
+        var configuration = TransferConfiguration()
+        configuration.retry = RetryPolicy(maxRetries: retries, baseDelay: 0.01, maxDelay: 0.05)
+        configuration.connectTimeout = 5
+        configuration.stallTimeout = 5
+        return configuration
+    }
+
+    private func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Runs `body` with an origin, an engine over a fresh partial directory, and
+    /// the engine's events collected until it shuts down.
+    private func withEngine(
+        retries: Int = 4, adjust: (inout TransferConfiguration) -> Void = { _ in },
+        _ body: (TestOrigin, TransferEngine, TemporaryDirectory) async throws -> Void
+    ) async throws -> [TransferEvent] {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            var configuration = configuration(retries: retries)
+            adjust(&configuration)
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let collector = Task { () -> [TransferEvent] in
+                var events: [TransferEvent] = []
+                for await event in engine.events {
+                    if case .progress = event { continue }
+                    events.append(event)
+                }
+                return events
+            }
+            do {
+                try await body(origin, engine, directory)
+            } catch {
+                engine.shutdown()
+                throw error
+            }
+            engine.shutdown()
+            return await collector.value
+        }
+    }
+
+    private func leftovers(_ directory: TemporaryDirectory) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: directory.appending("tmp"))) ?? []
+    }
+
+    @Test func downloadStreamsToAFileWithItsSHA256() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            let content = fixtureBytes(count: 300_000, seed: 1)
+            origin.addResource("/photo.jpg", data: content, contentType: "image/jpeg")
+
+            let body = try await engine.download(origin.url("/photo.jpg"))
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.size == 300_000)
+            #expect(body.contentType == "image/jpeg")
+            #expect(body.attempts == 1)
+            #expect(FileManager.default.contents(atPath: body.path) == content)
+            #expect(origin.requests(for: "/photo.jpg").first?.header("user-agent") == "mediafetch/\(mediafetchVersion)")
+        }
+    }
+
+    @Test func aDroppedConnectionResumesWithRangeAndIfRange() async throws {
+        let events = try await withEngine { origin, engine, _ in
+            let content = fixtureBytes(count: 1_000_000, seed: 2)
+            origin.addResource("/big.bin", data: content)
+            origin.setFault("/big.bin", .dropAfter(bytes: 400_000), times: 1)
+
+            let body = try await engine.download(origin.url("/big.bin"))
+
+            let requests = origin.requests(for: "/big.bin")
+            #expect(requests.count == 2)
+            #expect(requests[1].header("range") == "bytes=400000-")
+            #expect(requests[1].header("if-range") != nil)
+            #expect(requests[1].header("if-range") == requests[0].header("if-range") ?? body.etag)
+            #expect(body.resumedBytes == 400_000)
+            #expect(body.sha256 == sha256(content))
+            #expect(body.attempts == 2)
+        }
+        #expect(events.contains { if case .retrying(_, _, 2, _, _) = $0 { true } else { false } })
+    }
+
+    @Test func retryAfterOn429IsHonoured() async throws {
+        let events = try await withEngine { origin, engine, _ in
+            origin.addResource("/limited", data: fixtureBytes(count: 1000, seed: 3))
+            origin.setFault("/limited", .status(429, retryAfter: 1), times: 1)
+
+            let body = try await engine.download(origin.url("/limited"))
+
+            #expect(body.size == 1000)
+            #expect(origin.requests(for: "/limited").count == 2)
+        }
+        let delays = events.compactMap { event -> Double? in
+            if case .retrying(_, _, _, let delay, let reason) = event, reason.kind == .http(status: 429) { return delay }
+            return nil
+        }
+        #expect(delays == [1.0])
+    }
+
+    @Test func a503IsRetriedUntilItPasses() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            origin.addResource("/flaky", data: Data("ok".utf8))
+            origin.setFault("/flaky", .status(503), times: 2)
+            let body = try await engine.download(origin.url("/flaky"))
+            #expect(body.attempts == 3)
+        }
+    }
+
+    @Test func notFoundIsFinalAndLeavesNothingBehind() async throws {
+        _ = try await withEngine { origin, engine, directory in
+            await #expect(throws: TransferError(.http(status: 404), "HTTP 404 Not Found")) {
+                try await engine.download(origin.url("/missing.jpg"))
+            }
+            #expect(origin.requests(for: "/missing.jpg").count == 1)
+            #expect(leftovers(directory).isEmpty)
+        }
+    }
+
+    @Test func theNextRunResumesAPartialLeftByTheLastOne() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            let content = fixtureBytes(count: 800_000, seed: 4)
+            origin.addResource("/song.mp3", data: content)
+            origin.setFault("/song.mp3", .dropAfter(bytes: 300_000), times: 1)
+            let partials = directory.appending("tmp")
+
+            // A first run gives up after the drop (no retries) and keeps the partial.
+            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/song.mp3")) }
+            }
+            #expect(leftovers(directory).contains { $0.hasSuffix(".part") })
+
+            // The next run asks only for the rest.
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/song.mp3"))
+            }
+            #expect(origin.requests(for: "/song.mp3").last?.header("range") == "bytes=300000-")
+            #expect(body.resumedBytes == 300_000)
+            #expect(body.sha256 == sha256(content))
+            #expect(leftovers(directory) == [URL(fileURLWithPath: body.path).lastPathComponent])
+        }
+    }
+
+    @Test func aFileChangedOnTheServerIsNeverStitched() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/map.png", data: fixtureBytes(count: 600_000, seed: 5))
+            origin.setFault("/map.png", .dropAfter(bytes: 250_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/map.png")) }
+            }
+
+            // The file changes before the next run: If-Range no longer matches.
+            let newContent = fixtureBytes(count: 700_000, seed: 6)
+            origin.addResource("/map.png", data: newContent)
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/map.png"))
+            }
+
+            #expect(origin.requests(for: "/map.png").last?.header("if-range") != nil)
+            #expect(body.sha256 == sha256(newContent))
+            #expect(body.size == 700_000)
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
+    @Test func aServerThatIgnoresRangesStartsOverCleanly() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            let content = fixtureBytes(count: 500_000, seed: 7)
+            origin.addResource("/norange", data: content)
+            origin.setFault("/norange", .dropAfter(bytes: 300_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/norange")) }
+            }
+
+            // The server now answers a Range request with the whole body (200).
+            origin.setFault("/norange", .ignoreRange)
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/norange"))
+            }
+
+            #expect(origin.requests(for: "/norange").last?.header("range") == "bytes=300000-")
+            #expect(body.sha256 == sha256(content))
+            #expect(body.size == 500_000)
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
+    @Test func aStalledTransferTimesOutAndIsRetried() async throws {
+        _ = try await withEngine(adjust: { $0.stallTimeout = 1 }) { origin, engine, _ in
+            let content = fixtureBytes(count: 400_000, seed: 8)
+            origin.addResource("/stall", data: content)
+            origin.setFault("/stall", .stallAfter(bytes: 280_000, seconds: 4), times: 1)
+            let body = try await engine.download(origin.url("/stall"))
+            #expect(body.sha256 == sha256(content))
+            #expect(body.attempts == 2)
+            #expect(origin.requests(for: "/stall").last?.header("range") == "bytes=280000-")
+        }
+    }
+
+    @Test func bodiesOverTheSizeLimitAreRefused() async throws {
+        _ = try await withEngine(adjust: { $0.maxFileSize = 50_000 }) { origin, engine, directory in
+            origin.addResource("/huge", data: fixtureBytes(count: 100_000, seed: 9))
+            await #expect(throws: TransferError.self) { try await engine.download(origin.url("/huge")) }
+            #expect(origin.requests(for: "/huge").count == 1)
+            #expect(leftovers(directory).isEmpty)
+        }
+    }
+
+    @Test func redirectsAreFollowedButOnlyToHTTP() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            origin.addResource("/real.jpg", data: Data("jpeg".utf8))
+            origin.route("/moved") { _ in .redirect(to: "/real.jpg") }
+            origin.route("/to-file") { _ in .redirect(to: "file:///etc/passwd") }
+
+            let body = try await engine.download(origin.url("/moved"))
+            #expect(body.effectiveURL == origin.url("/real.jpg"))
+            #expect(body.size == 4)
+
+            do {
+                _ = try await engine.download(origin.url("/to-file"))
+                Issue.record("a redirect to file:// was followed")
+            } catch let error as TransferError {
+                #expect(error.kind == .unsupportedURL)
+            }
+        }
+    }
+
+    @Test func aDeadHostFailsWithAConnectionError() async throws {
+        _ = try await withEngine(retries: 1) { _, engine, _ in
+            // A port nobody listens on: bind one, note it, close it.
+            let closed = try TestOrigin()
+            let url = closed.url("/x")
+            closed.shutdown()
+            do {
+                _ = try await engine.download(url)
+                Issue.record("download from a closed port succeeded")
+            } catch let error as TransferError {
+                #expect(error.kind == .network(curlCode: 7))
+                #expect(error.message.lowercased().contains("connect"))
+            }
+        }
+    }
+
+    @Test func cancellingTheTaskStopsTheTransferAndKeepsThePartial() async throws {
+        _ = try await withEngine { origin, engine, directory in
+            origin.addResource("/slow", data: fixtureBytes(count: 2_000_000, seed: 10))
+            origin.setFault("/slow", .slow(bytesPerSecond: 200_000))
+            let task = Task { try await engine.download(origin.url("/slow")) }
+            while (try? FileManager.default.attributesOfItem(atPath: directory.appending("tmp")))
+                    .map({ _ in leftovers(directory).contains { $0.hasSuffix(".validator") } }) != true {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            task.cancel()
+            await #expect(throws: TransferError.cancelled) { try await task.value }
+            #expect(leftovers(directory).contains { $0.hasSuffix(".part") })
+        }
+    }
+
+    @Test func fetchKeepsSmallAnswersInMemory() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            origin.route("/api") { request in .json(#"{"page":"\#(request.query["page"] ?? "")"}"#) }
+            let response = try await engine.fetch(origin.url("/api?page=3"))
+            #expect(response.status == 200)
+            #expect(String(decoding: response.body, as: UTF8.self) == #"{"page":"3"}"#)
+        }
+    }
+
+    @Test func concurrencyStaysWithinThePerHostLimit() async throws {
+        _ = try await withEngine(adjust: { $0.maxTransfersPerHost = 2; $0.maxConcurrentTransfers = 8 }) { origin, engine, _ in
+            for index in 0..<8 {
+                origin.addResource("/f\(index)", data: fixtureBytes(count: 100_000, seed: UInt64(index)))
+                origin.setFault("/f\(index)", .slow(bytesPerSecond: 1_000_000))
+            }
+            let peak = Mutex(0)
+            let watcher = Task {
+                while !Task.isCancelled {
+                    let running = engine.scheduler.usage.running
+                    peak.withLock { $0 = max($0, running) }
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            try await withThrowingTaskGroup(of: DownloadedBody.self) { group in
+                for index in 0..<8 { group.addTask { try await engine.download(origin.url("/f\(index)")) } }
+                try await group.waitForAll()
+            }
+            watcher.cancel()
+            #expect(peak.withLock { $0 } == 2)
+        }
+    }
+}

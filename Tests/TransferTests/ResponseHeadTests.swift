@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+@testable import Transfer
+
+@Suite struct ResponseHeadTests {
+    private func head(_ lines: [String]) -> ResponseHead {
+        var head = ResponseHead()
+        for line in lines { head.consume(line: Substring(line + "\r\n")) }
+        return head
+    }
+
+    @Test func headersOfARedirectDoNotLeakIntoTheFinalResponse() {
+        let parsed = head([
+            "HTTP/1.1 301 Moved Permanently", "Location: /b", "ETag: \"old\"", "",
+            "HTTP/1.1 200 OK", "Content-Length: 10", "Content-Type: image/jpeg", "",
+        ])
+        #expect(parsed.isComplete)
+        #expect(parsed.status == 200)
+        #expect(parsed.etag == nil)
+        #expect(parsed.contentLength == 10)
+        #expect(parsed.contentType == "image/jpeg")
+    }
+
+    @Test func aRedirectBlockAloneIsNotComplete() {
+        let parsed = head(["HTTP/1.1 302 Found", "Location: /elsewhere", ""])
+        #expect(!parsed.isComplete)
+    }
+
+    @Test func continueBlocksAreSkipped() {
+        let parsed = head(["HTTP/1.1 100 Continue", "", "HTTP/1.1 404 Not Found", "Content-Length: 0", ""])
+        #expect(parsed.isComplete)
+        #expect(parsed.status == 404)
+        #expect(parsed.reason == "Not Found")
+    }
+
+    @Test func http2StatusLinesHaveNoReason() {
+        let parsed = head(["HTTP/2 206", "content-range: bytes 100-199/1000", ""])
+        #expect(parsed.status == 206)
+        #expect(parsed.contentRange?.start == 100)
+        #expect(parsed.contentRange?.total == 1000)
+    }
+
+    @Test func retryAfterInSecondsOrAsADate() {
+        #expect(head(["HTTP/1.1 429 Too Many Requests", "Retry-After: 12", ""]).retryAfter() == 12)
+        let now = Date(timeIntervalSince1970: 784_111_717) // Sun, 06 Nov 1994 08:48:37 GMT
+        let dated = head(["HTTP/1.1 503 Service Unavailable", "Retry-After: Sun, 06 Nov 1994 08:49:37 GMT", ""])
+        #expect(dated.retryAfter(now: now) == 60)
+        #expect(head(["HTTP/1.1 503 x", "Retry-After: soon", ""]).retryAfter() == nil)
+    }
+}
+
+@Suite struct RequestTargetTests {
+    @Test func httpAndHttpsAreAccepted() throws {
+        #expect(try RequestTarget("http://Example.com/a.jpg").hostKey == "example.com:80")
+        #expect(try RequestTarget("https://example.com:8443/a").hostKey == "example.com:8443")
+        #expect(try RequestTarget("https://example.com/a").hostKey == "example.com:443")
+    }
+
+    @Test(arguments: ["ftp://example.com/a", "file:///etc/passwd", "example.com/a.jpg", "http:///nohost", "", "gopher://x"])
+    func everythingElseIsRefused(text: String) {
+        #expect(throws: TransferError.self) { try RequestTarget(text) }
+    }
+}

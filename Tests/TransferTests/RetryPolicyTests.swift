@@ -1,0 +1,48 @@
+import Testing
+@testable import Transfer
+
+@Suite struct RetryPolicyTests {
+    let policy = RetryPolicy(maxRetries: 3, baseDelay: 1, maxDelay: 8)
+
+    @Test(arguments: [408, 429, 500, 502, 503, 504])
+    func transientStatusesAreRetried(status: Int) {
+        let error = TransferError(.http(status: status), "HTTP \(status)")
+        #expect(policy.delay(beforeRetry: 1, after: error, random: { 0 }) != nil)
+    }
+
+    @Test(arguments: [400, 401, 403, 404, 410, 451])
+    func otherClientErrorsAreFinal(status: Int) {
+        let error = TransferError(.http(status: status), "HTTP \(status)")
+        #expect(policy.delay(beforeRetry: 1, after: error) == nil)
+    }
+
+    @Test func backoffDoublesWithJitterAndIsCapped() {
+        let error = TransferError(.network(curlCode: 7), "connection refused")
+        // Half the ceiling is fixed, the other half random.
+        #expect(policy.delay(beforeRetry: 1, after: error, random: { 0 }) == 0.5)
+        #expect(policy.delay(beforeRetry: 1, after: error, random: { 0.999999 })! < 1.0)
+        #expect(policy.delay(beforeRetry: 2, after: error, random: { 0 }) == 1)
+        #expect(policy.delay(beforeRetry: 3, after: error, random: { 0 }) == 2)
+        let capped = RetryPolicy(maxRetries: 10, baseDelay: 1, maxDelay: 8)
+        #expect(capped.delay(beforeRetry: 9, after: error, random: { 0 }) == 4)
+    }
+
+    @Test func retriesRunOut() {
+        let error = TransferError(.timeout, "timed out")
+        #expect(policy.delay(beforeRetry: 3, after: error) != nil)
+        #expect(policy.delay(beforeRetry: 4, after: error) == nil)
+    }
+
+    @Test func retryAfterIsHonouredUpToTheCap() {
+        let asked = TransferError(.http(status: 429), "HTTP 429", retryAfter: 7)
+        #expect(policy.delay(beforeRetry: 1, after: asked, random: { 0 }) == 7)
+        let tooLong = TransferError(.http(status: 503), "HTTP 503", retryAfter: 3600)
+        #expect(policy.delay(beforeRetry: 1, after: tooLong) == nil)
+    }
+
+    @Test func sizeLimitsAndBadURLsAreFinal() {
+        #expect(policy.delay(beforeRetry: 1, after: TransferError(.tooLarge, "big")) == nil)
+        #expect(policy.delay(beforeRetry: 1, after: TransferError(.unsupportedURL, "ftp")) == nil)
+        #expect(policy.delay(beforeRetry: 1, after: TransferError(.fileSystem(errno: 28), "disk full")) == nil)
+    }
+}
