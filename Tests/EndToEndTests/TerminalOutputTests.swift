@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import TestOrigin
+import TestSupport
+
+/// What a person sees in a terminal, read off a real tmux pane.
+@Suite(.serialized) struct TerminalOutputTests {
+    /// Runs a tmux client command and returns what it printed. Spawned with
+    /// posix_spawn and reaped with waitpid: `new-session` forks the tmux server,
+    /// which must not inherit a pipe the test waits on.
+    private func tmux(_ arguments: [String], in directory: TemporaryDirectory) throws -> String {
+        let outputPath = directory.appending("tmux-output")
+        let argv = ["tmux", "-S", directory.appending("tmux.sock")] + arguments
+        let environment = ["TERM=xterm-256color", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=\(directory.path)"]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var cArguments = argv.map { strdup($0) } + [nil]
+        var cEnvironment = environment.map { strdup($0) } + [nil]
+        defer {
+            cArguments.forEach { free($0) }
+            cEnvironment.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let spawned = posix_spawnp(&pid, "tmux", &actions, nil, &cArguments, &cEnvironment)
+        guard spawned == 0 else { throw TmuxError(message: "cannot start tmux: \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        let data = FileManager.default.contents(atPath: outputPath) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private struct TmuxError: Error { let message: String }
+
+    /// Polls the pane until `condition` holds for its text, or the wait runs out.
+    private func screen(_ session: String, in directory: TemporaryDirectory, until condition: (String) -> Bool) async throws -> String {
+        var text = ""
+        for _ in 0..<600 {
+            text = try tmux(["capture-pane", "-p", "-t", session], in: directory)
+            if condition(text) { return text }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return text
+    }
+
+    @Test func aTerminalShowsALiveStatusLineThenTheSummary() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/slow.bin", data: fixtureBytes(count: 1_000_000, seed: 1))
+            origin.setFault("/slow.bin", .slow(bytesPerSecond: 400_000))
+            origin.addResource("/fast.jpg", data: fixtureBytes(count: 5_000, seed: 2))
+            let session = "mf-\(UUID().uuidString.prefix(8))"
+            let command = "\(BuiltProducts.mediafetch.path) get --cache \(directory.appending("cache")) "
+                + "\(origin.url("/fast.jpg")) \(origin.url("/slow.bin")) \(origin.url("/nothing.jpg")) --retries 0; "
+                + "echo EXIT=$?; sleep 60"
+            _ = try tmux(["new-session", "-d", "-s", session, "-x", "160", "-y", "20", command], in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+
+            let during = try await screen(session, in: directory) { $0.contains("active") }
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+
+            // While running: one status line with counts and a rate.
+            #expect(during.contains("/3 items"))
+            #expect(during.contains("/s"))
+            // At the end: the failure line, the summary, and no leftover status line.
+            let lines = after.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(lines.contains("mediafetch: failed \(origin.url("/nothing.jpg")): HTTP 404 Not Found"))
+            #expect(lines.contains { $0.hasPrefix("2 downloaded, 0 already cached, 1 failed (") })
+            #expect(lines.contains("EXIT=1"))
+            #expect(!lines.contains { $0.contains("active") })
+        }
+    }
+}

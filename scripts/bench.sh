@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Benchmark: mediafetch against curl --parallel and aria2c, side by side, in one run.
+#
+# Usage: scripts/bench.sh [-h|--help]
+#
+# Serves generated files from nginx on 127.0.0.1 and downloads every workload
+# with each tool in turn (mediafetch, curl, aria2c, then again), so all three see
+# the same machine state. Prints a table of wall time and peak RSS and writes
+# the same numbers as JSON lines to $BENCH_DIR/results.jsonl.
+#
+# This measures; it does not judge. It exits 0 when every tool run succeeded,
+# whatever the ratios, and non-zero when a tool failed or the setup did.
+#
+# Environment (defaults in brackets):
+#   BENCH_DIR       work dir: workloads, nginx, logs, results [/tmp/mediafetch-bench]
+#   MEDIAFETCH_BIN  use this binary instead of building one
+#   RUNS            runs of each tool per workload [3]
+#   JOBS            concurrent transfers for every tool [16]
+#   SMALL_COUNT     files in the small workload [2000]
+#   SMALL_SIZE_KB   size of each small file in KiB [64]
+#   LARGE_COUNT     files in the large workload [8]
+#   LARGE_SIZE_MB   size of each large file in MiB [64]
+#
+# Quick smoke run:
+#   SMALL_COUNT=100 LARGE_COUNT=2 LARGE_SIZE_MB=8 RUNS=1 scripts/bench.sh
+
+set -euo pipefail
+
+usage() { sed -n '2,/^$/{s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    "") ;;
+    *) echo "bench: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+esac
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCH_DIR="${BENCH_DIR:-/tmp/mediafetch-bench}"
+RUNS="${RUNS:-3}"
+JOBS="${JOBS:-16}"
+SMALL_COUNT="${SMALL_COUNT:-2000}"
+SMALL_SIZE_KB="${SMALL_SIZE_KB:-64}"
+LARGE_COUNT="${LARGE_COUNT:-8}"
+LARGE_SIZE_MB="${LARGE_SIZE_MB:-64}"
+TOOLS=(mediafetch curl aria2c)
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
+
+for var in RUNS JOBS SMALL_COUNT SMALL_SIZE_KB LARGE_COUNT LARGE_SIZE_MB; do
+    [[ "${!var}" =~ ^[1-9][0-9]*$ ]] || die "$var must be a positive integer (got '${!var}')"
+done
+
+# --- Tools -------------------------------------------------------------------
+
+# The machines are rebuilt from scratch, so the script installs what it uses
+# rather than relying on whatever was installed by hand last time.
+ensure_tools() {
+    local missing=()
+    command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+    command -v aria2c >/dev/null 2>&1 || missing+=(aria2)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
+    # The shell keyword `time` cannot report peak RSS; GNU time can.
+    [[ -x /usr/bin/time ]] || missing+=(time)
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    ((${#missing[@]} == 0)) && return 0
+
+    [[ $EUID -eq 0 ]] || die "missing ${missing[*]}: install them (apt-get install ...) or run as root"
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    local packages=() p
+    for p in "${missing[@]}"; do
+        # nginx-light is the small build; newer Debian releases only have nginx.
+        if [[ $p == nginx ]] && apt-cache show nginx-light >/dev/null 2>&1; then p=nginx-light; fi
+        packages+=("$p")
+    done
+    apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+}
+ensure_tools
+NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+
+mkdir -p "$BENCH_DIR"
+BENCH_DIR="$(cd "$BENCH_DIR" && pwd)"
+WWW="$BENCH_DIR/www"
+OUT="$BENCH_DIR/out"
+LOGS="$BENCH_DIR/logs"
+RESULTS="$BENCH_DIR/results.jsonl"
+rm -rf "$OUT" "$LOGS"
+mkdir -p "$WWW" "$OUT" "$LOGS"
+
+# --- mediafetch --------------------------------------------------------------
+
+if [[ -n "${MEDIAFETCH_BIN:-}" ]]; then
+    [[ -x "$MEDIAFETCH_BIN" ]] || die "MEDIAFETCH_BIN=$MEDIAFETCH_BIN is not an executable"
+    MEDIAFETCH="$MEDIAFETCH_BIN"
+else
+    # A scratch path of its own: a release build must not fight over .build
+    # with someone's debug builds and tests running at the same time.
+    log "building mediafetch (release, .build-release; log in $BENCH_DIR/build.log)"
+    build=(swift build -c release --product mediafetch --scratch-path "$REPO_ROOT/.build-release")
+    if ! (cd "$REPO_ROOT" && "${build[@]}") >"$BENCH_DIR/build.log" 2>&1; then
+        tail -n 30 "$BENCH_DIR/build.log" >&2
+        die "release build failed (full log: $BENCH_DIR/build.log)"
+    fi
+    MEDIAFETCH="$(cd "$REPO_ROOT" && "${build[@]}" --show-bin-path)/mediafetch"
+fi
+
+# --- Workloads ---------------------------------------------------------------
+
+# Random bytes, so no file compresses or deduplicates (mediafetch stores by
+# content hash: equal files would be stored once and flatter it).
+# Kept between invocations; the stamp says which parameters made them.
+generate() { # name count bytes
+    local dir="$WWW/$1" stamp="$WWW/$1.stamp" want="$2 $3"
+    if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+        log "workload $1: reusing $2 files of $3 bytes"
+        return
+    fi
+    log "workload $1: generating $2 files of $3 bytes"
+    rm -rf "$dir" "$stamp"
+    mkdir -p "$dir"
+    python3 - "$dir" "$2" "$3" <<'EOF'
+import os, sys
+directory, count, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+chunk = 1 << 20
+for i in range(1, count + 1):
+    with open(os.path.join(directory, f"f{i:05d}.bin"), "wb") as f:
+        left = size
+        while left:
+            n = min(chunk, left)
+            f.write(os.urandom(n))
+            left -= n
+EOF
+    echo "$want" >"$stamp"
+}
+
+WORKLOADS=(small large)
+declare -A COUNT BYTES LABEL
+COUNT[small]=$SMALL_COUNT
+BYTES[small]=$((SMALL_SIZE_KB * 1024))
+LABEL[small]="$SMALL_COUNT x $SMALL_SIZE_KB KiB"
+COUNT[large]=$LARGE_COUNT
+BYTES[large]=$((LARGE_SIZE_MB * 1024 * 1024))
+LABEL[large]="$LARGE_COUNT x $LARGE_SIZE_MB MiB"
+for w in "${WORKLOADS[@]}"; do generate "$w" "${COUNT[$w]}" "${BYTES[$w]}"; done
+
+# --- nginx -------------------------------------------------------------------
+
+NGINX_DIR="$BENCH_DIR/nginx"
+NGINX_PID=""
+cleanup() {
+    local status=$?
+    if [[ -n "$NGINX_PID" ]] && kill -0 "$NGINX_PID" 2>/dev/null; then
+        kill "$NGINX_PID" 2>/dev/null || true
+        wait "$NGINX_PID" 2>/dev/null || true
+    fi
+    rm -rf "$OUT"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+rm -rf "$NGINX_DIR"
+mkdir -p "$NGINX_DIR/tmp"
+# One worker: on a small machine the server should not take the cores away from
+# the client under test; sendfile keeps one worker far from being the limit.
+cat >"$NGINX_DIR/nginx.conf" <<EOF
+user root;
+worker_processes 1;
+daemon off;
+pid $NGINX_DIR/nginx.pid;
+error_log $NGINX_DIR/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 100000;
+    keepalive_timeout 65;
+    default_type application/octet-stream;
+    client_body_temp_path $NGINX_DIR/tmp/body;
+    proxy_temp_path $NGINX_DIR/tmp/proxy;
+    fastcgi_temp_path $NGINX_DIR/tmp/fastcgi;
+    uwsgi_temp_path $NGINX_DIR/tmp/uwsgi;
+    scgi_temp_path $NGINX_DIR/tmp/scgi;
+    server {
+        listen 127.0.0.1:$PORT;
+        root $WWW;
+    }
+}
+EOF
+log "starting nginx on 127.0.0.1:$PORT"
+# -e: nginx opens its default error log before it reads the config.
+"$NGINX" -p "$NGINX_DIR/" -e "$NGINX_DIR/error.log" -c "$NGINX_DIR/nginx.conf" &
+NGINX_PID=$!
+probe="http://127.0.0.1:$PORT/small/f00001.bin"
+for _ in $(seq 100); do
+    curl -sf -o /dev/null "$probe" && break
+    kill -0 "$NGINX_PID" 2>/dev/null || { cat "$NGINX_DIR/error.log" >&2; die "nginx exited"; }
+    sleep 0.1
+done
+curl -sf -o /dev/null "$probe" || die "nginx does not answer on 127.0.0.1:$PORT"
+
+# --- Per-workload inputs -----------------------------------------------------
+
+for w in "${WORKLOADS[@]}"; do
+    : >"$BENCH_DIR/$w.urls"
+    : >"$BENCH_DIR/$w.curl"
+    for ((i = 1; i <= COUNT[$w]; i++)); do
+        name="$(printf 'f%05d.bin' "$i")"
+        echo "http://127.0.0.1:$PORT/$w/$name" >>"$BENCH_DIR/$w.urls"
+        # A config file, not argv: thousands of URLs would hit argv limits.
+        printf 'url = "http://127.0.0.1:%s/%s/%s"\noutput = "%s"\n' "$PORT" "$w" "$name" "$name" >>"$BENCH_DIR/$w.curl"
+    done
+    # Read the sources once so the first tool measured doesn't pay for cold
+    # disk reads that the others then get for free from the page cache.
+    cat "$WWW/$w"/*.bin >/dev/null
+done
+
+# --- Runs --------------------------------------------------------------------
+
+# Files and bytes under a directory (for mediafetch, its object store).
+tally() { find "$1" -type f -printf '%s\n' | awk '{ n++; b += $1 } END { printf "%d %d\n", n, b }'; }
+
+# Sets CMD to the command line of one tool run into dest.
+command_for() { # tool workload dest
+    local urls="$BENCH_DIR/$2.urls"
+    case "$1" in
+        mediafetch)
+            CMD=("$MEDIAFETCH" get --cache "$3" --input-file "$urls"
+                --jobs "$JOBS" --per-host "$JOBS" --progress none) ;;
+        curl)
+            CMD=(curl --parallel --parallel-max "$JOBS" --silent --show-error --fail
+                --output-dir "$3" --config "$BENCH_DIR/$2.curl") ;;
+        aria2c)
+            # -x 1 / --split=1: one connection per file, like the other two;
+            # -j caps the transfers (so the connections) at JOBS.
+            CMD=(aria2c -j "$JOBS" -x 1 --split=1 -i "$urls" -d "$3"
+                --console-log-level=warn --summary-interval=0 --download-result=hide
+                --allow-overwrite=true --auto-file-renaming=false --file-allocation=none) ;;
+    esac
+}
+
+RUN_ID="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+FAILURES=0
+: >"$RESULTS"
+printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","curl":"%s","aria2c":"%s","nginx":"%s","cores":%d}\n' \
+    "$RUN_ID" "$JOBS" "$RUNS" \
+    "$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
+    "$(curl --version | head -n1 | cut -d' ' -f2)" \
+    "$(aria2c --version | head -n1 | awk '{print $3}')" \
+    "$("$NGINX" -v 2>&1 | sed 's|.*nginx/||')" \
+    "$(nproc)" >>"$RESULTS"
+
+measure() { # workload run tool
+    local w="$1" run="$2" tool="$3"
+    local dest="$OUT/$tool" logf="$LOGS/$w-$tool-$run.log" timef="$LOGS/$w-$tool-$run.time"
+    local status=0 wall rss files bytes ok=true objects
+    rm -rf "$dest"
+    mkdir -p "$dest"
+    # Flush the previous run's writeback so it isn't billed to this one.
+    sync
+    command_for "$tool" "$w" "$dest"
+    /usr/bin/time -f '%e %M' -o "$timef" -- "${CMD[@]}" >"$logf" 2>&1 || status=$?
+    # GNU time puts "Command exited with non-zero status N" before the numbers.
+    read -r wall rss < <(tail -n1 "$timef")
+    objects="$dest"
+    [[ $tool == mediafetch ]] && objects="$dest/objects/sha256"
+    read -r files bytes < <(if [[ -d "$objects" ]]; then tally "$objects"; else echo 0 0; fi)
+    if ((status != 0)) || ((files != COUNT[$w])) || ((bytes != COUNT[$w] * BYTES[$w])); then
+        ok=false
+        FAILURES=$((FAILURES + 1))
+        printf 'bench: %s failed on %s run %d: exit %d, %d of %d files, %d bytes (log: %s)\n' \
+            "$tool" "$w" "$run" "$status" "$files" "${COUNT[$w]}" "$bytes" "$logf" >&2
+        tail -n 10 "$logf" | sed 's/^/    /' >&2
+    fi
+    printf '    %-10s run %d: %7.2f s  %7.1f MiB  %s\n' "$tool" "$run" "$wall" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
+        "$($ok && echo ok || echo FAILED)" >&2
+    printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s}\n' \
+        "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" >>"$RESULTS"
+    # 512 MiB a copy for the large workload: keep one at most.
+    rm -rf "$dest"
+}
+
+for w in "${WORKLOADS[@]}"; do
+    log "workload $w (${LABEL[$w]}), $RUNS run(s), $JOBS concurrent"
+    for ((run = 1; run <= RUNS; run++)); do
+        for tool in "${TOOLS[@]}"; do measure "$w" "$run" "$tool"; done
+    done
+done
+sync
+
+# --- Report ------------------------------------------------------------------
+
+python3 - "$RESULTS" <<'EOF'
+import json, statistics, sys
+
+path = sys.argv[1]
+records = [json.loads(line) for line in open(path)]
+meta = next(r for r in records if r["type"] == "meta")
+runs = [r for r in records if r["type"] == "run"]
+tools = ["mediafetch", "curl", "aria2c"]
+workloads = list(dict.fromkeys(r["workload"] for r in runs))
+
+def size(n):
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= factor and n % factor == 0:
+            return f"{n // factor} {unit}"
+    return f"{n} B"
+
+print()
+print(f"mediafetch {meta['mediafetch']} | curl {meta['curl']} | aria2c {meta['aria2c']} | "
+      f"nginx {meta['nginx']} | {meta['cores']} cores | {meta['jobs']} concurrent | {meta['runs']} run(s)")
+summaries = []
+for w in workloads:
+    rows = [r for r in runs if r["workload"] == w]
+    count, each = rows[0]["files"], rows[0]["file_bytes"]
+    total_mib = count * each / (1 << 20)
+    print()
+    print(f"{w}: {count} x {size(each)} ({total_mib:.0f} MiB)")
+    print(f"  {'tool':<11}{'median s':>9}{'min s':>8}{'max s':>8}{'MiB/s':>9}{'RSS MiB':>9}  failed")
+    medians = {}
+    for tool in tools:
+        good = [r for r in rows if r["tool"] == tool and r["ok"]]
+        failed = sum(1 for r in rows if r["tool"] == tool and not r["ok"])
+        if not good:
+            print(f"  {tool:<11}{'-':>9}{'-':>8}{'-':>8}{'-':>9}{'-':>9}  {failed}")
+            continue
+        walls = [r["wall_s"] for r in good]
+        median = statistics.median(walls)
+        rss = statistics.median(r["peak_rss_kib"] for r in good) / 1024
+        rate = total_mib / median if median > 0 else float("inf")
+        medians[tool] = median
+        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{rss:>9.1f}  {failed}")
+        summaries.append({"type": "summary", "run_id": meta["run_id"], "workload": w, "tool": tool,
+                          "runs_ok": len(good), "runs_failed": failed,
+                          "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
+                          "median_peak_rss_mib": round(rss, 1), "median_mib_per_s": round(rate, 1)})
+    ratios = {}
+    for other in ("curl", "aria2c"):
+        if "mediafetch" in medians and medians.get(other):
+            ratios[other] = medians["mediafetch"] / medians[other]
+    if ratios:
+        print("  mediafetch median / " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items())
+              + "  (below 1: mediafetch faster)")
+        summaries.append({"type": "ratio", "run_id": meta["run_id"], "workload": w,
+                          **{f"mediafetch_over_{k}": round(v, 3) for k, v in ratios.items()}})
+with open(path, "a") as f:
+    for s in summaries:
+        f.write(json.dumps(s) + "\n")
+print()
+print(f"results: {path}")
+EOF
+
+((FAILURES == 0)) || die "$FAILURES tool run(s) failed; see $LOGS"
