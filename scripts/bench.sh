@@ -93,6 +93,7 @@ mkdir -p "$WWW" "$OUT" "$LOGS"
 if [[ -n "${MEDIAFETCH_BIN:-}" ]]; then
     [[ -x "$MEDIAFETCH_BIN" ]] || die "MEDIAFETCH_BIN=$MEDIAFETCH_BIN is not an executable"
     MEDIAFETCH="$MEDIAFETCH_BIN"
+    MEDIAFETCH_VERSION="$MEDIAFETCH_BIN"
 else
     # A scratch path of its own: a release build must not fight over .build
     # with someone's debug builds and tests running at the same time.
@@ -103,6 +104,7 @@ else
         die "release build failed (full log: $BENCH_DIR/build.log)"
     fi
     MEDIAFETCH="$(cd "$REPO_ROOT" && "${build[@]}" --show-bin-path)/mediafetch"
+    MEDIAFETCH_VERSION="$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
 fi
 
 # --- Workloads ---------------------------------------------------------------
@@ -248,7 +250,7 @@ FAILURES=0
 : >"$RESULTS"
 printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","curl":"%s","aria2c":"%s","nginx":"%s","cores":%d}\n' \
     "$RUN_ID" "$JOBS" "$RUNS" \
-    "$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
+    "$MEDIAFETCH_VERSION" \
     "$(curl --version | head -n1 | cut -d' ' -f2)" \
     "$(aria2c --version | head -n1 | awk '{print $3}')" \
     "$("$NGINX" -v 2>&1 | sed 's|.*nginx/||')" \
@@ -349,7 +351,7 @@ for w in workloads:
                           **{f"mediafetch_over_{k}": round(v, 3) for k, v in ratios.items()}})
 with open(path, "a") as f:
     for s in summaries:
-        f.write(json.dumps(s) + "\n")
+        f.write(json.dumps(s, separators=(",", ":")) + "\n")
 print()
 print(f"results: {path}")
 EOF

@@ -29,7 +29,12 @@ public enum BuiltProducts {
     public static var mediafetch: URL { directory.appendingPathComponent("mediafetch") }
 
     /// Runs `mediafetch` with `arguments` and waits for it.
-    public static func run(_ arguments: [String], environment: [String: String] = [:], stdin: Data? = nil) throws -> CommandResult {
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> CommandResult {
+        try start(arguments, environment: environment).wait()
+    }
+
+    /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
+    public static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> RunningCommand {
         let process = Process()
         process.executableURL = mediafetch
         process.arguments = arguments
@@ -37,29 +42,50 @@ public enum BuiltProducts {
         env["MEDIAFETCH_CACHE"] = nil
         for (key, value) in environment { env[key] = value }
         process.environment = env
+        process.standardInput = FileHandle.nullDevice
+        return try RunningCommand(process)
+    }
+}
+
+/// A started `mediafetch`; its output is drained while it runs so a full pipe never blocks it.
+public final class RunningCommand: @unchecked Sendable {
+    // @unchecked: `output` and `errors` are written once by the reader threads
+    // and read only after `group.wait()`, which orders the accesses.
+    private let process: Process
+    private let group = DispatchGroup()
+    private var output = Data()
+    private var errors = Data()
+
+    init(_ process: Process) throws {
+        self.process = process
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        let input = Pipe()
-        process.standardInput = input
         try process.run()
-        if let stdin { input.fileHandleForWriting.write(stdin) }
-        try input.fileHandleForWriting.close()
-        // Read both pipes to the end before waiting, so a full pipe never blocks the child.
-        let group = DispatchGroup()
-        nonisolated(unsafe) var outData = Data()
-        nonisolated(unsafe) var errData = Data()
         group.enter()
-        DispatchQueue.global().async {
-            outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.enter()
+        Thread.detachNewThread { [self] in
+            output = out.fileHandleForReading.readDataToEndOfFile()
             group.leave()
         }
-        errData = err.fileHandleForReading.readDataToEndOfFile()
+        Thread.detachNewThread { [self] in
+            errors = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+    }
+
+    /// Sends SIGINT, as Ctrl-C in a terminal would.
+    public func interrupt() { process.interrupt() }
+
+    public var isRunning: Bool { process.isRunning }
+
+    /// Waits for the process to exit and returns what it printed.
+    public func wait() -> CommandResult {
         group.wait()
         process.waitUntilExit()
         return CommandResult(status: process.terminationStatus,
-                             stdout: String(decoding: outData, as: UTF8.self),
-                             stderr: String(decoding: errData, as: UTF8.self))
+                             stdout: String(decoding: output, as: UTF8.self),
+                             stderr: String(decoding: errors, as: UTF8.self))
     }
 }

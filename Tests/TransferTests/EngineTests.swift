@@ -306,3 +306,60 @@ import TestSupport
         }
     }
 }
+
+@Suite struct EngineProgressTests {
+    @Test func aStalledTransferStillReportsProgress() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/pause", data: fixtureBytes(count: 300_000, seed: 1))
+            origin.setFault("/pause", .stallAfter(bytes: 100_000, seconds: 1.5), times: 1)
+            var configuration = TransferConfiguration()
+            configuration.progressInterval = 0.1
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let collector = Task { () -> [TransferSnapshot] in
+                var seen: [TransferSnapshot] = []
+                for await event in engine.events {
+                    if case .progress(let snapshot) = event { seen += snapshot.active }
+                }
+                return seen
+            }
+            _ = try await engine.download(origin.url("/pause"))
+            engine.shutdown()
+            let snapshots = await collector.value
+
+            // Ticks keep coming while no byte arrives: several show the same count.
+            let atStall = snapshots.filter { $0.bytesReceived == 100_000 }
+            #expect(atStall.count >= 5)
+            #expect(atStall.allSatisfy { $0.bytesExpected == 300_000 })
+        }
+    }
+
+    @Test func a416StartsOverFromByteZero() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            let content = fixtureBytes(count: 400_000, seed: 2)
+            origin.addResource("/r", data: content)
+            origin.setFault("/r", .dropAfter(bytes: 300_000), times: 1)
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 0)
+            let partials = directory.appending("tmp")
+            try await withTransferEngine(configuration: configuration, partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/r")) }
+            }
+
+            origin.setFault("/r", .status(416), times: 1)
+            let body = try await withTransferEngine(configuration: configuration, partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/r"))
+            }
+
+            let requests = origin.requests(for: "/r")
+            #expect(requests.count == 3)
+            #expect(requests[1].header("range") == "bytes=300000-")
+            #expect(requests[2].header("range") == nil)
+            #expect(body.size == 400_000)
+            #expect(body.resumedBytes == 0)
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+import TestOrigin
+import TestSupport
+
+/// Interruptions and several processes on one cache.
+@Suite struct SharedCacheTests {
+    private func files(in directory: String) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    }
+
+    @Test func ctrlCStopsWithStatus130AndTheNextRunResumes() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/walk.wav", data: fixtureBytes(count: 3_000_000, seed: 1))
+            origin.setFault("/walk.wav", .slow(bytesPerSecond: 500_000))
+            let cache = directory.appending("cache")
+
+            let running = try BuiltProducts.start(["get", "--cache", cache, origin.url("/walk.wav")])
+            // Wait until the body is arriving (its validator is written once the response starts).
+            for _ in 0..<400 where !files(in: cache + "/tmp").contains(where: { $0.hasSuffix(".validator") }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            running.interrupt()
+            let interrupted = running.wait()
+
+            #expect(interrupted.status == 130)
+            #expect(interrupted.stderr.contains("interrupted"))
+            #expect(files(in: cache + "/tmp").contains { $0.hasSuffix(".part") })
+
+            origin.clearFaults()
+            let resumed = try BuiltProducts.run(["get", "--cache", cache, "--progress", "json", origin.url("/walk.wav")])
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            let range = try #require(origin.requests(for: "/walk.wav").last?.header("range"))
+            #expect(range.hasPrefix("bytes=") && range != "bytes=0-")
+            #expect(files(in: cache + "/tmp").isEmpty)
+        }
+    }
+
+    @Test func twoProcessesShareOneCache() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            var urls: [String] = []
+            for index in 0..<40 {
+                origin.addResource("/p/\(index).jpg", data: fixtureBytes(count: 30_000 + index, seed: UInt64(index)))
+                urls.append(origin.url("/p/\(index).jpg"))
+            }
+            origin.addResource("/big.bin", data: fixtureBytes(count: 1_500_000, seed: 99))
+            origin.setFault("/big.bin", .slow(bytesPerSecond: 3_000_000))
+            urls.append(origin.url("/big.bin"))
+            let input = directory.appending("urls.txt")
+            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            let cache = directory.appending("cache")
+
+            // Both processes fetch the same list into one cache at the same time.
+            let first = try BuiltProducts.start(["get", "--cache", cache, "-i", input, "--collection", "a"])
+            let second = try BuiltProducts.start(["get", "--cache", cache, "-i", input, "--collection", "b"])
+            let results = [first.wait(), second.wait()]
+
+            for result in results { #expect(result.status == 0, "\(result.stderr)") }
+            let stats = try JSONSerialization.jsonObject(with: Data(try BuiltProducts.run(
+                ["stats", "--cache", cache, "--format", "json"]).stdout.utf8)) as? [String: Any]
+            #expect(stats?["objects"] as? Int == 41)
+            #expect(stats?["items"] as? Int == 82)
+            #expect(files(in: cache + "/tmp").isEmpty)
+            let verify = try BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
+            let entries = try #require(try JSONSerialization.jsonObject(with: Data(verify.stdout.utf8)) as? [[String: Any]])
+            for entry in entries {
+                let path = try #require(entry["path"] as? String)
+                #expect((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == entry["size"] as? Int)
+            }
+        }
+    }
+
+    @Test func aRateLimitedDownloadStillCompletes() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/r.bin", data: fixtureBytes(count: 200_000, seed: 5))
+            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--limit-rate", "1M",
+                                                "--max-filesize", "1M", origin.url("/r.bin")])
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+    }
+
+    @Test func aBodyOverMaxFilesizeFailsWithoutRetrying() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/huge.bin", data: fixtureBytes(count: 300_000, seed: 6))
+            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--max-filesize", "100K",
+                                                origin.url("/huge.bin")])
+            #expect(result.status == 1)
+            #expect(result.stderrLines.contains { $0.contains("max-filesize") })
+            #expect(origin.requests(for: "/huge.bin").count == 1)
+        }
+    }
+}
