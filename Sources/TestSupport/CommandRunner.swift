@@ -29,8 +29,8 @@ public enum BuiltProducts {
     public static var mediafetch: URL { directory.appendingPathComponent("mediafetch") }
 
     /// Runs `mediafetch` with `arguments` and waits for it.
-    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> CommandResult {
-        try start(arguments, environment: environment).wait()
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> CommandResult {
+        try await start(arguments, environment: environment).wait()
     }
 
     /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
@@ -80,12 +80,19 @@ public final class RunningCommand: @unchecked Sendable {
 
     public var isRunning: Bool { process.isRunning }
 
-    /// Waits for the process to exit and returns what it printed.
-    public func wait() -> CommandResult {
-        group.wait()
-        process.waitUntilExit()
-        return CommandResult(status: process.terminationStatus,
-                             stdout: String(decoding: output, as: UTF8.self),
-                             stderr: String(decoding: errors, as: UTF8.self))
+    /// Waits for the process to exit and returns what it printed. The blocking
+    /// wait happens on a Dispatch thread, never on the tasks' cooperative pool,
+    /// so tests running in parallel keep their threads.
+    public func wait() async -> CommandResult {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { [self] in
+                group.wait()
+                process.waitUntilExit()
+                continuation.resume(returning: CommandResult(
+                    status: process.terminationStatus,
+                    stdout: String(decoding: output, as: UTF8.self),
+                    stderr: String(decoding: errors, as: UTF8.self)))
+            }
+        }
     }
 }

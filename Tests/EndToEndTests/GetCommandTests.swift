@@ -5,15 +5,15 @@ import TestSupport
 
 /// The built `mediafetch` binary against a loopback origin, each test with its own cache.
 @Suite struct GetCommandTests {
-    private func listJSON(_ cache: String, _ extra: [String] = []) throws -> [[String: Any]] {
-        let result = try BuiltProducts.run(["list", "--cache", cache, "--format", "json"] + extra)
+    private func listJSON(_ cache: String, _ extra: [String] = []) async throws -> [[String: Any]] {
+        let result = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"] + extra)
         #expect(result.status == 0, "list failed: \(result.stderr)")
         let parsed = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
         return try #require(parsed as? [[String: Any]])
     }
 
-    private func statsJSON(_ cache: String) throws -> [String: Any] {
-        let result = try BuiltProducts.run(["stats", "--cache", cache, "--format", "json"])
+    private func statsJSON(_ cache: String) async throws -> [String: Any] {
+        let result = try await BuiltProducts.run(["stats", "--cache", cache, "--format", "json"])
         #expect(result.status == 0, "stats failed: \(result.stderr)")
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
@@ -33,12 +33,12 @@ import TestSupport
             origin.addResource("/b.mp3", data: fixtureBytes(count: 50_000, seed: 2), contentType: "audio/mpeg")
             let cache = directory.appending("cache")
 
-            let result = try BuiltProducts.run(["get", "--cache", cache, "--collection", "bratislava",
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "bratislava",
                                                 origin.url("/a.jpg"), origin.url("/b.mp3")])
 
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stderr.contains("2 downloaded, 0 already cached, 0 failed"))
-            let entries = try listJSON(cache)
+            let entries = try await listJSON(cache)
             #expect(entries.count == 2)
             let entry = try #require(entries.first { $0["url"] as? String == origin.url("/a.jpg") })
             #expect(entry["collection"] as? String == "bratislava")
@@ -59,9 +59,9 @@ import TestSupport
             origin.addResource("/a.jpg", data: fixtureBytes(count: 10_000, seed: 3))
             let cache = directory.appending("cache")
             let arguments = ["get", "--cache", cache, origin.url("/a.jpg")]
-            #expect(try BuiltProducts.run(arguments).status == 0)
+            #expect(try await BuiltProducts.run(arguments).status == 0)
 
-            let again = try BuiltProducts.run(arguments)
+            let again = try await BuiltProducts.run(arguments)
 
             #expect(again.status == 0)
             #expect(again.stderr.contains("0 downloaded, 1 already cached"))
@@ -75,7 +75,7 @@ import TestSupport
             defer { origin.shutdown() }
             origin.addResource("/e", data: Data("env".utf8))
             let cache = directory.appending("from-env")
-            let result = try BuiltProducts.run(["get", origin.url("/e")], environment: ["MEDIAFETCH_CACHE": cache])
+            let result = try await BuiltProducts.run(["get", origin.url("/e")], environment: ["MEDIAFETCH_CACHE": cache])
             #expect(result.status == 0)
             #expect(FileManager.default.fileExists(atPath: cache + "/catalog.sqlite"))
         }
@@ -88,13 +88,13 @@ import TestSupport
             origin.addResource("/ok.jpg", data: fixtureBytes(count: 1000, seed: 4))
             let cache = directory.appending("cache")
 
-            let result = try BuiltProducts.run(["get", "--cache", cache, "--retries", "0",
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0",
                                                 origin.url("/ok.jpg"), origin.url("/gone.jpg")])
 
             #expect(result.status == 1)
             #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/gone.jpg")): HTTP 404 Not Found"))
-            #expect(try listJSON(cache).map { $0["url"] as? String } == [origin.url("/ok.jpg")])
-            #expect(try statsJSON(cache)["failedSources"] as? Int == 1)
+            #expect(try await listJSON(cache).map { $0["url"] as? String } == [origin.url("/ok.jpg")])
+            #expect(try await statsJSON(cache)["failedSources"] as? Int == 1)
         }
     }
 
@@ -103,7 +103,7 @@ import TestSupport
             let closed = try TestOrigin()
             let url = closed.url("/x.jpg")
             closed.shutdown()
-            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0", url])
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0", url])
             #expect(result.status == 1)
             let line = try #require(result.stderrLines.first { $0.hasPrefix("mediafetch: failed") })
             #expect(line.contains(url))
@@ -118,17 +118,17 @@ import TestSupport
             origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 5))
             origin.addResource("/b.jpg", data: fixtureBytes(count: 1000, seed: 6))
             let cache = directory.appending("cache")
-            #expect(try BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)
-            let before = try statsJSON(cache)
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)
+            let before = try await statsJSON(cache)
             let input = directory.appending("urls.txt")
             try "# pins\n\(origin.url("/b.jpg"))\nftp://example.com/c.jpg\n".write(toFile: input, atomically: true, encoding: .utf8)
 
-            let result = try BuiltProducts.run(["get", "--cache", cache, "--input-file", input])
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--input-file", input])
 
             #expect(result.status == 2)
             #expect(result.stderrLines == ["mediafetch: \(input):3: unsupported scheme 'ftp' (only http and https): ftp://example.com/c.jpg"])
             #expect(origin.requests(for: "/b.jpg").isEmpty)
-            #expect(NSDictionary(dictionary: try statsJSON(cache)) == NSDictionary(dictionary: before))
+            #expect(NSDictionary(dictionary: try await statsJSON(cache)) == NSDictionary(dictionary: before))
         }
     }
 
@@ -141,7 +141,7 @@ import TestSupport
             let lines = ["# five photos", ""] + (0..<5).map { origin.url("/p\($0).jpg") } + [origin.url("/p0.jpg")]
             try lines.joined(separator: "\r\n").write(toFile: input, atomically: true, encoding: .utf8)
 
-            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "-i", input])
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "-i", input])
 
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stderr.contains("5 downloaded"))
@@ -156,7 +156,7 @@ import TestSupport
             origin.addResource("/sound.wav", data: content)
             origin.setFault("/sound.wav", .dropAfter(bytes: 700_000), times: 1)
 
-            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "json",
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "json",
                                                 origin.url("/sound.wav")])
 
             #expect(result.status == 0, "\(result.stderr)")
@@ -180,8 +180,8 @@ import TestSupport
             origin.setFault("/long.flac", .dropAfter(bytes: 600_000), times: 1)
             let arguments = ["get", "--cache", directory.appending("cache"), "--retries", "0", origin.url("/long.flac")]
 
-            let first = try BuiltProducts.run(arguments)
-            let second = try BuiltProducts.run(arguments)
+            let first = try await BuiltProducts.run(arguments)
+            let second = try await BuiltProducts.run(arguments)
 
             #expect(first.status == 1)
             #expect(second.status == 0, "\(second.stderr)")
@@ -197,7 +197,7 @@ import TestSupport
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))
             origin.setFault("/busy.jpg", .status(429, retryAfter: 1), times: 1)
 
-            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "json",
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "json",
                                                 origin.url("/busy.jpg")])
 
             #expect(result.status == 0, "\(result.stderr)")
@@ -218,9 +218,9 @@ import TestSupport
             origin.addResource("/mirror/one.jpg", data: content)
             let cache = directory.appending("cache")
 
-            #expect(try BuiltProducts.run(["get", "--cache", cache, origin.url("/one.jpg"), origin.url("/mirror/one.jpg")]).status == 0)
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/one.jpg"), origin.url("/mirror/one.jpg")]).status == 0)
 
-            let stats = try statsJSON(cache)
+            let stats = try await statsJSON(cache)
             #expect(stats["objects"] as? Int == 1)
             #expect(stats["items"] as? Int == 2)
             #expect(stats["bytesSavedByDeduplication"] as? Int == 40_000)
@@ -234,17 +234,17 @@ import TestSupport
             origin.addResource("/x,1.jpg", data: fixtureBytes(count: 100, seed: 12))
             origin.addResource("/y.jpg", data: fixtureBytes(count: 100, seed: 13))
             let cache = directory.appending("cache")
-            #expect(try BuiltProducts.run(["get", "--cache", cache, "--collection", "alps", origin.url("/x,1.jpg")]).status == 0)
-            #expect(try BuiltProducts.run(["get", "--cache", cache, "--collection", "tatry", origin.url("/y.jpg")]).status == 0)
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, "--collection", "alps", origin.url("/x,1.jpg")]).status == 0)
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, "--collection", "tatry", origin.url("/y.jpg")]).status == 0)
 
-            #expect(try listJSON(cache, ["--collection", "tatry"]).map { $0["url"] as? String } == [origin.url("/y.jpg")])
-            #expect(try listJSON(cache, ["--kind", "sound"]).isEmpty)
-            let csv = try BuiltProducts.run(["list", "--cache", cache, "--format", "csv", "--collection", "alps"])
+            #expect(try await listJSON(cache, ["--collection", "tatry"]).map { $0["url"] as? String } == [origin.url("/y.jpg")])
+            #expect(try await listJSON(cache, ["--kind", "sound"]).isEmpty)
+            let csv = try await BuiltProducts.run(["list", "--cache", cache, "--format", "csv", "--collection", "alps"])
             let rows = csv.stdout.split(separator: "\n")
             #expect(rows.first == "hash,size,kind,collection,title,url,path")
             #expect(rows.count == 2)
             #expect(rows.last?.contains("\"\(origin.url("/x,1.jpg"))\"") == true)
-            let table = try BuiltProducts.run(["list", "--cache", cache])
+            let table = try await BuiltProducts.run(["list", "--cache", cache])
             #expect(table.stdout.hasPrefix("HASH"))
             #expect(table.stdout.contains("tatry"))
         }
@@ -260,7 +260,7 @@ import TestSupport
     ])
     func badFlagsAreUsageErrors(arguments: [String]) async throws {
         try await TemporaryDirectory.with { directory in
-            let result = try BuiltProducts.run(arguments + ["--cache", directory.appending("cache")])
+            let result = try await BuiltProducts.run(arguments + ["--cache", directory.appending("cache")])
             #expect(result.status == 64)
             #expect(result.stderr.contains("Error:"))
             #expect(!FileManager.default.fileExists(atPath: directory.appending("cache")))
@@ -269,14 +269,14 @@ import TestSupport
 
     @Test func anUnsupportedURLOnTheCommandLineIsBadInput() async throws {
         try await TemporaryDirectory.with { directory in
-            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "file:///etc/passwd"])
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "file:///etc/passwd"])
             #expect(result.status == 2)
             #expect(result.stderrLines == ["mediafetch: unsupported scheme 'file' (only http and https): file:///etc/passwd"])
         }
     }
 
-    @Test func helpDocumentsTheExitCodes() throws {
-        let result = try BuiltProducts.run(["--help"])
+    @Test func helpDocumentsTheExitCodes() async throws {
+        let result = try await BuiltProducts.run(["--help"])
         #expect(result.status == 0)
         for code in ["0 ", "1 ", "2 ", "3 ", "64 ", "130 "] {
             #expect(result.stdout.contains("  \(code)"), "exit code \(code) undocumented")

@@ -24,14 +24,14 @@ import TestSupport
             }
             try await Task.sleep(for: .milliseconds(300))
             running.interrupt()
-            let interrupted = running.wait()
+            let interrupted = await running.wait()
 
             #expect(interrupted.status == 130)
             #expect(interrupted.stderr.contains("interrupted"))
             #expect(files(in: cache + "/tmp").contains { $0.hasSuffix(".part") })
 
             origin.clearFaults()
-            let resumed = try BuiltProducts.run(["get", "--cache", cache, "--progress", "json", origin.url("/walk.wav")])
+            let resumed = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "json", origin.url("/walk.wav")])
             #expect(resumed.status == 0, "\(resumed.stderr)")
             let range = try #require(origin.requests(for: "/walk.wav").last?.header("range"))
             #expect(range.hasPrefix("bytes=") && range != "bytes=0-")
@@ -58,15 +58,15 @@ import TestSupport
             // Both processes fetch the same list into one cache at the same time.
             let first = try BuiltProducts.start(["get", "--cache", cache, "-i", input, "--collection", "a"])
             let second = try BuiltProducts.start(["get", "--cache", cache, "-i", input, "--collection", "b"])
-            let results = [first.wait(), second.wait()]
+            let results = [await first.wait(), await second.wait()]
 
             for result in results { #expect(result.status == 0, "\(result.stderr)") }
-            let stats = try JSONSerialization.jsonObject(with: Data(try BuiltProducts.run(
+            let stats = try JSONSerialization.jsonObject(with: Data(try await BuiltProducts.run(
                 ["stats", "--cache", cache, "--format", "json"]).stdout.utf8)) as? [String: Any]
             #expect(stats?["objects"] as? Int == 41)
             #expect(stats?["items"] as? Int == 82)
             #expect(files(in: cache + "/tmp").isEmpty)
-            let verify = try BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
+            let verify = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
             let entries = try #require(try JSONSerialization.jsonObject(with: Data(verify.stdout.utf8)) as? [[String: Any]])
             for entry in entries {
                 let path = try #require(entry["path"] as? String)
@@ -80,7 +80,7 @@ import TestSupport
             let origin = try TestOrigin()
             defer { origin.shutdown() }
             origin.addResource("/r.bin", data: fixtureBytes(count: 200_000, seed: 5))
-            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--limit-rate", "1M",
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--limit-rate", "1M",
                                                 "--max-filesize", "1M", origin.url("/r.bin")])
             #expect(result.status == 0, "\(result.stderr)")
         }
@@ -91,7 +91,7 @@ import TestSupport
             let origin = try TestOrigin()
             defer { origin.shutdown() }
             origin.addResource("/huge.bin", data: fixtureBytes(count: 300_000, seed: 6))
-            let result = try BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--max-filesize", "100K",
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--max-filesize", "100K",
                                                 origin.url("/huge.bin")])
             #expect(result.status == 1)
             #expect(result.stderrLines.contains { $0.contains("max-filesize") })

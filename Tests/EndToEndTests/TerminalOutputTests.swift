@@ -50,8 +50,8 @@ import TestSupport
         try await TemporaryDirectory.with { directory in
             let origin = try TestOrigin()
             defer { origin.shutdown() }
-            origin.addResource("/slow.bin", data: fixtureBytes(count: 1_000_000, seed: 1))
-            origin.setFault("/slow.bin", .slow(bytesPerSecond: 400_000))
+            origin.addResource("/slow.bin", data: fixtureBytes(count: 1_500_000, seed: 1))
+            origin.setFault("/slow.bin", .slow(bytesPerSecond: 300_000))
             origin.addResource("/fast.jpg", data: fixtureBytes(count: 5_000, seed: 2))
             let session = "mf-\(UUID().uuidString.prefix(8))"
             let command = "\(BuiltProducts.mediafetch.path) get --cache \(directory.appending("cache")) "
