@@ -1,6 +1,12 @@
 import Foundation
 import GRDB
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The SQLite catalog (`catalog.sqlite`, WAL): objects, the URLs they came
 /// from, collections and their items. Knows nothing of the network.
 ///
@@ -17,6 +23,11 @@ public final class Catalog: Sendable {
         configuration.busyMode = .timeout(60)
         configuration.foreignKeysEnabled = true
         database = try DatabasePool(path: path, configuration: configuration)
+        // Two processes opening a new cache at once would both see an empty
+        // schema and both create it; an exclusive file lock makes them take turns.
+        let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        if lock >= 0 { _ = flock(lock, LOCK_EX) }
+        defer { if lock >= 0 { close(lock) } }
         try Self.migrator.migrate(database)
     }
 

@@ -108,3 +108,19 @@ import TestSupport
         }
     }
 }
+
+@Suite struct CatalogOpeningTests {
+    @Test func manyOpenersOfANewCatalogMigrateItOnce() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Like several mediafetch processes started at once on a new cache.
+            let path = directory.appending("catalog.sqlite")
+            let opened = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { (try? Catalog(path: path)) != nil }
+                }
+                return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+            }
+            #expect(opened == 8)
+        }
+    }
+}
