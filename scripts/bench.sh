@@ -5,7 +5,7 @@
 #
 # Serves generated files from nginx on 127.0.0.1 and downloads every workload
 # with each tool in turn (mediafetch, curl, aria2c, then again), so all three see
-# the same machine state. Prints a table of wall time and peak RSS and writes
+# the same machine state. Prints a table of wall time, CPU time and peak RSS, writes
 # the same numbers as JSON lines to $BENCH_DIR/results.jsonl.
 #
 # This measures; it does not judge. It exits 0 when every tool run succeeded,
@@ -13,6 +13,8 @@
 #
 # Environment (defaults in brackets):
 #   BENCH_DIR       work dir: workloads, nginx, logs, results [/tmp/mediafetch-bench]
+#   OUT_DIR         where each run's fresh download dir is made [$BENCH_DIR]; e.g.
+#                   /dev/shm to take the disk out (mediafetch's syncfs then costs nothing)
 #   MEDIAFETCH_BIN  use this binary instead of building one
 #   RUNS            runs of each tool per workload [3]
 #   JOBS            concurrent transfers for every tool [16]
@@ -82,11 +84,14 @@ NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 mkdir -p "$BENCH_DIR"
 BENCH_DIR="$(cd "$BENCH_DIR" && pwd)"
 WWW="$BENCH_DIR/www"
-OUT="$BENCH_DIR/out"
 LOGS="$BENCH_DIR/logs"
 RESULTS="$BENCH_DIR/results.jsonl"
-rm -rf "$OUT" "$LOGS"
-mkdir -p "$WWW" "$OUT" "$LOGS"
+OUT_DIR="${OUT_DIR:-$BENCH_DIR}"
+[[ -d "$OUT_DIR" ]] || die "OUT_DIR=$OUT_DIR is not a directory"
+OUT_DIR="$(cd "$OUT_DIR" && pwd)"
+OUT=""
+rm -rf "$LOGS"
+mkdir -p "$WWW" "$LOGS"
 
 # --- mediafetch --------------------------------------------------------------
 
@@ -156,7 +161,7 @@ cleanup() {
         kill "$NGINX_PID" 2>/dev/null || true
         wait "$NGINX_PID" 2>/dev/null || true
     fi
-    rm -rf "$OUT"
+    [[ -z "$OUT" ]] || rm -rf "$OUT"
     exit "$status"
 }
 trap cleanup EXIT
@@ -211,7 +216,7 @@ for w in "${WORKLOADS[@]}"; do
     : >"$BENCH_DIR/$w.urls"
     : >"$BENCH_DIR/$w.curl"
     for ((i = 1; i <= COUNT[$w]; i++)); do
-        name="$(printf 'f%05d.bin' "$i")"
+        printf -v name 'f%05d.bin' "$i"
         echo "http://127.0.0.1:$PORT/$w/$name" >>"$BENCH_DIR/$w.urls"
         # A config file, not argv: thousands of URLs would hit argv limits.
         printf 'url = "http://127.0.0.1:%s/%s/%s"\noutput = "%s"\n' "$PORT" "$w" "$name" "$name" >>"$BENCH_DIR/$w.curl"
@@ -245,29 +250,36 @@ command_for() { # tool workload dest
     esac
 }
 
+# A directory of our own, so cleaning up never touches anything else in OUT_DIR.
+OUT="$(mktemp -d "$OUT_DIR/mediafetch-bench-out.XXXXXX")"
+
 RUN_ID="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 FAILURES=0
 : >"$RESULTS"
-printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","curl":"%s","aria2c":"%s","nginx":"%s","cores":%d}\n' \
+printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","curl":"%s","aria2c":"%s","nginx":"%s","cores":%d,"out_dir":"%s"}\n' \
     "$RUN_ID" "$JOBS" "$RUNS" \
     "$MEDIAFETCH_VERSION" \
     "$(curl --version | head -n1 | cut -d' ' -f2)" \
     "$(aria2c --version | head -n1 | awk '{print $3}')" \
     "$("$NGINX" -v 2>&1 | sed 's|.*nginx/||')" \
-    "$(nproc)" >>"$RESULTS"
+    "$(nproc)" "$OUT_DIR" >>"$RESULTS"
 
 measure() { # workload run tool
     local w="$1" run="$2" tool="$3"
     local dest="$OUT/$tool" logf="$LOGS/$w-$tool-$run.log" timef="$LOGS/$w-$tool-$run.time"
-    local status=0 wall rss files bytes ok=true objects
+    local status=0 wall rss user sys files bytes ok=true objects load
     rm -rf "$dest"
     mkdir -p "$dest"
     # Flush the previous run's writeback so it isn't billed to this one.
     sync
+    # Other work on the machine (a parallel build, tests) shows up here; the
+    # runs are interleaved so it spreads over all tools, but it widens min/max.
+    read -r load _ </proc/loadavg
     command_for "$tool" "$w" "$dest"
-    /usr/bin/time -f '%e %M' -o "$timef" -- "${CMD[@]}" >"$logf" 2>&1 || status=$?
+    # CPU seconds too: on a 2-core box they tell a lean tool from a lucky one.
+    /usr/bin/time -f '%e %M %U %S' -o "$timef" -- "${CMD[@]}" >"$logf" 2>&1 || status=$?
     # GNU time puts "Command exited with non-zero status N" before the numbers.
-    read -r wall rss < <(tail -n1 "$timef")
+    read -r wall rss user sys < <(tail -n1 "$timef")
     objects="$dest"
     [[ $tool == mediafetch ]] && objects="$dest/objects/sha256"
     read -r files bytes < <(if [[ -d "$objects" ]]; then tally "$objects"; else echo 0 0; fi)
@@ -278,10 +290,10 @@ measure() { # workload run tool
             "$tool" "$w" "$run" "$status" "$files" "${COUNT[$w]}" "$bytes" "$logf" >&2
         tail -n 10 "$logf" | sed 's/^/    /' >&2
     fi
-    printf '    %-10s run %d: %7.2f s  %7.1f MiB  %s\n' "$tool" "$run" "$wall" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
-        "$($ok && echo ok || echo FAILED)" >&2
-    printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s}\n' \
-        "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" >>"$RESULTS"
+    printf '    %-10s run %d: %7.2f s  %7.1f MiB  load %s  %s\n' "$tool" "$run" "$wall" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
+        "$load" "$($ok && echo ok || echo FAILED)" >&2
+    printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s,"cpu_user_s":%s,"cpu_sys_s":%s,"loadavg_1m":%s}\n' \
+        "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" "$user" "$sys" "$load" >>"$RESULTS"
     # 512 MiB a copy for the large workload: keep one at most.
     rm -rf "$dest"
 }
@@ -314,7 +326,8 @@ def size(n):
 
 print()
 print(f"mediafetch {meta['mediafetch']} | curl {meta['curl']} | aria2c {meta['aria2c']} | "
-      f"nginx {meta['nginx']} | {meta['cores']} cores | {meta['jobs']} concurrent | {meta['runs']} run(s)")
+      f"nginx {meta['nginx']} | {meta['cores']} cores | {meta['jobs']} concurrent | {meta['runs']} run(s) | "
+      f"downloads into {meta['out_dir']}")
 summaries = []
 for w in workloads:
     rows = [r for r in runs if r["workload"] == w]
@@ -322,24 +335,25 @@ for w in workloads:
     total_mib = count * each / (1 << 20)
     print()
     print(f"{w}: {count} x {size(each)} ({total_mib:.0f} MiB)")
-    print(f"  {'tool':<11}{'median s':>9}{'min s':>8}{'max s':>8}{'MiB/s':>9}{'RSS MiB':>9}  failed")
+    print(f"  {'tool':<11}{'median s':>9}{'min s':>8}{'max s':>8}{'MiB/s':>9}{'CPU s':>8}{'RSS MiB':>9}  failed")
     medians = {}
     for tool in tools:
         good = [r for r in rows if r["tool"] == tool and r["ok"]]
         failed = sum(1 for r in rows if r["tool"] == tool and not r["ok"])
         if not good:
-            print(f"  {tool:<11}{'-':>9}{'-':>8}{'-':>8}{'-':>9}{'-':>9}  {failed}")
+            print(f"  {tool:<11}{'-':>9}{'-':>8}{'-':>8}{'-':>9}{'-':>8}{'-':>9}  {failed}")
             continue
         walls = [r["wall_s"] for r in good]
         median = statistics.median(walls)
         rss = statistics.median(r["peak_rss_kib"] for r in good) / 1024
         rate = total_mib / median if median > 0 else float("inf")
+        cpu = statistics.median(r["cpu_user_s"] + r["cpu_sys_s"] for r in good)
         medians[tool] = median
-        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{rss:>9.1f}  {failed}")
+        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{cpu:>8.2f}{rss:>9.1f}  {failed}")
         summaries.append({"type": "summary", "run_id": meta["run_id"], "workload": w, "tool": tool,
                           "runs_ok": len(good), "runs_failed": failed,
                           "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
-                          "median_peak_rss_mib": round(rss, 1), "median_mib_per_s": round(rate, 1)})
+                          "median_peak_rss_mib": round(rss, 1), "median_cpu_s": round(cpu, 2), "median_mib_per_s": round(rate, 1)})
     ratios = {}
     for other in ("curl", "aria2c"):
         if "mediafetch" in medians and medians.get(other):
