@@ -74,40 +74,41 @@ public final class Catalog: Sendable {
     }
 
     /// Records a group of finished items and failures in one transaction
-    /// (group commit). The objects must already be durable in the store.
+    /// (group commit), with statements prepared once and reused. The objects
+    /// must already be durable in the store.
     public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], at date: Date = Date()) throws {
         guard !records.isEmpty || !failures.isEmpty else { return }
         let now = date.timeIntervalSince1970
         try database.write { db in
             var collectionIDs: [String: Int64] = [:]
             for record in records {
-                try db.execute(sql: """
+                try db.cachedStatement(sql: """
                     INSERT INTO object (hash, size, mediaType, storedAt, lastAccessAt) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT(hash) DO UPDATE SET lastAccessAt = excluded.lastAccessAt
-                    """, arguments: [record.sha256, record.size, record.contentType, now, now])
+                    """).execute(arguments: [record.sha256, record.size, record.contentType, now, now])
                 if record.fetched {
-                    try db.execute(sql: """
+                    try db.cachedStatement(sql: """
                         INSERT INTO source (url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt)
                         VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)
                         ON CONFLICT(url) DO UPDATE SET hash = excluded.hash, etag = excluded.etag,
                           lastModified = excluded.lastModified, contentType = excluded.contentType,
                           fetchedAt = excluded.fetchedAt, lastError = NULL, lastErrorAt = NULL
-                        """, arguments: [record.url, record.sha256, record.etag, record.lastModified,
+                        """).execute(arguments: [record.url, record.sha256, record.etag, record.lastModified,
                                          record.contentType, now])
                 }
                 let collectionID = try collectionIDs[record.collection] ?? Self.collectionID(named: record.collection, in: db, now: now)
                 collectionIDs[record.collection] = collectionID
-                try db.execute(sql: """
+                try db.cachedStatement(sql: """
                     INSERT INTO item (collectionId, url, kind, title, addedAt, metadata) VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT(collectionId, url) DO UPDATE SET kind = excluded.kind,
                       title = coalesce(excluded.title, item.title), metadata = coalesce(excluded.metadata, item.metadata)
-                    """, arguments: [collectionID, record.url, record.kind.rawValue, record.title, now, record.metadata])
+                    """).execute(arguments: [collectionID, record.url, record.kind.rawValue, record.title, now, record.metadata])
             }
             for failure in failures {
-                try db.execute(sql: """
+                try db.cachedStatement(sql: """
                     INSERT INTO source (url, lastError, lastErrorAt) VALUES (?, ?, ?)
                     ON CONFLICT(url) DO UPDATE SET lastError = excluded.lastError, lastErrorAt = excluded.lastErrorAt
-                    """, arguments: [failure.url, failure.message, now])
+                    """).execute(arguments: [failure.url, failure.message, now])
             }
         }
     }
@@ -208,8 +209,8 @@ public final class Catalog: Sendable {
     }
 
     private static func collectionID(named name: String, in db: Database, now: Double) throws -> Int64 {
-        try db.execute(sql: "INSERT INTO collection (name, createdAt) VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
-                       arguments: [name, now])
+        try db.cachedStatement(sql: "INSERT INTO collection (name, createdAt) VALUES (?, ?) ON CONFLICT(name) DO NOTHING")
+            .execute(arguments: [name, now])
         guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM collection WHERE name = ?", arguments: [name]) else {
             throw DatabaseError(message: "collection \(name) vanished")
         }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 
 #if canImport(Glibc)
@@ -28,25 +27,30 @@ protocol BodySink: AnyObject {
 /// finished file never needs a second read. Survives failed attempts: the
 /// bytes written and the hash state carry over to the next `Range` request.
 final class FileSink: BodySink {
+    /// Bodies at least this large (or of unknown length) are hashed and
+    /// written on another thread while the loop keeps receiving.
+    static let pipelineThreshold: Int64 = 1 << 20
+
     private let partial: PartialFile
-    private var hasher = SHA256()
+    private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
     private(set) var validator: String?
-    private var maxFileSize: Int64?
+    private let maxFileSize: Int64?
     private let resumableThreshold: Int64
     /// Whether this attempt's body is being written (a 2xx); error bodies are dropped.
     private var accepting = false
     /// What the last accepted response said about the body.
     private(set) var head: ResponseHead?
 
-    init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64) throws {
+    init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64) throws(TransferError) {
         self.partial = partial
         self.maxFileSize = maxFileSize
         self.resumableThreshold = resumableThreshold
+        self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path)
         if let held = partial.resumable {
             // A partial left by an earlier run: its bytes are read once to
             // restore the hash state. Rare, and bounded by what is on disk.
-            try Self.rehash(fd: partial.descriptor, length: held.size, into: &hasher)
+            try writer.seed(fromFileLength: held.size)
             bytesHeld = held.size
             validator = held.validator
         }
@@ -74,17 +78,17 @@ final class FileSink: BodySink {
             // 200 to a range request: the server sends the whole (maybe new) body.
             restart()
         }
-        if let limit = maxFileSize {
-            let total = (head.contentLength ?? 0) + (head.status == 206 ? bytesHeld : 0)
-            if total > limit { return tooLarge(limit) }
+        let remaining = head.contentLength
+        if let limit = maxFileSize, (remaining ?? 0) + (head.status == 206 ? bytesHeld : 0) > limit {
+            return tooLarge(limit)
         }
         accepting = true
         self.head = head
+        writer.pipeline((remaining ?? .max) >= Self.pipelineThreshold)
         if head.status != 206 {
             let newValidator = head.etag ?? head.lastModified
             validator = newValidator
-            let length = head.contentLength ?? .max
-            if let newValidator, length >= resumableThreshold {
+            if let newValidator, (remaining ?? .max) >= resumableThreshold {
                 partial.recordValidator(newValidator)
             }
         }
@@ -94,59 +98,33 @@ final class FileSink: BodySink {
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard accepting else { return nil }
         if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return tooLarge(limit) }
-        guard let base = bytes.baseAddress, !bytes.isEmpty else { return nil }
-        hasher.update(bufferPointer: bytes)
-        var offset = 0
-        while offset < bytes.count {
-            let written = systemWrite(partial.descriptor, base + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                return TransferError(.fileSystem(errno: code), "cannot write \(partial.path): \(String(cString: strerror(code)))")
-            }
-            offset += written
-        }
+        if let error = writer.write(bytes) { return error }
         bytesHeld += Int64(bytes.count)
         return nil
     }
 
-    /// Drops what is held so the next attempt starts from byte zero.
     func restart() {
-        partial.truncate()
-        hasher = SHA256()
+        writer.reset()
+        partial.forgetValidator()
         bytesHeld = 0
         validator = nil
     }
 
     /// The finished body: moved to a name no other process will open, with its digest.
     func finish() throws(TransferError) -> (path: String, sha256: String, size: Int64) {
-        let digest = hasher.finalize()
+        let digest = try writer.finish()
         let path = try partial.complete()
-        return (path, digest.hexString, bytesHeld)
+        return (path, digest, bytesHeld)
     }
 
     /// Gives up on the body; a resumable partial is kept for a later run unless `discard`.
     func close(discard: Bool) {
+        writer.drain()
         partial.close(discard: discard)
     }
 
     private func tooLarge(_ limit: Int64) -> TransferError {
         TransferError(.tooLarge, "larger than the --max-filesize limit of \(limit) bytes")
-    }
-
-    private static func rehash(fd: Int32, length: Int64, into hasher: inout SHA256) throws {
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while offset < length {
-            let count = pread(fd, buffer.baseAddress, min(chunk, Int(length - offset)), off_t(offset))
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { throw TransferError(.fileSystem(errno: errno), "cannot read partial file") }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-            offset += Int64(count)
-        }
-        _ = lseek(fd, off_t(length), SEEK_SET)
     }
 }
 
@@ -181,16 +159,3 @@ final class MemorySink: BodySink {
     }
 }
 
-extension Digest {
-    /// Lower-case hex, the form used for object names.
-    var hexString: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(Self.byteCount * 2)
-        for byte in self {
-            bytes.append(digits[Int(byte >> 4)])
-            bytes.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-}

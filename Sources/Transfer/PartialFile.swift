@@ -75,10 +75,8 @@ final class PartialFile {
         }
     }
 
-    /// Empties the file for a fresh start and forgets the validator.
-    func truncate() {
-        _ = ftruncate(descriptor, 0)
-        _ = lseek(descriptor, 0, SEEK_SET)
+    /// Forgets the validator: the bytes on disk no longer belong to it.
+    func forgetValidator() {
         if let validatorPath { _ = unlink(validatorPath) }
     }
 
@@ -130,7 +128,8 @@ final class PartialFile {
     }
 
     private static func readValidator(_ path: String, url: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path),
+        // Most partials are new: a cheap existence check before Foundation's file read.
+        guard access(path, F_OK) == 0, let data = FileManager.default.contents(atPath: path),
               let text = String(data: data, encoding: .utf8) else { return nil }
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         guard lines.count >= 2, lines[0] == url, !lines[1].isEmpty else { return nil }

@@ -82,12 +82,9 @@ public final class TransferEngine: Sendable {
         do {
             sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
                                 resumableThreshold: configuration.resumableThreshold)
-        } catch let error as TransferError {
-            partial.close(discard: true)
-            throw error
         } catch {
             partial.close(discard: true)
-            throw TransferError(.fileSystem(errno: 0), "\(error)")
+            throw error
         }
         do throws(TransferError) {
             let (outcome, attempts) = try await perform(target, sink: sink)

@@ -71,6 +71,21 @@ import TestSupport
         }
     }
 
+    @Test func aLargeBodyIsHashedOffTheLoopThreadAndResumed() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            // Over FileSink.pipelineThreshold: hashed and written on the writer queue.
+            let content = fixtureBytes(count: 6_000_000, seed: 20)
+            origin.addResource("/large.flac", data: content)
+            origin.setFault("/large.flac", .dropAfter(bytes: 2_500_000), times: 1)
+
+            let body = try await engine.download(origin.url("/large.flac"))
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == 2_500_000)
+            #expect(FileManager.default.contents(atPath: body.path) == content)
+        }
+    }
+
     @Test func aDroppedConnectionResumesWithRangeAndIfRange() async throws {
         let events = try await withEngine { origin, engine, _ in
             let content = fixtureBytes(count: 1_000_000, seed: 2)
