@@ -1,5 +1,8 @@
 #define _GNU_SOURCE
 #include "CFileSync.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #if defined(__linux__)
@@ -8,3 +11,12 @@ int mf_syncfs(int fd) { return syncfs(fd); }
 // Elsewhere there is no syncfs: a full sync() is the portable fallback.
 int mf_syncfs(int fd) { (void)fd; sync(); return 0; }
 #endif
+
+int mf_rename_noreplace(const char *from, const char *to) {
+#if defined(__linux__) && defined(RENAME_NOREPLACE)
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+#endif
+    if (link(from, to) != 0) return -1;
+    return unlink(from);
+}

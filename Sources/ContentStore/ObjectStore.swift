@@ -1,5 +1,6 @@
 import CFileSync
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -51,6 +52,8 @@ public protocol BlobStore: Sendable {
 /// renamed into place. The same bytes are stored once.
 public final class ObjectStore: BlobStore {
     public let root: String
+    /// Fan-out directories known to exist, so each is made once, not per object.
+    private let knownDirectories = Mutex(Set<String>())
     /// Where bodies are written before they are complete; same filesystem as the objects.
     public let temporaryDirectory: String
     public let objectsDirectory: String
@@ -90,18 +93,22 @@ public final class ObjectStore: BlobStore {
             guard let target = path(for: blob.sha256) else {
                 throw StoreError("not a SHA-256 name: \(blob.sha256)")
             }
-            if access(target, F_OK) == 0 || created.contains(blob.sha256) {
+            let directory = String(target.dropLast(sha256Length + 1))
+            if !knownDirectories.withLock({ $0.contains(directory) }) { try makeDirectory(directory) }
+            // Objects are immutable: read-only for everyone.
+            if chmod(blob.path, 0o444) != 0 { throw StoreError.system("cannot make read-only", blob.path) }
+            var moved = mf_rename_noreplace(blob.path, target) == 0
+            if !moved, errno == ENOENT {
+                // The fan-out directory was removed since we made it: make it again.
+                try makeDirectory(directory)
+                moved = mf_rename_noreplace(blob.path, target) == 0
+            }
+            if !moved {
+                guard errno == EEXIST else { throw StoreError.system("cannot move into the store", blob.path) }
                 // Same bytes already stored (from another URL, collection or process).
                 _ = unlink(blob.path)
                 continue
             }
-            let directory = String(target.dropLast(sha256Length + 1))
-            if mkdir(directory, 0o755) != 0, errno != EEXIST {
-                throw StoreError.system("cannot create", directory)
-            }
-            // Objects are immutable: read-only for everyone.
-            if chmod(blob.path, 0o444) != 0 { throw StoreError.system("cannot make read-only", blob.path) }
-            if rename(blob.path, target) != 0 { throw StoreError.system("cannot move into the store", blob.path) }
             created.insert(blob.sha256)
         }
         // 2. The renames are durable before the caller records them in the catalog.
@@ -123,6 +130,11 @@ public final class ObjectStore: BlobStore {
 
     static func isValidHash(_ text: String) -> Bool {
         text.utf8.count == sha256Length && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    private func makeDirectory(_ directory: String) throws(StoreError) {
+        if mkdir(directory, 0o755) != 0, errno != EEXIST { throw StoreError.system("cannot create", directory) }
+        knownDirectories.withLock { _ = $0.insert(directory) }
     }
 
     /// One `syncfs` covers a whole group of files: far cheaper than an fsync each.

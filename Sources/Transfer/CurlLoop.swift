@@ -45,7 +45,7 @@ final class Attempt: @unchecked Sendable {
 
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
-        head.consume(line: Substring(String(decoding: line, as: UTF8.self)))
+        head.consume(bytes: line)
         if head.isComplete, !begun { return beginBody() }
         return true
     }

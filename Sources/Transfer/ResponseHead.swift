@@ -38,27 +38,42 @@ struct ResponseHead: Sendable {
         return (start, total)
     }
 
+    /// Header fields the engine reads; others are skipped without building strings.
+    private static let wanted: Set<String> = [
+        "content-length", "content-type", "content-range", "etag", "last-modified", "location", "retry-after",
+    ]
+
     /// Feeds one raw header line (with its CRLF). A status line starts a new
     /// block, so the headers of a redirect do not leak into the final response.
-    mutating func consume(line raw: Substring) {
-        let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+    /// Works on bytes: it runs for every header of every transfer.
+    mutating func consume(bytes raw: UnsafeRawBufferPointer) {
+        var line = Substring(decoding: raw, as: UTF8.self).utf8[...]
+        while let last = line.last, last == 13 || last == 10 || last == 32 || last == 9 { line = line.dropLast() }
         if line.isEmpty {
             // 1xx answers and redirects are followed by another block.
             let followed = (100...199).contains(status) || ((300...399).contains(status) && fields["location"] != nil)
             isComplete = !followed
             return
         }
-        if line.hasPrefix("HTTP/") {
+        if line.starts(with: "HTTP/".utf8) {
             self = ResponseHead()
-            let parts = line.split(separator: " ", maxSplits: 2)
-            if parts.count >= 2 { status = Int(parts[1]) ?? 0 }
-            if parts.count == 3 { reason = String(parts[2]) }
+            let parts = line.split(separator: 32, maxSplits: 2)
+            if parts.count >= 2 { status = Int(Substring(parts[1])) ?? 0 }
+            if parts.count == 3 { reason = String(Substring(parts[2])) }
             return
         }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = line[line.startIndex..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        fields[name] = value
+        guard let colon = line.firstIndex(of: 58) else { return }
+        let name = String(Substring(line[line.startIndex..<colon])).lowercased()
+        guard Self.wanted.contains(name) else { return }
+        var value = line[line.index(after: colon)...]
+        while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
+        fields[name] = String(Substring(value))
+    }
+
+    /// Text form of `consume(bytes:)`, for tests.
+    mutating func consume(line: Substring) {
+        var copy = String(line)
+        copy.withUTF8 { consume(bytes: UnsafeRawBufferPointer($0)) }
     }
 }
 

@@ -27,7 +27,8 @@ public struct DownloadedBody: Sendable, Equatable {
 public struct FetchedResponse: Sendable, Equatable {
     public let url: String
     public let status: Int
-    /// Header fields with lower-cased names.
+    /// The header fields the engine keeps (content-type, content-length,
+    /// etag, last-modified, location, retry-after, content-range), lower-cased.
     public let headers: [String: String]
     public let body: Data
 }

@@ -7,4 +7,11 @@
 /// (it is a GNU extension), hence this wrapper. Returns 0 or -1 with errno.
 int mf_syncfs(int fd);
 
+/// renameat2(2) with RENAME_NOREPLACE: moves `from` to `to` unless `to`
+/// exists (then fails with EEXIST), in one atomic step, so "store unless
+/// already stored" needs no separate existence check. Where the kernel or
+/// filesystem lacks it, falls back to link(2) + unlink(2), which is also
+/// atomic about the existing name. Returns 0 or -1 with errno.
+int mf_rename_noreplace(const char *from, const char *to);
+
 #endif
