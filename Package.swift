@@ -25,13 +25,13 @@ let package = Package(
             pkgConfig: "sndfile",
             providers: [.apt(["libsndfile1-dev"])]),
 
-        // syncfs(2), which Swift's Glibc module does not export.
+        // syncfs(2), renameat2(2) and sync_file_range(2), which Swift's Glibc module does not export.
         .target(name: "CFileSync"),
 
         // The transfer engine: libcurl multi on one thread, scheduler, retry, resume.
         .target(
             name: "Transfer",
-            dependencies: ["CCurl", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["CCurl", "CFileSync", .product(name: "Crypto", package: "swift-crypto")]),
         // Content-addressed objects and the SQLite catalog. Knows nothing of the network.
         .target(
             name: "ContentStore",

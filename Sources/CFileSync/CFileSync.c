@@ -20,3 +20,11 @@ int mf_rename_noreplace(const char *from, const char *to) {
     if (link(from, to) != 0) return -1;
     return unlink(from);
 }
+
+void mf_start_writeback(int fd, long long offset, long long length) {
+#if defined(__linux__)
+    (void)sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd; (void)offset; (void)length;
+#endif
+}

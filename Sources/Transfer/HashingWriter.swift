@@ -1,3 +1,4 @@
+import CFileSync
 import Crypto
 import Dispatch
 import Foundation
@@ -33,6 +34,12 @@ final class HashingWriter: @unchecked Sendable {
     private let path: String
     private let queue = DispatchQueue(label: "mediafetch.body-writer", target: HashingWriter.workers)
     private var hasher = SHA256()
+    /// Bytes written so far, and how far disk writeback has been started.
+    private var written: Int64 = 0
+    private var writebackStarted: Int64 = 0
+    /// Writeback is started every this many bytes, so the flush before the
+    /// object is stored finds most of the body on disk already.
+    private static let writebackStep: Int64 = 4 << 20
     private let failure = Mutex<TransferError?>(nil)
     private(set) var isPipelined = false
 
@@ -84,12 +91,16 @@ final class HashingWriter: @unchecked Sendable {
             offset += Int64(count)
         }
         _ = lseek(descriptor, off_t(length), SEEK_SET)
+        written = length
+        writebackStarted = length
     }
 
     /// Forgets every byte: the file is emptied and the hash starts over.
     func reset() {
         drain()
         hasher = SHA256()
+        written = 0
+        writebackStarted = 0
         failure.withLock { $0 = nil }
         _ = ftruncate(descriptor, 0)
         _ = lseek(descriptor, 0, SEEK_SET)
@@ -99,6 +110,7 @@ final class HashingWriter: @unchecked Sendable {
     func finish() throws(TransferError) -> String {
         drain()
         if let error = failure.withLock({ $0 }) { throw error }
+        startWriteback()
         return hasher.finalize().hexString
     }
 
@@ -112,15 +124,23 @@ final class HashingWriter: @unchecked Sendable {
         hasher.update(bufferPointer: bytes)
         var offset = 0
         while offset < bytes.count {
-            let written = systemWrite(descriptor, base + offset, bytes.count - offset)
-            if written < 0 {
+            let count = systemWrite(descriptor, base + offset, bytes.count - offset)
+            if count < 0 {
                 if errno == EINTR { continue }
                 let code = errno
                 return TransferError(.fileSystem(errno: code), "cannot write \(path): \(String(cString: strerror(code)))")
             }
-            offset += written
+            offset += count
         }
+        written += Int64(bytes.count)
+        if written - writebackStarted >= Self.writebackStep { startWriteback() }
         return nil
+    }
+
+    private func startWriteback() {
+        guard written > writebackStarted else { return }
+        mf_start_writeback(descriptor, writebackStarted, written - writebackStarted)
+        writebackStarted = written
     }
 }
 

@@ -14,4 +14,9 @@ int mf_syncfs(int fd);
 /// atomic about the existing name. Returns 0 or -1 with errno.
 int mf_rename_noreplace(const char *from, const char *to);
 
+/// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writing back the
+/// given range of `fd` without waiting, so a later flush finds the bytes on
+/// disk already. A hint: failures are ignored (and it is a no-op off Linux).
+void mf_start_writeback(int fd, long long offset, long long length);
+
 #endif
