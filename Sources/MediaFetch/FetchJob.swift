@@ -105,7 +105,7 @@ public final class FetchJob: Sendable {
         let forwarding = Task { await forward(engine.events) }
 
         do {
-            let toDownload = try await settleCached(items, ingestor: ingestor)
+            let toDownload = try settleCached(items)
             await download(toDownload, engine: engine, ingestor: ingestor)
         } catch {
             engine.shutdown()
@@ -128,11 +128,13 @@ public final class FetchJob: Sendable {
     }
 
     /// Items whose URL is cached are not downloaded: they are recorded in
-    /// their collection if they are new there. Returns the items left to fetch.
-    private func settleCached(_ items: [FetchItem], ingestor: Ingestor) async throws -> [FetchItem] {
+    /// their collection if they are new there (one transaction for all of
+    /// them). Returns the items left to fetch.
+    private func settleCached(_ items: [FetchItem]) throws -> [FetchItem] {
         let cached = try cache.catalog.cachedSources(for: items.map(\.url))
         var present: [String: Set<String>] = [:]
         var remaining: [FetchItem] = []
+        var newInCollection: [IngestRecord] = []
         var touched: [String] = []
         for item in items {
             guard let source = cached[item.url], cache.store.contains(source.sha256) else {
@@ -143,12 +145,13 @@ public final class FetchJob: Sendable {
                 present[item.collection] = try cache.catalog.itemURLs(inCollection: item.collection)
             }
             if present[item.collection]?.contains(item.url) != true {
-                try await ingestor.ingest(nil, IngestRecord(
+                newInCollection.append(IngestRecord(
                     url: item.url, collection: item.collection, kind: item.kind, title: item.title,
                     sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false))
             }
             touched.append(source.sha256)
         }
+        try cache.catalog.record(newInCollection)
         try cache.catalog.touch(touched)
         state.withLock {
             $0.progress.skipped = touched.count

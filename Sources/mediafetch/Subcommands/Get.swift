@@ -54,10 +54,15 @@ struct FetchRunner {
         let display = Task { await printer.consume(job.events) }
         let work = Task { try await job.run(items) }
 
-        // Ctrl-C cancels the job: running transfers stop, partials stay for the next run.
+        // Ctrl-C cancels the job: running transfers stop, partials stay for the
+        // next run. A second Ctrl-C quits at once (the cache stays consistent:
+        // objects and rows are only ever added whole).
         signal(SIGINT, SIG_IGN)
         let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        interrupt.setEventHandler { work.cancel() }
+        interrupt.setEventHandler {
+            if work.isCancelled { exit(Exit.interrupted.rawValue) }
+            work.cancel()
+        }
         interrupt.resume()
         defer { interrupt.cancel() }
 

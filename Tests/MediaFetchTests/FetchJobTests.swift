@@ -1,0 +1,96 @@
+import ContentStore
+import Foundation
+import Testing
+import TestOrigin
+import TestSupport
+import Transfer
+@testable import MediaFetch
+
+@Suite struct FetchJobTests {
+    private func quickRetries() -> TransferConfiguration {
+        var configuration = TransferConfiguration()
+        configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.01, maxDelay: 0.02)
+        return configuration
+    }
+
+    @Test func cachedURLsJoinANewCollectionWithoutADownload() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            let urls = (0..<30).map { index -> String in
+                origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 5000, seed: UInt64(index)))
+                return origin.url("/p\(index).jpg")
+            }
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let first = try await FetchJob(cache: cache, configuration: quickRetries())
+                .run(urls.map { FetchItem(url: $0, collection: "alps", kind: .photo) })
+
+            let second = try await FetchJob(cache: cache, configuration: quickRetries())
+                .run(urls.map { FetchItem(url: $0, collection: "favourites", kind: .photo) })
+
+            #expect(first.downloaded == 30)
+            #expect(second.downloaded == 0)
+            #expect(second.skipped == 30)
+            #expect(second.succeeded)
+            #expect(origin.requests().count == 30)
+            #expect(try cache.catalog.entries(collection: "favourites").count == 30)
+            #expect(try cache.catalog.stats().objects == 30)
+        }
+    }
+
+    @Test func aFailureIsReportedAndRememberedWhileTheRestIsStored() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/ok", data: Data("fine".utf8))
+            origin.setFault("/broken", .status(500))
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let job = FetchJob(cache: cache, configuration: quickRetries())
+            let events = Task { () -> [String] in
+                var kinds: [String] = []
+                for await event in job.events {
+                    switch event {
+                    case .stored: kinds.append("stored")
+                    case .failed: kinds.append("failed")
+                    case .retrying: kinds.append("retrying")
+                    case .finished: kinds.append("finished")
+                    case .progress: break
+                    }
+                }
+                return kinds
+            }
+
+            let report = try await job.run([FetchItem(url: origin.url("/ok"), collection: "c"),
+                                            FetchItem(url: origin.url("/broken"), collection: "c"),
+                                            FetchItem(url: origin.url("/ok"), collection: "c")])
+
+            #expect(report.total == 2)
+            #expect(report.downloaded == 1)
+            #expect(report.failures == [FailureRecord(url: origin.url("/broken"), message: "HTTP 500 Internal Server Error")])
+            #expect(!report.succeeded)
+            #expect(try cache.catalog.stats().failedSources == 1)
+            let kinds = await events.value
+            #expect(kinds.filter { $0 == "stored" }.count == 1)
+            #expect(kinds.contains("retrying"))
+            #expect(kinds.last == "finished")
+        }
+    }
+
+    @Test func anObjectDeletedByHandIsDownloadedAgain() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            origin.addResource("/a", data: fixtureBytes(count: 1000, seed: 1))
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let items = [FetchItem(url: origin.url("/a"), collection: "c")]
+            _ = try await FetchJob(cache: cache).run(items)
+            let hash = try #require(try cache.catalog.entries().first?.sha256)
+            try cache.store.remove(hash)
+
+            let report = try await FetchJob(cache: cache).run(items)
+
+            #expect(report.downloaded == 1)
+            #expect(cache.store.contains(hash))
+        }
+    }
+}
