@@ -14,20 +14,23 @@ import Darwin
 /// bytes are hashed from memory, never read back from disk.
 ///
 /// Small bodies are hashed and written inline on the loop thread. Large ones
-/// are *pipelined*: the loop thread copies each chunk and hands it to a serial
-/// queue, so hashing and writing run on another core while libcurl keeps
-/// receiving. At most `maxChunksInFlight` chunks wait at once across all
-/// writers; past that the loop thread waits (back-pressure), so memory stays
-/// bounded however fast the network is.
+/// are *pipelined*: the loop thread copies the bytes into 1 MiB chunks and
+/// hands each full chunk to a serial queue, so hashing and writing run on
+/// another core while libcurl keeps receiving. At most `maxChunksInFlight`
+/// chunks exist at once across all writers (they are reused, not freed);
+/// past that the loop thread waits (back-pressure), so memory stays bounded
+/// however fast the network is.
 ///
 /// `@unchecked Sendable`: `hasher`, `bytesWritten` and the file offset are
 /// touched either inline by the one thread that owns the transfer or, when
 /// pipelined, only on `queue`; switching modes and reading the result first
 /// drain the queue. `failure` is behind a mutex.
 final class HashingWriter: @unchecked Sendable {
-    /// Chunks waiting to be hashed and written, across every transfer.
-    static let maxChunksInFlight = 64
+    /// Chunks filling or waiting to be hashed and written, across every transfer.
+    static let maxChunksInFlight = 16
+    static let chunkSize = 1 << 20
     private static let inFlight = DispatchSemaphore(value: maxChunksInFlight)
+    private static let spareChunks = Mutex<[Chunk]>([])
     private static let workers = DispatchQueue(label: "mediafetch.body-writers", attributes: .concurrent)
 
     private let descriptor: Int32
@@ -42,6 +45,9 @@ final class HashingWriter: @unchecked Sendable {
     private static let writebackStep: Int64 = 4 << 20
     private let failure = Mutex<TransferError?>(nil)
     private(set) var isPipelined = false
+    /// The chunk being filled on the loop thread, and how much of it is used.
+    private var filling: Chunk?
+    private var filled = 0
 
     init(descriptor: Int32, path: String) {
         self.descriptor = descriptor
@@ -59,19 +65,43 @@ final class HashingWriter: @unchecked Sendable {
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         if let error = failure.withLock({ $0 }) { return error }
         guard isPipelined else { return hashAndWrite(bytes) }
-        Self.inFlight.wait()
-        let chunk = Chunk(copying: bytes)
+        var rest = bytes
+        while !rest.isEmpty {
+            let chunk = filling ?? Self.takeChunk()
+            let count = min(rest.count, Self.chunkSize - filled)
+            UnsafeMutableRawBufferPointer(rebasing: chunk.memory[filled..<(filled + count)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[0..<count]))
+            filled += count
+            filling = chunk
+            rest = UnsafeRawBufferPointer(rebasing: rest[count...])
+            if filled == Self.chunkSize { submitFilling() }
+        }
+        return nil
+    }
+
+    /// Hands the chunk being filled to the queue.
+    private func submitFilling() {
+        guard let chunk = filling else { return }
+        let count = filled
+        filling = nil
+        filled = 0
         queue.async { [self] in
-            defer {
-                chunk.memory.deallocate()
-                Self.inFlight.signal()
-            }
+            defer { Self.returnChunk(chunk) }
             guard failure.withLock({ $0 }) == nil else { return }
-            if let error = hashAndWrite(UnsafeRawBufferPointer(chunk.memory)) {
+            if let error = hashAndWrite(UnsafeRawBufferPointer(rebasing: chunk.memory[0..<count])) {
                 failure.withLock { $0 = error }
             }
         }
-        return nil
+    }
+
+    private static func takeChunk() -> Chunk {
+        inFlight.wait()
+        return spareChunks.withLock { $0.popLast() } ?? Chunk(byteCount: chunkSize)
+    }
+
+    private static func returnChunk(_ chunk: Chunk) {
+        spareChunks.withLock { $0.append(chunk) }
+        inFlight.signal()
     }
 
     /// Hashes bytes already in the file (a partial from an earlier run) without writing them.
@@ -97,6 +127,9 @@ final class HashingWriter: @unchecked Sendable {
 
     /// Forgets every byte: the file is emptied and the hash starts over.
     func reset() {
+        if let chunk = filling { Self.returnChunk(chunk) }
+        filling = nil
+        filled = 0
         drain()
         hasher = SHA256()
         written = 0
@@ -114,9 +147,11 @@ final class HashingWriter: @unchecked Sendable {
         return hasher.finalize().hexString
     }
 
-    /// Waits until every queued chunk is hashed and written.
+    /// Waits until every byte handed over is hashed and written.
     func drain() {
-        if isPipelined { queue.sync {} }
+        guard isPipelined else { return }
+        submitFilling()
+        queue.sync {}
     }
 
     private func hashAndWrite(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
@@ -144,15 +179,14 @@ final class HashingWriter: @unchecked Sendable {
     }
 }
 
-/// A copy of body bytes on its way to the writer queue.
-/// `@unchecked Sendable`: the loop thread fills it and never touches it again;
-/// the queue owns it from then on and frees it.
+/// A buffer of body bytes on its way to the writer queue, reused once written.
+/// `@unchecked Sendable`: one owner at a time: the loop thread while it fills
+/// the chunk, then the queue until it returns the chunk to the spare list.
 private struct Chunk: @unchecked Sendable {
     let memory: UnsafeMutableRawBufferPointer
 
-    init(copying bytes: UnsafeRawBufferPointer) {
-        memory = .allocate(byteCount: bytes.count, alignment: 16)
-        memory.copyMemory(from: bytes)
+    init(byteCount: Int) {
+        memory = .allocate(byteCount: byteCount, alignment: 64)
     }
 }
 
