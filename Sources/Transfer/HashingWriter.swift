@@ -14,7 +14,7 @@ import Darwin
 /// bytes are hashed from memory, never read back from disk.
 ///
 /// Small bodies are hashed and written inline on the loop thread. Large ones
-/// are *pipelined*: the loop thread copies the bytes into 1 MiB chunks and
+/// are *pipelined*: the loop thread copies the bytes into 256 KiB chunks and
 /// hands each full chunk to a serial queue, so hashing and writing run on
 /// another core while libcurl keeps receiving. At most `maxChunksInFlight`
 /// chunks exist at once across all writers (they are reused, not freed);
@@ -27,8 +27,8 @@ import Darwin
 /// drain the queue. `failure` is behind a mutex.
 final class HashingWriter: @unchecked Sendable {
     /// Chunks filling or waiting to be hashed and written, across every transfer.
-    static let maxChunksInFlight = 16
-    static let chunkSize = 1 << 20
+    static let maxChunksInFlight = 32
+    static let chunkSize = 256 << 10
     private static let inFlight = DispatchSemaphore(value: maxChunksInFlight)
     private static let spareChunks = Mutex<[Chunk]>([])
     private static let workers = DispatchQueue(label: "mediafetch.body-writers", attributes: .concurrent)
