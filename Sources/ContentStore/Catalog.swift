@@ -22,6 +22,14 @@ public final class Catalog: Sendable {
         var configuration = Configuration()
         configuration.busyMode = .timeout(60)
         configuration.foreignKeysEnabled = true
+        // WAL with synchronous=NORMAL: a commit is atomic and consistent without
+        // an fsync of its own. A power cut may lose the last commits, never
+        // corrupt the file; rows only ever point at objects already flushed,
+        // so what is lost is a record of a stored object, which the next run
+        // finds again by its hash.
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
         database = try DatabasePool(path: path, configuration: configuration)
         // Two processes opening a new cache at once would both see an empty
         // schema and both create it; an exclusive file lock makes them take turns.

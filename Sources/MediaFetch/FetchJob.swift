@@ -192,19 +192,23 @@ public final class FetchJob: Sendable {
             url: item.url, collection: item.collection, kind: item.kind, title: item.title,
             sha256: body.sha256, size: body.size, contentType: body.contentType,
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
-        do {
-            try await ingestor.ingest(StagedBlob(path: body.path, sha256: body.sha256, size: body.size), record)
-        } catch {
-            fail(item, reason: "\(error)", ingestor: ingestor)
-            return
+        let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size)
+        // The group commit happens on the ingest thread; this task is done and
+        // its window slot goes to the next download.
+        ingestor.submit(blob, record) { [self] result in
+            switch result {
+            case .success:
+                state.withLock {
+                    $0.progress.done += 1
+                    $0.report.downloaded += 1
+                    $0.report.resumedBytes += body.resumedBytes
+                    $0.report.bytesReceived += body.size - body.resumedBytes
+                }
+                eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
+            case .failure(let error):
+                fail(item, reason: error.message, ingestor: ingestor)
+            }
         }
-        state.withLock {
-            $0.progress.done += 1
-            $0.report.downloaded += 1
-            $0.report.resumedBytes += body.resumedBytes
-            $0.report.bytesReceived += body.size - body.resumedBytes
-        }
-        eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
     }
 
     private func fail(_ item: FetchItem, reason: String, ingestor: Ingestor) {

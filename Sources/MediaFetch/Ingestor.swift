@@ -10,9 +10,9 @@ import Synchronization
 /// Runs on a thread of its own because `syncfs` and SQLite writes block.
 final class Ingestor: Sendable {
     private struct Pending {
-        var blob: StagedBlob?
+        var blob: StagedBlob
         var record: IngestRecord
-        var continuation: CheckedContinuation<Void, any Error>
+        var completion: @Sendable (Result<Void, CacheError>) -> Void
     }
 
     private struct Queue {
@@ -33,13 +33,13 @@ final class Ingestor: Sendable {
         thread.start()
     }
 
-    /// Stores `blob` and records `record`; returns once both are durable.
-    /// With no blob, only the record is written (the object is stored already).
-    func ingest(_ blob: StagedBlob?, _ record: IngestRecord) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            queue.withLock { $0.pending.append(Pending(blob: blob, record: record, continuation: continuation)) }
-            wake.signal()
-        }
+    /// Queues `blob` to be stored and `record` to be recorded with the next
+    /// group; `completion` runs on the ingest thread once both are durable (or
+    /// failed). Returns at once, so a download does not wait for the group.
+    func submit(_ blob: StagedBlob, _ record: IngestRecord,
+                completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
+        queue.withLock { $0.pending.append(Pending(blob: blob, record: record, completion: completion)) }
+        wake.signal()
     }
 
     /// Remembers a failed URL with the next group.
@@ -55,14 +55,21 @@ final class Ingestor: Sendable {
         exited.wait()
     }
 
-    /// Pause after a wake-up, so one group gathers what finishes meanwhile:
-    /// fewer, larger groups mean fewer filesystem flushes.
-    private static let gatherDelay: useconds_t = 20_000
+    /// A group gathers for up to this long after its first item, or until it
+    /// holds `groupSize` items: fewer, larger groups mean fewer filesystem
+    /// flushes and journal commits, and the latency is invisible to the user.
+    private static let gatherTime = Duration.milliseconds(100)
+    private static let groupSize = 512
 
     private func run() {
         while true {
             wake.wait()
-            if !queue.withLock({ $0.stopping }) { usleep(Self.gatherDelay) }
+            let deadline = ContinuousClock.now + Self.gatherTime
+            while ContinuousClock.now < deadline {
+                let (count, stopping) = queue.withLock { ($0.pending.count, $0.stopping) }
+                if stopping || count >= Self.groupSize { break }
+                usleep(2_000)
+            }
             let (group, failures, stopping) = queue.withLock { queue in
                 defer {
                     queue.pending.removeAll(keepingCapacity: true)
@@ -86,13 +93,13 @@ final class Ingestor: Sendable {
 
     private func commit(_ group: [Pending], _ failures: [FailureRecord]) {
         do {
-            _ = try cache.store.commit(group.compactMap(\.blob))
+            _ = try cache.store.commit(group.map(\.blob))
             try cache.catalog.record(group.map(\.record), failures: failures)
-            for entry in group { entry.continuation.resume() }
+            for entry in group { entry.completion(.success(())) }
         } catch {
             for entry in group {
-                if let blob = entry.blob { _ = unlink(blob.path) }
-                entry.continuation.resume(throwing: CacheError("cannot store \(entry.record.url): \(error)"))
+                _ = unlink(entry.blob.path)
+                entry.completion(.failure(CacheError("cannot store \(entry.record.url): \(error)")))
             }
         }
     }
