@@ -103,6 +103,7 @@ public final class FetchJob: Sendable {
             throw CacheError("cannot start the transfer engine: \(error)")
         }
         let forwarding = Task { await forward(engine.events) }
+        engine.sweepPartials()
 
         do {
             let toDownload = try settleCached(items)
@@ -121,7 +122,10 @@ public final class FetchJob: Sendable {
             state.report.seconds = (clock.now - started).seconds
             return state.report
         }
-        if Task.isCancelled { report.interrupted = true }
+        // Interrupted only when something asked for is missing because of it.
+        if Task.isCancelled, report.downloaded + report.skipped + report.failures.count < report.total {
+            report.interrupted = true
+        }
         eventSink.yield(.progress(state.withLock { $0.progress }))
         eventSink.yield(.finished(report))
         return report

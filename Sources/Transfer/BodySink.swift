@@ -21,6 +21,10 @@ protocol BodySink: AnyObject {
     var bytesHeld: Int64 { get }
     /// Drops what is held so the next attempt starts from byte zero.
     func restart()
+    /// The body's full size, when the response said it.
+    var expectedTotal: Int64? { get }
+    /// The attempt ended: release what is only needed while bytes arrive.
+    func attemptEnded()
 }
 
 /// Streams a body into a partial file while hashing it with SHA-256, so the
@@ -65,34 +69,56 @@ final class FileSink: BodySink {
             return nil
         }
         if head.status == 206 {
-            guard requestedOffset > 0, let range = head.contentRange, range.start == requestedOffset,
-                  requestedOffset == bytesHeld else {
-                return TransferError(.protocolViolation, "server sent a range that was not asked for")
+            guard requestedOffset > 0, requestedOffset == bytesHeld, let range = head.contentRange,
+                  range.start == requestedOffset, let total = range.total, range.end + 1 == total else {
+                // Not the rest of the file we asked for: drop what we hold, so
+                // the retry asks for the whole body instead of the same range.
+                restart()
+                return TransferError(.protocolViolation, "server answered with a range that was not asked for")
             }
-            if let sent = head.etag, let ours = validator, ours.hasPrefix("\""), sent != ours {
+            if !validatorStillMatches(head) {
                 // The file changed although we sent If-Range: never stitch two versions.
                 restart()
                 return TransferError(.protocolViolation, "the file changed on the server while resuming")
             }
-        } else if bytesHeld > 0 {
-            // 200 to a range request: the server sends the whole (maybe new) body.
-            restart()
+            expectedTotal = total
+        } else {
+            if bytesHeld > 0 {
+                // 200 to a range request: the server sends the whole (maybe new) body.
+                restart()
+            }
+            expectedTotal = head.contentLength
         }
-        let remaining = head.contentLength
-        if let limit = maxFileSize, (remaining ?? 0) + (head.status == 206 ? bytesHeld : 0) > limit {
+        if let limit = maxFileSize, let total = expectedTotal, total > limit {
             return tooLarge(limit)
         }
         accepting = true
         self.head = head
-        writer.pipeline((remaining ?? .max) >= Self.pipelineThreshold)
+        writer.pipeline((expectedTotal ?? .max) - bytesHeld >= Self.pipelineThreshold)
         if head.status != 206 {
-            let newValidator = head.etag ?? head.lastModified
+            // If-Range takes a strong ETag or a date; a weak ETag would never match.
+            let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
+            let newValidator = strongETag ?? head.lastModified
             validator = newValidator
-            if let newValidator, (remaining ?? .max) >= resumableThreshold {
+            if let newValidator, (expectedTotal ?? .max) >= resumableThreshold {
                 partial.recordValidator(newValidator)
             }
         }
         return nil
+    }
+
+    /// A 206 must come from the same version of the file as the bytes held:
+    /// compare whichever validator was sent as If-Range with what the server says now.
+    private func validatorStillMatches(_ head: ResponseHead) -> Bool {
+        guard let ours = validator else { return false }
+        if ours.hasPrefix("\"") { return head.etag.map { $0 == ours } ?? true }
+        return head.lastModified.map { $0 == ours } ?? true
+    }
+
+    private(set) var expectedTotal: Int64?
+
+    func attemptEnded() {
+        writer.submitFilling()
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
@@ -149,6 +175,10 @@ final class MemorySink: BodySink {
     func restart() {
         data.removeAll()
     }
+
+    var expectedTotal: Int64? { nil }
+
+    func attemptEnded() {}
 
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard data.count + bytes.count <= limit else {

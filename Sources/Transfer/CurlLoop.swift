@@ -125,7 +125,9 @@ final class CurlLoop: Sendable {
         // Connections are reused from the multi handle's cache; HTTP/2 streams
         // share a connection where the server offers it.
         multi.set(CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        multi.set(CURLMOPT_MAX_HOST_CONNECTIONS, configuration.maxTransfersPerHost)
+        // No CURLMOPT_MAX_HOST_CONNECTIONS: the scheduler limits per host of
+        // the URL; a libcurl-side limit would park redirected transfers where
+        // the stall clock would count their wait as a stall.
         multi.set(CURLMOPT_MAXCONNECTS, max(configuration.maxConcurrentTransfers * 2, 8))
         let thread = Thread { [self] in self.run() }
         thread.name = "mediafetch.curl"
@@ -217,11 +219,15 @@ final class CurlLoop: Sendable {
                 byID[attempt.id] = easy.handle
                 events.yield(.started(attempt.id, url: attempt.url, attempt: attempt.number, resumingAt: attempt.requestedOffset))
             } catch {
+                if let list = attempt.headerList { curl_slist_free_all(list) }
+                attempt.headerList = nil
                 let continuation = attempt.continuation
                 attempt.continuation = nil
+                // A set-up failure (an option this libcurl lacks, no memory) will not pass on retry.
                 continuation?.resume(returning: AttemptOutcome(
                     curlCode: Int(CURLE_FAILED_INIT.rawValue), curlMessage: "\(error)",
-                    head: attempt.head, abort: nil, effectiveURL: nil))
+                    head: attempt.head, abort: TransferError(.engine, "cannot set up the transfer: \(error)"),
+                    effectiveURL: nil))
             }
         }
 
@@ -298,6 +304,8 @@ final class CurlLoop: Sendable {
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
         try easy.set(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        // A proxy's "200 Connection established" must not look like the response.
+        try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         try easy.set(CURLOPT_FOLLOWLOCATION, 1)
         try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent)

@@ -17,9 +17,10 @@ import Darwin
 /// are *pipelined*: the loop thread copies the bytes into 256 KiB chunks and
 /// hands each full chunk to a serial queue, so hashing and writing run on
 /// another core while libcurl keeps receiving. At most `maxChunksInFlight`
-/// chunks exist at once across all writers (they are reused, not freed);
-/// past that the loop thread waits (back-pressure), so memory stays bounded
-/// however fast the network is.
+/// chunks exist at once across all writers (they are reused, not freed), so
+/// memory stays bounded however fast the network is; when all are in use a
+/// writer catches up inline instead of waiting, so the loop never blocks on
+/// another transfer.
 ///
 /// `@unchecked Sendable`: `hasher`, `bytesWritten` and the file offset are
 /// touched either inline by the one thread that owns the transfer or, when
@@ -67,7 +68,14 @@ final class HashingWriter: @unchecked Sendable {
         guard isPipelined else { return hashAndWrite(bytes) }
         var rest = bytes
         while !rest.isEmpty {
-            let chunk = filling ?? Self.takeChunk()
+            guard let chunk = filling ?? Self.takeChunk() else {
+                // Every chunk is in use: rather than wait on other transfers
+                // (which need this very thread to progress), finish this
+                // writer's queued work and handle the bytes inline.
+                queue.sync {}
+                if let error = failure.withLock({ $0 }) { return error }
+                return hashAndWrite(rest)
+            }
             let count = min(rest.count, Self.chunkSize - filled)
             UnsafeMutableRawBufferPointer(rebasing: chunk.memory[filled..<(filled + count)])
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[0..<count]))
@@ -79,8 +87,9 @@ final class HashingWriter: @unchecked Sendable {
         return nil
     }
 
-    /// Hands the chunk being filled to the queue.
-    private func submitFilling() {
+    /// Hands the chunk being filled to the queue (at the end of an attempt, so
+    /// a transfer waiting to retry holds no chunk).
+    func submitFilling() {
         guard let chunk = filling else { return }
         let count = filled
         filling = nil
@@ -94,8 +103,9 @@ final class HashingWriter: @unchecked Sendable {
         }
     }
 
-    private static func takeChunk() -> Chunk {
-        inFlight.wait()
+    /// A free chunk, or nil when all are in use; never waits.
+    private static func takeChunk() -> Chunk? {
+        guard inFlight.wait(timeout: .now()) == .success else { return nil }
         return spareChunks.withLock { $0.popLast() } ?? Chunk(byteCount: chunkSize)
     }
 

@@ -98,12 +98,51 @@ final class PartialFile {
         guard isOpen else { return }
         var info = stat()
         let empty = fstat(descriptor, &info) == 0 && info.st_size == 0
-        if discard || validatorPath == nil || empty {
+        // Bytes without a validator can never be resumed: drop them.
+        let resumable = validatorPath.map { access($0, F_OK) == 0 } ?? false
+        if discard || !resumable || empty {
             _ = unlink(path)
             if let validatorPath { _ = unlink(validatorPath) }
         }
         isOpen = false
         _ = systemClose(descriptor)
+    }
+
+    /// Removes what crashed or killed runs left in `directory`: finished bodies
+    /// that never reached the store (`.done`), private temporaries (`.tmp`),
+    /// half-written validators, and partials nobody resumed. Files in use
+    /// (locked, or touched within `staleAfter` seconds) are left alone;
+    /// resumable partials are kept for `resumableFor` seconds.
+    /// Returns how many files were removed.
+    @discardableResult
+    static func sweep(directory: String, staleAfter: Double = 86_400, resumableFor: Double = 7 * 86_400,
+                      now: Date = Date()) -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        var removed = 0
+        for name in names {
+            let path = "\(directory)/\(name)"
+            var info = stat()
+            guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            let age = now.timeIntervalSince1970 - Double(info.st_mtim.tv_sec)
+            let isPart = name.hasSuffix(".part")
+            let isValidator = name.hasSuffix(".validator")
+            let resumable = isPart && access(path + ".validator", F_OK) == 0
+            if isValidator {
+                // A validator outlives its partial only by accident.
+                if access(String(path.dropLast(".validator".count)), F_OK) != 0, age > staleAfter {
+                    removed += unlink(path) == 0 ? 1 : 0
+                }
+                continue
+            }
+            guard age > (resumable ? resumableFor : staleAfter) else { continue }
+            let fd = open(path, O_RDWR | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { _ = systemClose(fd) }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            if unlink(path) == 0 { removed += 1 }
+            if isPart, unlink(path + ".validator") == 0 { removed += 1 }
+        }
+        return removed
     }
 
     /// Opens `path` and takes an exclusive lock without waiting. Retries when

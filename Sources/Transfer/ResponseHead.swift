@@ -25,17 +25,18 @@ struct ResponseHead: Sendable {
         return nil
     }
 
-    /// The first byte position and the complete length of a `Content-Range: bytes a-b/total`.
-    var contentRange: (start: Int64, total: Int64?)? {
+    /// The first and last byte positions and the complete length of a `Content-Range: bytes a-b/total`.
+    var contentRange: (start: Int64, end: Int64, total: Int64?)? {
         guard let value = fields["content-range"] else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bytes" else { return nil }
         let rangeAndTotal = parts[1].split(separator: "/", maxSplits: 1)
         guard let range = rangeAndTotal.first,
               let dash = range.firstIndex(of: "-"),
-              let start = Int64(range[range.startIndex..<dash]) else { return nil }
+              let start = Int64(range[range.startIndex..<dash]),
+              let end = Int64(range[range.index(after: dash)...]) else { return nil }
         let total = rangeAndTotal.count == 2 ? Int64(rangeAndTotal[1]) : nil
-        return (start, total)
+        return (start, end, total)
     }
 
     /// Header fields the engine reads; others are skipped without building strings.

@@ -66,6 +66,13 @@ public final class TransferEngine: Sendable {
         loop.shutdown()
     }
 
+    /// Removes what crashed or killed runs left in the partial directory
+    /// (see `PartialFile.sweep`); resumable partials stay for a week.
+    @discardableResult
+    public func sweepPartials(staleAfter: Double = 86_400) -> Int {
+        PartialFile.sweep(directory: partialDirectory, staleAfter: staleAfter)
+    }
+
     /// Stops the loop thread; transfers still running end as cancelled.
     public func shutdown() {
         isShutDown.store(true, ordering: .relaxed)
@@ -147,9 +154,17 @@ public final class TransferEngine: Sendable {
             let offset = sink.resumeOffset
             let outcome = await run(Attempt(id: id, url: target.url, number: attempt, sink: sink, counters: loop.counters))
             scheduler.release(host: target.hostKey)
+            sink.attemptEnded()
 
+            var result = Self.classify(outcome)
+            if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
+                // A body that ended early without libcurl noticing (a short 206, say).
+                sink.restart()
+                result = .failure(TransferError(.protocolViolation,
+                                                "body ended at \(sink.bytesHeld) of \(expected) bytes"))
+            }
             let error: TransferError
-            switch Self.classify(outcome) {
+            switch result {
             case .success:
                 if outcome.head.status == 206 { resumedBytes = offset }
                 return (Completed(effectiveURL: outcome.effectiveURL, head: outcome.head, resumedBytes: resumedBytes), attempt)

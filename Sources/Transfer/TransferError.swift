@@ -23,6 +23,8 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         case fileSystem(errno: Int32)
         /// The transfer was cancelled.
         case cancelled
+        /// libcurl could not be set up for the transfer.
+        case engine
     }
 
     public let kind: Kind
@@ -43,7 +45,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         switch kind {
         case .http(let status): return status == 408 || status == 429 || (500...599).contains(status)
         case .network, .timeout, .protocolViolation: return true
-        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled: return false
+        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine: return false
         }
     }
 

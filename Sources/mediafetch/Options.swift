@@ -8,10 +8,17 @@ struct CacheOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Cache root (default: $MEDIAFETCH_CACHE, else ./Cache).", valueName: "dir"))
     var cache: String?
 
-    /// Opens the cache or exits with status 3 and a one-line reason.
-    func open() throws -> MediaCache {
+    /// Opens the cache or exits with status 3 and a one-line reason. Commands
+    /// that only read (`list`, `stats`) pass `mustExist`, so a mistyped path
+    /// is an error rather than a new empty cache.
+    func open(mustExist: Bool = false) throws -> MediaCache {
+        let root = MediaCache.resolveRoot(explicit: cache)
+        if mustExist, !FileManager.default.fileExists(atPath: root + "/catalog.sqlite") {
+            Terminal.error("no cache at \(root) (give --cache DIR or set MEDIAFETCH_CACHE)")
+            throw Exit.cacheUnusable
+        }
         do {
-            return try MediaCache(root: MediaCache.resolveRoot(explicit: cache))
+            return try MediaCache(root: root)
         } catch {
             Terminal.error(error.message)
             throw Exit.cacheUnusable
@@ -57,9 +64,16 @@ struct TransferOptions: ParsableArguments {
         guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
         guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1 (got \(perHost))") }
         guard retries >= 0 else { throw ValidationError("--retries must not be negative (got \(retries))") }
-        if let timeout, timeout <= 0 { throw ValidationError("--timeout must be positive (got \(timeout))") }
-        guard connectTimeout > 0 else { throw ValidationError("--connect-timeout must be positive") }
-        guard stallTimeout > 0 else { throw ValidationError("--stall-timeout must be positive") }
+        let seconds = 0.001...86_400.0 * 365
+        if let timeout, !seconds.contains(timeout) {
+            throw ValidationError("--timeout must be a positive number of seconds (got \(timeout))")
+        }
+        guard seconds.contains(connectTimeout) else {
+            throw ValidationError("--connect-timeout must be a positive number of seconds (got \(connectTimeout))")
+        }
+        guard seconds.contains(stallTimeout) else {
+            throw ValidationError("--stall-timeout must be a positive number of seconds (got \(stallTimeout))")
+        }
         if let maxFileSize, ByteSize.parse(maxFileSize) == nil {
             throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size (try 200M)")
         }

@@ -9,8 +9,11 @@ import Darwin
 
 /// Writing to the terminal; the only place that knows about stderr and ttys.
 enum Terminal {
+    /// One line on stderr, whatever the message holds (SQLite errors quote multi-line SQL).
     static func error(_ message: String) {
-        writeErr("mediafetch: \(message)\n")
+        let oneLine = message.split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
+        writeErr("mediafetch: \(oneLine)\n")
     }
 
     static func writeErr(_ text: String) {

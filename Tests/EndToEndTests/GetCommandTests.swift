@@ -254,6 +254,8 @@ import TestSupport
         ["get", "--progress", "fancy", "http://127.0.0.1:1/x"],
         ["get", "--jobs", "0", "http://127.0.0.1:1/x"],
         ["get", "--max-filesize", "lots", "http://127.0.0.1:1/x"],
+        ["get", "--timeout", "nan", "http://127.0.0.1:1/x"],
+        ["get", "--stall-timeout", "1e300", "http://127.0.0.1:1/x"],
         ["list", "--format", "yaml"],
         ["list", "--kind", "video"],
         ["get"],
@@ -264,6 +266,17 @@ import TestSupport
             #expect(result.status == 64)
             #expect(result.stderr.contains("Error:"))
             #expect(!FileManager.default.fileExists(atPath: directory.appending("cache")))
+        }
+    }
+
+    @Test(arguments: ["list", "stats"])
+    func readingCommandsDoNotCreateAMissingCache(command: String) async throws {
+        try await TemporaryDirectory.with { directory in
+            let typo = directory.appending("Cahce")
+            let result = try await BuiltProducts.run([command, "--cache", typo])
+            #expect(result.status == 3)
+            #expect(result.stderrLines == ["mediafetch: no cache at \(typo) (give --cache DIR or set MEDIAFETCH_CACHE)"])
+            #expect(!FileManager.default.fileExists(atPath: typo))
         }
     }
 

@@ -378,3 +378,74 @@ import TestSupport
         }
     }
 }
+
+@Suite struct EngineSafetyTests {
+    private func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func aShortRangeAnswerIsNeverStoredAsComplete() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try TestOrigin()
+            defer { origin.shutdown() }
+            let content = fixtureBytes(count: 600_000, seed: 3)
+            // A server whose 206 covers only ten bytes of what was asked.
+            origin.route("/short") { request in
+                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
+                    return OriginResponse(status: 200, headers: [("ETag", "\"v1\"")], body: content)
+                }
+                return OriginResponse(status: 206, headers: [("ETag", "\"v1\""),
+                                                             ("Content-Range", "bytes \(start)-\(start + 9)/600000")],
+                                      body: content[start..<(start + 10)])
+            }
+            origin.setFault("/short", .dropAfter(bytes: 300_000), times: 1)
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 0)
+            let partials = directory.appending("tmp")
+            try await withTransferEngine(configuration: configuration, partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/short")) }
+            }
+
+            configuration.retry = RetryPolicy(maxRetries: 2, baseDelay: 0.01, maxDelay: 0.02)
+            let body = try await withTransferEngine(configuration: configuration, partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/short"))
+            }
+
+            // The bogus 206 was refused and the body fetched whole.
+            #expect(body.sha256 == sha256(content))
+            #expect(origin.requests(for: "/short").last?.header("range") == nil)
+        }
+    }
+
+    @Test func sweepingRemovesLeftoversButNotLiveOrResumableFiles() async throws {
+        try await TemporaryDirectory.with { directory in
+            let tmp = directory.appending("tmp")
+            try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+            func file(_ name: String, ageDays: Double) {
+                let path = "\(tmp)/\(name)"
+                _ = FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
+                let when = Date().addingTimeInterval(-ageDays * 86_400)
+                try? FileManager.default.setAttributes([.modificationDate: when], ofItemAtPath: path)
+            }
+            file("old.done", ageDays: 2)
+            file("old.tmp", ageDays: 2)
+            file("fresh.done", ageDays: 0)
+            file("orphan.part", ageDays: 2)
+            file("kept.part", ageDays: 2)
+            file("kept.part.validator", ageDays: 2)
+            file("ancient.part", ageDays: 9)
+            file("ancient.part.validator", ageDays: 9)
+            file("lost.part.validator", ageDays: 2)
+            file("busy.tmp", ageDays: 2)
+            let busy = open("\(tmp)/busy.tmp", O_RDWR)
+            defer { close(busy) }
+            #expect(flock(busy, LOCK_EX) == 0)
+
+            let removed = PartialFile.sweep(directory: tmp)
+
+            let left = Set(try FileManager.default.contentsOfDirectory(atPath: tmp))
+            #expect(left == ["fresh.done", "kept.part", "kept.part.validator", "busy.tmp"])
+            #expect(removed == 6)
+        }
+    }
+}

@@ -20,7 +20,7 @@ struct List: AsyncParsableCommand {
     var format: OutputFormat = .table
 
     func run() async throws {
-        let cache = try cacheOptions.open()
+        let cache = try cacheOptions.open(mustExist: true)
         do {
             let entries = try cache.catalog.entries(collection: collection, kind: kind)
             Terminal.writeOut(try EntryFormatter(cache: cache).render(entries, as: format))

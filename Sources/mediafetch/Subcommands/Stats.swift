@@ -15,7 +15,7 @@ struct Stats: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let cache = try cacheOptions.open()
+        let cache = try cacheOptions.open(mustExist: true)
         do {
             Terminal.writeOut(try StatsFormatter.render(cache.catalog.stats(), root: cache.root, as: format))
         } catch {
