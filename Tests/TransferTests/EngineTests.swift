@@ -86,6 +86,26 @@ import TestSupport
         }
     }
 
+    @Test func moreLargeTransfersThanWriterChunksAllComplete() async throws {
+        // 40 pipelined bodies at once, more than HashingWriter.maxChunksInFlight:
+        // a transfer that finds no free chunk must catch up inline, not wait.
+        let count = HashingWriter.maxChunksInFlight + 8
+        _ = try await withEngine(adjust: { $0.maxConcurrentTransfers = count; $0.maxTransfersPerHost = count }) { origin, engine, _ in
+            var expected: [String: String] = [:]
+            for index in 0..<count {
+                let content = fixtureBytes(count: 1_300_000, seed: UInt64(100 + index))
+                origin.addResource("/l\(index)", data: content)
+                origin.setFault("/l\(index)", .slow(bytesPerSecond: 2_600_000))
+                expected[origin.url("/l\(index)")] = sha256(content)
+            }
+            let hashes = try await withThrowingTaskGroup(of: (String, String).self) { group in
+                for url in expected.keys { group.addTask { (url, try await engine.download(url).sha256) } }
+                return try await group.reduce(into: [String: String]()) { $0[$1.0] = $1.1 }
+            }
+            #expect(hashes == expected)
+        }
+    }
+
     @Test func aDroppedConnectionResumesWithRangeAndIfRange() async throws {
         let events = try await withEngine { origin, engine, _ in
             let content = fixtureBytes(count: 1_000_000, seed: 2)
