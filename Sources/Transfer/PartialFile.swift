@@ -34,7 +34,15 @@ final class PartialFile {
         self.directory = directory
         let key = SHA256.hash(data: Data(url.utf8)).hexString.prefix(40)
         let sharedPath = "\(directory)/\(key).part"
-        if let fd = Self.openLocked(sharedPath) {
+        var created = false
+        if let fd = Self.createLocked(sharedPath) {
+            // The common case: no partial yet, so nothing to check or resume.
+            created = true
+            path = sharedPath
+            descriptor = fd
+            validatorPath = sharedPath + ".validator"
+            resumable = nil
+        } else if let fd = Self.openLocked(sharedPath) {
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
@@ -57,9 +65,12 @@ final class PartialFile {
             resumable = nil
         }
         self.url = url
+        hasValidator = !created
     }
 
     private let url: String
+    /// Whether a validator file may exist beside the partial (so it needs removing).
+    private var hasValidator = true
 
     deinit {
         if isOpen { _ = systemClose(descriptor) }
@@ -68,6 +79,7 @@ final class PartialFile {
     /// Remembers the validator of the body being written, for a later resume.
     func recordValidator(_ validator: String) {
         guard let validatorPath else { return }
+        hasValidator = true
         let text = "\(url)\n\(validator)\n"
         let temporary = validatorPath + ".\(getpid())"
         if FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) {
@@ -86,7 +98,7 @@ final class PartialFile {
     func complete() throws(TransferError) -> String {
         let finished = "\(directory)/\(UUID().uuidString).done"
         guard rename(path, finished) == 0 else { throw Self.error("cannot rename", path) }
-        if let validatorPath { _ = unlink(validatorPath) }
+        if hasValidator, let validatorPath { _ = unlink(validatorPath) }
         isOpen = false
         _ = systemClose(descriptor)
         return finished
@@ -143,6 +155,18 @@ final class PartialFile {
             if isPart, unlink(path + ".validator") == 0 { removed += 1 }
         }
         return removed
+    }
+
+    /// Creates `path`, which must not exist yet, and locks it. A process that
+    /// opened the new file in between and locked it first makes this fail.
+    private static func createLocked(_ path: String) -> Int32? {
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return nil }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            _ = systemClose(fd)
+            return nil
+        }
+        return fd
     }
 
     /// Opens `path` and takes an exclusive lock without waiting. Retries when

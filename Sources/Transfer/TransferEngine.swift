@@ -253,19 +253,65 @@ public struct RequestTarget: Sendable, Equatable {
     /// `host:port`, lower-cased: the key for per-host slots.
     public let hostKey: String
 
+    /// Parses by hand rather than with URLComponents: it runs for every URL
+    /// of every list, and only the scheme and the authority matter here
+    /// (libcurl parses the rest and rejects what it cannot use).
     public init(_ text: String) throws(TransferError) {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard let components = URLComponents(string: trimmed), let scheme = components.scheme?.lowercased() else {
+        let bytes = Array(trimmed.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
+              bytes[0..<colon].allSatisfy({ Self.isSchemeByte($0) }), Self.isLetter(bytes[0]) else {
             throw TransferError(.unsupportedURL, "not a URL: \(text)")
         }
+        let scheme = String(decoding: bytes[0..<colon], as: UTF8.self).lowercased()
         guard scheme == "http" || scheme == "https" else {
             throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(text)")
         }
-        guard let host = components.host, !host.isEmpty else {
-            throw TransferError(.unsupportedURL, "no host in URL: \(text)")
+        guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/"),
+              !bytes.contains(where: { $0 <= 0x20 || $0 == 0x7f }) else {
+            throw TransferError(.unsupportedURL, "not a URL: \(text)")
         }
-        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        let authorityStart = colon + 3
+        let authorityEnd = bytes[authorityStart...].firstIndex(where: {
+            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
+        }) ?? bytes.count
+        var authority = bytes[authorityStart..<authorityEnd]
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
+        var host = authority
+        var portText: ArraySlice<UInt8> = []
+        if authority.first == UInt8(ascii: "[") {
+            // An IPv6 literal: the port follows the closing bracket.
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else {
+                throw TransferError(.unsupportedURL, "not a URL: \(text)")
+            }
+            host = authority[authority.startIndex...close]
+            let after = authority[(close + 1)...]
+            if after.first == UInt8(ascii: ":") { portText = after.dropFirst() } else if !after.isEmpty {
+                throw TransferError(.unsupportedURL, "not a URL: \(text)")
+            }
+        } else if let portColon = authority.lastIndex(of: UInt8(ascii: ":")) {
+            host = authority[..<portColon]
+            portText = authority[(portColon + 1)...]
+        }
+        guard !host.isEmpty else { throw TransferError(.unsupportedURL, "no host in URL: \(text)") }
+        var port = scheme == "https" ? 443 : 80
+        if !portText.isEmpty {
+            guard portText.count <= 5, portText.allSatisfy({ (48...57).contains($0) }),
+                  let number = Int(String(decoding: portText, as: UTF8.self)), (1...65535).contains(number) else {
+                throw TransferError(.unsupportedURL, "bad port in URL: \(text)")
+            }
+            port = number
+        }
         self.url = trimmed
-        self.hostKey = "\(host.lowercased()):\(port)"
+        self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (65...90).contains(byte) || (97...122).contains(byte)
+    }
+
+    private static func isSchemeByte(_ byte: UInt8) -> Bool {
+        isLetter(byte) || (48...57).contains(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-")
+            || byte == UInt8(ascii: ".")
     }
 }

@@ -54,9 +54,13 @@ import Testing
         #expect(try RequestTarget("http://Example.com/a.jpg").hostKey == "example.com:80")
         #expect(try RequestTarget("https://example.com:8443/a").hostKey == "example.com:8443")
         #expect(try RequestTarget("https://example.com/a").hostKey == "example.com:443")
+        #expect(try RequestTarget("http://user:pw@Host.example:8080?q=1").hostKey == "host.example:8080")
+        #expect(try RequestTarget("http://[::1]:9000/x").hostKey == "[::1]:9000")
+        #expect(try RequestTarget("  http://h/x  ").url == "http://h/x")
     }
 
-    @Test(arguments: ["ftp://example.com/a", "file:///etc/passwd", "example.com/a.jpg", "http:///nohost", "", "gopher://x"])
+    @Test(arguments: ["ftp://example.com/a", "file:///etc/passwd", "example.com/a.jpg", "http:///nohost", "", "gopher://x",
+                      "http://h:99999/x", "http://h:8o/x", "http://h/a b", "http:/h/x", "1http://h/x", "http://[::1/x"])
     func everythingElseIsRefused(text: String) {
         #expect(throws: TransferError.self) { try RequestTarget(text) }
     }
