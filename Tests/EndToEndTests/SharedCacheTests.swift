@@ -14,15 +14,19 @@ import TestSupport
             let origin = try TestOrigin()
             defer { origin.shutdown() }
             origin.addResource("/walk.wav", data: fixtureBytes(count: 3_000_000, seed: 1))
-            origin.setFault("/walk.wav", .slow(bytesPerSecond: 500_000))
+            // A million bytes, then the server goes quiet: the transfer is
+            // mid-body whenever the test gets round to pressing Ctrl-C.
+            origin.setFault("/walk.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
             let cache = directory.appending("cache")
 
-            let running = try BuiltProducts.start(["get", "--cache", cache, origin.url("/walk.wav")])
-            // Wait until the body is arriving (its validator is written once the response starts).
-            for _ in 0..<400 where !files(in: cache + "/tmp").contains(where: { $0.hasSuffix(".validator") }) {
+            let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/walk.wav")])
+            func partialSize() -> Int {
+                guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
+                return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
+            }
+            for _ in 0..<3000 where partialSize() < 500_000 {
                 try await Task.sleep(for: .milliseconds(10))
             }
-            try await Task.sleep(for: .milliseconds(300))
             running.interrupt()
             let interrupted = await running.wait()
 

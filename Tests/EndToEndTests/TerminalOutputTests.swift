@@ -38,7 +38,7 @@ import TestSupport
     /// Polls the pane until `condition` holds for its text, or the wait runs out.
     private func screen(_ session: String, in directory: TemporaryDirectory, until condition: (String) -> Bool) async throws -> String {
         var text = ""
-        for _ in 0..<600 {
+        for _ in 0..<2400 {
             text = try tmux(["capture-pane", "-p", "-t", session], in: directory)
             if condition(text) { return text }
             try await Task.sleep(for: .milliseconds(50))
@@ -50,17 +50,24 @@ import TestSupport
         try await TemporaryDirectory.with { directory in
             let origin = try TestOrigin()
             defer { origin.shutdown() }
-            origin.addResource("/slow.bin", data: fixtureBytes(count: 1_500_000, seed: 1))
-            origin.setFault("/slow.bin", .slow(bytesPerSecond: 300_000))
+            // The slow item answers only when the test has seen the live line,
+            // so the check does not depend on how fast this machine is.
+            let gate = DispatchSemaphore(value: 0)
+            let slowBody = fixtureBytes(count: 300_000, seed: 1)
+            origin.route("/slow.bin") { _ in
+                _ = gate.wait(timeout: .now() + 120)
+                return OriginResponse(status: 200, body: slowBody)
+            }
             origin.addResource("/fast.jpg", data: fixtureBytes(count: 5_000, seed: 2))
             let session = "mf-\(UUID().uuidString.prefix(8))"
             let command = "\(BuiltProducts.mediafetch.path) get --cache \(directory.appending("cache")) "
-                + "\(origin.url("/fast.jpg")) \(origin.url("/slow.bin")) \(origin.url("/nothing.jpg")) --retries 0; "
-                + "echo EXIT=$?; sleep 60"
+                + "\(origin.url("/fast.jpg")) \(origin.url("/slow.bin")) \(origin.url("/nothing.jpg")) "
+                + "--retries 0 --stall-timeout 300; echo EXIT=$?; sleep 60"
             _ = try tmux(["new-session", "-d", "-s", session, "-x", "160", "-y", "20", command], in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
 
             let during = try await screen(session, in: directory) { $0.contains("active") }
+            gate.signal()
             let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
 
             // While running: one status line with counts and a rate.
