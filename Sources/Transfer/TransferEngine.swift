@@ -88,8 +88,13 @@ public final class TransferEngine: Sendable {
         let partial = try PartialFile(directory: partialDirectory, url: target.url)
         let sink: FileSink
         do {
-            sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
-                                resumableThreshold: configuration.resumableThreshold)
+            let make = { [configuration] () throws(TransferError) -> FileSink in
+                try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
+                             resumableThreshold: configuration.resumableThreshold)
+            }
+            // Resuming re-reads the held bytes to restore the hash: blocking
+            // I/O that belongs on a Dispatch thread, not the cooperative pool.
+            sink = partial.resumable == nil ? try make() : try await Self.offCooperativePool(make)
         } catch {
             partial.close(discard: true)
             throw error
@@ -126,6 +131,19 @@ public final class TransferEngine: Sendable {
             }
             throw error
         }
+    }
+
+    /// Runs blocking `work` on a Dispatch thread and waits for it without
+    /// holding a cooperative thread.
+    private static func offCooperativePool<T>(_ work: @escaping () throws(TransferError) -> T) async throws(TransferError) -> T {
+        let handOff = HandOff(work)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            DispatchQueue.global().async {
+                handOff.run()
+                continuation.resume()
+            }
+        }
+        return try handOff.value.get()
     }
 
     private struct Completed {
@@ -313,5 +331,25 @@ public struct RequestTarget: Sendable, Equatable {
     private static func isSchemeByte(_ byte: UInt8) -> Bool {
         isLetter(byte) || (48...57).contains(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-")
             || byte == UInt8(ascii: ".")
+    }
+}
+
+/// Carries work to a Dispatch thread and its result back.
+/// `@unchecked Sendable`: the task hands it over, one Dispatch thread runs it,
+/// and the task reads it again only after the continuation resumed.
+private final class HandOff<T>: @unchecked Sendable {
+    private let work: () throws(TransferError) -> T
+    var value: Result<T, TransferError> = .failure(.cancelled)
+
+    init(_ work: @escaping () throws(TransferError) -> T) {
+        self.work = work
+    }
+
+    func run() {
+        do {
+            value = .success(try work())
+        } catch {
+            value = .failure(error)
+        }
     }
 }
