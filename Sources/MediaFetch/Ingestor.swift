@@ -97,10 +97,16 @@ final class Ingestor: Sendable {
             try cache.catalog.record(group.map(\.record), failures: failures)
             for entry in group { entry.completion(.success(())) }
         } catch {
-            for entry in group {
-                _ = unlink(entry.blob.path)
-                entry.completion(.failure(CacheError("cannot store \(entry.record.url): \(error)")))
+            if group.count > 1 {
+                // One bad item must not sink the group: try each on its own.
+                for entry in group { commit([entry], []) }
+            } else {
+                for entry in group {
+                    _ = unlink(entry.blob.path)
+                    entry.completion(.failure(CacheError("cannot store \(entry.record.url): \(error)")))
+                }
             }
+            if !failures.isEmpty { try? cache.catalog.record([], failures: failures) }
         }
     }
 }
