@@ -142,7 +142,7 @@ public final class Catalog: Sendable {
         return found
     }
 
-    /// Whether `collection` holds an item for `url`.
+    /// The URLs of the items in `collection`.
     public func itemURLs(inCollection collection: String) throws -> Set<String> {
         try database.read { db in
             let urls = try String.fetchAll(db, sql: """
