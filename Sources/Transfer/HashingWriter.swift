@@ -22,10 +22,12 @@ import Darwin
 /// writer catches up inline instead of waiting, so the loop never blocks on
 /// another transfer.
 ///
-/// `@unchecked Sendable`: `hasher`, `bytesWritten` and the file offset are
-/// touched either inline by the one thread that owns the transfer or, when
-/// pipelined, only on `queue`; switching modes and reading the result first
-/// drain the queue. `failure` is behind a mutex.
+/// `@unchecked Sendable`: `hasher`, `written` and the file offset are touched
+/// either inline by whoever owns the transfer at the time (the loop thread
+/// during an attempt, the task between attempts: the continuation orders the
+/// hand-over) or, when pipelined, only on `queue`; switching modes and
+/// reading the result first drain the queue. `filling` belongs to the owner
+/// in the same way. `failure` is behind a mutex.
 final class HashingWriter: @unchecked Sendable {
     /// Chunks filling or waiting to be hashed and written, across every transfer.
     static let maxChunksInFlight = 32
