@@ -121,13 +121,6 @@ public final class ObjectStore: BlobStore {
         if unlink(target) != 0, errno != ENOENT { throw StoreError.system("cannot remove", target) }
     }
 
-    /// Size of a stored object, or nil when it is missing.
-    public func size(of sha256: String) -> Int64? {
-        guard let path = path(for: sha256) else { return nil }
-        var info = stat()
-        return stat(path, &info) == 0 ? Int64(info.st_size) : nil
-    }
-
     static func isValidHash(_ text: String) -> Bool {
         text.utf8.count == sha256Length && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }

@@ -78,8 +78,6 @@ public final class RunningCommand: @unchecked Sendable {
     /// Sends SIGINT, as Ctrl-C in a terminal would.
     public func interrupt() { process.interrupt() }
 
-    public var isRunning: Bool { process.isRunning }
-
     /// Waits for the process to exit and returns what it printed. The blocking
     /// wait happens on a Dispatch thread, never on the tasks' cooperative pool,
     /// so tests running in parallel keep their threads.

@@ -1,4 +1,5 @@
 import Foundation
+import TestOrigin
 
 /// A fresh directory under the system's temporary directory, removed by `remove()`.
 /// Each test makes its own, so tests never share a cache.
@@ -47,4 +48,14 @@ public func fixtureBytes(count: Int, seed: UInt64) -> Data {
         withUnsafeBytes(of: z.littleEndian) { data.append(contentsOf: $0.prefix(count - data.count)) }
     }
     return data
+}
+
+/// Runs `body` with a loopback origin and a fresh directory; both are
+/// shut down and removed afterwards.
+public func withOrigin<T>(_ body: (TestOrigin, TemporaryDirectory) async throws -> T) async throws -> T {
+    try await TemporaryDirectory.with { directory in
+        let origin = try TestOrigin()
+        defer { origin.shutdown() }
+        return try await body(origin, directory)
+    }
 }

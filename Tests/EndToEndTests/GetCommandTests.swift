@@ -25,9 +25,7 @@ import TestSupport
     }
 
     @Test func getStoresEveryURLAndListShowsThem() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let first = fixtureBytes(count: 120_000, seed: 1)
             origin.addResource("/a.jpg", data: first, contentType: "image/jpeg")
             origin.addResource("/b.mp3", data: fixtureBytes(count: 50_000, seed: 2), contentType: "audio/mpeg")
@@ -53,9 +51,7 @@ import TestSupport
     }
 
     @Test func aSecondRunDownloadsNothing() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/a.jpg", data: fixtureBytes(count: 10_000, seed: 3))
             let cache = directory.appending("cache")
             let arguments = ["get", "--cache", cache, origin.url("/a.jpg")]
@@ -70,9 +66,7 @@ import TestSupport
     }
 
     @Test func theCacheComesFromTheEnvironmentWhenNoFlagIsGiven() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/e", data: Data("env".utf8))
             let cache = directory.appending("from-env")
             let result = try await BuiltProducts.run(["get", origin.url("/e")], environment: ["MEDIAFETCH_CACHE": cache])
@@ -82,9 +76,7 @@ import TestSupport
     }
 
     @Test func failedItemsAreNamedAndTheRestStayCached() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/ok.jpg", data: fixtureBytes(count: 1000, seed: 4))
             let cache = directory.appending("cache")
 
@@ -112,9 +104,7 @@ import TestSupport
     }
 
     @Test func aMalformedInputFileIsRejectedAndChangesNothing() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 5))
             origin.addResource("/b.jpg", data: fixtureBytes(count: 1000, seed: 6))
             let cache = directory.appending("cache")
@@ -133,9 +123,7 @@ import TestSupport
     }
 
     @Test func anInputFileWithCommentsIsRead() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             for index in 0..<5 { origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 2000, seed: UInt64(10 + index))) }
             let input = directory.appending("urls.txt")
             let lines = ["# five photos", ""] + (0..<5).map { origin.url("/p\($0).jpg") } + [origin.url("/p0.jpg")]
@@ -149,9 +137,7 @@ import TestSupport
     }
 
     @Test func aDroppedConnectionResumesWhereItStopped() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 2_000_000, seed: 7)
             origin.addResource("/sound.wav", data: content)
             origin.setFault("/sound.wav", .dropAfter(bytes: 700_000), times: 1)
@@ -173,9 +159,7 @@ import TestSupport
     }
 
     @Test func theNextRunResumesAfterAFailedOne() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/long.flac", data: fixtureBytes(count: 1_500_000, seed: 8))
             origin.setFault("/long.flac", .dropAfter(bytes: 600_000), times: 1)
             let arguments = ["get", "--cache", directory.appending("cache"), "--retries", "0", origin.url("/long.flac")]
@@ -191,9 +175,7 @@ import TestSupport
     }
 
     @Test func retryAfterOn429IsHonoured() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))
             origin.setFault("/busy.jpg", .status(429, retryAfter: 1), times: 1)
 
@@ -210,9 +192,7 @@ import TestSupport
     }
 
     @Test func theSameBytesFromTwoURLsAreStoredOnce() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 40_000, seed: 11)
             origin.addResource("/one.jpg", data: content)
             origin.addResource("/mirror/one.jpg", data: content)
@@ -228,9 +208,7 @@ import TestSupport
     }
 
     @Test func listFiltersAndFormats() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/x,1.jpg", data: fixtureBytes(count: 100, seed: 12))
             origin.addResource("/y.jpg", data: fixtureBytes(count: 100, seed: 13))
             let cache = directory.appending("cache")

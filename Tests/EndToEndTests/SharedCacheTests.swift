@@ -10,9 +10,7 @@ import TestSupport
     }
 
     @Test func ctrlCStopsWithStatus130AndTheNextRunResumes() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/walk.wav", data: fixtureBytes(count: 3_000_000, seed: 1))
             // A million bytes, then the server goes quiet: the transfer is
             // mid-body whenever the test gets round to pressing Ctrl-C.
@@ -44,9 +42,7 @@ import TestSupport
     }
 
     @Test func twoProcessesShareOneCache() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             var urls: [String] = []
             for index in 0..<40 {
                 origin.addResource("/p/\(index).jpg", data: fixtureBytes(count: 30_000 + index, seed: UInt64(index)))
@@ -80,9 +76,7 @@ import TestSupport
     }
 
     @Test func aRateLimitedDownloadStillCompletes() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/r.bin", data: fixtureBytes(count: 200_000, seed: 5))
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--limit-rate", "1M",
                                                 "--max-filesize", "1M", origin.url("/r.bin")])
@@ -91,9 +85,7 @@ import TestSupport
     }
 
     @Test func aBodyOverMaxFilesizeFailsWithoutRetrying() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/huge.bin", data: fixtureBytes(count: 300_000, seed: 6))
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--max-filesize", "100K",
                                                 origin.url("/huge.bin")])

@@ -47,9 +47,7 @@ import TestSupport
     }
 
     @Test func aTerminalShowsALiveStatusLineThenTheSummary() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             // The slow item answers only when the test has seen the live line,
             // so the check does not depend on how fast this machine is.
             let gate = DispatchSemaphore(value: 0)

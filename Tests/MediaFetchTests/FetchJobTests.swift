@@ -14,9 +14,7 @@ import Transfer
     }
 
     @Test func cachedURLsJoinANewCollectionWithoutADownload() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let urls = (0..<30).map { index -> String in
                 origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 5000, seed: UInt64(index)))
                 return origin.url("/p\(index).jpg")
@@ -39,9 +37,7 @@ import Transfer
     }
 
     @Test func aFailureIsReportedAndRememberedWhileTheRestIsStored() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/ok", data: Data("fine".utf8))
             origin.setFault("/broken", .status(500))
             let cache = try MediaCache(root: directory.appending("cache"))
@@ -77,9 +73,7 @@ import Transfer
     }
 
     @Test func anObjectDeletedByHandIsDownloadedAgain() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/a", data: fixtureBytes(count: 1000, seed: 1))
             let cache = try MediaCache(root: directory.appending("cache"))
             let items = [FetchItem(url: origin.url("/a"), collection: "c")]

@@ -26,9 +26,7 @@ import TestSupport
         retries: Int = 4, adjust: (inout TransferConfiguration) -> Void = { _ in },
         _ body: (TestOrigin, TransferEngine, TemporaryDirectory) async throws -> Void
     ) async throws -> [TransferEvent] {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             var configuration = configuration(retries: retries)
             adjust(&configuration)
             let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
@@ -163,9 +161,7 @@ import TestSupport
     }
 
     @Test func theNextRunResumesAPartialLeftByTheLastOne() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 800_000, seed: 4)
             origin.addResource("/song.mp3", data: content)
             origin.setFault("/song.mp3", .dropAfter(bytes: 300_000), times: 1)
@@ -189,9 +185,7 @@ import TestSupport
     }
 
     @Test func aFileChangedOnTheServerIsNeverStitched() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/map.png", data: fixtureBytes(count: 600_000, seed: 5))
             origin.setFault("/map.png", .dropAfter(bytes: 250_000), times: 1)
             let partials = directory.appending("tmp")
@@ -214,9 +208,7 @@ import TestSupport
     }
 
     @Test func aServerThatIgnoresRangesStartsOverCleanly() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 500_000, seed: 7)
             origin.addResource("/norange", data: content)
             origin.setFault("/norange", .dropAfter(bytes: 300_000), times: 1)
@@ -344,9 +336,7 @@ import TestSupport
 
 @Suite struct EngineProgressTests {
     @Test func aStalledTransferStillReportsProgress() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             origin.addResource("/pause", data: fixtureBytes(count: 300_000, seed: 1))
             origin.setFault("/pause", .stallAfter(bytes: 100_000, seconds: 1.5), times: 1)
             var configuration = TransferConfiguration()
@@ -371,9 +361,7 @@ import TestSupport
     }
 
     @Test func a416StartsOverFromByteZero() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 400_000, seed: 2)
             origin.addResource("/r", data: content)
             origin.setFault("/r", .dropAfter(bytes: 300_000), times: 1)
@@ -405,9 +393,7 @@ import TestSupport
     }
 
     @Test func aShortRangeAnswerIsNeverStoredAsComplete() async throws {
-        try await TemporaryDirectory.with { directory in
-            let origin = try TestOrigin()
-            defer { origin.shutdown() }
+        try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 600_000, seed: 3)
             // A server whose 206 covers only ten bytes of what was asked.
             origin.route("/short") { request in

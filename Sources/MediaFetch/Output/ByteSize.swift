@@ -32,14 +32,3 @@ public enum ByteSize {
         return String(format: "%.1f %@", value, units[unit])
     }
 }
-
-/// Ages as people write them: `30s`, `15m`, `12h`, `7d`, `2w`.
-public enum Age {
-    public static func parse(_ text: String) -> Double? {
-        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800]
-        guard let last = text.last, let unit = units[last], let value = Double(text.dropLast()), value >= 0 else {
-            return Double(text)
-        }
-        return value * unit
-    }
-}
