@@ -200,6 +200,8 @@ public final class FetchJob: Sendable {
         // The group commit happens on the ingest thread; this task is done and
         // its window slot goes to the next download.
         ingestor.submit(blob, record) { [self] result in
+            // Moved into the store (or removed): let go of the partial's lock.
+            body.file.release()
             switch result {
             case .success:
                 state.withLock {

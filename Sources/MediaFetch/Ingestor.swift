@@ -38,8 +38,12 @@ final class Ingestor: Sendable {
     /// failed). Returns at once, so a download does not wait for the group.
     func submit(_ blob: StagedBlob, _ record: IngestRecord,
                 completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
-        queue.withLock { $0.pending.append(Pending(blob: blob, record: record, completion: completion)) }
-        wake.signal()
+        let count = queue.withLock { queue -> Int in
+            queue.pending.append(Pending(blob: blob, record: record, completion: completion))
+            return queue.pending.count
+        }
+        // Only the first item of a group and a full group need the thread awake.
+        if count == 1 || count == Self.groupSize { wake.signal() }
     }
 
     /// Remembers a failed URL with the next group.
@@ -58,17 +62,18 @@ final class Ingestor: Sendable {
     /// A group gathers for up to this long after its first item, or until it
     /// holds `groupSize` items: fewer, larger groups mean fewer filesystem
     /// flushes and journal commits, and the latency is invisible to the user.
-    private static let gatherTime = Duration.milliseconds(100)
+    private static let gatherMilliseconds = 100
     private static let groupSize = 512
 
     private func run() {
         while true {
             wake.wait()
-            let deadline = ContinuousClock.now + Self.gatherTime
-            while ContinuousClock.now < deadline {
+            let deadline = DispatchTime.now() + .milliseconds(Self.gatherMilliseconds)
+            while true {
                 let (count, stopping) = queue.withLock { ($0.pending.count, $0.stopping) }
                 if stopping || count >= Self.groupSize { break }
-                usleep(2_000)
+                // Woken early by a full group or `finish`; a stale wake just loops.
+                if wake.wait(timeout: deadline) == .timedOut { break }
             }
             let (group, failures, stopping) = queue.withLock { queue in
                 defer {

@@ -31,10 +31,6 @@ protocol BodySink: AnyObject {
 /// finished file never needs a second read. Survives failed attempts: the
 /// bytes written and the hash state carry over to the next `Range` request.
 final class FileSink: BodySink {
-    /// Bodies at least this large (or of unknown length) are hashed and
-    /// written on another thread while the loop keeps receiving.
-    static let pipelineThreshold: Int64 = 1 << 20
-
     private let partial: PartialFile
     private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
@@ -94,7 +90,6 @@ final class FileSink: BodySink {
         }
         accepting = true
         self.head = head
-        writer.pipeline((expectedTotal ?? .max) - bytesHeld >= Self.pipelineThreshold)
         if head.status != 206 {
             // If-Range takes a strong ETag or a date; a weak ETag would never match.
             let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
@@ -136,11 +131,11 @@ final class FileSink: BodySink {
         validator = nil
     }
 
-    /// The finished body: moved to a name no other process will open, with its digest.
-    func finish() throws(TransferError) -> (path: String, sha256: String, size: Int64) {
-        let digest = try writer.finish()
-        let path = try partial.complete()
-        return (path, digest, bytesHeld)
+    /// The finished body, still guarded from other processes, with its digest.
+    func finish() async throws(TransferError) -> (file: FinishedFile, sha256: String, size: Int64) {
+        let digest = try await writer.finish()
+        let file = try partial.complete()
+        return (file, digest, bytesHeld)
     }
 
     /// Gives up on the body; a resumable partial is kept for a later run unless `discard`.

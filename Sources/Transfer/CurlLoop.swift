@@ -200,6 +200,8 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled)
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
+            // The last bytes go to the writer now, before the task even wakes.
+            attempt.sink.attemptEnded()
             easy.reset()
             if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
             let continuation = attempt.continuation

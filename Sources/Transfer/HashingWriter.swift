@@ -13,25 +13,28 @@ import Darwin
 /// Writes body bytes to a file and feeds them to SHA-256 as they pass: the
 /// bytes are hashed from memory, never read back from disk.
 ///
-/// Small bodies are hashed and written inline on the loop thread. Large ones
-/// are *pipelined*: the loop thread copies the bytes into 256 KiB chunks and
-/// hands each full chunk to a serial queue, so hashing and writing run on
-/// another core while libcurl keeps receiving. At most `maxChunksInFlight`
-/// chunks exist at once across all writers (they are reused, not freed), so
-/// memory stays bounded however fast the network is; when all are in use a
-/// writer catches up inline instead of waiting, so the loop never blocks on
-/// another transfer.
+/// The loop thread only copies the bytes into 256 KiB chunks; each chunk, when
+/// full or when the attempt ends, goes to a serial queue that hashes and
+/// writes it on another core, so the thread that receives never waits for the
+/// filesystem (on ext4 a `write` into the page cache costs more than the
+/// receive). At most `maxChunksInFlight` chunks exist at once across all
+/// writers (they are reused, not freed), so memory stays bounded however fast
+/// the network is; when all are in use a writer catches up inline instead of
+/// waiting, so the loop never blocks on another transfer.
 ///
 /// `@unchecked Sendable`: `hasher`, `written` and the file offset are touched
-/// either inline by whoever owns the transfer at the time (the loop thread
-/// during an attempt, the task between attempts: the continuation orders the
-/// hand-over) or, when pipelined, only on `queue`; switching modes and
-/// reading the result first drain the queue. `filling` belongs to the owner
-/// in the same way. `failure` is behind a mutex.
+/// on `queue` only, except inline catch-up and `seed`/`reset`, which first
+/// wait for the queue; `filling` belongs to whoever owns the transfer at the
+/// time (the loop thread during an attempt, the task between attempts: the
+/// continuation orders the hand-over). `failure` is behind a mutex.
 final class HashingWriter: @unchecked Sendable {
     /// Chunks filling or waiting to be hashed and written, across every transfer.
     static let maxChunksInFlight = 32
     static let chunkSize = 256 << 10
+    /// Bodies at least this large get their disk writeback started when they
+    /// are complete; smaller ones are left to the store's group flush (one
+    /// writeback request per small file costs more than it saves).
+    static let writebackThreshold: Int64 = 1 << 20
     private static let inFlight = DispatchSemaphore(value: maxChunksInFlight)
     private static let spareChunks = Mutex<[Chunk]>([])
     private static let workers = DispatchQueue(label: "mediafetch.body-writers", attributes: .concurrent)
@@ -41,12 +44,9 @@ final class HashingWriter: @unchecked Sendable {
     private let queue = DispatchQueue(label: "mediafetch.body-writer", target: HashingWriter.workers)
     private var hasher = SHA256()
     /// Bytes written so far, and how far disk writeback has been started.
-    /// Writeback starts once a body is complete (not while it arrives: measured
-    /// on the benchmark, starting it every few MiB slowed large bodies down).
     private var written: Int64 = 0
     private var writebackStarted: Int64 = 0
     private let failure = Mutex<TransferError?>(nil)
-    private(set) var isPipelined = false
     /// The chunk being filled on the loop thread, and how much of it is used.
     private var filling: Chunk?
     private var filled = 0
@@ -56,17 +56,10 @@ final class HashingWriter: @unchecked Sendable {
         self.path = path
     }
 
-    /// Chooses inline or pipelined work for the bytes that follow.
-    func pipeline(_ enabled: Bool) {
-        drain()
-        isPipelined = enabled
-    }
-
-    /// Hashes and writes `bytes`, now or on the queue. Returns an error seen
-    /// so far (a failed write on the queue shows up at the next call).
+    /// Takes `bytes` to be hashed and written. Returns an error seen so far
+    /// (a failed write on the queue shows up at the next call).
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         if let error = failure.withLock({ $0 }) { return error }
-        guard isPipelined else { return hashAndWrite(bytes) }
         var rest = bytes
         while !rest.isEmpty {
             guard let chunk = filling ?? Self.takeChunk() else {
@@ -89,7 +82,8 @@ final class HashingWriter: @unchecked Sendable {
     }
 
     /// Hands the chunk being filled to the queue (at the end of an attempt, so
-    /// a transfer waiting to retry holds no chunk).
+    /// the last bytes are written at once and a transfer waiting to retry
+    /// holds no chunk).
     func submitFilling() {
         guard let chunk = filling else { return }
         let count = filled
@@ -150,17 +144,25 @@ final class HashingWriter: @unchecked Sendable {
         _ = lseek(descriptor, 0, SEEK_SET)
     }
 
-    /// Waits for pending chunks, then returns the digest (lower-case hex).
-    func finish() throws(TransferError) -> String {
-        drain()
-        if let error = failure.withLock({ $0 }) { throw error }
-        startWriteback()
-        return hasher.finalize().hexString
+    /// Waits, without holding a thread, until every byte handed over is hashed
+    /// and written, then returns the digest (lower-case hex).
+    func finish() async throws(TransferError) -> String {
+        submitFilling()
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, TransferError>, Never>) in
+            queue.async { [self] in
+                if let error = failure.withLock({ $0 }) {
+                    continuation.resume(returning: .failure(error))
+                    return
+                }
+                if written >= Self.writebackThreshold { startWriteback() }
+                continuation.resume(returning: .success(hasher.finalize().hexString))
+            }
+        }
+        return try result.get()
     }
 
-    /// Waits until every byte handed over is hashed and written.
+    /// Waits until every byte handed over is hashed and written (blocking).
     func drain() {
-        guard isPipelined else { return }
         submitFilling()
         queue.sync {}
     }

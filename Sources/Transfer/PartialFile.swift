@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -92,17 +93,35 @@ final class PartialFile {
         if let validatorPath { _ = unlink(validatorPath) }
     }
 
-    /// Renames the finished body to a private name while the lock is still
-    /// held, so no other process can open it by its shared name afterwards,
-    /// then closes it. Returns the new path; the caller owns that file.
-    func complete() throws(TransferError) -> String {
-        let finished = "\(directory)/\(UUID().uuidString).done"
-        guard rename(path, finished) == 0 else { throw Self.error("cannot rename", path) }
+    /// Hands the finished body over as a `FinishedFile`. Usually the file keeps
+    /// its name and its lock, so no other process opens it until the caller has
+    /// moved it away and released it: no rename and no new name per body. When
+    /// too many finished files are held at once (descriptors are finite), it is
+    /// renamed to a private name instead and closed.
+    func complete() throws(TransferError) -> FinishedFile {
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
         isOpen = false
+        if validatorPath == nil {
+            // A private temporary: nobody else opens it, nothing to hold.
+            _ = systemClose(descriptor)
+            return FinishedFile(path: path, descriptor: nil)
+        }
+        if FinishedFile.reserveDescriptor() {
+            return FinishedFile(path: path, descriptor: descriptor)
+        }
+        let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
+        let finished = "\(path).\(getpid())-\(sequence).done"
+        guard rename(path, finished) == 0 else {
+            let failure = Self.error("cannot rename", path)
+            _ = systemClose(descriptor)
+            throw failure
+        }
         _ = systemClose(descriptor)
-        return finished
+        return FinishedFile(path: finished, descriptor: nil)
     }
+
+    /// Numbers the private names of finished bodies within this process.
+    private static let privateNames = Atomic<UInt64>(0)
 
     /// Closes the file. A private file, an empty one, or one asked to be
     /// discarded is removed; a resumable partial stays for the next run.
@@ -202,5 +221,47 @@ final class PartialFile {
     private static func error(_ what: String, _ path: String) -> TransferError {
         let code = errno
         return TransferError(.fileSystem(errno: code), "\(what) \(path): \(String(cString: strerror(code)))")
+    }
+}
+
+/// A finished body's file, owned by the caller: move it (into a store) or
+/// remove it, then `release()` it.
+///
+/// While held it usually keeps the lock it was written under, so no other
+/// process opens it by its shared partial name in the meantime.
+public final class FinishedFile: Sendable {
+    /// Where the body is now.
+    public let path: String
+    /// The open, locked descriptor; nil once released (or if there was none).
+    private let descriptor: Mutex<Int32?>
+
+    /// How many finished files hold a descriptor, across the process, and the
+    /// most that may: beyond it a finished body is renamed instead of held.
+    private static let held = Atomic<Int>(0)
+    static let maxHeld = 256
+
+    init(path: String, descriptor: Int32?) {
+        self.path = path
+        self.descriptor = Mutex(descriptor)
+    }
+
+    deinit { release() }
+
+    /// Takes one of the `maxHeld` places; false when all are taken.
+    static func reserveDescriptor() -> Bool {
+        if held.add(1, ordering: .relaxed).newValue <= maxHeld { return true }
+        held.subtract(1, ordering: .relaxed)
+        return false
+    }
+
+    /// Closes the descriptor and with it the lock. Idempotent; also done when
+    /// the last reference goes away.
+    public func release() {
+        guard let fd = descriptor.withLock({ value -> Int32? in
+            defer { value = nil }
+            return value
+        }) else { return }
+        _ = systemClose(fd)
+        Self.held.subtract(1, ordering: .relaxed)
     }
 }

@@ -3,14 +3,16 @@ import Foundation
 import Synchronization
 
 /// A body downloaded into a file of its own, complete and hashed.
-public struct DownloadedBody: Sendable, Equatable {
+public struct DownloadedBody: Sendable {
     /// The URL that was asked for.
     public let url: String
     /// Where the body came from after redirects.
     public let effectiveURL: String
     /// The finished file, in the partial directory. The caller owns it now:
-    /// move it into a store, or remove it.
-    public let path: String
+    /// move it into a store, or remove it, then release it.
+    public let file: FinishedFile
+    /// Where the finished file is.
+    public var path: String { file.path }
     /// SHA-256 of the bytes, lower-case hex.
     public let sha256: String
     public let size: Int64
@@ -102,10 +104,10 @@ public final class TransferEngine: Sendable {
         do throws(TransferError) {
             let (outcome, attempts) = try await perform(target, sink: sink)
             let head = sink.head ?? outcome.head
-            let finished = try sink.finish()
+            let finished = try await sink.finish()
             return DownloadedBody(
                 url: target.url, effectiveURL: outcome.effectiveURL ?? target.url,
-                path: finished.path, sha256: finished.sha256, size: finished.size,
+                file: finished.file, sha256: finished.sha256, size: finished.size,
                 contentType: head.contentType, etag: head.etag, lastModified: head.lastModified,
                 resumedBytes: outcome.resumedBytes, attempts: attempts)
         } catch {
@@ -172,7 +174,6 @@ public final class TransferEngine: Sendable {
             let offset = sink.resumeOffset
             let outcome = await run(Attempt(id: id, url: target.url, number: attempt, sink: sink, counters: loop.counters))
             scheduler.release(host: target.hostKey)
-            sink.attemptEnded()
 
             var result = Self.classify(outcome)
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
@@ -275,8 +276,12 @@ public struct RequestTarget: Sendable, Equatable {
     /// of every list, and only the scheme and the authority matter here
     /// (libcurl parses the rest and rejects what it cannot use).
     public init(_ text: String) throws(TransferError) {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let bytes = Array(trimmed.utf8)
+        // Spaces and tabs around the URL are dropped (byte-wise: this runs per URL).
+        var bytes = Array(text.utf8)
+        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
+        let leading = bytes.prefix { $0 == 0x20 || $0 == 0x09 }.count
+        if leading > 0 { bytes.removeFirst(leading) }
+        let trimmed = leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self)
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
               bytes[0..<colon].allSatisfy({ Self.isSchemeByte($0) }), Self.isLetter(bytes[0]) else {
             throw TransferError(.unsupportedURL, "not a URL: \(text)")

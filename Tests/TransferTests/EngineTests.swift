@@ -71,7 +71,7 @@ import TestSupport
 
     @Test func aLargeBodyIsHashedOffTheLoopThreadAndResumed() async throws {
         _ = try await withEngine { origin, engine, _ in
-            // Over FileSink.pipelineThreshold: hashed and written on the writer queue.
+            // Hashed and written on the writer queue while a later attempt resumes it.
             let content = fixtureBytes(count: 6_000_000, seed: 20)
             origin.addResource("/large.flac", data: content)
             origin.setFault("/large.flac", .dropAfter(bytes: 2_500_000), times: 1)
