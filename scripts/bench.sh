@@ -266,9 +266,8 @@ printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","curl
 
 measure() { # workload run tool
     local w="$1" run="$2" tool="$3"
-    local dest="$OUT/$tool" logf="$LOGS/$w-$tool-$run.log" timef="$LOGS/$w-$tool-$run.time"
+    local dest="$OUT/$w-$tool-$run" logf="$LOGS/$w-$tool-$run.log" timef="$LOGS/$w-$tool-$run.time"
     local status=0 wall rss user sys files bytes ok=true objects load
-    rm -rf "$dest"
     mkdir -p "$dest"
     # Flush the previous run's writeback so it isn't billed to this one.
     sync
@@ -294,15 +293,28 @@ measure() { # workload run tool
         "$load" "$($ok && echo ok || echo FAILED)" >&2
     printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s,"cpu_user_s":%s,"cpu_sys_s":%s,"loadavg_1m":%s}\n' \
         "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" "$user" "$sys" "$load" >>"$RESULTS"
-    # 512 MiB a copy for the large workload: keep one at most.
-    rm -rf "$dest"
+    # Outputs stay until the workload is done (see KEEP_OUTPUTS below).
+    $KEEP_OUTPUTS || rm -rf "$dest"
 }
 
 for w in "${WORKLOADS[@]}"; do
     log "workload $w (${LABEL[$w]}), $RUNS run(s), $JOBS concurrent"
+    # Deleting thousands of files just before the next tool creates thousands
+    # makes ext4 skip the recently freed inodes one by one (recently_deleted()
+    # in the inode allocator): whoever runs next pays for the previous run's
+    # cleanup. So every run's output is kept until the workload is done, if
+    # the disk has room for all of them.
+    need_kib=$(( COUNT[$w] * BYTES[$w] / 1024 * ${#TOOLS[@]} * RUNS * 11 / 10 ))
+    free_kib=$(df -Pk "$OUT" | awk 'NR == 2 { print $4 }')
+    KEEP_OUTPUTS=true
+    if (( free_kib < need_kib )); then
+        KEEP_OUTPUTS=false
+        log "not enough room to keep every run's output ($((need_kib >> 10)) MiB): each is removed after its run"
+    fi
     for ((run = 1; run <= RUNS; run++)); do
         for tool in "${TOOLS[@]}"; do measure "$w" "$run" "$tool"; done
     done
+    rm -rf "${OUT:?}/$w-"*
 done
 sync
 

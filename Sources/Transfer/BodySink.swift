@@ -42,8 +42,12 @@ final class FileSink: BodySink {
     /// What the last accepted response said about the body.
     private(set) var head: ResponseHead?
 
-    init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64) throws(TransferError) {
+    private let budget: FinishedFile.Budget
+
+    init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64,
+         budget: FinishedFile.Budget) throws(TransferError) {
         self.partial = partial
+        self.budget = budget
         self.maxFileSize = maxFileSize
         self.resumableThreshold = resumableThreshold
         self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path)
@@ -134,7 +138,7 @@ final class FileSink: BodySink {
     /// The finished body, still guarded from other processes, with its digest.
     func finish() async throws(TransferError) -> (file: FinishedFile, sha256: String, size: Int64) {
         let digest = try await writer.finish()
-        let file = try partial.complete()
+        let file = try partial.complete(budget: budget)
         return (file, digest, bytesHeld)
     }
 

@@ -181,8 +181,13 @@ final class HashingWriter: @unchecked Sendable {
             offset += count
         }
         written += Int64(bytes.count)
+        if written - writebackStarted >= Self.writebackStep { startWriteback() }
         return nil
     }
+
+    /// A large body's writeback is started every this many bytes, from the
+    /// writer thread, so little is left for the store's flush when it ends.
+    static let writebackStep: Int64 = 8 << 20
 
     private func startWriteback() {
         guard written > writebackStarted else { return }

@@ -98,16 +98,16 @@ final class PartialFile {
     /// moved it away and released it: no rename and no new name per body. When
     /// too many finished files are held at once (descriptors are finite), it is
     /// renamed to a private name instead and closed.
-    func complete() throws(TransferError) -> FinishedFile {
+    func complete(budget: FinishedFile.Budget) throws(TransferError) -> FinishedFile {
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
         isOpen = false
         if validatorPath == nil {
             // A private temporary: nobody else opens it, nothing to hold.
             _ = systemClose(descriptor)
-            return FinishedFile(path: path, descriptor: nil)
+            return FinishedFile(path: path, descriptor: nil, budget: budget)
         }
-        if FinishedFile.reserveDescriptor() {
-            return FinishedFile(path: path, descriptor: descriptor)
+        if budget.reserve() {
+            return FinishedFile(path: path, descriptor: descriptor, budget: budget)
         }
         let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
         let finished = "\(path).\(getpid())-\(sequence).done"
@@ -117,7 +117,7 @@ final class PartialFile {
             throw failure
         }
         _ = systemClose(descriptor)
-        return FinishedFile(path: finished, descriptor: nil)
+        return FinishedFile(path: finished, descriptor: nil, budget: budget)
     }
 
     /// Numbers the private names of finished bodies within this process.
@@ -235,23 +235,31 @@ public final class FinishedFile: Sendable {
     /// The open, locked descriptor; nil once released (or if there was none).
     private let descriptor: Mutex<Int32?>
 
-    /// How many finished files hold a descriptor, across the process, and the
-    /// most that may: beyond it a finished body is renamed instead of held.
-    private static let held = Atomic<Int>(0)
-    static let maxHeld = 256
+    private let budget: Budget
 
-    init(path: String, descriptor: Int32?) {
+    init(path: String, descriptor: Int32?, budget: Budget) {
         self.path = path
         self.descriptor = Mutex(descriptor)
+        self.budget = budget
     }
 
     deinit { release() }
 
-    /// Takes one of the `maxHeld` places; false when all are taken.
-    static func reserveDescriptor() -> Bool {
-        if held.add(1, ordering: .relaxed).newValue <= maxHeld { return true }
-        held.subtract(1, ordering: .relaxed)
-        return false
+    /// How many finished files of one engine may hold a descriptor at once.
+    final class Budget: Sendable {
+        let limit: Int
+        private let held = Atomic<Int>(0)
+
+        init(limit: Int) { self.limit = limit }
+
+        /// Takes a place; false when all are taken.
+        func reserve() -> Bool {
+            if held.add(1, ordering: .relaxed).newValue <= limit { return true }
+            held.subtract(1, ordering: .relaxed)
+            return false
+        }
+
+        func giveBack() { held.subtract(1, ordering: .relaxed) }
     }
 
     /// Closes the descriptor and with it the lock. Idempotent; also done when
@@ -262,6 +270,6 @@ public final class FinishedFile: Sendable {
             return value
         }) else { return }
         _ = systemClose(fd)
-        Self.held.subtract(1, ordering: .relaxed)
+        budget.giveBack()
     }
 }

@@ -31,6 +31,11 @@ public struct TransferConfiguration: Sendable, Equatable {
     /// Bodies at least this large (or of unknown length) keep their validator
     /// beside the partial file, so a later run can resume them.
     public var resumableThreshold: Int64 = 256 * 1024
+    /// Finished bodies that may keep their partial file's descriptor (and
+    /// lock) open until the caller has stored them; beyond this many, a
+    /// finished body is renamed to a private name instead, which costs a
+    /// rename but no descriptor.
+    public var maxHeldFinishedBodies: Int = 256
 
     public init() {}
 }

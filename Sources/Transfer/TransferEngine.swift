@@ -53,6 +53,7 @@ public final class TransferEngine: Sendable {
     private let loop: CurlLoop
     private let nextID = Atomic<UInt64>(0)
     private let isShutDown = Atomic<Bool>(false)
+    private let finishedBudget: FinishedFile.Budget
 
     public init(configuration: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
         self.configuration = configuration
@@ -61,6 +62,7 @@ public final class TransferEngine: Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
         scheduler = SlotScheduler(total: configuration.maxConcurrentTransfers, perHost: configuration.maxTransfersPerHost)
         loop = try CurlLoop(configuration: configuration, events: eventSink)
+        finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
     }
 
     deinit {
@@ -90,9 +92,9 @@ public final class TransferEngine: Sendable {
         let partial = try PartialFile(directory: partialDirectory, url: target.url)
         let sink: FileSink
         do {
-            let make = { [configuration] () throws(TransferError) -> FileSink in
+            let make = { [configuration, finishedBudget] () throws(TransferError) -> FileSink in
                 try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
-                             resumableThreshold: configuration.resumableThreshold)
+                             resumableThreshold: configuration.resumableThreshold, budget: finishedBudget)
             }
             // Resuming re-reads the held bytes to restore the hash: blocking
             // I/O that belongs on a Dispatch thread, not the cooperative pool.

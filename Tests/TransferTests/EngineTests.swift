@@ -423,6 +423,60 @@ import TestSupport
         }
     }
 
+    @Test func aFinishedBodyStaysLockedUntilReleased() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 70_000, seed: 31)
+            origin.addResource("/held.jpg", data: content)
+            try await withTransferEngine(partialDirectory: directory.appending("tmp")) { engine in
+                let body = try await engine.download(origin.url("/held.jpg"))
+                #expect(body.path.hasSuffix(".part"))
+                // Another opener (another process, or another download of the
+                // same URL) cannot lock it while the caller holds it.
+                let other = open(body.path, O_RDWR)
+                defer { close(other) }
+                #expect(flock(other, LOCK_EX | LOCK_NB) != 0)
+
+                // A second download of the same URL meanwhile goes to a file of its own.
+                let again = try await engine.download(origin.url("/held.jpg"))
+                #expect(again.path != body.path)
+                #expect(again.sha256 == body.sha256)
+                #expect(FileManager.default.contents(atPath: body.path) == content)
+                again.file.release()
+
+                body.file.release()
+                #expect(flock(other, LOCK_EX | LOCK_NB) == 0)
+            }
+        }
+    }
+
+    @Test func pastTheHoldingBudgetAFinishedBodyIsRenamedAndClosed() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 50_000, seed: 32)
+            origin.addResource("/a.jpg", data: content)
+            origin.addResource("/b.jpg", data: content)
+            var configuration = TransferConfiguration()
+            configuration.maxHeldFinishedBodies = 1
+            try await withTransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp")) { engine in
+                let first = try await engine.download(origin.url("/a.jpg"))
+                let second = try await engine.download(origin.url("/b.jpg"))
+                #expect(first.path.hasSuffix(".part"))
+                #expect(second.path.hasSuffix(".done"))
+                // Nothing holds the renamed one: anyone may lock it.
+                let fd = open(second.path, O_RDWR)
+                defer { close(fd) }
+                #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+                #expect(FileManager.default.contents(atPath: second.path) == content)
+
+                // Released, the place is free again.
+                first.file.release()
+                second.file.release()
+                let third = try await engine.download(origin.url("/b.jpg"))
+                #expect(third.path.hasSuffix(".part"))
+                third.file.release()
+            }
+        }
+    }
+
     @Test func sweepingRemovesLeftoversButNotLiveOrResumableFiles() async throws {
         try await TemporaryDirectory.with { directory in
             let tmp = directory.appending("tmp")
