@@ -20,6 +20,11 @@ struct MediaFetchCommand: AsyncParsableCommand {
             """,
         version: mediafetchVersion,
         subcommands: [Get.self, List.self, Stats.self])
+
+    /// `mediafetch --cache DIR <command>` is accepted as well as `<command> --cache DIR`.
+    static func main() async {
+        await main(CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst())))
+    }
 }
 
 /// Exit codes, as documented in `--help`.

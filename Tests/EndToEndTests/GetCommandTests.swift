@@ -75,6 +75,19 @@ import TestSupport
         }
     }
 
+    @Test func theCacheMayBeGivenBeforeTheCommand() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/first.jpg", data: fixtureBytes(count: 2000, seed: 40))
+            let cache = directory.appending("cache")
+            let got = try await BuiltProducts.run(["--cache", cache, "get", origin.url("/first.jpg")])
+            #expect(got.status == 0)
+            let stats = try await BuiltProducts.run(["--cache=\(cache)", "stats", "--format", "json"])
+            #expect(stats.status == 0)
+            let fields = try #require(try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any])
+            #expect(fields["objects"] as? Int == 1)
+        }
+    }
+
     @Test func failedItemsAreNamedAndTheRestStayCached() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/ok.jpg", data: fixtureBytes(count: 1000, seed: 4))

@@ -57,3 +57,18 @@ import Testing
         #expect(MediaCache.resolveRoot(explicit: nil, environment: [:]) == "Cache")
     }
 }
+
+@Suite struct CommandLineLayoutTests {
+    @Test func theCacheMayComeBeforeTheCommand() {
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "stats", "--format", "json"])
+                == ["stats", "--cache", "/c", "--format", "json"])
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache=/c", "list"]) == ["list", "--cache=/c"])
+    }
+
+    @Test func everythingElseIsLeftForTheParser() {
+        for arguments in [["stats", "--cache", "/c"], ["--cache", "/c"], ["--cache"], ["--help"],
+                          ["--cache", "/c", "--jobs", "2", "get"], ["get", "--cache", "/c", "http://a/b"]] {
+            #expect(CommandLineLayout.placingGlobalOptions(arguments) == arguments)
+        }
+    }
+}
