@@ -242,7 +242,7 @@ public final class FetchJob: Sendable {
                 eventSink.yield(.progress(progress))
             case .retrying(_, let url, let attempt, let delay, let reason):
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))
-            case .started, .finished:
+            case .finished:
                 break
             }
         }

@@ -200,8 +200,12 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled)
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
-            // The last bytes go to the writer now, before the task even wakes.
-            attempt.sink.attemptEnded()
+            // A failed attempt hands its last bytes to the writer now, so a
+            // transfer waiting to retry holds no chunk; a complete body's
+            // last chunk goes with its digest request (one trip, not two).
+            if code != CURLE_OK || attempt.abort != nil || !(200...299).contains(attempt.head.status) {
+                attempt.sink.attemptEnded()
+            }
             easy.reset()
             if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
             let continuation = attempt.continuation
@@ -219,7 +223,6 @@ final class CurlLoop: Sendable {
                 running[easy.handle] = attempt
                 handles[easy.handle] = easy
                 byID[attempt.id] = easy.handle
-                events.yield(.started(attempt.id, url: attempt.url, attempt: attempt.number, resumingAt: attempt.requestedOffset))
             } catch {
                 if let list = attempt.headerList { curl_slist_free_all(list) }
                 attempt.headerList = nil

@@ -89,12 +89,15 @@ final class HashingWriter: @unchecked Sendable {
         let count = filled
         filling = nil
         filled = 0
-        queue.async { [self] in
-            defer { Self.returnChunk(chunk) }
-            guard failure.withLock({ $0 }) == nil else { return }
-            if let error = hashAndWrite(UnsafeRawBufferPointer(rebasing: chunk.memory[0..<count])) {
-                failure.withLock { $0 = error }
-            }
+        queue.async { [self] in writeChunk(chunk, count: count) }
+    }
+
+    /// On the queue: hashes and writes a chunk's bytes, then frees the chunk.
+    private func writeChunk(_ chunk: Chunk, count: Int) {
+        defer { Self.returnChunk(chunk) }
+        guard failure.withLock({ $0 }) == nil else { return }
+        if let error = hashAndWrite(UnsafeRawBufferPointer(rebasing: chunk.memory[0..<count])) {
+            failure.withLock { $0 = error }
         }
     }
 
@@ -147,9 +150,13 @@ final class HashingWriter: @unchecked Sendable {
     /// Waits, without holding a thread, until every byte handed over is hashed
     /// and written, then returns the digest (lower-case hex).
     func finish() async throws(TransferError) -> String {
-        submitFilling()
+        // The last chunk and the digest in one trip to the queue.
+        let last = filling.map { (chunk: $0, count: filled) }
+        filling = nil
+        filled = 0
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, TransferError>, Never>) in
             queue.async { [self] in
+                if let last { writeChunk(last.chunk, count: last.count) }
                 if let error = failure.withLock({ $0 }) {
                     continuation.resume(returning: .failure(error))
                     return

@@ -30,8 +30,6 @@ public struct EngineSnapshot: Sendable, Equatable {
 
 /// What the engine reports while it works. The stream always ends with one `.finished`.
 public enum TransferEvent: Sendable {
-    /// A transfer was handed to libcurl (first attempt or a retry).
-    case started(TransferID, url: String, attempt: Int, resumingAt: Int64)
     /// An attempt failed and will be tried again after `delay` seconds.
     case retrying(TransferID, url: String, attempt: Int, delay: Double, reason: TransferError)
     /// Throttled progress, sent on the engine's clock even when no bytes arrive.
