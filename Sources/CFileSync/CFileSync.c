@@ -4,6 +4,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #if defined(__linux__)
 int mf_syncfs(int fd) { return syncfs(fd); }
@@ -26,5 +29,12 @@ void mf_start_writeback(int fd, long long offset, long long length) {
     (void)sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
 #else
     (void)fd; (void)offset; (void)length;
+#endif
+}
+
+void mf_keep_transfer_buffers_warm(void) {
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 16 << 20);
 #endif
 }

@@ -1,4 +1,5 @@
 import CCurl
+import CFileSync
 import Foundation
 import Synchronization
 
@@ -68,6 +69,14 @@ public final class TransferEngine: Sendable {
     deinit {
         assert(isShutDown.load(ordering: .relaxed), "TransferEngine released without shutdown()")
         loop.shutdown()
+    }
+
+    /// Process-wide settings for a program whose main work is transfers; call
+    /// once at start-up, before any engine runs. Today: glibc's allocator
+    /// keeps libcurl's per-transfer receive buffers on warm heap pages rather
+    /// than mapping fresh ones for every transfer (see `mf_keep_transfer_buffers_warm`).
+    public static func prepareProcess() {
+        mf_keep_transfer_buffers_warm()
     }
 
     /// Removes what crashed or killed runs left in the partial directory

@@ -23,6 +23,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
 
     /// `mediafetch --cache DIR <command>` is accepted as well as `<command> --cache DIR`.
     static func main() async {
+        TransferEngine.prepareProcess()
         await main(CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst())))
     }
 }
@@ -34,3 +35,4 @@ enum Exit {
     static let cacheUnusable = ExitCode(3)
     static let interrupted = ExitCode(130)
 }
+

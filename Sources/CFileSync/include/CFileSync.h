@@ -19,4 +19,11 @@ int mf_rename_noreplace(const char *from, const char *to);
 /// disk already. A hint: failures are ignored (and it is a no-op off Linux).
 void mf_start_writeback(int fd, long long offset, long long length);
 
+/// mallopt(3) for a process that runs many short transfers: blocks up to
+/// 1 MiB come from the heap instead of a fresh mmap each, and the heap is not
+/// trimmed after every free. libcurl allocates a transfer's receive buffer
+/// when it starts and frees it when it ends; this keeps those pages warm
+/// instead of faulting in new ones per transfer. No-op off glibc.
+void mf_keep_transfer_buffers_warm(void);
+
 #endif
