@@ -35,9 +35,19 @@ public struct TransferConfiguration: Sendable, Equatable {
     /// lock) open until the caller has stored them; beyond this many, a
     /// finished body is renamed to a private name instead, which costs a
     /// rename but no descriptor.
-    public var maxHeldFinishedBodies: Int = 256
+    public var maxHeldFinishedBodies: Int = TransferConfiguration.descriptorsToSpare()
 
     public init() {}
+
+    /// A quarter of the process's descriptor limit, between 16 and 1024: a
+    /// group commit of many small files fits, and plenty is left for sockets.
+    static func descriptorsToSpare() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
+        // RLIM_INFINITY is all ones; clamping turns it (and any huge limit) into Int.max.
+        let soft = Int(clamping: limit.rlim_cur)
+        return min(1024, max(16, soft / 4))
+    }
 }
 
 /// When and how a failed attempt is tried again: exponential backoff with full
