@@ -23,8 +23,10 @@ protocol BodySink: AnyObject {
     func restart()
     /// The body's full size, when the response said it.
     var expectedTotal: Int64? { get }
-    /// The attempt ended: release what is only needed while bytes arrive.
-    func attemptEnded()
+    /// The attempt failed and the transfer may wait for a retry: release
+    /// what is only needed while bytes arrive. (A complete body is handed
+    /// over by `finish` instead.)
+    func attemptFailed()
 }
 
 /// Streams a body into a partial file while hashing it with SHA-256, so the
@@ -116,7 +118,7 @@ final class FileSink: BodySink {
 
     private(set) var expectedTotal: Int64?
 
-    func attemptEnded() {
+    func attemptFailed() {
         writer.submitFilling()
     }
 
@@ -177,7 +179,7 @@ final class MemorySink: BodySink {
 
     var expectedTotal: Int64? { nil }
 
-    func attemptEnded() {}
+    func attemptFailed() {}
 
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard data.count + bytes.count <= limit else {

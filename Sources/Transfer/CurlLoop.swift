@@ -204,7 +204,7 @@ final class CurlLoop: Sendable {
             // transfer waiting to retry holds no chunk; a complete body's
             // last chunk goes with its digest request (one trip, not two).
             if code != CURLE_OK || attempt.abort != nil || !(200...299).contains(attempt.head.status) {
-                attempt.sink.attemptEnded()
+                attempt.sink.attemptFailed()
             }
             easy.reset()
             if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }

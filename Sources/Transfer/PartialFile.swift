@@ -101,22 +101,15 @@ final class PartialFile {
     func complete(budget: FinishedFile.Budget) throws(TransferError) -> FinishedFile {
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
         isOpen = false
-        if validatorPath == nil {
-            // A private temporary: nobody else opens it, nothing to hold.
-            _ = systemClose(descriptor)
-            return FinishedFile(path: path, descriptor: nil, budget: budget)
-        }
-        if budget.reserve() {
+        // A private temporary (no validator path) is opened by nobody else: nothing to hold.
+        if validatorPath != nil, budget.reserve() {
             return FinishedFile(path: path, descriptor: descriptor, budget: budget)
         }
+        defer { _ = systemClose(descriptor) }
+        guard validatorPath != nil else { return FinishedFile(path: path, descriptor: nil, budget: budget) }
         let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
         let finished = "\(path).\(getpid())-\(sequence).done"
-        guard rename(path, finished) == 0 else {
-            let failure = Self.error("cannot rename", path)
-            _ = systemClose(descriptor)
-            throw failure
-        }
-        _ = systemClose(descriptor)
+        guard rename(path, finished) == 0 else { throw Self.error("cannot rename", path) }
         return FinishedFile(path: finished, descriptor: nil, budget: budget)
     }
 

@@ -49,6 +49,20 @@ import TestSupport
         }
     }
 
+    /// A run without retries that fails on `url` (a fault set up by the caller) and keeps its partial.
+    private func failOnce(_ url: String, partials: String) async throws {
+        try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
+            await #expect(throws: TransferError.self) { try await engine.download(url) }
+        }
+    }
+
+    /// A later run with a fresh engine over the same partial directory.
+    private func downloadInNewRun(_ url: String, partials: String) async throws -> DownloadedBody {
+        try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+            try await engine.download(url)
+        }
+    }
+
     private func leftovers(_ directory: TemporaryDirectory) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: directory.appending("tmp"))) ?? []
     }
@@ -168,15 +182,11 @@ import TestSupport
             let partials = directory.appending("tmp")
 
             // A first run gives up after the drop (no retries) and keeps the partial.
-            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
-                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/song.mp3")) }
-            }
+            try await failOnce(origin.url("/song.mp3"), partials: partials)
             #expect(leftovers(directory).contains { $0.hasSuffix(".part") })
 
             // The next run asks only for the rest.
-            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
-                try await engine.download(origin.url("/song.mp3"))
-            }
+            let body = try await downloadInNewRun(origin.url("/song.mp3"), partials: partials)
             #expect(origin.requests(for: "/song.mp3").last?.header("range") == "bytes=300000-")
             #expect(body.resumedBytes == 300_000)
             #expect(body.sha256 == sha256(content))
@@ -189,16 +199,12 @@ import TestSupport
             origin.addResource("/map.png", data: fixtureBytes(count: 600_000, seed: 5))
             origin.setFault("/map.png", .dropAfter(bytes: 250_000), times: 1)
             let partials = directory.appending("tmp")
-            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
-                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/map.png")) }
-            }
+            try await failOnce(origin.url("/map.png"), partials: partials)
 
             // The file changes before the next run: If-Range no longer matches.
             let newContent = fixtureBytes(count: 700_000, seed: 6)
             origin.addResource("/map.png", data: newContent)
-            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
-                try await engine.download(origin.url("/map.png"))
-            }
+            let body = try await downloadInNewRun(origin.url("/map.png"), partials: partials)
 
             #expect(origin.requests(for: "/map.png").last?.header("if-range") != nil)
             #expect(body.sha256 == sha256(newContent))
@@ -213,15 +219,11 @@ import TestSupport
             origin.addResource("/norange", data: content)
             origin.setFault("/norange", .dropAfter(bytes: 300_000), times: 1)
             let partials = directory.appending("tmp")
-            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
-                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/norange")) }
-            }
+            try await failOnce(origin.url("/norange"), partials: partials)
 
             // The server now answers a Range request with the whole body (200).
             origin.setFault("/norange", .ignoreRange)
-            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
-                try await engine.download(origin.url("/norange"))
-            }
+            let body = try await downloadInNewRun(origin.url("/norange"), partials: partials)
 
             #expect(origin.requests(for: "/norange").last?.header("range") == "bytes=300000-")
             #expect(body.sha256 == sha256(content))
