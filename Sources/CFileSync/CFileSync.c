@@ -32,6 +32,20 @@ void mf_start_writeback(int fd, long long offset, long long length) {
 #endif
 }
 
+int mf_set_direct_io(int fd, int enabled) {
+#if defined(__linux__) && defined(O_DIRECT)
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    int wanted = enabled ? (flags | O_DIRECT) : (flags & ~O_DIRECT);
+    if (wanted == flags) return 0;
+    return fcntl(fd, F_SETFL, wanted);
+#else
+    (void)fd; (void)enabled;
+    errno = ENOTSUP;
+    return -1;
+#endif
+}
+
 void mf_keep_transfer_buffers_warm(void) {
 #if defined(__GLIBC__)
     mallopt(M_MMAP_THRESHOLD, 1 << 20);

@@ -47,12 +47,15 @@ final class FileSink: BodySink {
     private let budget: FinishedFile.Budget
 
     init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64,
-         budget: FinishedFile.Budget) throws(TransferError) {
+         budget: FinishedFile.Budget, directIO: Bool) throws(TransferError) {
         self.partial = partial
         self.budget = budget
         self.maxFileSize = maxFileSize
         self.resumableThreshold = resumableThreshold
-        self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path)
+        // Only an empty file starts with direct I/O: a resumed one has a
+        // tail that is not aligned, and is read back once to seed the hash.
+        self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path,
+                                    directIO: directIO && partial.resumable == nil)
         if let held = partial.resumable {
             // A partial left by an earlier run: its bytes are read once to
             // restore the hash state. Rare, and bounded by what is on disk.

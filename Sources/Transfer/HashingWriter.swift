@@ -22,6 +22,14 @@ import Darwin
 /// the network is; when all are in use a writer catches up inline instead of
 /// waiting, so the loop never blocks on another transfer.
 ///
+/// A fresh body is written with direct I/O (`O_DIRECT`) where the filesystem
+/// allows it: the aligned chunks go from memory to the device with no copy
+/// into the page cache, which on a VM means no fresh page to fault in per
+/// 4 KiB, and nothing is left for the store's flush to write back. What
+/// cannot be aligned (the last few bytes of a body, bytes written inline,
+/// a resumed file) goes through the page cache, and the file stays there
+/// from then on.
+///
 /// `@unchecked Sendable`: `hasher`, `written` and the file offset are touched
 /// on `queue` only, except inline catch-up and `seed`/`reset`, which first
 /// wait for the queue; `filling` belongs to whoever owns the transfer at the
@@ -31,6 +39,9 @@ final class HashingWriter: @unchecked Sendable {
     /// Chunks filling or waiting to be hashed and written, across every transfer.
     static let maxChunksInFlight = 32
     static let chunkSize = 256 << 10
+    /// Direct I/O wants the buffer, the file offset and the length to be
+    /// multiples of the device's block size; 4 KiB covers every common device.
+    static let directAlignment = 4096
     /// Bodies at least this large get their disk writeback started when they
     /// are complete; smaller ones are left to the store's group flush (one
     /// writeback request per small file costs more than it saves).
@@ -46,15 +57,23 @@ final class HashingWriter: @unchecked Sendable {
     /// Bytes written so far, and how far disk writeback has been started.
     private var written: Int64 = 0
     private var writebackStarted: Int64 = 0
+    /// Whether writes bypass the page cache (see the type's comment).
+    private var direct: Bool
     private let failure = Mutex<TransferError?>(nil)
     /// The chunk being filled on the loop thread, and how much of it is used.
     private var filling: Chunk?
     private var filled = 0
 
-    init(descriptor: Int32, path: String) {
+    /// `directIO` asks for writes that bypass the page cache; it takes
+    /// effect where the filesystem supports it, and only for an empty file.
+    init(descriptor: Int32, path: String, directIO: Bool) {
         self.descriptor = descriptor
         self.path = path
+        direct = directIO && mf_set_direct_io(descriptor, 1) == 0
     }
+
+    /// Whether the next write may still bypass the page cache (for tests).
+    var writesDirectly: Bool { queue.sync { direct } }
 
     /// Takes `bytes` to be hashed and written. Returns an error seen so far
     /// (a failed write on the queue shows up at the next call).
@@ -177,19 +196,41 @@ final class HashingWriter: @unchecked Sendable {
     private func hashAndWrite(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return nil }
         hasher.update(bufferPointer: bytes)
+        let alignment = Self.directAlignment
         var offset = 0
         while offset < bytes.count {
-            let count = systemWrite(descriptor, base + offset, bytes.count - offset)
+            var length = bytes.count - offset
+            let directNow = direct && (written + Int64(offset)) % Int64(alignment) == 0
+                && Int(bitPattern: base + offset) % alignment == 0 && length >= alignment
+            if directNow {
+                length &= ~(alignment - 1)
+            } else if direct {
+                stopDirectIO(at: written + Int64(offset))
+            }
+            let count = systemWrite(descriptor, base + offset, length)
             if count < 0 {
                 if errno == EINTR { continue }
+                if directNow, errno == EINVAL {
+                    // This filesystem or device wants another alignment: the page cache it is.
+                    stopDirectIO(at: written + Int64(offset))
+                    continue
+                }
                 let code = errno
                 return TransferError(.fileSystem(errno: code), "cannot write \(path): \(String(cString: strerror(code)))")
             }
             offset += count
         }
         written += Int64(bytes.count)
-        if written - writebackStarted >= Self.writebackStep { startWriteback() }
+        if !direct, written - writebackStarted >= Self.writebackStep { startWriteback() }
         return nil
+    }
+
+    /// From `position` on, bytes go through the page cache; what came before
+    /// is on the device already and needs no writeback.
+    private func stopDirectIO(at position: Int64) {
+        direct = false
+        _ = mf_set_direct_io(descriptor, 0)
+        writebackStarted = position
     }
 
     /// A large body's writeback is started every this many bytes, from the
@@ -210,7 +251,8 @@ private struct Chunk: @unchecked Sendable {
     let memory: UnsafeMutableRawBufferPointer
 
     init(byteCount: Int) {
-        memory = .allocate(byteCount: byteCount, alignment: 64)
+        // Aligned for direct I/O (see `HashingWriter.directAlignment`).
+        memory = .allocate(byteCount: byteCount, alignment: HashingWriter.directAlignment)
     }
 }
 

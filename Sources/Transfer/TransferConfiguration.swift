@@ -36,6 +36,10 @@ public struct TransferConfiguration: Sendable, Equatable {
     /// finished body is renamed to a private name instead, which costs a
     /// rename but no descriptor.
     public var maxHeldFinishedBodies: Int = TransferConfiguration.descriptorsToSpare()
+    /// Write bodies past the page cache (`O_DIRECT`) where the filesystem
+    /// allows it: no copy into the page cache and no writeback left for the
+    /// store's flush. Off, every byte goes through the page cache.
+    public var directIO = true
 
     public init() {}
 

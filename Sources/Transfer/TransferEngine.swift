@@ -103,7 +103,8 @@ public final class TransferEngine: Sendable {
         do {
             let make = { [configuration, finishedBudget] () throws(TransferError) -> FileSink in
                 try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
-                             resumableThreshold: configuration.resumableThreshold, budget: finishedBudget)
+                             resumableThreshold: configuration.resumableThreshold, budget: finishedBudget,
+                             directIO: configuration.directIO)
             }
             // Resuming re-reads the held bytes to restore the hash: blocking
             // I/O that belongs on a Dispatch thread, not the cooperative pool.

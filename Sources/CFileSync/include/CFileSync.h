@@ -19,6 +19,16 @@ int mf_rename_noreplace(const char *from, const char *to);
 /// disk already. A hint: failures are ignored (and it is a no-op off Linux).
 void mf_start_writeback(int fd, long long offset, long long length);
 
+/// Turns O_DIRECT on (`enabled` non-zero) or off for the open file `fd`
+/// (fcntl F_SETFL). With it on, write(2) moves the bytes from the caller's
+/// buffer to the device instead of copying them into the page cache: no
+/// copy, and nothing left to write back when the file is flushed. The
+/// buffer address, the file offset and the length must then be multiples of
+/// the device's block size. Swift's Glibc module does not export O_DIRECT
+/// (a GNU extension). Returns 0, or -1 with errno (EINVAL where the
+/// filesystem does not support it); always -1 with ENOTSUP off Linux.
+int mf_set_direct_io(int fd, int enabled);
+
 /// mallopt(3) for a process that runs many short transfers: blocks up to
 /// 1 MiB come from the heap instead of a fresh mmap each, and the heap is not
 /// trimmed after every free. libcurl allocates a transfer's receive buffer

@@ -1,0 +1,113 @@
+import Crypto
+import Foundation
+import Testing
+import TestSupport
+@testable import Transfer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The writer on its own: exact bytes and digest, with and without direct I/O.
+@Suite struct HashingWriterTests {
+    private func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Feeds `content` in pieces of the given sizes (cycled), as libcurl does,
+    /// optionally ending the attempt after `failAfter` bytes (the retry then
+    /// continues from there), and returns the digest and the writer.
+    private func write(_ content: Data, pieces: [Int], directIO: Bool, failAfter: Int? = nil,
+                       in directory: TemporaryDirectory, name: String = "body.part")
+        async throws -> (digest: String, path: String, writer: HashingWriter) {
+        let path = directory.appending(name)
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        try #require(fd >= 0)
+        let writer = HashingWriter(descriptor: fd, path: path, directIO: directIO)
+        var offset = 0
+        var piece = 0
+        try content.withUnsafeBytes { bytes in
+            while offset < bytes.count {
+                let count = min(pieces[piece % pieces.count], bytes.count - offset)
+                if let failAfter, offset < failAfter, offset + count >= failAfter {
+                    let head = failAfter - offset
+                    if head > 0 { #expect(writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + head)])) == nil) }
+                    offset += head
+                    writer.submitFilling() // the attempt ended here
+                    continue
+                }
+                if let error = writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])) {
+                    throw error
+                }
+                offset += count
+                piece += 1
+            }
+        }
+        let digest = try await writer.finish()
+        _ = close(fd)
+        return (digest, path, writer)
+    }
+
+    @Test(arguments: [true, false])
+    func bodiesOfEveryShapeAreWrittenAndHashedExactly(directIO: Bool) async throws {
+        try await TemporaryDirectory.with { directory in
+            let sizes = [0, 10, 4095, 4096, 65_536, 300_001, HashingWriter.chunkSize * 3, HashingWriter.chunkSize * 2 + 17]
+            for (index, size) in sizes.enumerated() {
+                let content = fixtureBytes(count: size, seed: UInt64(500 + index))
+                let result = try await write(content, pieces: [16_384, 1, 7_001, 100_000], directIO: directIO,
+                                             in: directory, name: "body-\(index).part")
+                #expect(result.digest == sha256(content), "size \(size)")
+                #expect(FileManager.default.contents(atPath: result.path) == content, "size \(size)")
+            }
+        }
+    }
+
+    @Test(arguments: [true, false])
+    func anAttemptEndingMidChunkLeavesTheFileExactForTheRetry(directIO: Bool) async throws {
+        try await TemporaryDirectory.with { directory in
+            let content = fixtureBytes(count: 1_000_000, seed: 77)
+            let result = try await write(content, pieces: [16_384], directIO: directIO, failAfter: 300_007, in: directory)
+            #expect(result.digest == sha256(content))
+            #expect(FileManager.default.contents(atPath: result.path) == content)
+            // The unaligned end of the first attempt moved the file to the page cache.
+            #expect(!result.writer.writesDirectly)
+        }
+    }
+
+    @Test func directIOLastsWhileEveryWriteIsAligned() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("aligned.part")
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            try #require(fd >= 0)
+            defer { _ = close(fd) }
+            let writer = HashingWriter(descriptor: fd, path: path, directIO: true)
+            // Where the filesystem refuses O_DIRECT the writer starts (and stays) buffered.
+            let startedDirect = writer.writesDirectly
+            let content = fixtureBytes(count: HashingWriter.chunkSize * 2, seed: 9)
+            content.withUnsafeBytes { bytes in
+                #expect(writer.write(bytes) == nil)
+            }
+            writer.drain()
+            #expect(writer.writesDirectly == startedDirect)
+            let tail = fixtureBytes(count: 100, seed: 10)
+            tail.withUnsafeBytes { bytes in
+                #expect(writer.write(bytes) == nil)
+            }
+            let digest = try await writer.finish()
+            #expect(!writer.writesDirectly)
+            #expect(digest == sha256(content + tail))
+            #expect(FileManager.default.contents(atPath: path) == content + tail)
+        }
+    }
+
+    @Test func aWriterAskedForBufferedWritesNeverUsesDirectIO() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("buffered.part")
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            try #require(fd >= 0)
+            defer { _ = close(fd) }
+            let writer = HashingWriter(descriptor: fd, path: path, directIO: false)
+            #expect(!writer.writesDirectly)
+        }
+    }
+}
