@@ -164,23 +164,31 @@ public final class FetchJob: Sendable {
         return remaining
     }
 
-    /// Downloads with a bounded window of tasks, so memory stays flat however
-    /// long the list; the engine's scheduler bounds what runs on the network.
+    /// Downloads with a fixed number of worker tasks, each taking the next
+    /// item as soon as it has handed its last one to the ingestor, so memory
+    /// stays flat however long the list and no task is created per item. More
+    /// workers than slots keep the engine's queue full while finished bodies
+    /// are hashed and stored; the engine's slots bound what runs on the network.
     private func download(_ items: [FetchItem], engine: TransferEngine, ingestor: Ingestor) async {
-        let window = max(configuration.maxConcurrentTransfers * 4, 32)
+        let workers = min(items.count, max(configuration.maxConcurrentTransfers * 4, 32))
+        let cursor = Cursor()
         await withTaskGroup(of: Void.self) { group in
-            var inFlight = 0
-            for item in items {
-                if Task.isCancelled { break }
-                if inFlight >= window {
-                    await group.next()
-                    inFlight -= 1
+            for _ in 0..<workers {
+                group.addTask {
+                    while !Task.isCancelled {
+                        let index = cursor.next()
+                        guard index < items.count else { return }
+                        await self.fetch(items[index], engine: engine, ingestor: ingestor)
+                    }
                 }
-                group.addTask { await self.fetch(item, engine: engine, ingestor: ingestor) }
-                inFlight += 1
             }
-            await group.waitForAll()
         }
+    }
+
+    /// Hands out 0, 1, 2, … to the workers, each number once.
+    private final class Cursor: Sendable {
+        private let position = Atomic<Int>(0)
+        func next() -> Int { position.add(1, ordering: .relaxed).oldValue }
     }
 
     private func fetch(_ item: FetchItem, engine: TransferEngine, ingestor: Ingestor) async {

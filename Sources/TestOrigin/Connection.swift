@@ -145,6 +145,11 @@ struct Connection {
     /// Writes the status line, headers and (unless `headOnly`) the body.
     /// Returns false if the connection must not be used any more.
     private func write(_ reply: Reply, headOnly: Bool, keepAlive: Bool, http10: Bool, bodyFault: Fault?) -> Bool {
+        server.state.withLock { state in
+            state.responding += 1
+            state.peakResponding = max(state.peakResponding, state.responding)
+        }
+        defer { server.state.withLock { $0.responding -= 1 } }
         var head = "HTTP/1.1 \(reply.status) \(Reply.reason(reply.status))\r\n"
         head += "Date: \(HTTPDate.format(Date()))\r\nServer: TestOrigin\r\n"
         for (name, value) in reply.headers {

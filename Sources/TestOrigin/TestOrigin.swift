@@ -96,6 +96,12 @@ public final class TestOrigin: Sendable {
         return log.filter { $0.path == wanted }
     }
 
+    /// The most responses that were being sent at the same moment since the
+    /// origin started (each counts from its status line to its last byte).
+    public var peakConcurrentResponses: Int {
+        server.state.withLock { $0.peakResponding }
+    }
+
     /// Stops the origin: closes the listener and all open connections and waits (up to a
     /// few seconds) for their threads to end. Idempotent. Called automatically on deinit.
     public func shutdown() {
@@ -109,6 +115,9 @@ struct ServerState: Sendable {
     var routes: [String: @Sendable (OriginRequest) -> OriginResponse] = [:]
     var faults: [String: FaultRule] = [:]
     var log: [OriginRequest] = []
+    /// Responses being written now, and the most there ever were at once.
+    var responding = 0
+    var peakResponding = 0
     /// Accepted, not yet closed connections; shutdown() wakes them with shutdown(2).
     var connections: Set<Int32> = []
     /// Threads serving connections, so shutdown() called from a route handler does not wait for itself.

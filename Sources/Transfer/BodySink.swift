@@ -24,9 +24,11 @@ protocol BodySink: AnyObject {
     /// The body's full size, when the response said it.
     var expectedTotal: Int64? { get }
     /// The attempt failed and the transfer may wait for a retry: release
-    /// what is only needed while bytes arrive. (A complete body is handed
-    /// over by `finish` instead.)
+    /// what is only needed while bytes arrive.
     func attemptFailed()
+    /// The attempt delivered the whole body: make it ready for the task, and
+    /// call `resume` (on any thread) once it is, to wake the task.
+    func attemptSucceeded(then resume: @escaping @Sendable () -> Void)
 }
 
 /// Streams a body into a partial file while hashing it with SHA-256, so the
@@ -125,10 +127,16 @@ final class FileSink: BodySink {
         writer.submitFilling()
     }
 
+    /// Hashing and writing the last chunk happen on the writer queue, which
+    /// wakes the task when the digest is ready.
+    func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
+        writer.seal(then: resume)
+    }
+
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard accepting else { return nil }
         if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return tooLarge(limit) }
-        if let error = writer.write(bytes) { return error }
+        if let error = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }) { return error }
         bytesHeld += Int64(bytes.count)
         return nil
     }
@@ -183,6 +191,10 @@ final class MemorySink: BodySink {
     var expectedTotal: Int64? { nil }
 
     func attemptFailed() {}
+
+    func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
+        resume()
+    }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard data.count + bytes.count <= limit else {

@@ -10,6 +10,8 @@ import Synchronization
 final class Attempt: @unchecked Sendable {
     let id: TransferID
     let url: String
+    /// `host:port`: the key for per-host slots.
+    let host: String
     let number: Int
     let sink: any BodySink
     /// `Range` start; 0 asks for the whole body.
@@ -27,9 +29,10 @@ final class Attempt: @unchecked Sendable {
     var lastActivity = ContinuousClock.now
     var headerList: UnsafeMutablePointer<curl_slist>?
 
-    init(id: TransferID, url: String, number: Int, sink: any BodySink, counters: LoopCounters) {
+    init(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink, counters: LoopCounters) {
         self.id = id
-        self.url = url
+        self.url = target.url
+        self.host = target.hostKey
         self.number = number
         self.sink = sink
         self.requestedOffset = sink.resumeOffset
@@ -97,7 +100,8 @@ final class LoopCounters: @unchecked Sendable {
 
 /// The thread that owns the `CURLM` and every easy handle. It waits in
 /// `curl_multi_poll`; other threads post commands into `inbox` and wake it
-/// with `curl_multi_wakeup`.
+/// with `curl_multi_wakeup`. Attempts wait in its `SlotQueue` until a slot
+/// is free, so a finished transfer's slot goes to the next one at once.
 final class CurlLoop: Sendable {
     private enum Command {
         case start(Attempt)
@@ -107,7 +111,9 @@ final class CurlLoop: Sendable {
     private struct Inbox {
         var commands: [Command] = []
         var shuttingDown = false
-        var queued = 0
+        /// A wake-up was sent that the loop has not answered yet: further
+        /// commands need none (one per command cost a syscall and a wake each).
+        var wakePending = false
     }
 
     private let multi: CurlMulti
@@ -125,7 +131,7 @@ final class CurlLoop: Sendable {
         // Connections are reused from the multi handle's cache; HTTP/2 streams
         // share a connection where the server offers it.
         multi.set(CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        // No CURLMOPT_MAX_HOST_CONNECTIONS: the scheduler limits per host of
+        // No CURLMOPT_MAX_HOST_CONNECTIONS: the slot queue limits per host of
         // the URL; a libcurl-side limit would park redirected transfers where
         // the stall clock would count their wait as a stall.
         multi.set(CURLMOPT_MAXCONNECTS, max(configuration.maxConcurrentTransfers * 2, 8))
@@ -137,25 +143,31 @@ final class CurlLoop: Sendable {
     /// Queues an attempt. Returns false, without queueing, when the current task
     /// is already cancelled (checked under the inbox lock, see `cancel`).
     func submit(_ attempt: Attempt) -> Bool {
-        let accepted = inbox.withLock { inbox -> Bool in
-            guard !Task.isCancelled, !inbox.shuttingDown else { return false }
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            guard !Task.isCancelled, !inbox.shuttingDown else { return (false, false) }
             inbox.commands.append(.start(attempt))
-            return true
+            return (true, Self.claimWake(&inbox))
         }
-        if accepted { multi.wakeup() }
+        if wake { multi.wakeup() }
         return accepted
     }
 
-    /// Stops an attempt. Posted under the same lock as `submit`, so a cancel
-    /// racing a submit is either seen by `submit` or queued after it.
+    /// Stops an attempt, running or waiting for a slot. Posted under the same
+    /// lock as `submit`, so a cancel racing a submit is either seen by
+    /// `submit` or queued after it.
     func cancel(_ id: TransferID) {
-        inbox.withLock { $0.commands.append(.cancel(id)) }
-        multi.wakeup()
+        let wake = inbox.withLock { inbox -> Bool in
+            inbox.commands.append(.cancel(id))
+            return Self.claimWake(&inbox)
+        }
+        if wake { multi.wakeup() }
     }
 
-    /// Tells how many transfers wait for a slot, for progress snapshots.
-    func setQueued(_ delta: Int) {
-        inbox.withLock { $0.queued += delta }
+    /// Whether the caller must wake the loop: only the first command since
+    /// the loop last took its inbox does.
+    private static func claimWake(_ inbox: inout Inbox) -> Bool {
+        defer { inbox.wakePending = true }
+        return !inbox.wakePending
     }
 
     /// Stops the loop: running attempts end as cancelled, the thread exits,
@@ -181,12 +193,15 @@ final class CurlLoop: Sendable {
         var lastTick = ContinuousClock.now
         var lastTickBytes: Int64 = 0
         var rate = 0.0
+        var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
+                                       perHost: configuration.maxTransfersPerHost)
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
         let stallLimit = Duration.milliseconds(Int(configuration.stallTimeout * 1000))
 
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
             byID[attempt.id] = nil
+            slots.release(host: attempt.host)
             curl_multi_remove_handle(multi.handle, handle)
             if code == CURLE_OK, !attempt.begun, attempt.head.isComplete, attempt.abort == nil {
                 _ = attempt.beginBody() // an empty body never calls the write callback
@@ -200,17 +215,23 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled)
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
-            // A failed attempt hands its last bytes to the writer now, so a
-            // transfer waiting to retry holds no chunk; a complete body's
-            // last chunk goes with its digest request (one trip, not two).
-            if code != CURLE_OK || attempt.abort != nil || !(200...299).contains(attempt.head.status) {
-                attempt.sink.attemptFailed()
-            }
             easy.reset()
             if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
             let continuation = attempt.continuation
             attempt.continuation = nil
-            continuation?.resume(returning: outcome)
+            let sink = attempt.sink
+            let whole = code == CURLE_OK && attempt.abort == nil && (200...299).contains(attempt.head.status)
+                && (sink.expectedTotal.map { $0 == sink.bytesHeld } ?? true)
+            if whole {
+                // The last chunk and the digest go to the writer from here,
+                // and the writer wakes the task: one hand-over per body.
+                sink.attemptSucceeded { continuation?.resume(returning: outcome) }
+            } else {
+                // The last bytes go to the writer now, so a transfer waiting
+                // to retry holds no chunk.
+                sink.attemptFailed()
+                continuation?.resume(returning: outcome)
+            }
         }
 
         func start(_ attempt: Attempt) {
@@ -224,6 +245,7 @@ final class CurlLoop: Sendable {
                 handles[easy.handle] = easy
                 byID[attempt.id] = easy.handle
             } catch {
+                slots.release(host: attempt.host)
                 if let list = attempt.headerList { curl_slist_free_all(list) }
                 attempt.headerList = nil
                 let continuation = attempt.continuation
@@ -236,19 +258,32 @@ final class CurlLoop: Sendable {
             }
         }
 
+        /// Hands every waiting attempt that now has a slot to libcurl.
+        func startReady() {
+            while let (attempt, _) = slots.next() { start(attempt) }
+        }
+
         while true {
-            let (commands, stopping, queued) = inbox.withLock { inbox in
-                defer { inbox.commands.removeAll(keepingCapacity: true) }
-                return (inbox.commands, inbox.shuttingDown, inbox.queued)
+            let (commands, stopping) = inbox.withLock { inbox in
+                defer {
+                    inbox.commands.removeAll(keepingCapacity: true)
+                    inbox.wakePending = false
+                }
+                return (inbox.commands, inbox.shuttingDown)
             }
             if stopping { break }
             for command in commands {
                 switch command {
-                case .start(let attempt): start(attempt)
+                case .start(let attempt): slots.enqueue(attempt, host: attempt.host)
                 case .cancel(let id):
-                    if let handle = byID[id] { finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
+                    if let handle = byID[id] {
+                        finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
+                    } else if let waiting = slots.removeWaiting(where: { $0.id == id }) {
+                        Self.endCancelled(waiting)
+                    }
                 }
             }
+            startReady()
 
             var stillRunning: Int32 = 0
             _ = curl_multi_perform(multi.handle, &stillRunning)
@@ -257,6 +292,9 @@ final class CurlLoop: Sendable {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
                 finish(handle, code: mf_msg_result(message), cancelled: false)
             }
+            // Freed slots go to waiting attempts now; libcurl starts them
+            // without waiting in poll (a new handle is due at once).
+            startReady()
 
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
@@ -275,7 +313,8 @@ final class CurlLoop: Sendable {
                 let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
                     TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
                 }
-                events.yield(.progress(EngineSnapshot(active: active, queued: queued, bytesReceived: counters.bytesReceived, bytesPerSecond: rate)))
+                events.yield(.progress(EngineSnapshot(active: active, queued: slots.waitingCount,
+                                                      bytesReceived: counters.bytesReceived, bytesPerSecond: rate)))
             }
 
             let untilTick = tickInterval - (ContinuousClock.now - lastTick)
@@ -284,22 +323,26 @@ final class CurlLoop: Sendable {
         }
 
         for handle in Array(running.keys) { finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
-        // Attempts posted after the last drain end as cancelled too.
+        // Attempts still waiting for a slot, or posted after the last drain, end as cancelled too.
+        for attempt in slots.removeAllWaiting() { Self.endCancelled(attempt) }
         let leftovers = inbox.withLock { inbox in
             defer { inbox.commands.removeAll() }
             return inbox.commands
         }
-        for case .start(let attempt) in leftovers {
-            let continuation = attempt.continuation
-            attempt.continuation = nil
-            continuation?.resume(returning: AttemptOutcome(curlCode: Int(CURLE_ABORTED_BY_CALLBACK.rawValue),
-                                                           curlMessage: "cancelled", head: attempt.head, abort: nil,
-                                                           effectiveURL: nil, cancelled: true))
-        }
+        for case .start(let attempt) in leftovers { Self.endCancelled(attempt) }
         spareHandles.removeAll()
         events.yield(.finished)
         events.finish()
         exited.signal()
+    }
+
+    /// Ends an attempt that never reached libcurl as cancelled.
+    private static func endCancelled(_ attempt: Attempt) {
+        let continuation = attempt.continuation
+        attempt.continuation = nil
+        continuation?.resume(returning: AttemptOutcome(curlCode: Int(CURLE_ABORTED_BY_CALLBACK.rawValue),
+                                                       curlMessage: "cancelled", head: attempt.head, abort: nil,
+                                                       effectiveURL: nil, cancelled: true))
     }
 
     private func configure(_ easy: CurlEasy, for attempt: Attempt) throws {

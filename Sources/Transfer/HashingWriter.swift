@@ -13,14 +13,17 @@ import Darwin
 /// Writes body bytes to a file and feeds them to SHA-256 as they pass: the
 /// bytes are hashed from memory, never read back from disk.
 ///
-/// The loop thread only copies the bytes into 256 KiB chunks; each chunk, when
-/// full or when the attempt ends, goes to a serial queue that hashes and
-/// writes it on another core, so the thread that receives never waits for the
-/// filesystem (on ext4 a `write` into the page cache costs more than the
-/// receive). At most `maxChunksInFlight` chunks exist at once across all
-/// writers (they are reused, not freed), so memory stays bounded however fast
-/// the network is; when all are in use a writer catches up inline instead of
-/// waiting, so the loop never blocks on another transfer.
+/// The loop thread only copies the bytes into chunks (see `ChunkPool`); each
+/// chunk, when full or when the attempt ends, goes to a serial queue that
+/// hashes and writes it on another core, so the thread that receives never
+/// waits for the filesystem. The chunks in use across all writers stay within
+/// `pool`'s byte budget, so memory stays bounded however fast the network is;
+/// when the budget is spent a writer catches up inline instead of waiting, so
+/// the loop never blocks on another transfer.
+///
+/// A body that arrived whole is `seal`ed by the loop thread itself: its last
+/// chunk and the digest go to the queue in one trip, and the queue resumes
+/// the waiting task when both are done, so the task is woken once per body.
 ///
 /// A fresh body is written with direct I/O (`O_DIRECT`) where the filesystem
 /// allows it: the aligned chunks go from memory to the device with no copy
@@ -30,15 +33,19 @@ import Darwin
 /// a resumed file) goes through the page cache, and the file stays there
 /// from then on.
 ///
-/// `@unchecked Sendable`: `hasher`, `written` and the file offset are touched
-/// on `queue` only, except inline catch-up and `seed`/`reset`, which first
-/// wait for the queue; `filling` belongs to whoever owns the transfer at the
-/// time (the loop thread during an attempt, the task between attempts: the
-/// continuation orders the hand-over). `failure` is behind a mutex.
+/// `@unchecked Sendable`: `hasher`, `written`, `direct`, `sealed` and the file
+/// offset are touched on `queue` only, except inline catch-up and
+/// `seed`/`reset`/`finish`, which first wait for the queue (or are ordered
+/// after it by the continuation it resumed); `filling` belongs to whoever owns
+/// the transfer at the time (the loop thread during an attempt, the task
+/// between attempts: the continuation orders the hand-over). `failure` is
+/// behind a mutex.
 final class HashingWriter: @unchecked Sendable {
-    /// Chunks filling or waiting to be hashed and written, across every transfer.
-    static let maxChunksInFlight = 32
-    static let chunkSize = 256 << 10
+    /// Chunks filling or waiting to be hashed and written, across every
+    /// transfer: 8 MiB, e.g. 32 chunks of 256 KiB or 128 small bodies of 64 KiB.
+    static let pool = ChunkPool(byteBudget: 8 << 20)
+    /// The largest chunk, the one a large body is written in.
+    static let chunkSize = ChunkPool.largest
     /// Direct I/O wants the buffer, the file offset and the length to be
     /// multiples of the device's block size; 4 KiB covers every common device.
     static let directAlignment = 4096
@@ -46,8 +53,6 @@ final class HashingWriter: @unchecked Sendable {
     /// are complete; smaller ones are left to the store's group flush (one
     /// writeback request per small file costs more than it saves).
     static let writebackThreshold: Int64 = 1 << 20
-    private static let inFlight = DispatchSemaphore(value: maxChunksInFlight)
-    private static let spareChunks = Mutex<[Chunk]>([])
     private static let workers = DispatchQueue(label: "mediafetch.body-writers", attributes: .concurrent)
 
     private let descriptor: Int32
@@ -63,6 +68,8 @@ final class HashingWriter: @unchecked Sendable {
     /// The chunk being filled on the loop thread, and how much of it is used.
     private var filling: Chunk?
     private var filled = 0
+    /// The digest (or the failure) once `seal` has run on the queue.
+    private var sealed: Result<String, TransferError>?
 
     /// `directIO` asks for writes that bypass the page cache; it takes
     /// effect where the filesystem supports it, and only for an empty file.
@@ -75,13 +82,16 @@ final class HashingWriter: @unchecked Sendable {
     /// Whether the next write may still bypass the page cache (for tests).
     var writesDirectly: Bool { queue.sync { direct } }
 
-    /// Takes `bytes` to be hashed and written. Returns an error seen so far
-    /// (a failed write on the queue shows up at the next call).
-    func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
+    /// Takes `bytes` to be hashed and written. `expectedRemaining` is what the
+    /// body still has to send counting these bytes, when known: it sizes a new
+    /// chunk. Returns an error seen so far (a failed write on the queue shows
+    /// up at the next call).
+    func write(_ bytes: UnsafeRawBufferPointer, expectedRemaining: Int64? = nil) -> TransferError? {
         if let error = failure.withLock({ $0 }) { return error }
         var rest = bytes
+        var remaining = expectedRemaining.map { max($0, Int64(bytes.count)) }
         while !rest.isEmpty {
-            guard let chunk = filling ?? Self.takeChunk() else {
+            guard let chunk = filling ?? Self.pool.take(size: ChunkPool.size(forRemaining: remaining)) else {
                 // Every chunk is in use: rather than wait on other transfers
                 // (which need this very thread to progress), finish this
                 // writer's queued work and handle the bytes inline.
@@ -89,13 +99,14 @@ final class HashingWriter: @unchecked Sendable {
                 if let error = failure.withLock({ $0 }) { return error }
                 return hashAndWrite(rest)
             }
-            let count = min(rest.count, Self.chunkSize - filled)
+            let count = min(rest.count, chunk.size - filled)
             UnsafeMutableRawBufferPointer(rebasing: chunk.memory[filled..<(filled + count)])
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[0..<count]))
             filled += count
             filling = chunk
             rest = UnsafeRawBufferPointer(rebasing: rest[count...])
-            if filled == Self.chunkSize { submitFilling() }
+            remaining = remaining.map { $0 - Int64(count) }
+            if filled == chunk.size { submitFilling() }
         }
         return nil
     }
@@ -104,31 +115,26 @@ final class HashingWriter: @unchecked Sendable {
     /// the last bytes are written at once and a transfer waiting to retry
     /// holds no chunk).
     func submitFilling() {
-        guard let chunk = filling else { return }
-        let count = filled
-        filling = nil
-        filled = 0
-        queue.async { [self] in writeChunk(chunk, count: count) }
+        guard let last = takeFilling() else { return }
+        queue.async { [self] in writeChunk(last.chunk, count: last.count) }
+    }
+
+    /// The chunk being filled and its length, now owned by the caller.
+    private func takeFilling() -> (chunk: Chunk, count: Int)? {
+        defer {
+            filling = nil
+            filled = 0
+        }
+        return filling.map { ($0, filled) }
     }
 
     /// On the queue: hashes and writes a chunk's bytes, then frees the chunk.
     private func writeChunk(_ chunk: Chunk, count: Int) {
-        defer { Self.returnChunk(chunk) }
+        defer { Self.pool.give(chunk) }
         guard failure.withLock({ $0 }) == nil else { return }
         if let error = hashAndWrite(UnsafeRawBufferPointer(rebasing: chunk.memory[0..<count])) {
             failure.withLock { $0 = error }
         }
-    }
-
-    /// A free chunk, or nil when all are in use; never waits.
-    private static func takeChunk() -> Chunk? {
-        guard inFlight.wait(timeout: .now()) == .success else { return nil }
-        return spareChunks.withLock { $0.popLast() } ?? Chunk(byteCount: chunkSize)
-    }
-
-    private static func returnChunk(_ chunk: Chunk) {
-        spareChunks.withLock { $0.append(chunk) }
-        inFlight.signal()
     }
 
     /// Hashes bytes already in the file (a partial from an earlier run) without writing them.
@@ -154,10 +160,9 @@ final class HashingWriter: @unchecked Sendable {
 
     /// Forgets every byte: the file is emptied and the hash starts over.
     func reset() {
-        if let chunk = filling { Self.returnChunk(chunk) }
-        filling = nil
-        filled = 0
+        if let last = takeFilling() { Self.pool.give(last.chunk) }
         drain()
+        sealed = nil
         hasher = SHA256()
         written = 0
         writebackStarted = 0
@@ -166,25 +171,35 @@ final class HashingWriter: @unchecked Sendable {
         _ = lseek(descriptor, 0, SEEK_SET)
     }
 
-    /// Waits, without holding a thread, until every byte handed over is hashed
-    /// and written, then returns the digest (lower-case hex).
+    /// Sends the last bytes and the request for the digest to the queue in
+    /// one trip, and calls `done` there once every byte is hashed and written;
+    /// `finish()` then returns at once. Called by the loop thread when a body
+    /// arrived whole, so the task waiting for it is woken only once.
+    func seal(then done: @escaping @Sendable () -> Void) {
+        let last = takeFilling()
+        queue.async { [self] in
+            sealed = complete(last)
+            done()
+        }
+    }
+
+    /// The digest (lower-case hex) once every byte handed over is hashed and
+    /// written: at once after `seal`, else waiting without holding a thread.
     func finish() async throws(TransferError) -> String {
-        // The last chunk and the digest in one trip to the queue.
-        let last = filling.map { (chunk: $0, count: filled) }
-        filling = nil
-        filled = 0
+        if let sealed { return try sealed.get() }
+        let last = takeFilling()
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, TransferError>, Never>) in
-            queue.async { [self] in
-                if let last { writeChunk(last.chunk, count: last.count) }
-                if let error = failure.withLock({ $0 }) {
-                    continuation.resume(returning: .failure(error))
-                    return
-                }
-                if written >= Self.writebackThreshold { startWriteback() }
-                continuation.resume(returning: .success(hasher.finalize().hexString))
-            }
+            queue.async { [self] in continuation.resume(returning: complete(last)) }
         }
         return try result.get()
+    }
+
+    /// On the queue: writes the last chunk and returns the digest or the failure.
+    private func complete(_ last: (chunk: Chunk, count: Int)?) -> Result<String, TransferError> {
+        if let last { writeChunk(last.chunk, count: last.count) }
+        if let error = failure.withLock({ $0 }) { return .failure(error) }
+        if written >= Self.writebackThreshold { startWriteback() }
+        return .success(hasher.finalize().hexString)
     }
 
     /// Waits until every byte handed over is hashed and written (blocking).
@@ -241,18 +256,6 @@ final class HashingWriter: @unchecked Sendable {
         guard written > writebackStarted else { return }
         mf_start_writeback(descriptor, writebackStarted, written - writebackStarted)
         writebackStarted = written
-    }
-}
-
-/// A buffer of body bytes on its way to the writer queue, reused once written.
-/// `@unchecked Sendable`: one owner at a time: the loop thread while it fills
-/// the chunk, then the queue until it returns the chunk to the spare list.
-private struct Chunk: @unchecked Sendable {
-    let memory: UnsafeMutableRawBufferPointer
-
-    init(byteCount: Int) {
-        // Aligned for direct I/O (see `HashingWriter.directAlignment`).
-        memory = .allocate(byteCount: byteCount, alignment: HashingWriter.directAlignment)
     }
 }
 

@@ -37,7 +37,7 @@ public struct FetchedResponse: Sendable, Equatable {
 }
 
 /// Downloads over libcurl's multi interface: one loop thread runs every
-/// transfer, a `SlotScheduler` bounds concurrency overall and per host, and
+/// transfer, its `SlotQueue` bounds concurrency overall and per host, and
 /// failed attempts are retried with backoff, resuming partial bodies.
 ///
 /// Call `shutdown()` when done, or use `withTransferEngine`.
@@ -48,7 +48,6 @@ public final class TransferEngine: Sendable {
     /// Progress and retry events. Buffers the newest 512 events, so a slow
     /// reader loses old ticks rather than growing memory. Ends with `.finished`.
     public let events: AsyncStream<TransferEvent>
-    public let scheduler: SlotScheduler
 
     private let eventSink: AsyncStream<TransferEvent>.Continuation
     private let loop: CurlLoop
@@ -61,7 +60,6 @@ public final class TransferEngine: Sendable {
         self.partialDirectory = partialDirectory
         try FileManager.default.createDirectory(atPath: partialDirectory, withIntermediateDirectories: true)
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
-        scheduler = SlotScheduler(total: configuration.maxConcurrentTransfers, perHost: configuration.maxTransfersPerHost)
         loop = try CurlLoop(configuration: configuration, events: eventSink)
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
     }
@@ -175,17 +173,9 @@ public final class TransferEngine: Sendable {
         while true {
             attempt += 1
             if Task.isCancelled { throw TransferError.cancelled }
-            loop.setQueued(1)
-            do {
-                try await scheduler.acquire(host: target.hostKey)
-            } catch {
-                loop.setQueued(-1)
-                throw TransferError.cancelled
-            }
-            loop.setQueued(-1)
             let offset = sink.resumeOffset
-            let outcome = await run(Attempt(id: id, url: target.url, number: attempt, sink: sink, counters: loop.counters))
-            scheduler.release(host: target.hostKey)
+            // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
+            let outcome = await run(Attempt(id: id, target: target, number: attempt, sink: sink, counters: loop.counters))
 
             var result = Self.classify(outcome)
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {

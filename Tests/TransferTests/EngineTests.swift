@@ -99,9 +99,9 @@ import TestSupport
     }
 
     @Test func moreLargeTransfersThanWriterChunksAllComplete() async throws {
-        // 40 pipelined bodies at once, more than HashingWriter.maxChunksInFlight:
+        // 40 pipelined bodies at once, more than the pool has 256 KiB chunks for:
         // a transfer that finds no free chunk must catch up inline, not wait.
-        let count = HashingWriter.maxChunksInFlight + 8
+        let count = HashingWriter.pool.byteBudget / HashingWriter.chunkSize + 8
         _ = try await withEngine(adjust: { $0.maxConcurrentTransfers = count; $0.maxTransfersPerHost = count }) { origin, engine, _ in
             var expected: [String: String] = [:]
             for index in 0..<count {
@@ -318,20 +318,48 @@ import TestSupport
                 origin.addResource("/f\(index)", data: fixtureBytes(count: 100_000, seed: UInt64(index)))
                 origin.setFault("/f\(index)", .slow(bytesPerSecond: 1_000_000))
             }
-            let peak = Mutex(0)
-            let watcher = Task {
-                while !Task.isCancelled {
-                    let running = engine.scheduler.usage.running
-                    peak.withLock { $0 = max($0, running) }
-                    try? await Task.sleep(for: .milliseconds(5))
-                }
-            }
             try await withThrowingTaskGroup(of: DownloadedBody.self) { group in
                 for index in 0..<8 { group.addTask { try await engine.download(origin.url("/f\(index)")) } }
                 try await group.waitForAll()
             }
-            watcher.cancel()
-            #expect(peak.withLock { $0 } == 2)
+            // Seen from the server: each body takes 0.1 s, so the two slots overlap.
+            #expect(origin.peakConcurrentResponses == 2)
+        }
+    }
+
+    @Test func concurrencyStaysWithinTheTotal() async throws {
+        _ = try await withEngine(adjust: { $0.maxTransfersPerHost = 16; $0.maxConcurrentTransfers = 3 }) { origin, engine, _ in
+            for index in 0..<9 {
+                origin.addResource("/t\(index)", data: fixtureBytes(count: 100_000, seed: UInt64(index)))
+                origin.setFault("/t\(index)", .slow(bytesPerSecond: 1_000_000))
+            }
+            try await withThrowingTaskGroup(of: DownloadedBody.self) { group in
+                for index in 0..<9 { group.addTask { try await engine.download(origin.url("/t\(index)")) } }
+                try await group.waitForAll()
+            }
+            #expect(origin.peakConcurrentResponses == 3)
+        }
+    }
+
+    @Test func aTransferCancelledWhileWaitingForASlotNeverReachesTheServer() async throws {
+        _ = try await withEngine(adjust: { $0.maxConcurrentTransfers = 1; $0.stallTimeout = 120 }) { origin, engine, directory in
+            // The first transfer holds the only slot until the test cancels it.
+            origin.addResource("/first", data: fixtureBytes(count: 200_000, seed: 1))
+            origin.setFault("/first", .stallAfter(bytes: 100_000, seconds: 60))
+            origin.addResource("/second", data: fixtureBytes(count: 1_000, seed: 2))
+            let first = Task { try await engine.download(origin.url("/first")) }
+            while origin.requests(for: "/first").isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            // The second waits in the loop's queue (or, on a slow machine, is
+            // cancelled before it gets there: it must not reach the server either way).
+            let second = Task { try await engine.download(origin.url("/second")) }
+            try await Task.sleep(for: .milliseconds(100))
+            second.cancel()
+            await #expect(throws: TransferError.cancelled) { try await second.value }
+            #expect(origin.requests(for: "/second").isEmpty)
+            first.cancel()
+            await #expect(throws: TransferError.cancelled) { try await first.value }
+            #expect(origin.requests(for: "/second").isEmpty)
+            #expect(!leftovers(directory).contains { $0.hasSuffix(".tmp") })
         }
     }
 }

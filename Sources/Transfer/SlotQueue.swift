@@ -1,0 +1,111 @@
+/// Decides which waiting transfers may start: at most `total` at once and at
+/// most `perHost` against one host, first come first served, a full host
+/// skipped rather than blocking the others. A transfer reaches libcurl only
+/// with a slot, so queued items never start their timers.
+///
+/// Owned by the engine's loop thread: no locks and no suspension, so the slot
+/// of a transfer that just finished goes to the next one in the same turn of
+/// the loop, without a round trip through the task that waited for it.
+struct SlotQueue<Element> {
+    let total: Int
+    let perHost: Int
+    /// Slots in use, overall and per host (hosts with none are absent).
+    private(set) var running = 0
+    private(set) var runningPerHost: [String: Int] = [:]
+    /// Elements waiting for a slot.
+    private(set) var waitingCount = 0
+
+    /// Waiting elements per host, each in arrival order.
+    private var waiting: [String: FIFO<(sequence: UInt64, element: Element)>] = [:]
+    private var nextSequence: UInt64 = 0
+
+    init(total: Int, perHost: Int) {
+        self.total = max(1, total)
+        self.perHost = max(1, perHost)
+    }
+
+    /// Queues `element` for a slot against `host`.
+    mutating func enqueue(_ element: Element, host: String) {
+        nextSequence += 1
+        waiting[host, default: FIFO()].append((nextSequence, element))
+        waitingCount += 1
+    }
+
+    /// Takes a slot for the element that waited longest among the hosts with
+    /// room, or returns nil when nothing waiting fits.
+    mutating func next() -> (element: Element, host: String)? {
+        guard running < total, waitingCount > 0 else { return nil }
+        var best: (host: String, sequence: UInt64)?
+        // Linear in the number of hosts with waiters: a handful in practice.
+        for (host, queue) in waiting {
+            guard let head = queue.first, runningPerHost[host, default: 0] < perHost else { continue }
+            if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }
+        }
+        guard let host = best?.host, let taken = waiting[host]?.removeFirst() else { return nil }
+        if waiting[host]?.isEmpty == true { waiting[host] = nil }
+        waitingCount -= 1
+        running += 1
+        runningPerHost[host, default: 0] += 1
+        return (taken.element, host)
+    }
+
+    /// Gives back a slot taken by `next()`.
+    mutating func release(host: String) {
+        running -= 1
+        let left = runningPerHost[host, default: 1] - 1
+        runningPerHost[host] = left > 0 ? left : nil
+    }
+
+    /// Removes and returns the first waiting element that matches (a cancelled transfer).
+    mutating func removeWaiting(where matches: (Element) -> Bool) -> Element? {
+        for (host, var queue) in waiting {
+            guard let removed = queue.remove(where: { matches($0.element) }) else { continue }
+            waiting[host] = queue.isEmpty ? nil : queue
+            waitingCount -= 1
+            return removed.element
+        }
+        return nil
+    }
+
+    /// Removes and returns every waiting element (shutting down).
+    mutating func removeAllWaiting() -> [Element] {
+        let all = waiting.values.flatMap { $0.elements }.sorted { $0.sequence < $1.sequence }.map(\.element)
+        waiting.removeAll()
+        waitingCount = 0
+        return all
+    }
+}
+
+/// A first-in first-out queue on an array: appends at the end, takes from a
+/// moving head (clearing the taken place, so nothing taken is kept alive),
+/// and compacts once the taken part outweighs the rest.
+struct FIFO<Element> {
+    private var storage: [Element?] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == storage.count }
+    var first: Element? { isEmpty ? nil : storage[head] }
+    /// The elements still queued, oldest first.
+    var elements: [Element] { storage[head...].compactMap { $0 } }
+
+    mutating func append(_ element: Element) {
+        storage.append(element)
+    }
+
+    mutating func removeFirst() -> Element? {
+        guard !isEmpty else { return nil }
+        let element = storage[head]
+        storage[head] = nil
+        head += 1
+        if head >= 32, head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+
+    mutating func remove(where matches: (Element) -> Bool) -> Element? {
+        guard let index = storage[head...].firstIndex(where: { $0.map(matches) ?? false }) else { return nil }
+        return storage.remove(at: index)
+    }
+}

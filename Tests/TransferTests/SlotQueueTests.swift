@@ -1,0 +1,83 @@
+import Testing
+@testable import Transfer
+
+/// The loop's slot queue: limits overall and per host, order, cancellation.
+@Suite struct SlotQueueTests {
+    /// Takes every element that fits now.
+    private func drain(_ queue: inout SlotQueue<String>) -> [String] {
+        var started: [String] = []
+        while let (element, _) = queue.next() { started.append(element) }
+        return started
+    }
+
+    @Test func neverMoreThanTheTotal() {
+        var queue = SlotQueue<String>(total: 4, perHost: 10)
+        for index in 0..<10 { queue.enqueue("a\(index)", host: index % 2 == 0 ? "a" : "b") }
+        #expect(drain(&queue).count == 4)
+        #expect(queue.running == 4)
+        #expect(queue.waitingCount == 6)
+        queue.release(host: "a")
+        #expect(drain(&queue).count == 1)
+        #expect(queue.running == 4)
+    }
+
+    @Test func neverMoreThanPerHostAndAFullHostDoesNotBlockAnother() {
+        var queue = SlotQueue<String>(total: 16, perHost: 2)
+        for index in 0..<5 { queue.enqueue("busy\(index)", host: "busy") }
+        queue.enqueue("free0", host: "free")
+        // The fifth waiter on the busy host must not hold back the free host.
+        #expect(drain(&queue) == ["busy0", "busy1", "free0"])
+        #expect(queue.runningPerHost == ["busy": 2, "free": 1])
+        queue.release(host: "busy")
+        #expect(drain(&queue) == ["busy2"])
+        #expect(queue.runningPerHost["busy"] == 2)
+    }
+
+    @Test func waitersStartInArrivalOrderAcrossHosts() {
+        var queue = SlotQueue<String>(total: 1, perHost: 1)
+        let order = [("x1", "x"), ("y1", "y"), ("x2", "x"), ("z1", "z"), ("y2", "y")]
+        for (element, host) in order { queue.enqueue(element, host: host) }
+        var started: [String] = []
+        while let (element, host) = queue.next() {
+            started.append(element)
+            queue.release(host: host)
+        }
+        #expect(started == order.map(\.0))
+        #expect(queue.running == 0)
+        #expect(queue.runningPerHost.isEmpty)
+    }
+
+    @Test func aCancelledWaiterIsRemovedAndTheRestKeepTheirOrder() {
+        var queue = SlotQueue<String>(total: 1, perHost: 1)
+        for element in ["a", "b", "c", "d"] { queue.enqueue(element, host: "h") }
+        #expect(queue.next()?.element == "a")
+        #expect(queue.removeWaiting { $0 == "c" } == "c")
+        #expect(queue.removeWaiting { $0 == "c" } == nil)
+        #expect(queue.waitingCount == 2)
+        queue.release(host: "h")
+        #expect(queue.next()?.element == "b")
+        queue.release(host: "h")
+        #expect(queue.next()?.element == "d")
+        #expect(queue.removeAllWaiting().isEmpty)
+    }
+
+    @Test func shuttingDownReturnsEveryWaiterOldestFirst() {
+        var queue = SlotQueue<String>(total: 1, perHost: 1)
+        for (index, host) in ["p", "q", "p", "r"].enumerated() { queue.enqueue("\(index)", host: host) }
+        #expect(queue.next()?.element == "0")
+        #expect(queue.removeAllWaiting() == ["1", "2", "3"])
+        #expect(queue.waitingCount == 0)
+        #expect(queue.next() == nil)
+    }
+
+    @Test func aLongQueueCompactsWithoutLosingOrReorderingAnything() {
+        var queue = SlotQueue<String>(total: 3, perHost: 3)
+        for index in 0..<1000 { queue.enqueue("\(index)", host: "h") }
+        var started: [String] = []
+        while let (element, host) = queue.next() {
+            started.append(element)
+            queue.release(host: host)
+        }
+        #expect(started == (0..<1000).map { "\($0)" })
+    }
+}
