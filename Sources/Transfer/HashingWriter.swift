@@ -15,7 +15,7 @@ import Darwin
 ///
 /// The loop thread only copies the bytes into chunks (see `ChunkPool`); each
 /// chunk, when full or when the attempt ends, goes to a serial queue that
-/// hashes and writes it on another core, so the thread that receives never
+/// hashes and writes it on a writer thread, so the thread that receives never
 /// waits for the filesystem. The chunks in use across all writers stay within
 /// `pool`'s byte budget, so memory stays bounded however fast the network is;
 /// when the budget is spent a writer catches up inline instead of waiting, so
@@ -53,11 +53,11 @@ final class HashingWriter: @unchecked Sendable {
     /// are complete; smaller ones are left to the store's group flush (one
     /// writeback request per small file costs more than it saves).
     static let writebackThreshold: Int64 = 1 << 20
-    private static let workers = DispatchQueue(label: "mediafetch.body-writers", attributes: .concurrent)
 
     private let descriptor: Int32
     private let path: String
-    private let queue = DispatchQueue(label: "mediafetch.body-writer", target: HashingWriter.workers)
+    /// This body's jobs, in order, on the writer threads (see `WriterPool`).
+    private let queue = WriterPool.shared.lane()
     private var hasher = SHA256()
     /// Bytes written so far, and how far disk writeback has been started.
     private var written: Int64 = 0
@@ -80,7 +80,7 @@ final class HashingWriter: @unchecked Sendable {
     }
 
     /// Whether the next write may still bypass the page cache (for tests).
-    var writesDirectly: Bool { queue.sync { direct } }
+    var writesDirectly: Bool { queue.sync { [self] in direct } }
 
     /// Takes `bytes` to be hashed and written. `expectedRemaining` is what the
     /// body still has to send counting these bytes, when known: it sizes a new
@@ -95,7 +95,7 @@ final class HashingWriter: @unchecked Sendable {
                 // Every chunk is in use: rather than wait on other transfers
                 // (which need this very thread to progress), finish this
                 // writer's queued work and handle the bytes inline.
-                queue.sync {}
+                queue.sync()
                 if let error = failure.withLock({ $0 }) { return error }
                 return hashAndWrite(rest)
             }
@@ -205,7 +205,7 @@ final class HashingWriter: @unchecked Sendable {
     /// Waits until every byte handed over is hashed and written (blocking).
     func drain() {
         submitFilling()
-        queue.sync {}
+        queue.sync()
     }
 
     private func hashAndWrite(_ bytes: UnsafeRawBufferPointer) -> TransferError? {

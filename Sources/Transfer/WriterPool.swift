@@ -1,0 +1,114 @@
+import Foundation
+import Synchronization
+
+/// Threads of their own for hashing and writing bodies.
+///
+/// Writing blocks (a direct write waits for the device), and hashing is the
+/// heaviest CPU work per body. On Dispatch's shared threads that work would
+/// sit in front of the Swift tasks waiting to be resumed, and on a small
+/// machine the tasks that feed the transfer loop would starve. A fixed set of
+/// threads keeps the two apart and bounds how many run at once.
+///
+/// Each body gets a `Lane`: its jobs run one at a time in the order given, on
+/// whichever pool thread is free; lanes with work take turns.
+final class WriterPool: Sendable {
+    /// The pool every writer uses: two threads at least, so one can hash
+    /// while the other waits for the device, and at most four.
+    static let shared = WriterPool(threads: min(4, max(2, ProcessInfo.processInfo.activeProcessorCount)))
+
+    /// A serial queue of jobs on the pool.
+    final class Lane: @unchecked Sendable {
+        // @unchecked: `jobs` and `scheduled` are guarded by the pool's lock.
+        fileprivate var jobs: [@Sendable () -> Void] = []
+        /// In the ready queue or running on a thread.
+        fileprivate var scheduled = false
+        fileprivate let pool: WriterPool
+
+        fileprivate init(pool: WriterPool) { self.pool = pool }
+
+        /// Runs `job` after every job given before it.
+        func async(_ job: @escaping @Sendable () -> Void) {
+            pool.enqueue(job, on: self)
+        }
+
+        /// Waits until every job given so far has run. Never call it from a
+        /// job of the same lane.
+        func sync() {
+            let done = DispatchSemaphore(value: 0)
+            async { done.signal() }
+            done.wait()
+        }
+
+        /// Runs `work` after every job given so far and returns its result.
+        func sync<T: Sendable>(_ work: @escaping @Sendable () -> T) -> T {
+            let box = ResultBox<T>()
+            let done = DispatchSemaphore(value: 0)
+            async {
+                box.value.withLock { $0 = work() }
+                done.signal()
+            }
+            done.wait()
+            return box.value.withLock { $0! }
+        }
+    }
+
+    private final class ResultBox<T: Sendable>: Sendable {
+        let value = Mutex<T?>(nil)
+    }
+
+    private struct State {
+        var ready = FIFO<Lane>()
+    }
+
+    private let state = Mutex(State())
+    /// Counts lanes in the ready queue: each one wakes one thread.
+    private let readyCount = DispatchSemaphore(value: 0)
+    let threadCount: Int
+
+    /// Starts `threads` threads, which live as long as the process (like Dispatch's).
+    init(threads: Int) {
+        threadCount = max(1, threads)
+        for index in 0..<threadCount {
+            let thread = Thread { [self] in run() }
+            thread.name = "mediafetch.writer.\(index)"
+            thread.start()
+        }
+    }
+
+    /// A new lane for one body.
+    func lane() -> Lane { Lane(pool: self) }
+
+    private func enqueue(_ job: @escaping @Sendable () -> Void, on lane: Lane) {
+        let becameReady = state.withLock { state -> Bool in
+            lane.jobs.append(job)
+            guard !lane.scheduled else { return false }
+            lane.scheduled = true
+            state.ready.append(lane)
+            return true
+        }
+        if becameReady { readyCount.signal() }
+    }
+
+    private func run() {
+        while true {
+            readyCount.wait()
+            let taken = state.withLock { state -> (Lane, [@Sendable () -> Void])? in
+                guard let lane = state.ready.removeFirst() else { return nil }
+                defer { lane.jobs.removeAll(keepingCapacity: true) }
+                return (lane, lane.jobs)
+            }
+            guard let (lane, jobs) = taken else { continue }
+            for job in jobs { job() }
+            let again = state.withLock { state -> Bool in
+                if lane.jobs.isEmpty {
+                    lane.scheduled = false
+                    return false
+                }
+                // More arrived meanwhile: back of the line, so other lanes get a turn.
+                state.ready.append(lane)
+                return true
+            }
+            if again { readyCount.signal() }
+        }
+    }
+}
