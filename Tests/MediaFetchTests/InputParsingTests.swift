@@ -16,6 +16,27 @@ import Testing
         #expect(throws: InputError.self) { try URLList.parse("not a url at all\n", source: "f") }
     }
 
+    @Test func lineNumbersCountEveryKindOfLineBreak() throws {
+        // CRLF, a bare CR inside a line, Unicode separators and non-breaking spaces.
+        let text = "http://a/1\r\n\u{2028}# note\u{2029}\u{00A0}https://b/2\u{00A0}\n\nftp://c/3\n"
+        #expect(throws: InputError("u.txt:6: unsupported scheme 'ftp' (only http and https): ftp://c/3")) {
+            try URLList.parse(text, source: "u.txt")
+        }
+        #expect(try URLList.parse("http://a/1\r\n\u{2028}# note\u{2029}\u{00A0}https://b/2\u{00A0}\n", source: "u")
+                == ["http://a/1", "https://b/2"])
+    }
+
+    @Test func oldMacLineEndingsStillSplitLines() throws {
+        #expect(try URLList.parse("http://a/1\rhttp://a/2\r# c\rhttps://b/3\r", source: "u")
+                == ["http://a/1", "http://a/2", "https://b/3"])
+    }
+
+    @Test func aListWithoutATrailingNewlineKeepsItsLastURL() throws {
+        #expect(try URLList.parse("http://a/1\nhttp://a/2", source: "u") == ["http://a/1", "http://a/2"])
+        #expect(try URLList.parse("", source: "u").isEmpty)
+        #expect(try URLList.parse("\n\n", source: "u").isEmpty)
+    }
+
     @Test func aMissingFileIsNamed() {
         #expect(throws: InputError("/nonexistent/urls.txt: cannot read the file")) {
             try URLList.read(path: "/nonexistent/urls.txt")
