@@ -30,12 +30,14 @@ public final class Catalog: Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
-        database = try DatabasePool(path: path, configuration: configuration)
-        // Two processes opening a new cache at once would both see an empty
-        // schema and both create it; an exclusive file lock makes them take turns.
+        // Two processes opening a new cache at once would race: switching a
+        // new file to WAL takes an exclusive lock that SQLite reports as busy
+        // without waiting, and both would see an empty schema and create it.
+        // An exclusive file lock around the whole opening makes them take turns.
         let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { close(lock) } }
+        database = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(database)
     }
 

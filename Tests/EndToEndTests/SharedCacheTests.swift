@@ -75,6 +75,31 @@ import TestSupport
         }
     }
 
+    @Test func processesStartedTogetherOnANewCacheAllOpenIt() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/one.jpg", data: fixtureBytes(count: 5_000, seed: 3))
+            // Eight processes create the same new cache at the same moment. The
+            // race this guards against (SQLite's switch to WAL reporting "database
+            // is locked" without waiting) hit about one round in twenty, so
+            // several rounds are run, each on a new cache.
+            for round in 0..<5 {
+                let cache = directory.appending("cache-\(round)")
+                let running = try (0..<8).map { index in
+                    try BuiltProducts.start(["get", "--cache", cache, "--collection", "c\(index)", origin.url("/one.jpg")])
+                }
+                var results: [CommandResult] = []
+                for process in running { results.append(await process.wait()) }
+                for result in results {
+                    #expect(result.status == 0, "\(result.stderr)")
+                }
+                let stats = try JSONSerialization.jsonObject(with: Data(try await BuiltProducts.run(
+                    ["stats", "--cache", cache, "--format", "json"]).stdout.utf8)) as? [String: Any]
+                #expect(stats?["objects"] as? Int == 1)
+                #expect(stats?["items"] as? Int == 8)
+            }
+        }
+    }
+
     @Test func aRateLimitedDownloadStillCompletes() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/r.bin", data: fixtureBytes(count: 200_000, seed: 5))
