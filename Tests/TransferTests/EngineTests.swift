@@ -312,32 +312,20 @@ import TestSupport
         }
     }
 
-    @Test func concurrencyStaysWithinThePerHostLimit() async throws {
-        _ = try await withEngine(adjust: { $0.maxTransfersPerHost = 2; $0.maxConcurrentTransfers = 8 }) { origin, engine, _ in
-            for index in 0..<8 {
+    /// The slot limits, seen from the server: each body takes 0.1 s, so the
+    /// transfers allowed at once overlap and reach exactly the limit.
+    @Test(arguments: [(perHost: 2, total: 8, expectedPeak: 2), (perHost: 16, total: 3, expectedPeak: 3)])
+    func concurrencyStaysWithinTheLimits(perHost: Int, total: Int, expectedPeak: Int) async throws {
+        _ = try await withEngine(adjust: { $0.maxTransfersPerHost = perHost; $0.maxConcurrentTransfers = total }) { origin, engine, _ in
+            for index in 0..<9 {
                 origin.addResource("/f\(index)", data: fixtureBytes(count: 100_000, seed: UInt64(index)))
                 origin.setFault("/f\(index)", .slow(bytesPerSecond: 1_000_000))
             }
             try await withThrowingTaskGroup(of: DownloadedBody.self) { group in
-                for index in 0..<8 { group.addTask { try await engine.download(origin.url("/f\(index)")) } }
+                for index in 0..<9 { group.addTask { try await engine.download(origin.url("/f\(index)")) } }
                 try await group.waitForAll()
             }
-            // Seen from the server: each body takes 0.1 s, so the two slots overlap.
-            #expect(origin.peakConcurrentResponses == 2)
-        }
-    }
-
-    @Test func concurrencyStaysWithinTheTotal() async throws {
-        _ = try await withEngine(adjust: { $0.maxTransfersPerHost = 16; $0.maxConcurrentTransfers = 3 }) { origin, engine, _ in
-            for index in 0..<9 {
-                origin.addResource("/t\(index)", data: fixtureBytes(count: 100_000, seed: UInt64(index)))
-                origin.setFault("/t\(index)", .slow(bytesPerSecond: 1_000_000))
-            }
-            try await withThrowingTaskGroup(of: DownloadedBody.self) { group in
-                for index in 0..<9 { group.addTask { try await engine.download(origin.url("/t\(index)")) } }
-                try await group.waitForAll()
-            }
-            #expect(origin.peakConcurrentResponses == 3)
+            #expect(origin.peakConcurrentResponses == expectedPeak)
         }
     }
 

@@ -14,16 +14,22 @@ import Glibc
         SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// A new empty file in `directory` and a writer for it; the caller closes the descriptor.
+    private func openWriter(in directory: TemporaryDirectory, name: String, directIO: Bool)
+        throws -> (writer: HashingWriter, descriptor: Int32, path: String) {
+        let path = directory.appending(name)
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        try #require(fd >= 0)
+        return (HashingWriter(descriptor: fd, path: path, directIO: directIO), fd, path)
+    }
+
     /// Feeds `content` in pieces of the given sizes (cycled), as libcurl does,
     /// optionally ending the attempt after `failAfter` bytes (the retry then
     /// continues from there), and returns the digest and the writer.
     private func write(_ content: Data, pieces: [Int], directIO: Bool, failAfter: Int? = nil,
                        in directory: TemporaryDirectory, name: String = "body.part")
         async throws -> (digest: String, path: String, writer: HashingWriter) {
-        let path = directory.appending(name)
-        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        try #require(fd >= 0)
-        let writer = HashingWriter(descriptor: fd, path: path, directIO: directIO)
+        let (writer, fd, path) = try openWriter(in: directory, name: name, directIO: directIO)
         var offset = 0
         var piece = 0
         try content.withUnsafeBytes { bytes in
@@ -76,11 +82,8 @@ import Glibc
 
     @Test func directIOLastsWhileEveryWriteIsAligned() async throws {
         try await TemporaryDirectory.with { directory in
-            let path = directory.appending("aligned.part")
-            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            try #require(fd >= 0)
+            let (writer, fd, path) = try openWriter(in: directory, name: "aligned.part", directIO: true)
             defer { _ = close(fd) }
-            let writer = HashingWriter(descriptor: fd, path: path, directIO: true)
             // Where the filesystem refuses O_DIRECT the writer starts (and stays) buffered.
             let startedDirect = writer.writesDirectly
             let content = fixtureBytes(count: HashingWriter.chunkSize * 2, seed: 9)
@@ -102,11 +105,8 @@ import Glibc
 
     @Test func aWriterAskedForBufferedWritesNeverUsesDirectIO() async throws {
         try await TemporaryDirectory.with { directory in
-            let path = directory.appending("buffered.part")
-            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            try #require(fd >= 0)
+            let (writer, fd, _) = try openWriter(in: directory, name: "buffered.part", directIO: false)
             defer { _ = close(fd) }
-            let writer = HashingWriter(descriptor: fd, path: path, directIO: false)
             #expect(!writer.writesDirectly)
         }
     }
