@@ -1,0 +1,127 @@
+import Synchronization
+import Testing
+@testable import Transfer
+
+/// The writer threads: per-lane order, concurrency across lanes, waiting.
+@Suite struct WriterPoolTests {
+    private final class Log: Sendable {
+        let entries = Mutex<[Int: [Int]]>([:])
+        /// Jobs of each lane running right now, and whether two ever ran at once.
+        let active = Mutex<[Int: Int]>([:])
+        let overlapped = Mutex(false)
+
+        func run(lane: Int, _ value: Int) {
+            let alreadyRunning = active.withLock { active -> Bool in
+                active[lane, default: 0] += 1
+                return active[lane] != 1
+            }
+            if alreadyRunning { overlapped.withLock { $0 = true } }
+            // Long enough for another thread to pick up the same lane if it could.
+            let until = ContinuousClock.now + .microseconds(20)
+            while ContinuousClock.now < until {}
+            entries.withLock { $0[lane, default: []].append(value) }
+            active.withLock { $0[lane, default: 1] -= 1 }
+        }
+    }
+
+    @Test func eachLaneRunsItsJobsOneAtATimeInOrderWhileLanesShareTheThreads() {
+        let pool = WriterPool(threads: 3)
+        let log = Log()
+        let lanes = (0..<8).map { _ in pool.lane() }
+        // Jobs of all lanes interleaved, as many bodies' chunks are, and posted
+        // while earlier ones run, so each lane is picked up again and again.
+        for step in 0..<100 {
+            for (index, lane) in lanes.enumerated() {
+                lane.async { log.run(lane: index, step) }
+            }
+            if step % 10 == 0 {
+                let until = ContinuousClock.now + .microseconds(200)
+                while ContinuousClock.now < until {}
+            }
+        }
+        for lane in lanes { lane.sync() }
+        let entries = log.entries.withLock { $0 }
+        #expect(entries.count == 8)
+        for index in 0..<8 {
+            #expect(entries[index] == Array(0..<100), "lane \(index)")
+        }
+        #expect(!log.overlapped.withLock { $0 })
+    }
+
+    @Test func aLaneNeverRunsTwoJobsAtOnceThoughThreadsAreFree() {
+        // One busy lane and idle threads: the case where a second thread
+        // could wrongly pick the lane up while its first job runs.
+        let pool = WriterPool(threads: 3)
+        let log = Log()
+        let lane = pool.lane()
+        for step in 0..<400 { lane.async { log.run(lane: 0, step) } }
+        lane.sync()
+        #expect(log.entries.withLock { $0[0] } == Array(0..<400))
+        #expect(!log.overlapped.withLock { $0 })
+    }
+
+    @Test func syncReturnsTheResultAfterEveryEarlierJob() {
+        let pool = WriterPool(threads: 2)
+        let lane = pool.lane()
+        let counter = Mutex(0)
+        for _ in 0..<1000 { lane.async { counter.withLock { $0 += 1 } } }
+        #expect(lane.sync { counter.withLock { $0 } } == 1000)
+    }
+
+    @Test func aBusyLaneDoesNotHoldUpAnother() {
+        let pool = WriterPool(threads: 2)
+        let slow = pool.lane()
+        let gate = Mutex(false)
+        // One lane's job waits for a gate that only a job on another lane opens:
+        // with lanes served by different threads, that job still runs.
+        slow.async {
+            while !gate.withLock({ $0 }) {}
+        }
+        let other = pool.lane()
+        other.async { gate.withLock { $0 = true } }
+        other.sync()
+        slow.sync()
+        #expect(gate.withLock { $0 })
+    }
+}
+
+/// The chunk pool: sizes, the budget, reuse.
+@Suite struct ChunkPoolTests {
+    @Test func chunksAreSizedToWhatTheBodyStillHasToSend() {
+        #expect(ChunkPool.size(forRemaining: nil) == ChunkPool.largest)
+        #expect(ChunkPool.size(forRemaining: 1) == 4096)
+        #expect(ChunkPool.size(forRemaining: 4096) == 4096)
+        #expect(ChunkPool.size(forRemaining: 4097) == 8192)
+        #expect(ChunkPool.size(forRemaining: 65_536) == 65_536)
+        #expect(ChunkPool.size(forRemaining: 100_000) == 131_072)
+        #expect(ChunkPool.size(forRemaining: 10_000_000) == ChunkPool.largest)
+    }
+
+    @Test func theBudgetBoundsChunksInUseAndGivingBackFreesIt() throws {
+        let pool = ChunkPool(byteBudget: 1 << 20)
+        var taken: [Chunk] = []
+        while let chunk = pool.take(size: 64 << 10) { taken.append(chunk) }
+        #expect(taken.count == 16)
+        #expect(pool.bytesInUse == 1 << 20)
+        #expect(pool.take(size: 4096) == nil)
+        let returned = taken.removeLast()
+        pool.give(returned)
+        let again = try #require(pool.take(size: 64 << 10))
+        // The chunk given back is the one handed out again: its pages stay warm.
+        #expect(again.memory.baseAddress == returned.memory.baseAddress)
+        taken.append(again)
+        for chunk in taken { pool.give(chunk) }
+        #expect(pool.bytesInUse == 0)
+        #expect(pool.take(size: ChunkPool.largest) != nil)
+    }
+
+    @Test func aChunkIsAlignedForDirectIO() throws {
+        let pool = ChunkPool(byteBudget: 1 << 20)
+        for size in [4096, 65_536, ChunkPool.largest] {
+            let chunk = try #require(pool.take(size: size))
+            #expect(chunk.size == size)
+            #expect(Int(bitPattern: chunk.memory.baseAddress) % HashingWriter.directAlignment == 0)
+            pool.give(chunk)
+        }
+    }
+}
