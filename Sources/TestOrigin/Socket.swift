@@ -12,11 +12,18 @@ enum Socket {
 
     /// A listening TCP socket on 127.0.0.1:`port` (0 = any free port) and the port it got.
     static func listen(port: UInt16) throws -> (fd: Int32, port: UInt16) {
+        try bind(port: port, listening: true)
+    }
+
+    /// A TCP socket bound to 127.0.0.1:`port` (0 = any free port) and the port it
+    /// got; listening or not. One that does not listen refuses every connection
+    /// and, without SO_REUSEADDR, keeps any other socket off its port.
+    static func bind(port: UInt16, listening: Bool) throws -> (fd: Int32, port: UInt16) {
         // CLOEXEC: tests spawn child processes (the CLI); they must not inherit our sockets.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestOriginError.system("socket", errno: errno) }
         do {
-            try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR")
+            if listening { try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR") }
 
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
@@ -24,11 +31,11 @@ enum Socket {
             address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian  // 127.0.0.1
             let bound = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
                 }
             }
             guard bound == 0 else { throw TestOriginError.system("bind to 127.0.0.1:\(port)", errno: errno) }
-            guard Glibc.listen(fd, 128) == 0 else { throw TestOriginError.system("listen", errno: errno) }
+            if listening, Glibc.listen(fd, 128) != 0 { throw TestOriginError.system("listen", errno: errno) }
 
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
             let named = withUnsafeMutablePointer(to: &address) {
@@ -103,4 +110,21 @@ enum Socket {
             throw TestOriginError.system("setsockopt(\(label))", errno: errno)
         }
     }
+}
+
+/// A loopback port that nothing listens on for as long as this object lives:
+/// a connection to it is refused at once. Unlike a port that was listened on
+/// and closed, no other server (another test's origin) can be given it meanwhile.
+public final class ReservedPort: Sendable {
+    public let port: UInt16
+    private let fd: Int32
+
+    public init() throws {
+        (fd, port) = try Socket.bind(port: 0, listening: false)
+    }
+
+    deinit { close(fd) }
+
+    /// `http://127.0.0.1:<port><path>`.
+    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 }

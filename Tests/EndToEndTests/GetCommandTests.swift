@@ -105,14 +105,15 @@ import TestSupport
 
     @Test func aDeadHostFailsWithAClearLine() async throws {
         try await TemporaryDirectory.with { directory in
-            let closed = try TestOrigin()
+            // A port nobody listens on, held so that no other test's origin gets it.
+            let closed = try ReservedPort()
             let url = closed.url("/x.jpg")
-            closed.shutdown()
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0", url])
             #expect(result.status == 1)
             let line = try #require(result.stderrLines.first { $0.hasPrefix("mediafetch: failed") })
             #expect(line.contains(url))
             #expect(line.lowercased().contains("connect"))
+            withExtendedLifetime(closed) {}
         }
     }
 

@@ -274,10 +274,9 @@ import TestSupport
 
     @Test func aDeadHostFailsWithAConnectionError() async throws {
         _ = try await withEngine(retries: 1) { _, engine, _ in
-            // A port nobody listens on: bind one, note it, close it.
-            let closed = try TestOrigin()
+            // A port nobody listens on, held so that no other test's origin gets it.
+            let closed = try ReservedPort()
             let url = closed.url("/x")
-            closed.shutdown()
             do {
                 _ = try await engine.download(url)
                 Issue.record("download from a closed port succeeded")
@@ -285,6 +284,7 @@ import TestSupport
                 #expect(error.kind == .network(curlCode: 7))
                 #expect(error.message.lowercased().contains("connect"))
             }
+            withExtendedLifetime(closed) {}
         }
     }
 
