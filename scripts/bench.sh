@@ -4,8 +4,9 @@
 # Usage: scripts/bench.sh [-h|--help]
 #
 # Serves generated files from nginx on 127.0.0.1 and downloads every workload
-# with each tool in turn (mediafetch, curl, aria2c, then again), so all three see
-# the same machine state. Prints a table of wall time, CPU time and peak RSS, writes
+# with each tool in turn (mediafetch, curl, curl+sync, aria2c, then again), so all
+# see the same machine state. curl+sync is curl then sync(1): curl's cost with its
+# files on disk at the end, as mediafetch's are; it is shown for context. Prints a table of wall time, CPU time and peak RSS, writes
 # the same numbers as JSON lines to $BENCH_DIR/results.jsonl.
 #
 # This measures; it does not judge. It exits 0 when every tool run succeeded,
@@ -43,7 +44,9 @@ SMALL_COUNT="${SMALL_COUNT:-2000}"
 SMALL_SIZE_KB="${SMALL_SIZE_KB:-64}"
 LARGE_COUNT="${LARGE_COUNT:-8}"
 LARGE_SIZE_MB="${LARGE_SIZE_MB:-64}"
-TOOLS=(mediafetch curl aria2c)
+# curl+sync is curl followed by sync(1): what curl costs when its files are on
+# disk at the end, as mediafetch's are (context, not the target: the target is plain curl).
+TOOLS=(mediafetch curl curl+sync aria2c)
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
@@ -238,9 +241,10 @@ command_for() { # tool workload dest
         mediafetch)
             CMD=("$MEDIAFETCH" get --cache "$3" --input-file "$urls"
                 --jobs "$JOBS" --per-host "$JOBS" --progress none) ;;
-        curl)
+        curl | curl+sync)
             CMD=(curl --parallel --parallel-max "$JOBS" --silent --show-error --fail
-                --output-dir "$3" --config "$BENCH_DIR/$2.curl") ;;
+                --output-dir "$3" --config "$BENCH_DIR/$2.curl")
+            [[ $1 == curl ]] || CMD=(bash -c '"$@" && sync' curl+sync "${CMD[@]}") ;;
         aria2c)
             # -x 1 / --split=1: one connection per file, like the other two;
             # -j caps the transfers (so the connections) at JOBS.
@@ -327,7 +331,7 @@ path = sys.argv[1]
 records = [json.loads(line) for line in open(path)]
 meta = next(r for r in records if r["type"] == "meta")
 runs = [r for r in records if r["type"] == "run"]
-tools = ["mediafetch", "curl", "aria2c"]
+tools = ["mediafetch", "curl", "curl+sync", "aria2c"]
 workloads = list(dict.fromkeys(r["workload"] for r in runs))
 
 def size(n):
@@ -367,14 +371,14 @@ for w in workloads:
                           "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
                           "median_peak_rss_mib": round(rss, 1), "median_cpu_s": round(cpu, 2), "median_mib_per_s": round(rate, 1)})
     ratios = {}
-    for other in ("curl", "aria2c"):
+    for other in ("curl", "aria2c", "curl+sync"):
         if "mediafetch" in medians and medians.get(other):
             ratios[other] = medians["mediafetch"] / medians[other]
     if ratios:
         print("  mediafetch median / " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items())
               + "  (below 1: mediafetch faster)")
         summaries.append({"type": "ratio", "run_id": meta["run_id"], "workload": w,
-                          **{f"mediafetch_over_{k}": round(v, 3) for k, v in ratios.items()}})
+                          **{f"mediafetch_over_{k.replace('+', '_')}": round(v, 3) for k, v in ratios.items()}})
 with open(path, "a") as f:
     for s in summaries:
         f.write(json.dumps(s, separators=(",", ":")) + "\n")
