@@ -60,9 +60,12 @@ final class Ingestor: Sendable {
     }
 
     /// A group gathers for up to this long after its first item, or until it
-    /// holds `groupSize` items: fewer, larger groups mean fewer filesystem
-    /// flushes and journal commits, and the latency is invisible to the user.
-    private static let gatherMilliseconds = 100
+    /// holds `groupSize` items. Under load a group also takes everything that
+    /// finished while the previous one was being committed, so groups grow by
+    /// themselves; a short gather keeps the last group small, and the run,
+    /// which ends only when that group is durable, ends sooner (2000 small
+    /// bodies: the final commit took 17–20 ms with 100 ms, 1–14 ms with 10 ms).
+    private static let gatherMilliseconds = 10
     private static let groupSize = 512
 
     private func run() {
