@@ -27,6 +27,8 @@ let package = Package(
 
         // syncfs(2), renameat2(2) and sync_file_range(2), which Swift's Glibc module does not export.
         .target(name: "CFileSync"),
+        // sqlite3_db_config, which is variadic (Swift does not call those); the system libsqlite3.
+        .target(name: "CSQLiteTuning", linkerSettings: [.linkedLibrary("sqlite3")]),
 
         // The transfer engine: libcurl multi on one thread, scheduler, retry, resume.
         .target(
@@ -37,6 +39,7 @@ let package = Package(
             name: "ContentStore",
             dependencies: [
                 "CFileSync",
+                "CSQLiteTuning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),

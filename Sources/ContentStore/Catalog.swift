@@ -1,3 +1,4 @@
+import CSQLiteTuning
 import Foundation
 import GRDB
 
@@ -29,6 +30,11 @@ public final class Catalog: Sendable {
         // finds again by its hash.
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // No checkpoint on close: every run would end with two fsyncs and
+            // a copy of the WAL (see mf_sqlite_skip_checkpoint_on_close).
+            if let connection = db.sqliteConnection {
+                _ = mf_sqlite_skip_checkpoint_on_close(UnsafeMutableRawPointer(connection))
+            }
         }
         // Two processes opening a new cache at once would race: switching a
         // new file to WAL takes an exclusive lock that SQLite reports as busy

@@ -87,6 +87,20 @@ import TestSupport
         }
     }
 
+    @Test func closingLeavesTheWALForTheNextOpenerAndLosesNothing() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            do {
+                let catalog = try Catalog(path: path)
+                try catalog.record([record("http://h/1", "c", hashA), record("http://h/2", "c", hashB)])
+            }
+            // Closed without a checkpoint: the committed rows are still in the WAL.
+            #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+            let reopened = try Catalog(path: path)
+            #expect(try reopened.entries().map(\.url) == ["http://h/1", "http://h/2"])
+        }
+    }
+
     @Test func twoCatalogsOnOneFileWriteConcurrently() async throws {
         try await TemporaryDirectory.with { directory in
             // Like two mediafetch processes sharing a cache.
