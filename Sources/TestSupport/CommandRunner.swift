@@ -60,6 +60,12 @@ public final class RunningCommand: @unchecked Sendable {
         self.process = process
         let out = Pipe()
         let err = Pipe()
+        // Close-on-exec: a process another test starts meanwhile must not
+        // inherit these (the child gets its own copies as stdout and stderr),
+        // or reading them to the end would wait for that process too.
+        for handle in [out.fileHandleForReading, out.fileHandleForWriting, err.fileHandleForReading, err.fileHandleForWriting] {
+            _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        }
         process.standardOutput = out
         process.standardError = err
         try process.run()

@@ -18,6 +18,15 @@ import TestSupport
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else: tests run in parallel, and a descriptor open elsewhere in
+        // this process (another test's output pipe) would otherwise live on in the
+        // tmux server and its pane, and that test would wait for them.
+        // (posix_spawn_file_actions_addclosefrom_np is not exported to Swift:
+        // close what is open now; a descriptor closed meanwhile is skipped.)
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for fd in open.compactMap(Int32.init) where fd > 2 {
+            posix_spawn_file_actions_addclose(&actions, fd)
+        }
         var cArguments = argv.map { strdup($0) } + [nil]
         var cEnvironment = environment.map { strdup($0) } + [nil]
         defer {
