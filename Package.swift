@@ -63,7 +63,11 @@ let package = Package(
 
         .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport"]),
         .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore", "TestSupport"]),
-        .testTarget(name: "MediaFetchTests", dependencies: ["MediaFetch", "TestOrigin", "TestSupport"]),
+        .testTarget(name: "MediaFetchTests", dependencies: [
+            "MediaFetch", "TestOrigin", "TestSupport",
+            // A second catalog writer that holds the lock, as another process would.
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "TestSupport", "mediafetch"]),
     ]
 )

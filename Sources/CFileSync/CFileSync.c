@@ -50,5 +50,6 @@ void mf_keep_transfer_buffers_warm(void) {
 #if defined(__GLIBC__)
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
     mallopt(M_TRIM_THRESHOLD, 16 << 20);
+    mallopt(M_ARENA_MAX, 2);
 #endif
 }

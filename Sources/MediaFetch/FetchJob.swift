@@ -205,9 +205,9 @@ public final class FetchJob: Sendable {
             sha256: body.sha256, size: body.size, contentType: body.contentType,
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size)
-        // The group commit happens on the ingest thread; this task is done and
-        // its window slot goes to the next download.
-        ingestor.submit(blob, record) { [self] result in
+        // The group commit happens on the ingest thread; this worker goes on to
+        // the next download (waiting first only while the ingest queue is full).
+        await ingestor.submit(blob, record) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()
             switch result {

@@ -72,7 +72,8 @@ public final class TransferEngine: Sendable {
     /// Process-wide settings for a program whose main work is transfers; call
     /// once at start-up, before any engine runs. Today: glibc's allocator
     /// keeps libcurl's per-transfer receive buffers on warm heap pages rather
-    /// than mapping fresh ones for every transfer (see `mf_keep_transfer_buffers_warm`).
+    /// than mapping fresh ones for every transfer, and uses two heap arenas
+    /// rather than one per thread (see `mf_keep_transfer_buffers_warm`).
     public static func prepareProcess() {
         mf_keep_transfer_buffers_warm()
     }

@@ -1,6 +1,7 @@
 import ContentStore
 import Crypto
 import Foundation
+import GRDB
 import Synchronization
 import Testing
 import TestSupport
@@ -9,6 +10,57 @@ import TestSupport
 @Suite struct IngestorTests {
     private final class Outcomes: Sendable {
         let results = Mutex<[String: Bool]>([:])
+    }
+
+    /// A blob in the cache's temporary directory and its record.
+    private func staged(_ index: Int, in cache: MediaCache) throws -> (StagedBlob, IngestRecord) {
+        let content = fixtureBytes(count: 1000 + index, seed: UInt64(index))
+        let path = cache.store.temporaryDirectory + "/item-\(index).done"
+        try content.write(to: URL(fileURLWithPath: path))
+        let hash = SHA256.hash(data: content).map { String(format: "%02x", $0) }.joined()
+        let blob = StagedBlob(path: path, sha256: hash, size: Int64(content.count))
+        return (blob, IngestRecord(url: "http://h/\(index)", collection: "c", kind: .file, sha256: hash, size: blob.size))
+    }
+
+    @Test func submittersWaitWhileTheQueueIsFullAndGoOnWhenItDrains() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            // Another writer holds the catalog, as a second process might: the
+            // ingest thread's commit waits for it, and the queue fills up.
+            var holding = Configuration()
+            holding.allowsUnsafeTransactions = true // the transaction spans two accesses
+            let other = try DatabaseQueue(path: cache.root + "/catalog.sqlite", configuration: holding)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            let ingestor = Ingestor(cache: cache, maxPending: 4)
+            let outcomes = Outcomes()
+            func submit(_ index: Int) async throws {
+                let (blob, record) = try staged(index, in: cache)
+                await ingestor.submit(blob, record) { result in
+                    outcomes.results.withLock { $0["\(index)"] = (try? result.get()) != nil }
+                }
+            }
+
+            try await submit(0)
+            // The ingest thread takes it as a group and waits on the lock with it.
+            while ingestor.pendingCount > 0 { try await Task.sleep(for: .milliseconds(5)) }
+            for index in 1...4 { try await submit(index) }
+            #expect(ingestor.pendingCount == 4)
+            let queuedFifth = Mutex(false)
+            let fifth = Task {
+                try await submit(5)
+                queuedFifth.withLock { $0 = true }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(!queuedFifth.withLock { $0 }, "the fifth item was queued past the limit")
+            #expect(ingestor.pendingCount == 4)
+
+            // The other writer lets go: the waiting submitter goes on and everything is stored.
+            try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+            try await fifth.value
+            ingestor.finish()
+            #expect(outcomes.results.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0...5).map { ("\($0)", true) }))
+            #expect(try cache.catalog.entries().count == 6)
+        }
     }
 
     @Test func oneBadItemDoesNotSinkItsGroup() async throws {
@@ -28,7 +80,7 @@ import TestSupport
             for (name, blob) in [("bad", bad), ("good", good)] {
                 let record = IngestRecord(url: "http://h/\(name)", collection: "c", kind: .file,
                                           sha256: blob.sha256, size: blob.size)
-                ingestor.submit(blob, record) { result in
+                await ingestor.submit(blob, record) { result in
                     outcomes.results.withLock { $0[name] = (try? result.get()) != nil }
                 }
             }

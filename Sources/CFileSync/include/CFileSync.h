@@ -33,7 +33,11 @@ int mf_set_direct_io(int fd, int enabled);
 /// 1 MiB come from the heap instead of a fresh mmap each, and the heap is not
 /// trimmed after every free. libcurl allocates a transfer's receive buffer
 /// when it starts and frees it when it ends; this keeps those pages warm
-/// instead of faulting in new ones per transfer. No-op off glibc.
+/// instead of faulting in new ones per transfer. It also caps glibc at two
+/// heap arenas: each of the process's ten or so threads would otherwise get
+/// an arena of its own, each keeping what it once held (32,000 small files:
+/// peak RSS 74 MiB with the default, 57 MiB with two, at the same speed).
+/// No-op off glibc.
 void mf_keep_transfer_buffers_warm(void);
 
 #endif
