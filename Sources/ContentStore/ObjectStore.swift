@@ -93,6 +93,12 @@ public final class ObjectStore: BlobStore {
             guard let target = path(for: blob.sha256) else {
                 throw StoreError("not a SHA-256 name: \(blob.sha256)")
             }
+            if access(target, F_OK) == 0 {
+                // Same bytes already stored (from another URL, collection or
+                // process): drop the copy without a chmod and a rename that fails.
+                _ = unlink(blob.path)
+                continue
+            }
             let directory = String(target.dropLast(sha256Length + 1))
             if !knownDirectories.withLock({ $0.contains(directory) }) { try makeDirectory(directory) }
             // Objects are immutable: read-only for everyone.
@@ -105,7 +111,7 @@ public final class ObjectStore: BlobStore {
             }
             if !moved {
                 guard errno == EEXIST else { throw StoreError.system("cannot move into the store", blob.path) }
-                // Same bytes already stored (from another URL, collection or process).
+                // Stored by another process since the check above.
                 _ = unlink(blob.path)
                 continue
             }
