@@ -70,12 +70,23 @@ public final class TransferEngine: Sendable {
     }
 
     /// Process-wide settings for a program whose main work is transfers; call
-    /// once at start-up, before any engine runs. Today: glibc's allocator
-    /// keeps libcurl's per-transfer receive buffers on warm heap pages rather
-    /// than mapping fresh ones for every transfer, and uses two heap arenas
-    /// rather than one per thread (see `mf_keep_transfer_buffers_warm`).
+    /// once at start-up, before any engine runs. glibc's allocator keeps
+    /// libcurl's per-transfer receive buffers on warm heap pages rather than
+    /// mapping fresh ones for every transfer, and uses two heap arenas rather
+    /// than one per thread (see `mf_keep_transfer_buffers_warm`). The soft
+    /// limit on open files is raised to the hard one (at most 65,536): finished
+    /// bodies keep their descriptor until stored (see `maxHeldFinishedBodies`),
+    /// and a desktop's usual soft limit of 1,024 would cap that at 256.
     public static func prepareProcess() {
         mf_keep_transfer_buffers_warm()
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            let wanted = min(limit.rlim_max, 65_536)
+            if limit.rlim_cur < wanted {
+                limit.rlim_cur = wanted
+                _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            }
+        }
     }
 
     /// Removes what crashed or killed runs left in the partial directory
