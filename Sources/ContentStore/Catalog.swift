@@ -24,10 +24,11 @@ public final class Catalog: Sendable {
         configuration.busyMode = .timeout(60)
         configuration.foreignKeysEnabled = true
         // WAL with synchronous=NORMAL: a commit is atomic and consistent without
-        // an fsync of its own. A power cut may lose the last commits, never
-        // corrupt the file; rows only ever point at objects already flushed,
-        // so what is lost is a record of a stored object, which the next run
-        // finds again by its hash.
+        // an fsync of its own; the store's next group flush, or `makeDurable`
+        // at the end of a job, makes it durable. A power cut before that may
+        // lose the last commits, never corrupt the file; rows only ever point
+        // at objects already flushed, so what is lost is a record of a stored
+        // object: the next run downloads that URL again and stores nothing new.
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             // No checkpoint on close: every run would end with two fsyncs and
@@ -45,6 +46,20 @@ public final class Catalog: Sendable {
         defer { if lock >= 0 { close(lock) } }
         database = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(database)
+    }
+
+    /// Makes every committed row durable now. Rows are committed without an
+    /// fsync each (WAL, synchronous=NORMAL) and closing does not checkpoint, so
+    /// a job calls this once when it ends; it syncs the WAL file, which holds
+    /// every commit since the last checkpoint (checkpoints sync themselves).
+    public func makeDurable() throws {
+        let fd = open(path + "-wal", O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return } // nothing committed since the last checkpoint
+            throw CatalogError.system("cannot open", path + "-wal")
+        }
+        defer { close(fd) }
+        if fsync(fd) != 0 { throw CatalogError.system("cannot flush", path + "-wal") }
     }
 
     /// Schema changes, in order. A released migration is never edited: add a new one.
@@ -231,5 +246,17 @@ public final class Catalog: Sendable {
             throw DatabaseError(message: "collection \(name) vanished")
         }
         return id
+    }
+}
+
+/// The catalog's files cannot be opened or flushed.
+public struct CatalogError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+
+    static func system(_ what: String, _ path: String) -> CatalogError {
+        let code = errno
+        return CatalogError("\(what) \(path): \(String(cString: strerror(code)))")
     }
 }

@@ -115,8 +115,9 @@ public final class FetchJob: Sendable {
             throw error
         }
         engine.shutdown()
-        ingestor.finish()
+        let closingError = ingestor.finish()
         await forwarding.value
+        if let closingError { throw closingError }
 
         var report = state.withLock { state -> FetchReport in
             state.report.seconds = (clock.now - started).seconds

@@ -24,6 +24,10 @@ final class Ingestor: Sendable {
         var pending: [Pending] = []
         var failures: [FailureRecord] = []
         var stopping = false
+        /// The thread has taken its last items: later ones are refused.
+        var exited = false
+        /// Why the end of the run could not be made durable, if it could not.
+        var closingError: CacheError?
         /// Submitters waiting for room.
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
@@ -53,15 +57,23 @@ final class Ingestor: Sendable {
                 completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) async {
         let item = Pending(blob: blob, record: record, completion: completion)
         while true {
-            let queued = queue.withLock { queue -> Int? in
-                guard queue.pending.count < maxPending || queue.stopping else { return nil }
+            let admission = queue.withLock { queue -> Admission in
+                if queue.exited { return .closed }
+                guard queue.pending.count < maxPending || queue.stopping else { return .full }
                 queue.pending.append(item)
-                return queue.pending.count
+                return .queued(count: queue.pending.count)
             }
-            if let count = queued {
+            switch admission {
+            case .queued(let count):
                 // Only the first item of a group and a full group need the thread awake.
                 if count == 1 || count == Self.groupSize { wake.signal() }
                 return
+            case .closed:
+                // After `finish` nothing is taken any more: say so rather than drop it.
+                item.completion(.failure(CacheError("cannot store \(record.url): the run is over")))
+                return
+            case .full:
+                break
             }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 // Checked again under the lock: the thread may have taken a group meanwhile.
@@ -75,6 +87,12 @@ final class Ingestor: Sendable {
         }
     }
 
+    private enum Admission {
+        case queued(count: Int)
+        case full
+        case closed
+    }
+
     /// Items waiting for the ingest thread (for tests).
     var pendingCount: Int { queue.withLock { $0.pending.count } }
 
@@ -84,8 +102,10 @@ final class Ingestor: Sendable {
         wake.signal()
     }
 
-    /// Commits what is queued and stops the thread.
-    func finish() {
+    /// Commits what is queued, makes the catalog durable, and stops the
+    /// thread. Returns why the catalog could not be made durable, if so.
+    @discardableResult
+    func finish() -> CacheError? {
         let waiters = queue.withLock { queue -> [CheckedContinuation<Void, Never>] in
             queue.stopping = true
             defer { queue.waiters.removeAll() }
@@ -94,6 +114,7 @@ final class Ingestor: Sendable {
         for waiter in waiters { waiter.resume() }
         wake.signal()
         exited.wait()
+        return queue.withLock { $0.closingError }
     }
 
     /// A group gathers for up to this long after its first item, or until it
@@ -129,10 +150,20 @@ final class Ingestor: Sendable {
             if stopping {
                 // Anything queued after the drain above still gets committed.
                 let late = queue.withLock { queue in
-                    defer { queue.pending.removeAll(); queue.failures.removeAll() }
+                    defer {
+                        queue.pending.removeAll()
+                        queue.failures.removeAll()
+                        queue.exited = true
+                    }
                     return (queue.pending, queue.failures)
                 }
                 if !late.0.isEmpty || !late.1.isEmpty { commit(late.0, late.1) }
+                // The objects are durable group by group; the last rows only now.
+                do {
+                    try cache.catalog.makeDurable()
+                } catch {
+                    queue.withLock { $0.closingError = CacheError("cannot make the catalog durable: \(error)") }
+                }
                 break
             }
         }

@@ -5,7 +5,10 @@ import Synchronization
 /// Chunks come in powers of two from 4 KiB to 256 KiB, sized to what a body
 /// still has to send, so a 64 KiB photo takes a 64 KiB chunk rather than
 /// 256 KiB, and four times as many small bodies fit in the same memory. The
-/// bytes of chunks in use never exceed `byteBudget`; `take` returns nil
+/// bytes of chunks in use never exceed `byteBudget`, which an engine raises to
+/// two of the largest chunks per transfer slot (each running transfer holds
+/// the chunk it is filling, so a smaller budget would starve the writers and
+/// push bytes inline onto the loop thread); `take` returns nil
 /// rather than wait (the loop thread must never block on another transfer).
 /// Returned chunks are kept for reuse, up to `byteBudget` bytes, so their
 /// pages stay warm; beyond that they are freed. Memory is thus bounded by
@@ -14,18 +17,25 @@ final class ChunkPool: Sendable {
     static let smallest = 4 << 10
     static let largest = 256 << 10
 
-    let byteBudget: Int
+    /// Bytes of chunks that may be in use at once.
+    var byteBudget: Int { state.withLock { $0.budget } }
 
     private struct State {
+        var budget: Int
         var bytesInUse = 0
         var spare: [Int: [Chunk]] = [:]
         var spareBytes = 0
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     init(byteBudget: Int) {
-        self.byteBudget = max(byteBudget, Self.largest)
+        state = Mutex(State(budget: max(byteBudget, Self.largest)))
+    }
+
+    /// Raises the budget to at least `bytes` (never lowers it: other engines may rely on it).
+    func ensureBudget(atLeast bytes: Int) {
+        state.withLock { $0.budget = max($0.budget, bytes) }
     }
 
     /// The chunk size for a body that still has `remaining` bytes to send
@@ -41,7 +51,7 @@ final class ChunkPool: Sendable {
     /// budget is spent; never waits.
     func take(size: Int) -> Chunk? {
         let reused = state.withLock { state -> (granted: Bool, chunk: Chunk?) in
-            guard state.bytesInUse + size <= byteBudget else { return (false, nil) }
+            guard state.bytesInUse + size <= state.budget else { return (false, nil) }
             state.bytesInUse += size
             guard let chunk = state.spare[size]?.popLast() else { return (true, nil) }
             state.spareBytes -= size
@@ -55,7 +65,7 @@ final class ChunkPool: Sendable {
     func give(_ chunk: Chunk) {
         let keep = state.withLock { state -> Bool in
             state.bytesInUse -= chunk.size
-            guard state.spareBytes + chunk.size <= byteBudget else { return false }
+            guard state.spareBytes + chunk.size <= state.budget else { return false }
             state.spare[chunk.size, default: []].append(chunk)
             state.spareBytes += chunk.size
             return true

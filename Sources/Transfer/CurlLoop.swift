@@ -271,7 +271,11 @@ final class CurlLoop: Sendable {
                 }
                 return (inbox.commands, inbox.shuttingDown)
             }
-            if stopping { break }
+            if stopping {
+                // Attempts posted just before the shutdown end as cancelled, like the rest.
+                for case .start(let attempt) in commands { Self.endCancelled(attempt) }
+                break
+            }
             for command in commands {
                 switch command {
                 case .start(let attempt): slots.enqueue(attempt, host: attempt.host)

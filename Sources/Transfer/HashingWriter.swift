@@ -71,11 +71,15 @@ final class HashingWriter: @unchecked Sendable {
     /// The digest (or the failure) once `seal` has run on the queue.
     private var sealed: Result<String, TransferError>?
 
+    /// The chunks this writer fills (the shared pool, but for tests).
+    private let pool: ChunkPool
+
     /// `directIO` asks for writes that bypass the page cache; it takes
     /// effect where the filesystem supports it, and only for an empty file.
-    init(descriptor: Int32, path: String, directIO: Bool) {
+    init(descriptor: Int32, path: String, directIO: Bool, pool: ChunkPool = HashingWriter.pool) {
         self.descriptor = descriptor
         self.path = path
+        self.pool = pool
         direct = directIO && mf_set_direct_io(descriptor, 1) == 0
     }
 
@@ -91,7 +95,7 @@ final class HashingWriter: @unchecked Sendable {
         var rest = bytes
         var remaining = expectedRemaining.map { max($0, Int64(bytes.count)) }
         while !rest.isEmpty {
-            guard let chunk = filling ?? Self.pool.take(size: ChunkPool.size(forRemaining: remaining)) else {
+            guard let chunk = filling ?? pool.take(size: ChunkPool.size(forRemaining: remaining)) else {
                 // Every chunk is in use: rather than wait on other transfers
                 // (which need this very thread to progress), finish this
                 // writer's queued work and handle the bytes inline.
@@ -130,7 +134,7 @@ final class HashingWriter: @unchecked Sendable {
 
     /// On the queue: hashes and writes a chunk's bytes, then frees the chunk.
     private func writeChunk(_ chunk: Chunk, count: Int) {
-        defer { Self.pool.give(chunk) }
+        defer { pool.give(chunk) }
         guard failure.withLock({ $0 }) == nil else { return }
         if let error = hashAndWrite(UnsafeRawBufferPointer(rebasing: chunk.memory[0..<count])) {
             failure.withLock { $0 = error }
@@ -160,7 +164,7 @@ final class HashingWriter: @unchecked Sendable {
 
     /// Forgets every byte: the file is emptied and the hash starts over.
     func reset() {
-        if let last = takeFilling() { Self.pool.give(last.chunk) }
+        if let last = takeFilling() { pool.give(last.chunk) }
         drain()
         sealed = nil
         hasher = SHA256()
@@ -219,15 +223,15 @@ final class HashingWriter: @unchecked Sendable {
                 && Int(bitPattern: base + offset) % alignment == 0 && length >= alignment
             if directNow {
                 length &= ~(alignment - 1)
-            } else if direct {
-                stopDirectIO(at: written + Int64(offset))
+            } else if direct, let error = stopDirectIO(at: written + Int64(offset)) {
+                return error
             }
             let count = systemWrite(descriptor, base + offset, length)
             if count < 0 {
                 if errno == EINTR { continue }
                 if directNow, errno == EINVAL {
                     // This filesystem or device wants another alignment: the page cache it is.
-                    stopDirectIO(at: written + Int64(offset))
+                    if let error = stopDirectIO(at: written + Int64(offset)) { return error }
                     continue
                 }
                 let code = errno
@@ -241,11 +245,17 @@ final class HashingWriter: @unchecked Sendable {
     }
 
     /// From `position` on, bytes go through the page cache; what came before
-    /// is on the device already and needs no writeback.
-    private func stopDirectIO(at position: Int64) {
+    /// is on the device already and needs no writeback. Returns an error when
+    /// the descriptor cannot leave direct I/O (then no unaligned write can succeed).
+    private func stopDirectIO(at position: Int64) -> TransferError? {
+        guard mf_set_direct_io(descriptor, 0) == 0 else {
+            let code = errno
+            return TransferError(.fileSystem(errno: code),
+                                 "cannot switch \(path) from direct to buffered writes: \(String(cString: strerror(code)))")
+        }
         direct = false
-        _ = mf_set_direct_io(descriptor, 0)
         writebackStarted = position
+        return nil
     }
 
     /// A large body's writeback is started every this many bytes, from the

@@ -62,6 +62,7 @@ public final class TransferEngine: Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
         loop = try CurlLoop(configuration: configuration, events: eventSink)
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
+        HashingWriter.pool.ensureBudget(atLeast: 2 * configuration.maxConcurrentTransfers * ChunkPool.largest)
     }
 
     deinit {

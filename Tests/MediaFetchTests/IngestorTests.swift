@@ -63,6 +63,21 @@ import TestSupport
         }
     }
 
+    @Test func anItemSubmittedAfterTheRunEndedFailsInsteadOfVanishing() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let ingestor = Ingestor(cache: cache)
+            #expect(ingestor.finish() == nil)
+            let (blob, record) = try staged(1, in: cache)
+            let outcome = Mutex<String?>(nil)
+            await ingestor.submit(blob, record) { result in
+                if case .failure(let error) = result { outcome.withLock { $0 = error.message } }
+            }
+            #expect(outcome.withLock { $0 } == "cannot store http://h/1: the run is over")
+            #expect(try cache.catalog.entries().isEmpty)
+        }
+    }
+
     @Test func oneBadItemDoesNotSinkItsGroup() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))

@@ -103,6 +103,35 @@ import Glibc
         }
     }
 
+    @Test func aWriterThatFindsNoFreeChunkCatchesUpInlineAndLosesNoByte() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("inline.part")
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            try #require(fd >= 0)
+            defer { _ = close(fd) }
+            // A pool with room for one chunk: the second chunk's bytes go inline.
+            let pool = ChunkPool(byteBudget: ChunkPool.largest)
+            let writer = HashingWriter(descriptor: fd, path: path, directIO: true, pool: pool)
+            let held = try #require(pool.take(size: ChunkPool.largest)) // another transfer's chunk
+            let content = fixtureBytes(count: 3 * ChunkPool.largest + 12_345, seed: 31)
+            content.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let count = min(16_384, bytes.count - offset)
+                    #expect(writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])) == nil)
+                    offset += count
+                }
+            }
+            let digest = try await writer.finish()
+            pool.give(held)
+            #expect(digest == sha256(content))
+            #expect(FileManager.default.contents(atPath: path) == content)
+            #expect(pool.bytesInUse == 0)
+            // curl's buffers are not aligned: bytes written inline leave direct I/O.
+            #expect(!writer.writesDirectly)
+        }
+    }
+
     @Test func aWriterAskedForBufferedWritesNeverUsesDirectIO() async throws {
         try await TemporaryDirectory.with { directory in
             let (writer, fd, _) = try openWriter(in: directory, name: "buffered.part", directIO: false)
