@@ -54,10 +54,9 @@ final class FileSink: BodySink {
         self.budget = budget
         self.maxFileSize = maxFileSize
         self.resumableThreshold = resumableThreshold
-        // Only an empty file starts with direct I/O: a resumed one has a
-        // tail that is not aligned, and is read back once to seed the hash.
-        self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path,
-                                    directIO: directIO && partial.resumable == nil)
+        // The writer uses direct I/O only from an empty file on: a resumed
+        // partial has a tail that is not aligned, and is read back once to seed the hash.
+        self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path, directIO: directIO)
         if let held = partial.resumable {
             // A partial left by an earlier run: its bytes are read once to
             // restore the hash state. Rare, and bounded by what is on disk.

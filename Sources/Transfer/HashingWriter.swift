@@ -74,13 +74,21 @@ final class HashingWriter: @unchecked Sendable {
     /// The chunks this writer fills (the shared pool, but for tests).
     private let pool: ChunkPool
 
-    /// `directIO` asks for writes that bypass the page cache; it takes
-    /// effect where the filesystem supports it, and only for an empty file.
+    /// Whether direct I/O may be used at all (it is used while the file is
+    /// written from its start with aligned chunks).
+    private let directAllowed: Bool
+
+    /// `directIO` allows writes that bypass the page cache; they are used
+    /// where the filesystem supports them, from an empty file on (a file with
+    /// bytes in it, a resumed partial, ends unaligned and is read back once).
     init(descriptor: Int32, path: String, directIO: Bool, pool: ChunkPool = HashingWriter.pool) {
         self.descriptor = descriptor
         self.path = path
         self.pool = pool
-        direct = directIO && mf_set_direct_io(descriptor, 1) == 0
+        directAllowed = directIO
+        var info = stat()
+        let empty = fstat(descriptor, &info) == 0 && info.st_size == 0
+        direct = directIO && empty && mf_set_direct_io(descriptor, 1) == 0
     }
 
     /// Whether the next write may still bypass the page cache (for tests).
@@ -173,6 +181,8 @@ final class HashingWriter: @unchecked Sendable {
         failure.withLock { $0 = nil }
         _ = ftruncate(descriptor, 0)
         _ = lseek(descriptor, 0, SEEK_SET)
+        // Empty again: the new body can go past the page cache from its first byte.
+        direct = directAllowed && mf_set_direct_io(descriptor, 1) == 0
     }
 
     /// Sends the last bytes and the request for the digest to the queue in

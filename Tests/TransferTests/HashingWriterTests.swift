@@ -132,6 +132,33 @@ import Glibc
         }
     }
 
+    @Test func aFileThatAlreadyHoldsBytesStartsBufferedAndAResetGoesBackToDirectIO() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Where the filesystem refuses O_DIRECT nothing here is direct; the bytes must still be exact.
+            let probe = try openWriter(in: directory, name: "probe.part", directIO: true)
+            let directWherePossible = probe.writer.writesDirectly
+            _ = close(probe.descriptor)
+
+            let path = directory.appending("held.part")
+            try Data(repeating: 7, count: 1000).write(to: URL(fileURLWithPath: path))
+            let fd = open(path, O_RDWR | O_CLOEXEC)
+            try #require(fd >= 0)
+            defer { _ = close(fd) }
+            _ = lseek(fd, 1000, SEEK_SET)
+            let writer = HashingWriter(descriptor: fd, path: path, directIO: true)
+            #expect(!writer.writesDirectly) // the held bytes end unaligned
+
+            writer.reset() // a 200 to a range request: the whole body again, from byte zero
+            #expect(writer.writesDirectly == directWherePossible)
+            let content = fixtureBytes(count: 2 * ChunkPool.largest + 99, seed: 41)
+            content.withUnsafeBytes { bytes in
+                #expect(writer.write(bytes, expectedRemaining: Int64(bytes.count)) == nil)
+            }
+            #expect(try await writer.finish() == sha256(content))
+            #expect(FileManager.default.contents(atPath: path) == content)
+        }
+    }
+
     @Test func aWriterAskedForBufferedWritesNeverUsesDirectIO() async throws {
         try await TemporaryDirectory.with { directory in
             let (writer, fd, _) = try openWriter(in: directory, name: "buffered.part", directIO: false)
