@@ -46,7 +46,7 @@ int mf_set_direct_io(int fd, int enabled) {
 #endif
 }
 
-void mf_keep_transfer_buffers_warm(void) {
+void mf_tune_allocator(void) {
 #if defined(__GLIBC__)
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
     mallopt(M_TRIM_THRESHOLD, 16 << 20);

@@ -56,10 +56,10 @@ public final class Catalog: Sendable {
         let fd = open(path + "-wal", O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return } // nothing committed since the last checkpoint
-            throw CatalogError.system("cannot open", path + "-wal")
+            throw StoreError.system("cannot open", path + "-wal")
         }
         defer { close(fd) }
-        if fsync(fd) != 0 { throw CatalogError.system("cannot flush", path + "-wal") }
+        if fsync(fd) != 0 { throw StoreError.system("cannot flush", path + "-wal") }
     }
 
     /// Schema changes, in order. A released migration is never edited: add a new one.
@@ -246,17 +246,5 @@ public final class Catalog: Sendable {
             throw DatabaseError(message: "collection \(name) vanished")
         }
         return id
-    }
-}
-
-/// The catalog's files cannot be opened or flushed.
-public struct CatalogError: Error, Sendable, CustomStringConvertible {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-
-    static func system(_ what: String, _ path: String) -> CatalogError {
-        let code = errno
-        return CatalogError("\(what) \(path): \(String(cString: strerror(code)))")
     }
 }

@@ -25,7 +25,7 @@ final class Ingestor: Sendable {
         var failures: [FailureRecord] = []
         var stopping = false
         /// The thread has taken its last items: later ones are refused.
-        var exited = false
+        var closed = false
         /// Why the end of the run could not be made durable, if it could not.
         var closingError: CacheError?
         /// Submitters waiting for room.
@@ -40,7 +40,7 @@ final class Ingestor: Sendable {
 
     /// `maxPending` is how many items may wait for the ingest thread before
     /// `submit` waits too; two full groups by default.
-    init(cache: MediaCache, maxPending: Int = 2 * 512) {
+    init(cache: MediaCache, maxPending: Int = 2 * groupSize) {
         self.cache = cache
         self.maxPending = max(1, maxPending)
         let thread = Thread { [self] in self.run() }
@@ -58,7 +58,7 @@ final class Ingestor: Sendable {
         let item = Pending(blob: blob, record: record, completion: completion)
         while true {
             let admission = queue.withLock { queue -> Admission in
-                if queue.exited { return .closed }
+                if queue.closed { return .closed }
                 guard queue.pending.count < maxPending || queue.stopping else { return .full }
                 queue.pending.append(item)
                 return .queued(count: queue.pending.count)
@@ -153,7 +153,7 @@ final class Ingestor: Sendable {
                     defer {
                         queue.pending.removeAll()
                         queue.failures.removeAll()
-                        queue.exited = true
+                        queue.closed = true
                     }
                     return (queue.pending, queue.failures)
                 }

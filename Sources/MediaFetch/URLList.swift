@@ -15,57 +15,42 @@ public enum URLList {
     /// so nothing is fetched from a half-understood file.
     ///
     /// Works on bytes (a list of thousands of URLs is read in a millisecond);
-    /// a line with any non-ASCII byte or another kind of line break goes through `Character`-level
-    /// splitting and trimming instead, so Unicode line separators and
-    /// whitespace are honoured as well.
+    /// a line with any non-ASCII byte or another kind of line break goes
+    /// through `Character`-level splitting and trimming instead, so Unicode
+    /// line separators and whitespace are honoured as well.
     public static func parse(_ text: String, source: String) throws(InputError) -> [String] {
         var urls: [String] = []
         var lineNumber = 0
-        var text = text
-        let lines: [(slice: Range<Int>, ascii: Bool)] = text.withUTF8 { bytes in
-            var lines: [(Range<Int>, Bool)] = []
-            var start = 0
-            var ascii = true
-            for index in 0...bytes.count {
-                if index == bytes.count || bytes[index] == 0x0A {
-                    if index > start || index < bytes.count { lines.append((start..<index, ascii)) }
-                    start = index + 1
-                    ascii = true
-                } else if bytes[index] >= 0x80 || bytes[index] == 0x0B || bytes[index] == 0x0C
-                            || (bytes[index] == 0x0D && index + 1 < bytes.count && bytes[index + 1] != 0x0A) {
-                    // Other line breaks (a lone CR, VT, FF, Unicode separators) and
-                    // Unicode blanks: the Character-level path handles those.
-                    ascii = false
-                }
+        func take(_ line: String) throws(InputError) {
+            lineNumber += 1
+            if line.isEmpty || line.hasPrefix("#") { return }
+            do {
+                urls.append(try RequestTarget(line).url)
+            } catch {
+                throw InputError("\(source):\(lineNumber): \(error.message)")
             }
-            return lines
         }
-        let utf8 = Array(text.utf8)
-        for (range, ascii) in lines {
-            var pieces: [Substring]
-            if ascii {
-                var lower = range.lowerBound
-                var upper = range.upperBound
-                while lower < upper, isBlank(utf8[lower]) { lower += 1 }
-                while upper > lower, isBlank(utf8[upper - 1]) { upper -= 1 }
-                pieces = [Substring(String(decoding: utf8[lower..<upper], as: UTF8.self))]
+        for line in Array(text.utf8).split(separator: 0x0A, omittingEmptySubsequences: false) {
+            // A CR other than the last byte (CRLF) is a line break of its own.
+            if line.allSatisfy(isPlain), !line.dropLast().contains(0x0D) {
+                var trimmed = line
+                while let first = trimmed.first, isBlank(first) { trimmed.removeFirst() }
+                while let last = trimmed.last, isBlank(last) { trimmed.removeLast() }
+                try take(String(decoding: trimmed, as: UTF8.self))
             } else {
                 // isNewline also splits CRLF, which Swift holds as one Character.
-                pieces = String(decoding: utf8[range], as: UTF8.self)
-                    .split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
-                    .map { Substring($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-            }
-            for line in pieces {
-                lineNumber += 1
-                if line.isEmpty || line.hasPrefix("#") { continue }
-                do {
-                    urls.append(try RequestTarget(String(line)).url)
-                } catch {
-                    throw InputError("\(source):\(lineNumber): \(error.message)")
+                for piece in String(decoding: line, as: UTF8.self)
+                    .split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
+                    try take(piece.trimmingCharacters(in: .whitespacesAndNewlines))
                 }
             }
         }
         return urls
+    }
+
+    /// ASCII other than the line breaks VT and FF: the byte-level path handles it.
+    private static func isPlain(_ byte: UInt8) -> Bool {
+        byte < 0x80 && byte != 0x0B && byte != 0x0C
     }
 
     /// Space, tab and carriage return (the end of a CRLF line).

@@ -31,7 +31,7 @@ import Darwin
 /// 4 KiB, and nothing is left for the store's flush to write back. What
 /// cannot be aligned (the last few bytes of a body, bytes written inline,
 /// a resumed file) goes through the page cache, and the file stays there
-/// from then on.
+/// until a `reset` empties it.
 ///
 /// `@unchecked Sendable`: `hasher`, `written`, `direct`, `sealed` and the file
 /// offset are touched on `queue` only, except inline catch-up and
@@ -42,10 +42,9 @@ import Darwin
 /// behind a mutex.
 final class HashingWriter: @unchecked Sendable {
     /// Chunks filling or waiting to be hashed and written, across every
-    /// transfer: 8 MiB, e.g. 32 chunks of 256 KiB or 128 small bodies of 64 KiB.
+    /// transfer: 8 MiB (32 chunks of 256 KiB, or 128 small bodies of 64 KiB),
+    /// raised by an engine with more than 16 slots (see `ChunkPool`).
     static let pool = ChunkPool(byteBudget: 8 << 20)
-    /// The largest chunk, the one a large body is written in.
-    static let chunkSize = ChunkPool.largest
     /// Direct I/O wants the buffer, the file offset and the length to be
     /// multiples of the device's block size; 4 KiB covers every common device.
     static let directAlignment = 4096

@@ -74,12 +74,12 @@ public final class TransferEngine: Sendable {
     /// once at start-up, before any engine runs. glibc's allocator keeps
     /// libcurl's per-transfer receive buffers on warm heap pages rather than
     /// mapping fresh ones for every transfer, and uses two heap arenas rather
-    /// than one per thread (see `mf_keep_transfer_buffers_warm`). The soft
+    /// than one per thread (see `mf_tune_allocator`). The soft
     /// limit on open files is raised to the hard one (at most 65,536): finished
     /// bodies keep their descriptor until stored (see `maxHeldFinishedBodies`),
     /// and a desktop's usual soft limit of 1,024 would cap that at 256.
     public static func prepareProcess() {
-        mf_keep_transfer_buffers_warm()
+        mf_tune_allocator()
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
             let wanted = min(limit.rlim_max, 65_536)

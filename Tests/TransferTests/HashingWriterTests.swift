@@ -15,12 +15,13 @@ import Glibc
     }
 
     /// A new empty file in `directory` and a writer for it; the caller closes the descriptor.
-    private func openWriter(in directory: TemporaryDirectory, name: String, directIO: Bool)
+    private func openWriter(in directory: TemporaryDirectory, name: String, directIO: Bool,
+                            pool: ChunkPool = HashingWriter.pool)
         throws -> (writer: HashingWriter, descriptor: Int32, path: String) {
         let path = directory.appending(name)
         let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         try #require(fd >= 0)
-        return (HashingWriter(descriptor: fd, path: path, directIO: directIO), fd, path)
+        return (HashingWriter(descriptor: fd, path: path, directIO: directIO, pool: pool), fd, path)
     }
 
     /// Feeds `content` in pieces of the given sizes (cycled), as libcurl does,
@@ -57,7 +58,7 @@ import Glibc
     @Test(arguments: [true, false])
     func bodiesOfEveryShapeAreWrittenAndHashedExactly(directIO: Bool) async throws {
         try await TemporaryDirectory.with { directory in
-            let sizes = [0, 10, 4095, 4096, 65_536, 300_001, HashingWriter.chunkSize * 3, HashingWriter.chunkSize * 2 + 17]
+            let sizes = [0, 10, 4095, 4096, 65_536, 300_001, ChunkPool.largest * 3, ChunkPool.largest * 2 + 17]
             for (index, size) in sizes.enumerated() {
                 let content = fixtureBytes(count: size, seed: UInt64(500 + index))
                 let result = try await write(content, pieces: [16_384, 1, 7_001, 100_000], directIO: directIO,
@@ -86,7 +87,7 @@ import Glibc
             defer { _ = close(fd) }
             // Where the filesystem refuses O_DIRECT the writer starts (and stays) buffered.
             let startedDirect = writer.writesDirectly
-            let content = fixtureBytes(count: HashingWriter.chunkSize * 2, seed: 9)
+            let content = fixtureBytes(count: ChunkPool.largest * 2, seed: 9)
             content.withUnsafeBytes { bytes in
                 #expect(writer.write(bytes) == nil)
             }
@@ -105,13 +106,10 @@ import Glibc
 
     @Test func aWriterThatFindsNoFreeChunkCatchesUpInlineAndLosesNoByte() async throws {
         try await TemporaryDirectory.with { directory in
-            let path = directory.appending("inline.part")
-            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-            try #require(fd >= 0)
-            defer { _ = close(fd) }
             // A pool with room for one chunk: the second chunk's bytes go inline.
             let pool = ChunkPool(byteBudget: ChunkPool.largest)
-            let writer = HashingWriter(descriptor: fd, path: path, directIO: true, pool: pool)
+            let (writer, fd, path) = try openWriter(in: directory, name: "inline.part", directIO: true, pool: pool)
+            defer { _ = close(fd) }
             let held = try #require(pool.take(size: ChunkPool.largest)) // another transfer's chunk
             let content = fixtureBytes(count: 3 * ChunkPool.largest + 12_345, seed: 31)
             content.withUnsafeBytes { bytes in

@@ -38,6 +38,6 @@ int mf_set_direct_io(int fd, int enabled);
 /// an arena of its own, each keeping what it once held (32,000 small files:
 /// peak RSS 74 MiB with the default, 57 MiB with two, at the same speed).
 /// No-op off glibc.
-void mf_keep_transfer_buffers_warm(void);
+void mf_tune_allocator(void);
 
 #endif
