@@ -15,13 +15,13 @@ int mf_syncfs(int fd) { return syncfs(fd); }
 int mf_syncfs(int fd) { (void)fd; sync(); return 0; }
 #endif
 
-int mf_rename_noreplace(const char *from, const char *to) {
+int mf_renameat_noreplace(int fromDirectory, const char *from, int toDirectory, const char *to) {
 #if defined(__linux__) && defined(RENAME_NOREPLACE)
-    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (renameat2(fromDirectory, from, toDirectory, to, RENAME_NOREPLACE) == 0) return 0;
     if (errno != EINVAL && errno != ENOSYS) return -1;
 #endif
-    if (link(from, to) != 0) return -1;
-    return unlink(from);
+    if (linkat(fromDirectory, from, toDirectory, to, 0) != 0) return -1;
+    return unlinkat(fromDirectory, from, 0);
 }
 
 void mf_start_writeback(int fd, long long offset, long long length) {
@@ -43,6 +43,14 @@ int mf_set_direct_io(int fd, int enabled) {
     (void)fd; (void)enabled;
     errno = ENOTSUP;
     return -1;
+#endif
+}
+
+int mf_direct_open_flag(void) {
+#if defined(__linux__) && defined(O_DIRECT)
+    return O_DIRECT;
+#else
+    return 0;
 #endif
 }
 

@@ -52,11 +52,16 @@ public protocol BlobStore: Sendable {
 /// renamed into place. The same bytes are stored once.
 public final class ObjectStore: BlobStore {
     public let root: String
-    /// Fan-out directories known to exist, so each is made once, not per object.
+    /// Fan-out directories (the two hex digits) known to exist, so each is made once, not per object.
     private let knownDirectories = Mutex(Set<String>())
     /// Where bodies are written before they are complete; same filesystem as the objects.
     public let temporaryDirectory: String
     public let objectsDirectory: String
+    /// The two directories, held open: files are moved by names relative to
+    /// them, so the kernel resolves one name per file instead of a whole path
+    /// (and the flush needs no open of its own).
+    private let temporaryDirectoryDescriptor: Int32
+    private let objectsDirectoryDescriptor: Int32
 
     /// Opens (creating if needed) the store under `root`.
     public init(root: String) throws(StoreError) {
@@ -70,6 +75,24 @@ public final class ObjectStore: BlobStore {
                 throw StoreError("cannot create \(directory): \(error.localizedDescription)")
             }
         }
+        temporaryDirectoryDescriptor = try Self.openDirectory(temporaryDirectory)
+        do {
+            objectsDirectoryDescriptor = try Self.openDirectory(objectsDirectory)
+        } catch {
+            close(temporaryDirectoryDescriptor)
+            throw error
+        }
+    }
+
+    deinit {
+        close(temporaryDirectoryDescriptor)
+        close(objectsDirectoryDescriptor)
+    }
+
+    private static func openDirectory(_ path: String) throws(StoreError) -> Int32 {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw StoreError.system("cannot open", path) }
+        return fd
     }
 
     /// The path of an object; nil when `sha256` is not 64 lower-case hex
@@ -90,29 +113,30 @@ public final class ObjectStore: BlobStore {
         try syncFilesystem()
         var created = Set<String>()
         for blob in blobs {
-            guard let target = path(for: blob.sha256) else {
+            guard Self.isValidHash(blob.sha256) else {
                 throw StoreError("not a SHA-256 name: \(blob.sha256)")
             }
-            if access(target, F_OK) == 0 {
-                // Same bytes already stored (from another URL, collection or
-                // process): drop the copy without a chmod and a rename that fails.
-                _ = unlink(blob.path)
-                continue
-            }
-            let directory = String(target.dropLast(sha256Length + 1))
-            if !knownDirectories.withLock({ $0.contains(directory) }) { try makeDirectory(directory) }
+            let fanOut = String(blob.sha256.prefix(2))
+            let target = "\(fanOut)/\(blob.sha256)"
+            // A body in the temporary directory is named relative to it.
+            let (sourceDirectory, source) = relativeToTemporaryDirectory(blob.path)
+            if !knownDirectories.withLock({ $0.contains(fanOut) }) { try makeDirectory(fanOut) }
             // Objects are immutable: read-only for everyone.
-            if chmod(blob.path, 0o444) != 0 { throw StoreError.system("cannot make read-only", blob.path) }
-            var moved = mf_rename_noreplace(blob.path, target) == 0
-            if !moved, errno == ENOENT {
+            if fchmodat(sourceDirectory, source, 0o444, 0) != 0 {
+                throw StoreError.system("cannot make read-only", blob.path)
+            }
+            // No existence check first: the rename refuses to replace an
+            // object, and a duplicate (the same bytes from another URL,
+            // collection or process) is then dropped.
+            var moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
+            if !moved, errno == ENOENT, access(blob.path, F_OK) == 0 {
                 // The fan-out directory was removed since we made it: make it again.
-                try makeDirectory(directory)
-                moved = mf_rename_noreplace(blob.path, target) == 0
+                try makeDirectory(fanOut)
+                moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
             }
             if !moved {
                 guard errno == EEXIST else { throw StoreError.system("cannot move into the store", blob.path) }
-                // Stored by another process since the check above.
-                _ = unlink(blob.path)
+                _ = unlinkat(sourceDirectory, source, 0)
                 continue
             }
             created.insert(blob.sha256)
@@ -120,6 +144,17 @@ public final class ObjectStore: BlobStore {
         // 2. The renames are durable before the caller records them in the catalog.
         if !created.isEmpty { try syncFilesystem() }
         return created
+    }
+
+    /// The directory descriptor and name to reach `path` by: relative to the
+    /// temporary directory when it is in it, else the path itself.
+    private func relativeToTemporaryDirectory(_ path: String) -> (Int32, String) {
+        let prefix = temporaryDirectory + "/"
+        if path.hasPrefix(prefix) {
+            let name = path.dropFirst(prefix.count)
+            if !name.isEmpty, !name.contains("/") { return (temporaryDirectoryDescriptor, String(name)) }
+        }
+        return (AT_FDCWD, path)
     }
 
     public func remove(_ sha256: String) throws(StoreError) {
@@ -131,17 +166,18 @@ public final class ObjectStore: BlobStore {
         text.utf8.count == sha256Length && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
-    private func makeDirectory(_ directory: String) throws(StoreError) {
-        if mkdir(directory, 0o755) != 0, errno != EEXIST { throw StoreError.system("cannot create", directory) }
-        knownDirectories.withLock { _ = $0.insert(directory) }
+    private func makeDirectory(_ fanOut: String) throws(StoreError) {
+        if mkdirat(objectsDirectoryDescriptor, fanOut, 0o755) != 0, errno != EEXIST {
+            throw StoreError.system("cannot create", "\(objectsDirectory)/\(fanOut)")
+        }
+        knownDirectories.withLock { _ = $0.insert(fanOut) }
     }
 
     /// One `syncfs` covers a whole group of files: far cheaper than an fsync each.
     private func syncFilesystem() throws(StoreError) {
-        let fd = open(temporaryDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw StoreError.system("cannot open", temporaryDirectory) }
-        defer { close(fd) }
-        if mf_syncfs(fd) != 0 { throw StoreError.system("cannot flush the filesystem of", temporaryDirectory) }
+        if mf_syncfs(temporaryDirectoryDescriptor) != 0 {
+            throw StoreError.system("cannot flush the filesystem of", temporaryDirectory)
+        }
     }
 }
 

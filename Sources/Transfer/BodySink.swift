@@ -56,7 +56,8 @@ final class FileSink: BodySink {
         self.resumableThreshold = resumableThreshold
         // The writer uses direct I/O only from an empty file on: a resumed
         // partial has a tail that is not aligned, and is read back once to seed the hash.
-        self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path, directIO: directIO)
+        self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path, directIO: directIO,
+                                    opened: partial.opened)
         if let held = partial.resumable {
             // A partial left by an earlier run: its bytes are read once to
             // restore the hash state. Rare, and bounded by what is on disk.

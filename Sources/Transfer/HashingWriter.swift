@@ -77,17 +77,36 @@ final class HashingWriter: @unchecked Sendable {
     /// written from its start with aligned chunks).
     private let directAllowed: Bool
 
+    /// What the opener knows of a descriptor: a file it created empty just
+    /// now (opened with O_DIRECT or not), or nothing, so the writer looks.
+    enum OpenedFile: Equatable {
+        case unknown
+        case fresh(direct: Bool)
+    }
+
     /// `directIO` allows writes that bypass the page cache; they are used
     /// where the filesystem supports them, from an empty file on (a file with
     /// bytes in it, a resumed partial, ends unaligned and is read back once).
-    init(descriptor: Int32, path: String, directIO: Bool, pool: ChunkPool = HashingWriter.pool) {
+    /// `opened` spares the system calls that find out whether the file is
+    /// empty and already open for direct I/O.
+    init(descriptor: Int32, path: String, directIO: Bool, opened: OpenedFile = .unknown,
+         pool: ChunkPool = HashingWriter.pool) {
         self.descriptor = descriptor
         self.path = path
         self.pool = pool
         directAllowed = directIO
-        var info = stat()
-        let empty = fstat(descriptor, &info) == 0 && info.st_size == 0
-        direct = directIO && empty && mf_set_direct_io(descriptor, 1) == 0
+        switch opened {
+        case .fresh(direct: true) where directIO:
+            direct = true
+        case .fresh(direct: let isDirect):
+            // Not wanted after all: leave direct I/O (a failure shows at the first write).
+            if isDirect { _ = mf_set_direct_io(descriptor, 0) }
+            direct = directIO && mf_set_direct_io(descriptor, 1) == 0
+        case .unknown:
+            var info = stat()
+            let empty = fstat(descriptor, &info) == 0 && info.st_size == 0
+            direct = directIO && empty && mf_set_direct_io(descriptor, 1) == 0
+        }
     }
 
     /// Whether the next write may still bypass the page cache (for tests).

@@ -1,3 +1,4 @@
+import CFileSync
 import Crypto
 import Foundation
 import Synchronization
@@ -29,16 +30,23 @@ final class PartialFile {
 
     /// What an earlier run left that can be resumed.
     let resumable: (size: Int64, validator: String)?
+    /// How the file was opened, when it was created empty just now (the
+    /// common case): spares the writer a look at the descriptor.
+    let opened: HashingWriter.OpenedFile
 
-    /// Opens (or creates) the partial for `url` in `directory`, locked.
-    init(directory: String, url: String) throws(TransferError) {
+    /// Opens (or creates) the partial for `url` in `directory`, locked. A new
+    /// partial is opened for direct I/O when `direct` asks for it and the
+    /// filesystem allows it.
+    init(directory: String, url: String, direct: Bool = false) throws(TransferError) {
         self.directory = directory
         let key = SHA256.hash(data: Data(url.utf8)).hexString.prefix(40)
         let sharedPath = "\(directory)/\(key).part"
         var created = false
-        if let fd = Self.createLocked(sharedPath) {
+        var opened = HashingWriter.OpenedFile.unknown
+        if let (fd, isDirect) = Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
             created = true
+            opened = .fresh(direct: isDirect)
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
@@ -66,6 +74,7 @@ final class PartialFile {
             resumable = nil
         }
         self.url = url
+        self.opened = opened
         hasValidator = !created
     }
 
@@ -169,16 +178,26 @@ final class PartialFile {
         return removed
     }
 
-    /// Creates `path`, which must not exist yet, and locks it. A process that
+    /// Creates `path`, which must not exist yet, and locks it; with O_DIRECT
+    /// when `direct` asks for it and the filesystem takes it. A process that
     /// opened the new file in between and locked it first makes this fail.
-    private static func createLocked(_ path: String) -> Int32? {
-        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    /// Returns the descriptor and whether it is open for direct I/O.
+    private static func createLocked(_ path: String, direct: Bool) -> (Int32, Bool)? {
+        let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
+        let directFlag = direct ? mf_direct_open_flag() : 0
+        var fd = open(path, flags | directFlag, 0o644)
+        var isDirect = directFlag != 0
+        if fd < 0, directFlag != 0, errno == EINVAL {
+            // A filesystem without direct I/O (tmpfs) refuses the flag, not the file.
+            fd = open(path, flags, 0o644)
+            isDirect = false
+        }
         guard fd >= 0 else { return nil }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             _ = systemClose(fd)
             return nil
         }
-        return fd
+        return (fd, isDirect)
     }
 
     /// Opens `path` and takes an exclusive lock without waiting. Retries when

@@ -109,7 +109,7 @@ public final class TransferEngine: Sendable {
     /// Throws `TransferError`.
     public func download(_ url: String) async throws(TransferError) -> DownloadedBody {
         let target = try RequestTarget(url)
-        let partial = try PartialFile(directory: partialDirectory, url: target.url)
+        let partial = try PartialFile(directory: partialDirectory, url: target.url, direct: configuration.directIO)
         let sink: FileSink
         do {
             let make = { [configuration, finishedBudget] () throws(TransferError) -> FileSink in

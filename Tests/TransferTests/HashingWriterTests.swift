@@ -164,4 +164,29 @@ import Glibc
             #expect(!writer.writesDirectly)
         }
     }
+
+    @Test(arguments: [true, false])
+    func aNewPartialOpenedForDirectIOIsWrittenExactly(writerDirectIO: Bool) async throws {
+        try await TemporaryDirectory.with { directory in
+            let probe = try openWriter(in: directory, name: "probe.part", directIO: true)
+            let directWherePossible = probe.writer.writesDirectly
+            _ = close(probe.descriptor)
+
+            // Given a partial created for direct I/O (where the filesystem takes O_DIRECT)
+            let partial = try PartialFile(directory: directory.path, url: "http://example.test/a", direct: true)
+            #expect(partial.opened == .fresh(direct: directWherePossible))
+            // When a writer that may or may not use direct I/O takes it
+            let writer = HashingWriter(descriptor: partial.descriptor, path: partial.path,
+                                       directIO: writerDirectIO, opened: partial.opened)
+            #expect(writer.writesDirectly == (writerDirectIO && directWherePossible))
+            // Then a body with an unaligned end is written and hashed exactly either way
+            let content = fixtureBytes(count: ChunkPool.largest + 4096 * 3 + 17, seed: 43)
+            content.withUnsafeBytes { bytes in
+                #expect(writer.write(bytes, expectedRemaining: Int64(bytes.count)) == nil)
+            }
+            #expect(try await writer.finish() == sha256(content))
+            #expect(FileManager.default.contents(atPath: partial.path) == content)
+            partial.close(discard: true)
+        }
+    }
 }

@@ -7,12 +7,15 @@
 /// (it is a GNU extension), hence this wrapper. Returns 0 or -1 with errno.
 int mf_syncfs(int fd);
 
-/// renameat2(2) with RENAME_NOREPLACE: moves `from` to `to` unless `to`
+/// renameat2(2) with RENAME_NOREPLACE: moves `from` (relative to the
+/// directory `fromDirectory`) to `to` (relative to `toDirectory`) unless `to`
 /// exists (then fails with EEXIST), in one atomic step, so "store unless
-/// already stored" needs no separate existence check. Where the kernel or
-/// filesystem lacks it, falls back to link(2) + unlink(2), which is also
-/// atomic about the existing name. Returns 0 or -1 with errno.
-int mf_rename_noreplace(const char *from, const char *to);
+/// already stored" needs no separate existence check. Names relative to open
+/// directories spare the kernel a walk of the whole path for every file.
+/// Where the kernel or filesystem lacks it, falls back to linkat(2) +
+/// unlinkat(2), which is also atomic about the existing name. Either
+/// directory may be AT_FDCWD. Returns 0 or -1 with errno.
+int mf_renameat_noreplace(int fromDirectory, const char *from, int toDirectory, const char *to);
 
 /// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writing back the
 /// given range of `fd` without waiting, so a later flush finds the bytes on
@@ -28,6 +31,10 @@ void mf_start_writeback(int fd, long long offset, long long length);
 /// (a GNU extension). Returns 0, or -1 with errno (EINVAL where the
 /// filesystem does not support it); always -1 with ENOTSUP off Linux.
 int mf_set_direct_io(int fd, int enabled);
+
+/// The O_DIRECT flag for open(2), or 0 where there is none: a new file can
+/// be created for direct I/O in one call instead of an open and two fcntl.
+int mf_direct_open_flag(void);
 
 /// mallopt(3) for a process that runs many short transfers: blocks up to
 /// 1 MiB come from the heap instead of a fresh mmap each, and the heap is not
