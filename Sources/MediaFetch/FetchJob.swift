@@ -165,50 +165,31 @@ public final class FetchJob: Sendable {
         return remaining
     }
 
-    /// Downloads with a fixed number of worker tasks, each taking the next
-    /// item as soon as it has handed its last one to the ingestor, so memory
-    /// stays flat however long the list and no task is created per item. More
-    /// workers than slots keep the engine's queue full while finished bodies
-    /// are hashed and stored; the engine's slots bound what runs on the network.
+    /// Downloads through the engine's batch interface: no task per item, and
+    /// each body goes to the ingestor from the thread that finished it (which
+    /// waits only while the ingest queue is full), so memory stays flat
+    /// however long the list.
     private func download(_ items: [FetchItem], engine: TransferEngine, ingestor: Ingestor) async {
-        let workers = min(items.count, max(configuration.maxConcurrentTransfers * 4, 32))
-        let cursor = Cursor()
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<workers {
-                group.addTask {
-                    while !Task.isCancelled {
-                        let index = cursor.next()
-                        guard index < items.count else { return }
-                        await self.fetch(items[index], engine: engine, ingestor: ingestor)
-                    }
-                }
+        await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result in
+            switch result {
+            case .success(let body):
+                store(body, of: items[index], ingestor: ingestor)
+            case .failure(let error):
+                // A cancelled item is neither stored nor failed: the run was interrupted.
+                if error.kind != .cancelled { fail(items[index], reason: error.message, ingestor: ingestor) }
             }
         }
     }
 
-    /// Hands out 0, 1, 2, … to the workers, each number once.
-    private final class Cursor: Sendable {
-        private let position = Atomic<Int>(0)
-        func next() -> Int { position.add(1, ordering: .relaxed).oldValue }
-    }
-
-    private func fetch(_ item: FetchItem, engine: TransferEngine, ingestor: Ingestor) async {
-        let body: DownloadedBody
-        do {
-            body = try await engine.download(item.url)
-        } catch {
-            if error.kind == .cancelled { return }
-            fail(item, reason: error.message, ingestor: ingestor)
-            return
-        }
+    /// Hands a downloaded body to the ingestor; the group commit happens on
+    /// the ingest thread.
+    private func store(_ body: DownloadedBody, of item: FetchItem, ingestor: Ingestor) {
         let record = IngestRecord(
             url: item.url, collection: item.collection, kind: item.kind, title: item.title,
             sha256: body.sha256, size: body.size, contentType: body.contentType,
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size)
-        // The group commit happens on the ingest thread; this worker goes on to
-        // the next download (waiting first only while the ingest queue is full).
-        await ingestor.submit(blob, record) { [self] result in
+        ingestor.submit(blob, record) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()
             switch result {

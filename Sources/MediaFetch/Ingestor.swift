@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// Runs on a thread of its own because `syncfs` and SQLite writes block.
 ///
-/// At most `maxPending` items wait at once: past that, `submit` suspends the
+/// At most `maxPending` items wait at once: past that, `submit` blocks the
 /// caller until the ingest thread takes the next group, so downloads slow to
 /// the store's pace instead of piling finished bodies up in memory (seen: 11,000
 /// waiting items, and memory growing with the list, for 32,000 small files).
@@ -28,8 +28,8 @@ final class Ingestor: Sendable {
         var closed = false
         /// Why the end of the run could not be made durable, if it could not.
         var closingError: CacheError?
-        /// Submitters waiting for room.
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        /// Submitters waiting for room: each is resumed once.
+        var waiters: [@Sendable () -> Void] = []
     }
 
     private let cache: MediaCache
@@ -52,38 +52,47 @@ final class Ingestor: Sendable {
     /// group; `completion` runs on the ingest thread once both are durable (or
     /// failed). Returns as soon as the item is queued, so a download does not
     /// wait for its group; only while `maxPending` items already wait does it
-    /// wait for the ingest thread to take some.
+    /// block the calling thread until the ingest thread takes some. Call it
+    /// from a thread that may block (the engine's writer threads do).
     func submit(_ blob: StagedBlob, _ record: IngestRecord,
-                completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) async {
+                completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
         let item = Pending(blob: blob, record: record, completion: completion)
-        while true {
-            let admission = queue.withLock { queue -> Admission in
-                if queue.closed { return .closed }
-                guard queue.pending.count < maxPending || queue.stopping else { return .full }
-                queue.pending.append(item)
-                return .queued(count: queue.pending.count)
-            }
-            switch admission {
-            case .queued(let count):
-                // Only the first item of a group and a full group need the thread awake.
-                if count == 1 || count == Self.groupSize { wake.signal() }
-                return
-            case .closed:
-                // After `finish` nothing is taken any more: say so rather than drop it.
-                item.completion(.failure(CacheError("cannot store \(record.url): the run is over")))
-                return
-            case .full:
-                break
-            }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // Checked again under the lock: the thread may have taken a group meanwhile.
-                let parked = queue.withLock { queue -> Bool in
-                    guard queue.pending.count >= maxPending, !queue.stopping else { return false }
-                    queue.waiters.append(continuation)
-                    return true
-                }
-                if !parked { continuation.resume() }
-            }
+        while !admit(item) {
+            let room = DispatchSemaphore(value: 0)
+            if park({ room.signal() }) { room.wait() }
+        }
+    }
+
+    /// Queues `item` unless the queue is full (then returns false). After
+    /// `finish` it is refused: its completion fails rather than drop it.
+    private func admit(_ item: Pending) -> Bool {
+        let admission = queue.withLock { queue -> Admission in
+            if queue.closed { return .closed }
+            guard queue.pending.count < maxPending || queue.stopping else { return .full }
+            queue.pending.append(item)
+            return .queued(count: queue.pending.count)
+        }
+        switch admission {
+        case .queued(let count):
+            // Only the first item of a group and a full group need the thread awake.
+            if count == 1 || count == Self.groupSize { wake.signal() }
+            return true
+        case .closed:
+            item.completion(.failure(CacheError("cannot store \(item.record.url): the run is over")))
+            return true
+        case .full:
+            return false
+        }
+    }
+
+    /// Registers `resume` to be called when there is room; returns false (and
+    /// keeps nothing) when there is room already: the thread may have taken
+    /// a group since `admit` looked.
+    private func park(_ resume: @escaping @Sendable () -> Void) -> Bool {
+        queue.withLock { queue -> Bool in
+            guard queue.pending.count >= maxPending, !queue.stopping else { return false }
+            queue.waiters.append(resume)
+            return true
         }
     }
 
@@ -106,12 +115,12 @@ final class Ingestor: Sendable {
     /// thread. Returns why the catalog could not be made durable, if so.
     @discardableResult
     func finish() -> CacheError? {
-        let waiters = queue.withLock { queue -> [CheckedContinuation<Void, Never>] in
+        let waiters = queue.withLock { queue -> [@Sendable () -> Void] in
             queue.stopping = true
             defer { queue.waiters.removeAll() }
             return queue.waiters
         }
-        for waiter in waiters { waiter.resume() }
+        for resume in waiters { resume() }
         wake.signal()
         exited.wait()
         return queue.withLock { $0.closingError }
@@ -145,7 +154,7 @@ final class Ingestor: Sendable {
                 return (queue.pending, queue.failures, queue.stopping, queue.waiters)
             }
             // There is room again: submitters waiting for it go on while this group is committed.
-            for waiter in waiters { waiter.resume() }
+            for resume in waiters { resume() }
             if !group.isEmpty || !failures.isEmpty { commit(group, failures) }
             if stopping {
                 // Anything queued after the drain above still gets committed.

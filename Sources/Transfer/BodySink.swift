@@ -151,6 +151,19 @@ final class FileSink: BodySink {
     /// The finished body, still guarded from other processes, with its digest.
     func finish() async throws(TransferError) -> (file: FinishedFile, sha256: String, size: Int64) {
         let digest = try await writer.finish()
+        return try finished(digest: digest)
+    }
+
+    /// `finish()` for a body the loop sealed (`AttemptOutcome.sealed`), without
+    /// waiting: the digest is ready. Call it where the attempt's `onEnd` ran.
+    func finishSealed() throws(TransferError) -> (file: FinishedFile, sha256: String, size: Int64) {
+        guard let sealed = writer.sealedResult else {
+            preconditionFailure("finishSealed() before the body was sealed")
+        }
+        return try finished(digest: sealed.get())
+    }
+
+    private func finished(digest: String) throws(TransferError) -> (file: FinishedFile, sha256: String, size: Int64) {
         let file = try partial.complete(budget: budget)
         return (file, digest, bytesHeld)
     }

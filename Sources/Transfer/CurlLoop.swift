@@ -4,9 +4,9 @@ import Synchronization
 
 /// One attempt at one URL, handed to the loop thread.
 ///
-/// `@unchecked Sendable`: the async side fills it in before `submit`, the loop
-/// thread alone touches it while libcurl runs it, and the async side reads it
-/// again only after the continuation resumed, which orders the accesses.
+/// `@unchecked Sendable`: the submitting side fills it in before `submit`, the
+/// loop thread alone touches it while libcurl runs it, and the submitter
+/// reads it again only once `onEnd` was called, which orders the accesses.
 final class Attempt: @unchecked Sendable {
     let id: TransferID
     let url: String
@@ -24,7 +24,9 @@ final class Attempt: @unchecked Sendable {
     var begun = false
     /// Set when the sink refused the body; the transfer is aborted.
     var abort: TransferError?
-    var continuation: CheckedContinuation<AttemptOutcome, Never>?
+    /// Called once with the outcome: on the loop thread, or on the body's
+    /// writer thread when the body arrived whole (see `AttemptOutcome.sealed`).
+    var onEnd: (@Sendable (AttemptOutcome) -> Void)?
     /// When a header or body byte last arrived (or the attempt started): the stall clock.
     var lastActivity = ContinuousClock.now
     var headerList: UnsafeMutablePointer<curl_slist>?
@@ -90,6 +92,17 @@ struct AttemptOutcome: Sendable {
     var abort: TransferError?
     var effectiveURL: String?
     var cancelled = false
+    /// The whole body arrived and the sink sealed it: its digest is ready,
+    /// and `onEnd` runs on the writer thread that computed it.
+    var sealed = false
+}
+
+extension AttemptOutcome {
+    /// An attempt stopped by a cancel, or never started because of one.
+    static func cancelled(head: ResponseHead = ResponseHead()) -> AttemptOutcome {
+        AttemptOutcome(curlCode: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), curlMessage: "cancelled",
+                       head: head, abort: nil, effectiveURL: nil, cancelled: true)
+    }
 }
 
 /// Counters only the loop thread touches.
@@ -217,20 +230,23 @@ final class CurlLoop: Sendable {
             attempt.headerList = nil
             easy.reset()
             if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
-            let continuation = attempt.continuation
-            attempt.continuation = nil
+            let onEnd = attempt.onEnd
+            attempt.onEnd = nil
             let sink = attempt.sink
             let whole = code == CURLE_OK && attempt.abort == nil && (200...299).contains(attempt.head.status)
                 && (sink.expectedTotal.map { $0 == sink.bytesHeld } ?? true)
             if whole {
                 // The last chunk and the digest go to the writer from here,
-                // and the writer wakes the task: one hand-over per body.
-                sink.attemptSucceeded { continuation?.resume(returning: outcome) }
+                // and the writer hands the outcome on: one hand-over per body.
+                var whole = outcome
+                whole.sealed = true
+                let sealed = whole
+                sink.attemptSucceeded { onEnd?(sealed) }
             } else {
                 // The last bytes go to the writer now, so a transfer waiting
                 // to retry holds no chunk.
                 sink.attemptFailed()
-                continuation?.resume(returning: outcome)
+                onEnd?(outcome)
             }
         }
 
@@ -248,10 +264,10 @@ final class CurlLoop: Sendable {
                 slots.release(host: attempt.host)
                 if let list = attempt.headerList { curl_slist_free_all(list) }
                 attempt.headerList = nil
-                let continuation = attempt.continuation
-                attempt.continuation = nil
+                let onEnd = attempt.onEnd
+                attempt.onEnd = nil
                 // A set-up failure (an option this libcurl lacks, no memory) will not pass on retry.
-                continuation?.resume(returning: AttemptOutcome(
+                onEnd?(AttemptOutcome(
                     curlCode: Int(CURLE_FAILED_INIT.rawValue), curlMessage: "\(error)",
                     head: attempt.head, abort: TransferError(.engine, "cannot set up the transfer: \(error)"),
                     effectiveURL: nil))
@@ -342,11 +358,9 @@ final class CurlLoop: Sendable {
 
     /// Ends an attempt that never reached libcurl as cancelled.
     private static func endCancelled(_ attempt: Attempt) {
-        let continuation = attempt.continuation
-        attempt.continuation = nil
-        continuation?.resume(returning: AttemptOutcome(curlCode: Int(CURLE_ABORTED_BY_CALLBACK.rawValue),
-                                                       curlMessage: "cancelled", head: attempt.head, abort: nil,
-                                                       effectiveURL: nil, cancelled: true))
+        let onEnd = attempt.onEnd
+        attempt.onEnd = nil
+        onEnd?(.cancelled(head: attempt.head))
     }
 
     private func configure(_ easy: CurlEasy, for attempt: Attempt) throws {

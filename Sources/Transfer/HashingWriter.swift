@@ -218,13 +218,18 @@ final class HashingWriter: @unchecked Sendable {
     /// The digest (lower-case hex) once every byte handed over is hashed and
     /// written: at once after `seal`, else waiting without holding a thread.
     func finish() async throws(TransferError) -> String {
-        if let sealed { return try sealed.get() }
+        if let sealed = sealedResult { return try sealed.get() }
         let last = takeFilling()
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, TransferError>, Never>) in
             queue.async { [self] in continuation.resume(returning: complete(last)) }
         }
         return try result.get()
     }
+
+    /// What `seal` came to: the digest or the failure; nil before `seal` has
+    /// run. Read it after `seal`'s `done` was called (on that thread, or
+    /// after a hand-over that orders the accesses).
+    var sealedResult: Result<String, TransferError>? { sealed }
 
     /// On the queue: writes the last chunk and returns the digest or the failure.
     private func complete(_ last: (chunk: Chunk, count: Int)?) -> Result<String, TransferError> {

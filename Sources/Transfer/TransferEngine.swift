@@ -108,36 +108,80 @@ public final class TransferEngine: Sendable {
     /// run (`Range` + `If-Range`); retries what `RetryPolicy` allows.
     /// Throws `TransferError`.
     public func download(_ url: String) async throws(TransferError) -> DownloadedBody {
+        let (target, partial) = try openPartial(for: url)
+        // Resuming re-reads the held bytes to restore the hash: blocking
+        // I/O that belongs on a Dispatch thread, not the cooperative pool.
+        let prepared = partial.resumable == nil
+            ? try prepare(target, partial)
+            : try await Self.offCooperativePool { [self] () throws(TransferError) in try prepare(target, partial) }
+        return try await complete(prepared, after: nil)
+    }
+
+    /// A download ready for its first attempt.
+    struct PreparedDownload: @unchecked Sendable {
+        // @unchecked: the sink is used by one attempt at a time, handed over
+        // between threads by the attempt's `onEnd`.
+        let target: RequestTarget
+        let sink: FileSink
+    }
+
+    /// Checks `url` and opens (or creates) its partial file.
+    func openPartial(for url: String) throws(TransferError) -> (RequestTarget, PartialFile) {
         let target = try RequestTarget(url)
         let partial = try PartialFile(directory: partialDirectory, url: target.url, direct: configuration.directIO)
-        let sink: FileSink
+        return (target, partial)
+    }
+
+    /// Sets up the sink for `partial`; a resumed partial is read once here to
+    /// seed the hash (blocking). The partial is closed if this fails.
+    func prepare(_ target: RequestTarget, _ partial: PartialFile) throws(TransferError) -> PreparedDownload {
         do {
-            let make = { [configuration, finishedBudget] () throws(TransferError) -> FileSink in
-                try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
-                             resumableThreshold: configuration.resumableThreshold, budget: finishedBudget,
-                             directIO: configuration.directIO)
-            }
-            // Resuming re-reads the held bytes to restore the hash: blocking
-            // I/O that belongs on a Dispatch thread, not the cooperative pool.
-            sink = partial.resumable == nil ? try make() : try await Self.offCooperativePool(make)
+            let sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
+                                    resumableThreshold: configuration.resumableThreshold, budget: finishedBudget,
+                                    directIO: configuration.directIO)
+            return PreparedDownload(target: target, sink: sink)
         } catch {
             partial.close(discard: true)
             throw error
         }
+    }
+
+    /// An attempt that already ran, and what it started from.
+    struct FirstAttempt: Sendable {
+        let id: TransferID
+        let outcome: AttemptOutcome
+        /// The `Range` start it asked for.
+        let offset: Int64
+    }
+
+    /// Runs attempts (after `first`, if one already ran) until success, a final
+    /// error, cancellation or the retries run out, and hands over the body.
+    func complete(_ prepared: PreparedDownload, after first: FirstAttempt?) async throws(TransferError) -> DownloadedBody {
+        let sink = prepared.sink
         do throws(TransferError) {
-            let (outcome, attempts) = try await perform(target, sink: sink)
-            let head = sink.head ?? outcome.head
-            let finished = try await sink.finish()
-            return DownloadedBody(
-                url: target.url, effectiveURL: outcome.effectiveURL ?? target.url,
-                file: finished.file, sha256: finished.sha256, size: finished.size,
-                contentType: head.contentType, etag: head.etag, lastModified: head.lastModified,
-                resumedBytes: outcome.resumedBytes, attempts: attempts)
+            let (outcome, attempts) = try await perform(prepared.target, sink: sink, first: first)
+            return try body(prepared, outcome, attempts: attempts, finished: await sink.finish())
         } catch {
-            // A transient failure or a cancel keeps the partial for the next run.
-            sink.close(discard: !(error.isRetryable || error.kind == .cancelled))
+            abandon(prepared, after: error)
             throw error
         }
+    }
+
+    /// The body a successful download hands over.
+    func body(_ prepared: PreparedDownload, _ outcome: Completed, attempts: Int,
+              finished: (file: FinishedFile, sha256: String, size: Int64)) -> DownloadedBody {
+        let head = prepared.sink.head ?? outcome.head
+        return DownloadedBody(
+            url: prepared.target.url, effectiveURL: outcome.effectiveURL ?? prepared.target.url,
+            file: finished.file, sha256: finished.sha256, size: finished.size,
+            contentType: head.contentType, etag: head.etag, lastModified: head.lastModified,
+            resumedBytes: outcome.resumedBytes, attempts: attempts)
+    }
+
+    /// Closes a download that failed: a transient failure or a cancel keeps
+    /// the partial for the next run.
+    func abandon(_ prepared: PreparedDownload, after error: TransferError) {
+        prepared.sink.close(discard: !(error.isRetryable || error.kind == .cancelled))
     }
 
     /// Fetches a small response into memory (up to `maxBytes`), with the same
@@ -171,24 +215,40 @@ public final class TransferEngine: Sendable {
         return try handOff.value.get()
     }
 
-    private struct Completed {
+    struct Completed {
         var effectiveURL: String?
         var head: ResponseHead
         var resumedBytes: Int64
     }
 
-    /// Attempts until success, a final error, cancellation or the retries run out.
-    private func perform(_ target: RequestTarget, sink: any BodySink) async throws(TransferError) -> (Completed, Int) {
-        let id = TransferID(rawValue: nextID.add(1, ordering: .relaxed).newValue)
+    /// The next transfer's identity.
+    func nextTransferID() -> TransferID {
+        TransferID(rawValue: nextID.add(1, ordering: .relaxed).newValue)
+    }
+
+    /// Attempts until success, a final error, cancellation or the retries run
+    /// out. `first`, when given, is the first attempt, already run.
+    private func perform(_ target: RequestTarget, sink: any BodySink,
+                         first: FirstAttempt? = nil) async throws(TransferError) -> (Completed, Int) {
+        let id = first?.id ?? nextTransferID()
+        var pendingFirst = first
         var attempt = 0
         var restartedAfterRangeError = false
         var resumedBytes: Int64 = 0
         while true {
             attempt += 1
-            if Task.isCancelled { throw TransferError.cancelled }
-            let offset = sink.resumeOffset
-            // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
-            let outcome = await run(Attempt(id: id, target: target, number: attempt, sink: sink, counters: loop.counters))
+            let offset: Int64
+            let outcome: AttemptOutcome
+            if let given = pendingFirst {
+                pendingFirst = nil
+                offset = given.offset
+                outcome = given.outcome
+            } else {
+                if Task.isCancelled { throw TransferError.cancelled }
+                offset = sink.resumeOffset
+                // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
+                outcome = await run(makeAttempt(id: id, target: target, number: attempt, sink: sink))
+            }
 
             var result = Self.classify(outcome)
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
@@ -223,16 +283,31 @@ public final class TransferEngine: Sendable {
         }
     }
 
+    /// An attempt at `target` for the loop.
+    func makeAttempt(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink) -> Attempt {
+        Attempt(id: id, target: target, number: number, sink: sink, counters: loop.counters)
+    }
+
+    /// Hands an attempt to the loop; `onEnd` gets its outcome. Returns false,
+    /// without running it, when the engine is shutting down or the current
+    /// task is cancelled.
+    func submit(_ attempt: Attempt) -> Bool {
+        loop.submit(attempt)
+    }
+
+    /// Stops an attempt, running or waiting for a slot.
+    func cancel(_ id: TransferID) {
+        loop.cancel(id)
+    }
+
     /// Runs one attempt on the loop thread; a cancel of the task cancels the transfer.
     private func run(_ attempt: Attempt) async -> AttemptOutcome {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<AttemptOutcome, Never>) in
-                attempt.continuation = continuation
+                attempt.onEnd = { continuation.resume(returning: $0) }
                 if !loop.submit(attempt) {
-                    attempt.continuation = nil
-                    continuation.resume(returning: AttemptOutcome(
-                        curlCode: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), curlMessage: "cancelled",
-                        head: ResponseHead(), abort: nil, effectiveURL: nil, cancelled: true))
+                    attempt.onEnd = nil
+                    continuation.resume(returning: .cancelled())
                 }
             }
         } onCancel: {

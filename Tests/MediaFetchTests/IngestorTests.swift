@@ -33,30 +33,41 @@ import TestSupport
             try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
             let ingestor = Ingestor(cache: cache, maxPending: 4)
             let outcomes = Outcomes()
-            func submit(_ index: Int) async throws {
+            func submit(_ index: Int) throws {
                 let (blob, record) = try staged(index, in: cache)
-                await ingestor.submit(blob, record) { result in
+                ingestor.submit(blob, record) { result in
                     outcomes.results.withLock { $0["\(index)"] = (try? result.get()) != nil }
                 }
             }
 
-            try await submit(0)
+            try submit(0)
             // The ingest thread takes it as a group and waits on the lock with it.
             while ingestor.pendingCount > 0 { try await Task.sleep(for: .milliseconds(5)) }
-            for index in 1...4 { try await submit(index) }
+            for index in 1...4 { try submit(index) }
             #expect(ingestor.pendingCount == 4)
+            // The fifth submitter blocks, so it gets a thread of its own (as a writer thread would be).
             let queuedFifth = Mutex(false)
-            let fifth = Task {
-                try await submit(5)
+            let fifthDone = DispatchSemaphore(value: 0)
+            let (blob5, record5) = try staged(5, in: cache)
+            Thread {
+                ingestor.submit(blob5, record5) { result in
+                    outcomes.results.withLock { $0["5"] = (try? result.get()) != nil }
+                }
                 queuedFifth.withLock { $0 = true }
-            }
+                fifthDone.signal()
+            }.start()
             try await Task.sleep(for: .milliseconds(200))
             #expect(!queuedFifth.withLock { $0 }, "the fifth item was queued past the limit")
             #expect(ingestor.pendingCount == 4)
 
             // The other writer lets go: the waiting submitter goes on and everything is stored.
             try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
-            try await fifth.value
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    fifthDone.wait()
+                    continuation.resume()
+                }
+            }
             ingestor.finish()
             #expect(outcomes.results.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0...5).map { ("\($0)", true) }))
             #expect(try cache.catalog.entries().count == 6)
@@ -70,7 +81,7 @@ import TestSupport
             #expect(ingestor.finish() == nil)
             let (blob, record) = try staged(1, in: cache)
             let outcome = Mutex<String?>(nil)
-            await ingestor.submit(blob, record) { result in
+            ingestor.submit(blob, record) { result in
                 if case .failure(let error) = result { outcome.withLock { $0 = error.message } }
             }
             #expect(outcome.withLock { $0 } == "cannot store http://h/1: the run is over")
@@ -95,7 +106,7 @@ import TestSupport
             for (name, blob) in [("bad", bad), ("good", good)] {
                 let record = IngestRecord(url: "http://h/\(name)", collection: "c", kind: .file,
                                           sha256: blob.sha256, size: blob.size)
-                await ingestor.submit(blob, record) { result in
+                ingestor.submit(blob, record) { result in
                     outcomes.results.withLock { $0[name] = (try? result.get()) != nil }
                 }
             }

@@ -1,0 +1,209 @@
+import Dispatch
+import Synchronization
+
+extension TransferEngine {
+    /// Downloads `count` URLs (`url(i)` for each index) and calls `completion`
+    /// once for each index with its body or its error; returns when every
+    /// index has been completed. A cancelled task stops the batch: running
+    /// transfers end, partials stay for the next run, and items that never
+    /// started are not completed at all.
+    ///
+    /// Same downloads as `download(_:)`, shaped for long lists: no task per
+    /// item. A body that arrives whole in its first attempt is handed over
+    /// on the writer thread that hashed it, which then starts the next item,
+    /// so a small file costs no task switch; an attempt that fails goes on in
+    /// a task of its own with `download(_:)`'s retries and resume.
+    ///
+    /// `completion` runs on the engine's threads (writer threads, or the task
+    /// that retried), one call per index, possibly several at once. It may
+    /// block briefly (to hand the body on) but must not wait on the engine.
+    public func download(
+        count: Int,
+        url: @escaping @Sendable (Int) -> String,
+        completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>) -> Void
+    ) async {
+        guard count > 0 else { return }
+        let batch = DownloadBatch(engine: self, count: count, url: url, completion: completion)
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                batch.start(whenDone: { continuation.resume() })
+            }
+        } onCancel: {
+            batch.cancel()
+        }
+    }
+}
+
+/// The state of one `download(count:url:completion:)` call.
+///
+/// Keeps a fixed number of items in flight (twice the engine's slots, so
+/// the slot queue is never empty while finished bodies are handed over).
+/// Each item that completes starts the next one, on the thread it completed on.
+final class DownloadBatch: Sendable {
+    private struct State {
+        /// Items not yet completed (or given up because of a cancel).
+        var remaining: Int
+        var cancelled = false
+        var whenDone: (@Sendable () -> Void)?
+        /// Attempts on the loop, to stop on a cancel.
+        var running: Set<TransferID> = []
+        /// Items retrying in tasks of their own, to cancel on a cancel.
+        var retrying: [TransferID: Task<Void, Never>] = [:]
+    }
+
+    private let engine: TransferEngine
+    private let count: Int
+    private let url: @Sendable (Int) -> String
+    private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>) -> Void
+    private let cursor = Atomic<Int>(0)
+    private let state: Mutex<State>
+
+    init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
+         completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>) -> Void) {
+        self.engine = engine
+        self.count = count
+        self.url = url
+        self.completion = completion
+        state = Mutex(State(remaining: count))
+    }
+
+    /// How many items are in flight at once.
+    private var width: Int { max(2 * engine.configuration.maxConcurrentTransfers, 8) }
+
+    /// Starts the first items; `whenDone` is called once every item is completed.
+    func start(whenDone: @escaping @Sendable () -> Void) {
+        let alreadyDone = state.withLock { state -> Bool in
+            // A task cancelled before it got here has settled every item already.
+            guard state.remaining > 0 else { return true }
+            state.whenDone = whenDone
+            return false
+        }
+        if alreadyDone {
+            whenDone()
+            return
+        }
+        // Opening the first partials is file work: off the cooperative pool.
+        DispatchQueue.global().async { [self] in
+            for _ in 0..<min(width, count) { startNext() }
+        }
+    }
+
+    /// Stops starting items and stops those running; each running item then
+    /// completes as cancelled (its partial kept).
+    func cancel() {
+        let (running, retrying) = state.withLock { state in
+            state.cancelled = true
+            return (state.running, Array(state.retrying.values))
+        }
+        for id in running { engine.cancel(id) }
+        for task in retrying { task.cancel() }
+        // Items nobody will start now are given up.
+        let unstarted = max(0, count - cursor.exchange(count, ordering: .relaxed))
+        settle(unstarted)
+    }
+
+    /// Starts the next item that can be started; items that fail before their
+    /// first attempt (a bad URL, an unwritable partial) are completed on the way.
+    private func startNext() {
+        while true {
+            let index = cursor.add(1, ordering: .relaxed).oldValue
+            guard index < count else { return }
+            let prepared: TransferEngine.PreparedDownload
+            do {
+                let (target, partial) = try engine.openPartial(for: url(index))
+                prepared = try engine.prepare(target, partial)
+            } catch {
+                finish(index, .failure(error))
+                continue
+            }
+            let id = engine.nextTransferID()
+            let attempt = engine.makeAttempt(id: id, target: prepared.target, number: 1, sink: prepared.sink)
+            let offset = attempt.requestedOffset
+            let first: @Sendable (AttemptOutcome) -> Void = { [self] outcome in
+                ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset))
+            }
+            attempt.onEnd = first
+            // Checked and registered under the lock `cancel` takes: a cancel
+            // either stops this item here or finds it running.
+            let admitted = state.withLock { state -> Bool in
+                guard !state.cancelled else { return false }
+                state.running.insert(id)
+                return true
+            }
+            guard admitted else {
+                engine.abandon(prepared, after: .cancelled)
+                settle(1)
+                continue
+            }
+            if !engine.submit(attempt) {
+                attempt.onEnd = nil
+                first(.cancelled())
+            } else if state.withLock({ $0.cancelled }) {
+                // A cancel that came between the check and the submit: its stop
+                // may have reached the loop before the start did.
+                engine.cancel(id)
+            }
+            return
+        }
+    }
+
+    private typealias FirstAttempt = TransferEngine.FirstAttempt
+
+    /// The first attempt ended: on the writer thread for a sealed body (the
+    /// common case, handed over here), else on the loop thread, so the rest
+    /// goes to a task.
+    private func ended(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt) {
+        state.withLock { _ = $0.running.remove(first.id) }
+        if first.outcome.sealed, case .success = TransferEngine.classify(first.outcome) {
+            let outcome = first.outcome
+            let completed = TransferEngine.Completed(effectiveURL: outcome.effectiveURL, head: outcome.head,
+                                                     resumedBytes: outcome.head.status == 206 ? first.offset : 0)
+            do {
+                let finished = try prepared.sink.finishSealed()
+                finish(index, .success(engine.body(prepared, completed, attempts: 1, finished: finished)))
+            } catch {
+                engine.abandon(prepared, after: error)
+                finish(index, .failure(error))
+            }
+            startNext()
+            return
+        }
+        // Retries, resume and their backoff live in `complete`: a task per
+        // item that needs them. Registered under the lock `cancel` takes, so
+        // a cancel either finds the task or the task starts cancelled (its
+        // own removal waits for the lock, so it comes after the insertion).
+        state.withLock { state in
+            let task = Task { [self] in
+                let result: Result<DownloadedBody, TransferError>
+                do throws(TransferError) {
+                    result = .success(try await engine.complete(prepared, after: first))
+                } catch {
+                    result = .failure(error)
+                }
+                _ = self.state.withLock { $0.retrying.removeValue(forKey: first.id) }
+                finish(index, result)
+                startNext()
+            }
+            if state.cancelled { task.cancel() }
+            state.retrying[first.id] = task
+        }
+    }
+
+    /// Reports an item's result and counts it.
+    private func finish(_ index: Int, _ result: Result<DownloadedBody, TransferError>) {
+        completion(index, result)
+        settle(1)
+    }
+
+    /// Counts `items` as completed; the last one wakes the caller.
+    private func settle(_ items: Int) {
+        guard items > 0 else { return }
+        let done = state.withLock { state -> (@Sendable () -> Void)? in
+            state.remaining -= items
+            guard state.remaining == 0 else { return nil }
+            defer { state.whenDone = nil }
+            return state.whenDone
+        }
+        done?()
+    }
+}

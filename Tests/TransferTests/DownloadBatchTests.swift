@@ -1,0 +1,112 @@
+import Crypto
+import Foundation
+import Synchronization
+import Testing
+import TestOrigin
+import TestSupport
+@testable import Transfer
+
+/// The engine's batch interface: every index completed once, with the same
+/// retries, resume and cancellation as single downloads.
+@Suite struct DownloadBatchTests {
+    private final class Results: Sendable {
+        let byIndex = Mutex<[Int: [Result<DownloadedBody, TransferError>]]>([:])
+
+        func record(_ index: Int, _ result: Result<DownloadedBody, TransferError>) {
+            byIndex.withLock { $0[index, default: []].append(result) }
+        }
+    }
+
+    private func engine(_ directory: TemporaryDirectory, jobs: Int = 4) throws -> TransferEngine {
+        var configuration = TransferConfiguration()
+        configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.01, maxDelay: 0.05)
+        configuration.maxConcurrentTransfers = jobs
+        configuration.maxTransfersPerHost = jobs
+        configuration.stallTimeout = 5
+        return try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+    }
+
+    private func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func everyIndexIsCompletedOnceWithItsBodyOrItsError() async throws {
+        try await withOrigin { origin, directory in
+            // Given many small files, one that needs retries, one missing, one cut short once, and a bad URL
+            var urls: [String] = []
+            var contents: [Int: Data] = [:]
+            for index in 0..<60 {
+                let data = fixtureBytes(count: 10_000 + index * 1000, seed: UInt64(index))
+                origin.addResource("/f\(index)", data: data)
+                contents[index] = data
+                urls.append(origin.url("/f\(index)"))
+            }
+            origin.setFault("/f7", .status(503), times: 2)
+            origin.setFault("/f8", .dropAfter(bytes: 5000), times: 1)
+            urls.append(origin.url("/missing"))
+            urls.append("ftp://example.test/x")
+            let list = urls
+            let engine = try engine(directory)
+            defer { engine.shutdown() }
+            let results = Results()
+
+            // When they are downloaded as a batch
+            await engine.download(count: list.count, url: { list[$0] }) { index, result in
+                results.record(index, result)
+            }
+
+            // Then each index got exactly one result: the right bytes, or the reason it failed
+            let byIndex = results.byIndex.withLock { $0 }
+            #expect(byIndex.count == urls.count)
+            #expect(byIndex.values.allSatisfy { $0.count == 1 })
+            for index in 0..<60 {
+                let body = try #require(try? byIndex[index]?.first?.get(), "item \(index) failed")
+                #expect(body.sha256 == sha256(try #require(contents[index])))
+                #expect(FileManager.default.contents(atPath: body.path) == contents[index])
+                body.file.release()
+            }
+            #expect(try #require(try? byIndex[7]?.first?.get()).attempts == 3)
+            #expect(try #require(try? byIndex[8]?.first?.get()).resumedBytes == 5000)
+            guard case .failure(let missing) = byIndex[60]?.first else { Issue.record("a 404 succeeded"); return }
+            #expect(missing.kind == .http(status: 404))
+            guard case .failure(let bad) = byIndex[61]?.first else { Issue.record("an ftp URL succeeded"); return }
+            #expect(bad.kind == .unsupportedURL)
+        }
+    }
+
+    @Test func cancellingStopsTheBatchKeepsPartialsAndStartsNothingMore() async throws {
+        try await withOrigin { origin, directory in
+            // Given slow bodies, more of them than the batch keeps in flight
+            let body = fixtureBytes(count: 400_000, seed: 3)
+            for index in 0..<20 {
+                origin.addResource("/s\(index)", data: body)
+                origin.setFault("/s\(index)", .slow(bytesPerSecond: 100_000))
+            }
+            let engine = try engine(directory, jobs: 2)
+            defer { engine.shutdown() }
+            let results = Results()
+            let batch = Task {
+                await engine.download(count: 20, url: { origin.url("/s\($0)") }) { index, result in
+                    results.record(index, result)
+                }
+            }
+            // When the task is cancelled once bytes are arriving
+            while !(try FileManager.default.contentsOfDirectory(atPath: directory.appending("tmp"))
+                        .contains { $0.hasSuffix(".validator") }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            batch.cancel()
+            await batch.value
+
+            // Then it returns, nothing succeeded, the running ones ended cancelled with
+            // their partials kept, and no item past those in flight reached the server
+            let byIndex = results.byIndex.withLock { $0 }
+            let outcomes = byIndex.values.flatMap { $0 }
+            #expect(outcomes.allSatisfy { if case .failure(let error) = $0 { error.kind == .cancelled } else { false } })
+            #expect(byIndex.count <= 8)
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.appending("tmp"))
+            #expect(leftovers.contains { $0.hasSuffix(".part") })
+            #expect(origin.requests().count <= 8)
+        }
+    }
+}
