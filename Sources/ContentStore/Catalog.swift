@@ -148,6 +148,8 @@ public final class Catalog: Sendable {
     public func cachedSources(for urls: [String]) throws -> [String: CachedSource] {
         var found: [String: CachedSource] = [:]
         try database.read { db in
+            // A new cache has nothing to find: one cheap look spares binding every URL.
+            guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM source WHERE hash IS NOT NULL)") == true else { return }
             // SQLite limits bound parameters per statement; ask in chunks.
             for start in stride(from: 0, to: urls.count, by: 500) {
                 let chunk = Array(urls[start..<min(start + 500, urls.count)])
