@@ -166,30 +166,32 @@ public final class FetchJob: Sendable {
     }
 
     /// Downloads through the engine's batch interface: no task per item, and
-    /// each body goes to the ingestor from the thread that finished it (which
-    /// waits only while the ingest queue is full), so memory stays flat
-    /// however long the list.
+    /// each body goes to the ingestor from the thread that finished it. The
+    /// next download starts when the ingestor has room, so memory stays flat
+    /// however long the list and however slow the disk.
     private func download(_ items: [FetchItem], engine: TransferEngine, ingestor: Ingestor) async {
-        await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result in
+        await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
             switch result {
             case .success(let body):
-                store(body, of: items[index], ingestor: ingestor)
+                store(body, of: items[index], ingestor: ingestor, whenRoom: ready)
             case .failure(let error):
                 // A cancelled item is neither stored nor failed: the run was interrupted.
                 if error.kind != .cancelled { fail(items[index], reason: error.message, ingestor: ingestor) }
+                ready()
             }
         }
     }
 
     /// Hands a downloaded body to the ingestor; the group commit happens on
     /// the ingest thread.
-    private func store(_ body: DownloadedBody, of item: FetchItem, ingestor: Ingestor) {
+    private func store(_ body: DownloadedBody, of item: FetchItem, ingestor: Ingestor,
+                       whenRoom: @escaping @Sendable () -> Void) {
         let record = IngestRecord(
             url: item.url, collection: item.collection, kind: item.kind, title: item.title,
             sha256: body.sha256, size: body.size, contentType: body.contentType,
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size)
-        ingestor.submit(blob, record) { [self] result in
+        ingestor.submit(blob, record, whenRoom: whenRoom) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()
             switch result {

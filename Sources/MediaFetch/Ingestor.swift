@@ -9,8 +9,8 @@ import Synchronization
 ///
 /// Runs on a thread of its own because `syncfs` and SQLite writes block.
 ///
-/// At most `maxPending` items wait at once: past that, `submit` blocks the
-/// caller until the ingest thread takes the next group, so downloads slow to
+/// About `maxPending` items wait at most: past that, `submit` tells the
+/// caller to wait until the ingest thread takes the next group, so downloads slow to
 /// the store's pace instead of piling finished bodies up in memory (seen: 11,000
 /// waiting items, and memory growing with the list, for 32,000 small files).
 final class Ingestor: Sendable {
@@ -39,7 +39,7 @@ final class Ingestor: Sendable {
     private let exited = DispatchSemaphore(value: 0)
 
     /// `maxPending` is how many items may wait for the ingest thread before
-    /// `submit` waits too; two full groups by default.
+    /// `submit` asks callers to wait; two full groups by default.
     init(cache: MediaCache, maxPending: Int = 2 * groupSize) {
         self.cache = cache
         self.maxPending = max(1, maxPending)
@@ -50,55 +50,45 @@ final class Ingestor: Sendable {
 
     /// Queues `blob` to be stored and `record` to be recorded with the next
     /// group; `completion` runs on the ingest thread once both are durable (or
-    /// failed). Returns as soon as the item is queued, so a download does not
-    /// wait for its group; only while `maxPending` items already wait does it
-    /// block the calling thread until the ingest thread takes some. Call it
-    /// from a thread that may block (the engine's writer threads do).
+    /// failed). Never blocks: `whenRoom` says when the caller may hand over
+    /// another item, at once while fewer than `maxPending` items wait, else
+    /// (on a Dispatch thread) once the ingest thread has taken a group. A
+    /// caller that waits for it keeps the queue near `maxPending` (it can
+    /// only pass it by the items that were already on their way).
     func submit(_ blob: StagedBlob, _ record: IngestRecord,
+                whenRoom: @escaping @Sendable () -> Void,
                 completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
         let item = Pending(blob: blob, record: record, completion: completion)
-        while !admit(item) {
-            let room = DispatchSemaphore(value: 0)
-            if park({ room.signal() }) { room.wait() }
-        }
-    }
-
-    /// Queues `item` unless the queue is full (then returns false). After
-    /// `finish` it is refused: its completion fails rather than drop it.
-    private func admit(_ item: Pending) -> Bool {
         let admission = queue.withLock { queue -> Admission in
             if queue.closed { return .closed }
-            guard queue.pending.count < maxPending || queue.stopping else { return .full }
             queue.pending.append(item)
-            return .queued(count: queue.pending.count)
+            let full = queue.pending.count > maxPending && !queue.stopping
+            if full { queue.waiters.append(whenRoom) }
+            return .queued(count: queue.pending.count, full: full)
         }
         switch admission {
-        case .queued(let count):
+        case .queued(let count, let full):
             // Only the first item of a group and a full group need the thread awake.
             if count == 1 || count == Self.groupSize { wake.signal() }
-            return true
+            if !full { whenRoom() }
         case .closed:
-            item.completion(.failure(CacheError("cannot store \(item.record.url): the run is over")))
-            return true
-        case .full:
-            return false
+            // After `finish` nothing is taken any more: say so rather than drop it.
+            item.completion(.failure(CacheError("cannot store \(record.url): the run is over")))
+            whenRoom()
         }
     }
 
-    /// Registers `resume` to be called when there is room; returns false (and
-    /// keeps nothing) when there is room already: the thread may have taken
-    /// a group since `admit` looked.
-    private func park(_ resume: @escaping @Sendable () -> Void) -> Bool {
-        queue.withLock { queue -> Bool in
-            guard queue.pending.count >= maxPending, !queue.stopping else { return false }
-            queue.waiters.append(resume)
-            return true
+    /// Lets waiting submitters go on, off the ingest thread (they may start
+    /// downloads, which is file work).
+    private static func resume(_ waiters: [@Sendable () -> Void]) {
+        guard !waiters.isEmpty else { return }
+        DispatchQueue.global().async {
+            for resume in waiters { resume() }
         }
     }
 
     private enum Admission {
-        case queued(count: Int)
-        case full
+        case queued(count: Int, full: Bool)
         case closed
     }
 
@@ -120,7 +110,7 @@ final class Ingestor: Sendable {
             defer { queue.waiters.removeAll() }
             return queue.waiters
         }
-        for resume in waiters { resume() }
+        Self.resume(waiters)
         wake.signal()
         exited.wait()
         return queue.withLock { $0.closingError }
@@ -154,7 +144,7 @@ final class Ingestor: Sendable {
                 return (queue.pending, queue.failures, queue.stopping, queue.waiters)
             }
             // There is room again: submitters waiting for it go on while this group is committed.
-            for resume in waiters { resume() }
+            Self.resume(waiters)
             if !group.isEmpty || !failures.isEmpty { commit(group, failures) }
             if stopping {
                 // Anything queued after the drain above still gets committed.

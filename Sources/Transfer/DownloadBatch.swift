@@ -14,13 +14,16 @@ extension TransferEngine {
     /// so a small file costs no task switch; an attempt that fails goes on in
     /// a task of its own with `download(_:)`'s retries and resume.
     ///
-    /// `completion` runs on the engine's threads (writer threads, or the task
-    /// that retried), one call per index, possibly several at once. It may
-    /// block briefly (to hand the body on) but must not wait on the engine.
+    /// `completion` runs on the engine's threads (writer threads, Dispatch
+    /// threads, or the task that retried), one call per index, possibly
+    /// several at once; it must not block. Its third argument, `ready`, is how
+    /// the caller slows the batch down: call it once, at once or later (from
+    /// any thread that may do file work), when it can take another body; the
+    /// item that takes this one's place starts only then.
     public func download(
         count: Int,
         url: @escaping @Sendable (Int) -> String,
-        completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>) -> Void
+        completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, _ ready: @escaping @Sendable () -> Void) -> Void
     ) async {
         guard count > 0 else { return }
         let batch = DownloadBatch(engine: self, count: count, url: url, completion: completion)
@@ -38,7 +41,8 @@ extension TransferEngine {
 ///
 /// Keeps a fixed number of items in flight (twice the engine's slots, so
 /// the slot queue is never empty while finished bodies are handed over).
-/// Each item that completes starts the next one, on the thread it completed on.
+/// Each item that completes starts the next one once the caller is ready for
+/// it, on the thread that says so.
 final class DownloadBatch: Sendable {
     private struct State {
         /// Items not yet completed (or given up because of a cancel).
@@ -54,12 +58,12 @@ final class DownloadBatch: Sendable {
     private let engine: TransferEngine
     private let count: Int
     private let url: @Sendable (Int) -> String
-    private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>) -> Void
+    private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let cursor = Atomic<Int>(0)
     private let state: Mutex<State>
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
-         completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>) -> Void) {
+         completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
         self.engine = engine
         self.count = count
         self.url = url
@@ -108,46 +112,76 @@ final class DownloadBatch: Sendable {
         while true {
             let index = cursor.add(1, ordering: .relaxed).oldValue
             guard index < count else { return }
-            let prepared: TransferEngine.PreparedDownload
+            let target: RequestTarget
+            let partial: PartialFile
             do {
-                let (target, partial) = try engine.openPartial(for: url(index))
-                prepared = try engine.prepare(target, partial)
+                (target, partial) = try engine.openPartial(for: url(index))
             } catch {
-                finish(index, .failure(error))
+                finish(index, .failure(error), then: nil)
                 continue
             }
-            let id = engine.nextTransferID()
-            let attempt = engine.makeAttempt(id: id, target: prepared.target, number: 1, sink: prepared.sink)
-            let offset = attempt.requestedOffset
-            let first: @Sendable (AttemptOutcome) -> Void = { [self] outcome in
-                ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset))
+            if partial.resumable != nil {
+                // Its bytes are read back once to seed the hash, which may take
+                // a while: not on this thread (a writer's, often).
+                let handed = HandedPartial(target: target, partial: partial)
+                DispatchQueue.global().async { [self] in
+                    if !launch(index, handed.target, handed.partial) { startNext() }
+                }
+                return
             }
-            attempt.onEnd = first
-            // Checked and registered under the lock `cancel` takes: a cancel
-            // either stops this item here or finds it running.
-            let admitted = state.withLock { state -> Bool in
-                guard !state.cancelled else { return false }
-                state.running.insert(id)
-                return true
-            }
-            guard admitted else {
-                engine.abandon(prepared, after: .cancelled)
-                settle(1)
-                continue
-            }
-            if !engine.submit(attempt) {
-                attempt.onEnd = nil
-                first(.cancelled())
-            } else if state.withLock({ $0.cancelled }) {
-                // A cancel that came between the check and the submit: its stop
-                // may have reached the loop before the start did.
-                engine.cancel(id)
-            }
-            return
+            if launch(index, target, partial) { return }
         }
     }
 
+    /// Sets the item up and hands its first attempt to the loop. Returns
+    /// false when the item was completed on the spot instead (it failed, or
+    /// the batch was cancelled), so the caller starts another.
+    private func launch(_ index: Int, _ target: RequestTarget, _ partial: PartialFile) -> Bool {
+        let prepared: TransferEngine.PreparedDownload
+        do {
+            prepared = try engine.prepare(target, partial)
+        } catch {
+            finish(index, .failure(error), then: nil)
+            return false
+        }
+        let id = engine.nextTransferID()
+        let attempt = engine.makeAttempt(id: id, target: prepared.target, number: 1, sink: prepared.sink)
+        let offset = attempt.requestedOffset
+        let first: @Sendable (AttemptOutcome) -> Void = { [self] outcome in
+            ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset))
+        }
+        attempt.onEnd = first
+        // Checked and registered under the lock `cancel` takes: a cancel
+        // either stops this item here or finds it running.
+        let admitted = state.withLock { state -> Bool in
+            guard !state.cancelled else { return false }
+            state.running.insert(id)
+            return true
+        }
+        guard admitted else {
+            engine.abandon(prepared, after: .cancelled)
+            settle(1)
+            return false
+        }
+        if !engine.submit(attempt) {
+            attempt.onEnd = nil
+            first(.cancelled())
+        } else if state.withLock({ $0.cancelled }) {
+            // A cancel that came between the check and the submit: its stop
+            // may have reached the loop before the start did.
+            engine.cancel(id)
+        }
+        return true
+    }
+
     private typealias FirstAttempt = TransferEngine.FirstAttempt
+
+    /// A partial on its way to the thread that prepares it.
+    /// `@unchecked Sendable`: one thread uses it at a time, the hand-over orders them.
+    private struct HandedPartial: @unchecked Sendable {
+        let target: RequestTarget
+        let partial: PartialFile
+    }
 
     /// The first attempt ended: on the writer thread for a sealed body (the
     /// common case, handed over here), else on the loop thread, so the rest
@@ -158,14 +192,16 @@ final class DownloadBatch: Sendable {
             let outcome = first.outcome
             let completed = TransferEngine.Completed(effectiveURL: outcome.effectiveURL, head: outcome.head,
                                                      resumedBytes: outcome.head.status == 206 ? first.offset : 0)
+            let result: Result<DownloadedBody, TransferError>
             do {
                 let finished = try prepared.sink.finishSealed()
-                finish(index, .success(engine.body(prepared, completed, attempts: 1, finished: finished)))
+                result = .success(engine.body(prepared, completed, attempts: 1, finished: finished))
             } catch {
+                // Safe on this writer thread: a sealed body's writer has nothing left to wait for.
                 engine.abandon(prepared, after: error)
-                finish(index, .failure(error))
+                result = .failure(error)
             }
-            startNext()
+            finish(index, result, then: { [self] in startNext() })
             return
         }
         // Retries, resume and their backoff live in `complete`: a task per
@@ -181,17 +217,20 @@ final class DownloadBatch: Sendable {
                     result = .failure(error)
                 }
                 _ = self.state.withLock { $0.retrying.removeValue(forKey: first.id) }
-                finish(index, result)
-                startNext()
+                // The next item's file work does not belong on the cooperative pool.
+                finish(index, result, then: { [self] in DispatchQueue.global().async { self.startNext() } })
             }
             if state.cancelled { task.cancel() }
             state.retrying[first.id] = task
         }
     }
 
-    /// Reports an item's result and counts it.
-    private func finish(_ index: Int, _ result: Result<DownloadedBody, TransferError>) {
-        completion(index, result)
+    /// Reports an item's result and counts it. `next` starts the item that
+    /// takes its place once the caller is ready; nil when the caller of
+    /// `finish` goes on starting items itself.
+    private func finish(_ index: Int, _ result: Result<DownloadedBody, TransferError>,
+                        then next: (@Sendable () -> Void)?) {
+        completion(index, result, next ?? {})
         settle(1)
     }
 

@@ -240,7 +240,11 @@ final class HashingWriter: @unchecked Sendable {
     }
 
     /// Waits until every byte handed over is hashed and written (blocking).
+    /// After `seal` there is nothing left to wait for: it returns at once, so
+    /// it may be called from the sealing job's own `done` (a failed body
+    /// abandoned on its writer thread).
     func drain() {
+        if sealed != nil { return }
         submitFilling()
         queue.sync()
     }

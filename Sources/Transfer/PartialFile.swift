@@ -188,8 +188,9 @@ final class PartialFile {
         var fd = open(path, flags | directFlag, 0o644)
         var isDirect = directFlag != 0
         if fd < 0, directFlag != 0, errno == EINVAL {
-            // A filesystem without direct I/O (tmpfs) refuses the flag, not the file.
-            fd = open(path, flags, 0o644)
+            // A filesystem without direct I/O refuses the flag, not the file,
+            // and only once the file is made: open what was just created.
+            fd = open(path, O_RDWR | O_CLOEXEC)
             isDirect = false
         }
         guard fd >= 0 else { return nil }

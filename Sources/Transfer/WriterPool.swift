@@ -36,15 +36,20 @@ final class WriterPool: Sendable {
         }
 
         /// Waits until every job given so far has run. Never call it from a
-        /// job of the same lane.
+        /// job of the same lane. An idle lane returns at once: waiting must not
+        /// need a free pool thread (a pool thread doing file work for a new
+        /// body, say, would otherwise wait for one, and four such would wait forever).
         func sync() {
+            guard !pool.isIdle(self) else { return }
             let done = DispatchSemaphore(value: 0)
             async { done.signal() }
             done.wait()
         }
 
-        /// Runs `work` after every job given so far and returns its result.
+        /// Runs `work` after every job given so far and returns its result
+        /// (on the calling thread when the lane is idle).
         func sync<T: Sendable>(_ work: @escaping @Sendable () -> T) -> T {
+            if pool.isIdle(self) { return work() }
             let box = ResultBox<T>()
             let done = DispatchSemaphore(value: 0)
             async {
@@ -81,6 +86,11 @@ final class WriterPool: Sendable {
 
     /// A new lane for one body.
     func lane() -> Lane { Lane(pool: self) }
+
+    /// Whether `lane` has no job waiting or running.
+    fileprivate func isIdle(_ lane: Lane) -> Bool {
+        state.withLock { _ in !lane.scheduled && lane.jobs.isEmpty }
+    }
 
     private func enqueue(_ job: @escaping @Sendable () -> Void, on lane: Lane) {
         let becameReady = state.withLock { state -> Bool in

@@ -22,7 +22,7 @@ import TestSupport
         return (blob, IngestRecord(url: "http://h/\(index)", collection: "c", kind: .file, sha256: hash, size: blob.size))
     }
 
-    @Test func submittersWaitWhileTheQueueIsFullAndGoOnWhenItDrains() async throws {
+    @Test func submittersAreToldToWaitWhileTheQueueIsFullAndToGoOnWhenItDrains() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))
             // Another writer holds the catalog, as a second process might: the
@@ -33,9 +33,10 @@ import TestSupport
             try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
             let ingestor = Ingestor(cache: cache, maxPending: 4)
             let outcomes = Outcomes()
+            let room = Mutex<Set<Int>>([])
             func submit(_ index: Int) throws {
                 let (blob, record) = try staged(index, in: cache)
-                ingestor.submit(blob, record) { result in
+                ingestor.submit(blob, record, whenRoom: { room.withLock { _ = $0.insert(index) } }) { result in
                     outcomes.results.withLock { $0["\(index)"] = (try? result.get()) != nil }
                 }
             }
@@ -44,30 +45,17 @@ import TestSupport
             // The ingest thread takes it as a group and waits on the lock with it.
             while ingestor.pendingCount > 0 { try await Task.sleep(for: .milliseconds(5)) }
             for index in 1...4 { try submit(index) }
-            #expect(ingestor.pendingCount == 4)
-            // The fifth submitter blocks, so it gets a thread of its own (as a writer thread would be).
-            let queuedFifth = Mutex(false)
-            let fifthDone = DispatchSemaphore(value: 0)
-            let (blob5, record5) = try staged(5, in: cache)
-            Thread {
-                ingestor.submit(blob5, record5) { result in
-                    outcomes.results.withLock { $0["5"] = (try? result.get()) != nil }
-                }
-                queuedFifth.withLock { $0 = true }
-                fifthDone.signal()
-            }.start()
+            #expect(room.withLock { $0 } == [0, 1, 2, 3, 4], "room was withheld below the limit")
+            // The fifth is queued, but its submitter is told to wait.
+            try submit(5)
             try await Task.sleep(for: .milliseconds(200))
-            #expect(!queuedFifth.withLock { $0 }, "the fifth item was queued past the limit")
-            #expect(ingestor.pendingCount == 4)
+            #expect(!room.withLock { $0.contains(5) }, "the fifth submitter was let on past the limit")
+            #expect(ingestor.pendingCount == 5)
 
-            // The other writer lets go: the waiting submitter goes on and everything is stored.
+            // The other writer lets go: the ingest thread takes the next group,
+            // the waiting submitter is let on, and everything is stored.
             try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().async {
-                    fifthDone.wait()
-                    continuation.resume()
-                }
-            }
+            while !room.withLock({ $0.contains(5) }) { try await Task.sleep(for: .milliseconds(5)) }
             ingestor.finish()
             #expect(outcomes.results.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0...5).map { ("\($0)", true) }))
             #expect(try cache.catalog.entries().count == 6)
@@ -81,10 +69,12 @@ import TestSupport
             #expect(ingestor.finish() == nil)
             let (blob, record) = try staged(1, in: cache)
             let outcome = Mutex<String?>(nil)
-            ingestor.submit(blob, record) { result in
+            let toldToGoOn = Mutex(false)
+            ingestor.submit(blob, record, whenRoom: { toldToGoOn.withLock { $0 = true } }) { result in
                 if case .failure(let error) = result { outcome.withLock { $0 = error.message } }
             }
             #expect(outcome.withLock { $0 } == "cannot store http://h/1: the run is over")
+            #expect(toldToGoOn.withLock { $0 })
             #expect(try cache.catalog.entries().isEmpty)
         }
     }
@@ -106,7 +96,7 @@ import TestSupport
             for (name, blob) in [("bad", bad), ("good", good)] {
                 let record = IngestRecord(url: "http://h/\(name)", collection: "c", kind: .file,
                                           sha256: blob.sha256, size: blob.size)
-                ingestor.submit(blob, record) { result in
+                ingestor.submit(blob, record, whenRoom: {}) { result in
                     outcomes.results.withLock { $0[name] = (try? result.get()) != nil }
                 }
             }

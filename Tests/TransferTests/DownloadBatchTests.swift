@@ -51,8 +51,9 @@ import TestSupport
             let results = Results()
 
             // When they are downloaded as a batch
-            await engine.download(count: list.count, url: { list[$0] }) { index, result in
+            await engine.download(count: list.count, url: { list[$0] }) { index, result, ready in
                 results.record(index, result)
+                ready()
             }
 
             // Then each index got exactly one result: the right bytes, or the reason it failed
@@ -86,8 +87,9 @@ import TestSupport
             defer { engine.shutdown() }
             let results = Results()
             let batch = Task {
-                await engine.download(count: 20, url: { origin.url("/s\($0)") }) { index, result in
+                await engine.download(count: 20, url: { origin.url("/s\($0)") }) { index, result, ready in
                     results.record(index, result)
+                    ready()
                 }
             }
             // When the task is cancelled once bytes are arriving
@@ -107,6 +109,76 @@ import TestSupport
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.appending("tmp"))
             #expect(leftovers.contains { $0.hasSuffix(".part") })
             #expect(origin.requests().count <= 8)
+        }
+    }
+
+    @Test func aBodyThatCannotBeWrittenFailsAloneAndTheBatchEnds() async throws {
+        try await withOrigin { origin, directory in
+            // Given a partial that is really /dev/full (every write fails with ENOSPC),
+            // for a small body that arrives whole in its first attempt
+            let bad = fixtureBytes(count: 20_000, seed: 1)
+            let good = fixtureBytes(count: 20_000, seed: 2)
+            origin.addResource("/full", data: bad)
+            origin.addResource("/fine", data: good)
+            let engine = try engine(directory)
+            defer { engine.shutdown() }
+            let key = SHA256.hash(data: Data(origin.url("/full").utf8)).hexString.prefix(40)
+            try FileManager.default.createSymbolicLink(atPath: directory.appending("tmp/\(key).part"),
+                                                       withDestinationPath: "/dev/full")
+            let urls = [origin.url("/full"), origin.url("/fine")]
+            let results = Results()
+
+            // When both are downloaded as a batch
+            await engine.download(count: 2, url: { urls[$0] }) { index, result, ready in
+                results.record(index, result)
+                ready()
+            }
+
+            // Then the batch ends, the unwritable one fails with the system's reason, the other is stored
+            let byIndex = results.byIndex.withLock { $0 }
+            guard case .failure(let error) = byIndex[0]?.first else { Issue.record("a write to /dev/full succeeded"); return }
+            #expect(error.kind == .fileSystem(errno: ENOSPC))
+            let body = try #require(try? byIndex[1]?.first?.get())
+            #expect(body.sha256 == sha256(good))
+            body.file.release()
+        }
+    }
+
+    @Test func partialsLeftByAnEarlierRunAreResumedInTheBatch() async throws {
+        try await withOrigin { origin, directory in
+            // Given twelve bodies whose first run broke off after 300,000 bytes (their partials kept)
+            let count = 12
+            for index in 0..<count {
+                origin.addResource("/r\(index)", data: fixtureBytes(count: 600_000, seed: UInt64(100 + index)))
+                origin.setFault("/r\(index)", .dropAfter(bytes: 300_000), times: 1)
+            }
+            var once = TransferConfiguration()
+            once.retry = RetryPolicy(maxRetries: 0)
+            try await withTransferEngine(configuration: once, partialDirectory: directory.appending("tmp")) { engine in
+                for index in 0..<count {
+                    await #expect(throws: TransferError.self) { try await engine.download(origin.url("/r\(index)")) }
+                }
+            }
+
+            // When a new run downloads them as a batch (more of them than it keeps in flight)
+            let engine = try engine(directory, jobs: 2)
+            defer { engine.shutdown() }
+            let results = Results()
+            await engine.download(count: count, url: { origin.url("/r\($0)") }) { index, result, ready in
+                results.record(index, result)
+                ready()
+            }
+
+            // Then each continues from its partial with a range request and ends with the exact bytes
+            let byIndex = results.byIndex.withLock { $0 }
+            for index in 0..<count {
+                let body = try #require(try? byIndex[index]?.first?.get(), "item \(index) failed")
+                #expect(body.resumedBytes == 300_000)
+                #expect(body.sha256 == sha256(fixtureBytes(count: 600_000, seed: UInt64(100 + index))))
+                body.file.release()
+            }
+            let ranged = origin.requests().filter { $0.headers["range"] == "bytes=300000-" }
+            #expect(ranged.count == count)
         }
     }
 }
