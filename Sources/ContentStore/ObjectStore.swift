@@ -152,7 +152,7 @@ public final class ObjectStore: BlobStore {
         let prefix = temporaryDirectory + "/"
         if path.hasPrefix(prefix) {
             let name = path.dropFirst(prefix.count)
-            if !name.isEmpty, !name.contains("/") { return (temporaryDirectoryDescriptor, String(name)) }
+            if !name.isEmpty, !name.utf8.contains(UInt8(ascii: "/")) { return (temporaryDirectoryDescriptor, String(name)) }
         }
         return (AT_FDCWD, path)
     }
