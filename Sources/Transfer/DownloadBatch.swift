@@ -10,9 +10,10 @@ extension TransferEngine {
     ///
     /// Same downloads as `download(_:)`, shaped for long lists: no task per
     /// item. A body that arrives whole in its first attempt is handed over
-    /// on the writer thread that hashed it, which then starts the next item,
-    /// so a small file costs no task switch; an attempt that fails goes on in
-    /// a task of its own with `download(_:)`'s retries and resume.
+    /// on the writer thread that hashed it, which then starts the next item
+    /// (once the caller is ready for it), so a small file costs no task
+    /// switch; an attempt that fails goes on in a task of its own with
+    /// `download(_:)`'s retries and resume.
     ///
     /// `completion` runs on the engine's threads (writer threads, Dispatch
     /// threads, or the task that retried), one call per index, possibly

@@ -181,4 +181,38 @@ import TestSupport
             #expect(ranged.count == count)
         }
     }
+
+    @Test func noItemTakesAnotherOnesPlaceUntilTheCallerIsReady() async throws {
+        try await withOrigin { origin, directory in
+            // Given more small files than the batch keeps in flight (8 with 2 slots)
+            for index in 0..<20 { origin.addResource("/w\(index)", data: fixtureBytes(count: 5000, seed: UInt64(index))) }
+            let engine = try engine(directory, jobs: 2)
+            defer { engine.shutdown() }
+            let results = Results()
+            let held = Mutex<[@Sendable () -> Void]>([])
+            // When the caller holds back every `ready`
+            let batch = Task {
+                await engine.download(count: 20, url: { origin.url("/w\($0)") }) { index, result, ready in
+                    if case .success(let body) = result { body.file.release() }
+                    results.record(index, result)
+                    held.withLock { $0.append(ready) }
+                }
+            }
+            while results.byIndex.withLock({ $0.count }) < 8 { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(200))
+
+            // Then only the first eight were fetched
+            #expect(results.byIndex.withLock { $0.count } == 8)
+            #expect(origin.requests().count == 8)
+
+            // And once the caller is ready, one by one, the rest follow
+            while results.byIndex.withLock({ $0.count }) < 20 {
+                let ready = held.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+                if let ready { ready() } else { try await Task.sleep(for: .milliseconds(5)) }
+            }
+            for ready in held.withLock({ $0 }) { ready() }
+            await batch.value
+            #expect(origin.requests().count == 20)
+        }
+    }
 }
