@@ -51,10 +51,20 @@ final class CurlEasy {
         errorBuffer.deallocate()
     }
 
-    /// Clears every option (the connection and DNS caches stay with the multi
-    /// handle) so the handle can serve the next transfer.
-    func reset() {
-        curl_easy_reset(handle)
+    /// Whether the options every transfer shares are set (see `CurlLoop.configure`).
+    var hasSharedOptions = false
+
+    /// Makes the handle ready for the next transfer: the options that belong
+    /// to one transfer (its URL, callbacks' context, range and extra headers)
+    /// are cleared; the options every transfer shares stay, so they are not
+    /// set again for each of thousands of small files. The connection and DNS
+    /// caches stay with the multi handle.
+    func prepareForReuse() {
+        // Clearing an option cannot fail.
+        _ = mf_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, nil)
+        _ = mf_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, nil)
+        _ = mf_easy_setopt_string(handle, CURLOPT_RANGE, nil)
+        _ = mf_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, nil)
         errorBuffer[0] = 0
     }
 

@@ -228,7 +228,7 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled)
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
-            easy.reset()
+            easy.prepareForReuse()
             if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
             let onEnd = attempt.onEnd
             attempt.onEnd = nil
@@ -364,8 +364,28 @@ final class CurlLoop: Sendable {
     }
 
     private func configure(_ easy: CurlEasy, for attempt: Attempt) throws {
+        if !easy.hasSharedOptions {
+            try setSharedOptions(easy)
+            easy.hasSharedOptions = true
+        }
         let context = Unmanaged.passUnretained(attempt).toOpaque()
         try easy.set(CURLOPT_URL, attempt.url)
+        try easy.set(CURLOPT_WRITEDATA, pointer: context)
+        try easy.set(CURLOPT_HEADERDATA, pointer: context)
+        if attempt.requestedOffset > 0 {
+            // CURLOPT_RANGE, not RESUME_FROM: a 200 answer to If-Range must be accepted, not failed.
+            try easy.set(CURLOPT_RANGE, "\(attempt.requestedOffset)-")
+            if let validator = attempt.validator {
+                let list = curl_slist_append(nil, "If-Range: \(validator)")
+                attempt.headerList = list
+                try easy.set(CURLOPT_HTTPHEADER, list: list)
+            }
+        }
+    }
+
+    /// The options every transfer of this loop shares, set once per easy
+    /// handle (`prepareForReuse` leaves them in place).
+    private func setSharedOptions(_ easy: CurlEasy) throws {
         try easy.set(CURLOPT_NOSIGNAL, 1)
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
@@ -390,28 +410,17 @@ final class CurlLoop: Sendable {
         try easy.set(CURLOPT_BUFFERSIZE, 256 * 1024)
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
-        try easy.set(CURLOPT_WRITEDATA, pointer: context)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
             guard let userdata else { return 0 }
             let length = size * count
             let attempt = Attempt.from(userdata: userdata)
             return attempt.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
         })
-        try easy.set(CURLOPT_HEADERDATA, pointer: context)
         try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
             guard let userdata else { return 0 }
             let length = size * count
             let attempt = Attempt.from(userdata: userdata)
             return attempt.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
         })
-        if attempt.requestedOffset > 0 {
-            // CURLOPT_RANGE, not RESUME_FROM: a 200 answer to If-Range must be accepted, not failed.
-            try easy.set(CURLOPT_RANGE, "\(attempt.requestedOffset)-")
-            if let validator = attempt.validator {
-                let list = curl_slist_append(nil, "If-Range: \(validator)")
-                attempt.headerList = list
-                try easy.set(CURLOPT_HTTPHEADER, list: list)
-            }
-        }
     }
 }

@@ -98,6 +98,29 @@ import TestSupport
         }
     }
 
+    @Test func aReusedHandleCarriesNoRangeIntoTheNextTransfer() async throws {
+        // One slot, so every transfer runs on the same easy handle, one after the other.
+        _ = try await withEngine(adjust: { $0.maxConcurrentTransfers = 1; $0.maxTransfersPerHost = 1 }) { origin, engine, _ in
+            let resumed = fixtureBytes(count: 600_000, seed: 21)
+            let next = fixtureBytes(count: 50_000, seed: 22)
+            origin.addResource("/resumed.bin", data: resumed)
+            origin.addResource("/next.bin", data: next)
+            origin.setFault("/resumed.bin", .dropAfter(bytes: 300_000), times: 1)
+
+            // A transfer that ends with a range request (Range + If-Range)...
+            let first = try await engine.download(origin.url("/resumed.bin"))
+            #expect(first.resumedBytes == 300_000)
+            // ...and the one after it on the same handle
+            let second = try await engine.download(origin.url("/next.bin"))
+
+            #expect(second.sha256 == sha256(next))
+            let request = try #require(origin.requests(for: "/next.bin").first)
+            #expect(request.headers["range"] == nil)
+            #expect(request.headers["if-range"] == nil)
+            #expect(origin.requests(for: "/resumed.bin").last?.headers["range"] == "bytes=300000-")
+        }
+    }
+
     @Test func moreLargeTransfersThanWriterChunksAllComplete() async throws {
         // 40 large pipelined bodies at once, each holding a chunk while it fills
         // and handing full ones to the writers (the inline catch-up when no
