@@ -39,11 +39,31 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 public protocol BlobStore: Sendable {
     /// True when the object named `sha256` is present and complete.
     func contains(_ sha256: String) -> Bool
-    /// Makes every staged blob durable under its hash, in one group.
-    /// Returns the hashes that were new (the others were already stored).
-    func commit(_ blobs: [StagedBlob]) throws(StoreError) -> Set<String>
+    /// Makes every byte and name written so far durable.
+    func flush() throws(StoreError)
+    /// Puts one staged blob in place under its hash; returns false when the
+    /// same bytes were stored already (the staged copy is dropped). The
+    /// blob's bytes must be durable first (`flush`), and its new name is
+    /// durable only after the next `flush`.
+    func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool
     /// Removes an object.
     func remove(_ sha256: String) throws(StoreError)
+}
+
+extension BlobStore {
+    /// Makes every staged blob durable under its hash, in one group: one flush
+    /// for their bytes, the moves, one flush for their names. Returns the
+    /// hashes that were new (the others were already stored).
+    public func commit(_ blobs: [StagedBlob]) throws(StoreError) -> Set<String> {
+        guard !blobs.isEmpty else { return [] }
+        try flush()
+        var created = Set<String>()
+        for blob in blobs {
+            if try moveIntoPlace(blob) { created.insert(blob.sha256) }
+        }
+        if !created.isEmpty { try flush() }
+        return created
+    }
 }
 
 /// Content-addressed objects on the local disk, Bazel-CAS style:
@@ -107,43 +127,34 @@ public final class ObjectStore: BlobStore {
         return access(path, F_OK) == 0
     }
 
-    public func commit(_ blobs: [StagedBlob]) throws(StoreError) -> Set<String> {
-        guard !blobs.isEmpty else { return [] }
-        // 1. The bodies' bytes reach the disk before any name points at them.
-        try syncFilesystem()
-        var created = Set<String>()
-        for blob in blobs {
-            guard Self.isValidHash(blob.sha256) else {
-                throw StoreError("not a SHA-256 name: \(blob.sha256)")
-            }
-            let fanOut = String(blob.sha256.prefix(2))
-            let target = "\(fanOut)/\(blob.sha256)"
-            // A body in the temporary directory is named relative to it.
-            let (sourceDirectory, source) = relativeToTemporaryDirectory(blob.path)
-            if !knownDirectories.withLock({ $0.contains(fanOut) }) { try makeDirectory(fanOut) }
-            // Objects are immutable: read-only for everyone.
-            if fchmodat(sourceDirectory, source, 0o444, 0) != 0 {
-                throw StoreError.system("cannot make read-only", blob.path)
-            }
-            // No existence check first: the rename refuses to replace an
-            // object, and a duplicate (the same bytes from another URL,
-            // collection or process) is then dropped.
-            var moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
-            if !moved, errno == ENOENT, access(blob.path, F_OK) == 0 {
-                // The fan-out directory was removed since we made it: make it again.
-                try makeDirectory(fanOut)
-                moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
-            }
-            if !moved {
-                guard errno == EEXIST else { throw StoreError.system("cannot move into the store", blob.path) }
-                _ = unlinkat(sourceDirectory, source, 0)
-                continue
-            }
-            created.insert(blob.sha256)
+    public func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {
+        guard Self.isValidHash(blob.sha256) else {
+            throw StoreError("not a SHA-256 name: \(blob.sha256)")
         }
-        // 2. The renames are durable before the caller records them in the catalog.
-        if !created.isEmpty { try syncFilesystem() }
-        return created
+        let fanOut = String(blob.sha256.prefix(2))
+        let target = "\(fanOut)/\(blob.sha256)"
+        // A body in the temporary directory is named relative to it.
+        let (sourceDirectory, source) = relativeToTemporaryDirectory(blob.path)
+        if !knownDirectories.withLock({ $0.contains(fanOut) }) { try makeDirectory(fanOut) }
+        // Objects are immutable: read-only for everyone.
+        if fchmodat(sourceDirectory, source, 0o444, 0) != 0 {
+            throw StoreError.system("cannot make read-only", blob.path)
+        }
+        // No existence check first: the rename refuses to replace an object,
+        // and a duplicate (the same bytes from another URL, collection or
+        // process) is then dropped.
+        var moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
+        if !moved, errno == ENOENT, access(blob.path, F_OK) == 0 {
+            // The fan-out directory was removed since we made it: make it again.
+            try makeDirectory(fanOut)
+            moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
+        }
+        if !moved {
+            guard errno == EEXIST else { throw StoreError.system("cannot move into the store", blob.path) }
+            _ = unlinkat(sourceDirectory, source, 0)
+            return false
+        }
+        return true
     }
 
     /// The directory descriptor and name to reach `path` by: relative to the
@@ -174,7 +185,7 @@ public final class ObjectStore: BlobStore {
     }
 
     /// One `syncfs` covers a whole group of files: far cheaper than an fsync each.
-    private func syncFilesystem() throws(StoreError) {
+    public func flush() throws(StoreError) {
         if mf_syncfs(temporaryDirectoryDescriptor) != 0 {
             throw StoreError.system("cannot flush the filesystem of", temporaryDirectory)
         }

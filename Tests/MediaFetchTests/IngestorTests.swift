@@ -42,8 +42,11 @@ import TestSupport
             }
 
             try submit(0)
-            // The ingest thread takes it as a group and waits on the lock with it.
-            while ingestor.pendingCount > 0 { try await Task.sleep(for: .milliseconds(5)) }
+            // The ingest thread moves it into the store, and once no other item
+            // comes to share the next flush, waits on the lock to record it.
+            let first = SHA256.hash(data: fixtureBytes(count: 1000, seed: 0)).map { String(format: "%02x", $0) }.joined()
+            while !cache.store.contains(first) { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(200))
             for index in 1...4 { try submit(index) }
             #expect(room.withLock { $0 } == [0, 1, 2, 3, 4], "room was withheld below the limit")
             // The fifth is queued, but its submitter is told to wait.
@@ -105,6 +108,28 @@ import TestSupport
             #expect(outcomes.results.withLock { $0 } == ["good": true, "bad": false])
             #expect(cache.store.contains(hash))
             #expect(try cache.catalog.entries().map(\.url) == ["http://h/good"])
+        }
+    }
+
+    @Test func aLoneItemIsStoredAndRecordedWithoutWaitingForMore() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Given an ingestor that gets one item and then nothing for a while
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let ingestor = Ingestor(cache: cache)
+            let (blob, record) = try staged(7, in: cache)
+            let seen = Mutex<(stored: Bool, recorded: Bool)?>(nil)
+            ingestor.submit(blob, record, whenRoom: {}) { result in
+                // When it completes, the object is in place and its row is in the catalog
+                let recorded = (try? cache.catalog.entries().map(\.url)) == [record.url]
+                seen.withLock { $0 = ((try? result.get()) != nil && cache.store.contains(blob.sha256), recorded) }
+            }
+
+            // Then it completes on its own, before the run ends (its name is flushed
+            // alone once no other group comes to share the flush)
+            while seen.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(seen.withLock { $0?.stored } == true)
+            #expect(seen.withLock { $0?.recorded } == true)
+            #expect(ingestor.finish() == nil)
         }
     }
 }
