@@ -61,7 +61,9 @@ extension BlobStore {
         for blob in blobs {
             if try moveIntoPlace(blob) { created.insert(blob.sha256) }
         }
-        if !created.isEmpty { try flush() }
+        // Also when every blob was a duplicate: the object found may be
+        // another process's rename that is not durable yet.
+        try flush()
         return created
     }
 }

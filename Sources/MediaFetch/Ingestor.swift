@@ -33,6 +33,7 @@ final class Ingestor: Sendable {
     }
 
     private let cache: MediaCache
+    private let store: any BlobStore
     let maxPending: Int
     private let queue = Mutex(Queue())
     private let wake = DispatchSemaphore(value: 0)
@@ -40,8 +41,10 @@ final class Ingestor: Sendable {
 
     /// `maxPending` is how many items may wait for the ingest thread before
     /// `submit` asks callers to wait; two full groups by default.
-    init(cache: MediaCache, maxPending: Int = 2 * groupSize) {
+    /// `store` is where bodies go: the cache's own store unless a test watches it.
+    init(cache: MediaCache, store: (any BlobStore)? = nil, maxPending: Int = 2 * groupSize) {
         self.cache = cache
+        self.store = store ?? cache.store
         self.maxPending = max(1, maxPending)
         let thread = Thread { [self] in self.run() }
         thread.name = "mediafetch.ingest"
@@ -191,10 +194,13 @@ final class Ingestor: Sendable {
             return
         }
         do {
-            try cache.store.flush()
+            try store.flush()
         } catch {
-            // Nothing written since the last flush can be counted on.
-            self.fail(moved + group, because: error)
+            // Nothing written since the last flush can be counted on. The moved
+            // bodies' old names may be a new download's partial by now: only
+            // the bodies still staged are removed.
+            self.fail(moved, because: error, removingStaged: false)
+            self.fail(group, because: error, removingStaged: true)
             moved = []
             record([], failures)
             return
@@ -217,10 +223,10 @@ final class Ingestor: Sendable {
         moved.reserveCapacity(group.count)
         for entry in group {
             do {
-                _ = try cache.store.moveIntoPlace(entry.blob)
+                _ = try store.moveIntoPlace(entry.blob)
                 moved.append(entry)
             } catch {
-                self.fail([entry], because: error)
+                self.fail([entry], because: error, removingStaged: true)
             }
         }
         return moved
@@ -246,10 +252,11 @@ final class Ingestor: Sendable {
         }
     }
 
-    /// Completes items that cannot be stored; a body still staged is removed.
-    private func fail(_ entries: [Pending], because error: any Error) {
+    /// Completes items that cannot be stored; with `removingStaged`, their
+    /// bodies (still in the temporary directory) are removed.
+    private func fail(_ entries: [Pending], because error: any Error, removingStaged: Bool) {
         for entry in entries {
-            _ = unlink(entry.blob.path)
+            if removingStaged { _ = unlink(entry.blob.path) }
             entry.completion(.failure(CacheError("cannot store \(entry.record.url): \(error)")))
         }
     }

@@ -12,6 +12,45 @@ import TestSupport
         let results = Mutex<[String: Bool]>([:])
     }
 
+    /// The cache's store, logging what the ingest thread asks of it ("flush",
+    /// "move:<staged path>"), with switches to see and break what comes after a move.
+    private final class WatchedStore: BlobStore {
+        let inner: ObjectStore
+        let log = Mutex<[String]>([])
+        /// Once a body has been moved, every flush fails.
+        let failFlushesAfterMove: Bool
+        /// Runs after each move (say, to put a new partial where the body was).
+        let afterMove: @Sendable (StagedBlob) -> Void
+
+        init(_ inner: ObjectStore, failFlushesAfterMove: Bool = false,
+             afterMove: @escaping @Sendable (StagedBlob) -> Void = { _ in }) {
+            self.inner = inner
+            self.failFlushesAfterMove = failFlushesAfterMove
+            self.afterMove = afterMove
+        }
+
+        var events: [String] { log.withLock { $0 } }
+
+        func contains(_ sha256: String) -> Bool { inner.contains(sha256) }
+
+        func flush() throws(StoreError) {
+            if failFlushesAfterMove, events.contains(where: { $0.hasPrefix("move:") }) {
+                throw StoreError("injected flush failure")
+            }
+            try inner.flush()
+            log.withLock { $0.append("flush") }
+        }
+
+        func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {
+            let new = try inner.moveIntoPlace(blob)
+            log.withLock { $0.append("move:\(blob.path)") }
+            afterMove(blob)
+            return new
+        }
+
+        func remove(_ sha256: String) throws(StoreError) { try inner.remove(sha256) }
+    }
+
     /// A blob in the cache's temporary directory and its record.
     private func staged(_ index: Int, in cache: MediaCache) throws -> (StagedBlob, IngestRecord) {
         let content = fixtureBytes(count: 1000 + index, seed: UInt64(index))
@@ -22,7 +61,8 @@ import TestSupport
         return (blob, IngestRecord(url: "http://h/\(index)", collection: "c", kind: .file, sha256: hash, size: blob.size))
     }
 
-    @Test func submittersAreToldToWaitWhileTheQueueIsFullAndToGoOnWhenItDrains() async throws {
+    @Test(.timeLimit(.minutes(1)))
+    func submittersAreToldToWaitWhileTheQueueIsFullAndToGoOnWhenItDrains() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))
             // Another writer holds the catalog, as a second process might: the
@@ -31,7 +71,8 @@ import TestSupport
             holding.allowsUnsafeTransactions = true // the transaction spans two accesses
             let other = try DatabaseQueue(path: cache.root + "/catalog.sqlite", configuration: holding)
             try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-            let ingestor = Ingestor(cache: cache, maxPending: 4)
+            let store = WatchedStore(cache.store)
+            let ingestor = Ingestor(cache: cache, store: store, maxPending: 4)
             let outcomes = Outcomes()
             let room = Mutex<Set<Int>>([])
             func submit(_ index: Int) throws {
@@ -42,11 +83,12 @@ import TestSupport
             }
 
             try submit(0)
-            // The ingest thread moves it into the store, and once no other item
-            // comes to share the next flush, waits on the lock to record it.
-            let first = SHA256.hash(data: fixtureBytes(count: 1000, seed: 0)).map { String(format: "%02x", $0) }.joined()
-            while !cache.store.contains(first) { try await Task.sleep(for: .milliseconds(5)) }
-            try await Task.sleep(for: .milliseconds(200))
+            // The ingest thread moves it into the store and, once no other item
+            // comes to share the next flush, flushes its name and goes on to
+            // record it: there it waits on the lock.
+            while store.events.suffix(2) != [store.events.first { $0.hasPrefix("move:") } ?? "-", "flush"] {
+                try await Task.sleep(for: .milliseconds(5))
+            }
             for index in 1...4 { try submit(index) }
             #expect(room.withLock { $0 } == [0, 1, 2, 3, 4], "room was withheld below the limit")
             // The fifth is queued, but its submitter is told to wait.
@@ -111,7 +153,8 @@ import TestSupport
         }
     }
 
-    @Test func aLoneItemIsStoredAndRecordedWithoutWaitingForMore() async throws {
+    @Test(.timeLimit(.minutes(1)))
+    func aLoneItemIsStoredAndRecordedWithoutWaitingForMore() async throws {
         try await TemporaryDirectory.with { directory in
             // Given an ingestor that gets one item and then nothing for a while
             let cache = try MediaCache(root: directory.appending("cache"))
@@ -130,6 +173,78 @@ import TestSupport
             #expect(seen.withLock { $0?.stored } == true)
             #expect(seen.withLock { $0?.recorded } == true)
             #expect(ingestor.finish() == nil)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func everyNameIsFlushedAfterItsBytesAndBeforeItsRow() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Given items arriving in bursts (several groups), some with the same bytes
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let store = WatchedStore(cache.store)
+            let ingestor = Ingestor(cache: cache, store: store)
+            // Per item: the log's length when it was submitted and when it completed.
+            let marks = Mutex<[Int: (submitted: Int, completed: Int?, path: String)]>([:])
+            for burst in 0..<4 {
+                for index in (burst * 15)..<(burst * 15 + 15) {
+                    // Items 0–4 and 30–34 share bytes with items 5–9: duplicates in one group and across groups.
+                    let seed = index < 5 || (30..<35).contains(index) ? index % 5 + 5 : index
+                    let content = fixtureBytes(count: 3000, seed: UInt64(seed))
+                    let path = cache.store.temporaryDirectory + "/o-\(index).done"
+                    try content.write(to: URL(fileURLWithPath: path))
+                    let hash = SHA256.hash(data: content).map { String(format: "%02x", $0) }.joined()
+                    let blob = StagedBlob(path: path, sha256: hash, size: 3000)
+                    let record = IngestRecord(url: "http://h/o\(index)", collection: "c", kind: .file, sha256: hash, size: 3000)
+                    marks.withLock { $0[index] = (store.events.count, nil, path) }
+                    ingestor.submit(blob, record, whenRoom: {}) { result in
+                        #expect((try? result.get()) != nil)
+                        let now = store.events.count
+                        marks.withLock { $0[index]?.completed = now }
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(30))
+            }
+            #expect(ingestor.finish() == nil)
+
+            // Then for each: a flush after it was handed over and before its move
+            // (its bytes), and a flush after its move and before its row (its name)
+            let events = store.events
+            for (index, mark) in marks.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+                let completed = try #require(mark.completed, "item \(index) never completed")
+                let move = try #require(events.firstIndex(of: "move:\(mark.path)"),
+                                        "item \(index) was never moved")
+                #expect(events[mark.submitted..<move].contains("flush"), "item \(index) was moved before a flush")
+                #expect(events[move..<completed].contains("flush"), "item \(index) was recorded before its name was flushed")
+            }
+            #expect(try cache.catalog.entries().count == 60)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFailedFlushFailsTheMovedItemsWithoutTouchingWhatNowHasTheirOldNames() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Given a store whose flushes fail once a body has been moved, and a new
+            // download that takes the moved body's old name at once
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let store = WatchedStore(cache.store, failFlushesAfterMove: true) { blob in
+                _ = FileManager.default.createFile(atPath: blob.path, contents: Data("a new partial".utf8))
+            }
+            let ingestor = Ingestor(cache: cache, store: store)
+            let (blob, record) = try staged(3, in: cache)
+            let outcome = Mutex<String?>(nil)
+
+            // When the flush that should make its name durable fails
+            ingestor.submit(blob, record, whenRoom: {}) { result in
+                if case .failure(let error) = result { outcome.withLock { $0 = error.message } }
+            }
+            while outcome.withLock({ $0 }) == nil { try await Task.sleep(for: .milliseconds(5)) }
+            ingestor.finish()
+
+            // Then the item fails with the reason, no row points at it, and the
+            // file now at its old name is left alone
+            #expect(outcome.withLock { $0 } == "cannot store http://h/3: injected flush failure")
+            #expect(try cache.catalog.entries().isEmpty)
+            #expect(FileManager.default.contents(atPath: blob.path) == Data("a new partial".utf8))
         }
     }
 }
