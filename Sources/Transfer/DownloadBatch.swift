@@ -209,22 +209,44 @@ final class DownloadBatch: Sendable {
         // item that needs them. Registered under the lock `cancel` takes, so
         // a cancel either finds the task or the task starts cancelled (its
         // own removal waits for the lock, so it comes after the insertion).
-        state.withLock { state in
-            let task = Task { [self] in
-                let result: Result<DownloadedBody, TransferError>
-                do throws(TransferError) {
-                    result = .success(try await engine.complete(prepared, after: first))
-                } catch {
-                    result = .failure(error)
-                }
-                _ = self.state.withLock { $0.retrying.removeValue(forKey: first.id) }
-                // The next item's file work does not belong on the cooperative pool.
-                finish(index, result, then: { [self] in DispatchQueue.global().async { self.startNext() } })
-            }
+        let givesWay = state.withLock { state -> Bool in
+            // An item waiting to retry (a backoff, a Retry-After) gives its place
+            // to the next item at once, up to `retryLimit` of them: a dead host
+            // must not hold up the rest of the list for its backoffs.
+            let givesWay = state.retrying.count < retryLimit
+            let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)
             if state.cancelled { task.cancel() }
             state.retrying[first.id] = task
+            return givesWay
+        }
+        // Off the loop thread, which may be the one here.
+        if givesWay { DispatchQueue.global().async { [self] in startNext() } }
+    }
+
+    /// The rest of an item whose first attempt failed, in a task of its own.
+    private func retry(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt,
+                       startsNextWhenDone: Bool) -> Task<Void, Never> {
+        // The next item's file work does not belong on the cooperative pool.
+        var next: (@Sendable () -> Void)?
+        if startsNextWhenDone {
+            next = { @Sendable [self] in DispatchQueue.global().async { self.startNext() } }
+        }
+        let nextItem = next
+        return Task { [self] in
+            let result: Result<DownloadedBody, TransferError>
+            do throws(TransferError) {
+                result = .success(try await engine.complete(prepared, after: first))
+            } catch {
+                result = .failure(error)
+            }
+            _ = state.withLock { $0.retrying.removeValue(forKey: first.id) }
+            finish(index, result, then: nextItem)
         }
     }
+
+    /// How many items may wait to retry beside those in flight: each holds
+    /// its partial's descriptor while it waits.
+    private var retryLimit: Int { max(4 * engine.configuration.maxConcurrentTransfers, 64) }
 
     /// Reports an item's result and counts it. `next` starts the item that
     /// takes its place once the caller is ready; nil when the caller of

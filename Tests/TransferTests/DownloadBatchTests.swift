@@ -215,4 +215,32 @@ import TestSupport
             #expect(origin.requests().count == 20)
         }
     }
+
+    @Test func itemsWaitingToRetryDoNotHoldUpTheRest() async throws {
+        try await withOrigin { origin, directory in
+            // Given as many items as the batch keeps in flight (8 with 2 slots),
+            // each told to come back in a second, and twenty good ones after them
+            for index in 0..<8 {
+                origin.addResource("/busy\(index)", data: fixtureBytes(count: 4000, seed: UInt64(index)))
+                origin.setFault("/busy\(index)", .status(503, retryAfter: 1), times: 1)
+            }
+            for index in 0..<20 { origin.addResource("/ok\(index)", data: fixtureBytes(count: 4000, seed: UInt64(50 + index))) }
+            let urls = (0..<8).map { origin.url("/busy\($0)") } + (0..<20).map { origin.url("/ok\($0)") }
+            let engine = try engine(directory, jobs: 2)
+            defer { engine.shutdown() }
+            let order = Mutex<[Int]>([])
+
+            await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                #expect((try? result.get()) != nil, "item \(index) failed")
+                order.withLock { $0.append(index) }
+                ready()
+            }
+
+            // Then the good ones are all done before any of the waiting ones comes back
+            let finished = order.withLock { $0 }
+            #expect(finished.count == 28)
+            #expect(Array(finished.prefix(20)).sorted() == Array(8..<28))
+        }
+    }
 }
