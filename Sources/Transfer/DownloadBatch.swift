@@ -41,9 +41,10 @@ extension TransferEngine {
 /// The state of one `download(count:url:completion:)` call.
 ///
 /// Keeps a fixed number of items in flight (twice the engine's slots, so
-/// the slot queue is never empty while finished bodies are handed over).
-/// Each item that completes starts the next one once the caller is ready for
-/// it, on the thread that says so.
+/// the slot queue is never empty while finished bodies are handed over),
+/// besides up to `retryLimit` items waiting to retry, which give their place
+/// up while they wait. Each item that completes starts the next one once the
+/// caller is ready for it, on the thread that says so.
 final class DownloadBatch: Sendable {
     private struct State {
         /// Items not yet completed (or given up because of a cancel).
