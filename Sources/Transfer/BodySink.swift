@@ -157,7 +157,7 @@ final class FileSink: BodySink {
     /// `finish()` for a body the loop sealed (`AttemptOutcome.sealed`), without
     /// waiting: the digest is ready. Call it where the attempt's `onEnd` ran.
     func finishSealed() throws(TransferError) -> (file: FinishedFile, sha256: String, size: Int64) {
-        guard let sealed = writer.sealedResult else {
+        guard let sealed = writer.sealed else {
             preconditionFailure("finishSealed() before the body was sealed")
         }
         return try finished(digest: sealed.get())

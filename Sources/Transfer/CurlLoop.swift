@@ -27,6 +27,12 @@ final class Attempt: @unchecked Sendable {
     /// Called once with the outcome: on the loop thread, or on the body's
     /// writer thread when the body arrived whole (see `AttemptOutcome.sealed`).
     var onEnd: (@Sendable (AttemptOutcome) -> Void)?
+
+    /// `onEnd`, taken so it is called once at most.
+    func takeOnEnd() -> (@Sendable (AttemptOutcome) -> Void)? {
+        defer { onEnd = nil }
+        return onEnd
+    }
     /// When a header or body byte last arrived (or the attempt started): the stall clock.
     var lastActivity = ContinuousClock.now
     var headerList: UnsafeMutablePointer<curl_slist>?
@@ -219,29 +225,26 @@ final class CurlLoop: Sendable {
             if code == CURLE_OK, !attempt.begun, attempt.head.isComplete, attempt.abort == nil {
                 _ = attempt.beginBody() // an empty body never calls the write callback
             }
+            let sink = attempt.sink
+            let whole = code == CURLE_OK && attempt.abort == nil && (200...299).contains(attempt.head.status)
+                && (sink.expectedTotal.map { $0 == sink.bytesHeld } ?? true)
             let outcome = AttemptOutcome(
                 curlCode: Int(code.rawValue),
                 curlMessage: code == CURLE_OK ? "" : CurlError(code, detail: easy.errorText).message,
                 head: attempt.head,
                 abort: attempt.abort,
                 effectiveURL: easy.string(CURLINFO_EFFECTIVE_URL),
-                cancelled: cancelled)
+                cancelled: cancelled,
+                sealed: whole)
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
             easy.prepareForReuse()
             if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
-            let onEnd = attempt.onEnd
-            attempt.onEnd = nil
-            let sink = attempt.sink
-            let whole = code == CURLE_OK && attempt.abort == nil && (200...299).contains(attempt.head.status)
-                && (sink.expectedTotal.map { $0 == sink.bytesHeld } ?? true)
+            let onEnd = attempt.takeOnEnd()
             if whole {
                 // The last chunk and the digest go to the writer from here,
                 // and the writer hands the outcome on: one hand-over per body.
-                var whole = outcome
-                whole.sealed = true
-                let sealed = whole
-                sink.attemptSucceeded { onEnd?(sealed) }
+                sink.attemptSucceeded { onEnd?(outcome) }
             } else {
                 // The last bytes go to the writer now, so a transfer waiting
                 // to retry holds no chunk.
@@ -264,10 +267,8 @@ final class CurlLoop: Sendable {
                 slots.release(host: attempt.host)
                 if let list = attempt.headerList { curl_slist_free_all(list) }
                 attempt.headerList = nil
-                let onEnd = attempt.onEnd
-                attempt.onEnd = nil
                 // A set-up failure (an option this libcurl lacks, no memory) will not pass on retry.
-                onEnd?(AttemptOutcome(
+                attempt.takeOnEnd()?(AttemptOutcome(
                     curlCode: Int(CURLE_FAILED_INIT.rawValue), curlMessage: "\(error)",
                     head: attempt.head, abort: TransferError(.engine, "cannot set up the transfer: \(error)"),
                     effectiveURL: nil))
@@ -358,9 +359,7 @@ final class CurlLoop: Sendable {
 
     /// Ends an attempt that never reached libcurl as cancelled.
     private static func endCancelled(_ attempt: Attempt) {
-        let onEnd = attempt.onEnd
-        attempt.onEnd = nil
-        onEnd?(.cancelled(head: attempt.head))
+        attempt.takeOnEnd()?(.cancelled(head: attempt.head))
     }
 
     private func configure(_ easy: CurlEasy, for attempt: Attempt) throws {

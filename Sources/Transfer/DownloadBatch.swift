@@ -166,8 +166,7 @@ final class DownloadBatch: Sendable {
             return false
         }
         if !engine.submit(attempt) {
-            attempt.onEnd = nil
-            first(.cancelled())
+            attempt.takeOnEnd()?(.cancelled())
         } else if state.withLock({ $0.cancelled }) {
             // A cancel that came between the check and the submit: its stop
             // may have reached the loop before the start did.
@@ -191,9 +190,7 @@ final class DownloadBatch: Sendable {
     private func ended(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt) {
         state.withLock { _ = $0.running.remove(first.id) }
         if first.outcome.sealed, case .success = TransferEngine.classify(first.outcome) {
-            let outcome = first.outcome
-            let completed = TransferEngine.Completed(effectiveURL: outcome.effectiveURL, head: outcome.head,
-                                                     resumedBytes: outcome.head.status == 206 ? first.offset : 0)
+            let completed = TransferEngine.Completed(first.outcome, requestedOffset: first.offset)
             let result: Result<DownloadedBody, TransferError>
             do {
                 let finished = try prepared.sink.finishSealed()

@@ -67,8 +67,10 @@ final class HashingWriter: @unchecked Sendable {
     /// The chunk being filled on the loop thread, and how much of it is used.
     private var filling: Chunk?
     private var filled = 0
-    /// The digest (or the failure) once `seal` has run on the queue.
-    private var sealed: Result<String, TransferError>?
+    /// The digest (or the failure) once `seal` has run on the queue. Read it
+    /// after `seal`'s `done` was called (on that thread, or after a hand-over
+    /// that orders the accesses).
+    private(set) var sealed: Result<String, TransferError>?
 
     /// The chunks this writer fills (the shared pool, but for tests).
     private let pool: ChunkPool
@@ -218,18 +220,13 @@ final class HashingWriter: @unchecked Sendable {
     /// The digest (lower-case hex) once every byte handed over is hashed and
     /// written: at once after `seal`, else waiting without holding a thread.
     func finish() async throws(TransferError) -> String {
-        if let sealed = sealedResult { return try sealed.get() }
+        if let sealed { return try sealed.get() }
         let last = takeFilling()
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, TransferError>, Never>) in
             queue.async { [self] in continuation.resume(returning: complete(last)) }
         }
         return try result.get()
     }
-
-    /// What `seal` came to: the digest or the failure; nil before `seal` has
-    /// run. Read it after `seal`'s `done` was called (on that thread, or
-    /// after a hand-over that orders the accesses).
-    var sealedResult: Result<String, TransferError>? { sealed }
 
     /// On the queue: writes the last chunk and returns the digest or the failure.
     private func complete(_ last: (chunk: Chunk, count: Int)?) -> Result<String, TransferError> {

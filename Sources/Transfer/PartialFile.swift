@@ -41,11 +41,9 @@ final class PartialFile {
         self.directory = directory
         let key = SHA256.hash(data: Data(url.utf8)).hexString.prefix(40)
         let sharedPath = "\(directory)/\(key).part"
-        var created = false
         var opened = HashingWriter.OpenedFile.unknown
         if let (fd, isDirect) = Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
-            created = true
             opened = .fresh(direct: isDirect)
             path = sharedPath
             descriptor = fd
@@ -75,7 +73,8 @@ final class PartialFile {
         }
         self.url = url
         self.opened = opened
-        hasValidator = !created
+        // Only a partial that was there before may have a validator beside it.
+        hasValidator = opened == .unknown
     }
 
     private let url: String

@@ -215,10 +215,18 @@ public final class TransferEngine: Sendable {
         return try handOff.value.get()
     }
 
+    /// What a successful attempt tells about the body it delivered.
     struct Completed {
         var effectiveURL: String?
         var head: ResponseHead
         var resumedBytes: Int64
+
+        /// A 206 continued the bytes held from `requestedOffset` on.
+        init(_ outcome: AttemptOutcome, requestedOffset: Int64) {
+            effectiveURL = outcome.effectiveURL
+            head = outcome.head
+            resumedBytes = outcome.head.status == 206 ? requestedOffset : 0
+        }
     }
 
     /// The next transfer's identity.
@@ -234,7 +242,6 @@ public final class TransferEngine: Sendable {
         var pendingFirst = first
         var attempt = 0
         var restartedAfterRangeError = false
-        var resumedBytes: Int64 = 0
         while true {
             attempt += 1
             let offset: Int64
@@ -260,8 +267,7 @@ public final class TransferEngine: Sendable {
             let error: TransferError
             switch result {
             case .success:
-                if outcome.head.status == 206 { resumedBytes = offset }
-                return (Completed(effectiveURL: outcome.effectiveURL, head: outcome.head, resumedBytes: resumedBytes), attempt)
+                return (Completed(outcome, requestedOffset: offset), attempt)
             case .failure(let failure):
                 error = failure
             }
@@ -306,8 +312,7 @@ public final class TransferEngine: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<AttemptOutcome, Never>) in
                 attempt.onEnd = { continuation.resume(returning: $0) }
                 if !loop.submit(attempt) {
-                    attempt.onEnd = nil
-                    continuation.resume(returning: .cancelled())
+                    attempt.takeOnEnd()?(.cancelled())
                 }
             }
         } onCancel: {
