@@ -15,11 +15,15 @@ public struct StagedBlob: Sendable, Equatable {
     /// SHA-256 of its bytes, lower-case hex, computed while it was written.
     public let sha256: String
     public let size: Int64
+    /// The file's mode is read-only already (the writer created it so): the
+    /// store need not change it.
+    public let isReadOnly: Bool
 
-    public init(path: String, sha256: String, size: Int64) {
+    public init(path: String, sha256: String, size: Int64, isReadOnly: Bool = false) {
         self.path = path
         self.sha256 = sha256
         self.size = size
+        self.isReadOnly = isReadOnly
     }
 }
 
@@ -139,7 +143,7 @@ public final class ObjectStore: BlobStore {
         let (sourceDirectory, source) = relativeToTemporaryDirectory(blob.path)
         if !knownDirectories.withLock({ $0.contains(fanOut) }) { try makeDirectory(fanOut) }
         // Objects are immutable: read-only for everyone.
-        if fchmodat(sourceDirectory, source, 0o444, 0) != 0 {
+        if !blob.isReadOnly, fchmodat(sourceDirectory, source, 0o444, 0) != 0 {
             throw StoreError.system("cannot make read-only", blob.path)
         }
         // No existence check first: the rename refuses to replace an object,

@@ -190,7 +190,7 @@ public final class FetchJob: Sendable {
             url: item.url, collection: item.collection, kind: item.kind, title: item.title,
             sha256: body.sha256, size: body.size, contentType: body.contentType,
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
-        let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size)
+        let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size, isReadOnly: body.file.isReadOnly)
         ingestor.submit(blob, record, whenRoom: whenRoom) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()

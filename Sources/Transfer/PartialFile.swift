@@ -21,6 +21,10 @@ let systemClose = Darwin.close
 /// the bytes cannot be trusted to belong to the current file and are dropped.
 /// An exclusive `flock` on the partial keeps two processes from writing the
 /// same one; the loser writes to a private temporary file instead.
+///
+/// A new partial is created read-only (mode 0444; its descriptor still
+/// writes), as objects must be: the store then has no mode to change when
+/// it moves the finished body into place.
 final class PartialFile {
     let path: String
     let descriptor: Int32
@@ -33,6 +37,8 @@ final class PartialFile {
     /// How the file was opened, when it was created empty just now (the
     /// common case): spares the writer a look at the descriptor.
     let opened: HashingWriter.OpenedFile
+    /// Whether the file's mode is read-only already (it was created so).
+    private let isReadOnly: Bool
 
     /// Opens (or creates) the partial for `url` in `directory`, locked. A new
     /// partial is opened for direct I/O when `direct` asks for it and the
@@ -42,9 +48,11 @@ final class PartialFile {
         let key = SHA256.hash(data: Data(url.utf8)).hexString.prefix(40)
         let sharedPath = "\(directory)/\(key).part"
         var opened = HashingWriter.OpenedFile.unknown
-        if let (fd, isDirect) = Self.createLocked(sharedPath, direct: direct) {
+        var isReadOnly = false
+        if let (fd, isDirect, readOnly) = Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
             opened = .fresh(direct: isDirect)
+            isReadOnly = readOnly
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
@@ -65,14 +73,16 @@ final class PartialFile {
         } else {
             // Another process holds this URL's partial: download privately, without resume.
             path = "\(directory)/\(UUID().uuidString).tmp"
-            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
+            isReadOnly = true
             descriptor = fd
             validatorPath = nil
             resumable = nil
         }
         self.url = url
         self.opened = opened
+        self.isReadOnly = isReadOnly
         // Only a partial that was there before may have a validator beside it.
         hasValidator = opened == .unknown
     }
@@ -111,14 +121,16 @@ final class PartialFile {
         isOpen = false
         // A private temporary (no validator path) is opened by nobody else: nothing to hold.
         if validatorPath != nil, budget.reserve() {
-            return FinishedFile(path: path, descriptor: descriptor, budget: budget)
+            return FinishedFile(path: path, descriptor: descriptor, isReadOnly: isReadOnly, budget: budget)
         }
         defer { _ = systemClose(descriptor) }
-        guard validatorPath != nil else { return FinishedFile(path: path, descriptor: nil, budget: budget) }
+        guard validatorPath != nil else {
+            return FinishedFile(path: path, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
+        }
         let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
         let finished = "\(path).\(getpid())-\(sequence).done"
         guard rename(path, finished) == 0 else { throw Self.error("cannot rename", path) }
-        return FinishedFile(path: finished, descriptor: nil, budget: budget)
+        return FinishedFile(path: finished, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
     }
 
     /// Numbers the private names of finished bodies within this process.
@@ -167,7 +179,8 @@ final class PartialFile {
                 continue
             }
             guard age > (resumable ? resumableFor : staleAfter) else { continue }
-            let fd = open(path, O_RDWR | O_CLOEXEC)
+            // Read-only is enough to lock, and a partial's mode may be read-only.
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { continue }
             defer { _ = systemClose(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
@@ -180,31 +193,40 @@ final class PartialFile {
     /// Creates `path`, which must not exist yet, and locks it; with O_DIRECT
     /// when `direct` asks for it and the filesystem takes it. A process that
     /// opened the new file in between and locked it first makes this fail.
-    /// Returns the descriptor and whether it is open for direct I/O.
-    private static func createLocked(_ path: String, direct: Bool) -> (Int32, Bool)? {
+    /// Returns the descriptor, whether it is open for direct I/O, and whether
+    /// the file is read-only (see the type's comment).
+    private static func createLocked(_ path: String, direct: Bool) -> (Int32, Bool, Bool)? {
         let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
         let directFlag = direct ? mf_direct_open_flag() : 0
-        var fd = open(path, flags | directFlag, 0o644)
+        var fd = open(path, flags | directFlag, readOnlyMode)
         var isDirect = directFlag != 0
+        var isReadOnly = true
         if fd < 0, directFlag != 0, errno == EINVAL {
             // A filesystem without direct I/O refuses the flag, not the file,
-            // and only once the file is made: open what was just created.
+            // and only once the file is made: open what was just created
+            // (writable again, or only root could open it for writing).
+            _ = chmod(path, writableMode)
             fd = open(path, O_RDWR | O_CLOEXEC)
             isDirect = false
+            isReadOnly = false
         }
         guard fd >= 0 else { return nil }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             _ = systemClose(fd)
             return nil
         }
-        return (fd, isDirect)
+        return (fd, isDirect, isReadOnly)
     }
 
     /// Opens `path` and takes an exclusive lock without waiting. Retries when
     /// the file was renamed away between `open` and `flock` (a finished body).
     private static func openLocked(_ path: String) -> Int32? {
         for _ in 0..<8 {
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            var fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, writableMode)
+            if fd < 0, errno == EACCES, chmod(path, writableMode) == 0 {
+                // A partial left read-only by an earlier run (see the type's comment).
+                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, writableMode)
+            }
             guard fd >= 0 else { return nil }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 _ = systemClose(fd)
@@ -220,6 +242,10 @@ final class PartialFile {
         }
         return nil
     }
+
+    /// The mode of a new partial, and of one reopened to be written again.
+    private static let readOnlyMode: mode_t = 0o444
+    private static let writableMode: mode_t = 0o644
 
     private static func readValidator(_ path: String, url: String) -> String? {
         // Most partials are new: a cheap existence check before Foundation's file read.
@@ -244,14 +270,18 @@ final class PartialFile {
 public final class FinishedFile: Sendable {
     /// Where the body is now.
     public let path: String
+    /// Whether the file's mode is read-only already, as a stored object's
+    /// must be (it was created so), so a store need not change it.
+    public let isReadOnly: Bool
     /// The open, locked descriptor; nil once released (or if there was none).
     private let descriptor: Mutex<Int32?>
 
     private let budget: Budget
 
-    init(path: String, descriptor: Int32?, budget: Budget) {
+    init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget) {
         self.path = path
         self.descriptor = Mutex(descriptor)
+        self.isReadOnly = isReadOnly
         self.budget = budget
     }
 

@@ -39,16 +39,17 @@ struct ResponseHead: Sendable {
         return (start, end, total)
     }
 
-    /// Header fields the engine reads; others are skipped without building strings.
-    private static let wanted: Set<String> = [
+    /// Header fields the engine reads, lower-case; others are skipped without building strings.
+    private static let wanted: [(name: String, bytes: [UInt8])] = [
         "content-length", "content-type", "content-range", "etag", "last-modified", "location", "retry-after",
-    ]
+    ].map { ($0, Array($0.utf8)) }
 
     /// Feeds one raw header line (with its CRLF). A status line starts a new
     /// block, so the headers of a redirect do not leak into the final response.
-    /// Works on bytes: it runs for every header of every transfer.
+    /// Works on bytes: it runs for every header of every transfer, and only a
+    /// wanted field's value becomes a string.
     mutating func consume(bytes raw: UnsafeRawBufferPointer) {
-        var line = Substring(decoding: raw, as: UTF8.self).utf8[...]
+        var line = raw[...]
         while let last = line.last, last == 13 || last == 10 || last == 32 || last == 9 { line = line.dropLast() }
         if line.isEmpty {
             // 1xx answers and redirects are followed by another block.
@@ -59,16 +60,23 @@ struct ResponseHead: Sendable {
         if line.starts(with: "HTTP/".utf8) {
             self = ResponseHead()
             let parts = line.split(separator: 32, maxSplits: 2)
-            if parts.count >= 2 { status = Int(Substring(parts[1])) ?? 0 }
-            if parts.count == 3 { reason = String(Substring(parts[2])) }
+            if parts.count >= 2 { status = Int(String(decoding: UnsafeRawBufferPointer(rebasing: parts[1]), as: UTF8.self)) ?? 0 }
+            if parts.count == 3 { reason = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self) }
             return
         }
-        guard let colon = line.firstIndex(of: 58) else { return }
-        let name = String(Substring(line[line.startIndex..<colon])).lowercased()
-        guard Self.wanted.contains(name) else { return }
+        guard let colon = line.firstIndex(of: 58),
+              let name = Self.wantedName(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
         var value = line[line.index(after: colon)...]
         while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
-        fields[name] = String(Substring(value))
+        fields[name] = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
+    }
+
+    /// The lower-case name of a wanted field whose name is `bytes` in any case; nil for the others.
+    private static func wantedName(_ bytes: UnsafeRawBufferPointer) -> String? {
+        for field in wanted where field.bytes.count == bytes.count {
+            if zip(field.bytes, bytes).allSatisfy({ $0 == ((65...90).contains($1) ? $1 | 0x20 : $1) }) { return field.name }
+        }
+        return nil
     }
 
     /// Text form of `consume(bytes:)`, for tests.

@@ -18,6 +18,19 @@ import TestSupport
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
+    /// The permission bits of every object file in the cache.
+    private func objectModes(_ cache: String) throws -> Set<Int> {
+        let objects = cache + "/objects/sha256"
+        var modes = Set<Int>()
+        for fanOut in try FileManager.default.contentsOfDirectory(atPath: objects) {
+            for name in try FileManager.default.contentsOfDirectory(atPath: "\(objects)/\(fanOut)") {
+                let attributes = try FileManager.default.attributesOfItem(atPath: "\(objects)/\(fanOut)/\(name)")
+                modes.insert(try #require(attributes[.posixPermissions] as? Int))
+            }
+        }
+        return modes
+    }
+
     private func jsonLines(_ stderr: String) -> [[String: Any]] {
         stderr.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -47,6 +60,8 @@ import TestSupport
             let path = try #require(entry["path"] as? String)
             #expect(path == "\(cache)/objects/sha256/\(hash.prefix(2))/\(hash)")
             #expect(FileManager.default.contents(atPath: path) == first)
+            // Objects are read-only: partials are created so, and the store leaves their mode alone.
+            #expect(try objectModes(cache) == [0o444])
         }
     }
 
@@ -185,6 +200,8 @@ import TestSupport
             #expect(second.status == 0, "\(second.stderr)")
             #expect(origin.requests(for: "/long.flac").last?.header("range") == "bytes=600000-")
             #expect(second.stderr.contains("resumed"))
+            // The resumed partial was reopened for writing: the store makes it read-only.
+            #expect(try objectModes(directory.appending("cache")) == [0o444])
         }
     }
 

@@ -21,6 +21,18 @@ import Testing
         #expect(parsed.contentType == "image/jpeg")
     }
 
+    @Test func fieldNamesMatchInAnyCaseAndOnlyWholeNamesAreKept() {
+        let parsed = head([
+            "HTTP/1.1 200 OK", "CONTENT-LENGTH: 7", "eTaG:\t\"v1\"  ", "X-ETag: \"other\"", "Content-Lengths: 9",
+            "Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT", "Content-Type image/png", "",
+        ])
+        #expect(parsed.contentLength == 7)
+        #expect(parsed.etag == "\"v1\"")
+        #expect(parsed.lastModified == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(parsed.contentType == nil)
+        #expect(parsed.fields.count == 3)
+    }
+
     @Test func aRedirectBlockAloneIsNotComplete() {
         let parsed = head(["HTTP/1.1 302 Found", "Location: /elsewhere", ""])
         #expect(!parsed.isComplete)
