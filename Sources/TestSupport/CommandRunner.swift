@@ -28,16 +28,45 @@ public enum BuiltProducts {
 
     public static var mediafetch: URL { directory.appendingPathComponent("mediafetch") }
 
-    /// Runs `mediafetch` with `arguments` and waits for it.
-    public static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> CommandResult {
-        try await start(arguments, environment: environment).wait()
+    /// An account to run `mediafetch` as instead of the caller's (which must be root).
+    public struct User: Sendable {
+        public let uid: UInt32
+        public let gid: UInt32
+        public init(uid: UInt32, gid: UInt32) {
+            self.uid = uid
+            self.gid = gid
+        }
+
+        /// The unprivileged `nobody` account.
+        public static let nobody = User(uid: 65534, gid: 65534)
+    }
+
+    /// `setpriv(1)`, which runs a command as another user; tests that need it
+    /// run only as root where it is installed.
+    public static let setpriv = "/usr/bin/setpriv"
+
+    /// Whether `run(_:as:)` can switch users here.
+    public static var canRunAsAnotherUser: Bool {
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: setpriv)
+    }
+
+    /// Runs `mediafetch` with `arguments` and waits for it; as `user` when given.
+    public static func run(_ arguments: [String], environment: [String: String] = [:],
+                           as user: User? = nil) async throws -> CommandResult {
+        try await start(arguments, environment: environment, as: user).wait()
     }
 
     /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
-    public static func start(_ arguments: [String], environment: [String: String] = [:]) throws -> RunningCommand {
+    public static func start(_ arguments: [String], environment: [String: String] = [:],
+                             as user: User? = nil) throws -> RunningCommand {
         let process = Process()
-        process.executableURL = mediafetch
-        process.arguments = arguments
+        if let user {
+            process.executableURL = URL(fileURLWithPath: setpriv)
+            process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", mediafetch.path] + arguments
+        } else {
+            process.executableURL = mediafetch
+            process.arguments = arguments
+        }
         var env = ProcessInfo.processInfo.environment
         env["MEDIAFETCH_CACHE"] = nil
         for (key, value) in environment { env[key] = value }

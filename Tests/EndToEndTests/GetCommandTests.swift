@@ -205,6 +205,35 @@ import TestSupport
         }
     }
 
+    /// Partials are created read-only; an ordinary user (root ignores modes)
+    /// must still reopen one to resume it.
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func anOrdinaryUserResumesAReadOnlyPartial() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/long.flac", data: fixtureBytes(count: 1_500_000, seed: 31))
+            origin.setFault("/long.flac", .dropAfter(bytes: 600_000), times: 1)
+            let cache = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            let user = BuiltProducts.User.nobody
+            #expect(chmod(directory.path, 0o755) == 0)
+            #expect(chown(cache, user.uid, user.gid) == 0)
+            let arguments = ["get", "--cache", cache, "--retries", "0", origin.url("/long.flac")]
+
+            let first = try await BuiltProducts.run(arguments, as: user)
+            let partials = try FileManager.default.contentsOfDirectory(atPath: cache + "/tmp").filter { $0.hasSuffix(".part") }
+            let partial = try #require(partials.first)
+            let mode = try FileManager.default.attributesOfItem(atPath: "\(cache)/tmp/\(partial)")[.posixPermissions] as? Int
+            let second = try await BuiltProducts.run(arguments, as: user)
+
+            #expect(first.status == 1)
+            #expect(mode == 0o444)
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(origin.requests(for: "/long.flac").last?.header("range") == "bytes=600000-")
+            #expect(second.stderr.contains("resumed"))
+            #expect(try objectModes(cache) == [0o444])
+        }
+    }
+
     @Test func retryAfterOn429IsHonoured() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))
