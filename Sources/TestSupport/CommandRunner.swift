@@ -50,23 +50,27 @@ public enum BuiltProducts {
         getuid() == 0 && FileManager.default.isExecutableFile(atPath: setpriv)
     }
 
-    /// Runs `mediafetch` with `arguments` and waits for it; as `user` when given.
+    /// Runs `mediafetch` with `arguments` and waits for it; as `user` and
+    /// with `umask` when given.
     public static func run(_ arguments: [String], environment: [String: String] = [:],
-                           as user: User? = nil) async throws -> CommandResult {
-        try await start(arguments, environment: environment, as: user).wait()
+                           as user: User? = nil, umask: mode_t? = nil) async throws -> CommandResult {
+        try await start(arguments, environment: environment, as: user, umask: umask).wait()
     }
 
     /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
     public static func start(_ arguments: [String], environment: [String: String] = [:],
-                             as user: User? = nil) throws -> RunningCommand {
-        let process = Process()
-        if let user {
-            process.executableURL = URL(fileURLWithPath: setpriv)
-            process.arguments = ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", mediafetch.path] + arguments
-        } else {
-            process.executableURL = mediafetch
-            process.arguments = arguments
+                             as user: User? = nil, umask: mode_t? = nil) throws -> RunningCommand {
+        var command = [mediafetch.path] + arguments
+        if let umask {
+            // A shell sets it for the child alone: the test process's umask is every test's.
+            command = ["/bin/sh", "-c", "umask \(String(umask, radix: 8)) && exec \"$0\" \"$@\""] + command
         }
+        if let user {
+            command = [setpriv, "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups"] + command
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["MEDIAFETCH_CACHE"] = nil
         for (key, value) in environment { env[key] = value }

@@ -24,7 +24,7 @@ let systemClose = Darwin.close
 ///
 /// A new partial is created read-only (mode 0444; its descriptor still
 /// writes), as objects must be: the store then has no mode to change when
-/// it moves the finished body into place.
+/// it moves the finished body into place (unless the umask took read bits).
 final class PartialFile {
     let path: String
     let descriptor: Int32
@@ -52,7 +52,7 @@ final class PartialFile {
         if let (fd, isDirect, readOnly) = Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
             opened = .fresh(direct: isDirect)
-            isReadOnly = readOnly
+            isReadOnly = readOnly && Self.umaskKeepsReadBits
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
@@ -75,7 +75,7 @@ final class PartialFile {
             path = "\(directory)/\(UUID().uuidString).tmp"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
-            isReadOnly = true
+            isReadOnly = Self.umaskKeepsReadBits
             descriptor = fd
             validatorPath = nil
             resumable = nil
@@ -245,6 +245,19 @@ final class PartialFile {
 
     /// The mode of a new partial, and of one reopened to be written again.
     private static let readOnlyMode: mode_t = 0o444
+
+    /// Whether a file created with `readOnlyMode` gets exactly that mode: a
+    /// umask such as 077 takes read bits away, and objects must stay readable
+    /// by everyone, so then the store sets the mode itself. Read once from
+    /// /proc (reading it with umask(2) would change it for every thread
+    /// meanwhile); where that fails, the store sets the mode.
+    static let umaskKeepsReadBits: Bool = {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+              let mask = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
+        else { return false }
+        return mask & 0o444 == 0
+    }()
     private static let writableMode: mode_t = 0o644
 
     private static func readValidator(_ path: String, url: String) -> String? {

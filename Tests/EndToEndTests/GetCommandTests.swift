@@ -234,6 +234,22 @@ import TestSupport
         }
     }
 
+    /// A umask that takes read bits away must not make objects private:
+    /// the store then sets their mode itself.
+    @Test func objectsAreReadableByEveryoneWhateverTheUmask() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 5000, seed: 32))
+            origin.addResource("/b.jpg", data: fixtureBytes(count: 300_000, seed: 33))
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg"), origin.url("/b.jpg")],
+                                                     umask: 0o077)
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try objectModes(cache) == [0o444])
+        }
+    }
+
     @Test func retryAfterOn429IsHonoured() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))
