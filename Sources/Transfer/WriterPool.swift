@@ -17,10 +17,11 @@ final class WriterPool: Sendable {
     /// next download of a batch is set up by the thread that finished the
     /// last one: with too few threads, bodies wait for a writer while
     /// transfer slots stand empty. 2000 bodies of 64 KiB on 2 cores, median
-    /// wall: 1 thread 0.53 s, 2 threads 0.42 s, 4 threads 0.37 s (with the
-    /// loop finding on average 9 of its 16 slots busy), 8 threads (with
-    /// a batch width of 4 x --jobs) 0.33 s and 13 of 16 slots busy; 12 no
-    /// better. Twice the cores, eight at least, sixteen at most.
+    /// wall: 1 thread 0.53 s, 2 threads 0.42 s, 4 threads 0.385 s; with 4
+    /// threads 6–9 of the 16 slots were busy on average, with 8 (and a batch
+    /// of 4 x --jobs) 11–14, though the wall time then hardly moved (0.37 to
+    /// 0.34 s: the two cores are the limit). Twice the cores, eight at
+    /// least, sixteen at most.
     static let shared = WriterPool(threads: max(8, min(16, 2 * ProcessInfo.processInfo.activeProcessorCount)))
 
     /// A serial queue of jobs on the pool.
