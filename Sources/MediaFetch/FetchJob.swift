@@ -73,6 +73,8 @@ public final class FetchJob: Sendable {
     /// events are few per item and progress ticks come four times a second.
     public let events: AsyncStream<JobEvent>
     private let eventSink: AsyncStream<JobEvent>.Continuation
+    /// Whether each stored item is an event of its own (`.stored`).
+    public let reportsEachStoredItem: Bool
     private let state = Mutex(State())
 
     private struct State {
@@ -80,9 +82,15 @@ public final class FetchJob: Sendable {
         var report = FetchReport()
     }
 
-    public init(cache: MediaCache, configuration: TransferConfiguration = TransferConfiguration()) {
+    /// `reportsEachStoredItem: false` leaves `.stored` out of `events` (the
+    /// counts still come with `.progress` and the report): each event wakes
+    /// the consumer's task, a thread switch per file that a display showing
+    /// only totals does not need.
+    public init(cache: MediaCache, configuration: TransferConfiguration = TransferConfiguration(),
+                reportsEachStoredItem: Bool = true) {
         self.cache = cache
         self.configuration = configuration
+        self.reportsEachStoredItem = reportsEachStoredItem
         (events, eventSink) = AsyncStream.makeStream(of: JobEvent.self, bufferingPolicy: .unbounded)
     }
 
@@ -202,7 +210,9 @@ public final class FetchJob: Sendable {
                     $0.report.resumedBytes += body.resumedBytes
                     $0.report.bytesReceived += body.size - body.resumedBytes
                 }
-                eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
+                if reportsEachStoredItem {
+                    eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
+                }
             case .failure(let error):
                 fail(item, reason: error.message, ingestor: ingestor)
             }

@@ -36,6 +36,34 @@ import Transfer
         }
     }
 
+    @Test(arguments: [true, false])
+    func storedItemsAreEventsOnlyWhenAskedForButAlwaysCounted(reportsEachStoredItem: Bool) async throws {
+        try await withOrigin { origin, directory in
+            let items = (0..<12).map { index -> FetchItem in
+                origin.addResource("/s\(index)", data: fixtureBytes(count: 3000, seed: UInt64(100 + index)))
+                return FetchItem(url: origin.url("/s\(index)"), collection: "c")
+            }
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let job = FetchJob(cache: cache, configuration: quickRetries(), reportsEachStoredItem: reportsEachStoredItem)
+            let events = Task { () -> (stored: Int, lastDone: Int) in
+                var stored = 0
+                var lastDone = 0
+                for await event in job.events {
+                    if case .stored = event { stored += 1 }
+                    if case .progress(let progress) = event { lastDone = progress.done }
+                }
+                return (stored, lastDone)
+            }
+
+            let report = try await job.run(items)
+            let seen = await events.value
+
+            #expect(report.downloaded == 12)
+            #expect(seen.stored == (reportsEachStoredItem ? 12 : 0))
+            #expect(seen.lastDone == 12)
+        }
+    }
+
     @Test func aFailureIsReportedAndRememberedWhileTheRestIsStored() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/ok", data: Data("fine".utf8))

@@ -49,7 +49,9 @@ struct FetchRunner {
 
     func run(_ items: [FetchItem]) async throws {
         let cache = try cacheOptions.open()
-        let job = FetchJob(cache: cache, configuration: transfer.configuration)
+        // Only the JSON lines show each stored item; the other modes show totals.
+        let job = FetchJob(cache: cache, configuration: transfer.configuration,
+                           reportsEachStoredItem: transfer.progress == .json)
         let printer = ProgressPrinter(mode: transfer.progress)
         let display = Task { await printer.consume(job.events) }
         let work = Task { try await job.run(items) }
