@@ -75,8 +75,13 @@ final class DownloadBatch: Sendable {
         state = Mutex(State(remaining: count))
     }
 
-    /// How many items are in flight at once.
-    private var width: Int { max(4 * engine.configuration.maxConcurrentTransfers, 8) }
+    /// How many items are in flight at once. Each holds its partial's
+    /// descriptor: with a low limit on open files (a hard limit of 1024, say)
+    /// and many jobs, an eighth of the limit, but never fewer than twice the jobs.
+    private var width: Int {
+        let jobs = engine.configuration.maxConcurrentTransfers
+        return max(8, 2 * jobs, min(4 * jobs, TransferConfiguration.descriptorLimit() / 8))
+    }
 
     /// Starts the first items; `whenDone` is called once every item is completed.
     func start(whenDone: @escaping @Sendable () -> Void) {

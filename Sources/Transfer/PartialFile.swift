@@ -24,7 +24,11 @@ let systemClose = Darwin.close
 ///
 /// A new partial is created read-only (mode 0444; its descriptor still
 /// writes), as objects must be: the store then has no mode to change when
-/// it moves the finished body into place (unless the umask took read bits).
+/// it moves the finished body into place. Whether the mode is 0444 is read
+/// from the descriptor when the body is complete (a umask such as 077, or a
+/// default ACL, may have made it something else; a partial resumed by an
+/// ordinary user was made writable again), and only a file's lock holder
+/// changes its mode, so the answer holds until the file is moved.
 final class PartialFile {
     let path: String
     let descriptor: Int32
@@ -37,22 +41,18 @@ final class PartialFile {
     /// How the file was opened, when it was created empty just now (the
     /// common case): spares the writer a look at the descriptor.
     let opened: HashingWriter.OpenedFile
-    /// Whether the file's mode is read-only already (it was created so).
-    private let isReadOnly: Bool
 
     /// Opens (or creates) the partial for `url` in `directory`, locked. A new
     /// partial is opened for direct I/O when `direct` asks for it and the
     /// filesystem allows it.
     init(directory: String, url: String, direct: Bool = false) throws(TransferError) {
         self.directory = directory
-        let key = SHA256.hash(data: Data(url.utf8)).hexString.prefix(40)
+        let key = Self.key(for: url)
         let sharedPath = "\(directory)/\(key).part"
         var opened = HashingWriter.OpenedFile.unknown
-        var isReadOnly = false
-        if let (fd, isDirect, readOnly) = Self.createLocked(sharedPath, direct: direct) {
+        if let (fd, isDirect) = Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
             opened = .fresh(direct: isDirect)
-            isReadOnly = readOnly && Self.umaskKeepsReadBits
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
@@ -75,14 +75,12 @@ final class PartialFile {
             path = "\(directory)/\(UUID().uuidString).tmp"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
-            isReadOnly = Self.umaskKeepsReadBits
             descriptor = fd
             validatorPath = nil
             resumable = nil
         }
         self.url = url
         self.opened = opened
-        self.isReadOnly = isReadOnly
         // Only a partial that was there before may have a validator beside it.
         hasValidator = opened == .unknown
     }
@@ -118,6 +116,7 @@ final class PartialFile {
     /// renamed to a private name instead and closed.
     func complete(budget: FinishedFile.Budget) throws(TransferError) -> FinishedFile {
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
+        let isReadOnly = Self.hasReadOnlyMode(descriptor)
         isOpen = false
         // A private temporary (no validator path) is opened by nobody else: nothing to hold.
         if validatorPath != nil, budget.reserve() {
@@ -179,8 +178,10 @@ final class PartialFile {
                 continue
             }
             guard age > (resumable ? resumableFor : staleAfter) else { continue }
-            // Read-only is enough to lock, and a partial's mode may be read-only.
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            // A partial may be read-only; a read-only descriptor can lock it
+            // (except on NFS, where flock needs one that writes: tried first).
+            var fd = open(path, O_RDWR | O_CLOEXEC)
+            if fd < 0, errno == EACCES { fd = open(path, O_RDONLY | O_CLOEXEC) }
             guard fd >= 0 else { continue }
             defer { _ = systemClose(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
@@ -193,71 +194,94 @@ final class PartialFile {
     /// Creates `path`, which must not exist yet, and locks it; with O_DIRECT
     /// when `direct` asks for it and the filesystem takes it. A process that
     /// opened the new file in between and locked it first makes this fail.
-    /// Returns the descriptor, whether it is open for direct I/O, and whether
-    /// the file is read-only (see the type's comment).
-    private static func createLocked(_ path: String, direct: Bool) -> (Int32, Bool, Bool)? {
+    /// Returns the descriptor and whether it is open for direct I/O.
+    private static func createLocked(_ path: String, direct: Bool) -> (Int32, Bool)? {
         let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
         let directFlag = direct ? mf_direct_open_flag() : 0
         var fd = open(path, flags | directFlag, readOnlyMode)
         var isDirect = directFlag != 0
-        var isReadOnly = true
         if fd < 0, directFlag != 0, errno == EINVAL {
             // A filesystem without direct I/O refuses the flag, not the file,
             // and only once the file is made: open what was just created
-            // (writable again, or only root could open it for writing).
+            // (writable again, or only root could open it for writing; no
+            // body has been written to it, so its mode is ours to change).
             _ = chmod(path, writableMode)
             fd = open(path, O_RDWR | O_CLOEXEC)
             isDirect = false
-            isReadOnly = false
         }
         guard fd >= 0 else { return nil }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             _ = systemClose(fd)
             return nil
         }
-        return (fd, isDirect, isReadOnly)
+        return (fd, isDirect)
     }
 
     /// Opens `path` and takes an exclusive lock without waiting. Retries when
     /// the file was renamed away between `open` and `flock` (a finished body).
+    /// A read-only partial (see the type's comment) is made writable first,
+    /// under its lock.
     private static func openLocked(_ path: String) -> Int32? {
         for _ in 0..<8 {
-            var fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, writableMode)
-            if fd < 0, errno == EACCES, chmod(path, writableMode) == 0 {
-                // A partial left read-only by an earlier run (see the type's comment).
-                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, writableMode)
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, writableMode)
+            if fd < 0, errno == EACCES {
+                if makeWritable(path) { continue }
+                return nil
             }
             guard fd >= 0 else { return nil }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 _ = systemClose(fd)
                 return nil
             }
-            var opened = stat()
-            var named = stat()
-            if fstat(fd, &opened) == 0, stat(path, &named) == 0,
-               opened.st_ino == named.st_ino, opened.st_dev == named.st_dev {
-                return fd
-            }
+            if isFile(fd, at: path) { return fd }
             _ = systemClose(fd)
         }
         return nil
     }
 
-    /// The mode of a new partial, and of one reopened to be written again.
+    /// The stable part of a URL's partial name: 40 hex digits of its SHA-256.
+    /// Hashed from the string's own bytes (going through `Data` cost a
+    /// dynamic cast per file).
+    static func key(for url: String) -> Substring {
+        var hasher = SHA256()
+        var text = url
+        text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        return hasher.finalize().hexString.prefix(40)
+    }
+
+    /// Gives a read-only partial left by an earlier run (only root may open
+    /// it for writing as it is) its owner's write bit back, holding its lock
+    /// meanwhile: a partial another process is writing is never touched, so
+    /// the mode that process reads when its body is complete stays true.
+    /// Returns whether opening it again is worth a try.
+    private static func makeWritable(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return errno == ENOENT }
+        defer { _ = systemClose(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
+        // Renamed away (a finished body) since the open: look again.
+        guard isFile(fd, at: path) else { return true }
+        return fchmod(fd, writableMode) == 0
+    }
+
+    /// Whether `fd` is the file now at `path`.
+    private static func isFile(_ fd: Int32, at path: String) -> Bool {
+        var opened = stat()
+        var named = stat()
+        return fstat(fd, &opened) == 0 && stat(path, &named) == 0
+            && opened.st_ino == named.st_ino && opened.st_dev == named.st_dev
+    }
+
+    /// Whether the open file's permission bits are exactly `readOnlyMode`.
+    private static func hasReadOnlyMode(_ fd: Int32) -> Bool {
+        var info = stat()
+        return fstat(fd, &info) == 0 && info.st_mode & 0o7777 == readOnlyMode
+    }
+
+    /// The mode of a new partial.
     private static let readOnlyMode: mode_t = 0o444
 
-    /// Whether a file created with `readOnlyMode` gets exactly that mode: a
-    /// umask such as 077 takes read bits away, and objects must stay readable
-    /// by everyone, so then the store sets the mode itself. Read once from
-    /// /proc (reading it with umask(2) would change it for every thread
-    /// meanwhile); where that fails, the store sets the mode.
-    static let umaskKeepsReadBits: Bool = {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
-              let mask = mode_t(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
-        else { return false }
-        return mask & 0o444 == 0
-    }()
+    /// The mode of a partial made writable again.
     private static let writableMode: mode_t = 0o644
 
     private static func readValidator(_ path: String, url: String) -> String? {

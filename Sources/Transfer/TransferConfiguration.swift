@@ -44,13 +44,18 @@ public struct TransferConfiguration: Sendable, Equatable {
     public init() {}
 
     /// A quarter of the process's descriptor limit, between 16 and 1024: a
-    /// group commit of many small files fits, and plenty is left for sockets.
+    /// group commit of many small files fits, and plenty is left for sockets
+    /// and the partials of the items in flight.
     static func descriptorsToSpare() -> Int {
+        min(1024, max(16, descriptorLimit() / 4))
+    }
+
+    /// The process's soft limit on open files (1024 when it cannot be read).
+    static func descriptorLimit() -> Int {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
         // RLIM_INFINITY is all ones; clamping turns it (and any huge limit) into Int.max.
-        let soft = Int(clamping: limit.rlim_cur)
-        return min(1024, max(16, soft / 4))
+        return Int(clamping: limit.rlim_cur)
     }
 }
 

@@ -75,6 +75,49 @@ import TestSupport
         }
     }
 
+    /// An ordinary user's second process must not touch the read-only
+    /// partial the first one is writing: its owner trusts that mode when it
+    /// stores the body. The second downloads privately instead.
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func aSecondProcessLeavesThePartialInUseAlone() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/long.wav", data: fixtureBytes(count: 2_000_000, seed: 41))
+            origin.setFault("/long.wav", .stallAfter(bytes: 700_000, seconds: 60), times: 1)
+            let cache = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            let user = BuiltProducts.User.nobody
+            #expect(chmod(directory.path, 0o755) == 0)
+            #expect(chown(cache, user.uid, user.gid) == 0)
+            let arguments = ["get", "--cache", cache, "--stall-timeout", "300", origin.url("/long.wav")]
+
+            let first = try BuiltProducts.start(arguments, as: user)
+            func partial() -> (name: String, size: Int)? {
+                guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return nil }
+                let size = (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
+                return (name, size)
+            }
+            for _ in 0..<3000 where (partial()?.size ?? 0) < 500_000 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let second = try await BuiltProducts.run(arguments, as: user)
+            let name = try #require(partial()?.name)
+            let modeInUse = try FileManager.default.attributesOfItem(atPath: "\(cache)/tmp/\(name)")[.posixPermissions] as? Int
+            first.interrupt()
+            let firstResult = await first.wait()
+
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(modeInUse == 0o444)
+            #expect(firstResult.status == 130)
+            let objects = cache + "/objects/sha256"
+            for fanOut in files(in: objects) {
+                for object in files(in: "\(objects)/\(fanOut)") {
+                    let mode = try FileManager.default.attributesOfItem(atPath: "\(objects)/\(fanOut)/\(object)")[.posixPermissions] as? Int
+                    #expect(mode == 0o444)
+                }
+            }
+        }
+    }
+
     @Test func processesStartedTogetherOnANewCacheAllOpenIt() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/one.jpg", data: fixtureBytes(count: 5_000, seed: 3))
