@@ -45,9 +45,22 @@ public enum BuiltProducts {
     /// run only as root where it is installed.
     public static let setpriv = "/usr/bin/setpriv"
 
-    /// Whether `run(_:as:)` can switch users here.
+    /// Whether `run(_:as:)` can switch users here: as root, with setpriv, and
+    /// with the built products and the temporary directory reachable by others.
     public static var canRunAsAnotherUser: Bool {
         getuid() == 0 && FileManager.default.isExecutableFile(atPath: setpriv)
+            && othersCanReach(directory.path) && othersCanReach(FileManager.default.temporaryDirectory.path)
+    }
+
+    /// Whether every directory from the root down to `path` lets others through.
+    private static func othersCanReach(_ path: String) -> Bool {
+        var current = URL(fileURLWithPath: path).standardizedFileURL
+        while true {
+            var info = stat()
+            guard stat(current.path, &info) == 0, info.st_mode & S_IXOTH != 0 else { return false }
+            if current.path == "/" { return true }
+            current.deleteLastPathComponent()
+        }
     }
 
     /// Runs `mediafetch` with `arguments` and waits for it; as `user` and
