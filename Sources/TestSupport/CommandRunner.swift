@@ -63,20 +63,23 @@ public enum BuiltProducts {
         }
     }
 
-    /// Runs `mediafetch` with `arguments` and waits for it; as `user` and
-    /// with `umask` when given.
+    /// Runs `mediafetch` with `arguments` and waits for it; as `user`, with
+    /// `umask` and with `openFileLimit` (soft and hard) when given.
     public static func run(_ arguments: [String], environment: [String: String] = [:],
-                           as user: User? = nil, umask: mode_t? = nil) async throws -> CommandResult {
-        try await start(arguments, environment: environment, as: user, umask: umask).wait()
+                           as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil) async throws -> CommandResult {
+        try await start(arguments, environment: environment, as: user, umask: umask, openFileLimit: openFileLimit).wait()
     }
 
     /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
     public static func start(_ arguments: [String], environment: [String: String] = [:],
-                             as user: User? = nil, umask: mode_t? = nil) throws -> RunningCommand {
+                             as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil) throws -> RunningCommand {
         var command = [mediafetch.path] + arguments
-        if let umask {
-            // A shell sets it for the child alone: the test process's umask is every test's.
-            command = ["/bin/sh", "-c", "umask \(String(umask, radix: 8)) && exec \"$0\" \"$@\""] + command
+        // A shell sets these for the child alone: the test process's are every test's.
+        var settings: [String] = []
+        if let umask { settings.append("umask \(String(umask, radix: 8))") }
+        if let openFileLimit { settings.append("ulimit -n \(openFileLimit)") }
+        if !settings.isEmpty {
+            command = ["/bin/sh", "-c", (settings + ["exec \"$0\" \"$@\""]).joined(separator: " && ")] + command
         }
         if let user {
             command = [setpriv, "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups"] + command

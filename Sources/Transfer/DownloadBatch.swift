@@ -75,13 +75,8 @@ final class DownloadBatch: Sendable {
         state = Mutex(State(remaining: count))
     }
 
-    /// How many items are in flight at once. Each holds its partial's
-    /// descriptor: with a low limit on open files (a hard limit of 1024, say)
-    /// and many jobs, an eighth of the limit, but never fewer than twice the jobs.
-    private var width: Int {
-        let jobs = engine.configuration.maxConcurrentTransfers
-        return max(8, 2 * jobs, min(4 * jobs, TransferConfiguration.descriptorLimit() / 8))
-    }
+    /// How many items are in flight at once (see `DescriptorBudget`).
+    private var width: Int { engine.descriptorBudget.batchWidth(jobs: engine.configuration.maxConcurrentTransfers) }
 
     /// Starts the first items; `whenDone` is called once every item is completed.
     func start(whenDone: @escaping @Sendable () -> Void) {
@@ -250,8 +245,8 @@ final class DownloadBatch: Sendable {
     }
 
     /// How many items may wait to retry beside those in flight: each holds
-    /// its partial's descriptor while it waits.
-    private var retryLimit: Int { max(4 * engine.configuration.maxConcurrentTransfers, 64) }
+    /// its partial's descriptor while it waits (see `DescriptorBudget`).
+    private var retryLimit: Int { engine.descriptorBudget.retryWaiting(jobs: engine.configuration.maxConcurrentTransfers) }
 
     /// Reports an item's result and counts it. `next` starts the item that
     /// takes its place once the caller is ready; nil when the caller of

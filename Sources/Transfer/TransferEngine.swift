@@ -55,7 +55,17 @@ public final class TransferEngine: Sendable {
     private let isShutDown = Atomic<Bool>(false)
     private let finishedBudget: FinishedFile.Budget
 
-    public init(configuration: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
+    /// How the limit on open files is shared out; `configuration`'s
+    /// transfers are at most its `maxJobs`.
+    public let descriptorBudget: DescriptorBudget
+
+    /// `configuration.maxConcurrentTransfers` above what the limit on open
+    /// files allows is lowered to `descriptorBudget.maxJobs`.
+    public init(configuration requested: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
+        descriptorBudget = DescriptorBudget.current(heldFinishedBodies: requested.maxHeldFinishedBodies)
+        var configuration = requested
+        configuration.maxConcurrentTransfers = min(requested.maxConcurrentTransfers, descriptorBudget.maxJobs)
+        configuration.maxTransfersPerHost = min(requested.maxTransfersPerHost, configuration.maxConcurrentTransfers)
         self.configuration = configuration
         self.partialDirectory = partialDirectory
         try FileManager.default.createDirectory(atPath: partialDirectory, withIntermediateDirectories: true)

@@ -16,6 +16,11 @@ enum Terminal {
         writeErr("mediafetch: \(oneLine)\n")
     }
 
+    /// One line on stderr about how the run goes ahead despite what was asked.
+    static func notice(_ message: String) {
+        writeErr("mediafetch: note: \(message)\n")
+    }
+
     static func writeErr(_ text: String) {
         FileHandle.standardError.write(Data(text.utf8))
     }

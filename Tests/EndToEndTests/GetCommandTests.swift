@@ -250,6 +250,27 @@ import TestSupport
         }
     }
 
+    /// More jobs than the open-file limit allows ran out of descriptors and
+    /// failed items; now the run uses fewer transfers and says so.
+    @Test func moreJobsThanTheOpenFileLimitAllowsAreCappedWithANote() async throws {
+        try await withOrigin { origin, directory in
+            let urls = (0..<300).map { index -> String in
+                origin.addResource("/n/\(index).jpg", data: fixtureBytes(count: 2000, seed: UInt64(500 + index)))
+                return origin.url("/n/\(index).jpg")
+            }
+            let input = directory.appending("urls.txt")
+            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "-i", input, "--jobs", "400", "--per-host", "400"],
+                                                     openFileLimit: 256)
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderr.contains("mediafetch: note: --jobs 400 needs more open files than the limit of 256 allows: running 21 at once"))
+            #expect(result.stderr.contains("300 downloaded, 0 already cached, 0 failed"))
+        }
+    }
+
     @Test func retryAfterOn429IsHonoured() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MediaFetch
+import Transfer
 
 #if canImport(Glibc)
 import Glibc
@@ -49,8 +50,15 @@ struct FetchRunner {
 
     func run(_ items: [FetchItem]) async throws {
         let cache = try cacheOptions.open()
+        let configuration = transfer.configuration
+        // The engine runs no more transfers than the open-file limit allows: say so.
+        let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
+        if configuration.maxConcurrentTransfers > budget.maxJobs {
+            Terminal.notice("--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
+                + "\(budget.limit) allows: running \(budget.maxJobs) at once (raise the limit with ulimit -n)")
+        }
         // Only the JSON lines show each stored item; the other modes show totals.
-        let job = FetchJob(cache: cache, configuration: transfer.configuration,
+        let job = FetchJob(cache: cache, configuration: configuration,
                            reportsEachStoredItem: transfer.progress == .json)
         let printer = ProgressPrinter(mode: transfer.progress)
         let display = Task { await printer.consume(job.events) }

@@ -1,0 +1,51 @@
+/// How the process's limit on open files is shared out among what an engine
+/// keeps open: each running transfer's socket and a cached connection, the
+/// partial of each item in flight and of each item waiting to retry, and the
+/// finished bodies held until they are stored; `reserved` are kept back for
+/// the rest (the catalog, the store's directories, the standard streams, the
+/// resolver). Asking for more transfers than the limit allows made items
+/// fail with "Too many open files"; the engine runs at most `maxJobs`.
+public struct DescriptorBudget: Sendable, Equatable {
+    /// Kept back for descriptors that are not per item.
+    public static let reserved = 64
+    /// What one running transfer needs at the least: its socket and a cached
+    /// connection, two items in flight and two waiting to retry.
+    static let leastPerJob = 6
+
+    /// The limit on open files shared out.
+    public let limit: Int
+    /// Finished bodies that may hold their descriptor until stored.
+    public let heldFinishedBodies: Int
+
+    public init(limit: Int, heldFinishedBodies: Int) {
+        self.limit = limit
+        self.heldFinishedBodies = heldFinishedBodies
+    }
+
+    /// The budget of this process, as the engine would use it.
+    public static func current(heldFinishedBodies: Int) -> DescriptorBudget {
+        DescriptorBudget(limit: TransferConfiguration.descriptorLimit(), heldFinishedBodies: heldFinishedBodies)
+    }
+
+    /// Descriptors left for transfers, items in flight and items waiting to retry.
+    private var available: Int { max(0, limit - Self.reserved - heldFinishedBodies) }
+
+    /// The most transfers at once the limit allows (at least one).
+    public var maxJobs: Int { max(1, available / Self.leastPerJob) }
+
+    /// Room for items in flight and items waiting to retry, at `jobs` transfers.
+    private func itemRoom(jobs: Int) -> Int { max(0, available - 2 * jobs) / 2 }
+
+    /// Items in flight at once: four times the transfers, fewer when the
+    /// limit is tight, never fewer than twice (or eight).
+    func batchWidth(jobs: Int) -> Int {
+        max(8, 2 * jobs, min(4 * jobs, itemRoom(jobs: jobs)))
+    }
+
+    /// Items that may wait to retry beside those in flight (each holds its
+    /// partial): four times the transfers or 64, fewer when the limit is
+    /// tight, never fewer than twice the transfers.
+    func retryWaiting(jobs: Int) -> Int {
+        max(2 * jobs, min(max(4 * jobs, 64), itemRoom(jobs: jobs)))
+    }
+}

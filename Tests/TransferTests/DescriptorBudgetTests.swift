@@ -1,0 +1,33 @@
+import Testing
+@testable import Transfer
+
+@Suite struct DescriptorBudgetTests {
+    /// Everything an engine may hold open at `jobs` transfers.
+    private func worstCase(_ budget: DescriptorBudget, jobs: Int) -> Int {
+        2 * jobs + budget.batchWidth(jobs: jobs) + budget.retryWaiting(jobs: jobs)
+            + budget.heldFinishedBodies + DescriptorBudget.reserved
+    }
+
+    @Test(arguments: [(256, 64), (1024, 256), (4096, 1024), (65_536, 1024)])
+    func everyAllowedJobCountFitsTheLimit(limit: Int, held: Int) {
+        let budget = DescriptorBudget(limit: limit, heldFinishedBodies: held)
+        #expect(budget.maxJobs >= 16)
+        for jobs in 1...budget.maxJobs {
+            #expect(worstCase(budget, jobs: jobs) <= limit, "jobs \(jobs)")
+            #expect(budget.batchWidth(jobs: jobs) >= 2 * jobs)
+        }
+    }
+
+    @Test func aRoomyLimitKeepsFourTimesTheJobsInFlight() {
+        let budget = DescriptorBudget(limit: 65_536, heldFinishedBodies: 1024)
+        #expect(budget.batchWidth(jobs: 16) == 64)
+        #expect(budget.retryWaiting(jobs: 16) == 64)
+        #expect(budget.batchWidth(jobs: 200) == 800)
+    }
+
+    @Test func aTightLimitCapsTheJobs() {
+        // A desktop's 1024 with a quarter for finished bodies: (1024 - 64 - 256) / 6.
+        #expect(DescriptorBudget(limit: 1024, heldFinishedBodies: 256).maxJobs == 117)
+        #expect(DescriptorBudget(limit: 256, heldFinishedBodies: 64).maxJobs == 21)
+    }
+}
