@@ -72,7 +72,10 @@ final class PartialFile {
             }
         } else {
             // Another process holds this URL's partial: download privately, without resume.
-            path = "\(directory)/\(UUID().uuidString).tmp"
+            // Named by process and sequence, not a random UUID: Foundation's
+            // came out all zeros, the same for every file, when descriptors ran short.
+            let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
+            path = "\(directory)/\(key).\(getpid())-\(sequence).tmp"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
             descriptor = fd
