@@ -59,3 +59,34 @@ public func withOrigin<T>(_ body: (TestOrigin, TemporaryDirectory) async throws 
         return try await body(origin, directory)
     }
 }
+
+extension TemporaryDirectory {
+    /// Makes a `cache` directory in here owned by `user`, and lets others
+    /// through this directory: a cache the built binary can use when run as
+    /// `user` (see `BuiltProducts.run(_:as:)`). Returns its path.
+    public func cache(ownedBy user: BuiltProducts.User) throws -> String {
+        let cache = appending("cache")
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        guard chmod(path, 0o755) == 0, chown(cache, user.uid, user.gid) == 0 else {
+            throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: cache])
+        }
+        return cache
+    }
+}
+
+/// A file's permission bits.
+public func permissions(of path: String) throws -> Int? {
+    try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+}
+
+/// The permission bits of every object file in the cache at `cache`.
+public func objectModes(inCache cache: String) throws -> Set<Int> {
+    let objects = cache + "/objects/sha256"
+    var modes = Set<Int>()
+    for fanOut in try FileManager.default.contentsOfDirectory(atPath: objects) {
+        for name in try FileManager.default.contentsOfDirectory(atPath: "\(objects)/\(fanOut)") {
+            if let mode = try permissions(of: "\(objects)/\(fanOut)/\(name)") { modes.insert(mode) }
+        }
+    }
+    return modes
+}

@@ -18,19 +18,6 @@ import TestSupport
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
-    /// The permission bits of every object file in the cache.
-    private func objectModes(_ cache: String) throws -> Set<Int> {
-        let objects = cache + "/objects/sha256"
-        var modes = Set<Int>()
-        for fanOut in try FileManager.default.contentsOfDirectory(atPath: objects) {
-            for name in try FileManager.default.contentsOfDirectory(atPath: "\(objects)/\(fanOut)") {
-                let attributes = try FileManager.default.attributesOfItem(atPath: "\(objects)/\(fanOut)/\(name)")
-                modes.insert(try #require(attributes[.posixPermissions] as? Int))
-            }
-        }
-        return modes
-    }
-
     private func jsonLines(_ stderr: String) -> [[String: Any]] {
         stderr.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -61,7 +48,7 @@ import TestSupport
             #expect(path == "\(cache)/objects/sha256/\(hash.prefix(2))/\(hash)")
             #expect(FileManager.default.contents(atPath: path) == first)
             // Objects are read-only: partials are created so, and the store leaves their mode alone.
-            #expect(try objectModes(cache) == [0o444])
+            #expect(try objectModes(inCache: cache) == [0o444])
         }
     }
 
@@ -201,7 +188,7 @@ import TestSupport
             #expect(origin.requests(for: "/long.flac").last?.header("range") == "bytes=600000-")
             #expect(second.stderr.contains("resumed"))
             // The resumed partial was reopened for writing: the store makes it read-only.
-            #expect(try objectModes(directory.appending("cache")) == [0o444])
+            #expect(try objectModes(inCache: directory.appending("cache")) == [0o444])
         }
     }
 
@@ -212,17 +199,14 @@ import TestSupport
         try await withOrigin { origin, directory in
             origin.addResource("/long.flac", data: fixtureBytes(count: 1_500_000, seed: 31))
             origin.setFault("/long.flac", .dropAfter(bytes: 600_000), times: 1)
-            let cache = directory.appending("cache")
-            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
             let user = BuiltProducts.User.nobody
-            #expect(chmod(directory.path, 0o755) == 0)
-            #expect(chown(cache, user.uid, user.gid) == 0)
+            let cache = try directory.cache(ownedBy: user)
             let arguments = ["get", "--cache", cache, "--retries", "0", origin.url("/long.flac")]
 
             let first = try await BuiltProducts.run(arguments, as: user)
             let partials = try FileManager.default.contentsOfDirectory(atPath: cache + "/tmp").filter { $0.hasSuffix(".part") }
             let partial = try #require(partials.first)
-            let mode = try FileManager.default.attributesOfItem(atPath: "\(cache)/tmp/\(partial)")[.posixPermissions] as? Int
+            let mode = try permissions(of: "\(cache)/tmp/\(partial)")
             let second = try await BuiltProducts.run(arguments, as: user)
 
             #expect(first.status == 1)
@@ -230,7 +214,7 @@ import TestSupport
             #expect(second.status == 0, "\(second.stderr)")
             #expect(origin.requests(for: "/long.flac").last?.header("range") == "bytes=600000-")
             #expect(second.stderr.contains("resumed"))
-            #expect(try objectModes(cache) == [0o444])
+            #expect(try objectModes(inCache: cache) == [0o444])
         }
     }
 
@@ -246,7 +230,7 @@ import TestSupport
                                                      umask: 0o077)
 
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(try objectModes(cache) == [0o444])
+            #expect(try objectModes(inCache: cache) == [0o444])
         }
     }
 

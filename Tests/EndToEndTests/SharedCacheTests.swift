@@ -83,11 +83,8 @@ import TestSupport
         try await withOrigin { origin, directory in
             origin.addResource("/long.wav", data: fixtureBytes(count: 2_000_000, seed: 41))
             origin.setFault("/long.wav", .stallAfter(bytes: 700_000, seconds: 60), times: 1)
-            let cache = directory.appending("cache")
-            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
             let user = BuiltProducts.User.nobody
-            #expect(chmod(directory.path, 0o755) == 0)
-            #expect(chown(cache, user.uid, user.gid) == 0)
+            let cache = try directory.cache(ownedBy: user)
             let arguments = ["get", "--cache", cache, "--stall-timeout", "300", origin.url("/long.wav")]
 
             let first = try BuiltProducts.start(arguments, as: user)
@@ -101,20 +98,14 @@ import TestSupport
             }
             let second = try await BuiltProducts.run(arguments, as: user)
             let name = try #require(partial()?.name)
-            let modeInUse = try FileManager.default.attributesOfItem(atPath: "\(cache)/tmp/\(name)")[.posixPermissions] as? Int
+            let modeInUse = try permissions(of: "\(cache)/tmp/\(name)")
             first.interrupt()
             let firstResult = await first.wait()
 
             #expect(second.status == 0, "\(second.stderr)")
             #expect(modeInUse == 0o444)
             #expect(firstResult.status == 130)
-            let objects = cache + "/objects/sha256"
-            for fanOut in files(in: objects) {
-                for object in files(in: "\(objects)/\(fanOut)") {
-                    let mode = try FileManager.default.attributesOfItem(atPath: "\(objects)/\(fanOut)/\(object)")[.posixPermissions] as? Int
-                    #expect(mode == 0o444)
-                }
-            }
+            #expect(try objectModes(inCache: cache) == [0o444])
         }
     }
 

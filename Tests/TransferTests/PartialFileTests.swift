@@ -10,7 +10,7 @@ import Glibc
 
 @Suite struct PartialFileTests {
     private func mode(_ path: String) throws -> Int {
-        try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        try #require(try permissions(of: path))
     }
 
     @Test func aNewPartialIsReadOnlyAndSaysSoWhenComplete() async throws {
