@@ -15,8 +15,8 @@ public struct StagedBlob: Sendable, Equatable {
     /// SHA-256 of its bytes, lower-case hex, computed while it was written.
     public let sha256: String
     public let size: Int64
-    /// The file's mode is read-only already (the writer created it so): the
-    /// store need not change it.
+    /// The file's mode is exactly 0444 already (the writer created it so and
+    /// checked): the store need not change it.
     public let isReadOnly: Bool
 
     public init(path: String, sha256: String, size: Int64, isReadOnly: Bool = false) {

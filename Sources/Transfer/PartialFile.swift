@@ -311,7 +311,8 @@ public final class FinishedFile: Sendable {
     /// Where the body is now.
     public let path: String
     /// Whether the file's mode is read-only already, as a stored object's
-    /// must be (it was created so), so a store need not change it.
+    /// must be (read from the descriptor when the body was complete), so a
+    /// store need not change it.
     public let isReadOnly: Bool
     /// The open, locked descriptor; nil once released (or if there was none).
     private let descriptor: Mutex<Int32?>
