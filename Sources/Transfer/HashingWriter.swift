@@ -123,6 +123,8 @@ final class HashingWriter: @unchecked Sendable {
         var rest = bytes
         var remaining = expectedRemaining.map { max($0, Int64(bytes.count)) }
         while !rest.isEmpty {
+            // A full chunk kept back at the end of the body (below): more came after all.
+            if let current = filling, filled == current.size { submitFilling() }
             guard let chunk = filling ?? pool.take(size: ChunkPool.size(forRemaining: remaining)) else {
                 // Every chunk is in use: rather than wait on other transfers
                 // (which need this very thread to progress), finish this
@@ -138,7 +140,9 @@ final class HashingWriter: @unchecked Sendable {
             filling = chunk
             rest = UnsafeRawBufferPointer(rebasing: rest[count...])
             remaining = remaining.map { $0 - Int64(count) }
-            if filled == chunk.size { submitFilling() }
+            // A chunk that ends the body is kept for `seal`, which sends it
+            // with the request for the digest: one trip to the writers, not two.
+            if filled == chunk.size, remaining.map({ $0 > 0 }) ?? true { submitFilling() }
         }
         return nil
     }

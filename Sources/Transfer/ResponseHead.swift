@@ -5,21 +5,33 @@ import Foundation
 struct ResponseHead: Sendable {
     var status = 0
     var reason = ""
-    /// Header fields with lower-cased names; a repeated field keeps its last value.
-    var fields: [String: String] = [:]
+    /// The values of the wanted fields (see `wanted`), by their index there;
+    /// a repeated field keeps its last value. Stored inline rather than in a
+    /// dictionary: they are filled for every response on the loop thread.
+    private var values = FieldValues()
     /// True once the blank line ending a final (not 1xx, not followed redirect) block was seen.
     var isComplete = false
 
-    subscript(name: String) -> String? { fields[name] }
+    /// The value of a field the engine reads, by its lower-case name (nil for others).
+    subscript(name: String) -> String? {
+        Self.wanted.firstIndex { $0.name == name }.flatMap { values[$0] }
+    }
 
-    var contentLength: Int64? { fields["content-length"].flatMap { Int64($0) } }
-    var etag: String? { fields["etag"] }
-    var lastModified: String? { fields["last-modified"] }
-    var contentType: String? { fields["content-type"] }
+    /// The fields that were present, with lower-cased names.
+    var fields: [String: String] {
+        var fields: [String: String] = [:]
+        for (index, field) in Self.wanted.enumerated() { fields[field.name] = values[index] }
+        return fields
+    }
+
+    var contentLength: Int64? { values[Self.contentLengthIndex].flatMap { Int64($0) } }
+    var etag: String? { values[Self.etagIndex] }
+    var lastModified: String? { values[Self.lastModifiedIndex] }
+    var contentType: String? { values[Self.contentTypeIndex] }
 
     /// `Retry-After` as seconds: either delta-seconds or an HTTP date.
     func retryAfter(now: Date = Date()) -> Double? {
-        guard let value = fields["retry-after"] else { return nil }
+        guard let value = values[Self.retryAfterIndex] else { return nil }
         if let seconds = Double(value) { return max(0, seconds) }
         if let date = HTTPDate.parse(value) { return max(0, date.timeIntervalSince(now)) }
         return nil
@@ -27,7 +39,7 @@ struct ResponseHead: Sendable {
 
     /// The first and last byte positions and the complete length of a `Content-Range: bytes a-b/total`.
     var contentRange: (start: Int64, end: Int64, total: Int64?)? {
-        guard let value = fields["content-range"] else { return nil }
+        guard let value = values[Self.contentRangeIndex] else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bytes" else { return nil }
         let rangeAndTotal = parts[1].split(separator: "/", maxSplits: 1)
@@ -43,6 +55,8 @@ struct ResponseHead: Sendable {
     private static let wanted: [(name: String, bytes: [UInt8])] = [
         "content-length", "content-type", "content-range", "etag", "last-modified", "location", "retry-after",
     ].map { ($0, Array($0.utf8)) }
+    private static let contentLengthIndex = 0, contentTypeIndex = 1, contentRangeIndex = 2, etagIndex = 3,
+                       lastModifiedIndex = 4, locationIndex = 5, retryAfterIndex = 6
 
     /// Feeds one raw header line (with its CRLF). A status line starts a new
     /// block, so the headers of a redirect do not leak into the final response.
@@ -53,7 +67,7 @@ struct ResponseHead: Sendable {
         while let last = line.last, last == 13 || last == 10 || last == 32 || last == 9 { line = line.dropLast() }
         if line.isEmpty {
             // 1xx answers and redirects are followed by another block.
-            let followed = (100...199).contains(status) || ((300...399).contains(status) && fields["location"] != nil)
+            let followed = (100...199).contains(status) || ((300...399).contains(status) && values[Self.locationIndex] != nil)
             isComplete = !followed
             return
         }
@@ -65,16 +79,16 @@ struct ResponseHead: Sendable {
             return
         }
         guard let colon = line.firstIndex(of: 58),
-              let name = Self.wantedName(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
+              let index = Self.wantedIndex(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
         var value = line[line.index(after: colon)...]
         while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
-        fields[name] = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
+        values[index] = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
     }
 
-    /// The lower-case name of a wanted field whose name is `bytes` in any case; nil for the others.
-    private static func wantedName(_ bytes: UnsafeRawBufferPointer) -> String? {
-        for field in wanted where field.bytes.count == bytes.count {
-            if zip(field.bytes, bytes).allSatisfy({ $0 == ((65...90).contains($1) ? $1 | 0x20 : $1) }) { return field.name }
+    /// The index in `wanted` of the field whose name is `bytes` in any case; nil for the others.
+    private static func wantedIndex(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        for (index, field) in wanted.enumerated() where field.bytes.count == bytes.count {
+            if zip(field.bytes, bytes).allSatisfy({ $0 == ((65...90).contains($1) ? $1 | 0x20 : $1) }) { return index }
         }
         return nil
     }
@@ -83,6 +97,37 @@ struct ResponseHead: Sendable {
     mutating func consume(line: Substring) {
         var copy = String(line)
         copy.withUTF8 { consume(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}
+
+/// One optional value per wanted header field, stored inline (no allocation per response).
+private struct FieldValues: Sendable {
+    private var storage: (String?, String?, String?, String?, String?, String?, String?)
+        = (nil, nil, nil, nil, nil, nil, nil)
+
+    subscript(index: Int) -> String? {
+        get {
+            switch index {
+            case 0: storage.0
+            case 1: storage.1
+            case 2: storage.2
+            case 3: storage.3
+            case 4: storage.4
+            case 5: storage.5
+            default: storage.6
+            }
+        }
+        set {
+            switch index {
+            case 0: storage.0 = newValue
+            case 1: storage.1 = newValue
+            case 2: storage.2 = newValue
+            case 3: storage.3 = newValue
+            case 4: storage.4 = newValue
+            case 5: storage.5 = newValue
+            default: storage.6 = newValue
+            }
+        }
     }
 }
 

@@ -71,11 +71,27 @@ final class WriterPool: Sendable {
 
     private struct State {
         var ready = FIFO<Lane>()
+        /// Threads waiting (or about to wait) for `wakeups`.
+        var sleeping = 0
+        /// Threads woken to take a ready lane that have not taken one yet.
+        var searching = 0
+
+        /// Whether a sleeping thread should be woken for the ready lanes:
+        /// only when none is on its way already. The thread that takes a lane
+        /// wakes the next one if more wait, so the cost of waking threads falls
+        /// on the writers rather than on whoever enqueues (the loop thread, whose
+        /// time bounds the whole download). Marks the woken thread as searching.
+        mutating func shouldWakeOne() -> Bool {
+            guard !ready.isEmpty, searching == 0, sleeping > 0 else { return false }
+            sleeping -= 1
+            searching += 1
+            return true
+        }
     }
 
     private let state = Mutex(State())
-    /// Counts lanes in the ready queue: each one wakes one thread.
-    private let readyCount = DispatchSemaphore(value: 0)
+    /// Signalled once per thread woken (see `State.shouldWakeOne`).
+    private let wakeups = DispatchSemaphore(value: 0)
     let threadCount: Int
 
     /// Starts `threads` threads, which live as long as the process (like Dispatch's).
@@ -97,36 +113,45 @@ final class WriterPool: Sendable {
     }
 
     private func enqueue(_ job: @escaping @Sendable () -> Void, on lane: Lane) {
-        let becameReady = state.withLock { state -> Bool in
+        let wake = state.withLock { state -> Bool in
             lane.jobs.append(job)
             guard !lane.scheduled else { return false }
             lane.scheduled = true
             state.ready.append(lane)
-            return true
+            return state.shouldWakeOne()
         }
-        if becameReady { readyCount.signal() }
+        if wake { wakeups.signal() }
     }
 
     private func run() {
+        var woken = false
         while true {
-            readyCount.wait()
-            let taken = state.withLock { state -> (Lane, [@Sendable () -> Void])? in
-                guard let lane = state.ready.removeFirst() else { return nil }
+            let (taken, wakeNext) = state.withLock { state -> ((Lane, [@Sendable () -> Void])?, Bool) in
+                if woken { state.searching -= 1 }
+                guard let lane = state.ready.removeFirst() else {
+                    state.sleeping += 1
+                    return (nil, false)
+                }
                 defer { lane.jobs.removeAll(keepingCapacity: true) }
-                return (lane, lane.jobs)
+                return ((lane, lane.jobs), state.shouldWakeOne())
             }
-            guard let (lane, jobs) = taken else { continue }
+            if wakeNext { wakeups.signal() }
+            guard let (lane, jobs) = taken else {
+                wakeups.wait()
+                woken = true
+                continue
+            }
+            woken = false
             for job in jobs { job() }
-            let again = state.withLock { state -> Bool in
+            state.withLock { state in
                 if lane.jobs.isEmpty {
                     lane.scheduled = false
-                    return false
+                } else {
+                    // More arrived meanwhile: back of the line, so other lanes get a turn.
+                    state.ready.append(lane)
                 }
-                // More arrived meanwhile: back of the line, so other lanes get a turn.
-                state.ready.append(lane)
-                return true
             }
-            if again { readyCount.signal() }
+            // Then around again: a thread that just worked looks for more before it sleeps.
         }
     }
 }
