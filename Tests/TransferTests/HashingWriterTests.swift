@@ -189,4 +189,38 @@ import Glibc
             partial.close(discard: true)
         }
     }
+
+    @Test(arguments: [0, 100])
+    func aChunkThatEndsTheBodyWaitsForTheSealAndBytesPastTheAnnouncedEndStillCount(extra: Int) async throws {
+        try await TemporaryDirectory.with { directory in
+            let pool = ChunkPool(byteBudget: 1 << 20)
+            let (writer, fd, path) = try openWriter(in: directory, name: "sealed.part", directIO: true, pool: pool)
+            defer { _ = close(fd) }
+            // A 64 KiB body that says so, in libcurl-sized pieces: it fills one 64 KiB chunk exactly.
+            let announced = 64 << 10
+            let content = fixtureBytes(count: announced + extra, seed: 47)
+            content.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let count = min(16_384, bytes.count - offset)
+                    let remaining = Int64(announced - offset)
+                    #expect(writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)]),
+                                         expectedRemaining: remaining) == nil)
+                    offset += count
+                }
+            }
+            // Every job handed to the writers so far has run (this waits for them).
+            _ = writer.writesDirectly
+            if extra == 0 {
+                // The full last chunk was kept back for the seal: one trip to the writers, not two.
+                #expect(pool.bytesInUse == announced)
+            }
+            let digest = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+                writer.seal { continuation.resume(returning: try? writer.sealed?.get()) }
+            }
+            #expect(digest == sha256(content))
+            #expect(FileManager.default.contents(atPath: path) == content)
+            #expect(pool.bytesInUse == 0)
+        }
+    }
 }

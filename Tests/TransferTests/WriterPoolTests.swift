@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import Testing
 @testable import Transfer
@@ -66,6 +67,39 @@ import Testing
         let counter = Mutex(0)
         for _ in 0..<1000 { lane.async { counter.withLock { $0 += 1 } } }
         #expect(lane.sync { counter.withLock { $0 } } == 1000)
+    }
+
+    @Test func everyJobRunsWhenManyLanesBecomeReadyAtOnceFromSeveralThreads() {
+        // Lanes made ready faster than three threads can take them, from four
+        // posting threads at once: the case where waking only one writer (the
+        // next is woken by the one that takes a lane) could strand a lane. In
+        // waves, so the threads go back to sleep between them and each wave
+        // has to wake them again.
+        let pool = WriterPool(threads: 3)
+        let lanesPerPoster = 25
+        let jobsPerLane = 3
+        let perWave = 4 * lanesPerPoster * jobsPerLane
+        let ran = Atomic<Int>(0)
+        // Not a speed limit: a stranded lane never runs, and this says so instead of hanging.
+        let deadline = DispatchTime.now() + 60
+        for wave in 1...40 {
+            let waveRan = DispatchSemaphore(value: 0)
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                for _ in 0..<lanesPerPoster {
+                    let lane = pool.lane()
+                    for _ in 0..<jobsPerLane {
+                        lane.async {
+                            if ran.add(1, ordering: .relaxed).newValue == wave * perWave { waveRan.signal() }
+                        }
+                    }
+                }
+            }
+            guard waveRan.wait(timeout: deadline) == .success else {
+                Issue.record("wave \(wave): \(wave * perWave - ran.load(ordering: .relaxed)) jobs never ran")
+                return
+            }
+        }
+        #expect(ran.load(ordering: .relaxed) == 40 * perWave)
     }
 
     @Test func aBusyLaneDoesNotHoldUpAnother() {
