@@ -14,8 +14,9 @@ import Darwin
 /// bytes are hashed from memory, never read back from disk.
 ///
 /// The loop thread only copies the bytes into chunks (see `ChunkPool`); each
-/// chunk, when full or when the attempt ends, goes to a serial queue that
-/// hashes and writes it on a writer thread, so the thread that receives never
+/// chunk, when full or when the attempt ends (a full chunk that ends the body
+/// waits for `seal`), goes to a serial queue that hashes and writes it on a
+/// writer thread, so the thread that receives never
 /// waits for the filesystem. The chunks in use across all writers stay within
 /// `pool`'s byte budget, so memory stays bounded however fast the network is;
 /// when the budget is spent a writer catches up inline instead of waiting, so
