@@ -5,33 +5,28 @@ import Foundation
 struct ResponseHead: Sendable {
     var status = 0
     var reason = ""
-    /// The values of the wanted fields (see `wanted`), by their index there;
-    /// a repeated field keeps its last value. Stored inline rather than in a
-    /// dictionary: they are filled for every response on the loop thread.
+    /// The values of the fields the engine reads; a repeated field keeps its
+    /// last value. Stored inline rather than in a dictionary: they are filled
+    /// for every response on the loop thread.
     private var values = FieldValues()
     /// True once the blank line ending a final (not 1xx, not followed redirect) block was seen.
     var isComplete = false
 
-    /// The value of a field the engine reads, by its lower-case name (nil for others).
-    subscript(name: String) -> String? {
-        Self.wanted.firstIndex { $0.name == name }.flatMap { values[$0] }
-    }
-
     /// The fields that were present, with lower-cased names.
     var fields: [String: String] {
         var fields: [String: String] = [:]
-        for (index, field) in Self.wanted.enumerated() { fields[field.name] = values[index] }
+        for field in Field.allCases { fields[field.rawValue] = values[field] }
         return fields
     }
 
-    var contentLength: Int64? { values[Self.contentLengthIndex].flatMap { Int64($0) } }
-    var etag: String? { values[Self.etagIndex] }
-    var lastModified: String? { values[Self.lastModifiedIndex] }
-    var contentType: String? { values[Self.contentTypeIndex] }
+    var contentLength: Int64? { values[.contentLength].flatMap { Int64($0) } }
+    var etag: String? { values[.etag] }
+    var lastModified: String? { values[.lastModified] }
+    var contentType: String? { values[.contentType] }
 
     /// `Retry-After` as seconds: either delta-seconds or an HTTP date.
     func retryAfter(now: Date = Date()) -> Double? {
-        guard let value = values[Self.retryAfterIndex] else { return nil }
+        guard let value = values[.retryAfter] else { return nil }
         if let seconds = Double(value) { return max(0, seconds) }
         if let date = HTTPDate.parse(value) { return max(0, date.timeIntervalSince(now)) }
         return nil
@@ -39,7 +34,7 @@ struct ResponseHead: Sendable {
 
     /// The first and last byte positions and the complete length of a `Content-Range: bytes a-b/total`.
     var contentRange: (start: Int64, end: Int64, total: Int64?)? {
-        guard let value = values[Self.contentRangeIndex] else { return nil }
+        guard let value = values[.contentRange] else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bytes" else { return nil }
         let rangeAndTotal = parts[1].split(separator: "/", maxSplits: 1)
@@ -51,12 +46,8 @@ struct ResponseHead: Sendable {
         return (start, end, total)
     }
 
-    /// Header fields the engine reads, lower-case; others are skipped without building strings.
-    private static let wanted: [(name: String, bytes: [UInt8])] = [
-        "content-length", "content-type", "content-range", "etag", "last-modified", "location", "retry-after",
-    ].map { ($0, Array($0.utf8)) }
-    private static let contentLengthIndex = 0, contentTypeIndex = 1, contentRangeIndex = 2, etagIndex = 3,
-                       lastModifiedIndex = 4, locationIndex = 5, retryAfterIndex = 6
+    /// The wanted fields' lower-case names as bytes, to match header lines against.
+    private static let wanted: [(field: Field, bytes: [UInt8])] = Field.allCases.map { ($0, Array($0.rawValue.utf8)) }
 
     /// Feeds one raw header line (with its CRLF). A status line starts a new
     /// block, so the headers of a redirect do not leak into the final response.
@@ -67,7 +58,7 @@ struct ResponseHead: Sendable {
         while let last = line.last, last == 13 || last == 10 || last == 32 || last == 9 { line = line.dropLast() }
         if line.isEmpty {
             // 1xx answers and redirects are followed by another block.
-            let followed = (100...199).contains(status) || ((300...399).contains(status) && values[Self.locationIndex] != nil)
+            let followed = (100...199).contains(status) || ((300...399).contains(status) && values[.location] != nil)
             isComplete = !followed
             return
         }
@@ -79,16 +70,16 @@ struct ResponseHead: Sendable {
             return
         }
         guard let colon = line.firstIndex(of: 58),
-              let index = Self.wantedIndex(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
+              let field = Self.wantedField(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
         var value = line[line.index(after: colon)...]
         while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
-        values[index] = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
+        values[field] = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
     }
 
-    /// The index in `wanted` of the field whose name is `bytes` in any case; nil for the others.
-    private static func wantedIndex(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        for (index, field) in wanted.enumerated() where field.bytes.count == bytes.count {
-            if zip(field.bytes, bytes).allSatisfy({ $0 == ((65...90).contains($1) ? $1 | 0x20 : $1) }) { return index }
+    /// The wanted field whose name is `bytes` in any case; nil for the others.
+    private static func wantedField(_ bytes: UnsafeRawBufferPointer) -> Field? {
+        for wanted in wanted where wanted.bytes.count == bytes.count {
+            if zip(wanted.bytes, bytes).allSatisfy({ $0 == ((65...90).contains($1) ? $1 | 0x20 : $1) }) { return wanted.field }
         }
         return nil
     }
@@ -100,32 +91,38 @@ struct ResponseHead: Sendable {
     }
 }
 
-/// One optional value per wanted header field, stored inline (no allocation per response).
-private struct FieldValues: Sendable {
-    private var storage: (String?, String?, String?, String?, String?, String?, String?)
-        = (nil, nil, nil, nil, nil, nil, nil)
+/// Header fields the engine reads, by their lower-case names; others are
+/// skipped without building strings.
+private enum Field: String, CaseIterable {
+    case contentLength = "content-length", contentType = "content-type", contentRange = "content-range",
+         etag, lastModified = "last-modified", location, retryAfter = "retry-after"
+}
 
-    subscript(index: Int) -> String? {
+/// One optional value per `Field`, stored inline (no allocation per response).
+private struct FieldValues: Sendable {
+    private var contentLength, contentType, contentRange, etag, lastModified, location, retryAfter: String?
+
+    subscript(field: Field) -> String? {
         get {
-            switch index {
-            case 0: storage.0
-            case 1: storage.1
-            case 2: storage.2
-            case 3: storage.3
-            case 4: storage.4
-            case 5: storage.5
-            default: storage.6
+            switch field {
+            case .contentLength: contentLength
+            case .contentType: contentType
+            case .contentRange: contentRange
+            case .etag: etag
+            case .lastModified: lastModified
+            case .location: location
+            case .retryAfter: retryAfter
             }
         }
         set {
-            switch index {
-            case 0: storage.0 = newValue
-            case 1: storage.1 = newValue
-            case 2: storage.2 = newValue
-            case 3: storage.3 = newValue
-            case 4: storage.4 = newValue
-            case 5: storage.5 = newValue
-            default: storage.6 = newValue
+            switch field {
+            case .contentLength: contentLength = newValue
+            case .contentType: contentType = newValue
+            case .contentRange: contentRange = newValue
+            case .etag: etag = newValue
+            case .lastModified: lastModified = newValue
+            case .location: location = newValue
+            case .retryAfter: retryAfter = newValue
             }
         }
     }
