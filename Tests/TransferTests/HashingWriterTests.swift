@@ -55,6 +55,21 @@ import Glibc
         return (digest, path, writer)
     }
 
+    /// Feeds `content` in libcurl-sized pieces of 16 KiB, each accepted; with
+    /// `announcedLength`, each piece says how much the body still has to send, as the sink does.
+    private func feed(_ content: Data, to writer: HashingWriter, announcedLength: Int? = nil) {
+        content.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let count = min(16_384, bytes.count - offset)
+                let remaining = announcedLength.map { Int64($0 - offset) }
+                #expect(writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)]),
+                                     expectedRemaining: remaining) == nil)
+                offset += count
+            }
+        }
+    }
+
     @Test(arguments: [true, false])
     func bodiesOfEveryShapeAreWrittenAndHashedExactly(directIO: Bool) async throws {
         try await TemporaryDirectory.with { directory in
@@ -112,14 +127,7 @@ import Glibc
             defer { _ = close(fd) }
             let held = try #require(pool.take(size: ChunkPool.largest)) // another transfer's chunk
             let content = fixtureBytes(count: 3 * ChunkPool.largest + 12_345, seed: 31)
-            content.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let count = min(16_384, bytes.count - offset)
-                    #expect(writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])) == nil)
-                    offset += count
-                }
-            }
+            feed(content, to: writer)
             let digest = try await writer.finish()
             pool.give(held)
             #expect(digest == sha256(content))
@@ -199,16 +207,7 @@ import Glibc
             // A 64 KiB body that says so, in libcurl-sized pieces: it fills one 64 KiB chunk exactly.
             let announced = 64 << 10
             let content = fixtureBytes(count: announced + extra, seed: 47)
-            content.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let count = min(16_384, bytes.count - offset)
-                    let remaining = Int64(announced - offset)
-                    #expect(writer.write(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)]),
-                                         expectedRemaining: remaining) == nil)
-                    offset += count
-                }
-            }
+            feed(content, to: writer, announcedLength: announced)
             // Every job handed to the writers so far has run (this waits for them).
             _ = writer.writesDirectly
             if extra == 0 {
