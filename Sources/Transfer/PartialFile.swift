@@ -97,13 +97,25 @@ final class PartialFile {
     }
 
     /// Remembers the validator of the body being written, for a later resume.
+    ///
+    /// Runs on the transfer loop's thread, so it must not wait for the disk:
+    /// the file is written without an fsync (Foundation's `createFile` syncs).
+    /// A validator is only a hint: one lost or cut short by a crash is
+    /// refused by `readValidator` (it must end with a newline), and the
+    /// partial then starts over.
     func recordValidator(_ validator: String) {
         guard let validatorPath else { return }
         hasValidator = true
-        let text = "\(url)\n\(validator)\n"
+        var text = "\(url)\n\(validator)\n"
         let temporary = validatorPath + ".\(getpid())"
-        if FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) {
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, Self.writableMode)
+        guard fd >= 0 else { return }
+        let written = text.withUTF8 { systemWrite(fd, $0.baseAddress, $0.count) }
+        _ = systemClose(fd)
+        if written == text.utf8.count {
             _ = rename(temporary, validatorPath)
+        } else {
+            _ = unlink(temporary)
         }
     }
 
@@ -291,8 +303,9 @@ final class PartialFile {
         // Most partials are new: a cheap existence check before Foundation's file read.
         guard access(path, F_OK) == 0, let data = FileManager.default.contents(atPath: path),
               let text = String(data: data, encoding: .utf8) else { return nil }
+        // "<url>\n<validator>\n": without the final newline the write was cut short.
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count >= 2, lines[0] == url, !lines[1].isEmpty else { return nil }
+        guard lines.count == 3, lines[0] == url, !lines[1].isEmpty, lines[2].isEmpty else { return nil }
         return String(lines[1])
     }
 

@@ -34,6 +34,41 @@ import Glibc
         }
     }
 
+    /// Leaves a partial of `bytes` bytes for `url` with its validator, as an interrupted run does.
+    private func leavePartial(in directory: String, url: String, bytes: Int, validator: String) throws -> String {
+        let partial = try PartialFile(directory: directory, url: url)
+        partial.recordValidator(validator)
+        let body = [UInt8](repeating: 7, count: bytes)
+        #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == bytes)
+        partial.close(discard: false)
+        return partial.path
+    }
+
+    @Test func aRecordedValidatorMakesThePartialResumable() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/large.wav"
+            _ = try leavePartial(in: directory.path, url: url, bytes: 1000, validator: "\"v1\"")
+            let again = try PartialFile(directory: directory.path, url: url)
+            defer { again.close(discard: true) }
+            #expect(again.resumable?.size == 1000)
+            #expect(again.resumable?.validator == "\"v1\"")
+        }
+    }
+
+    @Test func aValidatorCutShortIsRefusedAndThePartialStartsOver() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/large.wav"
+            let path = try leavePartial(in: directory.path, url: url, bytes: 1000, validator: "\"v1\"")
+            // A crash while the validator was written: its last line has no newline.
+            #expect(FileManager.default.createFile(atPath: path + ".validator", contents: Data("\(url)\n\"v".utf8)))
+            let again = try PartialFile(directory: directory.path, url: url)
+            defer { again.close(discard: true) }
+            #expect(again.resumable == nil)
+            var info = stat()
+            #expect(fstat(again.descriptor, &info) == 0 && info.st_size == 0)
+        }
+    }
+
     @Test func theKeyIsTheURLsSHA256() {
         // Partials left by earlier versions are found by this name.
         let url = "http://example.test/sound.flac"
