@@ -80,6 +80,9 @@ public final class FetchJob: Sendable {
     private struct State {
         var progress = RunProgress()
         var report = FetchReport()
+        /// The run failed as a whole (the catalog cannot be opened): items
+        /// failing because of it are not reported one by one.
+        var abandoned = false
     }
 
     /// `reportsEachStoredItem: false` leaves `.stored` out of `events` (the
@@ -114,8 +117,26 @@ public final class FetchJob: Sendable {
         engine.sweepPartials()
 
         do {
-            let toDownload = try settleCached(items)
-            await download(toDownload, engine: engine, ingestor: ingestor)
+            if cache.claimEmptyCatalog() {
+                // A catalog that did not exist holds nothing: the downloads
+                // start while it is created, and stop if it cannot be (a
+                // child that throws ends the group, which cancels the other).
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { await self.download(items, engine: engine, ingestor: ingestor) }
+                    group.addTask {
+                        do {
+                            _ = try await self.cache.openedCatalog()
+                        } catch {
+                            self.state.withLock { $0.abandoned = true }
+                            throw error
+                        }
+                    }
+                    while try await group.next() != nil {}
+                }
+            } else {
+                let toDownload = try settleCached(items)
+                await download(toDownload, engine: engine, ingestor: ingestor)
+            }
         } catch {
             engine.shutdown()
             ingestor.finish()
@@ -222,11 +243,12 @@ public final class FetchJob: Sendable {
     private func fail(_ item: FetchItem, reason: String, ingestor: Ingestor) {
         let failure = FailureRecord(url: item.url, message: reason)
         ingestor.noteFailure(failure)
-        state.withLock {
+        let abandoned = state.withLock {
             $0.progress.failed += 1
             $0.report.failures.append(failure)
+            return $0.abandoned
         }
-        eventSink.yield(.failed(url: item.url, reason: reason))
+        if !abandoned { eventSink.yield(.failed(url: item.url, reason: reason)) }
     }
 
     /// Turns engine events into job events, adding the job's own counts.

@@ -1,5 +1,12 @@
 import ContentStore
 import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A cache root: the object store and the catalog beside it.
 ///
@@ -9,9 +16,14 @@ import Foundation
 public final class MediaCache: Sendable {
     public let root: String
     public let store: ObjectStore
-    public let catalog: Catalog
+    private let opening: CatalogOpening
+    /// Whether the catalog did not exist yet when the cache was opened and
+    /// no job has claimed that since (see `claimEmptyCatalog`).
+    private let catalogKnownEmpty: Atomic<Bool>
 
-    /// Opens (creating if needed) the cache at `root`.
+    /// Opens (creating if needed) the cache at `root`. The store is ready on
+    /// return; the catalog is opened on another thread (a new one creates its
+    /// schema, several fsyncs), and `catalog` waits for it.
     public init(root: String) throws(CacheError) {
         let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
         self.root = absolute
@@ -20,11 +32,28 @@ public final class MediaCache: Sendable {
         } catch {
             throw CacheError("cannot open the cache at \(absolute): \(error)")
         }
-        do {
-            catalog = try Catalog(path: absolute + "/catalog.sqlite")
-        } catch {
-            throw CacheError("cannot open the catalog at \(absolute)/catalog.sqlite: \(error)")
-        }
+        let catalogPath = absolute + "/catalog.sqlite"
+        catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
+        opening = CatalogOpening(path: catalogPath)
+    }
+
+    /// True once, for the first caller, when the catalog did not exist when
+    /// the cache was opened: nothing is cached yet, so a job need not look
+    /// (and can start downloading while the catalog is created). Later
+    /// callers may find what earlier jobs stored, and are told false.
+    public func claimEmptyCatalog() -> Bool {
+        catalogKnownEmpty.exchange(false, ordering: .relaxed)
+    }
+
+    /// The catalog, once open; waits (blocking the thread) while it is being
+    /// opened. Throws when it cannot be opened.
+    public var catalog: Catalog {
+        get throws(CacheError) { try opening.wait().get() }
+    }
+
+    /// The catalog, once open, waiting without holding a thread.
+    public func openedCatalog() async throws(CacheError) -> Catalog {
+        try await opening.opened().get()
     }
 
     /// The cache root to use: `explicit` (`--cache`), else `MEDIAFETCH_CACHE`, else `./Cache`.
@@ -43,4 +72,69 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     public let message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }
+}
+
+/// A catalog being opened on a Dispatch thread, with a result that can be
+/// waited for by blocking or by suspending.
+private final class CatalogOpening: Sendable {
+    typealias Outcome = Result<Catalog, CacheError>
+
+    private enum State {
+        case opening(waiters: [CheckedContinuation<Outcome, Never>])
+        case opened(Outcome)
+    }
+
+    private let state = Mutex(State.opening(waiters: []))
+    /// Signalled once when the catalog is open (or failed); each blocking
+    /// waiter passes the signal on.
+    private let done = DispatchSemaphore(value: 0)
+
+    init(path: String) {
+        DispatchQueue.global(qos: .userInitiated).async { [self] in
+            let outcome: Outcome
+            do {
+                outcome = .success(try Catalog(path: path))
+            } catch {
+                outcome = .failure(CacheError("cannot open the catalog at \(path): \(error)"))
+            }
+            let waiters = state.withLock { state -> [CheckedContinuation<Outcome, Never>] in
+                guard case .opening(let waiters) = state else { return [] }
+                state = .opened(outcome)
+                return waiters
+            }
+            done.signal()
+            for waiter in waiters { waiter.resume(returning: outcome) }
+        }
+    }
+
+    private var outcome: Outcome? {
+        state.withLock { state in
+            if case .opened(let outcome) = state { return outcome }
+            return nil
+        }
+    }
+
+    func wait() -> Outcome {
+        if let outcome { return outcome }
+        done.wait()
+        done.signal()
+        // Set before the signal, never unset.
+        return outcome ?? .failure(CacheError("the catalog was not opened"))
+    }
+
+    func opened() async -> Outcome {
+        await withCheckedContinuation { continuation in
+            let outcome = state.withLock { state -> Outcome? in
+                switch state {
+                case .opening(var waiters):
+                    waiters.append(continuation)
+                    state = .opening(waiters: waiters)
+                    return nil
+                case .opened(let outcome):
+                    return outcome
+                }
+            }
+            if let outcome { continuation.resume(returning: outcome) }
+        }
+    }
 }

@@ -119,6 +119,50 @@ import TestSupport
         }
     }
 
+    @Test func aCatalogThatIsNotADatabaseStopsTheRunBeforeAnyDownload() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 30))
+            let cache = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            try "not a database\n".write(toFile: cache + "/catalog.sqlite", atomically: true, encoding: .utf8)
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+
+            #expect(result.status == 3)
+            #expect(result.stderrLines.count == 1)
+            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+            #expect(origin.requests(for: "/a.jpg").isEmpty)
+            #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == "not a database\n")
+        }
+    }
+
+    @Test func aNewCatalogThatCannotBeCreatedStopsTheDownloadsItOverlapped() async throws {
+        try await withOrigin { origin, directory in
+            // A new cache starts downloading while its catalog is created:
+            // when the catalog cannot be, the run stops with one line, and no
+            // object is left without a row.
+            // Each body takes a second: the catalog fails long before the
+            // first wave of 16 is done, and the rest are never asked for.
+            for index in 0..<40 {
+                origin.addResource("/\(index).jpg", data: fixtureBytes(count: 20_000, seed: UInt64(100 + index)))
+                origin.setFault("/\(index).jpg", .slow(bytesPerSecond: 20_000))
+            }
+            let cache = directory.appending("cache")
+            // SQLite cannot make its write-ahead log where a directory stands.
+            try FileManager.default.createDirectory(atPath: cache + "/catalog.sqlite-wal", withIntermediateDirectories: true)
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache] + (0..<40).map { origin.url("/\($0).jpg") })
+
+            #expect(result.status == 3)
+            #expect(result.stderrLines.count == 1)
+            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+            #expect(origin.requests().count <= 16, "downloads went on after the catalog failed")
+            let stored = try FileManager.default.subpathsOfDirectory(atPath: cache + "/objects/sha256")
+                .filter { $0.contains("/") }
+            #expect(stored.isEmpty)
+        }
+    }
+
     @Test func aMalformedInputFileIsRejectedAndChangesNothing() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 5))

@@ -65,6 +65,7 @@ import TestSupport
     func submittersAreToldToWaitWhileTheQueueIsFullAndToGoOnWhenItDrains() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))
+            _ = try cache.catalog // opened in the background: created before the other process comes
             // Another writer holds the catalog, as a second process might: the
             // ingest thread's commit waits for it, and the queue fills up.
             var holding = Configuration()
