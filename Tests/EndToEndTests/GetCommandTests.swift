@@ -359,6 +359,7 @@ import TestSupport
         ["get", "--max-filesize", "lots", "http://127.0.0.1:1/x"],
         ["get", "--timeout", "nan", "http://127.0.0.1:1/x"],
         ["get", "--stall-timeout", "1e300", "http://127.0.0.1:1/x"],
+        ["get", "--collection", " \t", "http://127.0.0.1:1/x"],
         ["list", "--format", "yaml"],
         ["list", "--kind", "video"],
         ["get"],

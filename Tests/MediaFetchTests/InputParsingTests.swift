@@ -62,6 +62,17 @@ import Testing
         #expect(ByteSize.format(812) == "812 B")
         #expect(ByteSize.format(65536) == "64.0 KiB")
         #expect(ByteSize.format(1_572_864) == "1.5 MiB")
+        #expect(ByteSize.format(1024 * 1024 - 1) == "1024.0 KiB")
+        #expect(ByteSize.format(5 * 1_073_741_824 + 107_374_183) == "5.1 GiB")
+    }
+
+    @Test func secondsAreShownWithOneDecimal() {
+        #expect(ByteSize.oneDecimal(0) == "0.0")
+        #expect(ByteSize.oneDecimal(0.04) == "0.0")
+        #expect(ByteSize.oneDecimal(0.06) == "0.1")
+        #expect(ByteSize.oneDecimal(12.34) == "12.3")
+        #expect(ByteSize.oneDecimal(9.96) == "10.0")
+        #expect(ByteSize.oneDecimal(-2.5) == "-2.5")
     }
 
     @Test func csvFieldsAreQuotedWhenNeeded() {

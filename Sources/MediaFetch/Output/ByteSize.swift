@@ -29,6 +29,16 @@ public enum ByteSize {
             value /= 1024
             unit += 1
         }
-        return String(format: "%.1f %@", value, units[unit])
+        return "\(oneDecimal(value)) \(units[unit])"
+    }
+
+    /// `value` rounded to one decimal: `1.5`, `64.0`. Not `String(format:)`,
+    /// whose boxed arguments cost about half a millisecond on first use in a
+    /// binary this large (protocol conformance lookups), at the end of every run.
+    public static func oneDecimal(_ value: Double) -> String {
+        let tenths = (value.magnitude * 10).rounded()
+        guard tenths < 1e15 else { return "\(value)" }
+        let whole = Int64(tenths)
+        return "\(value < 0 && whole > 0 ? "-" : "")\(whole / 10).\(whole % 10)"
     }
 }

@@ -57,7 +57,7 @@ public enum ProgressText {
         parts.append("\(report.skipped) already cached")
         parts.append("\(report.failures.count) failed")
         var text = parts.joined(separator: ", ")
-        text += " (\(ByteSize.format(report.bytesReceived)) in \(String(format: "%.1f", report.seconds)) s"
+        text += " (\(ByteSize.format(report.bytesReceived)) in \(ByteSize.oneDecimal(report.seconds)) s"
         if report.resumedBytes > 0 { text += ", \(ByteSize.format(report.resumedBytes)) resumed" }
         text += ")"
         if report.interrupted { text += "; interrupted" }

@@ -26,7 +26,7 @@ struct Get: AsyncParsableCommand {
 
     mutating func validate() throws {
         if urls.isEmpty, inputFile == nil { throw ValidationError("give URLs or --input-file FILE") }
-        if collection.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--collection must not be empty") }
+        if collection.allSatisfy(\.isWhitespace) { throw ValidationError("--collection must not be empty") }
     }
 
     func run() async throws {
