@@ -134,6 +134,8 @@ public final class FetchJob: Sendable {
                     while try await group.next() != nil {}
                 }
             } else {
+                // Waits for the catalog without holding a thread of the pool.
+                _ = try await cache.openedCatalog()
                 let toDownload = try settleCached(items)
                 await download(toDownload, engine: engine, ingestor: ingestor)
             }
