@@ -36,6 +36,19 @@ import Transfer
         }
     }
 
+    @Test func onlyTheFirstJobOnANewCatalogSkipsTheLookup() async throws {
+        try await TemporaryDirectory.with { directory in
+            let root = directory.appending("cache")
+            let new = try MediaCache(root: root)
+            #expect(new.claimEmptyCatalog())
+            // A second job may find what the first stored.
+            #expect(!new.claimEmptyCatalog())
+            _ = try await new.openedCatalog()
+            // Opened again, the catalog is there: it may hold anything.
+            #expect(!(try MediaCache(root: root).claimEmptyCatalog()))
+        }
+    }
+
     @Test(arguments: [true, false])
     func storedItemsAreEventsOnlyWhenAskedForButAlwaysCounted(reportsEachStoredItem: Bool) async throws {
         try await withOrigin { origin, directory in
