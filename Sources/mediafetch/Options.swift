@@ -18,7 +18,10 @@ struct CacheOptions: ParsableArguments {
             throw Exit.cacheUnusable
         }
         do {
-            return try MediaCache(root: root)
+            let cache = try MediaCache(root: root)
+            // A reading command needs the catalog at once: say so here if it cannot be opened.
+            if mustExist { _ = try cache.catalog }
+            return cache
         } catch {
             Terminal.error(error.message)
             throw Exit.cacheUnusable

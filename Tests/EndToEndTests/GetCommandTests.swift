@@ -384,6 +384,21 @@ import TestSupport
         }
     }
 
+    @Test(arguments: ["list", "stats"])
+    func readingCommandsNameACatalogThatIsNotADatabase(command: String) async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            try "not a database\n".write(toFile: cache + "/catalog.sqlite", atomically: true, encoding: .utf8)
+            let result = try await BuiltProducts.run([command, "--cache", cache])
+            #expect(result.status == 3)
+            #expect(result.stderrLines.count == 1)
+            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+            #expect(result.stdout.isEmpty)
+            #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == "not a database\n")
+        }
+    }
+
     @Test func anUnsupportedURLOnTheCommandLineIsBadInput() async throws {
         try await TemporaryDirectory.with { directory in
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "file:///etc/passwd"])

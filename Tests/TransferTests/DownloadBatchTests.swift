@@ -92,9 +92,8 @@ import TestSupport
                     ready()
                 }
             }
-            // When the task is cancelled once bytes are arriving
-            while !(try FileManager.default.contentsOfDirectory(atPath: directory.appending("tmp"))
-                        .contains { $0.hasSuffix(".validator") }) {
+            // When the task is cancelled once bytes have arrived
+            while !holdsResumablePartial(directory.appending("tmp")) {
                 try await Task.sleep(for: .milliseconds(20))
             }
             batch.cancel()

@@ -317,8 +317,7 @@ import TestSupport
             origin.addResource("/slow", data: fixtureBytes(count: 2_000_000, seed: 10))
             origin.setFault("/slow", .slow(bytesPerSecond: 200_000))
             let task = Task { try await engine.download(origin.url("/slow")) }
-            while (try? FileManager.default.attributesOfItem(atPath: directory.appending("tmp")))
-                    .map({ _ in leftovers(directory).contains { $0.hasSuffix(".validator") } }) != true {
+            while !holdsResumablePartial(directory.appending("tmp")) {
                 try await Task.sleep(for: .milliseconds(20))
             }
             task.cancel()
