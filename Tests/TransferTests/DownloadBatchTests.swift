@@ -77,8 +77,9 @@ import TestSupport
 
     @Test func cancellingStopsTheBatchKeepsPartialsAndStartsNothingMore() async throws {
         try await withOrigin { origin, directory in
-            // Given slow bodies, more of them than the batch keeps in flight
-            let body = fixtureBytes(count: 400_000, seed: 3)
+            // Given slow bodies (20 s each: none can end before the cancel,
+            // however loaded the machine), more of them than the batch keeps in flight
+            let body = fixtureBytes(count: 2_000_000, seed: 3)
             for index in 0..<20 {
                 origin.addResource("/s\(index)", data: body)
                 origin.setFault("/s\(index)", .slow(bytesPerSecond: 100_000))

@@ -314,7 +314,8 @@ import TestSupport
 
     @Test func cancellingTheTaskStopsTheTransferAndKeepsThePartial() async throws {
         _ = try await withEngine { origin, engine, directory in
-            origin.addResource("/slow", data: fixtureBytes(count: 2_000_000, seed: 10))
+            // 20 s of body: it cannot end before the cancel, however loaded the machine.
+            origin.addResource("/slow", data: fixtureBytes(count: 4_000_000, seed: 10))
             origin.setFault("/slow", .slow(bytesPerSecond: 200_000))
             let task = Task { try await engine.download(origin.url("/slow")) }
             while !holdsResumablePartial(directory.appending("tmp")) {
