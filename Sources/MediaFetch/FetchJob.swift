@@ -80,9 +80,6 @@ public final class FetchJob: Sendable {
     private struct State {
         var progress = RunProgress()
         var report = FetchReport()
-        /// The run failed as a whole (the catalog cannot be opened): items
-        /// failing because of it are not reported one by one.
-        var abandoned = false
     }
 
     /// `reportsEachStoredItem: false` leaves `.stored` out of `events` (the
@@ -123,14 +120,7 @@ public final class FetchJob: Sendable {
                 // child that throws ends the group, which cancels the other).
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { await self.download(items, engine: engine, ingestor: ingestor) }
-                    group.addTask {
-                        do {
-                            _ = try await self.cache.openedCatalog()
-                        } catch {
-                            self.state.withLock { $0.abandoned = true }
-                            throw error
-                        }
-                    }
+                    group.addTask { _ = try await self.cache.openedCatalog() }
                     while try await group.next() != nil {}
                 }
             } else {
@@ -245,12 +235,13 @@ public final class FetchJob: Sendable {
     private func fail(_ item: FetchItem, reason: String, ingestor: Ingestor) {
         let failure = FailureRecord(url: item.url, message: reason)
         ingestor.noteFailure(failure)
-        let abandoned = state.withLock {
+        state.withLock {
             $0.progress.failed += 1
             $0.report.failures.append(failure)
-            return $0.abandoned
         }
-        if !abandoned { eventSink.yield(.failed(url: item.url, reason: reason)) }
+        // When the catalog cannot be opened the run fails as a whole, with
+        // one line: the items that fail because of it are not listed.
+        if !cache.catalogFailed { eventSink.yield(.failed(url: item.url, reason: reason)) }
     }
 
     /// Turns engine events into job events, adding the job's own counts.

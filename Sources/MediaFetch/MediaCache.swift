@@ -51,6 +51,12 @@ public final class MediaCache: Sendable {
         get throws(CacheError) { try opening.wait().get() }
     }
 
+    /// Whether the catalog is known not to open (without waiting for it).
+    public var catalogFailed: Bool {
+        if case .failure = opening.outcome { return true }
+        return false
+    }
+
     /// The catalog, once open, waiting without holding a thread.
     public func openedCatalog() async throws(CacheError) -> Catalog {
         try await opening.opened().get()
@@ -107,7 +113,8 @@ private final class CatalogOpening: Sendable {
         }
     }
 
-    private var outcome: Outcome? {
+    /// The outcome, once there is one; never waits.
+    var outcome: Outcome? {
         state.withLock { state in
             if case .opened(let outcome) = state { return outcome }
             return nil

@@ -164,6 +164,35 @@ import TestSupport
         }
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func itemsThatFinishedBeforeTheNewCatalogFailedAreNotListedOneByOne() async throws {
+        try await withOrigin { origin, directory in
+            let urls = (0..<5).map { index -> String in
+                origin.addResource("/\(index).jpg", data: fixtureBytes(count: 3000, seed: UInt64(200 + index)))
+                return origin.url("/\(index).jpg")
+            }
+            let cache = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: cache + "/catalog.sqlite-wal", withIntermediateDirectories: true)
+            // The catalog is opened under this lock: held here, the run
+            // downloads everything and waits to record it; let go, the
+            // catalog fails (a directory where its WAL goes).
+            let lock = open(cache + "/catalog.sqlite.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            try #require(lock >= 0 && flock(lock, LOCK_EX) == 0)
+            let run = try BuiltProducts.start(["get", "--cache", cache] + urls)
+            func stored() -> Int {
+                let names = (try? FileManager.default.subpathsOfDirectory(atPath: cache + "/objects/sha256")) ?? []
+                return names.filter { $0.contains("/") }.count
+            }
+            while stored() < urls.count { try await Task.sleep(for: .milliseconds(20)) }
+            close(lock)
+            let result = await run.wait()
+
+            #expect(result.status == 3)
+            #expect(result.stderrLines.count == 1, "\(result.stderrLines)")
+            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+        }
+    }
+
     @Test func aMalformedInputFileIsRejectedAndChangesNothing() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 5))
