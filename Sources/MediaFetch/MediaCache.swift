@@ -85,17 +85,13 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
 private final class CatalogOpening: Sendable {
     typealias Outcome = Result<Catalog, CacheError>
 
-    private enum State {
-        case opening(waiters: [CheckedContinuation<Outcome, Never>])
-        case opened(Outcome)
-    }
-
-    private let state = Mutex(State.opening(waiters: []))
-    /// Signalled once when the catalog is open (or failed); each blocking
-    /// waiter passes the signal on.
-    private let done = DispatchSemaphore(value: 0)
+    /// Set once, before `opening` is left.
+    private let result = Mutex<Outcome?>(nil)
+    /// Entered until the catalog is open (or has failed to open).
+    private let opening = DispatchGroup()
 
     init(path: String) {
+        opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
             do {
@@ -103,45 +99,28 @@ private final class CatalogOpening: Sendable {
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(error)"))
             }
-            let waiters = state.withLock { state -> [CheckedContinuation<Outcome, Never>] in
-                guard case .opening(let waiters) = state else { return [] }
-                state = .opened(outcome)
-                return waiters
-            }
-            done.signal()
-            for waiter in waiters { waiter.resume(returning: outcome) }
+            result.withLock { $0 = outcome }
+            opening.leave()
         }
     }
 
     /// The outcome, once there is one; never waits.
-    var outcome: Outcome? {
-        state.withLock { state in
-            if case .opened(let outcome) = state { return outcome }
-            return nil
-        }
-    }
+    var outcome: Outcome? { result.withLock { $0 } }
 
     func wait() -> Outcome {
-        if let outcome { return outcome }
-        done.wait()
-        done.signal()
-        // Set before the signal, never unset.
-        return outcome ?? .failure(CacheError("the catalog was not opened"))
+        opening.wait()
+        return settled
     }
 
     func opened() async -> Outcome {
-        await withCheckedContinuation { continuation in
-            let outcome = state.withLock { state -> Outcome? in
-                switch state {
-                case .opening(var waiters):
-                    waiters.append(continuation)
-                    state = .opening(waiters: waiters)
-                    return nil
-                case .opened(let outcome):
-                    return outcome
-                }
-            }
-            if let outcome { continuation.resume(returning: outcome) }
+        if let outcome { return outcome }
+        return await withCheckedContinuation { continuation in
+            opening.notify(queue: .global()) { [self] in continuation.resume(returning: settled) }
         }
+    }
+
+    /// The outcome once `opening` has been left (it is set before).
+    private var settled: Outcome {
+        outcome ?? .failure(CacheError("the catalog was not opened"))
     }
 }
