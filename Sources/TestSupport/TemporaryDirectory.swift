@@ -79,14 +79,20 @@ public func permissions(of path: String) throws -> Int? {
     try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
 }
 
-/// The permission bits of every object file in the cache at `cache`.
-public func objectModes(inCache cache: String) throws -> Set<Int> {
+/// The path of every object file in the cache at `cache` (none when it has no store yet).
+public func objectPaths(inCache cache: String) throws -> [String] {
     let objects = cache + "/objects/sha256"
-    var modes = Set<Int>()
+    guard FileManager.default.fileExists(atPath: objects) else { return [] }
+    var paths: [String] = []
     for fanOut in try FileManager.default.contentsOfDirectory(atPath: objects) {
         for name in try FileManager.default.contentsOfDirectory(atPath: "\(objects)/\(fanOut)") {
-            if let mode = try permissions(of: "\(objects)/\(fanOut)/\(name)") { modes.insert(mode) }
+            paths.append("\(objects)/\(fanOut)/\(name)")
         }
     }
-    return modes
+    return paths
+}
+
+/// The permission bits of every object file in the cache at `cache`.
+public func objectModes(inCache cache: String) throws -> Set<Int> {
+    Set(try objectPaths(inCache: cache).compactMap { try permissions(of: $0) })
 }

@@ -24,6 +24,23 @@ import TestSupport
         }
     }
 
+    private static let notADatabase = "not a database\n"
+
+    /// A cache whose catalog file holds text, not SQLite.
+    private func cacheWithACatalogThatIsNotADatabase(in directory: TemporaryDirectory) throws -> String {
+        let cache = directory.appending("cache")
+        try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+        try Self.notADatabase.write(toFile: cache + "/catalog.sqlite", atomically: true, encoding: .utf8)
+        return cache
+    }
+
+    /// The run ended with exit 3 and one line naming the catalog of `cache`.
+    private func expectCatalogCannotOpen(_ result: CommandResult, cache: String) {
+        #expect(result.status == 3)
+        #expect(result.stderrLines.count == 1, "\(result.stderrLines)")
+        #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+    }
+
     @Test func getStoresEveryURLAndListShowsThem() async throws {
         try await withOrigin { origin, directory in
             let first = fixtureBytes(count: 120_000, seed: 1)
@@ -122,17 +139,13 @@ import TestSupport
     @Test func aCatalogThatIsNotADatabaseStopsTheRunBeforeAnyDownload() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 30))
-            let cache = directory.appending("cache")
-            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
-            try "not a database\n".write(toFile: cache + "/catalog.sqlite", atomically: true, encoding: .utf8)
+            let cache = try cacheWithACatalogThatIsNotADatabase(in: directory)
 
             let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
 
-            #expect(result.status == 3)
-            #expect(result.stderrLines.count == 1)
-            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+            expectCatalogCannotOpen(result, cache: cache)
             #expect(origin.requests(for: "/a.jpg").isEmpty)
-            #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == "not a database\n")
+            #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == Self.notADatabase)
         }
     }
 
@@ -154,13 +167,9 @@ import TestSupport
 
             let result = try await BuiltProducts.run(["get", "--cache", cache] + (0..<40).map { origin.url("/\($0).jpg") })
 
-            #expect(result.status == 3)
-            #expect(result.stderrLines.count == 1)
-            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+            expectCatalogCannotOpen(result, cache: cache)
             #expect(origin.requests().count <= 8, "downloads went on after the catalog failed")
-            let stored = try FileManager.default.subpathsOfDirectory(atPath: cache + "/objects/sha256")
-                .filter { $0.contains("/") }
-            #expect(stored.isEmpty)
+            #expect(try objectPaths(inCache: cache).isEmpty)
         }
     }
 
@@ -179,17 +188,13 @@ import TestSupport
             let lock = open(cache + "/catalog.sqlite.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             try #require(lock >= 0 && flock(lock, LOCK_EX) == 0)
             let run = try BuiltProducts.start(["get", "--cache", cache] + urls)
-            func stored() -> Int {
-                let names = (try? FileManager.default.subpathsOfDirectory(atPath: cache + "/objects/sha256")) ?? []
-                return names.filter { $0.contains("/") }.count
+            while ((try? objectPaths(inCache: cache)) ?? []).count < urls.count {
+                try await Task.sleep(for: .milliseconds(20))
             }
-            while stored() < urls.count { try await Task.sleep(for: .milliseconds(20)) }
             close(lock)
             let result = await run.wait()
 
-            #expect(result.status == 3)
-            #expect(result.stderrLines.count == 1, "\(result.stderrLines)")
-            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+            expectCatalogCannotOpen(result, cache: cache)
         }
     }
 
@@ -417,15 +422,11 @@ import TestSupport
     @Test(arguments: ["list", "stats"])
     func readingCommandsNameACatalogThatIsNotADatabase(command: String) async throws {
         try await TemporaryDirectory.with { directory in
-            let cache = directory.appending("cache")
-            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
-            try "not a database\n".write(toFile: cache + "/catalog.sqlite", atomically: true, encoding: .utf8)
+            let cache = try cacheWithACatalogThatIsNotADatabase(in: directory)
             let result = try await BuiltProducts.run([command, "--cache", cache])
-            #expect(result.status == 3)
-            #expect(result.stderrLines.count == 1)
-            #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
+            expectCatalogCannotOpen(result, cache: cache)
             #expect(result.stdout.isEmpty)
-            #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == "not a database\n")
+            #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == Self.notADatabase)
         }
     }
 
