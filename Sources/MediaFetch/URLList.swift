@@ -58,21 +58,43 @@ public enum URLList {
         byte == 0x20 || byte == 0x09 || byte == 0x0D
     }
 
-    /// Reads and parses the file at `path` (`-` reads standard input).
+    /// Reads and parses the file at `path` (`-` reads standard input). A
+    /// pipe or a process substitution (`--input-file <(grep … list)`) is read
+    /// like a regular file: to its end, without asking for its size first.
     public static func read(path: String) throws(InputError) -> [String] {
-        let data: Data
-        if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            guard let contents = FileManager.default.contents(atPath: path) else {
-                throw InputError("\(path): cannot read the file")
-            }
-            data = contents
-        }
+        let data = try path == "-" ? readToEnd(STDIN_FILENO, name: "standard input") : readFile(path)
         guard let text = String(data: data, encoding: .utf8) else {
             throw InputError("\(path): not UTF-8 text")
         }
         return try parse(text, source: path)
+    }
+
+    private static func readFile(_ path: String) throws(InputError) -> Data {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw unreadable(path) }
+        defer { close(fd) }
+        return try readToEnd(fd, name: path)
+    }
+
+    /// Reads `fd` until end of file; `name` is what errors call it.
+    private static func readToEnd(_ fd: Int32, name: String) throws(InputError) -> Data {
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count > 0 {
+                data.append(contentsOf: buffer[..<count])
+            } else if count == 0 {
+                return data
+            } else if errno != EINTR {
+                throw unreadable(name)
+            }
+        }
+    }
+
+    /// "PATH: cannot read the file: <the system's reason>", from `errno`.
+    private static func unreadable(_ name: String) -> InputError {
+        InputError("\(name): cannot read the file: \(String(cString: strerror(errno)))")
     }
 
     /// Checks URLs given on the command line.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import MediaFetch
 
 @Suite struct URLListTests {
@@ -37,9 +38,34 @@ import Testing
         #expect(try URLList.parse("\n\n", source: "u").isEmpty)
     }
 
-    @Test func aMissingFileIsNamed() {
-        #expect(throws: InputError("/nonexistent/urls.txt: cannot read the file")) {
+    @Test func aFileThatCannotBeReadIsNamedWithTheReason() throws {
+        #expect(throws: InputError("/nonexistent/urls.txt: cannot read the file: No such file or directory")) {
             try URLList.read(path: "/nonexistent/urls.txt")
+        }
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        #expect(throws: InputError("\(directory.path): cannot read the file: Is a directory")) {
+            try URLList.read(path: directory.path)
+        }
+    }
+
+    /// `--input-file <(grep … list)` hands over a pipe: it has no size to ask
+    /// for, and is read to its end all the same.
+    @Test func aListIsReadFromAPipe() async throws {
+        try await TemporaryDirectory.with { directory in
+            let fifo = directory.appending("urls.fifo")
+            #expect(mkfifo(fifo, 0o600) == 0)
+            // Larger than a pipe's buffer, so the writer blocks until the reader drains it.
+            let lines = (1...3000).map { "http://example.test/photos/\($0).jpg" }
+            let writer = Thread {
+                if let handle = FileHandle(forWritingAtPath: fifo) {
+                    handle.write(Data(("# from a pipe\n" + lines.joined(separator: "\n") + "\n").utf8))
+                    try? handle.close()
+                }
+            }
+            writer.start()
+            let read = try URLList.read(path: fifo)
+            #expect(read == lines)
         }
     }
 }
