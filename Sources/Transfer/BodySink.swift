@@ -76,8 +76,11 @@ final class FileSink: BodySink {
             return nil
         }
         if head.status == 206 {
+            // `contentRange` is ordered and inside the file, so `total - 1` and
+            // the range's length cannot overflow whatever the server sent.
             guard requestedOffset > 0, requestedOffset == bytesHeld, let range = head.contentRange,
-                  range.start == requestedOffset, let total = range.total, range.end + 1 == total else {
+                  range.start == requestedOffset, let total = range.total, range.end == total - 1,
+                  head.contentLength.map({ $0 == range.end - range.start + 1 }) ?? true else {
                 // Not the rest of the file we asked for: drop what we hold, so
                 // the retry asks for the whole body instead of the same range.
                 restart()
@@ -93,6 +96,11 @@ final class FileSink: BodySink {
             if bytesHeld > 0 {
                 // 200 to a range request: the server sends the whole (maybe new) body.
                 restart()
+            } else {
+                // A new response: a validator an earlier attempt recorded (its
+                // body cut off before any byte arrived) belongs to another
+                // version, and must not vouch for this one's bytes.
+                partial.forgetValidator()
             }
             expectedTotal = head.contentLength
         }

@@ -83,8 +83,17 @@ final class Attempt: @unchecked Sendable {
     }
 
     var expectedSize: Int64? {
-        guard let length = head.contentLength else { return nil }
-        return head.status == 206 ? length + requestedOffset : length
+        Self.expectedSize(contentLength: head.contentLength, status: head.status, requestedOffset: requestedOffset)
+    }
+
+    /// The whole body's size as the response announces it: a 206 carries the
+    /// rest after `requestedOffset`. Nil when unknown, or when the sum does
+    /// not fit (a server's number, read on every progress tick).
+    static func expectedSize(contentLength: Int64?, status: Int, requestedOffset: Int64) -> Int64? {
+        guard let length = contentLength else { return nil }
+        guard status == 206 else { return length }
+        let (sum, overflow) = length.addingReportingOverflow(requestedOffset)
+        return overflow ? nil : sum
     }
 }
 

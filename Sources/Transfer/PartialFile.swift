@@ -89,7 +89,9 @@ final class PartialFile {
     }
 
     private let url: String
-    /// Whether a validator file may exist beside the partial (so it needs removing).
+    /// Whether a validator file beside the partial may be this partial's own:
+    /// one recorded for its bytes, or there when an earlier run's partial was
+    /// opened. Only then does it need removing, or make the partial resumable.
     private var hasValidator = true
 
     deinit {
@@ -121,7 +123,9 @@ final class PartialFile {
 
     /// Forgets the validator: the bytes on disk no longer belong to it.
     func forgetValidator() {
-        if let validatorPath { _ = unlink(validatorPath) }
+        guard hasValidator, let validatorPath else { return }
+        hasValidator = false
+        _ = unlink(validatorPath)
     }
 
     /// Hands the finished body over as a `FinishedFile`. Usually the file keeps
@@ -156,8 +160,11 @@ final class PartialFile {
         guard isOpen else { return }
         var info = stat()
         let empty = fstat(descriptor, &info) == 0 && info.st_size == 0
-        // Bytes without a validator can never be resumed: drop them.
-        let resumable = validatorPath.map { access($0, F_OK) == 0 } ?? false
+        // Bytes without a validator can never be resumed: drop them. Only a
+        // validator this partial recorded (or had when it was opened) counts:
+        // one a crash left beside a name that is now a new partial says
+        // nothing about the new bytes.
+        let resumable = hasValidator && (validatorPath.map { access($0, F_OK) == 0 } ?? false)
         if discard || !resumable || empty {
             _ = unlink(path)
             if let validatorPath { _ = unlink(validatorPath) }
@@ -200,6 +207,11 @@ final class PartialFile {
             guard fd >= 0 else { continue }
             defer { _ = systemClose(fd) }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            // Only the file judged stale above, and only while it is still at
+            // its name: a new partial made there meanwhile is left alone.
+            var locked = stat()
+            guard fstat(fd, &locked) == 0, locked.st_ino == info.st_ino, locked.st_dev == info.st_dev,
+                  isFile(fd, at: path) else { continue }
             if unlink(path) == 0 { removed += 1 }
             if isPart, unlink(path + ".validator") == 0 { removed += 1 }
         }
@@ -225,7 +237,10 @@ final class PartialFile {
             isDirect = false
         }
         guard fd >= 0 else { return nil }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        // Locked first by another process, or removed before we locked it (a
+        // sweep that took it for stale): not ours to write. The caller then
+        // opens whatever is at the name now, under its lock.
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: path) else {
             _ = systemClose(fd)
             return nil
         }

@@ -19,7 +19,8 @@ struct ResponseHead: Sendable {
         return fields
     }
 
-    var contentLength: Int64? { values[.contentLength].flatMap { Int64($0) } }
+    /// `Content-Length`; nil when absent or not a count of bytes (negative).
+    var contentLength: Int64? { values[.contentLength].flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil } }
     var etag: String? { values[.etag] }
     var lastModified: String? { values[.lastModified] }
     var contentType: String? { values[.contentType] }
@@ -43,6 +44,9 @@ struct ResponseHead: Sendable {
               let start = Int64(range[range.startIndex..<dash]),
               let end = Int64(range[range.index(after: dash)...]) else { return nil }
         let total = rangeAndTotal.count == 2 ? Int64(rangeAndTotal[1]) : nil
+        // A range must be ordered and lie inside the file: numbers a server
+        // gets wrong are refused here, before anyone does arithmetic on them.
+        guard start >= 0, start <= end, total.map({ end < $0 }) ?? true else { return nil }
         return (start, end, total)
     }
 

@@ -465,6 +465,81 @@ import TestSupport
         }
     }
 
+    @Test func aRangeAnswerWithImpossibleNumbersIsRefusedWithoutCrashing() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 600_000, seed: 41)
+            // A resumed request gets a Content-Range whose end is Int64.max: adding one to it traps.
+            origin.route("/huge-range") { request in
+                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
+                    return OriginResponse(status: 200, headers: [("ETag", "\"v1\"")], body: content)
+                }
+                return OriginResponse(status: 206, headers: [
+                    ("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-9223372036854775807/9223372036854775807"),
+                ], body: Data(repeating: 0x78, count: 10))
+            }
+            origin.setFault("/huge-range", .dropAfter(bytes: 300_000), times: 1)
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 2, baseDelay: 0.01, maxDelay: 0.02)
+            let body = try await withTransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp")) { engine in
+                try await engine.download(origin.url("/huge-range"))
+            }
+
+            // The range was asked for, refused, and the body fetched whole.
+            let ranges = origin.requests(for: "/huge-range").map { $0.header("range") }
+            #expect(ranges == [nil, "bytes=300000-", nil])
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
+    @Test func aValidatorFromAnEarlierAttemptNeverVouchesForAnotherResponse() async throws {
+        try await withOrigin { origin, directory in
+            let versionA = fixtureBytes(count: 600_000, seed: 42)
+            let versionB = fixtureBytes(count: 600_000, seed: 43)
+            let served = Mutex(0)
+            // 1st answer: version A with ETag "A", cut before any body byte.
+            // 2nd answer: version B with no validator at all, cut after 300,000 bytes.
+            // Later: version A again, honouring Range + If-Range "A".
+            origin.route("/changing") { request in
+                let number = served.withLock { count -> Int in
+                    defer { count += 1 }
+                    return count
+                }
+                switch number {
+                case 0:
+                    origin.setFault("/changing", .dropAfter(bytes: 300_000), times: 1)
+                    return OriginResponse(status: 200, headers: [("ETag", "\"A\"")], body: versionA)
+                case 1:
+                    return OriginResponse(status: 200, body: versionB)
+                default:
+                    if let range = request.header("range"), request.header("if-range") == "\"A\"",
+                       let start = Int(range.dropFirst(6).dropLast()) {
+                        return OriginResponse(status: 206, headers: [
+                            ("ETag", "\"A\""), ("Content-Range", "bytes \(start)-599999/600000"),
+                        ], body: versionA[start...])
+                    }
+                    return OriginResponse(status: 200, headers: [("ETag", "\"A\"")], body: versionA)
+                }
+            }
+            origin.setFault("/changing", .dropAfter(bytes: 0), times: 1)
+            let partials = directory.appending("tmp")
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.01, maxDelay: 0.02)
+            try await withTransferEngine(configuration: configuration, partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/changing")) }
+            }
+
+            // The next run must not resume version B's bytes on the strength of version A's ETag.
+            let body = try await withTransferEngine(configuration: configuration, partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/changing"))
+            }
+            #expect(origin.requests(for: "/changing").count == 3)
+            #expect(origin.requests(for: "/changing").last?.header("range") == nil)
+            #expect(body.sha256 == sha256(versionA))
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
     @Test func aFinishedBodyStaysLockedUntilReleased() async throws {
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 70_000, seed: 31)

@@ -44,6 +44,25 @@ import Glibc
         return partial.path
     }
 
+    @Test func aValidatorACrashLeftBesideANewPartialDoesNotMakeItResumable() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/large.wav"
+            // A validator whose partial is gone (a crash between the two removals).
+            let leftover = try leavePartial(in: directory.path, url: url, bytes: 1000, validator: "\"old\"")
+            #expect(unlink(leftover) == 0)
+
+            // A new partial gets bytes of a response that recorded no validator, and fails.
+            let partial = try PartialFile(directory: directory.path, url: url)
+            let body = [UInt8](repeating: 9, count: 500)
+            #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == 500)
+            partial.close(discard: false)
+
+            // The old validator must not vouch for the new bytes: nothing is kept.
+            #expect(access(partial.path, F_OK) != 0)
+            #expect(access(partial.path + ".validator", F_OK) != 0)
+        }
+    }
+
     @Test func aRecordedValidatorMakesThePartialResumable() async throws {
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/large.wav"

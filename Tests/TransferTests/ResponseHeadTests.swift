@@ -9,6 +9,34 @@ import Testing
         return head
     }
 
+    @Test func aContentRangeMustBeOrderedAndInsideTheFile() {
+        func range(_ value: String) -> (start: Int64, end: Int64, total: Int64?)? {
+            head(["HTTP/1.1 206 Partial Content", "Content-Range: \(value)", ""]).contentRange
+        }
+        #expect(range("bytes 100-199/200").map { [$0.start, $0.end, $0.total] } == [100, 199, 200])
+        #expect(range("bytes 100-199/*").map { [$0.start, $0.end] } == [100, 199])
+        #expect(range("bytes 0-0/1") != nil)
+        // Numbers no file has: refused before anyone adds one to them.
+        #expect(range("bytes 300000-9223372036854775807/9223372036854775807") == nil)
+        #expect(range("bytes 200-100/300") == nil)
+        #expect(range("bytes 100-200/200") == nil)
+        #expect(range("bytes 100-9223372036854775808/200") == nil)
+        #expect(range("items 1-2/3") == nil)
+    }
+
+    @Test func aNegativeContentLengthIsNoLength() {
+        #expect(head(["HTTP/1.1 200 OK", "Content-Length: -5", ""]).contentLength == nil)
+        #expect(head(["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807", ""]).contentLength == .max)
+    }
+
+    @Test func theExpectedSizeOfARangeAnswerNeverOverflows() {
+        #expect(Attempt.expectedSize(contentLength: 100, status: 206, requestedOffset: 50) == 150)
+        #expect(Attempt.expectedSize(contentLength: 100, status: 200, requestedOffset: 50) == 100)
+        #expect(Attempt.expectedSize(contentLength: nil, status: 206, requestedOffset: 50) == nil)
+        // A server's Content-Length near the limit: unknown rather than a trap on the loop thread.
+        #expect(Attempt.expectedSize(contentLength: .max, status: 206, requestedOffset: 300_000) == nil)
+    }
+
     @Test func headersOfARedirectDoNotLeakIntoTheFinalResponse() {
         let parsed = head([
             "HTTP/1.1 301 Moved Permanently", "Location: /b", "ETag: \"old\"", "",
