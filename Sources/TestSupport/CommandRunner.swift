@@ -64,22 +64,30 @@ public enum BuiltProducts {
     }
 
     /// Runs `mediafetch` with `arguments` and waits for it; as `user`, with
-    /// `umask` and with `openFileLimit` (soft and hard) when given.
+    /// `umask` and with `openFileLimit` (soft and hard) when given; with its
+    /// stdout or stderr sent to the file `stdoutTo` or `stderrTo` (such as
+    /// `/dev/full`) instead of being collected.
     public static func run(_ arguments: [String], environment: [String: String] = [:],
-                           as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil) async throws -> CommandResult {
-        try await start(arguments, environment: environment, as: user, umask: umask, openFileLimit: openFileLimit).wait()
+                           as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil,
+                           stdoutTo: String? = nil, stderrTo: String? = nil) async throws -> CommandResult {
+        try await start(arguments, environment: environment, as: user, umask: umask, openFileLimit: openFileLimit,
+                        stdoutTo: stdoutTo, stderrTo: stderrTo).wait()
     }
 
     /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
     public static func start(_ arguments: [String], environment: [String: String] = [:],
-                             as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil) throws -> RunningCommand {
+                             as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil,
+                             stdoutTo: String? = nil, stderrTo: String? = nil) throws -> RunningCommand {
         var command = [mediafetch.path] + arguments
         // A shell sets these for the child alone: the test process's are every test's.
         var settings: [String] = []
         if let umask { settings.append("umask \(String(umask, radix: 8))") }
         if let openFileLimit { settings.append("ulimit -n \(openFileLimit)") }
-        if !settings.isEmpty {
-            command = ["/bin/sh", "-c", (settings + ["exec \"$0\" \"$@\""]).joined(separator: " && ")] + command
+        var redirections = ""
+        if let stdoutTo { redirections += " >'\(stdoutTo)'" }
+        if let stderrTo { redirections += " 2>'\(stderrTo)'" }
+        if !settings.isEmpty || !redirections.isEmpty {
+            command = ["/bin/sh", "-c", (settings + ["exec \"$0\" \"$@\"" + redirections]).joined(separator: " && ")] + command
         }
         if let user {
             command = [setpriv, "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups"] + command

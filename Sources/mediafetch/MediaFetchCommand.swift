@@ -16,6 +16,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
               2    bad input: an unreadable or malformed input file, or a bad URL
               3    the cache cannot be opened or written
               64   command-line usage error (unknown flag, bad flag value)
+              74   the output could not be written (e.g. a full disk behind > FILE)
               130  interrupted (Ctrl-C); partial downloads resume on the next run
             """,
         version: mediafetchVersion,
@@ -33,6 +34,7 @@ enum Exit {
     static let itemsFailed = ExitCode(1)
     static let badInput = ExitCode(2)
     static let cacheUnusable = ExitCode(3)
+    static let outputFailed = ExitCode(74)
     static let interrupted = ExitCode(130)
 }
 

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import MediaFetch
 
@@ -21,12 +22,40 @@ enum Terminal {
         writeErr("mediafetch: note: \(message)\n")
     }
 
+    /// Writes to stderr. A stderr that refuses it (a full disk behind
+    /// `2>>job.log`) is left at that: there is nowhere left to say so, and the
+    /// run, its cache and its exit status are worth more than the message.
     static func writeErr(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        _ = write(text, to: STDERR_FILENO)
     }
 
-    static func writeOut(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+    /// Writes a command's output to stdout; when stdout refuses it (a full
+    /// disk behind `> list.txt`), says so in one line and exits with
+    /// `Exit.outputFailed` instead of leaving a cut-short file unremarked.
+    static func writeOut(_ text: String) throws(ExitCode) {
+        guard write(text, to: STDOUT_FILENO) else {
+            error("cannot write the output: \(String(cString: strerror(errno)))")
+            throw Exit.outputFailed
+        }
+    }
+
+    /// Writes all of `text` to `fd`; false, with `errno` set, when the
+    /// descriptor refuses it. (FileHandle's `write(_: Data)` traps instead.)
+    private static func write(_ text: String, to fd: Int32) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes -> Bool in
+            guard let base = bytes.baseAddress else { return true }
+            var offset = 0
+            while offset < bytes.count {
+                let count = Glibc.write(fd, base + offset, bytes.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                offset += count
+            }
+            return true
+        }
     }
 
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }

@@ -438,10 +438,47 @@ import TestSupport
         }
     }
 
+    @Test(arguments: [["list"], ["list", "--format", "json"], ["stats"], ["stats", "--format", "json"]])
+    func outputThatCannotBeWrittenIsOneLineAndExit74(command: [String]) async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 51))
+            let cache = directory.appending("cache")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)
+
+            // A full disk behind `> list.txt`: FileHandle's write trapped (SIGILL, a backtrace).
+            let result = try await BuiltProducts.run(command + ["--cache", cache], stdoutTo: "/dev/full")
+            #expect(result.status == 74)
+            #expect(result.stderrLines == ["mediafetch: cannot write the output: No space left on device"])
+        }
+    }
+
+    @Test func aStderrThatCannotBeWrittenDoesNotStopTheRun() async throws {
+        try await withOrigin { origin, directory in
+            for index in 0..<20 { origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 2000, seed: UInt64(60 + index))) }
+            let cache = directory.appending("cache")
+            let urls = (0..<20).map { origin.url("/p\($0).jpg") } + [origin.url("/gone.jpg")]
+
+            // `2>>job.log` on a full disk: the failure line cannot be written.
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", "--progress", "none"] + urls,
+                                                     stderrTo: "/dev/full")
+            #expect(result.status == 1)
+            #expect(try await listJSON(cache).count == 20)
+        }
+    }
+
+    @Test func statsOffersOnlyTheFormatsItHas() async throws {
+        try await TemporaryDirectory.with { directory in
+            let help = try await BuiltProducts.run(["stats", "--help"])
+            #expect(help.stdout.contains("(values: table, json;"))
+            let result = try await BuiltProducts.run(["stats", "--cache", directory.appending("cache"), "--format", "csv"])
+            #expect(result.status == 64)
+        }
+    }
+
     @Test func helpDocumentsTheExitCodes() async throws {
         let result = try await BuiltProducts.run(["--help"])
         #expect(result.status == 0)
-        for code in ["0 ", "1 ", "2 ", "3 ", "64 ", "130 "] {
+        for code in ["0 ", "1 ", "2 ", "3 ", "64 ", "74 ", "130 "] {
             #expect(result.stdout.contains("  \(code)"), "exit code \(code) undocumented")
         }
     }

@@ -21,12 +21,14 @@ struct List: AsyncParsableCommand {
 
     func run() async throws {
         let cache = try cacheOptions.open(mustExist: true)
+        let text: String
         do {
             let entries = try cache.catalog.entries(collection: collection, kind: kind)
-            Terminal.writeOut(try EntryFormatter(cache: cache).render(entries, as: format))
+            text = try EntryFormatter(cache: cache).render(entries, as: format)
         } catch {
             Terminal.error("cannot read the catalog: \(error)")
             throw Exit.cacheUnusable
         }
+        try Terminal.writeOut(text)
     }
 }

@@ -8,19 +8,24 @@ struct Stats: AsyncParsableCommand {
     @OptionGroup var cacheOptions: CacheOptions
 
     @Option(name: .long, help: "table or json.")
-    var format: OutputFormat = .table
+    var format: Format = .table
 
-    mutating func validate() throws {
-        if format == .csv { throw ValidationError("--format for stats is table or json") }
+    /// The formats stats has (a table of one row makes no CSV worth having).
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case table, json
+
+        var output: OutputFormat { self == .json ? .json : .table }
     }
 
     func run() async throws {
         let cache = try cacheOptions.open(mustExist: true)
+        let text: String
         do {
-            Terminal.writeOut(try StatsFormatter.render(cache.catalog.stats(), root: cache.root, as: format))
+            text = try StatsFormatter.render(cache.catalog.stats(), root: cache.root, as: format.output)
         } catch {
             Terminal.error("cannot read the catalog: \(error)")
             throw Exit.cacheUnusable
         }
+        try Terminal.writeOut(text)
     }
 }
