@@ -94,13 +94,7 @@ public final class ObjectStore: BlobStore {
         self.root = root
         self.temporaryDirectory = root + "/tmp"
         self.objectsDirectory = root + "/objects/sha256"
-        for directory in [temporaryDirectory, objectsDirectory] {
-            do {
-                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            } catch {
-                throw StoreError("cannot create \(directory): \(error.localizedDescription)")
-            }
-        }
+        for directory in [temporaryDirectory, objectsDirectory] { try Self.makeDirectories(directory) }
         temporaryDirectoryDescriptor = try Self.openDirectory(temporaryDirectory)
         do {
             objectsDirectoryDescriptor = try Self.openDirectory(objectsDirectory)
@@ -113,6 +107,19 @@ public final class ObjectStore: BlobStore {
     deinit {
         close(temporaryDirectoryDescriptor)
         close(objectsDirectoryDescriptor)
+    }
+
+    /// `mkdir -p`, with the system's reason in the error ("Not a directory"
+    /// when `--cache` names a file), not Foundation's error numbers.
+    static func makeDirectories(_ path: String) throws(StoreError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o755) != 0, errno != EEXIST { throw StoreError.system("cannot create", prefix) }
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw StoreError.system("cannot create", path) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw StoreError.system("cannot create", path, errno: ENOTDIR) }
     }
 
     private static func openDirectory(_ path: String) throws(StoreError) -> Int32 {

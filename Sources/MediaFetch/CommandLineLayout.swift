@@ -30,4 +30,17 @@ public enum CommandLineLayout {
         guard !leading.isEmpty, index < arguments.count, !arguments[index].hasPrefix("-") else { return arguments }
         return [arguments[index]] + leading + arguments[(index + 1)...]
     }
+
+    /// The first `--name=` with nothing after the `=`, if any (before a `--`
+    /// that ends the options). The parser would take the next argument as
+    /// the value: `--collection="$NAME"` with `NAME` unset named a
+    /// collection after the first URL, and `--cache="$DIR"` made a cache
+    /// in a directory named after it.
+    public static func optionWithEmptyValue(in arguments: [String]) -> String? {
+        for argument in arguments {
+            if argument == "--" { return nil }
+            if argument.count > 3, argument.hasPrefix("--"), argument.hasSuffix("=") { return String(argument.dropLast()) }
+        }
+        return nil
+    }
 }

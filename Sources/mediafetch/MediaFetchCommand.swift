@@ -25,7 +25,11 @@ struct MediaFetchCommand: AsyncParsableCommand {
     /// `mediafetch --cache DIR <command>` is accepted as well as `<command> --cache DIR`.
     static func main() async {
         TransferEngine.prepareProcess()
-        await main(CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst())))
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let option = CommandLineLayout.optionWithEmptyValue(in: arguments) {
+            exit(withError: ValidationError("\(option) needs a value (\(option)= gives none)"))
+        }
+        await main(CommandLineLayout.placingGlobalOptions(arguments))
     }
 }
 

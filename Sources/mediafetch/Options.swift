@@ -8,6 +8,11 @@ struct CacheOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Cache root (default: $MEDIAFETCH_CACHE, else ./Cache).", valueName: "dir"))
     var cache: String?
 
+    func validate() throws {
+        // An unset variable in `--cache "$DIR"`: not ./Cache by surprise.
+        if let cache, cache.isEmpty { throw ValidationError("--cache must not be empty") }
+    }
+
     /// Opens the cache or exits with status 3 and a one-line reason. Commands
     /// that only read (`list`, `stats`) pass `mustExist`, so a mistyped path
     /// is an error rather than a new empty cache.
@@ -36,22 +41,23 @@ enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
 
 /// Transfer options shared by every downloading command.
 struct TransferOptions: ParsableArguments {
-    @Option(name: .long, help: "Concurrent transfers in total.")
+    // `.unconditional`: `--jobs -1` is a bad number, not a missing value.
+    @Option(name: .long, parsing: .unconditional, help: "Concurrent transfers in total.")
     var jobs: Int = 16
 
-    @Option(name: .customLong("per-host"), help: "Concurrent transfers against one host.")
+    @Option(name: .customLong("per-host"), parsing: .unconditional, help: "Concurrent transfers against one host.")
     var perHost: Int = 8
 
-    @Option(name: .long, help: "Retries after a failed attempt (connection errors, timeouts, 408, 429, 5xx).")
+    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, 408, 429, 5xx).")
     var retries: Int = 4
 
-    @Option(name: .long, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"))
     var timeout: Double?
 
-    @Option(name: .customLong("connect-timeout"), help: ArgumentHelp("Seconds to establish a connection.", valueName: "seconds"))
+    @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds to establish a connection.", valueName: "seconds"))
     var connectTimeout: Double = 15
 
-    @Option(name: .customLong("stall-timeout"), help: ArgumentHelp("Seconds without data before a transfer counts as stalled.", valueName: "seconds"))
+    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data before a transfer counts as stalled.", valueName: "seconds"))
     var stallTimeout: Double = 30
 
     @Option(name: .customLong("max-filesize"), help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))

@@ -398,6 +398,12 @@ import TestSupport
         ["list", "--format", "yaml"],
         ["list", "--kind", "video"],
         ["get"],
+        // An unset variable in --collection="$NAME": the parser took the next URL as the name.
+        ["get", "--collection=", "http://127.0.0.1:1/x", "http://127.0.0.1:1/y"],
+        ["--cache=", "list"],
+        // A negative number is a bad value, not a missing one.
+        ["get", "--jobs", "-1", "http://127.0.0.1:1/x"],
+        ["get", "--timeout", "-5", "http://127.0.0.1:1/x"],
     ])
     func badFlagsAreUsageErrors(arguments: [String]) async throws {
         try await TemporaryDirectory.with { directory in
@@ -427,6 +433,27 @@ import TestSupport
             expectCatalogCannotOpen(result, cache: cache)
             #expect(result.stdout.isEmpty)
             #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == Self.notADatabase)
+        }
+    }
+
+    @Test func usageErrorsSayWhatIsWrongWithTheValue() async throws {
+        let empty = try await BuiltProducts.run(["get", "--collection=", "http://127.0.0.1:1/x", "http://127.0.0.1:1/y"])
+        #expect(empty.stderrLines.first == "Error: --collection needs a value (--collection= gives none)")
+        // An unset variable in --cache "$DIR": not ./Cache by surprise.
+        let noCache = try await BuiltProducts.run(["get", "--cache", "", "http://127.0.0.1:1/x"])
+        #expect(noCache.status == 64)
+        #expect(noCache.stderrLines.first == "Error: --cache must not be empty")
+        let negative = try await BuiltProducts.run(["get", "--jobs", "-1", "http://127.0.0.1:1/x"])
+        #expect(negative.stderrLines.first == "Error: --jobs must be at least 1 (got -1)")
+    }
+
+    @Test func aCacheThatIsAFileIsNamedWithTheReason() async throws {
+        try await TemporaryDirectory.with { directory in
+            let file = directory.appending("afile")
+            #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+            let result = try await BuiltProducts.run(["get", "--cache", file, "http://127.0.0.1:1/x"])
+            #expect(result.status == 3)
+            #expect(result.stderrLines == ["mediafetch: cannot open the cache at \(file): cannot create \(file)/tmp: Not a directory"])
         }
     }
 
