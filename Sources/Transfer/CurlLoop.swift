@@ -35,6 +35,24 @@ final class Attempt: @unchecked Sendable {
     }
     /// When a header or body byte last arrived (or the attempt started): the stall clock.
     var lastActivity = ContinuousClock.now
+    /// When libcurl took the attempt, and the body bytes it has received
+    /// since: under `--limit-rate` they say how long libcurl may hold it back.
+    var startedAt = ContinuousClock.now
+    var receivedThisAttempt: Int64 = 0
+
+    /// Whether nothing has arrived for longer than `limit`. Under a rate limit
+    /// libcurl pauses a transfer that got ahead of the rate until the average
+    /// is back under it (after a burst, for as long as the burst was worth):
+    /// that silence is the limit at work, not a stalled server, so the stall
+    /// clock starts only when the limiter would let the transfer go on.
+    func isStalled(at now: ContinuousClock.Instant, limit: Duration, bytesPerSecond: Int64?) -> Bool {
+        var quietSince = lastActivity
+        if let bytesPerSecond, bytesPerSecond > 0 {
+            let allowedAgain = startedAt + .seconds(Double(receivedThisAttempt) / Double(bytesPerSecond))
+            if allowedAgain > quietSince { quietSince = allowedAgain }
+        }
+        return now - quietSince > limit
+    }
     var headerList: UnsafeMutablePointer<curl_slist>?
 
     init(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink, counters: LoopCounters) {
@@ -64,6 +82,7 @@ final class Attempt: @unchecked Sendable {
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
         if !begun, !beginBody() { return false }
+        receivedThisAttempt += Int64(bytes.count)
         if let error = sink.write(bytes) {
             abort = error
             return false
@@ -269,6 +288,7 @@ final class CurlLoop: Sendable {
                 let code = curl_multi_add_handle(multi.handle, easy.handle)
                 guard code == CURLM_OK else { throw CurlError(CURLE_FAILED_INIT, detail: String(cString: curl_multi_strerror(code))) }
                 attempt.lastActivity = .now
+                attempt.startedAt = attempt.lastActivity
                 running[easy.handle] = attempt
                 handles[easy.handle] = easy
                 byID[attempt.id] = easy.handle
@@ -328,9 +348,11 @@ final class CurlLoop: Sendable {
 
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
-                let stalled = running.filter { now - $0.value.lastActivity > stallLimit }
+                let stalled = running.filter {
+                    $0.value.isStalled(at: now, limit: stallLimit, bytesPerSecond: configuration.maxBytesPerSecond)
+                }
                 for (handle, attempt) in stalled {
-                    attempt.abort = TransferError(.timeout, "stalled: no data for \(Int(configuration.stallTimeout)) s")
+                    attempt.abort = TransferError(.timeout, "stalled: no data for \(Self.seconds(configuration.stallTimeout))")
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
                 let seconds = Double((now - lastTick).components.attoseconds) / 1e18 + Double((now - lastTick).components.seconds)
@@ -391,6 +413,24 @@ final class CurlLoop: Sendable {
         }
     }
 
+    /// "30 s", "0.3 s": whole seconds without a fraction, else one decimal.
+    static func seconds(_ value: Double) -> String {
+        let tenths = (value * 10).rounded()
+        return tenths.truncatingRemainder(dividingBy: 10) == 0 ? "\(Int(tenths / 10)) s" : "\(tenths / 10) s"
+    }
+
+    /// libcurl's receive buffer: 256 KiB, or under a rate limit a hundredth of
+    /// a second's worth (1 KiB to 256 KiB). libcurl checks the limit only
+    /// between its rounds of reading, and one round reads up to 100 buffers:
+    /// with 256 KiB buffers `--limit-rate 1M` let 26 MB through in the first
+    /// second and then sat silent for 25 s. A hundredth keeps a round to
+    /// about a second of the rate.
+    static func receiveBufferSize(bytesPerSecond: Int64?) -> Int {
+        let largest = 256 * 1024
+        guard let bytesPerSecond, bytesPerSecond > 0 else { return largest }
+        return Int(min(Int64(largest), max(1024, bytesPerSecond / 100)))
+    }
+
     /// The options every transfer of this loop shares, set once per easy
     /// handle (`prepareForReuse` leaves them in place).
     private func setSharedOptions(_ easy: CurlEasy) throws {
@@ -415,7 +455,7 @@ final class CurlLoop: Sendable {
         if let rate = configuration.maxBytesPerSecond {
             try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, large: rate)
         }
-        try easy.set(CURLOPT_BUFFERSIZE, 256 * 1024)
+        try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBufferSize(bytesPerSecond: configuration.maxBytesPerSecond))
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in

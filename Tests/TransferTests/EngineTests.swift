@@ -256,6 +256,36 @@ import TestSupport
         }
     }
 
+    @Test func theRateLimitersPausesAreNotStalls() async throws {
+        // libcurl holds a transfer back whenever it got ahead of --limit-rate;
+        // with a stall timeout shorter than those pauses, each was taken for a
+        // stalled server and the attempt retried (or failed).
+        let events = try await withEngine(retries: 0, adjust: {
+            $0.maxBytesPerSecond = 100_000
+            $0.stallTimeout = 0.3
+            $0.progressInterval = 0.1
+        }) { origin, engine, _ in
+            let content = fixtureBytes(count: 400_000, seed: 44)
+            origin.addResource("/limited.bin", data: content)
+            let body = try await engine.download(origin.url("/limited.bin"))
+            #expect(body.sha256 == sha256(content))
+        }
+        #expect(!events.contains { if case .retrying = $0 { true } else { false } })
+    }
+
+    @Test func stallMessagesShowTheTimeoutAsGiven() {
+        #expect(CurlLoop.seconds(30) == "30 s")
+        #expect(CurlLoop.seconds(0.3) == "0.3 s")
+        #expect(CurlLoop.seconds(2.5) == "2.5 s")
+    }
+
+    @Test func underARateLimitLibcurlReadsSmallRounds() {
+        #expect(CurlLoop.receiveBufferSize(bytesPerSecond: nil) == 256 * 1024)
+        #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 1 << 20) == 10_485)
+        #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 50_000) == 1024)
+        #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 1 << 40) == 256 * 1024)
+    }
+
     @Test func aStalledTransferTimesOutAndIsRetried() async throws {
         _ = try await withEngine(adjust: { $0.stallTimeout = 1 }) { origin, engine, _ in
             let content = fixtureBytes(count: 400_000, seed: 8)
