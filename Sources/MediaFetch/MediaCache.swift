@@ -62,6 +62,22 @@ public final class MediaCache: Sendable {
         try await opening.opened().get()
     }
 
+    /// Throws, naming the first place and the system's reason, unless this
+    /// process may write everything a download writes: partials in `tmp/`,
+    /// objects, the catalog and the journal files SQLite makes beside it. A
+    /// cache someone else owns is then one error, not one per URL (and no
+    /// SQLite "readonly database" error at the first row).
+    public func checkWritable() throws(CacheError) {
+        let catalogPath = root + "/catalog.sqlite"
+        var places = [store.temporaryDirectory, store.objectsDirectory, root]
+        for existing in [catalogPath, catalogPath + "-wal", catalogPath + "-shm"] where access(existing, F_OK) == 0 {
+            places.append(existing)
+        }
+        for place in places where access(place, W_OK) != 0 {
+            throw CacheError("cannot write to the cache at \(root): \(place): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// The cache root to use: `explicit` (`--cache`), else `MEDIAFETCH_CACHE`, else `./Cache`.
     public static func resolveRoot(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let explicit, !explicit.isEmpty { return explicit }

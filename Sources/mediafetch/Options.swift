@@ -26,6 +26,8 @@ struct CacheOptions: ParsableArguments {
             let cache = try MediaCache(root: root)
             // A reading command needs the catalog at once: say so here if it cannot be opened.
             if mustExist { _ = try cache.catalog }
+            // A downloading command writes: a cache it cannot write to is one line, not one per URL.
+            if !mustExist { try cache.checkWritable() }
             return cache
         } catch {
             Terminal.error(error.message)

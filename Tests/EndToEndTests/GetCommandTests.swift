@@ -297,6 +297,25 @@ import TestSupport
         }
     }
 
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func aCacheTheUserCannotWriteIsOneLineAndExit3() async throws {
+        try await withOrigin { origin, directory in
+            for name in ["a", "b", "c"] { origin.addResource("/\(name).jpg", data: fixtureBytes(count: 3000, seed: UInt64(name.utf8.first ?? 0))) }
+            // Someone else's cache (root's), reachable but not writable by nobody.
+            #expect(chmod(directory.path, 0o755) == 0)
+            let cache = directory.appending("cache")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)
+
+            // New URLs, and one already cached (whose row would be touched).
+            let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg"),
+                                                      origin.url("/b.jpg"), origin.url("/c.jpg")], as: .nobody)
+            #expect(result.status == 3)
+            #expect(result.stderrLines == ["mediafetch: cannot write to the cache at \(cache): \(cache)/tmp: Permission denied"])
+            #expect(origin.requests(for: "/b.jpg").isEmpty)
+            #expect(try objectPaths(inCache: cache).count == 1)
+        }
+    }
+
     /// A umask that takes read bits away must not make objects private:
     /// the store then sets their mode itself.
     @Test func objectsAreReadableByEveryoneWhateverTheUmask() async throws {
