@@ -191,7 +191,20 @@ public final class TransferEngine: Sendable {
     /// Closes a download that failed: a transient failure or a cancel keeps
     /// the partial for the next run.
     func abandon(_ prepared: PreparedDownload, after error: TransferError) {
-        prepared.sink.close(discard: !(error.isRetryable || error.kind == .cancelled))
+        prepared.sink.close(discard: !Self.keepsPartial(after: error))
+    }
+
+    /// Whether a partial is worth keeping after `error` (it is kept only if
+    /// it can be resumed, see `PartialFile.close`): after a transient failure,
+    /// a cancel, or a full disk or quota, where what was written is good and
+    /// the run after the user has made room goes on from it, as curl -C -
+    /// and aria2c do, instead of fetching gigabytes again.
+    static func keepsPartial(after error: TransferError) -> Bool {
+        switch error.kind {
+        case .cancelled: return true
+        case .fileSystem(let code): return code == ENOSPC || code == EDQUOT
+        default: return error.isRetryable
+        }
     }
 
     /// Fetches a small response into memory (up to `maxBytes`), with the same

@@ -273,6 +273,16 @@ import TestSupport
         #expect(!events.contains { if case .retrying = $0 { true } else { false } })
     }
 
+    @Test func aFullDiskKeepsThePartialForTheNextRun() {
+        #expect(TransferEngine.keepsPartial(after: TransferError(.fileSystem(errno: ENOSPC), "cannot write")))
+        #expect(TransferEngine.keepsPartial(after: TransferError(.fileSystem(errno: EDQUOT), "cannot write")))
+        #expect(TransferEngine.keepsPartial(after: TransferError(.network(curlCode: 56), "reset")))
+        #expect(TransferEngine.keepsPartial(after: TransferError(.cancelled, "cancelled")))
+        #expect(!TransferEngine.keepsPartial(after: TransferError(.fileSystem(errno: EACCES), "cannot write")))
+        #expect(!TransferEngine.keepsPartial(after: TransferError(.http(status: 404), "HTTP 404")))
+        #expect(!TransferEngine.keepsPartial(after: TransferError(.tooLarge, "too large")))
+    }
+
     @Test func stallMessagesShowTheTimeoutAsGiven() {
         #expect(CurlLoop.seconds(30) == "30 s")
         #expect(CurlLoop.seconds(0.3) == "0.3 s")
