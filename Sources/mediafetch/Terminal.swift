@@ -75,8 +75,8 @@ struct ProgressPrinter {
         }
         for await event in events {
             if mode == .json {
+                // Every line a JSON object, failures included (they carry the URL and the reason).
                 if let line = ProgressJSON.line(for: event) { Terminal.writeErr(line + "\n") }
-                if case .failed(let url, let reason) = event { Terminal.error("failed \(url): \(reason)") }
                 continue
             }
             switch event {

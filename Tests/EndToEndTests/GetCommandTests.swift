@@ -122,6 +122,21 @@ import TestSupport
         }
     }
 
+    @Test func jsonProgressIsOneJSONObjectALineFailuresIncluded() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/ok.jpg", data: fixtureBytes(count: 1000, seed: 52))
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0",
+                                                      "--progress", "json", origin.url("/ok.jpg"), origin.url("/gone.jpg")])
+            #expect(result.status == 1)
+            let lines = result.stderrLines
+            #expect(jsonLines(result.stderr).count == lines.count, "not JSON: \(lines.filter { !$0.hasPrefix("{") })")
+            let failed = jsonLines(result.stderr).filter { $0["event"] as? String == "failed" }
+            #expect(failed.count == 1)
+            #expect(failed.first?["url"] as? String == origin.url("/gone.jpg"))
+            #expect(failed.first?["reason"] as? String == "HTTP 404 Not Found")
+        }
+    }
+
     @Test func aDeadHostFailsWithAClearLine() async throws {
         try await TemporaryDirectory.with { directory in
             // A port nobody listens on, held so that no other test's origin gets it.
