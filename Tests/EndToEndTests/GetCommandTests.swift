@@ -491,6 +491,14 @@ import TestSupport
         }
     }
 
+    @Test func errorLinesShowControlCharactersAsEscapes() async throws {
+        try await TemporaryDirectory.with { directory in
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "ftp://host/a\u{1B}[31mred"])
+            #expect(result.status == 2)
+            #expect(result.stderrLines == ["mediafetch: unsupported scheme 'ftp' (only http and https): ftp://host/a\\u{1B}[31mred"])
+        }
+    }
+
     @Test func anUnsupportedURLOnTheCommandLineIsBadInput() async throws {
         try await TemporaryDirectory.with { directory in
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "file:///etc/passwd"])

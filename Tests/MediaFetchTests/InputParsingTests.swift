@@ -130,3 +130,20 @@ import TestSupport
         }
     }
 }
+
+@Suite struct TerminalTextTests {
+    @Test func controlCharactersAreShownAsEscapes() {
+        #expect(TerminalText.escapingControls("bratislava") == "bratislava")
+        #expect(TerminalText.escapingControls("a\u{1B}[2Jb") == "a\\u{1B}[2Jb")
+        #expect(TerminalText.escapingControls("two\nlines\ttab") == "two\\u{A}lines\\u{9}tab")
+        #expect(TerminalText.escapingControls("del\u{7F} c1\u{9B}") == "del\\u{7F} c1\\u{9B}")
+        #expect(TerminalText.escapingControls("Žilina — ok") == "Žilina — ok")
+    }
+
+    @Test func aTableRowCannotBeBrokenOrClearTheScreen() {
+        let table = TextTable.render(header: ["NAME", "SIZE"], rows: [["a\nb\u{1B}[2J", "1"]], rightAligned: [1])
+        #expect(table.split(separator: "\n").count == 2)
+        #expect(!table.contains("\u{1B}"))
+        #expect(table.contains("a\\u{A}b\\u{1B}[2J"))
+    }
+}
