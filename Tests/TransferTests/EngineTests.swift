@@ -474,17 +474,30 @@ import TestSupport
         SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// The start of a request's `Range: bytes=N-`, if it has one.
+    private static func rangeStart(_ request: OriginRequest) -> Int? {
+        request.header("range").flatMap { Int($0.dropFirst(6).dropLast()) }
+    }
+
+    /// Serves `content` whole with ETag "v1", and answers a range request
+    /// with a 206 whose Content-Range and body `answer` makes from its start.
+    private func serveRangesBadly(_ origin: TestOrigin, _ path: String, _ content: Data,
+                                  answer: @escaping @Sendable (Int) -> (contentRange: String, body: Data)) {
+        origin.route(path) { request in
+            guard let start = Self.rangeStart(request) else {
+                return OriginResponse(status: 200, headers: [("ETag", "\"v1\"")], body: content)
+            }
+            let (contentRange, body) = answer(start)
+            return OriginResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", contentRange)], body: body)
+        }
+    }
+
     @Test func aShortRangeAnswerIsNeverStoredAsComplete() async throws {
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 600_000, seed: 3)
             // A server whose 206 covers only ten bytes of what was asked.
-            origin.route("/short") { request in
-                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
-                    return OriginResponse(status: 200, headers: [("ETag", "\"v1\"")], body: content)
-                }
-                return OriginResponse(status: 206, headers: [("ETag", "\"v1\""),
-                                                             ("Content-Range", "bytes \(start)-\(start + 9)/600000")],
-                                      body: content[start..<(start + 10)])
+            serveRangesBadly(origin, "/short", content) { start in
+                ("bytes \(start)-\(start + 9)/600000", content[start..<(start + 10)])
             }
             origin.setFault("/short", .dropAfter(bytes: 300_000), times: 1)
             var configuration = TransferConfiguration()
@@ -509,13 +522,8 @@ import TestSupport
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 600_000, seed: 41)
             // A resumed request gets a Content-Range whose end is Int64.max: adding one to it traps.
-            origin.route("/huge-range") { request in
-                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
-                    return OriginResponse(status: 200, headers: [("ETag", "\"v1\"")], body: content)
-                }
-                return OriginResponse(status: 206, headers: [
-                    ("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-9223372036854775807/9223372036854775807"),
-                ], body: Data(repeating: 0x78, count: 10))
+            serveRangesBadly(origin, "/huge-range", content) { start in
+                ("bytes \(start)-9223372036854775807/9223372036854775807", Data(repeating: 0x78, count: 10))
             }
             origin.setFault("/huge-range", .dropAfter(bytes: 300_000), times: 1)
             var configuration = TransferConfiguration()
@@ -552,8 +560,7 @@ import TestSupport
                 case 1:
                     return OriginResponse(status: 200, body: versionB)
                 default:
-                    if let range = request.header("range"), request.header("if-range") == "\"A\"",
-                       let start = Int(range.dropFirst(6).dropLast()) {
+                    if let start = Self.rangeStart(request), request.header("if-range") == "\"A\"" {
                         return OriginResponse(status: 206, headers: [
                             ("ETag", "\"A\""), ("Content-Range", "bytes \(start)-599999/600000"),
                         ], body: versionA[start...])
