@@ -38,6 +38,8 @@ public enum URLList {
                 while let last = trimmed.last, isBlank(last) { trimmed.removeLast() }
                 try take(String(decoding: trimmed, as: UTF8.self))
             } else {
+                // The CR of this line's CRLF ends the line, not another one.
+                let line = line.last == 0x0D ? line.dropLast() : line
                 // isNewline also splits CRLF, which Swift holds as one Character.
                 for piece in String(decoding: line, as: UTF8.self)
                     .split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {

@@ -17,6 +17,14 @@ import TestSupport
         #expect(throws: InputError.self) { try URLList.parse("not a url at all\n", source: "f") }
     }
 
+    @Test func aCRLFLineWithNonASCIITextCountsOnce() {
+        // The Character path split "café\r" into two lines: the bad URL was called line 4.
+        let text = "# café list\r\nhttp://a/1.jpg\r\nftp://bad/x\r\n"
+        #expect(throws: InputError("u.txt:3: unsupported scheme 'ftp' (only http and https): ftp://bad/x")) {
+            try URLList.parse(text, source: "u.txt")
+        }
+    }
+
     @Test func lineNumbersCountEveryKindOfLineBreak() throws {
         // CRLF, a bare CR inside a line, Unicode separators and non-breaking spaces.
         let text = "http://a/1\r\n\u{2028}# note\u{2029}\u{00A0}https://b/2\u{00A0}\n\nftp://c/3\n"
@@ -121,6 +129,16 @@ import TestSupport
         #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "stats", "--format", "json"])
                 == ["stats", "--cache", "/c", "--format", "json"])
         #expect(CommandLineLayout.placingGlobalOptions(["--cache=/c", "list"]) == ["list", "--cache=/c"])
+    }
+
+    @Test func helpNeedsNoCache() {
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "help", "get"]) == ["help", "get"])
+    }
+
+    @Test func anOptionWithAnEmptyValueIsFound() {
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=", "http://a/b"]) == "--collection")
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=x", "http://a/b"]) == nil)
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--", "--odd="]) == nil)
     }
 
     @Test func everythingElseIsLeftForTheParser() {
