@@ -383,6 +383,9 @@ final class CurlLoop: Sendable {
         }
         for case .start(let attempt) in leftovers { Self.endCancelled(attempt) }
         spareHandles.removeAll()
+        // The last word on the counts: nothing runs or waits any more, and
+        // every byte is counted (the last tick may be up to a tick old).
+        events.yield(.progress(EngineSnapshot(active: [], queued: 0, bytesReceived: counters.bytesReceived, bytesPerSecond: 0)))
         events.yield(.finished)
         events.finish()
         exited.signal()
