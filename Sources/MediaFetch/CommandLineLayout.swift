@@ -28,6 +28,8 @@ public enum CommandLineLayout {
         }
         // Nothing hoisted, or no command after the options (let the parser say so).
         guard !leading.isEmpty, index < arguments.count, !arguments[index].hasPrefix("-") else { return arguments }
+        // `help` takes no cache: `mediafetch --cache DIR help get` is help on get.
+        if arguments[index] == "help" { return Array(arguments[index...]) }
         return [arguments[index]] + leading + arguments[(index + 1)...]
     }
 

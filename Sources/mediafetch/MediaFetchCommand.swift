@@ -22,6 +22,12 @@ struct MediaFetchCommand: AsyncParsableCommand {
         version: mediafetchVersion,
         subcommands: [Get.self, List.self, Stats.self])
 
+    /// No command is a usage error (exit 64), not help and success: a script
+    /// running `mediafetch $COMMAND` with the variable unset must not pass.
+    func run() async throws {
+        throw ValidationError("give a command: get, list or stats (mediafetch --help lists them)")
+    }
+
     /// `mediafetch --cache DIR <command>` is accepted as well as `<command> --cache DIR`.
     static func main() async {
         TransferEngine.prepareProcess()
