@@ -188,6 +188,21 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Forgets objects whose files are gone (removed by hand, or by another
+    /// tool): their sources no longer point at them (the foreign key sets
+    /// `source.hash` to NULL), so `list` and `stats` stop showing what is not
+    /// there, also when fetching it again fails. `stillMissing` is asked again
+    /// inside the transaction, so an object another process has just stored
+    /// again is kept.
+    public func forgetObjects(_ hashes: [String], stillMissing: (String) -> Bool) throws {
+        guard !hashes.isEmpty else { return }
+        try database.write { db in
+            for hash in hashes where stillMissing(hash) {
+                try db.execute(sql: "DELETE FROM object WHERE hash = ?", arguments: [hash])
+            }
+        }
+    }
+
     /// Items that resolve to an object, filtered by collection and kind, oldest first.
     public func entries(collection: String? = nil, kind: ItemKind? = nil) throws -> [CatalogEntry] {
         var conditions: [String] = []

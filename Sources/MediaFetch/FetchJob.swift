@@ -162,8 +162,15 @@ public final class FetchJob: Sendable {
         var remaining: [FetchItem] = []
         var newInCollection: [IngestRecord] = []
         var touched: [String] = []
+        var missing: Set<String> = []
         for item in items {
-            guard let source = cached[item.url], cache.store.contains(source.sha256) else {
+            guard let source = cached[item.url] else {
+                remaining.append(item)
+                continue
+            }
+            guard cache.store.contains(source.sha256) else {
+                // Catalogued, but the file is gone: fetched again, and forgotten meanwhile.
+                missing.insert(source.sha256)
                 remaining.append(item)
                 continue
             }
@@ -179,6 +186,7 @@ public final class FetchJob: Sendable {
         }
         try cache.catalog.record(newInCollection)
         try cache.catalog.touch(touched)
+        try cache.catalog.forgetObjects(Array(missing)) { [store = cache.store] in !store.contains($0) }
         state.withLock {
             $0.progress.skipped = touched.count
             $0.report.skipped = touched.count

@@ -134,6 +134,10 @@ import TestSupport
             #expect(failed.count == 1)
             #expect(failed.first?["url"] as? String == origin.url("/gone.jpg"))
             #expect(failed.first?["reason"] as? String == "HTTP 404 Not Found")
+            // The last progress line is the final count: nothing running, every byte counted.
+            let last = try #require(jsonLines(result.stderr).last { $0["event"] as? String == "progress" })
+            #expect((last["active"] as? [Any])?.isEmpty == true)
+            #expect(last["bytes"] as? Int == 1000)
         }
     }
 
@@ -385,6 +389,23 @@ import TestSupport
         }
     }
 
+    @Test func anObjectRemovedByHandIsNotListedWhenFetchingItAgainFails() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/lost.jpg", data: fixtureBytes(count: 5000, seed: 53))
+            let cache = directory.appending("cache")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/lost.jpg")]).status == 0)
+            let object = try #require(try objectPaths(inCache: cache).first)
+            #expect(unlink(object) == 0)
+
+            origin.setFault("/lost.jpg", .status(404))
+            let again = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", origin.url("/lost.jpg")])
+            #expect(again.status == 1)
+            // It was listed with a path that did not exist, and counted in stats.
+            #expect(try await listJSON(cache).isEmpty)
+            #expect(try await statsJSON(cache)["objects"] as? Int == 0)
+        }
+    }
+
     @Test func theSameBytesFromTwoURLsAreStoredOnce() async throws {
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 40_000, seed: 11)
@@ -468,6 +489,15 @@ import TestSupport
             #expect(result.stdout.isEmpty)
             #expect(try String(contentsOfFile: cache + "/catalog.sqlite", encoding: .utf8) == Self.notADatabase)
         }
+    }
+
+    @Test func noCommandIsAUsageErrorAndHelpTakesTheCacheBeforeIt() async throws {
+        let none = try await BuiltProducts.run([])
+        #expect(none.status == 64)
+        #expect(none.stderrLines.first == "Error: give a command: get, list or stats (mediafetch --help lists them)")
+        let help = try await BuiltProducts.run(["--cache", "/nonexistent", "help", "get"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("USAGE: mediafetch get"))
     }
 
     @Test func usageErrorsSayWhatIsWrongWithTheValue() async throws {
