@@ -355,6 +355,14 @@ public final class TransferEngine: Sendable {
                 return .failure(TransferError(.timeout, "timed out: \(message)"))
             case CURLE_UNSUPPORTED_PROTOCOL:
                 return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))
+            case CURLE_URL_MALFORMAT:
+                // Retrying cannot mend a URL (an unencoded '@' in a password, say).
+                return .failure(TransferError(.unsupportedURL, "not a usable URL: \(message)"))
+            case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CIPHER,
+                 CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_CRL_BADFILE,
+                 CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED:
+                // The same certificate comes back on every try: fail at once, not after four retries.
+                return .failure(TransferError(.certificate(curlCode: outcome.curlCode), message))
             case CURLE_TOO_MANY_REDIRECTS:
                 return .failure(TransferError(.tooManyRedirects, "too many redirects: \(message)"))
             case CURLE_FILESIZE_EXCEEDED:

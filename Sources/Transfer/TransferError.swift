@@ -25,6 +25,9 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         case cancelled
         /// libcurl could not be set up for the transfer.
         case engine
+        /// The server's TLS certificate is not trusted (or the local TLS setup
+        /// is broken): asking again gets the same certificate.
+        case certificate(curlCode: Int)
     }
 
     public let kind: Kind
@@ -45,7 +48,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         switch kind {
         case .http(let status): return status == 408 || status == 429 || (500...599).contains(status)
         case .network, .timeout, .protocolViolation: return true
-        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine: return false
+        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate: return false
         }
     }
 

@@ -16,6 +16,20 @@ import Testing
         #expect(policy.delay(beforeRetry: 1, after: error) == nil)
     }
 
+    /// What libcurl's error codes become: only what may pass on another try is retried.
+    @Test(arguments: [(60, false), (58, false), (77, false), (90, false), (3, false), (1, false),
+                      (7, true), (6, true), (28, true), (35, true), (52, true), (56, true)])
+    func curlErrorsAreRetriedOnlyWhenTheyMayPass(code: Int, retryable: Bool) {
+        let outcome = AttemptOutcome(curlCode: code, curlMessage: "libcurl says \(code)", head: ResponseHead(),
+                                     abort: nil, effectiveURL: nil)
+        guard case .failure(let error) = TransferEngine.classify(outcome) else {
+            Issue.record("code \(code) classified as success")
+            return
+        }
+        #expect(error.isRetryable == retryable, "code \(code): \(error.kind)")
+        #expect(error.message.contains("libcurl says \(code)"))
+    }
+
     @Test func backoffDoublesWithJitterAndIsCapped() {
         let error = TransferError(.network(curlCode: 7), "connection refused")
         // Half the ceiling is fixed, the other half random.
