@@ -141,6 +141,9 @@ public final class RunningCommand: @unchecked Sendable {
     /// Sends SIGINT, as Ctrl-C in a terminal would.
     public func interrupt() { process.interrupt() }
 
+    /// Sends `signal` (SIGTERM from `timeout` or a service manager, SIGHUP from a closed terminal).
+    public func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
     /// Waits for the process to exit and returns what it printed. The blocking
     /// wait happens on a Dispatch thread, never on the tasks' cooperative pool,
     /// so tests running in parallel keep their threads.

@@ -17,7 +17,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
               3    the cache cannot be opened or written
               64   command-line usage error (unknown flag, bad flag value)
               74   the output could not be written (e.g. a full disk behind > FILE)
-              130  interrupted (Ctrl-C); partial downloads resume on the next run
+              130  interrupted (Ctrl-C, SIGTERM or SIGHUP); what finished is stored,
+                   partial downloads resume on the next run
             """,
         version: mediafetchVersion,
         subcommands: [Get.self, List.self, Stats.self])

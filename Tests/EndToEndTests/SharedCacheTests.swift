@@ -41,6 +41,35 @@ import TestSupport
         }
     }
 
+    @Test(arguments: [SIGTERM, SIGHUP])
+    func terminationStoresWhatFinishedAndKeepsThePartial(signal: Int32) async throws {
+        try await withOrigin { origin, directory in
+            let small = fixtureBytes(count: 20_000, seed: 71)
+            origin.addResource("/done.jpg", data: small)
+            origin.addResource("/long.wav", data: fixtureBytes(count: 3_000_000, seed: 72))
+            origin.setFault("/long.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
+            let cache = directory.appending("cache")
+
+            let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300",
+                                                   origin.url("/done.jpg"), origin.url("/long.wav")])
+            func partialSize() -> Int {
+                guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
+                return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
+            }
+            for _ in 0..<3000 where partialSize() < 500_000 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            running.send(signal)
+            let stopped = await running.wait()
+
+            // Killed outright (status 15 or 1 by signal), the finished body was lost with the process.
+            #expect(stopped.status == 130)
+            let listed = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
+            #expect(listed.stdout.contains(origin.url("/done.jpg")))
+            #expect(files(in: cache + "/tmp").contains { $0.hasSuffix(".part") })
+        }
+    }
+
     @Test func twoProcessesShareOneCache() async throws {
         try await withOrigin { origin, directory in
             var urls: [String] = []

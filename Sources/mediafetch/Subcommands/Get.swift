@@ -64,17 +64,23 @@ struct FetchRunner {
         let display = Task { await printer.consume(job.events) }
         let work = Task { try await job.run(items) }
 
-        // Ctrl-C cancels the job: running transfers stop, partials stay for the
-        // next run. A second Ctrl-C quits at once (the cache stays consistent:
-        // objects and rows are only ever added whole).
-        signal(SIGINT, SIG_IGN)
-        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
-        interrupt.setEventHandler {
-            if work.isCancelled { exit(Exit.interrupted.rawValue) }
-            work.cancel()
+        // Ctrl-C cancels the job: running transfers stop, what finished is
+        // stored and recorded, partials stay for the next run. SIGTERM
+        // (`timeout`, `systemctl stop`, `docker stop`) and SIGHUP (a closed
+        // terminal) do the same: killed outright, a run lost the bodies it had
+        // finished but not yet stored. A second signal quits at once (the
+        // cache stays consistent: objects and rows are only ever added whole).
+        let sources = [SIGINT, SIGTERM, SIGHUP].map { number -> any DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                if work.isCancelled { exit(Exit.interrupted.rawValue) }
+                work.cancel()
+            }
+            source.resume()
+            return source
         }
-        interrupt.resume()
-        defer { interrupt.cancel() }
+        defer { for source in sources { source.cancel() } }
 
         let report: FetchReport
         do {
