@@ -90,6 +90,12 @@ public final class TransferEngine: Sendable {
     /// and a desktop's usual soft limit of 1,024 would cap that at 256.
     public static func prepareProcess() {
         mf_tune_allocator()
+        // libcurl turns an international host name (bücher.example) into its
+        // ASCII form through libidn2, which reads the name in the locale's
+        // character set; in the C locale of a script, cron or CI every such
+        // name failed as a "bad/illegal format". URLs are UTF-8 here whatever
+        // the locale says.
+        if setlocale(LC_CTYPE, "C.UTF-8") == nil { _ = setlocale(LC_CTYPE, "") }
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
             let wanted = min(limit.rlim_max, 65_536)
