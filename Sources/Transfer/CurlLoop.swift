@@ -459,6 +459,9 @@ final class CurlLoop: Sendable {
             try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, large: rate)
         }
         try easy.set(CURLOPT_BUFFERSIZE, Self.receiveBufferSize(bytesPerSecond: configuration.maxBytesPerSecond))
+        if let caCertificates = configuration.caCertificates {
+            try easy.set(CURLOPT_CAINFO, caCertificates)
+        }
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in

@@ -21,6 +21,9 @@ public struct TransferConfiguration: Sendable, Equatable {
     public var maxFileSize: Int64?
     /// Per-transfer rate limit in bytes a second (`--limit-rate`); nil for none.
     public var maxBytesPerSecond: Int64?
+    /// A file of CA certificates (PEM) to trust instead of the system's, for
+    /// servers behind a private or corporate CA; nil trusts the system's.
+    public var caCertificates: String?
     /// Redirects followed before giving up.
     public var maxRedirects: Int = 10
     /// Sent as `User-Agent`.

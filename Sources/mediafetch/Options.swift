@@ -68,6 +68,23 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("limit-rate"), help: ArgumentHelp("Per-transfer rate limit in bytes a second, e.g. 500K.", valueName: "rate"))
     var limitRate: String?
 
+    @Option(name: .long, help: ArgumentHelp(
+        "CA certificates (PEM) to trust instead of the system's, for a private CA (default: $CURL_CA_BUNDLE, else $SSL_CERT_FILE, as curl).",
+        valueName: "file"))
+    var cacert: String?
+
+    /// `--cacert`, else the variables curl reads, and where the file was named.
+    var caCertificatesSource: (file: String, namedBy: String)? {
+        if let cacert { return (cacert, "--cacert") }
+        let environment = ProcessInfo.processInfo.environment
+        for variable in ["CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
+            if let file = environment[variable], !file.isEmpty { return (file, "$" + variable) }
+        }
+        return nil
+    }
+
+    var caCertificates: String? { caCertificatesSource?.file }
+
     @Option(name: .long, help: "Progress display: auto (a status line on a terminal, quiet otherwise), bar, json (lines on stderr), none.")
     var progress: ProgressMode = .auto
 
@@ -91,6 +108,10 @@ struct TransferOptions: ParsableArguments {
         if let limitRate, (ByteSize.parse(limitRate) ?? 0) <= 0 {
             throw ValidationError("--limit-rate: '\(limitRate)' is not a positive rate (try 500K)")
         }
+        // Said once here, not as a certificate error on every https URL.
+        if let (file, namedBy) = caCertificatesSource, access(file, R_OK) != 0 {
+            throw ValidationError("\(namedBy): cannot read \(file): \(String(cString: strerror(errno)))")
+        }
     }
 
     var configuration: TransferConfiguration {
@@ -103,6 +124,7 @@ struct TransferOptions: ParsableArguments {
         configuration.stallTimeout = stallTimeout
         configuration.maxFileSize = maxFileSize.flatMap(ByteSize.parse)
         configuration.maxBytesPerSecond = limitRate.flatMap(ByteSize.parse)
+        configuration.caCertificates = caCertificates
         return configuration
     }
 }

@@ -1,0 +1,105 @@
+import Crypto
+import Foundation
+import Testing
+import TestSupport
+
+/// An HTTPS origin whose certificate a test CA signed (Tests/Fixtures/tls):
+/// Python's TLS server, started per test, stopped when the test ends.
+private final class TLSOrigin: Sendable {
+    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Fixtures/tls")
+    static var caCertificates: String { fixtures.appendingPathComponent("ca.pem").path }
+    static let python = ["/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    let port: Int
+    private let process: Process
+
+    init(bodyBytes: Int, in directory: TemporaryDirectory) async throws {
+        let portFile = directory.appending("tls-origin.port")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.python ?? "/usr/bin/python3")
+        process.arguments = [Self.fixtures.appendingPathComponent("serve.py").path, String(bodyBytes), portFile]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The server writes its port (by a rename, so never half a line) once it listens.
+        var port: Int?
+        for _ in 0..<1000 where process.isRunning {
+            if let text = try? String(contentsOfFile: portFile, encoding: .utf8) {
+                port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+                break
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        guard let port else {
+            process.terminate()
+            throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: portFile])
+        }
+        self.port = port
+        self.process = process
+    }
+
+    func url(_ path: String) -> String { "https://localhost:\(port)\(path)" }
+
+    /// The variables that name CA certificates, emptied: the system's are trusted.
+    static let noCAVariables = ["CURL_CA_BUNDLE": "", "SSL_CERT_FILE": ""]
+
+    /// The bytes the server sends for any path.
+    static func body(_ count: Int) -> Data { Data((0..<count).map { UInt8(($0 * 31 + 7) % 256) }) }
+
+    deinit {
+        // SIGKILL: a process started from a Dispatch thread inherits its blocked SIGTERM.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+@Suite(.enabled(if: TLSOrigin.python != nil, "needs python3 for the TLS origin"))
+struct TLSTests {
+    private func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func anUntrustedCertificateFailsAtOnceWithOneLine() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try await TLSOrigin(bodyBytes: 10_000, in: directory)
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "json",
+                                                      origin.url("/photo.jpg")], environment: TLSOrigin.noCAVariables)
+            #expect(result.status == 1)
+            #expect(!result.stderr.contains("\"retrying\""), "a certificate error was retried")
+            #expect(result.stderr.lowercased().contains("certificate"))
+        }
+    }
+
+    @Test func aPrivateCAIsTrustedWithCacertOrCurlsVariables() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origin = try await TLSOrigin(bodyBytes: 70_000, in: directory)
+            let expected = sha256(TLSOrigin.body(70_000))
+            // CURL_CA_BUNDLE comes first, as with curl (empty counts as unset).
+            let ways: [(arguments: [String], environment: [String: String])] = [
+                (["--cacert", TLSOrigin.caCertificates], TLSOrigin.noCAVariables),
+                ([], ["CURL_CA_BUNDLE": TLSOrigin.caCertificates, "SSL_CERT_FILE": "/nonexistent"]),
+                ([], ["CURL_CA_BUNDLE": "", "SSL_CERT_FILE": TLSOrigin.caCertificates]),
+            ]
+            for (index, way) in ways.enumerated() {
+                let cache = directory.appending("cache-\(index)")
+                let result = try await BuiltProducts.run(["get", "--cache", cache] + way.arguments + [origin.url("/album/1.jpg")],
+                                                         environment: way.environment)
+                #expect(result.status == 0, "\(way): \(result.stderr)")
+                #expect(try objectPaths(inCache: cache).map { URL(fileURLWithPath: $0).lastPathComponent } == [expected])
+            }
+        }
+    }
+
+    @Test func anUnreadableCAFileIsAUsageError() async throws {
+        try await TemporaryDirectory.with { directory in
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                      "--cacert", "/nonexistent/ca.pem", "https://localhost:1/x"])
+            #expect(result.status == 64)
+            #expect(result.stderrLines.first == "Error: --cacert: cannot read /nonexistent/ca.pem: No such file or directory")
+            let fromVariable = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "https://localhost:1/x"],
+                                                           environment: ["CURL_CA_BUNDLE": "/nonexistent/bundle.pem"])
+            #expect(fromVariable.stderrLines.first == "Error: $CURL_CA_BUNDLE: cannot read /nonexistent/bundle.pem: No such file or directory")
+        }
+    }
+}
