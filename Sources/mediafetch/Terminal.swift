@@ -14,7 +14,7 @@ enum Terminal {
     static func error(_ message: String) {
         let oneLine = message.split(whereSeparator: \.isNewline)
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
-        writeErr("mediafetch: \(TerminalText.escapingControls(oneLine))\n")
+        writeErr("mediafetch: \(TerminalText.escapingControls(RedactedURL.inText(oneLine)))\n")
     }
 
     /// One line on stderr about how the run goes ahead despite what was asked.

@@ -153,6 +153,27 @@ import TestSupport
         }
     }
 
+    @Test func aPasswordInAURLIsNotPrinted() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/private.jpg", data: fixtureBytes(count: 3000, seed: 55))
+            let cache = directory.appending("cache")
+            let port = origin.port
+            let stored = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "json",
+                                                      "http://ann:hunter2@127.0.0.1:\(port)/private.jpg"])
+            let failed = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0",
+                                                      "http://ann:hunter2@127.0.0.1:\(port)/missing.jpg"])
+            #expect(stored.status == 0)
+            #expect(failed.status == 1)
+            #expect(failed.stderrLines.contains("mediafetch: failed http://ann:***@127.0.0.1:\(port)/missing.jpg: HTTP 404 Not Found"))
+            var shown = stored.stdout + stored.stderr + failed.stdout + failed.stderr
+            for format in ["table", "json", "csv"] {
+                shown += try await BuiltProducts.run(["list", "--cache", cache, "--format", format]).stdout
+            }
+            #expect(!shown.contains("hunter2"))
+            #expect(origin.requests(for: "/private.jpg").first?.header("authorization") != nil)
+        }
+    }
+
     @Test func aDeadHostFailsWithAClearLine() async throws {
         try await TemporaryDirectory.with { directory in
             // A port nobody listens on, held so that no other test's origin gets it.

@@ -165,3 +165,18 @@ import TestSupport
         #expect(table.contains("a\\u{A}b\\u{1B}[2J"))
     }
 }
+
+@Suite struct RedactedURLTests {
+    @Test func aPasswordInAURLIsNeverShown() {
+        #expect(RedactedURL.of("http://user:secret@host:8080/a.jpg") == "http://user:***@host:8080/a.jpg")
+        #expect(RedactedURL.of("https://user:p%40ss@example.com/x?y=1") == "https://user:***@example.com/x?y=1")
+        // An '@' later in the URL is not userinfo.
+        #expect(RedactedURL.of("http://host/a@b.jpg") == "http://host/a@b.jpg")
+        #expect(RedactedURL.of("http://host/x?mail=a:b@c") == "http://host/x?mail=a:b@c")
+        // A user without a password has nothing to hide.
+        #expect(RedactedURL.of("http://user@host/a") == "http://user@host/a")
+        #expect(RedactedURL.of("not a url") == "not a url")
+        #expect(RedactedURL.inText("failed http://u:pw@h/a.jpg: HTTP 401 Unauthorized")
+                == "failed http://u:***@h/a.jpg: HTTP 401 Unauthorized")
+    }
+}

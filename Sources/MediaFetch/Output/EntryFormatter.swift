@@ -20,7 +20,7 @@ public struct EntryFormatter: Sendable {
             "hash": entry.sha256,
             "size": entry.size,
             "path": cache.path(for: entry.sha256) ?? "",
-            "url": entry.url,
+            "url": RedactedURL.of(entry.url),
             "kind": entry.kind.rawValue,
             "collection": entry.collection,
             "title": entry.title ?? NSNull(),
@@ -44,14 +44,14 @@ public struct EntryFormatter: Sendable {
             var lines = ["hash,size,kind,collection,title,url,path"]
             for entry in entries {
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
-                               entry.title ?? "", entry.url, cache.path(for: entry.sha256) ?? ""]
+                               entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? ""]
                 lines.append(columns.map(Self.csvField).joined(separator: ","))
             }
             return lines.joined(separator: "\n") + "\n"
         case .table:
             let rows = entries.map { entry in
                 [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue,
-                 entry.collection, entry.title ?? entry.url]
+                 entry.collection, entry.title ?? RedactedURL.of(entry.url)]
             }
             return TextTable.render(header: ["HASH", "SIZE", "KIND", "COLLECTION", "TITLE / URL"], rows: rows,
                                     rightAligned: [1])

@@ -13,17 +13,18 @@ public enum ProgressJSON {
                 "bytes": progress.bytesReceived, "bytesPerSecond": Int(progress.bytesPerSecond),
                 "queued": progress.queued,
                 "active": progress.active.map { transfer -> [String: Any] in
-                    var item: [String: Any] = ["url": transfer.url, "bytes": transfer.bytesReceived]
+                    var item: [String: Any] = ["url": RedactedURL.of(transfer.url), "bytes": transfer.bytesReceived]
                     if let expected = transfer.bytesExpected { item["total"] = expected }
                     return item
                 },
             ]
         case .stored(let url, let sha256, let size, let resumedBytes):
-            fields = ["event": "stored", "url": url, "hash": sha256, "size": size, "resumedBytes": resumedBytes]
+            fields = ["event": "stored", "url": RedactedURL.of(url), "hash": sha256, "size": size, "resumedBytes": resumedBytes]
         case .failed(let url, let reason):
-            fields = ["event": "failed", "url": url, "reason": reason]
+            fields = ["event": "failed", "url": RedactedURL.of(url), "reason": RedactedURL.inText(reason)]
         case .retrying(let url, let attempt, let delay, let reason):
-            fields = ["event": "retrying", "url": url, "attempt": attempt, "delaySeconds": delay, "reason": reason]
+            fields = ["event": "retrying", "url": RedactedURL.of(url), "attempt": attempt, "delaySeconds": delay,
+                      "reason": RedactedURL.inText(reason)]
         case .finished(let report):
             fields = [
                 "event": "finished", "total": report.total, "downloaded": report.downloaded,
