@@ -457,9 +457,25 @@ public struct RequestTarget: Sendable, Equatable {
             }
             port = number
         }
-        self.url = trimmed
+        // One spelling per resource, so the catalog knows it whichever way it
+        // is written: the fragment is never sent (`a.jpg#top` is `a.jpg`),
+        // and the scheme and the host are case-blind (ASCII letters only:
+        // the path and the userinfo are not).
+        let fragment = bytes[authorityEnd...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.count
+        let hostRange = host.startIndex..<host.endIndex
+        if fragment < bytes.count || bytes[0..<colon].contains(where: Self.isUpper) || host.contains(where: Self.isUpper) {
+            var normal = Array(bytes[0..<fragment])
+            for index in normal.indices where (index < colon || hostRange.contains(index)) && Self.isUpper(normal[index]) {
+                normal[index] += 32
+            }
+            self.url = String(decoding: normal, as: UTF8.self)
+        } else {
+            self.url = trimmed
+        }
         self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
     }
+
+    private static func isUpper(_ byte: UInt8) -> Bool { (65...90).contains(byte) }
 
     private static func isLetter(_ byte: UInt8) -> Bool {
         (65...90).contains(byte) || (97...122).contains(byte)

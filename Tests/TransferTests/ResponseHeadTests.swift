@@ -99,6 +99,18 @@ import Testing
         #expect(try RequestTarget("  http://h/x  ").url == "http://h/x")
     }
 
+    @Test func oneResourceHasOneSpelling() throws {
+        // The fragment is never sent; scheme and host are case-blind; the rest is not.
+        #expect(try RequestTarget("http://h/a.jpg#top").url == "http://h/a.jpg")
+        #expect(try RequestTarget("HTTP://Example.COM:8080/Path/A.JPG?Q=1#x").url == "http://example.com:8080/Path/A.JPG?Q=1")
+        #expect(try RequestTarget("http://Ann:PW@Host/x").url == "http://Ann:PW@host/x")
+        #expect(try RequestTarget("http://h/#").url == "http://h/")
+        #expect(try RequestTarget("http://h#frag").url == "http://h")
+        #expect(try RequestTarget("http://[::1]:9000/x#y").url == "http://[::1]:9000/x")
+        let plain = "http://h/already/normal.jpg?x=1"
+        #expect(try RequestTarget(plain).url == plain)
+    }
+
     @Test(arguments: ["ftp://example.com/a", "file:///etc/passwd", "example.com/a.jpg", "http:///nohost", "", "gopher://x",
                       "http://h:99999/x", "http://h:8o/x", "http://h/a b", "http:/h/x", "1http://h/x", "http://[::1/x"])
     func everythingElseIsRefused(text: String) {
