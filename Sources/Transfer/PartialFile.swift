@@ -134,13 +134,17 @@ final class PartialFile {
     /// too many finished files are held at once (descriptors are finite), it is
     /// renamed to a private name instead and closed.
     func complete(budget: FinishedFile.Budget) throws(TransferError) -> FinishedFile {
-        if hasValidator, let validatorPath { _ = unlink(validatorPath) }
         let isReadOnly = Self.hasReadOnlyMode(descriptor)
         isOpen = false
         // A private temporary (no validator path) is opened by nobody else: nothing to hold.
         if validatorPath != nil, budget.reserve() {
-            return FinishedFile(path: path, descriptor: descriptor, isReadOnly: isReadOnly, budget: budget)
+            // The validator stays until the body is stored: should the process
+            // die first, the next run finds a partial it can prove complete
+            // (a 416 for exactly its length) instead of fetching it again.
+            return FinishedFile(path: path, descriptor: descriptor, isReadOnly: isReadOnly, budget: budget,
+                                validatorPath: hasValidator ? validatorPath : nil)
         }
+        if hasValidator, let validatorPath { _ = unlink(validatorPath) }
         defer { _ = systemClose(descriptor) }
         guard validatorPath != nil else {
             return FinishedFile(path: path, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
@@ -347,11 +351,15 @@ public final class FinishedFile: Sendable {
 
     private let budget: Budget
 
-    init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget) {
+    /// The validator recorded beside the body, removed on `release()`.
+    private let validatorPath: String?
+
+    init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget, validatorPath: String? = nil) {
         self.path = path
         self.descriptor = Mutex(descriptor)
         self.isReadOnly = isReadOnly
         self.budget = budget
+        self.validatorPath = validatorPath
     }
 
     deinit { release() }
@@ -380,6 +388,8 @@ public final class FinishedFile: Sendable {
             defer { value = nil }
             return value
         }) else { return }
+        // Stored (or given up): the body's validator has nothing left to vouch for.
+        if let validatorPath { _ = unlink(validatorPath) }
         _ = systemClose(fd)
         budget.giveBack()
     }

@@ -50,6 +50,12 @@ struct ResponseHead: Sendable {
         return (start, end, total)
     }
 
+    /// The file's length in a 416's `Content-Range: bytes */N`.
+    var unsatisfiedRangeLength: Int64? {
+        guard let value = values[.contentRange], value.lowercased().hasPrefix("bytes */") else { return nil }
+        return Int64(value.dropFirst("bytes */".count)).flatMap { $0 >= 0 ? $0 : nil }
+    }
+
     /// The wanted fields' lower-case names as bytes, to match header lines against.
     private static let wanted: [(field: Field, bytes: [UInt8])] = Field.allCases.map { ($0, Array($0.rawValue.utf8)) }
 

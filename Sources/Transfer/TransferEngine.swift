@@ -256,6 +256,13 @@ public final class TransferEngine: Sendable {
             head = outcome.head
             resumedBytes = outcome.head.status == 206 ? requestedOffset : 0
         }
+
+        /// All `bytes` were held already; the 416 that said so describes no body.
+        init(wholeBodyHeld bytes: Int64) {
+            effectiveURL = nil
+            head = ResponseHead()
+            resumedBytes = bytes
+        }
     }
 
     /// The next transfer's identity.
@@ -301,6 +308,14 @@ public final class TransferEngine: Sendable {
                 error = failure
             }
             if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
+            if error.kind == .http(status: 416), offset > 0, offset == sink.bytesHeld,
+               outcome.head.unsatisfiedRangeLength == offset, sink.resumeValidator != nil {
+                // Every byte is held already (a body complete when the last run
+                // was killed before storing it): the file is exactly that long,
+                // and If-Range made the server answer about the version the
+                // validator names (another version gets a 200 and the whole body).
+                return (Completed(wholeBodyHeld: offset), attempt)
+            }
             if error.kind == .http(status: 416), offset > 0, !restartedAfterRangeError {
                 // The held bytes no longer fit the file: start over once, at once.
                 restartedAfterRangeError = true

@@ -214,7 +214,39 @@ import TestSupport
             #expect(origin.requests(for: "/song.mp3").last?.header("range") == "bytes=300000-")
             #expect(body.resumedBytes == 300_000)
             #expect(body.sha256 == sha256(content))
-            #expect(leftovers(directory) == [URL(fileURLWithPath: body.path).lastPathComponent])
+            // The finished body keeps its validator until it is handed off (stored), then only the body is left.
+            let name = URL(fileURLWithPath: body.path).lastPathComponent
+            #expect(leftovers(directory).sorted() == [name, name + ".validator"])
+            body.file.release()
+            #expect(leftovers(directory) == [name])
+        }
+    }
+
+    @Test func aBodyCompleteButNotStoredWhenTheRunDiedIsNotFetchedAgain() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 700_000, seed: 45)
+            origin.addResource("/whole.flac", data: content)
+            let partials = directory.appending("tmp")
+            // A run that got the whole body and died before storing it: what it leaves in tmp/.
+            var left: [(path: String, bytes: Data)] = []
+            try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                let body = try await engine.download(origin.url("/whole.flac"))
+                for name in try FileManager.default.contentsOfDirectory(atPath: partials) {
+                    left.append((partials + "/" + name, try Data(contentsOf: URL(fileURLWithPath: partials + "/" + name))))
+                }
+                body.file.release()
+            }
+            #expect(left.map { URL(fileURLWithPath: $0.path).pathExtension }.sorted() == ["part", "validator"])
+            for file in left { try file.bytes.write(to: URL(fileURLWithPath: file.path)) }
+
+            // The next run asks for what follows the held bytes; the 416 for exactly their length completes it.
+            let body = try await downloadInNewRun(origin.url("/whole.flac"), partials: partials)
+            let requests = origin.requests(for: "/whole.flac")
+            #expect(requests.count == 2)
+            #expect(requests.last?.header("range") == "bytes=700000-")
+            #expect(body.resumedBytes == 700_000)
+            #expect(body.size == 700_000)
+            #expect(body.sha256 == sha256(content))
         }
     }
 
