@@ -140,6 +140,15 @@ public final class Catalog: Sendable {
                     INSERT INTO source (url, lastError, lastErrorAt) VALUES (?, ?, ?)
                     ON CONFLICT(url) DO UPDATE SET lastError = excluded.lastError, lastErrorAt = excluded.lastErrorAt
                     """).execute(arguments: [failure.url, failure.message, now])
+                if let missing = failure.missingObject {
+                    // Its file is gone and fetching it again failed: this URL is not cached
+                    // any more. Other URLs with the same bytes keep their rows (a run that
+                    // asks for them fetches them again); the object's row goes when none is left.
+                    try db.execute(sql: "UPDATE source SET hash = NULL WHERE url = ? AND hash = ?",
+                                   arguments: [failure.url, missing])
+                    try db.execute(sql: "DELETE FROM object WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM source WHERE hash = ?)",
+                                   arguments: [missing, missing])
+                }
             }
         }
     }
@@ -184,21 +193,6 @@ public final class Catalog: Sendable {
             for hash in hashes {
                 try db.execute(sql: "UPDATE object SET lastAccessAt = ? WHERE hash = ?",
                                arguments: [date.timeIntervalSince1970, hash])
-            }
-        }
-    }
-
-    /// Forgets objects whose files are gone (removed by hand, or by another
-    /// tool): their sources no longer point at them (the foreign key sets
-    /// `source.hash` to NULL), so `list` and `stats` stop showing what is not
-    /// there, also when fetching it again fails. `stillMissing` is asked again
-    /// inside the transaction, so an object another process has just stored
-    /// again is kept.
-    public func forgetObjects(_ hashes: [String], stillMissing: (String) -> Bool) throws {
-        guard !hashes.isEmpty else { return }
-        try database.write { db in
-            for hash in hashes where stillMissing(hash) {
-                try db.execute(sql: "DELETE FROM object WHERE hash = ?", arguments: [hash])
             }
         }
     }

@@ -80,6 +80,8 @@ public final class FetchJob: Sendable {
     private struct State {
         var progress = RunProgress()
         var report = FetchReport()
+        /// URLs whose cached object's file was found gone, with that object.
+        var missingObjects: [String: String] = [:]
     }
 
     /// `reportsEachStoredItem: false` leaves `.stored` out of `events` (the
@@ -162,15 +164,15 @@ public final class FetchJob: Sendable {
         var remaining: [FetchItem] = []
         var newInCollection: [IngestRecord] = []
         var touched: [String] = []
-        var missing: Set<String> = []
+        var missing: [String: String] = [:]
         for item in items {
             guard let source = cached[item.url] else {
                 remaining.append(item)
                 continue
             }
             guard cache.store.contains(source.sha256) else {
-                // Catalogued, but the file is gone: fetched again, and forgotten meanwhile.
-                missing.insert(source.sha256)
+                // Catalogued, but the file is gone: fetched again (and forgotten if that fails).
+                missing[item.url] = source.sha256
                 remaining.append(item)
                 continue
             }
@@ -186,7 +188,7 @@ public final class FetchJob: Sendable {
         }
         try cache.catalog.record(newInCollection)
         try cache.catalog.touch(touched)
-        try cache.catalog.forgetObjects(Array(missing)) { [store = cache.store] in !store.contains($0) }
+        state.withLock { $0.missingObjects = missing }
         state.withLock {
             $0.progress.skipped = touched.count
             $0.report.skipped = touched.count
@@ -241,7 +243,8 @@ public final class FetchJob: Sendable {
     }
 
     private func fail(_ item: FetchItem, reason: String, ingestor: Ingestor) {
-        let failure = FailureRecord(url: item.url, message: reason)
+        let missingObject = state.withLock { $0.missingObjects[item.url] }
+        let failure = FailureRecord(url: item.url, message: reason, missingObject: missingObject)
         ingestor.noteFailure(failure)
         state.withLock {
             $0.progress.failed += 1
