@@ -26,8 +26,10 @@ public enum CommandLineLayout {
                 break
             }
         }
-        // Nothing hoisted, or no command after the options (let the parser say so).
-        guard !leading.isEmpty, index < arguments.count, !arguments[index].hasPrefix("-") else { return arguments }
+        guard !leading.isEmpty else { return arguments }
+        // No command after the cache: without it, the parser says what is missing
+        // ("give a command", or the help asked for) instead of "unknown option --cache".
+        guard index < arguments.count, !arguments[index].hasPrefix("-") else { return Array(arguments[index...]) }
         // `help` takes no cache: `mediafetch --cache DIR help get` is help on get.
         if arguments[index] == "help" { return Array(arguments[index...]) }
         return [arguments[index]] + leading + arguments[(index + 1)...]
@@ -41,7 +43,11 @@ public enum CommandLineLayout {
     public static func optionWithEmptyValue(in arguments: [String]) -> String? {
         for argument in arguments {
             if argument == "--" { return nil }
-            if argument.count > 3, argument.hasPrefix("--"), argument.hasSuffix("=") { return String(argument.dropLast()) }
+            // Only an '=' with nothing after it: `--collection=aGk=` has a value.
+            if argument.count > 3, argument.hasPrefix("--"), let equals = argument.firstIndex(of: "="),
+               argument.index(after: equals) == argument.endIndex {
+                return String(argument[..<equals])
+            }
         }
         return nil
     }
