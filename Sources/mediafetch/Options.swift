@@ -73,17 +73,11 @@ struct TransferOptions: ParsableArguments {
         valueName: "file"))
     var cacert: String?
 
-    /// `--cacert`, else the variables curl reads, and where the file was named.
-    var caCertificatesSource: (file: String, namedBy: String)? {
-        if let cacert { return (cacert, "--cacert") }
+    /// `--cacert`, else the variables curl reads.
+    var caCertificates: String? {
         let environment = ProcessInfo.processInfo.environment
-        for variable in ["CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
-            if let file = environment[variable], !file.isEmpty { return (file, "$" + variable) }
-        }
-        return nil
+        return cacert ?? [environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]].compactMap { $0 }.first { !$0.isEmpty }
     }
-
-    var caCertificates: String? { caCertificatesSource?.file }
 
     @Option(name: .long, help: "Progress display: auto (a status line on a terminal, quiet otherwise), bar, json (lines on stderr), none.")
     var progress: ProgressMode = .auto
@@ -108,9 +102,17 @@ struct TransferOptions: ParsableArguments {
         if let limitRate, (ByteSize.parse(limitRate) ?? 0) <= 0 {
             throw ValidationError("--limit-rate: '\(limitRate)' is not a positive rate (try 500K)")
         }
-        // Said once here, not as a certificate error on every https URL.
-        if let (file, namedBy) = caCertificatesSource, access(file, R_OK) != 0 {
-            throw ValidationError("\(namedBy): cannot read \(file): \(String(cString: strerror(errno)))")
+        // Said once here, not as a certificate error on every https URL. The
+        // variables are left to libcurl, as curl does: a stale one must not
+        // stop a run of plain http URLs.
+        if let cacert {
+            var info = stat()
+            if stat(cacert, &info) != 0 || access(cacert, R_OK) != 0 {
+                throw ValidationError("--cacert: cannot read \(cacert): \(String(cString: strerror(errno)))")
+            }
+            if info.st_mode & S_IFMT != S_IFREG {
+                throw ValidationError("--cacert: \(cacert) is not a file of certificates (a directory?)")
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Testing
+import TestOrigin
 import TestSupport
 
 /// An HTTPS origin whose certificate a test CA signed (Tests/Fixtures/tls):
@@ -97,9 +98,19 @@ struct TLSTests {
                                                       "--cacert", "/nonexistent/ca.pem", "https://localhost:1/x"])
             #expect(result.status == 64)
             #expect(result.stderrLines.first == "Error: --cacert: cannot read /nonexistent/ca.pem: No such file or directory")
-            let fromVariable = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "https://localhost:1/x"],
-                                                           environment: ["CURL_CA_BUNDLE": "/nonexistent/bundle.pem"])
-            #expect(fromVariable.stderrLines.first == "Error: $CURL_CA_BUNDLE: cannot read /nonexistent/bundle.pem: No such file or directory")
+            let directoryGiven = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                             "--cacert", "/etc", "https://localhost:1/x"])
+            #expect(directoryGiven.status == 64)
+            #expect(directoryGiven.stderrLines.first == "Error: --cacert: /etc is not a file of certificates (a directory?)")
+        }
+    }
+
+    @Test func aStaleCAVariableDoesNotStopPlainHTTP() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/plain.jpg", data: fixtureBytes(count: 2000, seed: 56))
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), origin.url("/plain.jpg")],
+                                                     environment: ["CURL_CA_BUNDLE": "/nonexistent/bundle.pem"])
+            #expect(result.status == 0, "\(result.stderr)")
         }
     }
 }
