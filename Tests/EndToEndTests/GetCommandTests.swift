@@ -402,6 +402,13 @@ import TestSupport
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stderr.contains("mediafetch: note: --jobs 400 needs more open files than the limit of 256 allows: running 21 at once"))
             #expect(result.stderr.contains("300 downloaded, 0 already cached, 0 failed"))
+
+            // With --progress json the note is a JSON line like the rest.
+            let json = try await BuiltProducts.run(["get", "--cache", cache, "-i", input, "--jobs", "400", "--progress", "json"],
+                                                   openFileLimit: 256)
+            #expect(json.status == 0)
+            #expect(jsonLines(json.stderr).count == json.stderrLines.count)
+            #expect(jsonLines(json.stderr).contains { $0["event"] as? String == "note" })
         }
     }
 
@@ -422,20 +429,28 @@ import TestSupport
         }
     }
 
-    @Test func anObjectRemovedByHandIsNotListedWhenFetchingItAgainFails() async throws {
+    @Test func anObjectRemovedByHandIsForgottenOnlyForTheURLThatFailsToFetchIt() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/lost.jpg", data: fixtureBytes(count: 5000, seed: 53))
+            // Two URLs with the same bytes share one object.
+            let bytes = fixtureBytes(count: 5000, seed: 53)
+            for path in ["/lost.jpg", "/twin.jpg", "/again.jpg"] { origin.addResource(path, data: bytes) }
             let cache = directory.appending("cache")
-            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/lost.jpg")]).status == 0)
+            let urls = ["/lost.jpg", "/twin.jpg", "/again.jpg"].map { origin.url($0) }
+            #expect(try await BuiltProducts.run(["get", "--cache", cache] + urls).status == 0)
             let object = try #require(try objectPaths(inCache: cache).first)
             #expect(unlink(object) == 0)
 
+            // Fetching one of them again fails: that URL was listed with a path that did not exist.
             origin.setFault("/lost.jpg", .status(404))
-            let again = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", origin.url("/lost.jpg")])
-            #expect(again.status == 1)
-            // It was listed with a path that did not exist, and counted in stats.
-            #expect(try await listJSON(cache).isEmpty)
-            #expect(try await statsJSON(cache)["objects"] as? Int == 0)
+            let failed = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", urls[0]])
+            #expect(failed.status == 1)
+            #expect(try await listJSON(cache).compactMap { $0["url"] as? String }.sorted() == [urls[2], urls[1]].sorted())
+
+            // Fetching another again stores the object anew; the URLs that share it keep pointing at it.
+            let fetched = try await BuiltProducts.run(["get", "--cache", cache, urls[2]])
+            #expect(fetched.status == 0)
+            #expect(try await listJSON(cache).compactMap { $0["url"] as? String }.sorted() == [urls[2], urls[1]].sorted())
+            #expect(try await statsJSON(cache)["objects"] as? Int == 1)
         }
     }
 

@@ -139,13 +139,17 @@ import TestSupport
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=", "http://a/b"]) == "--collection")
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=x", "http://a/b"]) == nil)
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--", "--odd="]) == nil)
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=aGk=", "http://h/x?a="]) == nil)
     }
 
     @Test func everythingElseIsLeftForTheParser() {
-        for arguments in [["stats", "--cache", "/c"], ["--cache", "/c"], ["--cache"], ["--help"],
-                          ["--cache", "/c", "--jobs", "2", "get"], ["get", "--cache", "/c", "http://a/b"]] {
+        for arguments in [["stats", "--cache", "/c"], ["--cache"], ["--help"], ["get", "--cache", "/c", "http://a/b"]] {
             #expect(CommandLineLayout.placingGlobalOptions(arguments) == arguments)
         }
+        // The cache with no command after it is dropped: the parser then asks for a command.
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c"]) == [])
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "--help"]) == ["--help"])
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "--jobs", "2", "get"]) == ["--jobs", "2", "get"])
     }
 }
 
@@ -178,5 +182,12 @@ import TestSupport
         #expect(RedactedURL.of("not a url") == "not a url")
         #expect(RedactedURL.inText("failed http://u:pw@h/a.jpg: HTTP 401 Unauthorized")
                 == "failed http://u:***@h/a.jpg: HTTP 401 Unauthorized")
+        // A password the parser refused for its unencoded '/', '?' or '#' is hidden all the same.
+        for secret in ["pa/ss", "pa?ss", "pa#ss"] {
+            #expect(RedactedURL.inText("bad port in URL: http://bob:\(secret)@127.0.0.1:8080/a.bin")
+                    == "bad port in URL: http://bob:***@127.0.0.1:8080/a.bin")
+        }
+        // A port and an '@' in the path are not a password.
+        #expect(RedactedURL.inText("failed http://host:8080/a@b.jpg: HTTP 404") == "failed http://host:8080/a@b.jpg: HTTP 404")
     }
 }

@@ -3,6 +3,11 @@ import Foundation
 /// Job events as JSON lines (`--progress json`): one object a line, with an
 /// `event` field, for scripts and other programs.
 public enum ProgressJSON {
+    /// A note on how the run goes ahead (`{"event":"note","message":…}`).
+    public static func note(_ message: String) -> String? {
+        encode(["event": "note", "message": message])
+    }
+
     public static func line(for event: JobEvent) -> String? {
         var fields: [String: Any]
         switch event {
@@ -32,6 +37,10 @@ public enum ProgressJSON {
                 "resumedBytes": report.resumedBytes, "seconds": report.seconds, "interrupted": report.interrupted,
             ]
         }
+        return encode(fields)
+    }
+
+    private static func encode(_ fields: [String: Any]) -> String? {
         guard let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys, .withoutEscapingSlashes]) else {
             return nil
         }
