@@ -29,6 +29,11 @@ protocol BodySink: AnyObject {
     /// The attempt delivered the whole body: make it ready for the task, and
     /// call `resume` (on any thread) once it is, to wake the task.
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void)
+    /// When `head`, a 416 to the range request for what follows the bytes
+    /// held, shows that every byte is held already (the file is exactly that
+    /// long and still the version the validator names): the head to record
+    /// the body with. Nil otherwise.
+    func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead?
 }
 
 /// Streams a body into a partial file while hashing it with SHA-256, so the
@@ -119,6 +124,19 @@ final class FileSink: BodySink {
             }
         }
         return nil
+    }
+
+    func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? {
+        guard bytesHeld > 0, let validator, head.status == 416, head.unsatisfiedRangeLength == bytesHeld,
+              // A server that ignores If-Range answers 416 for a changed file of the same length too.
+              validatorStillMatches(head) else { return nil }
+        if let limit = maxFileSize, bytesHeld > limit { return nil }
+        // The 416 describes no body; the validator the held bytes came with is known.
+        var held = ResponseHead()
+        held.consume(line: "HTTP/1.1 200 OK")
+        held.consume(line: Substring((validator.hasPrefix("\"") ? "ETag: " : "Last-Modified: ") + validator))
+        held.consume(line: "")
+        return held
     }
 
     /// A 206 must come from the same version of the file as the bytes held:
@@ -216,6 +234,8 @@ final class MemorySink: BodySink {
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
         resume()
     }
+
+    func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? { nil }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard data.count + bytes.count <= limit else {

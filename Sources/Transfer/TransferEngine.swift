@@ -257,10 +257,10 @@ public final class TransferEngine: Sendable {
             resumedBytes = outcome.head.status == 206 ? requestedOffset : 0
         }
 
-        /// All `bytes` were held already; the 416 that said so describes no body.
-        init(wholeBodyHeld bytes: Int64) {
+        /// All `bytes` were held already; `head` is what is known of them.
+        init(wholeBodyHeld bytes: Int64, head: ResponseHead) {
             effectiveURL = nil
-            head = ResponseHead()
+            self.head = head
             resumedBytes = bytes
         }
     }
@@ -309,12 +309,12 @@ public final class TransferEngine: Sendable {
             }
             if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
             if error.kind == .http(status: 416), offset > 0, offset == sink.bytesHeld,
-               outcome.head.unsatisfiedRangeLength == offset, sink.resumeValidator != nil {
+               let held = sink.wholeBodyHeld(answeredBy: outcome.head) {
                 // Every byte is held already (a body complete when the last run
                 // was killed before storing it): the file is exactly that long,
-                // and If-Range made the server answer about the version the
-                // validator names (another version gets a 200 and the whole body).
-                return (Completed(wholeBodyHeld: offset), attempt)
+                // and still the version the validator names (If-Range, and the
+                // 416's own validator where it sends one).
+                return (Completed(wholeBodyHeld: offset, head: held), attempt)
             }
             if error.kind == .http(status: 416), offset > 0, !restartedAfterRangeError {
                 // The held bytes no longer fit the file: start over once, at once.
