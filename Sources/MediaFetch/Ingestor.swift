@@ -17,6 +17,8 @@ final class Ingestor: Sendable {
     private struct Pending {
         var blob: StagedBlob
         var record: IngestRecord
+        /// Runs just before the blob is moved into the store.
+        var beforeMove: (@Sendable () -> Void)?
         var completion: @Sendable (Result<Void, CacheError>) -> Void
     }
 
@@ -59,9 +61,10 @@ final class Ingestor: Sendable {
     /// caller that waits for it keeps the queue near `maxPending` (it can
     /// only pass it by the items that were already on their way).
     func submit(_ blob: StagedBlob, _ record: IngestRecord,
+                beforeMove: (@Sendable () -> Void)? = nil,
                 whenRoom: @escaping @Sendable () -> Void,
                 completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
-        let item = Pending(blob: blob, record: record, completion: completion)
+        let item = Pending(blob: blob, record: record, beforeMove: beforeMove, completion: completion)
         let admission = queue.withLock { queue -> Admission in
             if queue.closed { return .closed }
             queue.pending.append(item)
@@ -223,6 +226,7 @@ final class Ingestor: Sendable {
         moved.reserveCapacity(group.count)
         for entry in group {
             do {
+                entry.beforeMove?()
                 _ = try store.moveIntoPlace(entry.blob)
                 moved.append(entry)
             } catch {

@@ -351,15 +351,28 @@ public final class FinishedFile: Sendable {
 
     private let budget: Budget
 
-    /// The validator recorded beside the body, removed on `release()`.
-    private let validatorPath: String?
+    /// The validator recorded beside the body, until `forgetValidator()`.
+    private let validatorPath: Mutex<String?>
 
     init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget, validatorPath: String? = nil) {
         self.path = path
         self.descriptor = Mutex(descriptor)
         self.isReadOnly = isReadOnly
         self.budget = budget
-        self.validatorPath = validatorPath
+        self.validatorPath = Mutex(validatorPath)
+    }
+
+    /// Removes the body's validator: call it just before the body leaves its
+    /// name (moved into a store). Until then a process that dies leaves a
+    /// partial the next run can prove complete; after, the name may belong
+    /// to another download's partial and validator. Idempotent; `release()`
+    /// does it too, for a body given up.
+    public func forgetValidator() {
+        guard let path = validatorPath.withLock({ value -> String? in
+            defer { value = nil }
+            return value
+        }) else { return }
+        _ = unlink(path)
     }
 
     deinit { release() }
@@ -388,8 +401,8 @@ public final class FinishedFile: Sendable {
             defer { value = nil }
             return value
         }) else { return }
-        // Stored (or given up): the body's validator has nothing left to vouch for.
-        if let validatorPath { _ = unlink(validatorPath) }
+        // Given up without a move (a store that failed): the validator goes with the body.
+        forgetValidator()
         _ = systemClose(fd)
         budget.giveBack()
     }
