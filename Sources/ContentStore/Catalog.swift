@@ -127,6 +127,10 @@ public final class Catalog: Sendable {
                         """).execute(arguments: [record.url, record.sha256, record.etag, record.lastModified,
                                          record.contentType, now])
                 }
+                if let missing = record.replacesMissingObject, missing != record.sha256 {
+                    // Fetched again with other bytes: the old object has no file, and now maybe no URL.
+                    try Self.dropUnreferencedObject(missing, in: db)
+                }
                 let collectionID = try collectionIDs[record.collection] ?? Self.collectionID(named: record.collection, in: db, now: now)
                 collectionIDs[record.collection] = collectionID
                 try db.cachedStatement(sql: """
@@ -146,8 +150,7 @@ public final class Catalog: Sendable {
                     // asks for them fetches them again); the object's row goes when none is left.
                     try db.execute(sql: "UPDATE source SET hash = NULL WHERE url = ? AND hash = ?",
                                    arguments: [failure.url, missing])
-                    try db.execute(sql: "DELETE FROM object WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM source WHERE hash = ?)",
-                                   arguments: [missing, missing])
+                    try Self.dropUnreferencedObject(missing, in: db)
                 }
             }
         }
@@ -195,6 +198,12 @@ public final class Catalog: Sendable {
                                arguments: [date.timeIntervalSince1970, hash])
             }
         }
+    }
+
+    /// Deletes the row of an object no URL points at any more.
+    private static func dropUnreferencedObject(_ hash: String, in db: Database) throws {
+        try db.execute(sql: "DELETE FROM object WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM source WHERE hash = ?)",
+                       arguments: [hash, hash])
     }
 
     /// Items that resolve to an object, filtered by collection and kind, oldest first.

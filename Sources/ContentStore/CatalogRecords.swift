@@ -22,6 +22,9 @@ public struct IngestRecord: Sendable, Equatable {
     public var metadata: String?
     /// False when the URL was cached already and only the item is new.
     public var fetched: Bool
+    /// The object this URL was cached as before, whose file was found gone;
+    /// its row goes once no URL points at it.
+    public var replacesMissingObject: String?
 
     public init(url: String, collection: String, kind: ItemKind, title: String? = nil, sha256: String, size: Int64,
                 contentType: String? = nil, etag: String? = nil, lastModified: String? = nil,

@@ -217,12 +217,14 @@ public final class FetchJob: Sendable {
     /// the ingest thread.
     private func store(_ body: DownloadedBody, of item: FetchItem, ingestor: Ingestor,
                        whenRoom: @escaping @Sendable () -> Void) {
-        let record = IngestRecord(
+        var record = IngestRecord(
             url: item.url, collection: item.collection, kind: item.kind, title: item.title,
             sha256: body.sha256, size: body.size, contentType: body.contentType,
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
+        record.replacesMissingObject = state.withLock { $0.missingObjects[item.url] }
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size, isReadOnly: body.file.isReadOnly)
-        ingestor.submit(blob, record, whenRoom: whenRoom) { [self] result in
+        // The validator goes just before the move: the body's name may be another download's after it.
+        ingestor.submit(blob, record, beforeMove: { body.file.forgetValidator() }, whenRoom: whenRoom) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()
             switch result {
