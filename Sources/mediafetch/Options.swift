@@ -110,7 +110,8 @@ struct TransferOptions: ParsableArguments {
             if stat(cacert, &info) != 0 || access(cacert, R_OK) != 0 {
                 throw ValidationError("--cacert: cannot read \(cacert): \(String(cString: strerror(errno)))")
             }
-            if info.st_mode & S_IFMT != S_IFREG {
+            // A file or a pipe (--cacert <(cat ca.pem)) will do; a directory will not.
+            if info.st_mode & S_IFMT == S_IFDIR {
                 throw ValidationError("--cacert: \(cacert) is not a file of certificates (a directory?)")
             }
         }

@@ -454,6 +454,22 @@ import TestSupport
         }
     }
 
+    @Test func anObjectRemovedByHandAndFetchedAgainWithOtherBytesLeavesNoRowBehind() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/changing.jpg", data: fixtureBytes(count: 5000, seed: 57))
+            let cache = directory.appending("cache")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/changing.jpg")]).status == 0)
+            #expect(unlink(try #require(try objectPaths(inCache: cache).first)) == 0)
+
+            origin.addResource("/changing.jpg", data: fixtureBytes(count: 6000, seed: 58))
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/changing.jpg")]).status == 0)
+            // The old object's row stayed for good, counted in stats with no file behind it.
+            let stats = try await statsJSON(cache)
+            #expect(stats["objects"] as? Int == 1)
+            #expect(stats["bytes"] as? Int == 6000)
+        }
+    }
+
     @Test func theSameBytesFromTwoURLsAreStoredOnce() async throws {
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 40_000, seed: 11)

@@ -187,6 +187,8 @@ import TestSupport
             #expect(RedactedURL.inText("bad port in URL: http://bob:\(secret)@127.0.0.1:8080/a.bin")
                     == "bad port in URL: http://bob:***@127.0.0.1:8080/a.bin")
         }
+        // An IPv6 literal's port and an '@' in the path are not a password either.
+        #expect(RedactedURL.inText("bad port in URL: http://[::1]:99999/a@b.jpg") == "bad port in URL: http://[::1]:99999/a@b.jpg")
         // A port and an '@' in the path are not a password.
         #expect(RedactedURL.inText("failed http://host:8080/a@b.jpg: HTTP 404") == "failed http://host:8080/a@b.jpg: HTTP 404")
     }

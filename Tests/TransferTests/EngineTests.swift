@@ -247,6 +247,54 @@ import TestSupport
             #expect(body.resumedBytes == 700_000)
             #expect(body.size == 700_000)
             #expect(body.sha256 == sha256(content))
+            // What is known of the held bytes is recorded: their validator.
+            #expect(body.etag == origin.requests(for: "/whole.flac").last?.header("if-range"))
+        }
+    }
+
+    /// Leaves in `partials` what a run killed after receiving all of `bytes` from `url` leaves: the body and its validator.
+    private func leaveCompleteBody(_ bytes: Data, of url: String, validator: String, in partials: String) throws {
+        try FileManager.default.createDirectory(atPath: partials, withIntermediateDirectories: true)
+        let path = "\(partials)/\(PartialFile.key(for: url)).part"
+        try bytes.write(to: URL(fileURLWithPath: path))
+        try Data("\(url)\n\(validator)\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+    }
+
+    @Test func a416FromAServerThatIgnoresIfRangeDoesNotKeepAStaleBody() async throws {
+        try await withOrigin { origin, directory in
+            let old = fixtureBytes(count: 400_000, seed: 46)
+            let new = fixtureBytes(count: 400_000, seed: 47)
+            // The file changed (same length, new ETag); this server answers a range past the end with 416 whatever If-Range says.
+            origin.route("/same-size.bin") { request in
+                if request.header("range") != nil {
+                    return OriginResponse(status: 416, headers: [("ETag", "\"v2\""), ("Content-Range", "bytes */400000")])
+                }
+                return OriginResponse(status: 200, headers: [("ETag", "\"v2\"")], body: new)
+            }
+            let partials = directory.appending("tmp")
+            try leaveCompleteBody(old, of: origin.url("/same-size.bin"), validator: "\"v1\"", in: partials)
+
+            let body = try await downloadInNewRun(origin.url("/same-size.bin"), partials: partials)
+            #expect(body.sha256 == sha256(new))
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
+    @Test func aBodyHeldWholeIsStillHeldToTheSizeLimit() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 700_000, seed: 48)
+            origin.addResource("/big.wav", data: content)
+            let partials = directory.appending("tmp")
+            let etag = try #require(try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/big.wav"))
+            }.etag)
+            try leaveCompleteBody(content, of: origin.url("/big.wav"), validator: etag, in: partials)
+
+            var limited = configuration(retries: 0)
+            limited.maxFileSize = 100_000
+            try await withTransferEngine(configuration: limited, partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/big.wav")) }
+            }
         }
     }
 

@@ -32,7 +32,7 @@ public enum RedactedURL {
         guard strict == url, let schemeEnd = url.range(of: "://") else { return strict }
         let rest = url[schemeEnd.upperBound...]
         guard let colon = rest.firstIndex(of: ":"),
-              !rest[..<colon].contains(where: { "/?#@".contains($0) }),
+              !rest[..<colon].contains(where: { "/?#@[".contains($0) }),
               let at = rest[colon...].firstIndex(of: "@") else { return url }
         let secret = rest[rest.index(after: colon)..<at]
         // host:8080/a@b.jpg is a port and a path, not a password.
