@@ -223,8 +223,8 @@ public final class FetchJob: Sendable {
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
         record.replacesMissingObject = state.withLock { $0.missingObjects[item.url] }
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size, isReadOnly: body.file.isReadOnly)
-        // The validator goes just before the move: the body's name may be another download's after it.
-        ingestor.submit(blob, record, beforeMove: { body.file.forgetValidator() }, whenRoom: whenRoom) { [self] result in
+        // The validator goes just before the body leaves its name: the name may be another download's after that.
+        ingestor.submit(blob, record, beforeLeaving: { body.file.forgetValidator() }, whenRoom: whenRoom) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()
             switch result {

@@ -17,8 +17,9 @@ final class Ingestor: Sendable {
     private struct Pending {
         var blob: StagedBlob
         var record: IngestRecord
-        /// Runs just before the blob is moved into the store.
-        var beforeMove: (@Sendable () -> Void)?
+        /// Runs just before the blob leaves its name: moved into the store,
+        /// or removed when it cannot be stored.
+        var beforeLeaving: (@Sendable () -> Void)?
         var completion: @Sendable (Result<Void, CacheError>) -> Void
     }
 
@@ -61,10 +62,10 @@ final class Ingestor: Sendable {
     /// caller that waits for it keeps the queue near `maxPending` (it can
     /// only pass it by the items that were already on their way).
     func submit(_ blob: StagedBlob, _ record: IngestRecord,
-                beforeMove: (@Sendable () -> Void)? = nil,
+                beforeLeaving: (@Sendable () -> Void)? = nil,
                 whenRoom: @escaping @Sendable () -> Void,
                 completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
-        let item = Pending(blob: blob, record: record, beforeMove: beforeMove, completion: completion)
+        let item = Pending(blob: blob, record: record, beforeLeaving: beforeLeaving, completion: completion)
         let admission = queue.withLock { queue -> Admission in
             if queue.closed { return .closed }
             queue.pending.append(item)
@@ -226,7 +227,7 @@ final class Ingestor: Sendable {
         moved.reserveCapacity(group.count)
         for entry in group {
             do {
-                entry.beforeMove?()
+                entry.beforeLeaving?()
                 _ = try store.moveIntoPlace(entry.blob)
                 moved.append(entry)
             } catch {
@@ -260,7 +261,10 @@ final class Ingestor: Sendable {
     /// bodies (still in the temporary directory) are removed.
     private func fail(_ entries: [Pending], because error: any Error, removingStaged: Bool) {
         for entry in entries {
-            if removingStaged { _ = unlink(entry.blob.path) }
+            if removingStaged {
+                entry.beforeLeaving?()
+                _ = unlink(entry.blob.path)
+            }
             entry.completion(.failure(CacheError("cannot store \(entry.record.url): \(error)")))
         }
     }

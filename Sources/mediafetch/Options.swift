@@ -110,9 +110,13 @@ struct TransferOptions: ParsableArguments {
             if stat(cacert, &info) != 0 || access(cacert, R_OK) != 0 {
                 throw ValidationError("--cacert: cannot read \(cacert): \(String(cString: strerror(errno)))")
             }
-            // A file or a pipe (--cacert <(cat ca.pem)) will do; a directory will not.
+            // libcurl reads it again for every new connection: a pipe (<(cat ca.pem)) would
+            // serve the first and fail the rest, so only a regular file will do.
             if info.st_mode & S_IFMT == S_IFDIR {
                 throw ValidationError("--cacert: \(cacert) is not a file of certificates (a directory?)")
+            }
+            if info.st_mode & S_IFMT != S_IFREG {
+                throw ValidationError("--cacert: \(cacert) is not a regular file (it is read again for every connection)")
             }
         }
     }

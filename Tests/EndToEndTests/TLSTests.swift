@@ -102,10 +102,11 @@ struct TLSTests {
                                                              "--cacert", "/etc", "https://localhost:1/x"])
             #expect(directoryGiven.status == 64)
             #expect(directoryGiven.stderrLines.first == "Error: --cacert: /etc is not a file of certificates (a directory?)")
-            // Not a regular file but readable, as a pipe from --cacert <(…) is: left to libcurl.
+            // Nor a pipe (--cacert <(cat ca.pem)) or a device: libcurl reads the file for every connection.
             let device = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0",
                                                       "--cacert", "/dev/null", "https://localhost:1/x"])
-            #expect(device.status == 1)
+            #expect(device.status == 64)
+            #expect(device.stderrLines.first == "Error: --cacert: /dev/null is not a regular file (it is read again for every connection)")
         }
     }
 
