@@ -352,7 +352,7 @@ final class CurlLoop: Sendable {
                     $0.value.isStalled(at: now, limit: stallLimit, bytesPerSecond: configuration.maxBytesPerSecond)
                 }
                 for (handle, attempt) in stalled {
-                    attempt.abort = TransferError(.timeout, "stalled: no data for \(Self.seconds(configuration.stallTimeout))")
+                    attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
                 let seconds = Double((now - lastTick).components.attoseconds) / 1e18 + Double((now - lastTick).components.seconds)
@@ -414,12 +414,6 @@ final class CurlLoop: Sendable {
                 try easy.set(CURLOPT_HTTPHEADER, list: list)
             }
         }
-    }
-
-    /// "30 s", "0.3 s": whole seconds without a fraction, else one decimal.
-    static func seconds(_ value: Double) -> String {
-        let tenths = (value * 10).rounded()
-        return tenths.truncatingRemainder(dividingBy: 10) == 0 ? "\(Int(tenths / 10)) s" : "\(tenths / 10) s"
     }
 
     /// libcurl's receive buffer: 256 KiB, or under a rate limit a hundredth of

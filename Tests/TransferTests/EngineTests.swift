@@ -364,9 +364,9 @@ import TestSupport
     }
 
     @Test func stallMessagesShowTheTimeoutAsGiven() {
-        #expect(CurlLoop.seconds(30) == "30 s")
-        #expect(CurlLoop.seconds(0.3) == "0.3 s")
-        #expect(CurlLoop.seconds(2.5) == "2.5 s")
+        #expect(NumberText.seconds(30) == "30 s")
+        #expect(NumberText.seconds(0.3) == "0.3 s")
+        #expect(NumberText.seconds(2.5) == "2.5 s")
     }
 
     @Test func underARateLimitLibcurlReadsSmallRounds() {

@@ -1,4 +1,5 @@
 import Foundation
+import Transfer
 
 /// Sizes as people write them: `512`, `64K`, `1.5M`, `2G` (powers of 1024, like curl).
 public enum ByteSize {
@@ -32,13 +33,6 @@ public enum ByteSize {
         return "\(oneDecimal(value)) \(units[unit])"
     }
 
-    /// `value` rounded to one decimal: `1.5`, `64.0`. Not `String(format:)`,
-    /// whose boxed arguments cost about half a millisecond on first use in a
-    /// binary this large (protocol conformance lookups), at the end of every run.
-    public static func oneDecimal(_ value: Double) -> String {
-        let tenths = (value.magnitude * 10).rounded()
-        guard tenths < 1e15 else { return "\(value)" }
-        let whole = Int64(tenths)
-        return "\(value < 0 && whole > 0 ? "-" : "")\(whole / 10).\(whole % 10)"
-    }
+    /// `value` rounded to one decimal: `1.5`, `64.0` (see `NumberText`).
+    public static func oneDecimal(_ value: Double) -> String { NumberText.oneDecimal(value) }
 }
