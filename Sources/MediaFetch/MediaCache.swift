@@ -32,10 +32,12 @@ public final class MediaCache: Sendable {
         } catch {
             throw CacheError("cannot open the cache at \(absolute): \(error)")
         }
-        let catalogPath = absolute + "/catalog.sqlite"
+        let catalogPath = Self.catalogPath(root: absolute)
         catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
         opening = CatalogOpening(path: catalogPath)
     }
+
+    private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
 
     /// True once, for the first caller, when the catalog did not exist when
     /// the cache was opened: nothing is cached yet, so a job need not look
@@ -68,7 +70,7 @@ public final class MediaCache: Sendable {
     /// cache someone else owns is then one error, not one per URL (and no
     /// SQLite "readonly database" error at the first row).
     public func checkWritable() throws(CacheError) {
-        let catalogPath = root + "/catalog.sqlite"
+        let catalogPath = Self.catalogPath(root: root)
         var places = [store.temporaryDirectory, store.objectsDirectory, root]
         for existing in [catalogPath, catalogPath + "-wal", catalogPath + "-shm"] where access(existing, F_OK) == 0 {
             places.append(existing)

@@ -112,11 +112,10 @@ struct TransferOptions: ParsableArguments {
             }
             // libcurl reads it again for every new connection: a pipe (<(cat ca.pem)) would
             // serve the first and fail the rest, so only a regular file will do.
-            if info.st_mode & S_IFMT == S_IFDIR {
-                throw ValidationError("--cacert: \(cacert) is not a file of certificates (a directory?)")
-            }
-            if info.st_mode & S_IFMT != S_IFREG {
-                throw ValidationError("--cacert: \(cacert) is not a regular file (it is read again for every connection)")
+            let kind = info.st_mode & S_IFMT
+            if kind != S_IFREG {
+                throw ValidationError(kind == S_IFDIR ? "--cacert: \(cacert) is not a file of certificates (a directory?)"
+                    : "--cacert: \(cacert) is not a regular file (it is read again for every connection)")
             }
         }
     }

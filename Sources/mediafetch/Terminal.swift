@@ -18,8 +18,14 @@ enum Terminal {
     }
 
     /// One line on stderr about how the run goes ahead despite what was asked.
-    static func notice(_ message: String) {
-        writeErr("mediafetch: note: \(message)\n")
+    /// As a `{"event":"note"}` JSON line under `--progress json`, where every
+    /// stderr line is a JSON object.
+    static func notice(_ message: String, progress: ProgressMode) {
+        if progress == .json, let line = ProgressJSON.note(message) {
+            writeErr(line + "\n")
+        } else {
+            writeErr("mediafetch: note: \(message)\n")
+        }
     }
 
     /// Writes to stderr. A stderr that refuses it (a full disk behind

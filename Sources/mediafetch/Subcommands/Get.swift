@@ -54,14 +54,9 @@ struct FetchRunner {
         // The engine runs no more transfers than the open-file limit allows: say so.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
         if configuration.maxConcurrentTransfers > budget.maxJobs {
-            let note = "--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
-                + "\(budget.limit) allows: running \(budget.maxJobs) at once (raise the limit with ulimit -n)"
-            // With --progress json every stderr line is a JSON object, notes too.
-            if transfer.progress == .json, let line = ProgressJSON.note(note) {
-                Terminal.writeErr(line + "\n")
-            } else {
-                Terminal.notice(note)
-            }
+            Terminal.notice("--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
+                + "\(budget.limit) allows: running \(budget.maxJobs) at once (raise the limit with ulimit -n)",
+                progress: transfer.progress)
         }
         // Only the JSON lines show each stored item; the other modes show totals.
         let job = FetchJob(cache: cache, configuration: configuration,
