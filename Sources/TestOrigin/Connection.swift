@@ -14,12 +14,15 @@ struct Connection {
 
     let fd: Int32
     let server: OriginServer
+    /// This connection's place in the order of acceptance, from 1.
+    let number: Int
     /// Bytes received but not yet consumed (the start of the next request, if pipelined).
     private var buffer: [UInt8] = []
 
-    init(fd: Int32, server: OriginServer) {
+    init(fd: Int32, server: OriginServer, number: Int) {
         self.fd = fd
         self.server = server
+        self.number = number
     }
 
     /// Handles requests until the client closes, asks to close, misbehaves, or the
@@ -45,7 +48,7 @@ struct Connection {
 
             let (path, query) = URLParts.split(target: head.target)
             let request = OriginRequest(method: head.method, target: head.target, path: path,
-                                        query: query, headers: head.headers)
+                                        query: query, headers: head.headers, connection: number)
             let keepAlive = head.wantsKeepAlive
             let (reply, bodyFault) = server.reply(to: request)
             guard write(reply, headOnly: head.method == "HEAD", keepAlive: keepAlive,

@@ -16,14 +16,19 @@ public struct OriginRequest: Sendable {
     public let query: [String: String]
     /// The request headers with lowercased names. Repeated headers are joined with `", "`.
     public let headers: [String: String]
+    /// Which connection carried the request: 1 for the first the origin accepted, and
+    /// so on (0 when built by hand). Requests with the same number shared a connection.
+    public let connection: Int
 
     /// Creates a request value. The origin builds these itself; tests rarely need to.
-    public init(method: String, target: String, path: String, query: [String: String], headers: [String: String]) {
+    public init(method: String, target: String, path: String, query: [String: String], headers: [String: String],
+                connection: Int = 0) {
         self.method = method
         self.target = target
         self.path = path
         self.query = query
         self.headers = headers
+        self.connection = connection
     }
 
     /// The value of the header `name` (case-insensitive), or nil if the request did not carry it.

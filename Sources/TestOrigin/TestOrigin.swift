@@ -120,6 +120,8 @@ struct ServerState: Sendable {
     var peakResponding = 0
     /// Accepted, not yet closed connections; shutdown() wakes them with shutdown(2).
     var connections: Set<Int32> = []
+    /// Connections accepted since the start.
+    var accepted = 0
     /// Threads serving connections, so shutdown() called from a route handler does not wait for itself.
     var workerThreads: Set<pthread_t> = []
     var listenerOpen = true
@@ -206,12 +208,13 @@ final class OriginServer: Sendable {
                 usleep(10_000)
                 continue
             }
-            let accepted = state.withLock { state -> Bool in
-                guard !state.isShutdown else { return false }
+            let number = state.withLock { state -> Int? in
+                guard !state.isShutdown else { return nil }
                 state.connections.insert(fd)
-                return true
+                state.accepted += 1
+                return state.accepted
             }
-            guard accepted else {
+            guard let number else {
                 close(fd)
                 break
             }
@@ -220,7 +223,7 @@ final class OriginServer: Sendable {
             let thread = Thread { [self] in
                 let me = pthread_self()
                 state.withLock { _ = $0.workerThreads.insert(me) }
-                var connection = Connection(fd: fd, server: self)
+                var connection = Connection(fd: fd, server: self, number: number)
                 connection.run()
                 state.withLock { state in
                     state.workerThreads.remove(me)

@@ -403,6 +403,11 @@ final class CurlLoop: Sendable {
         }
         let context = Unmanaged.passUnretained(attempt).toOpaque()
         try easy.set(CURLOPT_URL, attempt.url)
+        // HTTPS may be HTTP/2: transfers to a host whose first connection is
+        // still being set up wait to learn whether it multiplexes, and then
+        // share it as streams instead of each opening a connection of its own
+        // (as `curl --parallel` does). Plain HTTP is HTTP/1.1 here: no waiting.
+        try easy.set(CURLOPT_PIPEWAIT, attempt.url.hasPrefix("https:") ? 1 : 0)
         try easy.set(CURLOPT_WRITEDATA, pointer: context)
         try easy.set(CURLOPT_HEADERDATA, pointer: context)
         if attempt.requestedOffset > 0 {

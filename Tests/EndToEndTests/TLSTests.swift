@@ -7,9 +7,6 @@ import TestSupport
 /// An HTTPS origin whose certificate a test CA signed (Tests/Fixtures/tls):
 /// Python's TLS server, started per test, stopped when the test ends.
 private final class TLSOrigin: Sendable {
-    static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Fixtures/tls")
-    static var caCertificates: String { fixtures.appendingPathComponent("ca.pem").path }
     static let python = ["/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     let port: Int
@@ -19,7 +16,7 @@ private final class TLSOrigin: Sendable {
         let portFile = directory.appending("tls-origin.port")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.python ?? "/usr/bin/python3")
-        process.arguments = [Self.fixtures.appendingPathComponent("serve.py").path, String(bodyBytes), portFile]
+        process.arguments = [TLSFixtures.directory.appendingPathComponent("serve.py").path, String(bodyBytes), portFile]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -78,9 +75,9 @@ struct TLSTests {
             let expected = sha256(TLSOrigin.body(70_000))
             // CURL_CA_BUNDLE comes first, as with curl (empty counts as unset).
             let ways: [(arguments: [String], environment: [String: String])] = [
-                (["--cacert", TLSOrigin.caCertificates], TLSOrigin.noCAVariables),
-                ([], ["CURL_CA_BUNDLE": TLSOrigin.caCertificates, "SSL_CERT_FILE": "/nonexistent"]),
-                ([], ["CURL_CA_BUNDLE": "", "SSL_CERT_FILE": TLSOrigin.caCertificates]),
+                (["--cacert", TLSFixtures.caCertificates], TLSOrigin.noCAVariables),
+                ([], ["CURL_CA_BUNDLE": TLSFixtures.caCertificates, "SSL_CERT_FILE": "/nonexistent"]),
+                ([], ["CURL_CA_BUNDLE": "", "SSL_CERT_FILE": TLSFixtures.caCertificates]),
             ]
             for (index, way) in ways.enumerated() {
                 let cache = directory.appending("cache-\(index)")

@@ -1,0 +1,181 @@
+import Crypto
+import Foundation
+import Testing
+import TestOrigin
+import TestSupport
+
+/// nginx serving HTTPS with HTTP/2 on loopback (the test CA's certificate, as
+/// in TLSTests), started per test with its own directory, stopped when the
+/// test ends. Its access log names the connection and protocol of every request.
+private final class HTTP2Origin: Sendable {
+    static let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
+    let port: Int
+    let accessLog: String
+    private let process: Process
+
+    /// Serves the files in `directory`/www; runs from `directory`/nginx.
+    init(in directory: TemporaryDirectory) async throws {
+        let home = directory.appending("nginx")
+        try FileManager.default.createDirectory(atPath: home + "/temp", withIntermediateDirectories: true)
+        accessLog = home + "/access.log"
+        // nginx cannot report a port it was given 0 for: take a free one, and
+        // try another should someone bind it first.
+        for _ in 0..<5 {
+            let port = try Self.freePort()
+            let configuration = home + "/nginx.conf"
+            try Self.configuration(port: port, home: home, root: directory.appending("www"))
+                .write(toFile: configuration, atomically: true, encoding: .utf8)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Self.nginx ?? "/usr/sbin/nginx")
+            process.arguments = ["-p", home + "/", "-e", home + "/error.log", "-c", configuration]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            for _ in 0..<500 where process.isRunning {
+                if Self.accepts(port) {
+                    self.port = port
+                    self.process = process
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let errors = (try? String(contentsOfFile: home + "/error.log", encoding: .utf8)) ?? ""
+        throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(errors)"])
+    }
+
+    deinit {
+        // SIGKILL: a process started from a Dispatch thread inherits its blocked SIGTERM.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    func url(_ path: String) -> String { "https://localhost:\(port)\(path)" }
+
+    /// Each request nginx logged: the connection's serial number and the protocol.
+    func requests() throws -> [(connection: String, protocol: String, status: String)] {
+        try String(contentsOfFile: accessLog, encoding: .utf8).split(separator: "\n").map { line in
+            let fields = line.split(separator: " ").map(String.init)
+            return (fields[0], fields[1], fields[2])
+        }
+    }
+
+    private static func configuration(port: Int, home: String, root: String) -> String {
+        """
+        daemon off;
+        master_process off;
+        worker_processes 1;
+        pid \(home)/nginx.pid;
+        error_log \(home)/error.log warn;
+        events { worker_connections 256; }
+        http {
+            log_format streams '$connection $server_protocol $status $request_uri';
+            access_log \(home)/access.log streams;
+            client_body_temp_path \(home)/temp/body;
+            proxy_temp_path \(home)/temp/proxy;
+            fastcgi_temp_path \(home)/temp/fastcgi;
+            uwsgi_temp_path \(home)/temp/uwsgi;
+            scgi_temp_path \(home)/temp/scgi;
+            server {
+                listen 127.0.0.1:\(port) ssl http2;
+                ssl_certificate \(TLSFixtures.serverCertificate);
+                ssl_certificate_key \(TLSFixtures.serverKey);
+                root \(root);
+            }
+        }
+
+        """
+    }
+
+    private static func freePort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw POSIXError(.EMFILE) }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
+            }
+        }
+        guard bound else { throw POSIXError(.EADDRINUSE) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private static func accepts(_ port: Int) -> Bool {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return false }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
+
+/// How transfers use connections: reused over HTTP/1.1, one multiplexed
+/// connection where the server speaks HTTP/2.
+@Suite struct ConnectionTests {
+    private func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func http11ConnectionsAreReusedAcrossTransfers() async throws {
+        try await withOrigin { origin, directory in
+            var urls: [String] = []
+            for index in 0..<30 {
+                origin.addResource("/photo/\(index).jpg", data: fixtureBytes(count: 20_000, seed: UInt64(300 + index)))
+                urls.append(origin.url("/photo/\(index).jpg"))
+            }
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                      "--jobs", "3", "--per-host", "3"] + urls)
+            #expect(result.status == 0, "\(result.stderr)")
+            let requests = origin.requests()
+            #expect(requests.count == 30)
+            // Three transfers at a time: three connections, each carrying about ten requests.
+            let connections = Set(requests.map(\.connection))
+            #expect(connections.count <= 3, "30 requests came on \(connections.count) connections")
+        }
+    }
+
+    @Test(.enabled(if: HTTP2Origin.nginx != nil, "needs nginx for the HTTP/2 origin"))
+    func http2TransfersShareOneConnection() async throws {
+        try await TemporaryDirectory.with { directory in
+            let www = directory.appending("www")
+            try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
+            var urls: [String] = []
+            var hashes: Set<String> = []
+            for index in 0..<24 {
+                let body = fixtureBytes(count: 40_000 + index, seed: UInt64(400 + index))
+                try body.write(to: URL(fileURLWithPath: "\(www)/\(index).jpg"))
+                hashes.insert(sha256(body))
+            }
+            let origin = try await HTTP2Origin(in: directory)
+            for index in 0..<24 { urls.append(origin.url("/\(index).jpg")) }
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--cacert", TLSFixtures.caCertificates,
+                                                      "--per-host", "8"] + urls)
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(Set(try objectPaths(inCache: cache).map { URL(fileURLWithPath: $0).lastPathComponent }) == hashes)
+            let requests = try origin.requests()
+            #expect(requests.count == 24)
+            #expect(requests.allSatisfy { $0.protocol == "HTTP/2.0" && $0.status == "200" }, "\(requests)")
+            // Eight at a time, yet one connection: the first eight waited for it to
+            // say it multiplexes rather than each opening a connection of its own.
+            let connections = Set(requests.map(\.connection))
+            #expect(connections.count == 1, "24 requests came on \(connections.count) connections")
+        }
+    }
+}
