@@ -22,6 +22,9 @@ final class Attempt: @unchecked Sendable {
 
     var head = ResponseHead()
     var begun = false
+    /// Whether this is its host's first transfer, which says when the
+    /// connection has answered (see `SlotQueue`).
+    var isProbe = false
     /// Set when the sink refused the body; the transfer is aborted.
     var abort: TransferError?
     /// Called once with the outcome: on the loop thread, or on the body's
@@ -75,6 +78,10 @@ final class Attempt: @unchecked Sendable {
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
         head.consume(bytes: line)
+        if head.isComplete, isProbe {
+            isProbe = false
+            counters.answeredHosts.append(host)
+        }
         if head.isComplete, !begun { return beginBody() }
         return true
     }
@@ -143,6 +150,9 @@ extension AttemptOutcome {
 final class LoopCounters: @unchecked Sendable {
     // @unchecked: mutated and read on the loop thread only.
     var bytesReceived: Int64 = 0
+    /// Hosts whose probing transfer has received a response head since the
+    /// loop last looked (see `SlotQueue`).
+    var answeredHosts: [String] = []
 }
 
 /// The thread that owns the `CURLM` and every easy handle. It waits in
@@ -165,6 +175,8 @@ final class CurlLoop: Sendable {
 
     private let multi: CurlMulti
     private let configuration: TransferConfiguration
+    /// Whether transfers to one host may share an HTTP/2 connection (see `init`).
+    private var multiplexes: Bool { configuration.maxBytesPerSecond == nil }
     private let inbox = Mutex(Inbox())
     private let events: AsyncStream<TransferEvent>.Continuation
     private let finished = Mutex(false)
@@ -176,8 +188,12 @@ final class CurlLoop: Sendable {
         self.configuration = configuration
         self.events = events
         // Connections are reused from the multi handle's cache; HTTP/2 streams
-        // share a connection where the server offers it.
-        multi.set(CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        // share a connection where the server offers it (the slot queue lets
+        // a host's first transfer find out first). Not under --limit-rate:
+        // libcurl 7.88 limits a stream by not reading its connection, and
+        // the other streams on it then starve (seen: one advancing, the rest
+        // silent until it ended, and retried as stalled).
+        multi.set(CURLMOPT_PIPELINING, Int(multiplexes ? CURLPIPE_MULTIPLEX : CURLPIPE_NOTHING))
         // No CURLMOPT_MAX_HOST_CONNECTIONS: the slot queue limits per host of
         // the URL; a libcurl-side limit would park redirected transfers where
         // the stall clock would count their wait as a stall.
@@ -306,7 +322,12 @@ final class CurlLoop: Sendable {
 
         /// Hands every waiting attempt that now has a slot to libcurl.
         func startReady() {
-            while let (attempt, _) = slots.next() { start(attempt) }
+            for host in counters.answeredHosts { slots.answered(host: host) }
+            counters.answeredHosts.removeAll(keepingCapacity: true)
+            while let (attempt, host) = slots.next() {
+                attempt.isProbe = slots.isProbing(host)
+                start(attempt)
+            }
         }
 
         while true {
@@ -324,7 +345,9 @@ final class CurlLoop: Sendable {
             }
             for command in commands {
                 switch command {
-                case .start(let attempt): slots.enqueue(attempt, host: attempt.host)
+                case .start(let attempt):
+                    // HTTPS may be HTTP/2 (plain HTTP is HTTP/1.1 here): its host's first transfer goes alone.
+                    slots.enqueue(attempt, host: attempt.host, probeFirst: multiplexes && attempt.url.hasPrefix("https:"))
                 case .cancel(let id):
                     if let handle = byID[id] {
                         finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
@@ -403,11 +426,6 @@ final class CurlLoop: Sendable {
         }
         let context = Unmanaged.passUnretained(attempt).toOpaque()
         try easy.set(CURLOPT_URL, attempt.url)
-        // HTTPS may be HTTP/2: transfers to a host whose first connection is
-        // still being set up wait to learn whether it multiplexes, and then
-        // share it as streams instead of each opening a connection of its own
-        // (as `curl --parallel` does). Plain HTTP is HTTP/1.1 here: no waiting.
-        try easy.set(CURLOPT_PIPEWAIT, attempt.url.hasPrefix("https:") ? 1 : 0)
         try easy.set(CURLOPT_WRITEDATA, pointer: context)
         try easy.set(CURLOPT_HEADERDATA, pointer: context)
         if attempt.requestedOffset > 0 {

@@ -3,6 +3,15 @@
 /// skipped rather than blocking the others. A transfer reaches libcurl only
 /// with a slot, so queued items never start their timers.
 ///
+/// A host queued with `probeFirst` (HTTPS, which may be HTTP/2) gets one
+/// transfer until its connection has shown what it speaks (`answered`) or
+/// that transfer ended: then the rest start together, and libcurl puts them
+/// on that connection as HTTP/2 streams, or opens connections for HTTP/1.1.
+/// Starting them all at once would open a connection each; letting libcurl
+/// hold them back (`CURLOPT_PIPEWAIT`) makes them wait inside libcurl, where
+/// a host that never finishes its TLS handshake fails them one connect
+/// timeout after another, with the stall clock running.
+///
 /// Owned by the engine's loop thread: no locks and no suspension, so the slot
 /// of a transfer that just finished goes to the next one in the same turn of
 /// the loop, without a round trip through the task that waited for it.
@@ -18,14 +27,20 @@ struct SlotQueue<Element> {
     /// Waiting elements per host, each in arrival order.
     private var waiting: [String: FIFO<(sequence: UInt64, element: Element)>] = [:]
     private var nextSequence: UInt64 = 0
+    /// Hosts held to one transfer until their connection answers, and hosts
+    /// whose connection has answered (or whose first transfer ended).
+    private var probing: Set<String> = []
+    private var probed: Set<String> = []
 
     init(total: Int, perHost: Int) {
         self.total = max(1, total)
         self.perHost = max(1, perHost)
     }
 
-    /// Queues `element` for a slot against `host`.
-    mutating func enqueue(_ element: Element, host: String) {
+    /// Queues `element` for a slot against `host`. With `probeFirst`, a host
+    /// not seen before runs one transfer until `answered(host:)` (see the type).
+    mutating func enqueue(_ element: Element, host: String, probeFirst: Bool = false) {
+        if probeFirst, !probed.contains(host), runningPerHost[host] == nil { probing.insert(host) }
         nextSequence += 1
         waiting[host, default: FIFO()].append((nextSequence, element))
         waitingCount += 1
@@ -38,7 +53,8 @@ struct SlotQueue<Element> {
         var best: (host: String, sequence: UInt64)?
         // Linear in the number of hosts with waiters: a handful in practice.
         for (host, queue) in waiting {
-            guard let head = queue.first, runningPerHost[host, default: 0] < perHost else { continue }
+            let limit = probing.contains(host) ? 1 : perHost
+            guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
             if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }
         }
         guard let host = best?.host, let taken = waiting[host]?.removeFirst() else { return nil }
@@ -49,11 +65,22 @@ struct SlotQueue<Element> {
         return (taken.element, host)
     }
 
-    /// Gives back a slot taken by `next()`.
+    /// Whether `host` runs one transfer until its connection answers.
+    func isProbing(_ host: String) -> Bool { probing.contains(host) }
+
+    /// The first connection to `host` answered: its other transfers may start.
+    mutating func answered(host: String) {
+        if probing.remove(host) != nil { probed.insert(host) }
+    }
+
+    /// Gives back a slot taken by `next()`. A host's first transfer that ends
+    /// without an answer (a refused connection, a TLS failure) ends its probe
+    /// too: the others try connections of their own at once, in parallel.
     mutating func release(host: String) {
         running -= 1
         let left = runningPerHost[host, default: 1] - 1
         runningPerHost[host] = left > 0 ? left : nil
+        answered(host: host)
     }
 
     /// Removes and returns the first waiting element that matches (a cancelled transfer).

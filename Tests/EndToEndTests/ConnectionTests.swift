@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import Testing
 import TestOrigin
 import TestSupport
@@ -123,6 +124,62 @@ private final class HTTP2Origin: Sendable {
     }
 }
 
+/// A port on 127.0.0.1 that accepts connections and never answers, so a TLS
+/// handshake never completes. Counts the connections open at once.
+private final class SilentListener: @unchecked Sendable {
+    // @unchecked: `state` is behind its mutex; `listener` is set once in init.
+    let port: Int
+    private let listener: Int32
+    private let state = Mutex((open: 0, peak: 0, accepted: 0))
+
+    init() throws {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ready = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 && listen(socket, 64) == 0
+            }
+        }
+        guard ready else {
+            close(socket)
+            throw POSIXError(.EADDRINUSE)
+        }
+        listener = socket
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread { [self] in acceptLoop() }.start()
+    }
+
+    /// The most connections that were open at the same moment, and how many came.
+    var peakOpen: Int { state.withLock { $0.peak } }
+    var accepted: Int { state.withLock { $0.accepted } }
+
+    func stop() { Glibc.shutdown(listener, Int32(SHUT_RDWR)) }
+
+    private func acceptLoop() {
+        while true {
+            let fd = Glibc.accept(listener, nil, nil)
+            guard fd >= 0 else { break }
+            state.withLock { state in
+                state.open += 1
+                state.accepted += 1
+                state.peak = max(state.peak, state.open)
+            }
+            // Read and ignore the ClientHello until the client gives up.
+            Thread { [self] in
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while recv(fd, &buffer, buffer.count, 0) > 0 {}
+                close(fd)
+                state.withLock { $0.open -= 1 }
+            }.start()
+        }
+        close(listener)
+    }
+}
+
 /// How transfers use connections: reused over HTTP/1.1, one multiplexed
 /// connection where the server speaks HTTP/2.
 @Suite struct ConnectionTests {
@@ -176,6 +233,50 @@ private final class HTTP2Origin: Sendable {
             // say it multiplexes rather than each opening a connection of its own.
             let connections = Set(requests.map(\.connection))
             #expect(connections.count == 1, "24 requests came on \(connections.count) connections")
+        }
+    }
+
+    @Test func aHostThatNeverFinishesTLSFailsItsTransfersTogetherNotOneByOne() async throws {
+        try await TemporaryDirectory.with { directory in
+            let silent = try SilentListener()
+            defer { silent.stop() }
+            let urls = (0..<4).map { "https://127.0.0.1:\(silent.port)/\($0).jpg" }
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                      "--connect-timeout", "1", "--retries", "0"] + urls)
+            #expect(result.status == 1)
+            #expect(result.stderrLines.filter { $0.hasPrefix("mediafetch: failed https://127.0.0.1:") }.count == 4,
+                    "\(result.stderr)")
+            // The first connection goes alone to learn what the host speaks; once it
+            // timed out, the other three tried at the same time, not one after another.
+            #expect(silent.accepted == 4)
+            #expect(silent.peakOpen == 3, "at most \(silent.peakOpen) connections were open at once")
+        }
+    }
+
+    @Test(.enabled(if: HTTP2Origin.nginx != nil, "needs nginx for the HTTP/2 origin"))
+    func underARateLimitEachTransferHasAConnectionOfItsOwn() async throws {
+        // libcurl limits a stream's rate by not reading its connection; streams
+        // sharing it would starve (one advancing, the others silent, then retried as stalled).
+        try await TemporaryDirectory.with { directory in
+            let www = directory.appending("www")
+            try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
+            var hashes: Set<String> = []
+            for index in 0..<3 {
+                let body = fixtureBytes(count: 1_500_000 + index, seed: UInt64(500 + index))
+                try body.write(to: URL(fileURLWithPath: "\(www)/\(index).bin"))
+                hashes.insert(sha256(body))
+            }
+            let origin = try await HTTP2Origin(in: directory)
+            let cache = directory.appending("cache")
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--cacert", TLSFixtures.caCertificates,
+                                                      "--limit-rate", "3M", "--progress", "json"]
+                                                     + (0..<3).map { origin.url("/\($0).bin") })
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(!result.stderr.contains("\"retrying\""), "\(result.stderr)")
+            #expect(Set(try objectPaths(inCache: cache).map { URL(fileURLWithPath: $0).lastPathComponent }) == hashes)
+            let requests = try origin.requests()
+            #expect(requests.count == 3)
+            #expect(Set(requests.map(\.connection)).count == 3, "\(requests)")
         }
     }
 }

@@ -33,6 +33,31 @@ import Testing
         #expect(queue.runningPerHost["busy"] == 2)
     }
 
+    @Test func anHTTPSHostRunsOneTransferUntilItsConnectionAnswers() {
+        var queue = SlotQueue<String>(total: 16, perHost: 8)
+        for index in 0..<4 { queue.enqueue("tls\(index)", host: "tls", probeFirst: true) }
+        for index in 0..<2 { queue.enqueue("plain\(index)", host: "plain") }
+        // The probing host's others wait; a plain host is not held back by it.
+        #expect(drain(&queue) == ["tls0", "plain0", "plain1"])
+        #expect(queue.isProbing("tls"))
+        queue.answered(host: "tls")
+        #expect(!queue.isProbing("tls"))
+        #expect(drain(&queue) == ["tls1", "tls2", "tls3"])
+        // Answered once is enough: later transfers to it start at once.
+        queue.enqueue("tls4", host: "tls", probeFirst: true)
+        #expect(drain(&queue) == ["tls4"])
+        #expect(queue.runningPerHost["tls"] == 5)
+    }
+
+    @Test func aFirstTransferThatEndsUnansweredLetsTheOthersTryTogether() {
+        var queue = SlotQueue<String>(total: 16, perHost: 8)
+        for index in 0..<4 { queue.enqueue("dead\(index)", host: "dead", probeFirst: true) }
+        #expect(drain(&queue) == ["dead0"])
+        // A refused connection or a TLS failure: no answer, but no reason to go one by one.
+        queue.release(host: "dead")
+        #expect(drain(&queue) == ["dead1", "dead2", "dead3"])
+    }
+
     @Test func waitersStartInArrivalOrderAcrossHosts() {
         var queue = SlotQueue<String>(total: 1, perHost: 1)
         let order = [("x1", "x"), ("y1", "y"), ("x2", "x"), ("z1", "z"), ("y2", "y")]
