@@ -13,10 +13,22 @@ private final class HTTP2Origin: Sendable {
 
     let port: Int
     let accessLog: String
+    /// The SHA-256 of every file served (`/0.bin`, `/1.bin`, …).
+    let hashes: Set<String>
     private let process: Process
 
-    /// Serves the files in `directory`/www; runs from `directory`/nginx.
-    init(in directory: TemporaryDirectory) async throws {
+    /// Serves `count` generated files of about `bytes` each (no two alike), from
+    /// `directory`/www; runs from `directory`/nginx.
+    init(files count: Int, bytes: Int, seed: UInt64, in directory: TemporaryDirectory) async throws {
+        let www = directory.appending("www")
+        try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
+        var hashes: Set<String> = []
+        for index in 0..<count {
+            let body = fixtureBytes(count: bytes + index, seed: seed + UInt64(index))
+            try body.write(to: URL(fileURLWithPath: "\(www)/\(index).bin"))
+            hashes.insert(SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined())
+        }
+        self.hashes = hashes
         let home = directory.appending("nginx")
         try FileManager.default.createDirectory(atPath: home + "/temp", withIntermediateDirectories: true)
         accessLog = home + "/access.log"
@@ -25,7 +37,7 @@ private final class HTTP2Origin: Sendable {
         for _ in 0..<5 {
             let port = try Self.freePort()
             let configuration = home + "/nginx.conf"
-            try Self.configuration(port: port, home: home, root: directory.appending("www"))
+            try Self.configuration(port: port, home: home, root: www)
                 .write(toFile: configuration, atomically: true, encoding: .utf8)
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Self.nginx ?? "/usr/sbin/nginx")
@@ -54,7 +66,8 @@ private final class HTTP2Origin: Sendable {
         process.waitUntilExit()
     }
 
-    func url(_ path: String) -> String { "https://localhost:\(port)\(path)" }
+    /// The URLs of the files served, in order.
+    var urls: [String] { (0..<hashes.count).map { "https://localhost:\(port)/\($0).bin" } }
 
     /// Each request nginx logged: the connection's serial number and the protocol.
     func requests() throws -> [(connection: String, protocol: String, status: String)] {
@@ -92,20 +105,9 @@ private final class HTTP2Origin: Sendable {
     }
 
     private static func freePort() throws -> Int {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw POSIXError(.EMFILE) }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
-            }
-        }
-        guard bound else { throw POSIXError(.EADDRINUSE) }
-        return Int(UInt16(bigEndian: address.sin_port))
+        let (socket, port) = try LoopbackSocket.bound()
+        close(socket)
+        return port
     }
 
     private static func accepts(_ port: Int) -> Bool {
@@ -124,6 +126,28 @@ private final class HTTP2Origin: Sendable {
     }
 }
 
+/// A TCP socket bound to a free port on 127.0.0.1.
+private enum LoopbackSocket {
+    static func bound() throws -> (socket: Int32, port: Int) {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0
+            }
+        }
+        guard bound else {
+            close(socket)
+            throw POSIXError(.EADDRINUSE)
+        }
+        return (socket, Int(UInt16(bigEndian: address.sin_port)))
+    }
+}
+
 /// A port on 127.0.0.1 that accepts connections and never answers, so a TLS
 /// handshake never completes. Counts the connections open at once.
 private final class SilentListener: @unchecked Sendable {
@@ -133,23 +157,13 @@ private final class SilentListener: @unchecked Sendable {
     private let state = Mutex((open: 0, peak: 0, accepted: 0))
 
     init() throws {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw POSIXError(.EMFILE) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ready = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 && listen(socket, 64) == 0
-            }
-        }
-        guard ready else {
+        let (socket, port) = try LoopbackSocket.bound()
+        guard listen(socket, 64) == 0 else {
             close(socket)
             throw POSIXError(.EADDRINUSE)
         }
         listener = socket
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
         Thread { [self] in acceptLoop() }.start()
     }
 
@@ -183,8 +197,9 @@ private final class SilentListener: @unchecked Sendable {
 /// How transfers use connections: reused over HTTP/1.1, one multiplexed
 /// connection where the server speaks HTTP/2.
 @Suite struct ConnectionTests {
-    private func sha256(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    /// The names (hashes) of the objects in the cache at `cache`.
+    private func storedHashes(_ cache: String) throws -> Set<String> {
+        Set(try objectPaths(inCache: cache).map { URL(fileURLWithPath: $0).lastPathComponent })
     }
 
     @Test func http11ConnectionsAreReusedAcrossTransfers() async throws {
@@ -208,24 +223,14 @@ private final class SilentListener: @unchecked Sendable {
     @Test(.enabled(if: HTTP2Origin.nginx != nil, "needs nginx for the HTTP/2 origin"))
     func http2TransfersShareOneConnection() async throws {
         try await TemporaryDirectory.with { directory in
-            let www = directory.appending("www")
-            try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
-            var urls: [String] = []
-            var hashes: Set<String> = []
-            for index in 0..<24 {
-                let body = fixtureBytes(count: 40_000 + index, seed: UInt64(400 + index))
-                try body.write(to: URL(fileURLWithPath: "\(www)/\(index).jpg"))
-                hashes.insert(sha256(body))
-            }
-            let origin = try await HTTP2Origin(in: directory)
-            for index in 0..<24 { urls.append(origin.url("/\(index).jpg")) }
+            let origin = try await HTTP2Origin(files: 24, bytes: 40_000, seed: 400, in: directory)
             let cache = directory.appending("cache")
 
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--cacert", TLSFixtures.caCertificates,
-                                                      "--per-host", "8"] + urls)
+                                                      "--per-host", "8"] + origin.urls)
 
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(Set(try objectPaths(inCache: cache).map { URL(fileURLWithPath: $0).lastPathComponent }) == hashes)
+            #expect(try storedHashes(cache) == origin.hashes)
             let requests = try origin.requests()
             #expect(requests.count == 24)
             #expect(requests.allSatisfy { $0.protocol == "HTTP/2.0" && $0.status == "200" }, "\(requests)")
@@ -247,9 +252,10 @@ private final class SilentListener: @unchecked Sendable {
             #expect(result.stderrLines.filter { $0.hasPrefix("mediafetch: failed https://127.0.0.1:") }.count == 4,
                     "\(result.stderr)")
             // The first connection goes alone to learn what the host speaks; once it
-            // timed out, the other three tried at the same time, not one after another.
+            // timed out, the other three tried at the same time, not one after another
+            // (the first may not look closed yet from here: three or four at once).
             #expect(silent.accepted == 4)
-            #expect(silent.peakOpen == 3, "at most \(silent.peakOpen) connections were open at once")
+            #expect(silent.peakOpen >= 3, "at most \(silent.peakOpen) connections were open at once")
         }
     }
 
@@ -258,22 +264,13 @@ private final class SilentListener: @unchecked Sendable {
         // libcurl limits a stream's rate by not reading its connection; streams
         // sharing it would starve (one advancing, the others silent, then retried as stalled).
         try await TemporaryDirectory.with { directory in
-            let www = directory.appending("www")
-            try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
-            var hashes: Set<String> = []
-            for index in 0..<3 {
-                let body = fixtureBytes(count: 1_500_000 + index, seed: UInt64(500 + index))
-                try body.write(to: URL(fileURLWithPath: "\(www)/\(index).bin"))
-                hashes.insert(sha256(body))
-            }
-            let origin = try await HTTP2Origin(in: directory)
+            let origin = try await HTTP2Origin(files: 3, bytes: 1_500_000, seed: 500, in: directory)
             let cache = directory.appending("cache")
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--cacert", TLSFixtures.caCertificates,
-                                                      "--limit-rate", "3M", "--progress", "json"]
-                                                     + (0..<3).map { origin.url("/\($0).bin") })
+                                                      "--limit-rate", "3M", "--progress", "json"] + origin.urls)
             #expect(result.status == 0, "\(result.stderr)")
             #expect(!result.stderr.contains("\"retrying\""), "\(result.stderr)")
-            #expect(Set(try objectPaths(inCache: cache).map { URL(fileURLWithPath: $0).lastPathComponent }) == hashes)
+            #expect(try storedHashes(cache) == origin.hashes)
             let requests = try origin.requests()
             #expect(requests.count == 3)
             #expect(Set(requests.map(\.connection)).count == 3, "\(requests)")
