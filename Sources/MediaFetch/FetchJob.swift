@@ -259,6 +259,8 @@ public final class FetchJob: Sendable {
 
     /// Turns engine events into job events, adding the job's own counts.
     private func forward(_ engineEvents: AsyncStream<TransferEvent>) async {
+        // The engine's last word repeats its last tick when nothing changed in between.
+        var lastProgress: RunProgress?
         for await event in engineEvents {
             switch event {
             case .progress(let snapshot):
@@ -269,6 +271,8 @@ public final class FetchJob: Sendable {
                     state.progress.queued = snapshot.queued
                     return state.progress
                 }
+                guard progress != lastProgress else { continue }
+                lastProgress = progress
                 eventSink.yield(.progress(progress))
             case .retrying(_, let url, let attempt, let delay, let reason):
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))

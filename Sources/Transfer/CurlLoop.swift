@@ -198,6 +198,10 @@ final class CurlLoop: Sendable {
         // the URL; a libcurl-side limit would park redirected transfers where
         // the stall clock would count their wait as a stall.
         multi.set(CURLMOPT_MAXCONNECTS, max(configuration.maxConcurrentTransfers * 2, 8))
+        // libcurl puts at most 100 streams on a connection and opens a new
+        // connection for each transfer past that: let --per-host decide (the
+        // server's own limit still applies).
+        multi.set(CURLMOPT_MAX_CONCURRENT_STREAMS, max(100, configuration.maxTransfersPerHost))
         let thread = Thread { [self] in self.run() }
         thread.name = "mediafetch.curl"
         thread.start()

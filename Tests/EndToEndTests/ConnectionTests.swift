@@ -18,8 +18,10 @@ private final class HTTP2Origin: Sendable {
     private let process: Process
 
     /// Serves `count` generated files of about `bytes` each (no two alike), from
-    /// `directory`/www; runs from `directory`/nginx.
-    init(files count: Int, bytes: Int, seed: UInt64, in directory: TemporaryDirectory) async throws {
+    /// `directory`/www, each response at most `bytesPerSecond` fast when given;
+    /// runs from `directory`/nginx.
+    init(files count: Int, bytes: Int, seed: UInt64, bytesPerSecond: Int? = nil,
+         in directory: TemporaryDirectory) async throws {
         let www = directory.appending("www")
         try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
         var hashes: Set<String> = []
@@ -37,7 +39,7 @@ private final class HTTP2Origin: Sendable {
         for _ in 0..<5 {
             let port = try Self.freePort()
             let configuration = home + "/nginx.conf"
-            try Self.configuration(port: port, home: home, root: www)
+            try Self.configuration(port: port, home: home, root: www, bytesPerSecond: bytesPerSecond)
                 .write(toFile: configuration, atomically: true, encoding: .utf8)
             let process = Process()
             process.executableURL = URL(fileURLWithPath: Self.nginx ?? "/usr/sbin/nginx")
@@ -77,7 +79,7 @@ private final class HTTP2Origin: Sendable {
         }
     }
 
-    private static func configuration(port: Int, home: String, root: String) -> String {
+    private static func configuration(port: Int, home: String, root: String, bytesPerSecond: Int?) -> String {
         """
         daemon off;
         master_process off;
@@ -98,6 +100,7 @@ private final class HTTP2Origin: Sendable {
                 ssl_certificate \(TLSFixtures.serverCertificate);
                 ssl_certificate_key \(TLSFixtures.serverKey);
                 root \(root);
+                \(bytesPerSecond.map { "limit_rate \($0);" } ?? "")
             }
         }
 
@@ -274,6 +277,23 @@ private final class SilentListener: @unchecked Sendable {
             let requests = try origin.requests()
             #expect(requests.count == 3)
             #expect(Set(requests.map(\.connection)).count == 3, "\(requests)")
+        }
+    }
+
+    @Test(.enabled(if: HTTP2Origin.nginx != nil, "needs nginx for the HTTP/2 origin"))
+    func moreThanAHundredTransfersAtOnceStillShareOneConnection() async throws {
+        // Slow responses, so that all 120 are in flight together: past libcurl's
+        // default of 100 streams a connection, each would open one of its own.
+        try await TemporaryDirectory.with { directory in
+            let origin = try await HTTP2Origin(files: 120, bytes: 60_000, seed: 600, bytesPerSecond: 100_000, in: directory)
+            let cache = directory.appending("cache")
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--cacert", TLSFixtures.caCertificates,
+                                                      "--jobs", "120", "--per-host", "120"] + origin.urls)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try storedHashes(cache) == origin.hashes)
+            let requests = try origin.requests()
+            #expect(requests.count == 120)
+            #expect(Set(requests.map(\.connection)).count == 1, "120 requests came on \(Set(requests.map(\.connection)).count) connections")
         }
     }
 }

@@ -77,6 +77,36 @@ import Transfer
         }
     }
 
+    @Test func progressIsReportedOnlyWhenSomethingChanged() async throws {
+        try await withOrigin { origin, directory in
+            // Quiet for a while before it answers: many ticks with nothing new.
+            origin.route("/slow") { _ in
+                usleep(300_000)
+                return OriginResponse(body: Data("late".utf8))
+            }
+            let cache = try MediaCache(root: directory.appending("cache"))
+            var configuration = quickRetries()
+            configuration.progressInterval = 0.01
+            let job = FetchJob(cache: cache, configuration: configuration)
+            let events = Task { () -> [RunProgress] in
+                var seen: [RunProgress] = []
+                for await event in job.events {
+                    if case .progress(let progress) = event { seen.append(progress) }
+                }
+                return seen
+            }
+
+            let report = try await job.run([FetchItem(url: origin.url("/slow"), collection: "c")])
+            let progress = await events.value
+
+            #expect(report.downloaded == 1)
+            #expect(progress.last?.done == 1)
+            #expect(progress.count >= 2)
+            let repeats = zip(progress, progress.dropFirst()).filter { $0 == $1 }.count
+            #expect(repeats == 0, "\(repeats) of \(progress.count) progress events repeated the one before")
+        }
+    }
+
     @Test func aFailureIsReportedAndRememberedWhileTheRestIsStored() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/ok", data: Data("fine".utf8))
