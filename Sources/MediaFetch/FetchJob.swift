@@ -79,6 +79,8 @@ public final class FetchJob: Sendable {
 
     private struct State {
         var progress = RunProgress()
+        /// The progress last sent as an event: one that would repeat it is not sent.
+        var reportedProgress: RunProgress?
         var report = FetchReport()
         /// URLs whose cached object's file was found gone, with that object.
         var missingObjects: [String: String] = [:]
@@ -150,7 +152,7 @@ public final class FetchJob: Sendable {
         if Task.isCancelled, report.downloaded + report.skipped + report.failures.count < report.total {
             report.interrupted = true
         }
-        eventSink.yield(.progress(state.withLock { $0.progress }))
+        reportProgress { _ in }
         eventSink.yield(.finished(report))
         return report
     }
@@ -257,23 +259,30 @@ public final class FetchJob: Sendable {
         if !cache.catalogFailed { eventSink.yield(.failed(url: item.url, reason: reason)) }
     }
 
+    /// Applies `update` to the progress and sends it, unless nothing changed
+    /// since the last one sent (the engine's last word repeats its last tick
+    /// when nothing happened in between, and so may the job's own).
+    private func reportProgress(_ update: (inout RunProgress) -> Void) {
+        let changed = state.withLock { state -> RunProgress? in
+            update(&state.progress)
+            guard state.progress != state.reportedProgress else { return nil }
+            state.reportedProgress = state.progress
+            return state.progress
+        }
+        if let changed { eventSink.yield(.progress(changed)) }
+    }
+
     /// Turns engine events into job events, adding the job's own counts.
     private func forward(_ engineEvents: AsyncStream<TransferEvent>) async {
-        // The engine's last word repeats its last tick when nothing changed in between.
-        var lastProgress: RunProgress?
         for await event in engineEvents {
             switch event {
             case .progress(let snapshot):
-                let progress = state.withLock { state -> RunProgress in
-                    state.progress.bytesReceived = snapshot.bytesReceived
-                    state.progress.bytesPerSecond = snapshot.bytesPerSecond
-                    state.progress.active = snapshot.active
-                    state.progress.queued = snapshot.queued
-                    return state.progress
+                reportProgress { progress in
+                    progress.bytesReceived = snapshot.bytesReceived
+                    progress.bytesPerSecond = snapshot.bytesPerSecond
+                    progress.active = snapshot.active
+                    progress.queued = snapshot.queued
                 }
-                guard progress != lastProgress else { continue }
-                lastProgress = progress
-                eventSink.yield(.progress(progress))
             case .retrying(_, let url, let attempt, let delay, let reason):
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))
             case .finished:
