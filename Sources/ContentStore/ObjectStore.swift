@@ -43,12 +43,13 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 public protocol BlobStore: Sendable {
     /// True when the object named `sha256` is present and complete.
     func contains(_ sha256: String) -> Bool
-    /// Makes every byte and name written so far durable.
-    func flush() throws(StoreError)
+    /// Makes the bytes of `staged` and every name given by `moveIntoPlace`
+    /// since the last flush durable.
+    func flush(staged: [StagedBlob]) throws(StoreError)
     /// Puts one staged blob in place under its hash; returns false when the
     /// same bytes were stored already (the staged copy is dropped). The
-    /// blob's bytes must be durable first (`flush`), and its new name is
-    /// durable only after the next `flush`.
+    /// blob's bytes must be durable first (`flush(staged:)` with it), and its
+    /// new name is durable only after the next `flush`.
     func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool
     /// Removes an object.
     func remove(_ sha256: String) throws(StoreError)
@@ -60,14 +61,14 @@ extension BlobStore {
     /// hashes that were new (the others were already stored).
     public func commit(_ blobs: [StagedBlob]) throws(StoreError) -> Set<String> {
         guard !blobs.isEmpty else { return [] }
-        try flush()
+        try flush(staged: blobs)
         var created = Set<String>()
         for blob in blobs {
             if try moveIntoPlace(blob) { created.insert(blob.sha256) }
         }
         // Also when every blob was a duplicate: the object found may be
         // another process's rename that is not durable yet.
-        try flush()
+        try flush(staged: [])
         return created
     }
 }
@@ -80,6 +81,16 @@ public final class ObjectStore: BlobStore {
     public let root: String
     /// Fan-out directories (the two hex digits) known to exist, so each is made once, not per object.
     private let knownDirectories = Mutex(Set<String>())
+    /// What was renamed or made since the last flush: the fan-out directories
+    /// that got names, and whether the objects directory got a fan-out.
+    private let unflushed = Mutex((fanOuts: Set<String>(), objectsDirectory: false))
+    /// Bytes of other work waiting to be written back, above which a flush
+    /// syncs this store's files one by one instead of the whole filesystem
+    /// (see `flush(staged:)`); nil where the system does not say.
+    private let pendingWriteback: @Sendable () -> Int64?
+    /// How many flushes synced the whole filesystem, and how many file by file.
+    private let flushCounts = Mutex((wholeFilesystem: 0, fileByFile: 0))
+    var flushes: (wholeFilesystem: Int, fileByFile: Int) { flushCounts.withLock { $0 } }
     /// Where bodies are written before they are complete; same filesystem as the objects.
     public let temporaryDirectory: String
     public let objectsDirectory: String
@@ -89,9 +100,11 @@ public final class ObjectStore: BlobStore {
     private let temporaryDirectoryDescriptor: Int32
     private let objectsDirectoryDescriptor: Int32
 
-    /// Opens (creating if needed) the store under `root`.
-    public init(root: String) throws(StoreError) {
+    /// Opens (creating if needed) the store under `root`. `pendingWriteback`
+    /// says how many bytes the system has yet to write back (tests pass their own).
+    public init(root: String, pendingWriteback: @escaping @Sendable () -> Int64? = SystemMemory.pendingWriteback) throws(StoreError) {
         self.root = root
+        self.pendingWriteback = pendingWriteback
         self.temporaryDirectory = root + "/tmp"
         self.objectsDirectory = root + "/objects/sha256"
         for directory in [temporaryDirectory, objectsDirectory] { try Self.makeDirectories(directory) }
@@ -162,6 +175,8 @@ public final class ObjectStore: BlobStore {
             try makeDirectory(fanOut)
             moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
         }
+        // A duplicate's name counts too: it may be another process's rename, not durable yet.
+        unflushed.withLock { _ = $0.fanOuts.insert(fanOut) }
         if !moved {
             guard errno == EEXIST else { throw StoreError.system("cannot move into the store", blob.path) }
             _ = unlinkat(sourceDirectory, source, 0)
@@ -194,14 +209,106 @@ public final class ObjectStore: BlobStore {
         if mkdirat(objectsDirectoryDescriptor, fanOut, 0o755) != 0, errno != EEXIST {
             throw StoreError.system("cannot create", "\(objectsDirectory)/\(fanOut)")
         }
+        // Made by another process just now, maybe: its name must be durable all the same.
+        unflushed.withLock { $0.objectsDirectory = true }
         knownDirectories.withLock { _ = $0.insert(fanOut) }
     }
 
-    /// One `syncfs` covers a whole group of files: far cheaper than an fsync each.
-    public func flush() throws(StoreError) {
-        if mf_syncfs(temporaryDirectoryDescriptor) != 0 {
-            throw StoreError.system("cannot flush the filesystem of", temporaryDirectory)
+    /// Above this many bytes of other work waiting for writeback, a flush
+    /// goes file by file: a `syncfs` would write all of it back and wait.
+    static let wholeFilesystemFlushLimit: Int64 = 64 << 20
+
+    /// One `syncfs` covers a whole group of files: 2000 small files flushed
+    /// in 25 groups took 0.07 s, against 0.57 s for an `fdatasync` per file
+    /// and an `fsync` per directory. But it writes back every dirty page of
+    /// the filesystem, other programs' too: with 1 GB that another program
+    /// had just written still dirty it took 1.9 s, file by file 0.76 s (and
+    /// a 300-file `get` took 1.5 s instead of 0.35 s). So the whole filesystem
+    /// is synced only while little else waits to be written back.
+    public func flush(staged: [StagedBlob]) throws(StoreError) {
+        let pending = unflushed.withLock { state in
+            defer { state = (fanOuts: [], objectsDirectory: false) }
+            return state
         }
+        do throws(StoreError) {
+            if (pendingWriteback() ?? 0) <= Self.wholeFilesystemFlushLimit {
+                if mf_syncfs(temporaryDirectoryDescriptor) != 0 {
+                    throw StoreError.system("cannot flush the filesystem of", temporaryDirectory)
+                }
+                flushCounts.withLock { $0.wholeFilesystem += 1 }
+            } else {
+                try flushFileByFile(staged, fanOuts: pending.fanOuts, objectsDirectory: pending.objectsDirectory)
+                flushCounts.withLock { $0.fileByFile += 1 }
+            }
+        } catch {
+            // Not flushed: the next flush must cover these names again.
+            unflushed.withLock { state in
+                state.fanOuts.formUnion(pending.fanOuts)
+                state.objectsDirectory = state.objectsDirectory || pending.objectsDirectory
+            }
+            throw error
+        }
+    }
+
+    /// The staged files' bytes (`fdatasync`), then the directories that got
+    /// names (`fsync`): the fan-outs, and the objects directory when it got a fan-out.
+    /// A staged file that is gone is passed over, as `syncfs` would: moving it
+    /// fails that item alone.
+    private func flushFileByFile(_ staged: [StagedBlob], fanOuts: Set<String>, objectsDirectory changed: Bool) throws(StoreError) {
+        for blob in staged {
+            let fd = open(blob.path, O_RDONLY | O_CLOEXEC)
+            if fd < 0, errno == ENOENT { continue }
+            guard fd >= 0 else { throw StoreError.system("cannot open", blob.path) }
+            defer { close(fd) }
+            if fdatasync(fd) != 0 { throw StoreError.system("cannot flush", blob.path) }
+        }
+        for fanOut in fanOuts.sorted() {
+            let fd = openat(objectsDirectoryDescriptor, fanOut, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { throw StoreError.system("cannot open", "\(objectsDirectory)/\(fanOut)") }
+            defer { close(fd) }
+            if fsync(fd) != 0 { throw StoreError.system("cannot flush", "\(objectsDirectory)/\(fanOut)") }
+        }
+        if changed, fsync(objectsDirectoryDescriptor) != 0 {
+            throw StoreError.system("cannot flush", objectsDirectory)
+        }
+    }
+}
+
+/// What the kernel says of memory.
+public enum SystemMemory {
+    /// Bytes of dirty pages and pages under writeback, system-wide
+    /// (`/proc/meminfo`); nil where there is no such file.
+    @Sendable public static func pendingWriteback() -> Int64? {
+        let fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        var length = 0
+        while length < buffer.count {
+            let count = buffer.withUnsafeMutableBytes { bytes -> Int in
+                guard let base = bytes.baseAddress else { return 0 }
+                return read(fd, base + length, bytes.count - length)
+            }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            length += count
+        }
+        return pendingWriteback(meminfo: buffer[0..<length])
+    }
+
+    /// `Dirty` plus `Writeback` from the text of `/proc/meminfo`, in bytes.
+    static func pendingWriteback(meminfo: ArraySlice<UInt8>) -> Int64? {
+        var total: Int64 = 0
+        var found = 0
+        for line in meminfo.split(separator: UInt8(ascii: "\n")) {
+            let fields = line.split(separator: UInt8(ascii: " "))
+            guard fields.count >= 2,
+                  fields[0].elementsEqual("Dirty:".utf8) || fields[0].elementsEqual("Writeback:".utf8),
+                  let kibibytes = Int64(String(decoding: fields[1], as: UTF8.self)) else { continue }
+            total += kibibytes.multipliedReportingOverflow(by: 1024).overflow ? .max / 4 : kibibytes * 1024
+            found += 1
+        }
+        return found == 0 ? nil : total
     }
 }
 

@@ -198,7 +198,7 @@ final class Ingestor: Sendable {
             return
         }
         do {
-            try store.flush()
+            try store.flush(staged: group.map(\.blob))
         } catch {
             // Nothing written since the last flush can be counted on. The moved
             // bodies' old names may be a new download's partial by now: only

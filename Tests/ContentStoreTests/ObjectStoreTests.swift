@@ -76,4 +76,54 @@ import TestSupport
             try store.remove(blob.sha256)
         }
     }
+
+    @Test func theWholeFilesystemIsSyncedOnlyWhileLittleElseWaitsForWriteback() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Little waiting: one syncfs for the bytes, one for the names.
+            let quiet = try ObjectStore(root: directory.appending("quiet"), pendingWriteback: { 1 << 20 })
+            let first = try stage(fixtureBytes(count: 3000, seed: 21), in: quiet)
+            #expect(try quiet.commit([first]) == [first.sha256])
+            #expect(quiet.flushes == (wholeFilesystem: 2, fileByFile: 0))
+
+            // A gigabyte of someone else's writes waiting: the store's own files and
+            // directories are synced instead, and the objects land all the same.
+            let busy = try ObjectStore(root: directory.appending("busy"), pendingWriteback: { 1 << 30 })
+            let blobs = try (0..<5).map { try stage(fixtureBytes(count: 3000 + $0, seed: UInt64(30 + $0)), in: busy) }
+            #expect(try busy.commit(blobs) == Set(blobs.map(\.sha256)))
+            #expect(busy.flushes == (wholeFilesystem: 0, fileByFile: 2))
+            for blob in blobs {
+                let path = try #require(busy.path(for: blob.sha256))
+                #expect(FileManager.default.fileExists(atPath: path))
+            }
+        }
+    }
+
+    @Test func aFileByFileFlushPassesOverAStagedFileThatIsGone() async throws {
+        try await TemporaryDirectory.with { directory in
+            // As a syncfs would: moving the missing one fails that item alone.
+            let store = try ObjectStore(root: directory.path, pendingWriteback: { 1 << 30 })
+            let gone = StagedBlob(path: store.temporaryDirectory + "/gone.done", sha256: String(repeating: "a", count: 64), size: 1)
+            let present = try stage(fixtureBytes(count: 100, seed: 40), in: store)
+            try store.flush(staged: [gone, present])
+            #expect(store.flushes == (wholeFilesystem: 0, fileByFile: 1))
+            #expect(throws: StoreError.self) { try store.moveIntoPlace(gone) }
+            #expect(try store.moveIntoPlace(present))
+        }
+    }
+
+    @Test func pendingWritebackIsDirtyPlusWritebackFromMeminfo() {
+        let meminfo = """
+            MemTotal:       24684544 kB
+            Dirty:             20480 kB
+            Writeback:          1024 kB
+            WritebackTmp:          0 kB
+
+            """
+        let parsed: Int64? = SystemMemory.pendingWriteback(meminfo: Array(meminfo.utf8)[...])
+        let expected: Int64 = 21_504 * 1024
+        #expect(parsed == expected)
+        #expect(SystemMemory.pendingWriteback(meminfo: Array("MemTotal: 1 kB\n".utf8)[...]) == nil)
+        // This machine's own answer (Linux has /proc/meminfo).
+        #expect(SystemMemory.pendingWriteback() != nil)
+    }
 }

@@ -13,6 +13,7 @@ import TestSupport
     }
 
     /// The cache's store, logging what the ingest thread asks of it ("flush",
+    /// after a "flushed:<staged path>" for each body it covers, and
     /// "move:<staged path>"), with switches to see and break what comes after a move.
     private final class WatchedStore: BlobStore {
         let inner: ObjectStore
@@ -33,12 +34,12 @@ import TestSupport
 
         func contains(_ sha256: String) -> Bool { inner.contains(sha256) }
 
-        func flush() throws(StoreError) {
+        func flush(staged: [StagedBlob]) throws(StoreError) {
             if failFlushesAfterMove, events.contains(where: { $0.hasPrefix("move:") }) {
                 throw StoreError("injected flush failure")
             }
-            try inner.flush()
-            log.withLock { $0.append("flush") }
+            try inner.flush(staged: staged)
+            log.withLock { $0 += staged.map { "flushed:\($0.path)" } + ["flush"] }
         }
 
         func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {
@@ -214,7 +215,8 @@ import TestSupport
                 let completed = try #require(mark.completed, "item \(index) never completed")
                 let move = try #require(events.firstIndex(of: "move:\(mark.path)"),
                                         "item \(index) was never moved")
-                #expect(events[mark.submitted..<move].contains("flush"), "item \(index) was moved before a flush")
+                #expect(events[mark.submitted..<move].contains("flushed:\(mark.path)"),
+                        "item \(index) was moved before a flush of its bytes")
                 #expect(events[move..<completed].contains("flush"), "item \(index) was recorded before its name was flushed")
             }
             #expect(try cache.catalog.entries().count == 60)
