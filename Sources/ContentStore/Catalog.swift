@@ -24,8 +24,9 @@ public final class Catalog: Sendable {
         configuration.busyMode = .timeout(60)
         configuration.foreignKeysEnabled = true
         // WAL with synchronous=NORMAL: a commit is atomic and consistent without
-        // an fsync of its own; the store's next group flush, or `makeDurable`
-        // at the end of a job, makes it durable. A power cut before that may
+        // an fsync of its own; the store's next group flush (when it syncs the
+        // whole filesystem), or `makeDurable` at the end of a job, makes it
+        // durable. A power cut before that may
         // lose the last commits, never corrupt the file; rows only ever point
         // at objects already flushed, so what is lost is a record of a stored
         // object: the next run downloads that URL again and stores nothing new.
