@@ -54,6 +54,8 @@ public struct FetchReport: Sendable, Equatable {
     public var skipped = 0
     /// Each failed URL with its reason, in the order they failed.
     public var failures: [FailureRecord] = []
+    /// Body bytes received in this run: of the bodies stored, and of those
+    /// kept to resume later or thrown away.
     public var bytesReceived: Int64 = 0
     public var resumedBytes: Int64 = 0
     public var seconds: Double = 0
@@ -146,6 +148,9 @@ public final class FetchJob: Sendable {
 
         var report = state.withLock { state -> FetchReport in
             state.report.seconds = (clock.now - started).seconds
+            // The engine counts every body byte: also those kept to resume
+            // (an interrupted run would say "0 B") or thrown away.
+            state.report.bytesReceived = max(state.report.bytesReceived, state.progress.bytesReceived)
             return state.report
         }
         // Interrupted only when something asked for is missing because of it.
