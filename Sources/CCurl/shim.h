@@ -45,6 +45,34 @@ static inline CURLcode mf_easy_setopt_xferinfo_callback(CURL *handle, curl_xferi
     return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
 }
 
+/// The CURLOPT_PREREQFUNCTION callback (libcurl 7.80+): called once the
+/// transfer's connection is set up (TLS and protocol agreed), just before the
+/// request goes out. Return 0 (CURL_PREREQFUNC_OK) to go on.
+typedef int (*mf_prereq_callback)(void *clientp, char *primary_ip, char *local_ip, int primary_port, int local_port);
+
+/// curl_easy_setopt for CURLOPT_PREREQFUNCTION; CURLE_UNKNOWN_OPTION from a
+/// libcurl built before 7.80, which has no such option.
+static inline CURLcode mf_easy_setopt_prereq_callback(CURL *handle, mf_prereq_callback value) {
+#if LIBCURL_VERSION_NUM >= 0x075000
+    return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, value);
+#else
+    (void)handle;
+    (void)value;
+    return CURLE_UNKNOWN_OPTION;
+#endif
+}
+
+/// curl_easy_setopt for CURLOPT_PREREQDATA, the callback's `clientp`.
+static inline CURLcode mf_easy_setopt_prereq_data(CURL *handle, void *value) {
+#if LIBCURL_VERSION_NUM >= 0x075000
+    return curl_easy_setopt(handle, CURLOPT_PREREQDATA, value);
+#else
+    (void)handle;
+    (void)value;
+    return CURLE_UNKNOWN_OPTION;
+#endif
+}
+
 /// curl_easy_getinfo for CURLINFO_*_LONG values.
 static inline CURLcode mf_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);

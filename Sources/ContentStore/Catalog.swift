@@ -16,6 +16,9 @@ import Darwin
 public final class Catalog: Sendable {
     private let database: DatabasePool
     public let path: String
+    /// Whether opening made the database or its WAL file: their names must be
+    /// made durable too (a whole-filesystem flush may never have come).
+    private let createsFiles: Bool
 
     /// Opens (creating and migrating if needed) the catalog at `path`.
     public init(path: String) throws {
@@ -45,6 +48,7 @@ public final class Catalog: Sendable {
         let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { close(lock) } }
+        createsFiles = access(path, F_OK) != 0 || access(path + "-wal", F_OK) != 0
         database = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(database)
     }
@@ -61,6 +65,12 @@ public final class Catalog: Sendable {
         }
         defer { close(fd) }
         if fsync(fd) != 0 { throw StoreError.system("cannot flush", path + "-wal") }
+        guard createsFiles else { return }
+        let directory = (path as NSString).deletingLastPathComponent
+        let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryDescriptor >= 0 else { throw StoreError.system("cannot open", directory) }
+        defer { close(directoryDescriptor) }
+        if fsync(directoryDescriptor) != 0 { throw StoreError.system("cannot flush", directory) }
     }
 
     /// Schema changes, in order. A released migration is never edited: add a new one.

@@ -81,12 +81,31 @@ public final class ObjectStore: BlobStore {
     public let root: String
     /// Fan-out directories (the two hex digits) known to exist, so each is made once, not per object.
     private let knownDirectories = Mutex(Set<String>())
-    /// What was renamed or made since the last flush: the fan-out directories
-    /// that got names, and whether the objects directory got a fan-out.
-    private let unflushed = Mutex((fanOuts: Set<String>(), objectsDirectory: false))
-    /// Bytes of other work waiting to be written back, above which a flush
-    /// syncs this store's files one by one instead of the whole filesystem
-    /// (see `flush(staged:)`); nil where the system does not say.
+    /// What changed since the last flush: the fan-out directories that got
+    /// names, objects whose mode was changed (relative to the objects
+    /// directory), and whether the objects directory got a fan-out.
+    private let unflushed = Mutex(Unflushed())
+    private struct Unflushed {
+        var fanOuts: Set<String> = []
+        var modeChanged: [String] = []
+        var objectsDirectory = false
+
+        mutating func merge(_ other: Unflushed) {
+            fanOuts.formUnion(other.fanOuts)
+            modeChanged += other.modeChanged
+            objectsDirectory = objectsDirectory || other.objectsDirectory
+        }
+    }
+    /// Held for the whole of a flush: a flush that took the names another
+    /// has moved must finish (or give them back) before that other flush
+    /// may report them durable.
+    private let flushing = Mutex(())
+    /// Whether a file-by-file flush has synced the directories above the
+    /// fan-outs (the root, `objects`, `objects/sha256`) once: a new cache's.
+    private let parentsSynced = Mutex(false)
+    /// Bytes the system has yet to write back (dirty, or being written),
+    /// above which a flush syncs this store's files one by one instead of the
+    /// whole filesystem (see `flush(staged:)`); nil where the system does not say.
     private let pendingWriteback: @Sendable () -> Int64?
     /// How many flushes synced the whole filesystem, and how many file by file.
     private let flushCounts = Mutex((wholeFilesystem: 0, fileByFile: 0))
@@ -163,8 +182,10 @@ public final class ObjectStore: BlobStore {
         let (sourceDirectory, source) = relativeToTemporaryDirectory(blob.path)
         if !knownDirectories.withLock({ $0.contains(fanOut) }) { try makeDirectory(fanOut) }
         // Objects are immutable: read-only for everyone.
-        if !blob.isReadOnly, fchmodat(sourceDirectory, source, 0o444, 0) != 0 {
-            throw StoreError.system("cannot make read-only", blob.path)
+        if !blob.isReadOnly {
+            guard fchmodat(sourceDirectory, source, 0o444, 0) == 0 else {
+                throw StoreError.system("cannot make read-only", blob.path)
+            }
         }
         // No existence check first: the rename refuses to replace an object,
         // and a duplicate (the same bytes from another URL, collection or
@@ -175,10 +196,16 @@ public final class ObjectStore: BlobStore {
             try makeDirectory(fanOut)
             moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
         }
-        // A duplicate's name counts too: it may be another process's rename, not durable yet.
-        unflushed.withLock { _ = $0.fanOuts.insert(fanOut) }
+        let code = errno
+        if moved || code == EEXIST {
+            // A duplicate's name counts too: it may be another process's rename, not durable yet.
+            unflushed.withLock { state in
+                state.fanOuts.insert(fanOut)
+                if moved, !blob.isReadOnly { state.modeChanged.append(target) }
+            }
+        }
         if !moved {
-            guard errno == EEXIST else { throw StoreError.system("cannot move into the store", blob.path) }
+            guard code == EEXIST else { throw StoreError.system("cannot move into the store", blob.path, errno: code) }
             _ = unlinkat(sourceDirectory, source, 0)
             return false
         }
@@ -226,51 +253,67 @@ public final class ObjectStore: BlobStore {
     /// a 300-file `get` took 1.5 s instead of 0.35 s). So the whole filesystem
     /// is synced only while little else waits to be written back.
     public func flush(staged: [StagedBlob]) throws(StoreError) {
-        let pending = unflushed.withLock { state in
-            defer { state = (fanOuts: [], objectsDirectory: false) }
-            return state
-        }
-        do throws(StoreError) {
-            if (pendingWriteback() ?? 0) <= Self.wholeFilesystemFlushLimit {
-                if mf_syncfs(temporaryDirectoryDescriptor) != 0 {
-                    throw StoreError.system("cannot flush the filesystem of", temporaryDirectory)
+        try flushing.withLock { _ throws(StoreError) in
+            let pending = unflushed.withLock { state in
+                defer { state = Unflushed() }
+                return state
+            }
+            do throws(StoreError) {
+                if (pendingWriteback() ?? 0) <= Self.wholeFilesystemFlushLimit {
+                    if mf_syncfs(temporaryDirectoryDescriptor) != 0 {
+                        throw StoreError.system("cannot flush the filesystem of", temporaryDirectory)
+                    }
+                    flushCounts.withLock { $0.wholeFilesystem += 1 }
+                } else {
+                    try flushFileByFile(staged, pending)
+                    flushCounts.withLock { $0.fileByFile += 1 }
                 }
-                flushCounts.withLock { $0.wholeFilesystem += 1 }
-            } else {
-                try flushFileByFile(staged, fanOuts: pending.fanOuts, objectsDirectory: pending.objectsDirectory)
-                flushCounts.withLock { $0.fileByFile += 1 }
+            } catch {
+                // Not flushed: the next flush must cover these names again.
+                unflushed.withLock { $0.merge(pending) }
+                throw error
             }
-        } catch {
-            // Not flushed: the next flush must cover these names again.
-            unflushed.withLock { state in
-                state.fanOuts.formUnion(pending.fanOuts)
-                state.objectsDirectory = state.objectsDirectory || pending.objectsDirectory
-            }
-            throw error
         }
     }
 
-    /// The staged files' bytes (`fdatasync`), then the directories that got
-    /// names (`fsync`): the fan-outs, and the objects directory when it got a fan-out.
-    /// A staged file that is gone is passed over, as `syncfs` would: moving it
-    /// fails that item alone.
-    private func flushFileByFile(_ staged: [StagedBlob], fanOuts: Set<String>, objectsDirectory changed: Bool) throws(StoreError) {
+    /// The staged files' bytes (`fdatasync`), the objects whose mode changed
+    /// (`fsync`), then the directories that got names (`fsync`): the
+    /// fan-outs, and the objects directory when it got a fan-out; the first
+    /// time, the directories above too. A file or fan-out that is gone is
+    /// passed over, as `syncfs` would: moving into it fails that item alone.
+    private func flushFileByFile(_ staged: [StagedBlob], _ pending: Unflushed) throws(StoreError) {
         for blob in staged {
-            let fd = open(blob.path, O_RDONLY | O_CLOEXEC)
-            if fd < 0, errno == ENOENT { continue }
-            guard fd >= 0 else { throw StoreError.system("cannot open", blob.path) }
-            defer { close(fd) }
-            if fdatasync(fd) != 0 { throw StoreError.system("cannot flush", blob.path) }
+            try sync(AT_FDCWD, blob.path, shown: blob.path, dataOnly: true)
         }
-        for fanOut in fanOuts.sorted() {
-            let fd = openat(objectsDirectoryDescriptor, fanOut, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard fd >= 0 else { throw StoreError.system("cannot open", "\(objectsDirectory)/\(fanOut)") }
-            defer { close(fd) }
-            if fsync(fd) != 0 { throw StoreError.system("cannot flush", "\(objectsDirectory)/\(fanOut)") }
+        for object in pending.modeChanged {
+            try sync(objectsDirectoryDescriptor, object, shown: "\(objectsDirectory)/\(object)")
         }
-        if changed, fsync(objectsDirectoryDescriptor) != 0 {
+        for fanOut in pending.fanOuts.sorted() {
+            try sync(objectsDirectoryDescriptor, fanOut, shown: "\(objectsDirectory)/\(fanOut)")
+        }
+        let firstTime = parentsSynced.withLock { synced in
+            defer { synced = true }
+            return !synced
+        }
+        if pending.objectsDirectory || firstTime, fsync(objectsDirectoryDescriptor) != 0 {
             throw StoreError.system("cannot flush", objectsDirectory)
         }
+        if firstTime {
+            // A new cache: `objects/sha256`, `objects` and `tmp` got their names just now.
+            for directory in [root + "/objects", root] {
+                try sync(AT_FDCWD, directory, shown: directory)
+            }
+        }
+    }
+
+    /// `fsync` (or `fdatasync`) of the file or directory `name` relative to
+    /// `directory`; nothing when it is gone.
+    private func sync(_ directory: Int32, _ name: String, shown: String, dataOnly: Bool = false) throws(StoreError) {
+        let fd = openat(directory, name, O_RDONLY | O_CLOEXEC)
+        if fd < 0, errno == ENOENT { return }
+        guard fd >= 0 else { throw StoreError.system("cannot open", shown) }
+        defer { close(fd) }
+        if (dataOnly ? fdatasync(fd) : fsync(fd)) != 0 { throw StoreError.system("cannot flush", shown) }
     }
 }
 

@@ -94,6 +94,16 @@ final class CurlEasy {
         try check(mf_easy_setopt_write_callback(handle, option, callback))
     }
 
+    /// Sets CURLOPT_PREREQFUNCTION; false where libcurl has no such option (before 7.80).
+    func setConnectionReady(_ callback: mf_prereq_callback) -> Bool {
+        mf_easy_setopt_prereq_callback(handle, callback) == CURLE_OK
+    }
+
+    /// Sets CURLOPT_PREREQDATA, what that callback gets as its context.
+    func setConnectionReadyData(_ pointer: UnsafeMutableRawPointer?) {
+        _ = mf_easy_setopt_prereq_data(handle, pointer)
+    }
+
     func long(_ info: CURLINFO) -> Int {
         var value = 0
         return mf_easy_getinfo_long(handle, info, &value) == CURLE_OK ? value : 0

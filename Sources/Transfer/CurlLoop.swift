@@ -25,6 +25,15 @@ final class Attempt: @unchecked Sendable {
     /// Whether this is its host's first transfer, which says when the
     /// connection has answered (see `SlotQueue`).
     var isProbe = false
+
+    /// The connection is set up and has said what it speaks: called by libcurl
+    /// just before the request goes out (CURLOPT_PREREQFUNCTION), or, with a
+    /// libcurl too old for that, when the response head is complete.
+    func connectionAnswered() {
+        guard isProbe else { return }
+        isProbe = false
+        counters.answeredHosts.append(host)
+    }
     /// Set when the sink refused the body; the transfer is aborted.
     var abort: TransferError?
     /// Called once with the outcome: on the loop thread, or on the body's
@@ -78,11 +87,10 @@ final class Attempt: @unchecked Sendable {
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
         head.consume(bytes: line)
-        if head.isComplete, isProbe {
-            isProbe = false
-            counters.answeredHosts.append(host)
+        if head.isComplete {
+            connectionAnswered()
+            if !begun { return beginBody() }
         }
-        if head.isComplete, !begun { return beginBody() }
         return true
     }
 
@@ -268,7 +276,8 @@ final class CurlLoop: Sendable {
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
             byID[attempt.id] = nil
-            slots.release(host: attempt.host)
+            // A cancelled first transfer says nothing of the host: the next one probes it.
+            slots.release(host: attempt.host, endingProbe: !cancelled)
             curl_multi_remove_handle(multi.handle, handle)
             if code == CURLE_OK, !attempt.begun, attempt.head.isComplete, attempt.abort == nil {
                 _ = attempt.beginBody() // an empty body never calls the write callback
@@ -431,6 +440,7 @@ final class CurlLoop: Sendable {
         let context = Unmanaged.passUnretained(attempt).toOpaque()
         try easy.set(CURLOPT_URL, attempt.url)
         try easy.set(CURLOPT_WRITEDATA, pointer: context)
+        easy.setConnectionReadyData(context)
         try easy.set(CURLOPT_HEADERDATA, pointer: context)
         if attempt.requestedOffset > 0 {
             // CURLOPT_RANGE, not RESUME_FROM: a 200 answer to If-Range must be accepted, not failed.
@@ -491,6 +501,12 @@ final class CurlLoop: Sendable {
             let attempt = Attempt.from(userdata: userdata)
             return attempt.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
         })
+        // An HTTPS host's other transfers wait for its first to get a
+        // connection (see `SlotQueue`): this says when it has one.
+        _ = easy.setConnectionReady { clientp, _, _, _, _ in
+            if let clientp { Attempt.from(userdata: clientp).connectionAnswered() }
+            return 0 // CURL_PREREQFUNC_OK
+        }
         try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in
             guard let userdata else { return 0 }
             let length = size * count

@@ -75,12 +75,13 @@ struct SlotQueue<Element> {
 
     /// Gives back a slot taken by `next()`. A host's first transfer that ends
     /// without an answer (a refused connection, a TLS failure) ends its probe
-    /// too: the others try connections of their own at once, in parallel.
-    mutating func release(host: String) {
+    /// too, unless `endingProbe` is false (it was cancelled): the others try
+    /// connections of their own at once, in parallel.
+    mutating func release(host: String, endingProbe: Bool = true) {
         running -= 1
         let left = runningPerHost[host, default: 1] - 1
         runningPerHost[host] = left > 0 ? left : nil
-        answered(host: host)
+        if endingProbe { answered(host: host) }
     }
 
     /// Removes and returns the first waiting element that matches (a cancelled transfer).

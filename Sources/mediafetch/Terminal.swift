@@ -75,9 +75,17 @@ struct ProgressPrinter {
     func consume(_ events: AsyncStream<JobEvent>) async {
         let live = mode == .bar || (mode == .auto && Terminal.stderrIsTerminal)
         var lineShown = false
+        /// The progress on the status line, to draw it again under a failure
+        /// (the job sends progress only when it changed).
+        var shownProgress: RunProgress?
         func clearLine() {
             if lineShown { Terminal.writeErr("\r\u{1B}[K") }
             lineShown = false
+        }
+        func showStatus(_ progress: RunProgress) {
+            Terminal.writeErr("\r\u{1B}[K" + ProgressText.status(progress))
+            lineShown = true
+            shownProgress = progress
         }
         for await event in events {
             if mode == .json {
@@ -87,11 +95,12 @@ struct ProgressPrinter {
             }
             switch event {
             case .progress(let progress) where live:
-                Terminal.writeErr("\r\u{1B}[K" + ProgressText.status(progress))
-                lineShown = true
+                showStatus(progress)
             case .failed(let url, let reason):
+                let wasShown = lineShown
                 clearLine()
                 Terminal.error("failed \(url): \(reason)")
+                if wasShown, let shownProgress { showStatus(shownProgress) }
             case .finished(let report):
                 clearLine()
                 if mode != .none { Terminal.writeErr(ProgressText.summary(report) + "\n") }

@@ -111,6 +111,22 @@ import TestSupport
         }
     }
 
+    @Test func aFanOutRemovedAfterAMoveDoesNotFailEveryLaterFlush() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path, pendingWriteback: { 1 << 30 })
+            let blob = try stage(fixtureBytes(count: 100, seed: 41), in: store)
+            try store.flush(staged: [blob])
+            #expect(try store.moveIntoPlace(blob))
+            // Someone removes the object and its fan-out before the names are flushed.
+            let path = try #require(store.path(for: blob.sha256))
+            try FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
+            try store.flush(staged: [])
+            let next = try stage(fixtureBytes(count: 100, seed: 42), in: store)
+            #expect(try store.commit([next]) == [next.sha256])
+            #expect(store.flushes == (wholeFilesystem: 0, fileByFile: 4))
+        }
+    }
+
     @Test func pendingWritebackIsDirtyPlusWritebackFromMeminfo() {
         let meminfo = """
             MemTotal:       24684544 kB

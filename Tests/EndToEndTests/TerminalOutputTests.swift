@@ -73,13 +73,17 @@ import TestSupport
             _ = try tmux(["new-session", "-d", "-s", session, "-x", "160", "-y", "20", command], in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
 
-            let during = try await screen(session, in: directory) { $0.contains("active") }
+            // The 404 fails at once: its line goes above the status line, which stays.
+            let during = try await screen(session, in: directory) { $0.contains("failed") && $0.contains("active") }
             gate.signal()
             let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
 
-            // While running: one status line with counts and a rate.
+            // While running: one status line with counts and a rate, under the failure.
             #expect(during.contains("/3 items"))
             #expect(during.contains("/s"))
+            let shown = during.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(shown.first?.hasPrefix("mediafetch: failed ") == true, "\(shown)")
+            #expect(shown.count == 2 && shown[1].contains("active"), "\(shown)")
             // At the end: the failure line, the summary, and no leftover status line.
             let lines = after.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             #expect(lines.contains("mediafetch: failed \(origin.url("/nothing.jpg")): HTTP 404 Not Found"))

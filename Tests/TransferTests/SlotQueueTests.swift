@@ -58,6 +58,18 @@ import Testing
         #expect(drain(&queue) == ["dead1", "dead2", "dead3"])
     }
 
+    @Test func aCancelledFirstTransferLeavesTheNextToProbe() {
+        var queue = SlotQueue<String>(total: 16, perHost: 8)
+        for index in 0..<3 { queue.enqueue("tls\(index)", host: "tls", probeFirst: true) }
+        #expect(drain(&queue) == ["tls0"])
+        // Cancelled before its connection said anything: still one at a time.
+        queue.release(host: "tls", endingProbe: false)
+        #expect(queue.isProbing("tls"))
+        #expect(drain(&queue) == ["tls1"])
+        queue.answered(host: "tls")
+        #expect(drain(&queue) == ["tls2"])
+    }
+
     @Test func waitersStartInArrivalOrderAcrossHosts() {
         var queue = SlotQueue<String>(total: 1, perHost: 1)
         let order = [("x1", "x"), ("y1", "y"), ("x2", "x"), ("z1", "z"), ("y2", "y")]
