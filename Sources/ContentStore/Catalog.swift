@@ -48,23 +48,29 @@ public final class Catalog: Sendable {
         let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { close(lock) } }
-        createsFiles = access(path, F_OK) != 0 || access(path + "-wal", F_OK) != 0
+        createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
         database = try DatabasePool(path: path, configuration: configuration)
         try Self.migrator.migrate(database)
     }
+
+    /// The write-ahead log, which holds every commit since the last checkpoint.
+    public var writeAheadLogPath: String { Self.writeAheadLog(of: path) }
+
+    /// The write-ahead log of the database at `databasePath`.
+    public static func writeAheadLog(of databasePath: String) -> String { databasePath + "-wal" }
 
     /// Makes every committed row durable now. Rows are committed without an
     /// fsync each (WAL, synchronous=NORMAL) and closing does not checkpoint, so
     /// a job calls this once when it ends; it syncs the WAL file, which holds
     /// every commit since the last checkpoint (checkpoints sync themselves).
     public func makeDurable() throws {
-        let fd = open(path + "-wal", O_RDONLY | O_CLOEXEC)
+        let fd = open(writeAheadLogPath, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return } // nothing committed since the last checkpoint
-            throw StoreError.system("cannot open", path + "-wal")
+            throw StoreError.system("cannot open", writeAheadLogPath)
         }
         defer { close(fd) }
-        if fsync(fd) != 0 { throw StoreError.system("cannot flush", path + "-wal") }
+        if fsync(fd) != 0 { throw StoreError.system("cannot flush", writeAheadLogPath) }
         guard createsFiles else { return }
         let directory = (path as NSString).deletingLastPathComponent
         let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

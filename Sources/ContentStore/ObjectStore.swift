@@ -43,9 +43,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 public protocol BlobStore: Sendable {
     /// True when the object named `sha256` is present and complete.
     func contains(_ sha256: String) -> Bool
-    /// Makes the bytes of `staged` and every name given by `moveIntoPlace`
-    /// since the last flush durable.
-    func flush(staged: [StagedBlob]) throws(StoreError)
+    /// Makes the bytes of `staged`, the files at `files` (others on the
+    /// store's filesystem, such as the catalog's log) and every name given
+    /// by `moveIntoPlace` since the last flush durable.
+    func flush(staged: [StagedBlob], files: [String]) throws(StoreError)
     /// Puts one staged blob in place under its hash; returns false when the
     /// same bytes were stored already (the staged copy is dropped). The
     /// blob's bytes must be durable first (`flush(staged:)` with it), and its
@@ -56,6 +57,11 @@ public protocol BlobStore: Sendable {
 }
 
 extension BlobStore {
+    /// `flush(staged:files:)` with no other files.
+    public func flush(staged: [StagedBlob]) throws(StoreError) {
+        try flush(staged: staged, files: [])
+    }
+
     /// Makes every staged blob durable under its hash, in one group: one flush
     /// for their bytes, the moves, one flush for their names. Returns the
     /// hashes that were new (the others were already stored).
@@ -252,7 +258,7 @@ public final class ObjectStore: BlobStore {
     /// had just written still dirty it took 1.9 s, file by file 0.76 s (and
     /// a 300-file `get` took 1.5 s instead of 0.35 s). So the whole filesystem
     /// is synced only while little else waits to be written back.
-    public func flush(staged: [StagedBlob]) throws(StoreError) {
+    public func flush(staged: [StagedBlob], files: [String]) throws(StoreError) {
         try flushing.withLock { _ throws(StoreError) in
             let pending = unflushed.withLock { state in
                 defer { state = Unflushed() }
@@ -265,7 +271,7 @@ public final class ObjectStore: BlobStore {
                     }
                     flushCounts.withLock { $0.wholeFilesystem += 1 }
                 } else {
-                    try flushFileByFile(staged, pending)
+                    try flushFileByFile(staged, files, pending)
                     flushCounts.withLock { $0.fileByFile += 1 }
                 }
             } catch {
@@ -276,14 +282,15 @@ public final class ObjectStore: BlobStore {
         }
     }
 
-    /// The staged files' bytes (`fdatasync`), the objects whose mode changed
-    /// (`fsync`), then the directories that got names (`fsync`): the
-    /// fan-outs, and the objects directory when it got a fan-out; the first
-    /// time, the directories above too. A file or fan-out that is gone is
-    /// passed over, as `syncfs` would: moving into it fails that item alone.
-    private func flushFileByFile(_ staged: [StagedBlob], _ pending: Unflushed) throws(StoreError) {
-        for blob in staged {
-            try sync(AT_FDCWD, blob.path, shown: blob.path, dataOnly: true)
+    /// The staged files' and the other files' bytes (`fdatasync`), the
+    /// objects whose mode changed (`fsync`), then the directories that got
+    /// names (`fsync`): the fan-outs, and the objects directory when it got a
+    /// fan-out; the first time, the directories above too. A file or fan-out
+    /// that is gone is passed over, as `syncfs` would: moving into it fails
+    /// that item alone.
+    private func flushFileByFile(_ staged: [StagedBlob], _ files: [String], _ pending: Unflushed) throws(StoreError) {
+        for path in staged.map(\.path) + files {
+            try sync(AT_FDCWD, path, shown: path, dataOnly: true)
         }
         for object in pending.modeChanged {
             try sync(objectsDirectoryDescriptor, object, shown: "\(objectsDirectory)/\(object)")

@@ -198,7 +198,9 @@ final class Ingestor: Sendable {
             return
         }
         do {
-            try store.flush(staged: group.map(\.blob))
+            // The log holds the rows recorded since the last flush: a flush
+            // that does not sync the whole filesystem must sync it too.
+            try store.flush(staged: group.map(\.blob), files: [cache.catalogWriteAheadLog])
         } catch {
             // Nothing written since the last flush can be counted on. The moved
             // bodies' old names may be a new download's partial by now: only

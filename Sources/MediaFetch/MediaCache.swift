@@ -39,6 +39,9 @@ public final class MediaCache: Sendable {
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
 
+    /// The catalog's write-ahead log (known without opening the catalog).
+    public var catalogWriteAheadLog: String { Catalog.writeAheadLog(of: Self.catalogPath(root: root)) }
+
     /// True once, for the first caller, when the catalog did not exist when
     /// the cache was opened: nothing is cached yet, so a job need not look
     /// (and can start downloading while the catalog is created). Later

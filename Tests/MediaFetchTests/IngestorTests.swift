@@ -13,7 +13,7 @@ import TestSupport
     }
 
     /// The cache's store, logging what the ingest thread asks of it ("flush",
-    /// after a "flushed:<staged path>" for each body it covers, and
+    /// after a "flushed:<path>" for each body and other file it covers, and
     /// "move:<staged path>"), with switches to see and break what comes after a move.
     private final class WatchedStore: BlobStore {
         let inner: ObjectStore
@@ -34,12 +34,12 @@ import TestSupport
 
         func contains(_ sha256: String) -> Bool { inner.contains(sha256) }
 
-        func flush(staged: [StagedBlob]) throws(StoreError) {
+        func flush(staged: [StagedBlob], files: [String]) throws(StoreError) {
             if failFlushesAfterMove, events.contains(where: { $0.hasPrefix("move:") }) {
                 throw StoreError("injected flush failure")
             }
-            try inner.flush(staged: staged)
-            log.withLock { $0 += staged.map { "flushed:\($0.path)" } + ["flush"] }
+            try inner.flush(staged: staged, files: files)
+            log.withLock { $0 += (staged.map(\.path) + files).map { "flushed:\($0)" } + ["flush"] }
         }
 
         func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {
@@ -88,7 +88,12 @@ import TestSupport
             // The ingest thread moves it into the store and, once no other item
             // comes to share the next flush, flushes its name and goes on to
             // record it: there it waits on the lock.
-            while store.events.suffix(2) != [store.events.first { $0.hasPrefix("move:") } ?? "-", "flush"] {
+            func nameFlushed() -> Bool {
+                let events = store.events
+                guard let move = events.firstIndex(where: { $0.hasPrefix("move:") }) else { return false }
+                return events[(move + 1)...].contains("flush")
+            }
+            while !nameFlushed() {
                 try await Task.sleep(for: .milliseconds(5))
             }
             for index in 1...4 { try submit(index) }
@@ -218,6 +223,12 @@ import TestSupport
                 #expect(events[mark.submitted..<move].contains("flushed:\(mark.path)"),
                         "item \(index) was moved before a flush of its bytes")
                 #expect(events[move..<completed].contains("flush"), "item \(index) was recorded before its name was flushed")
+                // Its row is in the catalog's log, which the next flush covers too
+                // (the last rows' is synced when the ingestor finishes).
+                if events[completed...].contains("flush") {
+                    #expect(events[completed...].contains("flushed:\(cache.catalogWriteAheadLog)"),
+                            "item \(index)'s row was not in the next flush")
+                }
             }
             #expect(try cache.catalog.entries().count == 60)
         }
