@@ -231,7 +231,9 @@ public final class FetchJob: Sendable {
         record.replacesMissingObject = state.withLock { $0.missingObjects[item.url] }
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size, isReadOnly: body.file.isReadOnly)
         // The validator goes just before the body leaves its name: the name may be another download's after that.
-        ingestor.submit(blob, record, beforeLeaving: { body.file.forgetValidator() }, whenRoom: whenRoom) { [self] result in
+        // A body that cannot be stored stays to be resumed when it can be proven complete.
+        ingestor.submit(blob, record, beforeLeaving: { body.file.forgetValidator() },
+                        keepOnFailure: { body.file.keepForResume() }, whenRoom: whenRoom) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()
             switch result {

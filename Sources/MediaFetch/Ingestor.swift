@@ -20,6 +20,9 @@ final class Ingestor: Sendable {
         /// Runs just before the blob leaves its name: moved into the store,
         /// or removed when it cannot be stored.
         var beforeLeaving: (@Sendable () -> Void)?
+        /// Asked when the blob cannot be stored: true when it stays where it
+        /// is (to be resumed by a later run) instead of being removed.
+        var keepOnFailure: (@Sendable () -> Bool)?
         var completion: @Sendable (Result<Void, CacheError>) -> Void
     }
 
@@ -63,9 +66,11 @@ final class Ingestor: Sendable {
     /// only pass it by the items that were already on their way).
     func submit(_ blob: StagedBlob, _ record: IngestRecord,
                 beforeLeaving: (@Sendable () -> Void)? = nil,
+                keepOnFailure: (@Sendable () -> Bool)? = nil,
                 whenRoom: @escaping @Sendable () -> Void,
                 completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
-        let item = Pending(blob: blob, record: record, beforeLeaving: beforeLeaving, completion: completion)
+        let item = Pending(blob: blob, record: record, beforeLeaving: beforeLeaving, keepOnFailure: keepOnFailure,
+                           completion: completion)
         let admission = queue.withLock { queue -> Admission in
             if queue.closed { return .closed }
             queue.pending.append(item)
@@ -260,10 +265,11 @@ final class Ingestor: Sendable {
     }
 
     /// Completes items that cannot be stored; with `removingStaged`, their
-    /// bodies (still in the temporary directory) are removed.
+    /// bodies (still in the temporary directory) are removed, unless they
+    /// can stay there to be resumed.
     private func fail(_ entries: [Pending], because error: any Error, removingStaged: Bool) {
         for entry in entries {
-            if removingStaged {
+            if removingStaged, entry.keepOnFailure?() != true {
                 entry.beforeLeaving?()
                 _ = unlink(entry.blob.path)
             }

@@ -108,17 +108,38 @@ final class PartialFile {
     func recordValidator(_ validator: String) {
         guard let validatorPath else { return }
         hasValidator = true
-        var text = "\(url)\n\(validator)\n"
-        let temporary = validatorPath + ".\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, Self.writableMode)
-        guard fd >= 0 else { return }
+        Self.writeValidatorFile("\(url)\n\(validator)\n", to: validatorPath)
+    }
+
+    /// Writes a validator file whole or not at all (a temporary file renamed
+    /// into place), without an fsync. Returns whether it is there.
+    @discardableResult
+    static func writeValidatorFile(_ text: String, to path: String) -> Bool {
+        var text = text
+        let temporary = path + ".\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, writableMode)
+        guard fd >= 0 else { return false }
         let written = text.withUTF8 { systemWrite(fd, $0.baseAddress, $0.count) }
         _ = systemClose(fd)
-        if written == text.utf8.count {
-            _ = rename(temporary, validatorPath)
-        } else {
+        guard written == text.utf8.count, rename(temporary, path) == 0 else {
             _ = unlink(temporary)
+            return false
         }
+        return true
+    }
+
+    /// The text of a validator file (a few hundred bytes at most); nil when unreadable.
+    static func readValidatorFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { _ = systemClose(fd) }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let count = buffer.withUnsafeMutableBytes { bytes -> Int in
+            guard let base = bytes.baseAddress else { return -1 }
+            return read(fd, base, bytes.count)
+        }
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count], as: UTF8.self)
     }
 
     /// Forgets the validator: the bytes on disk no longer belong to it.
@@ -351,15 +372,21 @@ public final class FinishedFile: Sendable {
 
     private let budget: Budget
 
-    /// The validator recorded beside the body, until `forgetValidator()`.
-    private let validatorPath: Mutex<String?>
+    /// Where the body's validator is recorded, if it has one.
+    private let validatorPath: String?
+    /// Whether the validator file is still there (until `forgetValidator()`),
+    /// and its text once removed, should the body have to stay after all.
+    private let validator = Mutex((present: false, removedText: String?.none))
+    /// Left in place to be resumed (see `keepForResume`): `release` keeps the validator.
+    private let kept = Atomic(false)
 
     init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget, validatorPath: String? = nil) {
         self.path = path
         self.descriptor = Mutex(descriptor)
         self.isReadOnly = isReadOnly
         self.budget = budget
-        self.validatorPath = Mutex(validatorPath)
+        self.validatorPath = validatorPath
+        validator.withLock { $0.present = validatorPath != nil }
     }
 
     /// Removes the body's validator: call it just before the body leaves its
@@ -368,11 +395,33 @@ public final class FinishedFile: Sendable {
     /// to another download's partial and validator. Idempotent; `release()`
     /// does it too, for a body given up.
     public func forgetValidator() {
-        guard let path = validatorPath.withLock({ value -> String? in
-            defer { value = nil }
-            return value
+        guard let path = validatorPath, validator.withLock({ state in
+            defer { state.present = false }
+            return state.present
         }) else { return }
+        // Kept in memory: should the move fail, `keepForResume` writes it back.
+        let text = PartialFile.readValidatorFile(path)
+        validator.withLock { $0.removedText = text }
         _ = unlink(path)
+    }
+
+    /// Leaves the whole body where it is, with its validator, when it cannot
+    /// be stored (a full disk, a store directory that cannot be made): the
+    /// next run finds a partial it can prove complete (a 416 for exactly its
+    /// length) instead of fetching it all again. Returns false when there is
+    /// nothing to prove it with (no validator, or a private name), and the
+    /// caller removes the body.
+    public func keepForResume() -> Bool {
+        guard let path = validatorPath else { return false }
+        let (present, removedText) = validator.withLock { ($0.present, $0.removedText) }
+        if !present {
+            // Removed just before a move that then failed: the body is still at
+            // its name, under our lock, so its validator can go back beside it.
+            guard let removedText, PartialFile.writeValidatorFile(removedText, to: path) else { return false }
+            validator.withLock { $0.present = true }
+        }
+        kept.store(true, ordering: .relaxed)
+        return true
     }
 
     deinit { release() }
@@ -401,8 +450,8 @@ public final class FinishedFile: Sendable {
             defer { value = nil }
             return value
         }) else { return }
-        // Given up without a move (a store that failed): the validator goes with the body.
-        forgetValidator()
+        // Given up without a move and not kept: the validator goes with the body.
+        if !kept.load(ordering: .relaxed) { forgetValidator() }
         _ = systemClose(fd)
         budget.giveBack()
     }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 import TestOrigin
@@ -346,6 +347,39 @@ import TestSupport
             #expect(origin.requests(for: "/long.flac").last?.header("range") == "bytes=600000-")
             #expect(second.stderr.contains("resumed"))
             #expect(try objectModes(inCache: cache) == [0o444])
+        }
+    }
+
+    /// A whole body the store cannot take (here: no fan-out directory can be
+    /// made) stays as a partial the next run proves complete, not fetched again.
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func aBodyTheStoreCannotTakeIsKeptAndNotFetchedAgain() async throws {
+        try await withOrigin { origin, directory in
+            let body = fixtureBytes(count: 700_000, seed: 33)
+            origin.addResource("/walk.flac", data: body)
+            let user = BuiltProducts.User.nobody
+            let cache = try directory.cache(ownedBy: user)
+            let arguments = ["get", "--cache", cache, "--retries", "0", origin.url("/walk.flac")]
+            let hash = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+            origin.addResource("/pin.jpg", data: fixtureBytes(count: 2000, seed: 34))
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/pin.jpg")], as: user).status == 0)
+            // The body's fan-out directory takes no names (as a full disk or a
+            // stranger's directory would refuse them).
+            let fanOut = cache + "/objects/sha256/" + hash.prefix(2)
+            #expect(mkdir(fanOut, 0o755) == 0 || errno == EEXIST)
+            #expect(chmod(fanOut, 0o555) == 0)
+            let first = try await BuiltProducts.run(arguments, as: user)
+            #expect(chmod(fanOut, 0o777) == 0)
+            let second = try await BuiltProducts.run(arguments, as: user)
+
+            #expect(first.status == 1)
+            #expect(first.stderr.contains("cannot store \(origin.url("/walk.flac"))"), "\(first.stderr)")
+            #expect(second.status == 0, "\(second.stderr)")
+            // Asked for what comes after the whole body: nothing came again.
+            #expect(origin.requests(for: "/walk.flac").last?.header("range") == "bytes=700000-")
+            let stored = try objectPaths(inCache: cache).map { URL(fileURLWithPath: $0).lastPathComponent }
+            #expect(stored.contains(hash))
+            #expect(stored.count == 2)
         }
     }
 
