@@ -50,7 +50,7 @@ final class PartialFile {
         let key = Self.key(for: url)
         let sharedPath = "\(directory)/\(key).part"
         var opened = HashingWriter.OpenedFile.unknown
-        if let (fd, isDirect) = Self.createLocked(sharedPath, direct: direct) {
+        if let (fd, isDirect) = try Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
             opened = .fresh(direct: isDirect)
             path = sharedPath
@@ -247,7 +247,10 @@ final class PartialFile {
     /// when `direct` asks for it and the filesystem takes it. A process that
     /// opened the new file in between and locked it first makes this fail.
     /// Returns the descriptor and whether it is open for direct I/O.
-    private static func createLocked(_ path: String, direct: Bool) -> (Int32, Bool)? {
+    /// Throws when the file cannot be made for a reason other than being
+    /// there already (no space, no permission): that is the error to report,
+    /// not a failure to make a private file after it.
+    private static func createLocked(_ path: String, direct: Bool) throws(TransferError) -> (Int32, Bool)? {
         let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
         let directFlag = direct ? mf_direct_open_flag() : 0
         var fd = open(path, flags | directFlag, readOnlyMode)
@@ -261,7 +264,10 @@ final class PartialFile {
             fd = open(path, O_RDWR | O_CLOEXEC)
             isDirect = false
         }
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else {
+            if errno == EEXIST { return nil }
+            throw error("cannot create", path)
+        }
         // Locked first by another process, or removed before we locked it (a
         // sweep that took it for stale): not ours to write. The caller then
         // opens whatever is at the name now, under its lock.

@@ -13,6 +13,19 @@ import Glibc
         try #require(try permissions(of: path))
     }
 
+    @Test func aPartialThatCannotBeMadeNamesItselfAndTheReason() async throws {
+        try await TemporaryDirectory.with { directory in
+            let missing = directory.appending("gone")
+            #expect {
+                _ = try PartialFile(directory: missing, url: "http://example.test/new")
+            } throws: { error in
+                // Not a private file tried after it, as if another process held the URL.
+                let message = (error as? TransferError)?.message ?? ""
+                return message.hasPrefix("cannot create \(missing)/") && message.hasSuffix(".part: No such file or directory")
+            }
+        }
+    }
+
     @Test func aNewPartialIsReadOnlyAndSaysSoWhenComplete() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/new")
