@@ -346,9 +346,8 @@ final class PartialFile {
     private static let writableMode: mode_t = 0o644
 
     private static func readValidator(_ path: String, url: String) -> String? {
-        // Most partials are new: a cheap existence check before Foundation's file read.
-        guard access(path, F_OK) == 0, let data = FileManager.default.contents(atPath: path),
-              let text = String(data: data, encoding: .utf8) else { return nil }
+        // Most partials are new: a cheap existence check before the read.
+        guard access(path, F_OK) == 0, let text = readValidatorFile(path) else { return nil }
         // "<url>\n<validator>\n": without the final newline the write was cut short.
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         guard lines.count == 3, lines[0] == url, !lines[1].isEmpty, lines[2].isEmpty else { return nil }
