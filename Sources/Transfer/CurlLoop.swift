@@ -158,8 +158,8 @@ extension AttemptOutcome {
 final class LoopCounters: @unchecked Sendable {
     // @unchecked: mutated and read on the loop thread only.
     var bytesReceived: Int64 = 0
-    /// Hosts whose probing transfer has received a response head since the
-    /// loop last looked (see `SlotQueue`).
+    /// Hosts whose probing transfer's connection has answered since the loop
+    /// last looked (see `SlotQueue` and `Attempt.connectionAnswered`).
     var answeredHosts: [String] = []
 }
 
