@@ -31,22 +31,24 @@ let package = Package(
         .target(name: "CSQLiteTuning", linkerSettings: [.linkedLibrary("sqlite3")]),
 
         // The transfer engine: libcurl multi on one thread, scheduler, retry, resume.
+        .target(name: "URLText"),
         .target(
             name: "Transfer",
-            dependencies: ["CCurl", "CFileSync", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["CCurl", "CFileSync", "URLText", .product(name: "Crypto", package: "swift-crypto")]),
         // Content-addressed objects and the SQLite catalog. Knows nothing of the network.
         .target(
             name: "ContentStore",
             dependencies: [
                 "CFileSync",
                 "CSQLiteTuning",
+                "URLText",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         // What users call: jobs that compose the engine and the store.
         .target(
             name: "MediaFetch",
-            dependencies: ["Transfer", "ContentStore"]),
+            dependencies: ["Transfer", "ContentStore", "URLText"]),
         // The thin executable: argument parsing and terminal output only.
         .executableTarget(
             name: "mediafetch",
@@ -62,9 +64,12 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["TestOrigin"]),
 
         .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport"]),
-        .testTarget(name: "ContentStoreTests", dependencies: ["ContentStore", "TestSupport"]),
+        .testTarget(name: "ContentStoreTests", dependencies: [
+            "ContentStore", "TestSupport",
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "MediaFetchTests", dependencies: [
-            "MediaFetch", "TestOrigin", "TestSupport",
+            "MediaFetch", "TestOrigin", "TestSupport", "URLText",
             // A second catalog writer that holds the lock, as another process would.
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),

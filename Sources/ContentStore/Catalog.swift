@@ -1,6 +1,7 @@
 import CSQLiteTuning
 import Foundation
 import GRDB
+import URLText
 
 #if canImport(Glibc)
 import Glibc
@@ -118,18 +119,64 @@ public final class Catalog: Sendable {
             }
             try db.create(index: "item_on_url", on: "item", columns: ["url"])
         }
+        migrator.registerMigration("v2: URLs without passwords") { db in
+            try removePasswords(in: db)
+        }
         return migrator
+    }
+
+    /// Takes the passwords out of the URLs of a catalog written before
+    /// `record` did (see `URLPassword`). Where a URL is known both with and
+    /// without its password, the source that has an object and was fetched
+    /// last stays; an item already there without the password stays. The
+    /// password is also taken out of the last error quoting it, and deleted
+    /// text is overwritten in the file (`secure_delete`), not left in free pages.
+    static func removePasswords(in db: Database) throws {
+        try db.execute(sql: "PRAGMA secure_delete = ON")
+        let sources = try Row.fetchAll(db, sql: "SELECT url, hash, fetchedAt, lastError FROM source WHERE url LIKE '%@%'")
+        for source in sources {
+            let url: String = source["url"]
+            let bare = URLPassword.removed(from: url)
+            guard bare != url, let password = URLPassword.range(in: url).map({ String(url[$0]) }) else { continue }
+            if let lastError: String = source["lastError"], lastError.contains(password) {
+                try db.execute(sql: "UPDATE source SET lastError = ? WHERE url = ?",
+                               arguments: [lastError.replacingOccurrences(of: password, with: "***"), url])
+            }
+            if let other = try Row.fetchOne(db, sql: "SELECT hash, fetchedAt FROM source WHERE url = ?", arguments: [bare]) {
+                let otherHash: String? = other["hash"]
+                let hash: String? = source["hash"]
+                let fetchedAt: Double = source["fetchedAt"] ?? 0
+                let otherFetchedAt: Double = other["fetchedAt"] ?? 0
+                let keepThis = hash != nil && (otherHash == nil || fetchedAt > otherFetchedAt)
+                try db.execute(sql: "DELETE FROM source WHERE url = ?", arguments: [keepThis ? bare : url])
+                guard keepThis else { continue }
+            }
+            try db.execute(sql: "UPDATE source SET url = ? WHERE url = ?", arguments: [bare, url])
+        }
+        let items = try Row.fetchAll(db, sql: "SELECT collectionId, url FROM item WHERE url LIKE '%@%'")
+        for item in items {
+            let url: String = item["url"]
+            let collectionID: Int64 = item["collectionId"]
+            let bare = URLPassword.removed(from: url)
+            guard bare != url else { continue }
+            // OR IGNORE: the item without the password may be there already; this one then goes.
+            try db.execute(sql: "UPDATE OR IGNORE item SET url = ? WHERE collectionId = ? AND url = ?",
+                           arguments: [bare, collectionID, url])
+            try db.execute(sql: "DELETE FROM item WHERE collectionId = ? AND url = ?", arguments: [collectionID, url])
+        }
     }
 
     /// Records a group of finished items and failures in one transaction
     /// (group commit), with statements prepared once and reused. The objects
-    /// must already be durable in the store.
+    /// must already be durable in the store. URLs are recorded without their
+    /// passwords (`URLPassword`): the catalog file never holds one.
     public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], at date: Date = Date()) throws {
         guard !records.isEmpty || !failures.isEmpty else { return }
         let now = date.timeIntervalSince1970
         try database.write { db in
             var collectionIDs: [String: Int64] = [:]
             for record in records {
+                let url = URLPassword.removed(from: record.url)
                 try db.cachedStatement(sql: """
                     INSERT INTO object (hash, size, mediaType, storedAt, lastAccessAt) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT(hash) DO UPDATE SET lastAccessAt = excluded.lastAccessAt
@@ -141,7 +188,7 @@ public final class Catalog: Sendable {
                         ON CONFLICT(url) DO UPDATE SET hash = excluded.hash, etag = excluded.etag,
                           lastModified = excluded.lastModified, contentType = excluded.contentType,
                           fetchedAt = excluded.fetchedAt, lastError = NULL, lastErrorAt = NULL
-                        """).execute(arguments: [record.url, record.sha256, record.etag, record.lastModified,
+                        """).execute(arguments: [url, record.sha256, record.etag, record.lastModified,
                                          record.contentType, now])
                 }
                 if let missing = record.replacesMissingObject, missing != record.sha256 {
@@ -154,26 +201,28 @@ public final class Catalog: Sendable {
                     INSERT INTO item (collectionId, url, kind, title, addedAt, metadata) VALUES (?, ?, ?, ?, ?, ?)
                     ON CONFLICT(collectionId, url) DO UPDATE SET kind = excluded.kind,
                       title = coalesce(excluded.title, item.title), metadata = coalesce(excluded.metadata, item.metadata)
-                    """).execute(arguments: [collectionID, record.url, record.kind.rawValue, record.title, now, record.metadata])
+                    """).execute(arguments: [collectionID, url, record.kind.rawValue, record.title, now, record.metadata])
             }
             for failure in failures {
+                let url = URLPassword.removed(from: failure.url)
                 try db.cachedStatement(sql: """
                     INSERT INTO source (url, lastError, lastErrorAt) VALUES (?, ?, ?)
                     ON CONFLICT(url) DO UPDATE SET lastError = excluded.lastError, lastErrorAt = excluded.lastErrorAt
-                    """).execute(arguments: [failure.url, failure.message, now])
+                    """).execute(arguments: [url, failure.message, now])
                 if let missing = failure.missingObject {
                     // Its file is gone and fetching it again failed: this URL is not cached
                     // any more. Other URLs with the same bytes keep their rows (a run that
                     // asks for them fetches them again); the object's row goes when none is left.
                     try db.execute(sql: "UPDATE source SET hash = NULL WHERE url = ? AND hash = ?",
-                                   arguments: [failure.url, missing])
+                                   arguments: [url, missing])
                     try Self.dropUnreferencedObject(missing, in: db)
                 }
             }
         }
     }
 
-    /// The URLs among `urls` that already resolve to an object.
+    /// The URLs among `urls` that already resolve to an object, keyed by
+    /// the URL as the catalog keeps it (without its password).
     public func cachedSources(for urls: [String]) throws -> [String: CachedSource] {
         var found: [String: CachedSource] = [:]
         try database.read { db in
@@ -181,7 +230,7 @@ public final class Catalog: Sendable {
             guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM source WHERE hash IS NOT NULL)") == true else { return }
             // SQLite limits bound parameters per statement; ask in chunks.
             for start in stride(from: 0, to: urls.count, by: 500) {
-                let chunk = Array(urls[start..<min(start + 500, urls.count)])
+                let chunk = urls[start..<min(start + 500, urls.count)].map(URLPassword.removed(from:))
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
                 let rows = try Row.fetchAll(db, sql: """
                     SELECT source.url, object.hash, object.size FROM source JOIN object ON object.hash = source.hash

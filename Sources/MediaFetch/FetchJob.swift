@@ -2,6 +2,7 @@ import ContentStore
 import Foundation
 import Synchronization
 import Transfer
+import URLText
 
 /// One thing to put in the cache: a URL, and where it belongs.
 public struct FetchItem: Sendable, Equatable {
@@ -19,6 +20,9 @@ public struct FetchItem: Sendable, Equatable {
         self.title = title
         self.metadata = metadata
     }
+
+    /// The URL as the catalog knows it: without its password.
+    var catalogURL: String { URLPassword.removed(from: url) }
 }
 
 /// The run as a whole at a moment.
@@ -166,14 +170,14 @@ public final class FetchJob: Sendable {
     /// their collection if they are new there (one transaction for all of
     /// them). Returns the items left to fetch.
     private func settleCached(_ items: [FetchItem]) throws -> [FetchItem] {
-        let cached = try cache.catalog.cachedSources(for: items.map(\.url))
+        let cached = try cache.catalog.cachedSources(for: items.map(\.catalogURL))
         var present: [String: Set<String>] = [:]
         var remaining: [FetchItem] = []
         var newInCollection: [IngestRecord] = []
         var touched: [String] = []
         var missing: [String: String] = [:]
         for item in items {
-            guard let source = cached[item.url] else {
+            guard let source = cached[item.catalogURL] else {
                 remaining.append(item)
                 continue
             }
@@ -186,7 +190,7 @@ public final class FetchJob: Sendable {
             if present[item.collection] == nil {
                 present[item.collection] = try cache.catalog.itemURLs(inCollection: item.collection)
             }
-            if present[item.collection]?.contains(item.url) != true {
+            if present[item.collection]?.contains(item.catalogURL) != true {
                 newInCollection.append(IngestRecord(
                     url: item.url, collection: item.collection, kind: item.kind, title: item.title,
                     sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false))
@@ -255,7 +259,8 @@ public final class FetchJob: Sendable {
 
     private func fail(_ item: FetchItem, reason: String, ingestor: Ingestor) {
         let missingObject = state.withLock { $0.missingObjects[item.url] }
-        let failure = FailureRecord(url: item.url, message: reason, missingObject: missingObject)
+        // A reason may quote the URL, password and all: the catalog keeps it redacted.
+        let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason), missingObject: missingObject)
         ingestor.noteFailure(failure)
         state.withLock {
             $0.progress.failed += 1
@@ -298,10 +303,11 @@ public final class FetchJob: Sendable {
         }
     }
 
-    /// Drops repeated (collection, URL) pairs, keeping the first.
+    /// Drops repeated (collection, URL) pairs, keeping the first. URLs that
+    /// differ only in their passwords are one item, as in the catalog.
     static func unique(_ items: [FetchItem]) -> [FetchItem] {
         var seen = Set<String>()
-        return items.filter { seen.insert($0.collection + "\u{0}" + $0.url).inserted }
+        return items.filter { seen.insert($0.collection + "\u{0}" + $0.catalogURL).inserted }
     }
 }
 

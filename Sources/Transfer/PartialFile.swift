@@ -2,6 +2,7 @@ import CFileSync
 import Crypto
 import Foundation
 import Synchronization
+import URLText
 
 #if canImport(Glibc)
 import Glibc
@@ -16,7 +17,8 @@ let systemClose = Darwin.close
 /// The file a body is written into before it is complete.
 ///
 /// A URL's partial has a stable name (`<sha256(url)>.part`), so a later run
-/// finds it and resumes. Its validator (ETag or Last-Modified) sits beside it in
+/// finds it and resumes. The URL is taken without its password (see
+/// `URLPassword`), here and in the validator file: nothing on disk gives it away. Its validator (ETag or Last-Modified) sits beside it in
 /// `<name>.validator`, written when the response starts; without a validator
 /// the bytes cannot be trusted to belong to the current file and are dropped.
 /// An exclusive `flock` on the partial keeps two processes from writing the
@@ -47,6 +49,7 @@ final class PartialFile {
     /// filesystem allows it.
     init(directory: String, url: String, direct: Bool = false) throws(TransferError) {
         self.directory = directory
+        let url = URLPassword.removed(from: url)
         let key = Self.key(for: url)
         let sharedPath = "\(directory)/\(key).part"
         var opened = HashingWriter.OpenedFile.unknown
@@ -88,6 +91,7 @@ final class PartialFile {
         hasValidator = opened == .unknown
     }
 
+    /// The URL without its password: the validator file's first line.
     private let url: String
     /// Whether a validator file beside the partial may be this partial's own:
     /// one recorded for its bytes, or there when an earlier run's partial was
@@ -300,12 +304,13 @@ final class PartialFile {
         return nil
     }
 
-    /// The stable part of a URL's partial name: 40 hex digits of its SHA-256.
+    /// The stable part of a URL's partial name: 40 hex digits of the SHA-256
+    /// of the URL without its password.
     /// Hashed from the string's own bytes (going through `Data` cost a
     /// dynamic cast per file).
     static func key(for url: String) -> Substring {
         var hasher = SHA256()
-        var text = url
+        var text = URLPassword.removed(from: url)
         text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
         return hasher.finalize().hexString.prefix(40)
     }

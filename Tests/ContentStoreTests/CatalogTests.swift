@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import TestSupport
 @testable import ContentStore
@@ -10,6 +11,68 @@ import TestSupport
     private func record(_ url: String, _ collection: String, _ hash: String, size: Int64 = 100, fetched: Bool = true) -> IngestRecord {
         IngestRecord(url: url, collection: collection, kind: .photo, title: "t \(url)", sha256: hash, size: size,
                      contentType: "image/jpeg", etag: "\"e\"", metadata: #"{"photoId":"1"}"#, fetched: fetched)
+    }
+
+    @Test func urlsAreRecordedAndLookedUpWithoutTheirPasswords() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            try catalog.record([record("http://ann:hunter2@h/1", "alps", hashA)],
+                               failures: [FailureRecord(url: "http://ann:hunter2@h/2", message: "HTTP 404")])
+
+            #expect(try catalog.entries().map(\.url) == ["http://ann@h/1"])
+            #expect(try catalog.itemURLs(inCollection: "alps") == ["http://ann@h/1"])
+            #expect(try catalog.cachedSources(for: ["http://ann:other@h/1"]).keys.sorted() == ["http://ann@h/1"])
+            let urls = try DatabaseQueue(path: directory.appending("catalog.sqlite")).read { db in
+                try String.fetchAll(db, sql: "SELECT url FROM source UNION ALL SELECT url FROM item")
+            }
+            #expect(urls.sorted() == ["http://ann@h/1", "http://ann@h/1", "http://ann@h/2"])
+        }
+    }
+
+    @Test func anOlderCatalogLosesItsPasswordsWhenOpened() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            // A catalog as the first schema wrote it, with URLs as given.
+            let old = try DatabaseQueue(path: path)
+            try Catalog.migrator.migrate(old, upTo: "v1: objects, sources, collections, items")
+            try old.write { db in
+                for hash in [hashA, hashB] {
+                    try db.execute(sql: "INSERT INTO object VALUES (?, 10, NULL, 0, 0)", arguments: [hash])
+                }
+                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'c', 0)")
+                try db.execute(sql: """
+                    INSERT INTO source (url, hash, fetchedAt, lastError) VALUES
+                      ('http://ann:hunter2@h/only', ?, 5, NULL),
+                      ('http://ann:hunter2@h/both', ?, 9, NULL),
+                      ('http://ann@h/both', ?, 1, NULL),
+                      ('http://ann:hunter2@h/failed', NULL, NULL, 'HTTP 401 for http://ann:hunter2@h/failed'),
+                      ('http://ann@h/failed', ?, 3, NULL)
+                    """, arguments: [hashA, hashB, hashA, hashA])
+                try db.execute(sql: """
+                    INSERT INTO item (collectionId, url, kind, addedAt) VALUES
+                      (1, 'http://ann:hunter2@h/only', 'photo', 0),
+                      (1, 'http://ann:hunter2@h/both', 'photo', 0), (1, 'http://ann@h/both', 'photo', 0)
+                    """)
+            }
+            try old.close()
+
+            let catalog = try Catalog(path: path)
+
+            // The newer fetch with an object wins; an object beats a failure.
+            let sources = try catalog.cachedSources(for: ["http://ann@h/only", "http://ann@h/both", "http://ann@h/failed"])
+            #expect(sources.mapValues(\.sha256) == ["http://ann@h/only": hashA, "http://ann@h/both": hashB, "http://ann@h/failed": hashA])
+            #expect(try catalog.entries().map(\.url).sorted() == ["http://ann@h/both", "http://ann@h/only"])
+            #expect(try catalog.stats().sources == 3)
+            // No trace of the password is left in the file, even in free pages.
+            try catalog.makeDurable()
+            let reopened = try DatabaseQueue(path: path)
+            try reopened.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            try reopened.close()
+            for file in [path, path + "-wal"] {
+                let bytes = FileManager.default.contents(atPath: file) ?? Data()
+                #expect(bytes.range(of: Data("hunter2".utf8)) == nil, "\(file) holds the password")
+            }
+        }
     }
 
     @Test func recordedItemsAreListedWithTheirObject() async throws {

@@ -172,6 +172,21 @@ import TestSupport
             }
             #expect(!shown.contains("hunter2"))
             #expect(origin.requests(for: "/private.jpg").first?.header("authorization") != nil)
+
+            // Nor is it kept: the catalog knows the URL without it (the user
+            // stays), and no file in the cache has the password's bytes.
+            #expect(try await listJSON(cache).map { $0["url"] as? String } == ["http://ann@127.0.0.1:\(port)/private.jpg"])
+            let secret = Data("hunter2".utf8)
+            let files = FileManager.default.enumerator(atPath: cache)?.allObjects.compactMap { $0 as? String } ?? []
+            #expect(files.contains("catalog.sqlite"))
+            for file in files {
+                let contents = FileManager.default.contents(atPath: cache + "/" + file) ?? Data()
+                #expect(contents.range(of: secret) == nil, "\(file) holds the password")
+            }
+            // The same URL with another password is the same item: cached, not fetched again.
+            let again = try await BuiltProducts.run(["get", "--cache", cache, "http://ann:other@127.0.0.1:\(port)/private.jpg"])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(origin.requests(for: "/private.jpg").count == 1)
         }
     }
 

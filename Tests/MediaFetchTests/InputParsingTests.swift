@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import URLText
 import TestSupport
 @testable import MediaFetch
 
@@ -191,5 +192,18 @@ import TestSupport
         #expect(RedactedURL.inText("bad port in URL: http://[::1]:99999/a@b.jpg") == "bad port in URL: http://[::1]:99999/a@b.jpg")
         // A port and an '@' in the path are not a password.
         #expect(RedactedURL.inText("failed http://host:8080/a@b.jpg: HTTP 404") == "failed http://host:8080/a@b.jpg: HTTP 404")
+    }
+
+    @Test func theCatalogKeepsAURLWithoutItsPasswordButWithItsUser() {
+        #expect(URLPassword.removed(from: "http://user:secret@host:8080/a.jpg") == "http://user@host:8080/a.jpg")
+        #expect(URLPassword.removed(from: "https://u:p%40ss@example.com/x?y=1#f") == "https://u@example.com/x?y=1#f")
+        #expect(URLPassword.removed(from: "http://user@host/a") == "http://user@host/a")
+        #expect(URLPassword.removed(from: "http://user:@host/a") == "http://user:@host/a")
+        #expect(URLPassword.removed(from: "http://host:8080/a@b.jpg") == "http://host:8080/a@b.jpg")
+        #expect(URLPassword.removed(from: "http://host/x?mail=a:b@c") == "http://host/x?mail=a:b@c")
+        #expect(URLPassword.removed(from: "no scheme:pw@host") == "no scheme:pw@host")
+        let item = FetchItem(url: "http://a:b@h/1", collection: "c")
+        #expect(FetchJob.unique([item, FetchItem(url: "http://a:z@h/1", collection: "c"), FetchItem(url: "http://h/1", collection: "c")])
+                == [item, FetchItem(url: "http://h/1", collection: "c")])
     }
 }

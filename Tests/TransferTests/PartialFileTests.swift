@@ -101,6 +101,24 @@ import Glibc
         }
     }
 
+    @Test func neitherTheNameNorTheValidatorFileHoldsAPassword() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://ann:hunter2@example.test/a.jpg"
+            #expect(PartialFile.key(for: url) == PartialFile.key(for: "http://ann@example.test/a.jpg"))
+            let partial = try PartialFile(directory: directory.path, url: url)
+            partial.recordValidator("\"v1\"")
+            #expect(partial.descriptor >= 0 && write(partial.descriptor, "abc", 3) == 3)
+            partial.close(discard: false)
+            let validator = try String(contentsOfFile: partial.path + ".validator", encoding: .utf8)
+            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n")
+            // Resumed under either password: the bytes belong to the resource, the validator decides.
+            let again = try PartialFile(directory: directory.path, url: "http://ann:other@example.test/a.jpg")
+            defer { again.close(discard: true) }
+            #expect(again.resumable?.size == 3)
+            #expect(again.resumable?.validator == "\"v1\"")
+        }
+    }
+
     @Test func theKeyIsTheURLsSHA256() {
         // Partials left by earlier versions are found by this name.
         let url = "http://example.test/sound.flac"

@@ -1,17 +1,11 @@
+import URLText
+
 /// URLs as output shows them: a password in the URL (`user:secret@host`)
 /// becomes `***`, in tables, JSON and CSV listings, progress lines and
-/// error lines alike. The catalog keeps the URL as given, since that is how
-/// the next run recognises it as cached.
+/// error lines alike. (The catalog never has it: see `URLPassword`.)
 public enum RedactedURL {
     public static func of(_ url: String) -> String {
-        guard let schemeEnd = url.range(of: "://") else { return url }
-        let authorityStart = schemeEnd.upperBound
-        let authorityEnd = url[authorityStart...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
-        let authority = url[authorityStart..<authorityEnd]
-        // The host follows the last '@'; a password is what follows the first ':' before it.
-        guard let at = authority.lastIndex(of: "@"),
-              let colon = authority[..<at].firstIndex(of: ":"), authority.index(after: colon) < at else { return url }
-        return String(url[..<authority.index(after: colon)]) + "***" + String(url[at...])
+        URLPassword.replaced(in: url, with: "***")
     }
 
     /// `text` with every URL in it that carries a password redacted (an

@@ -1,0 +1,49 @@
+/// The password a URL may carry in its user information
+/// (`https://user:secret@host/…`).
+///
+/// Nothing mediafetch writes keeps it: the catalog, the partials' names and
+/// their validator files hold the URL without it (the user stays, since
+/// another account may see other files), and output shows it as `***`. Only
+/// the request itself carries it. One module that every layer can see, so
+/// that they all agree on where the password is.
+public enum URLPassword {
+    /// Where the password is in `url`: the text between the first `:` of the
+    /// user information and the last `@` of the authority. Nil when there is
+    /// none (no `@`, no `:` before it, or nothing between them).
+    public static func range(in url: String) -> Range<String.Index>? {
+        // Cheap way out first: this runs for every URL of every list.
+        guard url.utf8.contains(UInt8(ascii: "@")), let authorityStart = authorityStart(in: url) else { return nil }
+        let authorityEnd = url[authorityStart...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
+        let authority = url[authorityStart..<authorityEnd]
+        // The host follows the last '@'; a password is what follows the first ':' before it.
+        guard let at = authority.lastIndex(of: "@"),
+              let colon = authority[..<at].firstIndex(of: ":") else { return nil }
+        let start = authority.index(after: colon)
+        return start < at ? start..<at : nil
+    }
+
+    /// Where the authority begins: just after the first `://`.
+    private static func authorityStart(in url: String) -> String.Index? {
+        let bytes = url.utf8
+        var index = bytes.startIndex
+        while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
+            let rest = bytes[bytes.index(after: colon)...]
+            if rest.starts(with: "//".utf8) { return bytes.index(colon, offsetBy: 3) }
+            index = bytes.index(after: colon)
+        }
+        return nil
+    }
+
+    /// `url` without its password and the `:` before it
+    /// (`https://user@host/…`); `url` itself when it has none.
+    public static func removed(from url: String) -> String {
+        guard let password = range(in: url) else { return url }
+        return String(url[..<url.index(before: password.lowerBound)]) + String(url[password.upperBound...])
+    }
+
+    /// `url` with its password shown as `replacement`.
+    public static func replaced(in url: String, with replacement: String) -> String {
+        guard let password = range(in: url) else { return url }
+        return String(url[..<password.lowerBound]) + replacement + String(url[password.upperBound...])
+    }
+}
