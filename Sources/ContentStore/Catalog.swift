@@ -132,7 +132,11 @@ public final class Catalog: Sendable {
     /// password is also taken out of the last error quoting it, and deleted
     /// text is overwritten in the file (`secure_delete`), not left in free pages.
     static func removePasswords(in db: Database) throws {
+        // Debian's SQLite has it on already; others may not. The connection
+        // goes on writing after the migration, with the setting it had.
+        let secureDelete = try Int.fetchOne(db, sql: "PRAGMA secure_delete") ?? 0
         try db.execute(sql: "PRAGMA secure_delete = ON")
+        defer { try? db.execute(sql: "PRAGMA secure_delete = \(secureDelete)") }
         let sources = try Row.fetchAll(db, sql: "SELECT url, hash, fetchedAt, lastError FROM source WHERE url LIKE '%@%'")
         for source in sources {
             let url: String = source["url"]
