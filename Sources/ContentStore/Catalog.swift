@@ -51,8 +51,19 @@ public final class Catalog: Sendable {
         defer { if lock >= 0 { close(lock) } }
         createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
         database = try DatabasePool(path: path, configuration: configuration)
+        let removesPasswords = try database.read { db in
+            try db.tableExists("source") && !Self.migrator.appliedIdentifiers(db).contains(Self.passwordsMigration)
+        }
         try Self.migrator.migrate(database)
+        if removesPasswords {
+            // The old pages, passwords and all, are still in the write-ahead
+            // log (closing does not checkpoint) and in the main file: copy
+            // the rewritten pages over them and empty the log.
+            try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        }
     }
+
+    private static let passwordsMigration = "v2: URLs without passwords"
 
     /// The write-ahead log, which holds every commit since the last checkpoint.
     public var writeAheadLogPath: String { Self.writeAheadLog(of: path) }
@@ -119,7 +130,7 @@ public final class Catalog: Sendable {
             }
             try db.create(index: "item_on_url", on: "item", columns: ["url"])
         }
-        migrator.registerMigration("v2: URLs without passwords") { db in
+        migrator.registerMigration(passwordsMigration) { db in
             try removePasswords(in: db)
         }
         return migrator
@@ -142,9 +153,10 @@ public final class Catalog: Sendable {
             let url: String = source["url"]
             let bare = URLPassword.removed(from: url)
             guard bare != url, let password = URLPassword.range(in: url).map({ String(url[$0]) }) else { continue }
-            if let lastError: String = source["lastError"], lastError.contains(password) {
+            // Only where it stands in a URL: a short password may be any word.
+            if let lastError: String = source["lastError"], lastError.contains(":\(password)@") {
                 try db.execute(sql: "UPDATE source SET lastError = ? WHERE url = ?",
-                               arguments: [lastError.replacingOccurrences(of: password, with: "***"), url])
+                               arguments: [lastError.replacingOccurrences(of: ":\(password)@", with: ":***@"), url])
             }
             if let other = try Row.fetchOne(db, sql: "SELECT hash, fetchedAt FROM source WHERE url = ?", arguments: [bare]) {
                 let otherHash: String? = other["hash"]

@@ -222,9 +222,12 @@ final class PartialFile {
             let isValidator = name.hasSuffix(".validator")
             let resumable = isPart && access(path + ".validator", F_OK) == 0
             if isValidator {
+                let partial = String(path.dropLast(".validator".count))
                 // A validator outlives its partial only by accident.
-                if access(String(path.dropLast(".validator".count)), F_OK) != 0, age > staleAfter {
-                    removed += unlink(path) == 0 ? 1 : 0
+                if access(partial, F_OK) != 0 {
+                    if age > staleAfter { removed += unlink(path) == 0 ? 1 : 0 }
+                } else {
+                    removed += rekeyIfItNamesAPassword(partial: partial, directory: directory)
                 }
                 continue
             }
@@ -245,6 +248,36 @@ final class PartialFile {
             if isPart, unlink(path + ".validator") == 0 { removed += 1 }
         }
         return removed
+    }
+
+    /// A partial left by a version that kept the URL's password in its
+    /// validator file (and in its name's hash) is moved to the name of the
+    /// URL without it, with a validator that does not hold it, so the
+    /// password leaves the disk and the download can still resume. Where
+    /// that name is taken, or the move fails, the old partial goes. Skipped
+    /// while another process holds the partial. Returns how many files were removed.
+    private static func rekeyIfItNamesAPassword(partial: String, directory: String) -> Int {
+        let validatorPath = partial + ".validator"
+        guard let text = readValidatorFile(validatorPath),
+              let firstLine = text.split(separator: "\n", omittingEmptySubsequences: false).first,
+              URLPassword.range(in: String(firstLine)) != nil else { return 0 }
+        var fd = open(partial, O_RDWR | O_CLOEXEC)
+        if fd < 0, errno == EACCES { fd = open(partial, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { return 0 }
+        defer { _ = systemClose(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: partial) else { return 0 }
+        let url = URLPassword.removed(from: String(firstLine))
+        let rest = text.dropFirst(firstLine.count)
+        let newPartial = "\(directory)/\(key(for: url)).part"
+        // Never over another partial. The lock goes with the file, so no one
+        // opens it at its new name before its validator is there; a crash in
+        // between leaves a partial without one, which starts over.
+        guard mf_renameat_noreplace(AT_FDCWD, partial, AT_FDCWD, newPartial) == 0 else {
+            let removed = unlink(validatorPath) == 0 ? 1 : 0
+            return removed + (unlink(partial) == 0 ? 1 : 0)
+        }
+        writeValidatorFile(url + rest, to: newPartial + ".validator")
+        return unlink(validatorPath) == 0 ? 1 : 0
     }
 
     /// Creates `path`, which must not exist yet, and locks it; with O_DIRECT

@@ -2,6 +2,7 @@ import CCurl
 import CFileSync
 import Foundation
 import Synchronization
+import URLText
 
 /// A body downloaded into a file of its own, complete and hashed.
 public struct DownloadedBody: Sendable {
@@ -423,6 +424,9 @@ public struct RequestTarget: Sendable, Equatable {
     /// of every list, and only the scheme and the authority matter here
     /// (libcurl parses the rest and rejects what it cannot use).
     public init(_ text: String) throws(TransferError) {
+        // Errors quote the URL, but never its password (output redacts URLs
+        // word by word, and a password may hold a space).
+        let shown = URLPassword.replaced(in: text, with: "***")
         // Spaces and tabs around the URL are dropped (byte-wise: this runs per URL).
         var bytes = Array(text.utf8)
         while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
@@ -431,15 +435,15 @@ public struct RequestTarget: Sendable, Equatable {
         let trimmed = leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self)
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
               bytes[0..<colon].allSatisfy({ Self.isSchemeByte($0) }), Self.isLetter(bytes[0]) else {
-            throw TransferError(.unsupportedURL, "not a URL: \(text)")
+            throw TransferError(.unsupportedURL, "not a URL: \(shown)")
         }
         let scheme = String(decoding: bytes[0..<colon], as: UTF8.self).lowercased()
         guard scheme == "http" || scheme == "https" else {
-            throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(text)")
+            throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(shown)")
         }
         guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/"),
               !bytes.contains(where: { $0 <= 0x20 || $0 == 0x7f }) else {
-            throw TransferError(.unsupportedURL, "not a URL: \(text)")
+            throw TransferError(.unsupportedURL, "not a URL: \(shown)")
         }
         let authorityStart = colon + 3
         let authorityEnd = bytes[authorityStart...].firstIndex(where: {
@@ -452,23 +456,23 @@ public struct RequestTarget: Sendable, Equatable {
         if authority.first == UInt8(ascii: "[") {
             // An IPv6 literal: the port follows the closing bracket.
             guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else {
-                throw TransferError(.unsupportedURL, "not a URL: \(text)")
+                throw TransferError(.unsupportedURL, "not a URL: \(shown)")
             }
             host = authority[authority.startIndex...close]
             let after = authority[(close + 1)...]
             if after.first == UInt8(ascii: ":") { portText = after.dropFirst() } else if !after.isEmpty {
-                throw TransferError(.unsupportedURL, "not a URL: \(text)")
+                throw TransferError(.unsupportedURL, "not a URL: \(shown)")
             }
         } else if let portColon = authority.lastIndex(of: UInt8(ascii: ":")) {
             host = authority[..<portColon]
             portText = authority[(portColon + 1)...]
         }
-        guard !host.isEmpty else { throw TransferError(.unsupportedURL, "no host in URL: \(text)") }
+        guard !host.isEmpty else { throw TransferError(.unsupportedURL, "no host in URL: \(shown)") }
         var port = scheme == "https" ? 443 : 80
         if !portText.isEmpty {
             guard portText.count <= 5, portText.allSatisfy({ (48...57).contains($0) }),
                   let number = Int(String(decoding: portText, as: UTF8.self)), (1...65535).contains(number) else {
-                throw TransferError(.unsupportedURL, "bad port in URL: \(text)")
+                throw TransferError(.unsupportedURL, "bad port in URL: \(shown)")
             }
             port = number
         }

@@ -8,8 +8,8 @@
 /// that they all agree on where the password is.
 public enum URLPassword {
     /// Where the password is in `url`: the text between the first `:` of the
-    /// user information and the last `@` of the authority. Nil when there is
-    /// none (no `@`, no `:` before it, or nothing between them).
+    /// user information and the last `@` of the authority, maybe empty
+    /// (`user:@host`). Nil when there is none (no `@`, or no `:` before it).
     public static func range(in url: String) -> Range<String.Index>? {
         // Cheap way out first: this runs for every URL of every list.
         guard url.utf8.contains(UInt8(ascii: "@")), let authorityStart = authorityStart(in: url) else { return nil }
@@ -18,8 +18,7 @@ public enum URLPassword {
         // The host follows the last '@'; a password is what follows the first ':' before it.
         guard let at = authority.lastIndex(of: "@"),
               let colon = authority[..<at].firstIndex(of: ":") else { return nil }
-        let start = authority.index(after: colon)
-        return start < at ? start..<at : nil
+        return authority.index(after: colon)..<at
     }
 
     /// Where the authority begins: just after the first `://`.
@@ -41,9 +40,9 @@ public enum URLPassword {
         return String(url[..<url.index(before: password.lowerBound)]) + String(url[password.upperBound...])
     }
 
-    /// `url` with its password shown as `replacement`.
+    /// `url` with its password shown as `replacement` (an empty one is left as it is).
     public static func replaced(in url: String, with replacement: String) -> String {
-        guard let password = range(in: url) else { return url }
+        guard let password = range(in: url), !password.isEmpty else { return url }
         return String(url[..<password.lowerBound]) + replacement + String(url[password.upperBound...])
     }
 }

@@ -187,6 +187,10 @@ import TestSupport
             let again = try await BuiltProducts.run(["get", "--cache", cache, "http://ann:other@127.0.0.1:\(port)/private.jpg"])
             #expect(again.status == 0, "\(again.stderr)")
             #expect(origin.requests(for: "/private.jpg").count == 1)
+            // A URL refused for a space in its password is quoted without it.
+            let refused = try await BuiltProducts.run(["get", "--cache", cache, "http://ann:hunter 2@127.0.0.1:\(port)/x.jpg"])
+            #expect(refused.status != 0)
+            #expect(refused.stderrLines == ["mediafetch: not a URL: http://ann:***@127.0.0.1:\(port)/x.jpg"])
         }
     }
 

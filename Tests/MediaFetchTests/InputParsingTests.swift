@@ -198,7 +198,9 @@ import TestSupport
         #expect(URLPassword.removed(from: "http://user:secret@host:8080/a.jpg") == "http://user@host:8080/a.jpg")
         #expect(URLPassword.removed(from: "https://u:p%40ss@example.com/x?y=1#f") == "https://u@example.com/x?y=1#f")
         #expect(URLPassword.removed(from: "http://user@host/a") == "http://user@host/a")
-        #expect(URLPassword.removed(from: "http://user:@host/a") == "http://user:@host/a")
+        // An empty password is no password: the same item as none.
+        #expect(URLPassword.removed(from: "http://user:@host/a") == "http://user@host/a")
+        #expect(RedactedURL.of("http://user:@host/a") == "http://user:@host/a")
         #expect(URLPassword.removed(from: "http://host:8080/a@b.jpg") == "http://host:8080/a@b.jpg")
         #expect(URLPassword.removed(from: "http://host/x?mail=a:b@c") == "http://host/x?mail=a:b@c")
         #expect(URLPassword.removed(from: "no scheme:pw@host") == "no scheme:pw@host")

@@ -119,6 +119,43 @@ import Glibc
         }
     }
 
+    @Test func aPartialAnOlderVersionNamedAfterAPasswordIsMovedToTheNameWithoutIt() async throws {
+        try await TemporaryDirectory.with { directory in
+            // As versions before this kept them: named by the whole URL's hash, which the validator quotes.
+            func leftByAnOlderVersion(_ url: String, bytes: String) throws -> String {
+                let path = "\(directory.path)/\(SHA256.hash(data: Data(url.utf8)).hexString.prefix(40)).part"
+                try Data(bytes.utf8).write(to: URL(fileURLWithPath: path))
+                try Data("\(url)\n\"v1\"\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+                return path
+            }
+            let moved = try leftByAnOlderVersion("http://ann:hunter2@example.test/a.jpg", bytes: "abc")
+            // This one's new name is taken by a partial of the same URL: it goes.
+            let taken = try PartialFile(directory: directory.path, url: "http://bob@example.test/b.jpg")
+            taken.recordValidator("\"v2\"")
+            #expect(write(taken.descriptor, "xy", 2) == 2)
+            taken.close(discard: false)
+            let dropped = try leftByAnOlderVersion("http://bob:hunter2@example.test/b.jpg", bytes: "abcdef")
+
+            PartialFile.sweep(directory: directory.path)
+
+            let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            #expect(names.count == 4, "\(names)")
+            for name in names {
+                let contents = try Data(contentsOf: URL(fileURLWithPath: directory.appending(name)))
+                #expect(contents.range(of: Data("hunter2".utf8)) == nil, "\(name) holds the password")
+            }
+            #expect(!FileManager.default.fileExists(atPath: moved) && !FileManager.default.fileExists(atPath: dropped))
+            let resumed = try PartialFile(directory: directory.path, url: "http://ann:hunter2@example.test/a.jpg")
+            defer { resumed.close(discard: true) }
+            #expect(resumed.resumable?.size == 3)
+            #expect(resumed.resumable?.validator == "\"v1\"")
+            let kept = try PartialFile(directory: directory.path, url: "http://bob:hunter2@example.test/b.jpg")
+            defer { kept.close(discard: true) }
+            #expect(kept.resumable?.size == 2)
+            #expect(kept.resumable?.validator == "\"v2\"")
+        }
+    }
+
     @Test func theKeyIsTheURLsSHA256() {
         // Partials left by earlier versions are found by this name.
         let url = "http://example.test/sound.flac"
