@@ -18,7 +18,8 @@ let systemClose = Darwin.close
 ///
 /// A URL's partial has a stable name (`<sha256(url)>.part`), so a later run
 /// finds it and resumes. The URL is taken without its password (see
-/// `URLPassword`), here and in the validator file: nothing on disk gives it away. Its validator (ETag or Last-Modified) sits beside it in
+/// `URLPassword`), here and in the validator file: nothing on disk gives it
+/// away. Its validator (ETag or Last-Modified) sits beside it in
 /// `<name>.validator`, written when the response starts; without a validator
 /// the bytes cannot be trusted to belong to the current file and are dropped.
 /// An exclusive `flock` on the partial keeps two processes from writing the
