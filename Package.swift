@@ -59,7 +59,9 @@ let package = Package(
 
         // A real HTTP origin on loopback with fault switches, for tests and the demo.
         .target(name: "TestOrigin"),
-        .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin"]),
+        // Real media for tests and the demo: JPEG photos, and sounds written through libsndfile.
+        .target(name: "SampleMedia", dependencies: ["CSndFile"]),
+        .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin", "SampleMedia"]),
         // Helpers shared by the test targets: temporary directories, fixtures, running the binary.
         .target(name: "TestSupport", dependencies: ["TestOrigin"]),
 
@@ -73,6 +75,7 @@ let package = Package(
             // A second catalog writer that holds the lock, as another process would.
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "TestSupport", "mediafetch"]),
+        .testTarget(name: "SampleMediaTests", dependencies: ["SampleMedia", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "TestSupport", "SampleMedia", "mediafetch"]),
     ]
 )

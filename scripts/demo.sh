@@ -15,19 +15,9 @@ mkdir -p "$work/media"
 cache="$work/Cache"
 echo "demo folder: $work"
 
-# 200 "photos" of 64 KiB, 4 "sounds" of 8 MiB, and one photo published twice.
-python3 - "$work/media" <<'PY'
-import os, sys
-root = sys.argv[1]
-os.makedirs(f"{root}/photos", exist_ok=True)
-os.makedirs(f"{root}/sounds", exist_ok=True)
-for i in range(200):
-    with open(f"{root}/photos/{i:03d}.jpg", "wb") as f: f.write(os.urandom(64 * 1024))
-for i in range(4):
-    with open(f"{root}/sounds/{i}.wav", "wb") as f: f.write(os.urandom(8 << 20))
-with open(f"{root}/photos/000.jpg", "rb") as src, open(f"{root}/photos/copy-of-000.jpg", "wb") as dst:
-    dst.write(src.read())
-PY
+# 200 real JPEG photos (each with its own bytes), one of them published twice,
+# and a 20-second sound in each of WAV, AIFF, FLAC and Ogg Vorbis (libsndfile).
+"$bin/mediafetch-origin" --make-samples "$work/media" --photos 200
 
 "$bin/mediafetch-origin" --root "$work/media" --port 0 --port-file "$work/port" > "$work/origin.log" &
 origin=$!
@@ -38,7 +28,7 @@ base="http://127.0.0.1:$(cat "$work/port")"
 {
     echo "# demo pins: photos and sounds"
     for f in "$work"/media/photos/*.jpg; do echo "$base/photos/$(basename "$f")"; done
-    for f in "$work"/media/sounds/*.wav; do echo "$base/sounds/$(basename "$f")"; done
+    for f in "$work"/media/sounds/*; do echo "$base/sounds/$(basename "$f")"; done
 } > "$work/urls.txt"
 
 echo; echo "== first run: everything is downloaded"

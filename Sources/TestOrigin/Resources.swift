@@ -118,6 +118,7 @@ extension OriginServer {
         case "mp3": return "audio/mpeg"
         case "m4a": return "audio/mp4"
         case "wav": return "audio/wav"
+        case "aif", "aiff": return "audio/aiff"
         case "flac": return "audio/flac"
         case "ogg", "oga": return "audio/ogg"
         case "mp4", "m4v": return "video/mp4"

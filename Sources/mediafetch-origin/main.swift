@@ -1,15 +1,25 @@
 // mediafetch-origin: serves a directory over HTTP on 127.0.0.1 for demos and scripts.
 //
 //   mediafetch-origin --root DIR [--port N] [--port-file PATH]
+//   mediafetch-origin --make-samples DIR [--photos N]
 //
 // Prints `serving DIR at http://127.0.0.1:PORT` once listening, then serves until
 // SIGINT or SIGTERM. With --port 0 (the default) a free port is chosen; --port-file
 // writes it to PATH for scripts.
+//
+// --make-samples fills DIR with real media to serve, and exits: N JPEG photos
+// (default 200, each with other bytes) in photos/, one of them again as
+// photos/copy-of-000.jpg, and a sound in each format libsndfile writes for the
+// tests (WAV, AIFF, FLAC, Ogg Vorbis) in sounds/.
 
 import Foundation
+import SampleMedia
 import TestOrigin
 
-let usage = "usage: mediafetch-origin --root DIR [--port N] [--port-file PATH]"
+let usage = """
+    usage: mediafetch-origin --root DIR [--port N] [--port-file PATH]
+           mediafetch-origin --make-samples DIR [--photos N]
+    """
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("mediafetch-origin: \(message)\n\(usage)\n".utf8))
@@ -19,6 +29,8 @@ func fail(_ message: String) -> Never {
 var root: String?
 var port: UInt16 = 0
 var portFile: String?
+var samplesDirectory: String?
+var photoCount = 200
 
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -32,12 +44,53 @@ while let argument = arguments.popFirst() {
     case "--port-file":
         guard let value = arguments.popFirst() else { fail("--port-file needs a path") }
         portFile = value
+    case "--make-samples":
+        guard let value = arguments.popFirst() else { fail("--make-samples needs a directory") }
+        samplesDirectory = value
+    case "--photos":
+        guard let value = arguments.popFirst(), let number = Int(value), number >= 1 else { fail("--photos needs a number from 1") }
+        photoCount = number
     case "-h", "--help":
         print(usage)
         exit(0)
     default:
         fail("unexpected argument \(argument)")
     }
+}
+
+/// Writes the sample media into `directory` (see the top of this file).
+func makeSamples(in directory: String, photos: Int) throws {
+    let base = URL(fileURLWithPath: directory, isDirectory: true)
+    let photoFolder = base.appendingPathComponent("photos", isDirectory: true)
+    let soundFolder = base.appendingPathComponent("sounds", isDirectory: true)
+    try FileManager.default.createDirectory(at: photoFolder, withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(at: soundFolder, withIntermediateDirectories: true)
+    let digits = max(3, String(photos - 1).count)
+    func photoName(_ number: Int) -> String {
+        let text = String(number)
+        return String(repeating: "0", count: max(0, digits - text.count)) + text + ".jpg"
+    }
+    for number in 0..<photos {
+        // Every fourth is the larger, progressive picture, as albums mix sizes.
+        let picture: SamplePhotos.Picture = number % 4 == 3 ? .medium : .small
+        try SamplePhotos.photo(number, of: picture).write(to: photoFolder.appendingPathComponent(photoName(number)))
+    }
+    try SamplePhotos.photo(0).write(to: photoFolder.appendingPathComponent("copy-of-\(photoName(0))"))
+    for (index, format) in SoundFormat.allCases.enumerated() {
+        let name = "0\(index).\(format.rawValue)"
+        try SampleSounds.write(format, to: soundFolder.appendingPathComponent(name).path, seconds: 20, seed: UInt64(index + 1))
+    }
+}
+
+if let samplesDirectory {
+    guard root == nil else { fail("--make-samples and --root are separate uses") }
+    do {
+        try makeSamples(in: samplesDirectory, photos: photoCount)
+    } catch {
+        FileHandle.standardError.write(Data("mediafetch-origin: cannot make samples in \(samplesDirectory): \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
 }
 guard let root else { fail("--root is required") }
 

@@ -1,0 +1,243 @@
+import Foundation
+
+/// Real JPEG photos for tests and the demo, made with libjpeg-turbo's
+/// `cjpeg` (quality 85) from a drawn landscape, so that what the origin
+/// serves is what a photo site serves and any decoder opens it.
+public enum SamplePhotos {
+    /// The two pictures the photos are made from.
+    public enum Picture: String, CaseIterable, Sendable {
+        /// 160 × 120, baseline, 2,800 bytes.
+        case small
+        /// 480 × 320, progressive with optimized Huffman tables, 11,050 bytes.
+        case medium
+
+        /// Width and height in pixels.
+        public var dimensions: JPEGDimensions {
+            switch self {
+            case .small: JPEGDimensions(width: 160, height: 120)
+            case .medium: JPEGDimensions(width: 480, height: 320)
+            }
+        }
+
+        /// The file's bytes as `cjpeg` wrote them.
+        public var bytes: Data {
+            // The literals are the files' base64; they are checked by the tests, so a
+            // failed decode here is a broken source file, not bad input.
+            Data(base64Encoded: base64, options: .ignoreUnknownCharacters) ?? Data()
+        }
+
+        private var base64: String {
+            switch self {
+            case .small: SamplePhotos.smallBase64
+            case .medium: SamplePhotos.mediumBase64
+            }
+        }
+    }
+
+    /// Photo number `number` of a set: `picture` with a comment segment
+    /// (`COM`, "mediafetch sample photo N") after its `APPn` segments, so every
+    /// number has other bytes, and so another hash, and is still a valid JPEG.
+    public static func photo(_ number: Int, of picture: Picture = .small) -> Data {
+        let original = picture.bytes
+        let comment = Data("mediafetch sample photo \(number)".utf8)
+        var segment = Data([0xFF, 0xFE])
+        let length = comment.count + 2
+        segment.append(contentsOf: [UInt8(length >> 8), UInt8(length & 0xFF)])
+        segment.append(comment)
+        var photo = original
+        photo.insert(contentsOf: segment, at: original.startIndex + JPEGStructure.endOfApplicationSegments(in: original))
+        return photo
+    }
+
+    private static let smallBase64 = """
+        /9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAUDBAQEAwUEBAQFBQUGBwwIBwcHBw8LCwkMEQ8SEhEPERETFhwXExQaFRERGCEYGh0d
+        Hx8fExciJCIeJBweHx7/2wBDAQUFBQcGBw4ICA4eFBEUHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4e
+        Hh4eHh4eHh7/wAARCAB4AKADASIAAhEBAxEB/8QAHwAAAQUBAQEBAQEAAAAAAAAAAAECAwQFBgcICQoL/8QAtRAAAgEDAwIEAwUF
+        BAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAkM2JyggkKFhcYGRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVW
+        V1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKTlJWWl5iZmqKjpKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi
+        4+Tl5ufo6erx8vP09fb3+Pn6/8QAHwEAAwEBAQEBAQEBAQAAAAAAAAECAwQFBgcICQoL/8QAtREAAgECBAQDBAcFBAQAAQJ3AAEC
+        AxEEBSExBhJBUQdhcRMiMoEIFEKRobHBCSMzUvAVYnLRChYkNOEl8RcYGRomJygpKjU2Nzg5OkNERUZHSElKU1RVVldYWVpjZGVm
+        Z2hpanN0dXZ3eHl6goOEhYaHiImKkpOUlZaXmJmaoqOkpaanqKmqsrO0tba3uLm6wsPExcbHyMnK0tPU1dbX2Nna4uPk5ebn6Onq
+        8vP09fb3+Pn6/9oADAMBAAIRAxEAPwDa2UbKn2e1Gz2r9Q5z4axBso2VPs9qNntRzhYg2UbKn2e1Gz2o5wsQbKNlT7PajZ7Uc4WI
+        NlGyp9ntRs9qOcLEGyjZU+z2o2e1HOFiDZRsqfZ7UbPajnCxBso2VsaToOqarG8lhZtKiHazblUZ9MkjP4e3rT9S8N6xp1qbq8sW
+        jhBALB1bGemcE4+tcUs1wca3sHWjz7cvMr37Wvc3WErOHtFB8vezt95ibKNlT7PajZ7V285hYg2UbKn2e1Gz2o5wsWNlGyrOyjZX
+        Nzl2K2yjZVnZRso5wsVtlGyrOyjZRzhYrbKNlWdlGyjnCxW2UbKs7KNlHOFitso2VZ2UbKOcLFbZWh4d01NT1m3sZJGjSQncyjnA
+        BJx+WKg2VpeF7qHT9dtru4LCJCwYgZxlSM/rXFmVStHB1XQ+Plly23vZ2t8zfCxg60FU+G6v6X1PVY0SONY40VEUBVVRgADoAKdR
+        RX8zttu7P1DY8p8b6VDpmusluf3cy+cE2gBMkjaMduOPbisPZXUePbqG914+SWPkR+S5Ix8wZicfnj8KwNlf0dkNWtLLaLr35uVX
+        vv8A1Y/NMwjBYqap7XK2yjZVnZRsr1+c47FjZRsqxs9qNntXNzmlivso2VY2e1Gz2o5wsV9lGyrGz2o2e1HOFivso2VY2e1Gz2o5
+        wsV9lGyrGz2o2e1HOFivso2VY2e1Gz2o5wsV9lGyrGz2o2e1HOFjR0nxFqenQGBGSePjaJstsAGMDkYHTipb/wAUatd25hDR2+SC
+        XgDK30zk4/CsnZ7UbPavJlkuXTre3lRjzXve3X8jrWOxKh7NTdivso2VY2e1Gz2r1uc5LFfZRsqxs9qNntRzhYsbKNlWNlGyuXnL
+        sV9lGyrGyjZRzhYr7KNlWNlGyjnCxX2UbKluHht4WmuJUijX7zuwVR26muN13x5aW26PS7VrttpxK5KIDjg4xkjPUfL0/GuTF5jh
+        8Ir1pW/P7txOyOt2UbK8dvfFPiW+ciTUpIYy+8JABHt68ZHzEc9CTVmy1nVAB5mp3rfWdj/WvBnxbh0/dg2vkTzI9Z2UbK88h8Xa
+        rbAfvo51C7QsqZ/HIwSfqa3tH8c6ZdzeTfRNYOWwrM2+M9AMtgY6nqMADrXdheI8FiHy83K/P/PYaaOl2UbKmi2SxrLE6vG4DKyn
+        IYHoQe4p2yvbU7lWK+yjZVjZRso5wsV9lGyrGyjZRzhYr7KNlWNlGyjnCxBo+q6fq0QeznVmxlo24demcj8QMjI960NleOWEpi2u
+        jFXUgqynBBHcVrr411qxjKh4boAAL56ZIx7qQT+Oa+LwnFMGrYiNn3W33f8ADkKqup6Zso2V50/xUKtj/hH8/wDb5/8AYUrfEi8u
+        Cn2XS4Lcc7/NkMmfTGNuO/rXpy4hwCV1O/yf+RftInoUmyONpJGVEUEszHAAHc1yHiXxzYacrxafH9snGRv6RKeR16tyB04IPWuc
+        1DWL7UYx9tunlA6LwFzzzgYGeTzXMaqN2cV4WN4oqT93DrlXd7/5L8TN1ewuteIr/WbsS3027bkIijCoCc4A/qeeBk0WsfndaxUj
+        bzOlb+lYUDNfMVKs6snObu2Z3JHswq5xWdcyeUcA1vzuvl8VzmpqWY4qLhcSK5LtjNaVvbiUZxWJaRsJBmul04qEGaLhcuaRq2o6
+        Du+xyKYmO54ZFyjHGM+oP0IzgZrt/DXjLStYm+yykWN2cBY5XG1yTgBG4yenGAeeM4Nef37KUOK5m+QmQ4Br1sBnWJwVoxd49n+n
+        YqM2j6O2UbK8O8KeItb0hVhtb1/s4YHyZBvTqSQAfug5OduM13lj48mMJ+1WEUj54MchQY+hB/nX1OH4mwlRfvLxf3r8P8jVVIs7
+        XZRsrh774htFC4h0lfM2nYzT5APYkbRke2RXG65468T6gTEt2tlEVAK2q7CSDnO4ksD9CBgfWrrcS4KC91uXov8AOwOpE9T1rxBp
+        OksYri4D3A/5YRfM46dR0HBB5IyOma4bxD4g1LVgyI7WlqwwYY2+9wQdzcEg5PHTpx3rkdKG0jNbodfLr5fH59icX7q92PZfq/8A
+        hl5GcqjZjm68vjNKJfOrLuy3mHFXNLyWGa8K5jctfYQ3OKQx+T7VtQIvl1masMA4ouFyt9sx8uaUDz/eshi3m1taSM4zRcLifYQP
+        mxTS3k1uOi+X0rA1XIJxRcLjvte7jNOEHnc4rIgLeZXSaWAVGaLhcpmzEfOKYZ/K4zW1eKojOBXM6iSHOKLhcuC483jNPFp5nOKz
+        bAsXGa6exVTGMii4XMk2/k84xTftezjNaWpKAhxXM3RbzDii4XNUSedxTvsIbnFVtKyWGa6OFF8vpRcLmIU8im/bO2an1YYzisIl
+        vNouFzUktC5zipIITCc4xW1awBkyRVXUY9inAqLmdxi3e0YzUFw3ne9Zc0zCTFaGmkyEZouFyA2RLZxVm3Hk+1bK26+XnFZGpjy8
+        4ouFyc3eRjNVLiMzVnLO3mYrb01d4GaLhczksyrZxV2CTyRitSa3UR5xWBqLFGOKLhcvyXW8YzVGa3MpziqtrKzPg10FhEHUZFFw
+        uZEVqYznFXornyxjNXL2EKhIFc9eSsrkCi4XNOebzRiqMlmXOcUae5dhmt+2gDR5xRcLmNBEYTnpVxbvauM07UUCA4rBlmYSYouF
+        zUuD53vVT7Ed2cVa03MmM1si3Xy84ouFyO3nCpjNV75/MBxRRUkGLLasXzir1ghiIzRRRcLmutwNmM1magPNziiii4XM1bVg+cVr
+        WB8oDNFFFwuXpbgMmM1i30RkJxRRRcLle3tir5xW5ZSiNQDRRQAt3MHXANYl1bs7k4ooouFySyhMbDNbcE4VMZooouFypft5oOKx
+        5LVi+cUUUAX9PUxYzWt9oGzGaKKLhc//2Q==
+        """
+
+    private static let mediumBase64 = """
+        /9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAUDBAQEAwUEBAQFBQUGBwwIBwcHBw8LCwkMEQ8SEhEPERETFhwXExQaFRERGCEYGh0d
+        Hx8fExciJCIeJBweHx7/2wBDAQUFBQcGBw4ICA4eFBEUHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4e
+        Hh4eHh4eHh7/wgARCAFAAeADASIAAhEBAxEB/8QAGwAAAwEBAQEBAAAAAAAAAAAAAAIEAQMFBgf/xAAbAQEAAwEBAQEAAAAAAAAA
+        AAAAAQIFBAYDB//aAAwDAQACEAMQAAABrGPU4KjAowKMCjAowKMCjAowKMCjAowKMCjAowKMCjAowKMCjAowKMCjAowKMCjAowKM
+        CjAowaMVlRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYNGIlRgUYFGBRgUYFGBRgUYFG
+        BRgUYFGBRgUYFGBRgUYFGBRgUYFr9D6Dzul4G++YXf8AIw/eeLs8Xzox6bLUYFGBRgUYFGDRisqMCjAowKMCjAowKMCjAowKMCjA
+        owKMCjAowKMCjAowKMC1ze1w/f3ND869IAJAD5fzvo/nv0DzijGnzKMCjAowKMGjFSjAowKMCjAowKMCjAowKMCjAowKMCjAowKM
+        CjAowKMCjAvt+NZwdH1AH576QAAA8r571fM9755RjU5FGBRgUYFGBjSJw0MNDDQw0MNDDQw0MNDDQw0MNDDQw0MNDDQw0MNDDQw0
+        MND2vX+Ov8zp/RHmGJ3+n58Hm7HHhp6nJw0MNDDQw0MNBjSrDQw0MNDDQw0MNDDQw0MNDDQw0MNDDQw0MNDDQw0MNDDQw0MNDDQw
+        0MNDDQw0MNDDQw0GNKzhoYaGGhhoYaGGhhoYaGGhhoYaGGhhoYaGGhhoYaGGhhoYaGGhhoYaGGhhoYaGGhhoYaGjFZUYFGBRgUYF
+        GBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBRgUYFGBjSJw0MNDDQw0MNDDcgEHmcsfRZ8fLxR9rnyCfJ9n2+
+        C73fbHy/odc+wcu3aw0tOGhhoYaGGhhoYaGGhhoYaGGhhoYaGG5AIfL5Y+iz5KHij7N/ievyfdGm3bDQw0MNDDeUOnDw/BzK/T+V
+        PuTEDbvPF/JkIKOXYtkonI7pailuUf0fV+r+eetqW+tPO9LWthp9GGhhoYaGGhhoYaGGhhoYbyh04+P4WZX14vMryY7+ddHzxz9G
+        Gw3zr4z9GGPYfVRgUaKsV8vAjza1+B0mya3dF7fF5+CF+dFIX49izjVMSUSWHeW6E41w+gNHf5xvr+N6Nn0no/EJq2+6PG9nUsDH
+        1lRgUYFGBRgUaWsUcfm/Kza/ReBVJk1mpjt+LtJf54lcPomR3+cPZD6J9ufDUbVvqPJ8TzeWPak4+hw1iTpDRa+VkGLxLTsxFvDS
+        rKuRM0lR1S2IR4vQDld5o/WL0zjys8wo6y+mSHTzZfS+z8Zf22+wf8+zrn9CPku/1n6Y+HhpH3vn+CcsPDN14a0rXPRwaOw6c7oD
+        OkPpC8rvMOnWP1CflX5hU/fzUV819EidvPLEewjbnMVZ37EpOp3K8OGS9RmtmMSSwR7ITpzm9EnerzShOPpEfTr5pWmegROQla9K
+        yNuU5SUdCYmDsWczmslANbIaklxyezzztzm9ImenzCpOXpHGUuhHWkZVL2rJaOExRxp7nDpNyOi1sLkjC9K+Y/GXucaKZjvNwrJq
+        u0RVIlxJU0JXI1pJVzjKpu9RN3nnO/KrqcnlQYrASVxOtXI6cJqDhTRKUS8bCWvpEVSZcR1kJvo8eCKfPp7HC6XkdI7OglMiGcrG
+        GaQOLVB25TsTUd0Ko+fUjubkVwb2I/QXgV+d27E3oT8TvDT2ONsnI6S19DO8iC87NOhKHDpUpRw4OS1deZXEnYjvOJX579iT0eXE
+        p8/v3OvmV5EcfSjYbzrsC2PTnLbh17yaTJUFS8Aj7dQtlzCG7NLPP6qR+lx0q8ypSb05WOvm2Yc/RiYILsNsj05TWB36S6SlAV8+
+        WEVLhbHuEN66Wed2Uk9OfSnzK1J/TkYm9OGkPOvmG9CGg4xW8SiqTqScKuZa3LSBn0u5CkFKdS2LvxIr5+5V51kxP6UdJ0826YX0
+        oKhfOvnOl0Xcnks5FNE3Qi50KWnMIOjMXTvzILOXYsho4Efoy0FPm2ynH04ahvNvmLIPQ8+I6XQ3HCK6EqqlrI56Jy3rz6kCsper
+        YQdOfQunpnIqpaymO2I4XQ3HSD0PPMvg9ASC+A7WxXE0dkZXTPSQ8e/AudXIAC5OiEHbj3LJqpSSyOwoiuhON8HoGweh55t8HoEV
+        Mfpomns80q7zeiQ8aIS3otRAm8S3ejkG8tLEq4knSWko43RHDvF6BvC/zQph9M5T3eYdqJPSJeFXnFffheQ8usZc5Qefmcy07YQt
+        w6lSVzE3WOw7cL4Dn3h9Iye/zRqIvTOE93mH/8QAKBAAAgIDAQEAAQQCAgMAAAAAAAECAxESITEEQQUTIFAwQBCAFCIz/9oACAEB
+        AAEFAv8Ao3T89tpH9OeH+ncu+W6pf2/xfLsLi/5+z5Mr+1+Wr925cX8fvq/bt/tP0tLb+X6ml+1/afpfv8v1P/4/2nx2ft3/AMv1
+        Cza3+1+L6Mr+H1/R+2v7en6Z1i+2GH9tZb9c5f8AYd8X7lZ+7UQsrm/6R8X71J+7X/mfFZ9lECf3zZO76JtLBuPpoVylWQ+22JV9
+        8WV2V2f7r4rPrpgT++ZL6bZDjkUcG3+S22upWfbkvlKZNlbIrlg32sxy0z2sa5H7bqnR91Fv+zZZXWrv1P8A9v3bLSS5YQZBFiJP
+        v+GyyFa+j75se0pReCTJRIrApE3kcSHDYn01IcHImsiifP8ARZUU/ZVP/VsshWrvubLW5tRIcHImskYkXgk8jj/gsnCtfT+oSHZK
+        UoLI4kngiyMcklgciDyKJPhsQ6ak+CkQWRxJPBF5PnutrKvrrl/o2WQrVv2SZa3nYh0cSfBSIrJKJJ4IvIo/yv8ApppJ/qE5OUsl
+        gl2sk+WEEQZYyS7WJ8tMdqM8sEu1kmWIgiDLCn6b6H8/6hXNRakv8d19VS+j9Rtbi5SlnlpjtQ3ywiu1k2TRWiL5/wAWX01l36nB
+        E/svtNB8NxdNBvBsKORxwOWBPJoNYNxdNB8NxdNBvBsKORxwbYE8mg1ghfOt0/qFhD66ZEZRkv4zvpgW/fCJb9t8xPJoNYNxdNB8
+        NxLJoN4NsijkccGx/wCZ9MzeUywl7Ufi0/NQ/LSPtZPyZWR8tH7Ufi0/NQ/LSHtZMn7WR8tH7Ufi0j9P0KVf2fQx/VeX/X9Ml+5Z
+        N1lhP2sj5aP2o/FovaiXlhD2BYS91wbYM5NBLBuPpoLhuNZNDODbJrk1wbDeTQXDcfTQXDcxk0M4NsmuTXBsN5NBcNx9NBcNjGTX
+        Btg2ya5MYNh9NBcNx9NBPBsa5NcG2DOTQsRN9rIrlpntRjlon2skuWECCLESfaxLlpntRjlon2skuWECCLCT7WJctM9qGuWEX2sm
+        uTIEEWEn2oS5aZ7UNcsIvtZNEysiuSeRxIrApE+mpDhsT6akXgciSyRjgjLBJ5HEisCkT6akOGxPookXgciSyRjgjIk8jiQWDYn0
+        1IcNifRRIvA5Eo5IrApEnkcSHDYn01IcNiayKJF4JSySjkisCkQeSMSawORDpqT4bEOjiT4KRBZJRJMg8kYk1gciHTUnw2IdHEm8
+        EWQWSSJMg8iiTWByIdNSfDYh0cSbwRZFZJLBJkHkUSfDYh01J8FIgsjiTeCLIomsEpEERZYNdrM8s6Y7WN8sIrtbJsmiCIssGu18
+        M8s6Y7WN8sIogybJorRFlg12vhnlnRLtY3ywiiDJskisT5YY7WZ5YJdrJPliIIgybJIccDkJ5NBrBuR6aD4bCWTQbwKWRRyOOByE
+        8mg+G4umg+GwlkcRvApZFHI1g2E8mg+G4umg+GwlkcRywKWRRGsGwumg+G4umg3gUhLI44HLAnkUSwn7WR8tPzUfi0XtRLywh7As
+        Je1C8tPzUfi0XtRPywgQ8sJe1C8tPzUPy0j7WT8sKyHlhL2oXlp+ah+Wkfayfkysj5tk1yYwbnpoeG56aGcGxrk1wbYM5NDGDc9N
+        Dw3MZNDODbJrk1wbYM5NDGDc9NDw3MZNDODbJrk1wbYM5NDGDc9NDw3MZNDODbJrk1wbFZBcsJe1GOWn5qGuWkfayZMrIrlg/ajH
+        LT81DXLCPtZMmVkVy0ftRjlovaiS5YQ9rLCftZFctH7UY5aL2okuWECBYS9jHApEnkcSPDYl01I8NiSyKJF4HLI45IrApEnk1I8N
+        iXTUjwciSyKJF4JSyOOSKwKRJ5NSPDYl01IvA5ElkUSMsEpZHEisCkS6akeGxLpqReByJLIo4FLBJ5HEmiTIPIolnDbtfTUs4KXY
+        LJKJN4IsiiawSZDoolnDbtfTXlnBMgskok2QZFE1gkyvoolnDbtfTUs4JkFkkibIMjEmsDZX01LOG3a+jiWcIsgskkTZB5IxJski
+        CEyzpr2vhtyzoo9r4SZNEUQZNkkV8FLlnTXtfDblnRIr4SZNEERZNkkV8FLlnTXtfDblnRIrZJk0QRFljGu18NuWdNe18HLlnSKI
+        MkyaIIixPIoklgciPTQlw2I9NCTwKRFZHHA5YIvIoklg2I9NCXDYj00JPApCjkccDlgi8iiSWDYj00JcNiKyOJJ4FLIo5HHA5YIv
+        IoElg2I9NCXDYisjiSeBSyKOSUcDkVkPLCXtQvLTHah+WkfayZMrI+Wj9qPxaY7UPywh7WTJ+1kfLR+1H4tF7US8sIe1lhP2sj5a
+        P2o/Fol2ol5YQIFhL3//xAAkEQAABgIBAwUAAAAAAAAAAAAAAQMEERICIEAUMGAFMVFScP/aAAgBAwEBPwHxFswuVs/YdAh8Bx6f
+        UrJ8ttgSipYno8TLBUyLlNcywVIz0e5lmsccts+qVVB1aP2Dh+UVT8okSJEieBIkTtInee5Ine3ct2Lb3FuBYxcWIXFv1v8A/8QA
+        LhEAAQMCAgYKAwAAAAAAAAAAAgABAwURBCEVIDAxMkESEyJAQlFSYGGRcKHR/9oACAECAQE/AfaNSrrQE8cOb+a05jb8f6ZU+v8A
+        WF1eIy+e91Kd4MKZjv1KRiCmwguW/d3qpxPNhTBtSjxPFhBvzz73UaJ0yeSD6Wi8Xe3QWAoTsXTxH1/fc91JjoY97oquPhFaWP0o
+        av6hUdRhP4TExNdttdSY6GPe6KrD4RWlj9Oq5MLXdT1MRyjzU2Jkm4n1o5Dje4uoao+6RlHKEjXF9k5MLXdT1MByjzUuKll4n1iM
+        Qa5OpqmI5R5qWc5X7b7IDIHuLqCqPukUc4S8L6xGwtd3U1TEco81LOcr9t9YqqHIVJUpS4ckchG9yfbM7tmyjqEwc7oaq3iFaUi8
+        nRVUOQo6lKXDkjkI3uT/AJa//8QANBAAAQMABgcHAwUBAAAAAAAAAQACEQMSISJAUSAxMkFQYXETIzAzcoGhgJGSQlJikKKx/9oA
+        CAEBAAY/AvobuizMq9SgHorKX/KkiRmOMCkpBZuGagaFeiFu9o4sG7tZUDSlohruKvO/Tad88VpB002j+XFQTqNh06o/TxYUT9e4
+        6NVu3/zjEG81WtdK2XKG3PqHkrzGfdeaz8lDKRrjyPBZNgXnUf5LzGffxpK2q3pVxoap7V3tZo3XEdCtYd1V9pHMK44HGyVrrelX
+        Whq8x3tZ480jw1RRD3Kl7p8S01xkUJNR2RxMveGqKFk83K+8nAS9wCihFXmVWcSTmcBANmRUONQ88LL3AKKMRzKkmTgJe6FFEKvM
+        qXEk88JddZkVDrh54GXuAXdCrzKkkk4CHvtyC7toaPlSTJxFx0t/adS70VD8KWkEeJeeJy3oiiaGDPeqziScz496kCijYXcytur6
+        bMbccQr7Q/4Wst6hS1wPTStpArjC74W3V9OAh1KfaxX3F3U8Ent6T8lbSfAW38KO1PtYhXe50Zn+1v8A/8QAKxAAAwADAAAEBAYD
+        AQAAAAAAAAERECExIEFxkVBRYYEwQKHR4fCAsfHB/9oACAEBAAE/If8ABvex9MhlfmBK0MqLflf5EQfP2z4x65r/ANT+giQhJLSS
+        8CodJwd9Pi1u59kRIQklpJeJMxsJLyfn8V1nokl9/wDnjen0lP1X8fFWWwq+PfxstxXafZ/FUSHQ+XjUqU8/1+LIYEk1876eFFtN
+        vjBcpI4n1fc5W+RRkDjX5VITxSecdf8AkOyYxJLrZ/zI19T9hpgliX8FZMYkKtvyE/nsD/jfxmTGJJbbY5m/5Jf14a/Tee2VBfq/
+        8YagfFW3/dFOspJEISe68xf33En1Seft+dZMYkl1s1Vv8kv68HuNPPbH9avV/wCMoKfxJED5ev7CL/qvJDeh/wDRBlGKYWIeNxKN
+        BONxYXdD6vuLkrej78/MyapdvvoK0yJ+t6I6POZ5ewhBoxjZREEOX4Sfb5XrOR3yq/bhRbfWVkhVFmXElgVYomYluOKLAkxLt+uR
+        7mFr3/Kz7fK9ZxF+4MrzPNum0YWRUQZMTFn+BEBDdjes/YYmV1tXgTRYVZBjSeBVCjvE9RhR4EkXFwplPXI2b6zXv+R3ZvPmxXIP
+        UY674626zsUaRhZkxBFxcXXibNDX5z/j7jsvIbe/2Dd0zzbNxoeIQwlYxMQkUQ5hYxY2G40Go3Hh4hTRRkmISGqJj7g/w+xIsn1b
+        YRXVxp1fiN2o8u/YeTiLK/sKhvrKxKNixoJC1jA0Qhoc2QYpZcbxxpbfsim0b8hfR/2DLpPl/R+AkOmCr8IQSrDcDeCSlxgq8hPA
+        1WDabXyfRdT6l0d9xuQpJfK18XmFTjSda9hhPqzYeeReafzhqvESdsFxhLIg5I1Dt0X+hEtNzYclYFMO8Mjoscki6dkjgvCphVwS
+        OihyTCx2SOCsOsKJwO7Zo/pF+gstfp/saQ1b536D+TPXcIhwUOyMFYdYbHBI7LEw5LCBEz28JJjthqBEwZIFODsJ4JMdhmoETBkh
+        U4OwmJMTF2M0SBgyRqRvBJDpguxgiQMnRBDA9YgJBsNiRoOC1Cg0Y7bFNEEOD1ihoNhsNBoOC1Cg0Y9YhoSIYN2IGhQ2EDUYFqEB
+        4x6xEFiGDYQNChsIGo4JUISHjGrFCIs8SKGL3w8iBS8S6xqCDGu8SKGHeF6iGLxLIuKCCxrvAWox7wvUQReNZFBUSWJViFa4exi9
+        cCbxoCguJoqKLEkxwtcVUUaRxZkRJE2UFFiQeJLMS2FEFiVZETRNlBZYjLi5xJqKJIoKsmJiLKCyFDa4pmJlxJIoLsuiIgyTFpDV
+        DwsEuFY1EhKNQgiiGNkmLSGqH4SXCTh4LCVj0ySKIoyDEpD0bhThNDwWErJskiyHtiRiw9G41JG40NEJYoxiZBFkPbwI4qpYvWHg
+        cq3iuPDgpHFVCnrHwOVbx4+HBZziqkKes5yreNHMlcdyOeMfQpcYtfDkNUiFDsZYGnhqwqxwOh2WJhwWOh1haeFtYFY4GQ6LpI5F
+        Y6GWGPCywIxyMh0dEDkR4GWGPC6HQrHJI7Ko68AvQbxrE0dBDuPLDLYR6DeNYmOgvCxDPYQ6DxrEx0F4eCZ7CwmfnEdhjoLwdGo1
+        YgLEMxsJBoVjYUNB2EqFUHdG2KCxDsbCQaCbCUUNWOwlQqgzo+xQSDMbEDQZhKIGrGYSoRQZjdiAkGY2IGgzCVCg8Yzoqgmh2KCS
+        wKsUrXH2OXriReFIWFRFYjtinnH2OarEm8KAsworFe+PnGt8WqwpPAgLPCihy98fIpW+JVYVhIRFWRRNlhZCBtgRMDMJBFhdl0TE
+        WPQiCBtgNMB9JCCIMoy6JBqYwRBBWA0gwe2SE0QZRlkSD0xgkmCggRBg1skJogywQ0UQ9skxcGDbCjAYGCWizJsiiyGtiUIDBthN
+        AgemNBVFmRZNFkNbECMKsJoED0yCLooyTJooh4QJMKsJAQNTJIuirJMSljVWFFjHjH2IXCwKvCmLMKqwHLGPGHsQuFgUeZLMKqwX
+        vh4wrfBisCzMlmBRYL3w8Y1bwYrCszBFibGQ5EeBkNysDoJsVjkdQV0TY6HArwJobibA6C7EY4H0Kwux0NkIxoVYUY0GQXYjDKEQ
+        RhdjLAjGpVhdgdBdiujqHArH/9oADAMBAAIAAwAAABDPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPPP
+        PPPDDDDDDDDDDDDDDDDDDDDDzzjDDDDDDDDDDDDDDDDDDDDDDDDDCL3zzPDDDDDLLLLLLLLLLLLLLLLLLLKbzzzLLLLLIwwwwwww
+        wwwwwwwwwwwwwzveQwwwwww00000000000000000000000000000000000000000000000000000000000377777777777777777
+        7777777777774wwwwww4AMOMI8wwwwwwwwwwwww4wO8wwwwh3Sct+vcWgwwwwwwwwwwhG79csIIdv3CQRgADjwzaQMIIIIINfVQR
+        Cg7MocaqpabpIp547qpez/rftsp54oLop1EVUkV1nXF3lEGGX232W311n13l1UGqpboLZrqJ6r4ZpJ65a5aJ5Ip6p67raREjXiBi
+        jxlzmDUQiywwDyDQAwgzSjkvtNOOtt+cOPfffOsvPNsseefPMcePuSSygxRDygDhTRCwhhzjDCzDCCiQQiBYZZ4LIJ5ZLr4Zbp4p
+        7bbcLrq64KpaqEEnX1nkVUVHm2mnW2kVGEXmU1Fml3H/xAAkEQEBAQABBAAHAQEAAAAAAAARAAEQICExQTBAUFGx0eGRgf/aAAgB
+        AwEBPxAiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiPltsu3rxnvf5dg/Pf3NdzM9e/+fN+MR/He8c+Bje/+/wB6iIiIiIiI
+        iIiIiLxPP57dGgeGdv8AP7EREREREREREREREREWeHizxv7/AHdhFu17ff6iIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIi
+        IiI+jDoo+QHOREcbn1auXnNLPvsN8REREREcbn1auWIt7W49W7u+fhZpZ91m5viIiIvFuPVu7vnq3H2t3tu7vmeHh4eGehsws+7O
+        Lcfa3du7vnh6nh4ZmZmZnhmeHhmeGZ4Z+gvwHh4fiPD1vD0P1FmehmeHlmZmZmeGZmeGZmeGZmeGZmZ4ZmeWZmZv/8QAKREBAQEA
+        AAQFAwUBAQAAAAAAEQABECFRYTFxkaHRIDBBUIGxweHw8f/aAAgBAgEBPxBmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZm
+        ZmZmZmZmZmZmbAPMfHXhnbOu56Z355bqvR/g+9llhmt8Mcs/fp5+HU8ZmZmZmZmZmZmZmZmZm1iMYZ23dzM39lt3d13jou4db1N5
+        ew71ZmZmZmZmZmZmZmZmZvFpHP23N/r6M75dXq3l7GzMzMzMzMzMzMzMzMzNuTd574OfXN8Memmd/wAW58z7fyllDM8PG+bwO2L+
+        emszMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzMzbjLlS70zn/AJZN5m+enzdp67fg9Hf6
+        P7tY3V3+ccni52mZmZmZmZm3GXKl3pnP/LNvM3z0+btPXZmZthoZnWXwXX8fO+3na34un49PqULN7Wbea75/efHpCtuf96TMzMzM
+        2w0MzrclF18M+d9vO6S9M5Z6fQzGBmd7lwuu8s+d9p8nb8en2WUTN7WDkvfP7z4PKynLf59JmZmLLM72cC67yz532nydvx6T9ODx
+        t8zPmxjGe7ff4kw3e/3tVDblWh3+fGJ/Bt/4mfNg8bfMz5uXYz3b78vaTDd7/YeDwZmZmZngzPB4MzwZngz+uvBngzPFmZ4s8Hg8
+        WeDM/YfsP0P0P0P6CzM8GZmeDMzM8GZnizMzN//EACYQAAMBAQACAgMAAwADAQAAAAABESExEEFRcWGBkSChwVCx0fD/2gAIAQEA
+        AT8QhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQh
+        CEIT/wA7CEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCfff7Xj
+        69UxOexge0kr9tq/wRYgpxBN+q6n8ZMRKstOrVE1EuyfkhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQh9V4foj/Re
+        /rqYLpBEkuJL/B+XTgJV7Re/x7++whCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEJLv8D1dT1xZy0TBZIIklxJf5L6hz
+        IkcJX6fpbFwhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEGG6b14mba/0/n+bi+znExtf6fwhCEIQhCEIQhCEIQhCEIQ
+        hCEIQhCEIQhCEIQhCEIQhCEFWJTKtaWnP2v6v86wp0StaVHP2v6iEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQdCi7P
+        RtR25qV/F/zZ8ymmnt5Vb6iX3SEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQgkUC5kixN+fj5++/wCDUkXepX7f5+F+
+        3+YQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIJuSxqI3F/Hbiig6r9miL9tr/ANCLp1wgm/y64WrKjUe8cz9K50hC
+        EIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhC
+        EIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhC
+        EIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhCEIQhC
+        EIQhCEIQhCEIQhCEIQhCEIQQBZtiJJdbYnqp3/4+T/fon/oxqajyl8xPmohCEIQhCEIQhCEIQhCEIQhCEIQhCEIQf/E2iRdbfpHW
+        H1/9xN1M+v8A7EIQhCEIQhCEEQWbCJJdbY6WS0n7BW8N+mVEpzXan8p4vjGmLLUlEnpPqFd6WWCEl8Bu3YJ0w2jDln2yUkCFf7qj
+        b+2clwrt7bWNL8Kv+rDbtODiJOVtq/hCEIQhCEIQhCEIQhCEIQhCEIIgs2xEkutsctFrSfsFbUb9MbtPkVmp/KeL4xpiqwJTi/kI
+        osLbBSykIQhCEIQhBG5INdEnE1yqxYOGs1T+1f4NN/tE5JxPnHEsXFwc1IYilQIdBCKPapoQ6wwKLKooE6nM9GVrnd6laleDyeB4
+        o5XPV1Kxuc4QhCEIQhCEIQhCEIQhCEIbjAkk0XY63+EK4wGppdLBpzjTbXvBtxTao4rSlSYv0i4GshMsUmiHQaEQhCEIQhBWcXGu
+        HEtfVwSv8CXp5pPa24/QkiZRZFFW94hcGLkmMtB9GhU6KVwZWGOiRNE3BquEKouNHu2h94IMN/sefGu5PyPEg71t7zji9zsVIQhC
+        EIQhCEIQhCEIQVnFxrhxLX1cED/DpP14uL2vf6OyHHmfrrGK4TqiY0YxodaCYNimJD7whCEIQhQzcut84lr6uCiTfAr080l7W39E
+        ipVGetbFqqKvB7EmPk2Ko0LTEOlRzpMRWGuDZTRM0Srha4PjRKpsXaDoIbCi20j/AGPF1a7kvsbJP4dvec8XudipCEIQhCEIQhCE
+        ILqDwbui4lr6uDx+KS9PFqXte/0dUTMz11ibNIVRKuF7g2dFIbQuyQ2CY5CYq8IQhCEkazg7pJxpdOqYpwOBP3d+FUyObo3fTjTb
+        /bFtwUqCFUmENZBRbFFNiGQaHBiqIQMlcNCHGmQLbgpQhVMSMfBiaJNFugvTnofu4u6belX2iQudIbmcmqu5HEunEADM9dRCEIQh
+        CEIQcPzFo5Uo5flxatOIacbfdxVFI5ujjHlFkUVb3hkUbcFog2aORRzoLIxKKOKQwwYmiQmQgsbZViT/ADRrg4TCE3f0LW17jr/j
+        wttNc2Tq49xv/glasFHUp94apYchfKQ2EFhVKVyilsJLCiU+4S1YfqFTlPhCUsLoWykNghbC6UslELYfGKP8NpyUcq4/piIuJPGr
+        vW0muZEl6/aJYIQfuqpL7Y3It0iifxV9ohCEIWEvplPaaprhFhTaaaP4axt38wdU3mayqKd/qN/8LJ0QlniOHL4plg/0FSU+8IWw
+        vlLpSCwlsLZRLFJ0n+qnN4JzbVqi9lJqCBdVHD2gkMRXwKqGCkTTRDbCpo8KRU8TpUYfaCjMV8SqhgpE02w0QuaNCk1BQ6VEPtBV
+        mtSLMfKbjX4YnW5L2LFSU0Gi/sqc3h1SHvLsrzi/hhpNw2QuKMExzwfSjYdOCBMU0QqoYKZaRcNkL7CCU5KO9ngJEpfD3Z4DhL4F
+        Nhz0ilLLC2wjlOKjtYfSMKUT7mXZ4DhKdhTYTyk8pVYdkErKcA7WeBEl8FS7PCjlO6FVhLKSylVh3QSsp9oduwQxJT7ArWHARynb
+        CiwnlJ5SmwQ2CDQYijVQQjniOVGDRwYgUiiWBzIJNEGiGwQwORRqhEjhgC5puGrg5AlFFmgxsGpooti2QUgdoo9UEhweAXFEuB2z
+        gwEoog0Htg9NGlqEsggGpU1J6F3BASVRYO2cGAtFHloa2DE0eSi4Jj7Qe6bQqFInBruCYuDXNNMH1gpUmIlRj1IZSCoUSsoy0HvW
+        JhTTNG+4cLglzSpwZSC1SbFyo2ko6kEyopYmMpBj6LUU0TS9wbFEuKVuDqQUqTFyo6kH0aFyotWkx1IVJsSoo2pon3DBcFuaMdwZ
+        aCFjYmFHUg2jQqVGITEXglHBkaWqiHcF3BZaSqiFcGs4OjRSG0IskOmmNQmJvBCODo0e1TRh3g1zSdUXWDGcGxolDaFucGyTHoTF
+        1gpHBKaPmkbh3g9NFqqJrBzEh82xaG0LY4PmmOQmJrBauC0050emD7g1NEKqLrB7EhsmxdmhDGkMnRi2yRYl0HKhSqLRTtBbINKo
+        9FHu4KDghVEtSHlocqkC2LdBqoLSpiU7Q1IQqjUD3QoWKUmLbBrWhiqQLYhXB6oLSoslO0EqghVRyKNdByWxKqIekWKQ9VFIohXB
+        6oLmjyUW3BaoKVSQox0ElsWlMU9IoUT2DHlLpRVISDZRT9hOp4jYUm4KWwplHtKKSwhsGPKWQQlh6w2xRQ1VTxHwpJYR2FcpZKKS
+        wjsHPKcgmk8SsUUNUrPGfKkdglbCmUplErYRUe0pcJXUFFYviJSzxGPKR2CksHNKVyiVsHZ4IzQVpL4CWnPEYlGGm3PAMklKEEbe
+        CIlHRaOm8FZoI0l8RpOeAxL4m23DsDJJShBW3gqLRkSjpvBhoWkviNJwYMS+BVtueIdJKONBG3grS0ZNDptPAK01fA6sEDEvgEba
+        CCUZJKMzQVt4Ki0kUfGj7QXaC4XwtOwQ8S+Eu0OAfOnRBdoLnTjo+sOiC4U+wa2H6TWXwF2hxD4UfeC6wXKnFR9YdUguFGPyh+k1
+        lPsC7w4KPhR94LvBcKcA72eBjKftPwDF8KfCF1hxD4UfWC7wXOjE0Y0KZBIaKnxAuoIiwr4Bmzg0lFpolkQeDmtHEopkEhbK+AXU
+        8KpFRQO2Qe0LTRZ4LPBjSjAQjgtBsqIHaeEQiogwzZBrQlNEngk0HaKMCBwSC4ow7OeMQiiAYyDi0eWi08FmgykEypO0NpCpUSoo
+        +pon1D2BbilI60FrKLhR1IPtBUqR4PpChUSqKdoJ1UIhMKV1DLQSsoiFH0g57BUqQMe6gmKJcUT0GqoQaIhS2obaCElEQo20HPRM
+        KRYNdQT2GuKegPVQhFSo57B9IKhRMqOtBTmkMakORRFYJRwUinKj2wenByKKRURWDGJDlpsWttCGNIfGj0UeuEDhgUXFEqg1ODU0
+        Uiiqwe5IapMWtwSyIiaMZUauGyDwUXFFrhQ4TNFoom8GuSHqTEVgtkRE0Yyo9cF1BYKZKJXCpwiaJRRb3Br0hqEyxgtyRUwcqi00
+        kcHKhwo8FFpwUqCUVImjnQctsQtNiXQuYNQ2KRSRw0IcKMRSxwqYJRRcUxroMuxSU2KckVI9lRCKNDg9EGxRyKWOFzBCkxEUx7mk
+        NW2JjRDkh6oWKikUbUFog2KORR7OFTBSqKmmMe0NU2LKo95RVoQ2DIUuEjqCBPi+IqkLYOlRK2CKQZCjHlF2hHYPhT3BI6h8QncU
+        zCqQvg+VFLWhaWDYUY8E2hNwaoo+CNTxNcUk0TSFcGwopbBS2DYUa8EUniNUXxNdQYNhSYTaDHlGwotLBC1IdKjUtEEo6bQawLGr
+        4HpBBylRgMbQS0MktGHg88HJaKIMm0HgsavgU1PE5So4HNoJJR0lopvBpoMS0QSkMnjFpUQUtnhZRUcwObQWSiC0Zng80HJKIaJa
+        c8KmKMCVueAZJKjDDG8ElootHTeD2D//2Q==
+        """
+}

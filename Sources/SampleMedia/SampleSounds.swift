@@ -1,0 +1,125 @@
+import CSndFile
+import Foundation
+
+/// The audio formats sample sounds are written in, each through libsndfile.
+public enum SoundFormat: String, CaseIterable, Sendable {
+    /// RIFF WAVE, 16-bit PCM.
+    case wav
+    /// Apple/SGI AIFF, 16-bit PCM.
+    case aiff
+    /// FLAC, 16-bit.
+    case flac
+    /// Ogg Vorbis.
+    case ogg
+
+    /// libsndfile's major format and encoding for this one.
+    var sndfileFormat: Int32 {
+        switch self {
+        case .wav: Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16)
+        case .aiff: Int32(SF_FORMAT_AIFF | SF_FORMAT_PCM_16)
+        case .flac: Int32(SF_FORMAT_FLAC | SF_FORMAT_PCM_16)
+        case .ogg: Int32(SF_FORMAT_OGG | SF_FORMAT_VORBIS)
+        }
+    }
+
+    /// The format whose major type is libsndfile's `majorType`, if one of these.
+    init?(majorType: Int32) {
+        guard let format = Self.allCases.first(where: { $0.sndfileFormat & Int32(SF_FORMAT_TYPEMASK) == majorType }) else {
+            return nil
+        }
+        self = format
+    }
+}
+
+/// What libsndfile found in a sound file, having decoded it to the end.
+public struct SoundDescription: Equatable, Sendable {
+    public var format: SoundFormat
+    public var sampleRate: Int
+    public var channels: Int
+    /// Frames the header announces.
+    public var frames: Int64
+    /// Frames that actually decoded: fewer than `frames` for a cut-off file.
+    public var decodedFrames: Int64
+
+    public var seconds: Double { Double(frames) / Double(sampleRate) }
+}
+
+/// A failure reported by libsndfile, with its own words.
+public struct SoundFileError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// Real sounds for tests and the demo, written and read through libsndfile
+/// (the library the SoundMap checks use), in several formats.
+public enum SampleSounds {
+    /// Writes `seconds` of a sound at `path` in `format`: a chord whose
+    /// loudness swells, with a little noise from `seed`, so that two seeds
+    /// give other bytes and lossless formats cannot squeeze it to nothing.
+    /// The samples are made and written a block at a time.
+    public static func write(_ format: SoundFormat, to path: String, seconds: Double, seed: UInt64 = 1,
+                             sampleRate: Int = 44_100, channels: Int = 2) throws {
+        var info = SF_INFO()
+        info.samplerate = Int32(sampleRate)
+        info.channels = Int32(channels)
+        info.format = format.sndfileFormat
+        guard let file = sf_open(path, Int32(SFM_WRITE), &info) else {
+            throw SoundFileError(description: "cannot write \(path) as \(format.rawValue): \(String(cString: sf_strerror(nil)))")
+        }
+        var closed = false
+        defer { if !closed { sf_close(file) } }
+
+        let totalFrames = Int(seconds * Double(sampleRate))
+        let blockFrames = 4096
+        var block = [Int16](repeating: 0, count: blockFrames * channels)
+        var noise = seed &+ 0x9E37_79B9_7F4A_7C15
+        var frame = 0
+        while frame < totalFrames {
+            let count = min(blockFrames, totalFrames - frame)
+            for index in 0..<count {
+                let time = Double(frame + index) / Double(sampleRate)
+                let swell = 0.55 + 0.45 * sin(2 * Double.pi * 0.25 * time)
+                let chord = sin(2 * Double.pi * 220 * time) + 0.6 * sin(2 * Double.pi * 277.18 * time)
+                    + 0.4 * sin(2 * Double.pi * 329.63 * time)
+                for channel in 0..<channels {
+                    noise = noise &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                    let hiss = Double(Int64(bitPattern: noise) >> 40) / Double(1 << 23) * 0.01
+                    let pan = channel == 0 ? 1.0 : 0.8
+                    block[index * channels + channel] = Int16(max(-1, min(1, 0.3 * swell * chord * pan + hiss)) * 32_000)
+                }
+            }
+            let written = block.withUnsafeBufferPointer { sf_writef_short(file, $0.baseAddress, sf_count_t(count)) }
+            guard written == sf_count_t(count) else {
+                throw SoundFileError(description: "cannot write \(path): \(String(cString: sf_strerror(file)))")
+            }
+            frame += count
+        }
+        closed = true
+        guard sf_close(file) == 0 else {
+            throw SoundFileError(description: "cannot finish \(path): \(String(cString: sf_strerror(nil)))")
+        }
+    }
+
+    /// Opens `path` with libsndfile and decodes it to the end, a block at a
+    /// time. Throws libsndfile's reason when it is not a sound it reads (an
+    /// HTML page, say) or not one of `SoundFormat`'s formats.
+    public static func describe(_ path: String) throws -> SoundDescription {
+        var info = SF_INFO()
+        guard let file = sf_open(path, Int32(SFM_READ), &info) else {
+            throw SoundFileError(description: "\(path): \(String(cString: sf_strerror(nil)))")
+        }
+        defer { sf_close(file) }
+        guard let format = SoundFormat(majorType: info.format & Int32(SF_FORMAT_TYPEMASK)) else {
+            throw SoundFileError(description: "\(path): format 0x\(String(info.format, radix: 16)) is not one of the sample formats")
+        }
+        let blockFrames = 4096
+        var block = [Int16](repeating: 0, count: blockFrames * Int(info.channels))
+        var decoded: Int64 = 0
+        while true {
+            let read = block.withUnsafeMutableBufferPointer { sf_readf_short(file, $0.baseAddress, sf_count_t(blockFrames)) }
+            if read <= 0 { break }
+            decoded += Int64(read)
+        }
+        return SoundDescription(format: format, sampleRate: Int(info.samplerate), channels: Int(info.channels),
+                                frames: Int64(info.frames), decodedFrames: decoded)
+    }
+}
