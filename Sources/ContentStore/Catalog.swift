@@ -271,6 +271,11 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// The names of all collections, sorted.
+    public func collectionNames() throws -> [String] {
+        try database.read { db in try String.fetchAll(db, sql: "SELECT name FROM collection ORDER BY name") }
+    }
+
     /// Notes that objects were used now (recency lives here, not in atime).
     public func touch(_ hashes: [String], at date: Date = Date()) throws {
         guard !hashes.isEmpty else { return }

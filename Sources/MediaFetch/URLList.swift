@@ -13,15 +13,60 @@ public enum URLList {
     /// Parses `text`; `source` names the file in errors (`FILE:LINE: ...`).
     /// Every URL must be http or https: one bad line rejects the whole list,
     /// so nothing is fetched from a half-understood file.
+    public static func parse(_ text: String, source: String) throws(InputError) -> [String] {
+        var reader = LineReader(source: source)
+        try reader.feed(Array(text.utf8)[...])
+        return try reader.finish()
+    }
+
+    /// The longest line a list may hold: a URL at its longest, and room for blanks around it.
+    public static let maxLineBytes = RequestTarget.maxLength + 1024
+
+    /// Turns bytes into URLs a line at a time, as they are read: a file that
+    /// is not a list (a binary, `/dev/zero`) fails at its first bad line
+    /// instead of being read whole first.
     ///
     /// Works on bytes (a list of thousands of URLs is read in a millisecond);
     /// a line with any non-ASCII byte or another kind of line break goes
     /// through `Character`-level splitting and trimming instead, so Unicode
     /// line separators and whitespace are honoured as well.
-    public static func parse(_ text: String, source: String) throws(InputError) -> [String] {
-        var urls: [String] = []
-        var lineNumber = 0
-        func take(_ line: String) throws(InputError) {
+    struct LineReader {
+        let source: String
+        private(set) var urls: [String] = []
+        private var lineNumber = 0
+        /// The start of a line whose end has not been read yet.
+        private var pending: [UInt8] = []
+
+        init(source: String) { self.source = source }
+
+        mutating func feed(_ bytes: ArraySlice<UInt8>) throws(InputError) {
+            var start = bytes.startIndex
+            while let newline = bytes[start...].firstIndex(of: 0x0A) {
+                if pending.isEmpty {
+                    try line(bytes[start..<newline])
+                } else {
+                    pending.append(contentsOf: bytes[start..<newline])
+                    try line(pending[...])
+                    pending.removeAll(keepingCapacity: true)
+                }
+                start = newline + 1
+            }
+            pending.append(contentsOf: bytes[start...])
+            if pending.count > URLList.maxLineBytes { throw tooLong() }
+        }
+
+        /// The URLs, once the last line (which may lack its line break) is read.
+        mutating func finish() throws(InputError) -> [String] {
+            if !pending.isEmpty { try line(pending[...]) }
+            pending = []
+            return urls
+        }
+
+        private func tooLong() -> InputError {
+            InputError("\(source):\(lineNumber + 1): line longer than \(URLList.maxLineBytes) bytes")
+        }
+
+        private mutating func take(_ line: String) throws(InputError) {
             lineNumber += 1
             if line.isEmpty || line.hasPrefix("#") { return }
             do {
@@ -30,64 +75,69 @@ public enum URLList {
                 throw InputError("\(source):\(lineNumber): \(error.message)")
             }
         }
-        for line in Array(text.utf8).split(separator: 0x0A, omittingEmptySubsequences: false) {
+
+        private mutating func line(_ raw: ArraySlice<UInt8>) throws(InputError) {
+            guard raw.count <= URLList.maxLineBytes else { throw tooLong() }
+            var line = raw
+            // A byte-order mark opens some files written on Windows.
+            if lineNumber == 0, line.starts(with: [0xEF, 0xBB, 0xBF]) { line = line.dropFirst(3) }
             // A CR other than the last byte (CRLF) is a line break of its own.
-            if line.allSatisfy(isPlain), !line.dropLast().contains(0x0D) {
+            if line.allSatisfy(URLList.isPlain), !line.dropLast().contains(0x0D) {
                 var trimmed = line
-                while let first = trimmed.first, isBlank(first) { trimmed.removeFirst() }
-                while let last = trimmed.last, isBlank(last) { trimmed.removeLast() }
+                while let first = trimmed.first, URLList.isBlank(first) { trimmed.removeFirst() }
+                while let last = trimmed.last, URLList.isBlank(last) { trimmed.removeLast() }
                 try take(String(decoding: trimmed, as: UTF8.self))
-            } else {
-                // The CR of this line's CRLF ends the line, not another one.
-                let line = line.last == 0x0D ? line.dropLast() : line
-                // isNewline also splits CRLF, which Swift holds as one Character.
-                for piece in String(decoding: line, as: UTF8.self)
-                    .split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
-                    try take(piece.trimmingCharacters(in: .whitespacesAndNewlines))
+                return
+            }
+            // The CR of this line's CRLF ends the line, not another one.
+            if line.last == 0x0D { line = line.dropLast() }
+            guard let text = String(validating: line, as: UTF8.self) else {
+                // A comment may be in another encoding (café in Latin-1): it is not read anyway.
+                if line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#") {
+                    lineNumber += 1
+                    return
                 }
+                throw InputError("\(source):\(lineNumber + 1): not UTF-8 text")
+            }
+            // isNewline also splits CRLF, which Swift holds as one Character.
+            for piece in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
+                try take(piece.trimmingCharacters(in: .whitespacesAndNewlines))
             }
         }
-        return urls
     }
 
     /// ASCII other than the line breaks VT and FF: the byte-level path handles it.
-    private static func isPlain(_ byte: UInt8) -> Bool {
+    fileprivate static func isPlain(_ byte: UInt8) -> Bool {
         byte < 0x80 && byte != 0x0B && byte != 0x0C
     }
 
     /// Space, tab and carriage return (the end of a CRLF line).
-    private static func isBlank(_ byte: UInt8) -> Bool {
+    fileprivate static func isBlank(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x09 || byte == 0x0D
     }
 
-    /// Reads and parses the file at `path` (`-` reads standard input). A
-    /// pipe or a process substitution (`--input-file <(grep … list)`) is read
-    /// like a regular file: to its end, without asking for its size first.
+    /// Reads and parses the file at `path` (`-` reads standard input), a
+    /// block at a time. A pipe or a process substitution (`--input-file
+    /// <(grep … list)`) is read like a regular file: to its end, without
+    /// asking for its size first.
     public static func read(path: String) throws(InputError) -> [String] {
-        let data = try path == "-" ? readToEnd(STDIN_FILENO, name: "standard input") : readFile(path)
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw InputError("\(path): not UTF-8 text")
-        }
-        return try parse(text, source: path)
-    }
-
-    private static func readFile(_ path: String) throws(InputError) -> Data {
+        if path == "-" { return try read(STDIN_FILENO, name: "standard input", source: path) }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw unreadable(path) }
         defer { close(fd) }
-        return try readToEnd(fd, name: path)
+        return try read(fd, name: path, source: path)
     }
 
-    /// Reads `fd` until end of file; `name` is what errors call it.
-    private static func readToEnd(_ fd: Int32, name: String) throws(InputError) -> Data {
-        var data = Data()
+    /// Reads `fd` until end of file; `name` is what read errors call it, `source` what line errors do.
+    private static func read(_ fd: Int32, name: String, source: String) throws(InputError) -> [String] {
+        var reader = LineReader(source: source)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if count > 0 {
-                data.append(contentsOf: buffer[..<count])
+                try reader.feed(buffer[..<count])
             } else if count == 0 {
-                return data
+                return try reader.finish()
             } else if errno != EINTR {
                 throw unreadable(name)
             }

@@ -26,6 +26,13 @@ public struct TemporaryDirectory: Sendable {
         try? FileManager.default.removeItem(at: url)
     }
 
+    /// Runs `body` with a fresh directory and removes it afterwards (for tests that do not await).
+    public static func using<T>(_ body: (TemporaryDirectory) throws -> T) throws -> T {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        return try body(directory)
+    }
+
     /// Runs `body` with a fresh directory and removes it afterwards.
     public static func with<T>(_ label: String = "mediafetch-test", _ body: (TemporaryDirectory) async throws -> T) async throws -> T {
         let directory = try TemporaryDirectory(label)

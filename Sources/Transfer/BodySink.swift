@@ -200,9 +200,7 @@ final class FileSink: BodySink {
         partial.close(discard: discard)
     }
 
-    private func tooLarge(_ limit: Int64) -> TransferError {
-        TransferError(.tooLarge, "larger than the --max-filesize limit of \(limit) bytes")
-    }
+    private func tooLarge(_ limit: Int64) -> TransferError { .tooLarge(limit: limit) }
 }
 
 /// Collects a small body in memory (API responses), with a size cap.

@@ -266,8 +266,7 @@ final class CurlLoop: Sendable {
         var spareHandles: [CurlEasy] = []
         var handles: [UnsafeMutableRawPointer: CurlEasy] = [:]
         var lastTick = ContinuousClock.now
-        var lastTickBytes: Int64 = 0
-        var rate = 0.0
+        var rateWindow = RateWindow(start: lastTick)
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
@@ -391,13 +390,8 @@ final class CurlLoop: Sendable {
                     attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
-                let seconds = Double((now - lastTick).components.attoseconds) / 1e18 + Double((now - lastTick).components.seconds)
-                let delta = counters.bytesReceived - lastTickBytes
-                let current = seconds > 0 ? Double(delta) / seconds : 0
-                // Smoothed so the display does not jump with each tick.
-                rate = rate == 0 ? current : rate * 0.7 + current * 0.3
+                let rate = rateWindow.record(counters.bytesReceived, at: now)
                 lastTick = now
-                lastTickBytes = counters.bytesReceived
                 let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
                     TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
                 }

@@ -294,7 +294,7 @@ public final class TransferEngine: Sendable {
                 outcome = await run(makeAttempt(id: id, target: target, number: attempt, sink: sink))
             }
 
-            var result = Self.classify(outcome)
+            var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
                 // A body that ended early without libcurl noticing (a short 206, say).
                 sink.restart()
@@ -366,7 +366,8 @@ public final class TransferEngine: Sendable {
     }
 
     /// Turns libcurl's result and the response head into success or a `TransferError`.
-    static func classify(_ outcome: AttemptOutcome) -> Result<Void, TransferError> {
+    /// `maxFileSize` is named in the error when libcurl refuses a body as too large.
+    static func classify(_ outcome: AttemptOutcome, maxFileSize: Int64? = nil) -> Result<Void, TransferError> {
         if outcome.cancelled { return .failure(.cancelled) }
         if let abort = outcome.abort { return .failure(abort) }
         let code = CURLcode(rawValue: UInt32(outcome.curlCode))
@@ -388,7 +389,8 @@ public final class TransferEngine: Sendable {
             case CURLE_TOO_MANY_REDIRECTS:
                 return .failure(TransferError(.tooManyRedirects, "too many redirects: \(message)"))
             case CURLE_FILESIZE_EXCEEDED:
-                return .failure(TransferError(.tooLarge, "larger than the --max-filesize limit"))
+                return .failure(maxFileSize.map(TransferError.tooLarge(limit:))
+                    ?? TransferError(.tooLarge, "larger than the --max-filesize limit"))
             case CURLE_WRITE_ERROR:
                 return .failure(TransferError(.fileSystem(errno: 0), "cannot write the body: \(message)"))
             default:
@@ -423,7 +425,16 @@ public struct RequestTarget: Sendable, Equatable {
     /// Parses by hand rather than with URLComponents: it runs for every URL
     /// of every list, and only the scheme and the authority matter here
     /// (libcurl parses the rest and rejects what it cannot use).
+    /// The longest URL accepted, in bytes. Servers refuse far shorter ones
+    /// (nginx: 8 KiB for the whole request line); a longer "URL" is a
+    /// mistake, and quoting it whole would flood the terminal and the catalog.
+    public static let maxLength = 32 * 1024
+
     public init(_ text: String) throws(TransferError) {
+        guard text.utf8.count <= Self.maxLength else {
+            let start = URLPassword.replaced(in: String(decoding: text.utf8.prefix(60), as: UTF8.self), with: "***")
+            throw TransferError(.unsupportedURL, "URL of \(text.utf8.count) bytes is longer than the \(Self.maxLength) accepted: \(start)…")
+        }
         // Errors quote the URL, but never its password (output redacts URLs
         // word by word, and a password may hold a space).
         let shown = URLPassword.replaced(in: text, with: "***")

@@ -56,3 +56,10 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
 
     static let cancelled = TransferError(.cancelled, "cancelled")
 }
+
+extension TransferError {
+    /// A body over `--max-filesize`, whether libcurl (from Content-Length) or the sink (counting) found it.
+    static func tooLarge(limit: Int64) -> TransferError {
+        TransferError(.tooLarge, "larger than the --max-filesize limit of \(limit) bytes")
+    }
+}

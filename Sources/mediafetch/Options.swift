@@ -96,8 +96,9 @@ struct TransferOptions: ParsableArguments {
         guard seconds.contains(stallTimeout) else {
             throw ValidationError("--stall-timeout must be a positive number of seconds (got \(stallTimeout))")
         }
-        if let maxFileSize, ByteSize.parse(maxFileSize) == nil {
-            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size (try 200M)")
+        if let maxFileSize, (ByteSize.parse(maxFileSize) ?? 0) <= 0 {
+            // 0 would fail every download.
+            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a positive size (try 200M)")
         }
         if let limitRate, (ByteSize.parse(limitRate) ?? 0) <= 0 {
             throw ValidationError("--limit-rate: '\(limitRate)' is not a positive rate (try 500K)")

@@ -65,6 +65,14 @@ enum Terminal {
     }
 
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+
+    /// The width of the terminal on stderr now (asked at each redraw, so a
+    /// resized window is followed), or nil when it is not a terminal.
+    static var stderrColumns: Int? {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return Int(size.ws_col)
+    }
 }
 
 /// Shows job events as the chosen progress mode asks, and the summary.
@@ -83,7 +91,7 @@ struct ProgressPrinter {
             lineShown = false
         }
         func showStatus(_ progress: RunProgress) {
-            Terminal.writeErr("\r\u{1B}[K" + ProgressText.status(progress))
+            Terminal.writeErr("\r\u{1B}[K" + ProgressText.fitted(ProgressText.status(progress), columns: Terminal.stderrColumns))
             lineShown = true
             shownProgress = progress
         }

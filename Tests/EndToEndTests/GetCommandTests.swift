@@ -564,6 +564,8 @@ import TestSupport
         ["get", "--progress", "fancy", "http://127.0.0.1:1/x"],
         ["get", "--jobs", "0", "http://127.0.0.1:1/x"],
         ["get", "--max-filesize", "lots", "http://127.0.0.1:1/x"],
+        // Every download would fail.
+        ["get", "--max-filesize", "0", "http://127.0.0.1:1/x"],
         ["get", "--timeout", "nan", "http://127.0.0.1:1/x"],
         ["get", "--stall-timeout", "1e300", "http://127.0.0.1:1/x"],
         ["get", "--collection", " \t", "http://127.0.0.1:1/x"],
@@ -583,6 +585,36 @@ import TestSupport
             #expect(result.status == 64)
             #expect(result.stderr.contains("Error:"))
             #expect(!FileManager.default.fileExists(atPath: directory.appending("cache")))
+        }
+    }
+
+    @Test func everyInputFileGivenIsRead() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 3_000, seed: 41))
+            origin.addResource("/b.jpg", data: fixtureBytes(count: 3_000, seed: 42))
+            let first = directory.appending("photos.txt"), second = directory.appending("more.txt")
+            try "\(origin.url("/a.jpg"))\n".write(toFile: first, atomically: true, encoding: .utf8)
+            try "\(origin.url("/b.jpg"))\n".write(toFile: second, atomically: true, encoding: .utf8)
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "-i", first, "--input-file", second])
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(Set(try await listJSON(cache).compactMap { $0["url"] as? String }) == [origin.url("/a.jpg"), origin.url("/b.jpg")])
+        }
+    }
+
+    @Test func listingAnUnknownCollectionSaysSo() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 3_000, seed: 43))
+            let cache = directory.appending("cache")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, "--collection", "tatry", origin.url("/a.jpg")]).status == 0)
+
+            let typo = try await BuiltProducts.run(["list", "--cache", cache, "--collection", "tatri", "--format", "json"])
+
+            #expect(typo.status == 2)
+            #expect(typo.stdout.isEmpty)
+            #expect(typo.stderrLines == ["mediafetch: no collection named 'tatri' (the cache has 'tatry')"])
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import MediaFetch
 import Testing
 import TestOrigin
 import TestSupport
@@ -55,6 +56,17 @@ import TestSupport
         return text
     }
 
+    /// Starts `mediafetch get --cache <directory>/cache <arguments>` in a new
+    /// tmux session of `columns` × `rows`, which prints `EXIT=<status>` after
+    /// it; returns the session's name.
+    private func startGet(_ arguments: [String], columns: Int, rows: Int, in directory: TemporaryDirectory) throws -> String {
+        let session = "mf-\(UUID().uuidString.prefix(8))"
+        let command = "\(BuiltProducts.mediafetch.path) get --cache \(directory.appending("cache")) "
+            + arguments.joined(separator: " ") + "; echo EXIT=$?; sleep 60"
+        _ = try tmux(["new-session", "-d", "-s", session, "-x", String(columns), "-y", String(rows), command], in: directory)
+        return session
+    }
+
     @Test func aTerminalShowsALiveStatusLineThenTheSummary() async throws {
         try await withOrigin { origin, directory in
             // The slow item answers only when the test has seen the live line,
@@ -66,11 +78,8 @@ import TestSupport
                 return OriginResponse(status: 200, body: slowBody)
             }
             origin.addResource("/fast.jpg", data: fixtureBytes(count: 5_000, seed: 2))
-            let session = "mf-\(UUID().uuidString.prefix(8))"
-            let command = "\(BuiltProducts.mediafetch.path) get --cache \(directory.appending("cache")) "
-                + "\(origin.url("/fast.jpg")) \(origin.url("/slow.bin")) \(origin.url("/nothing.jpg")) "
-                + "--retries 0 --stall-timeout 300; echo EXIT=$?; sleep 60"
-            _ = try tmux(["new-session", "-d", "-s", session, "-x", "160", "-y", "20", command], in: directory)
+            let session = try startGet([origin.url("/fast.jpg"), origin.url("/slow.bin"), origin.url("/nothing.jpg"),
+                                        "--retries", "0", "--stall-timeout", "300"], columns: 160, rows: 20, in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
 
             // The 404 fails at once: its line goes above the status line, which stays.
@@ -90,6 +99,34 @@ import TestSupport
             #expect(lines.contains { $0.hasPrefix("2 downloaded, 0 already cached, 1 failed (") })
             #expect(lines.contains("EXIT=1"))
             #expect(!lines.contains { $0.contains("active") })
+        }
+    }
+
+    /// A status line wider than the terminal wraps, and `\r` with erase-line
+    /// clears only its last row: every redraw left a row behind.
+    @Test func aNarrowTerminalKeepsTheStatusLineOnOneRow() async throws {
+        try await withOrigin { origin, directory in
+            // Two bodies that trickle in, so the line is redrawn many times.
+            for name in ["/a.wav", "/b.wav"] {
+                origin.addResource(name, data: fixtureBytes(count: 400_000, seed: 3))
+                origin.setFault(name, .slow(bytesPerSecond: 100_000))
+            }
+            let session = try startGet([origin.url("/a.wav"), origin.url("/b.wav"), origin.url("/nothing.jpg"), "--retries", "0"],
+                                       columns: 40, rows: 30, in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+
+            // Wait until the status line has been drawn for a while (a second of bytes at least).
+            let during = try await screen(session, in: directory) { text in
+                text.split(separator: "\n").contains { $0.contains("items") && ($0.contains("KiB at") || $0.contains("MiB at")) }
+            }
+            try await Task.sleep(for: .seconds(1.5))
+            let later = try tmux(["capture-pane", "-p", "-t", session], in: directory)
+
+            for screen in [during, later] {
+                let statusRows = screen.split(separator: "\n").filter { $0.contains("/3 items") }
+                #expect(statusRows.count == 1, "\(screen)")
+                #expect(statusRows.allSatisfy { TerminalText.displayWidth(String($0)) < 40 }, "\(screen)")
+            }
         }
     }
 }

@@ -47,6 +47,50 @@ import TestSupport
         #expect(try URLList.parse("\n\n", source: "u").isEmpty)
     }
 
+    @Test func aCommentInAnotherEncodingIsSkipped() throws {
+        // "# café photos" in Latin-1: a comment is not read, so its encoding does not matter.
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("latin1.txt")
+            let bytes: [UInt8] = Array("# caf".utf8) + [0xE9] + Array(" photos\nhttp://a/1.jpg\n".utf8)
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            #expect(try URLList.read(path: path) == ["http://a/1.jpg"])
+            let bad: [UInt8] = Array("http://a/1.jpg\n\n".utf8) + [0xFF] + Array("\n".utf8)
+            try Data(bad).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path):3: not UTF-8 text")) { try URLList.read(path: path) }
+        }
+    }
+
+    @Test func aByteOrderMarkIsNotPartOfTheFirstURL() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("bom.txt")
+            try Data([0xEF, 0xBB, 0xBF] + Array("http://a/1.jpg\r\nhttp://a/2.jpg\r\n".utf8)).write(to: URL(fileURLWithPath: path))
+            #expect(try URLList.read(path: path) == ["http://a/1.jpg", "http://a/2.jpg"])
+        }
+    }
+
+    @Test func aURLLongerThanAnyServerTakesIsRefusedWithoutQuotingItWhole() {
+        let long = "http://a/" + String(repeating: "x", count: 33_000)
+        do {
+            _ = try URLList.parse("http://a/1.jpg\n" + long + "\n", source: "u.txt")
+            Issue.record("a 33 kB URL was accepted")
+        } catch {
+            #expect(error.message.hasPrefix("u.txt:2: URL of 33009 bytes is longer than the 32768 accepted: http://a/xxx"))
+            #expect(error.message.count < 200)
+        }
+        #expect(throws: InputError.self) { try URLList.validate([long]) }
+    }
+
+    @Test func aFileWithoutLineBreaksIsRefusedAtItsFirstLongLine() {
+        // /dev/zero never ends: it must fail after one line's worth, not fill the memory.
+        #expect(throws: InputError("/dev/zero:1: line longer than \(URLList.maxLineBytes) bytes")) {
+            try URLList.read(path: "/dev/zero")
+        }
+        let endless = String(repeating: "a", count: URLList.maxLineBytes + 10)
+        #expect(throws: InputError("u:1: line longer than \(URLList.maxLineBytes) bytes")) {
+            try URLList.parse(endless, source: "u")
+        }
+    }
+
     @Test func aFileThatCannotBeReadIsNamedWithTheReason() throws {
         #expect(throws: InputError("/nonexistent/urls.txt: cannot read the file: No such file or directory")) {
             try URLList.read(path: "/nonexistent/urls.txt")
@@ -161,6 +205,39 @@ import TestSupport
         #expect(TerminalText.escapingControls("two\nlines\ttab") == "two\\u{A}lines\\u{9}tab")
         #expect(TerminalText.escapingControls("del\u{7F} c1\u{9B}") == "del\\u{7F} c1\\u{9B}")
         #expect(TerminalText.escapingControls("Žilina — ok") == "Žilina — ok")
+    }
+
+    @Test func wideCharactersTakeTwoColumns() {
+        #expect(TerminalText.displayWidth("tatry") == 5)
+        #expect(TerminalText.displayWidth("東京") == 4)
+        #expect(TerminalText.displayWidth("서울") == 4)
+        #expect(TerminalText.displayWidth("e\u{301}te\u{301}") == 3)
+        let table = TextTable.render(header: ["COLLECTION", "URL"], rows: [["写真写真", "http://a/1"], ["abcdefgh", "http://a/2"]],
+                                     rightAligned: [])
+        let lines = table.split(separator: "\n").map(String.init)
+        // The URL column starts in the same terminal column on every row.
+        let starts = lines.map { line in
+            TerminalText.displayWidth(String(line[..<((line.range(of: "URL") ?? line.range(of: "http://"))?.lowerBound ?? line.endIndex)]))
+        }
+        #expect(Set(starts).count == 1, "\(lines)")
+    }
+
+    @Test func aStatusLineIsCutToTheTerminal() {
+        let line = "1234/5000 items, 120 cached, 3 failed, 1023.9 MiB at 1020.0 KiB/s, 16 active"
+        #expect(ProgressText.fitted(line, columns: nil) == line)
+        #expect(ProgressText.fitted(line, columns: 200) == line)
+        let cut = ProgressText.fitted(line, columns: 40)
+        #expect(cut == "1234/5000 items, 120 cached, 3 failed,…")
+        #expect(TerminalText.displayWidth(cut) == 39)
+        #expect(TerminalText.displayWidth(ProgressText.fitted("東京 " + line, columns: 20)) <= 19)
+    }
+
+    @Test func anUnknownCollectionIsNamedWithTheOnesThereAre() {
+        #expect(ListMessages.noCollection(named: "tatri", among: ["alps", "tatry"])
+                == "no collection named 'tatri' (the cache has 'alps', 'tatry')")
+        #expect(ListMessages.noCollection(named: "x", among: []) == "no collection named 'x' (the cache has none)")
+        let many = (1...12).map { "c\($0)" }
+        #expect(ListMessages.noCollection(named: "x", among: many).hasSuffix("'c10' and 2 more)"))
     }
 
     @Test func aTableRowCannotBeBrokenOrClearTheScreen() {

@@ -39,7 +39,7 @@ import TestSupport
 
     @Test(arguments: SoundFormat.allCases)
     func aSoundWrittenThroughLibsndfileReadsBackWhole(_ format: SoundFormat) throws {
-        try TemporaryDirectoryScope.run { directory in
+        try TemporaryDirectory.using { directory in
             let path = directory.appending("tone.\(format.rawValue)")
             try SampleSounds.write(format, to: path, seconds: 1.5, seed: 3, sampleRate: 22_050, channels: 2)
             let sound = try SampleSounds.describe(path)
@@ -52,7 +52,7 @@ import TestSupport
     }
 
     @Test func seedsGiveOtherBytes() throws {
-        try TemporaryDirectoryScope.run { directory in
+        try TemporaryDirectory.using { directory in
             let first = directory.appending("1.flac"), second = directory.appending("2.flac")
             try SampleSounds.write(.flac, to: first, seconds: 0.5, seed: 1)
             try SampleSounds.write(.flac, to: second, seconds: 0.5, seed: 2)
@@ -61,7 +61,7 @@ import TestSupport
     }
 
     @Test func anHTMLPageIsNotASound() throws {
-        try TemporaryDirectoryScope.run { directory in
+        try TemporaryDirectory.using { directory in
             let path = directory.appending("sound.mp3")
             try Data("<!doctype html><html><body>Sorry</body></html>".utf8).write(to: URL(fileURLWithPath: path))
             #expect(throws: SoundFileError.self) { try SampleSounds.describe(path) }
@@ -69,7 +69,7 @@ import TestSupport
     }
 
     @Test func aCutOffFLACDecodesShort() throws {
-        try TemporaryDirectoryScope.run { directory in
+        try TemporaryDirectory.using { directory in
             let whole = directory.appending("whole.flac"), cut = directory.appending("cut.flac")
             try SampleSounds.write(.flac, to: whole, seconds: 2, seed: 4)
             let bytes = try #require(FileManager.default.contents(atPath: whole))
@@ -78,14 +78,5 @@ import TestSupport
             #expect(sound.frames == 88_200)
             #expect(sound.decodedFrames < sound.frames)
         }
-    }
-}
-
-/// A synchronous `TemporaryDirectory.with`.
-enum TemporaryDirectoryScope {
-    static func run(_ body: (TemporaryDirectory) throws -> Void) throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        try body(directory)
     }
 }

@@ -101,15 +101,30 @@ enum TextTable {
         guard let columns = all.first?.count else { return "" }
         var widths = Array(repeating: 0, count: columns)
         for row in all {
-            for (index, cell) in row.enumerated() where index < columns { widths[index] = max(widths[index], cell.count) }
+            for (index, cell) in row.enumerated() where index < columns {
+                widths[index] = max(widths[index], TerminalText.displayWidth(cell))
+            }
         }
         let lines = all.map { row in
             row.enumerated().map { index, cell in
-                let padding = String(repeating: " ", count: widths[index] - cell.count)
+                // Columns, not characters: a wide character (東京) takes two.
+                let padding = String(repeating: " ", count: widths[index] - TerminalText.displayWidth(cell))
                 if index == columns - 1 { return cell }
                 return rightAligned.contains(index) ? padding + cell : cell + padding
             }.joined(separator: "  ")
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// Messages of `list`.
+public enum ListMessages {
+    /// The error for `list --collection NAME` when no collection has that
+    /// name, with the names there are, so that a typo shows itself.
+    public static func noCollection(named name: String, among names: [String]) -> String {
+        let shown = 10
+        var known = names.prefix(shown).map { "'\(TerminalText.escapingControls($0))'" }.joined(separator: ", ")
+        if names.count > shown { known += " and \(names.count - shown) more" }
+        return "no collection named '\(TerminalText.escapingControls(name))' (" + (names.isEmpty ? "the cache has none" : "the cache has \(known)") + ")"
     }
 }

@@ -61,6 +61,23 @@ public enum ProgressText {
         return text
     }
 
+    /// `line` cut to fit a terminal `columns` wide, with one column to spare:
+    /// a status line that wraps leaves its first row behind on every redraw
+    /// (`\r` and erase-line reach only the last row). Nil columns (unknown
+    /// width) leaves it whole.
+    public static func fitted(_ line: String, columns: Int?) -> String {
+        guard let columns, columns > 1, TerminalText.displayWidth(line) > columns - 1 else { return line }
+        var fitted = ""
+        var width = 0
+        for character in line {
+            let next = TerminalText.displayWidth(String(character))
+            if width + next > columns - 2 { break }
+            fitted.append(character)
+            width += next
+        }
+        return fitted + "…"
+    }
+
     /// The one-line summary at the end.
     public static func summary(_ report: FetchReport) -> String {
         var parts = ["\(report.downloaded) downloaded"]

@@ -18,14 +18,14 @@ struct Get: AsyncParsableCommand {
     @Argument(help: "http or https URLs.")
     var urls: [String] = []
 
-    @Option(name: [.customLong("input-file"), .customShort("i")], help: ArgumentHelp("A file of URLs, one a line ('#' comments, blank lines allowed; - for stdin).", valueName: "file"))
-    var inputFile: String?
+    @Option(name: [.customLong("input-file"), .customShort("i")], help: ArgumentHelp("A file of URLs, one a line ('#' comments, blank lines allowed; - for stdin). May be given more than once.", valueName: "file"))
+    var inputFiles: [String] = []
 
     @Option(name: .long, help: "Collection the items go into.")
     var collection: String = "downloads"
 
     mutating func validate() throws {
-        if urls.isEmpty, inputFile == nil { throw ValidationError("give URLs or --input-file FILE") }
+        if urls.isEmpty, inputFiles.isEmpty { throw ValidationError("give URLs or --input-file FILE") }
         if collection.allSatisfy(\.isWhitespace) { throw ValidationError("--collection must not be empty") }
     }
 
@@ -33,7 +33,7 @@ struct Get: AsyncParsableCommand {
         var list: [String]
         do {
             list = try URLList.validate(urls)
-            if let inputFile { list += try URLList.read(path: inputFile) }
+            for inputFile in inputFiles { list += try URLList.read(path: inputFile) }
         } catch {
             Terminal.error(error.message)
             throw Exit.badInput

@@ -23,8 +23,15 @@ struct List: AsyncParsableCommand {
         let cache = try cacheOptions.open(mustExist: true)
         let text: String
         do {
+            // A mistyped name must not look like an empty collection.
+            if let collection, case let names = try cache.catalog.collectionNames(), !names.contains(collection) {
+                Terminal.error(ListMessages.noCollection(named: collection, among: names))
+                throw Exit.badInput
+            }
             let entries = try cache.catalog.entries(collection: collection, kind: kind)
             text = try EntryFormatter(cache: cache).render(entries, as: format)
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             Terminal.error("cannot read the catalog: \(error)")
             throw Exit.cacheUnusable
