@@ -447,16 +447,18 @@ final class CurlLoop: Sendable {
         }
     }
 
-    /// libcurl's receive buffer: 256 KiB, or under a rate limit a hundredth of
-    /// a second's worth (1 KiB to 256 KiB). libcurl checks the limit only
-    /// between its rounds of reading, and one round reads up to 100 buffers:
-    /// with 256 KiB buffers `--limit-rate 1M` let 26 MB through in the first
-    /// second and then sat silent for 25 s. A hundredth keeps a round to
-    /// about a second of the rate.
+    /// libcurl's receive buffer: 256 KiB, or under a rate limit a thousandth
+    /// of a second's worth (1 KiB, libcurl's least, to 256 KiB). libcurl
+    /// checks the limit only between its rounds of reading, and one round
+    /// reads up to 100 buffers: with 256 KiB buffers `--limit-rate 1M` let
+    /// 26 MB through in the first second and then sat silent for 25 s; with
+    /// a hundredth, each second's allowance came in one burst. A thousandth
+    /// keeps a round to a tenth of a second of the rate (below 1000K, to
+    /// 100 KiB).
     static func receiveBufferSize(bytesPerSecond: Int64?) -> Int {
         let largest = 256 * 1024
         guard let bytesPerSecond, bytesPerSecond > 0 else { return largest }
-        return Int(min(Int64(largest), max(1024, bytesPerSecond / 100)))
+        return Int(min(Int64(largest), max(1024, bytesPerSecond / 1000)))
     }
 
     /// The options every transfer of this loop shares, set once per easy

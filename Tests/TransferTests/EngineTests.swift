@@ -371,7 +371,8 @@ import TestSupport
 
     @Test func underARateLimitLibcurlReadsSmallRounds() {
         #expect(CurlLoop.receiveBufferSize(bytesPerSecond: nil) == 256 * 1024)
-        #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 1 << 20) == 10_485)
+        #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 10 << 20) == 10_485)
+        #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 1 << 20) == 1_048)
         #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 50_000) == 1024)
         #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 1 << 40) == 256 * 1024)
     }
