@@ -29,7 +29,7 @@ import TestSupport
             let interrupted = await running.wait()
 
             #expect(interrupted.status == 130)
-            #expect(interrupted.stderr.contains("interrupted"))
+            #expect(interrupted.stderr.contains("; interrupted with 1 left to fetch\n"), "\(interrupted.stderr)")
             // The million bytes kept to resume were received in this run, and it says so.
             #expect(interrupted.stderr.contains("0 downloaded, 0 already cached, 0 failed (976.6 KiB in "), "\(interrupted.stderr)")
             #expect(files(in: cache + "/tmp").contains { $0.hasSuffix(".part") })

@@ -87,7 +87,11 @@ public enum ProgressText {
         text += " (\(ByteSize.format(report.bytesReceived)) in \(ByteSize.oneDecimal(report.seconds)) s"
         if report.resumedBytes > 0 { text += ", \(ByteSize.format(report.resumedBytes)) resumed" }
         text += ")"
-        if report.interrupted { text += "; interrupted" }
+        if report.interrupted {
+            // What the next run will do: the items not finished, partials resuming.
+            let left = max(0, report.total - report.downloaded - report.skipped - report.failures.count)
+            text += "; interrupted with \(left) left to fetch"
+        }
         return text
     }
 }
