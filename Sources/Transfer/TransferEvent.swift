@@ -24,7 +24,7 @@ public struct EngineSnapshot: Sendable, Equatable {
     public let queued: Int
     /// Body bytes received over the network since the engine started (resumed prefixes excluded).
     public let bytesReceived: Int64
-    /// Recent download rate in bytes a second.
+    /// Download rate in bytes a second over the last 5 seconds (see `RateWindow`).
     public let bytesPerSecond: Double
 }
 
