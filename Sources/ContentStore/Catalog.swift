@@ -279,10 +279,12 @@ public final class Catalog: Sendable {
     /// Notes that objects were used now (recency lives here, not in atime).
     public func touch(_ hashes: [String], at date: Date = Date()) throws {
         guard !hashes.isEmpty else { return }
+        // Many URLs may share one object: each is touched once.
+        let unique = Set(hashes)
         try database.write { db in
-            for hash in hashes {
-                try db.execute(sql: "UPDATE object SET lastAccessAt = ? WHERE hash = ?",
-                               arguments: [date.timeIntervalSince1970, hash])
+            let update = try db.cachedStatement(sql: "UPDATE object SET lastAccessAt = ? WHERE hash = ?")
+            for hash in unique {
+                try update.execute(arguments: [date.timeIntervalSince1970, hash])
             }
         }
     }

@@ -176,12 +176,16 @@ public final class FetchJob: Sendable {
         var newInCollection: [IngestRecord] = []
         var touched: [String] = []
         var missing: [String: String] = [:]
+        // Many URLs may share one object: its file is looked for once.
+        var objectPresent: [String: Bool] = [:]
         for item in items {
             guard let source = cached[item.catalogURL] else {
                 remaining.append(item)
                 continue
             }
-            guard cache.store.contains(source.sha256) else {
+            let hasFile = objectPresent[source.sha256] ?? cache.store.contains(source.sha256)
+            objectPresent[source.sha256] = hasFile
+            guard hasFile else {
                 // Catalogued, but the file is gone: fetched again (and forgotten if that fails).
                 missing[item.url] = source.sha256
                 remaining.append(item)

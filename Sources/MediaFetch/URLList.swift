@@ -36,30 +36,70 @@ public enum URLList {
         private var lineNumber = 0
         /// The start of a line whose end has not been read yet.
         private var pending: [UInt8] = []
+        /// The last block ended with a CR: an LF opening the next one is the rest of a CRLF.
+        private var afterCarriageReturn = false
+        /// A comment line too long to hold is being passed over up to its end.
+        private var skippingComment = false
 
         init(source: String) { self.source = source }
 
+        /// Reads the next block: LF, CR and CRLF each end a line.
         mutating func feed(_ bytes: ArraySlice<UInt8>) throws(InputError) {
             var start = bytes.startIndex
-            while let newline = bytes[start...].firstIndex(of: 0x0A) {
-                if pending.isEmpty {
-                    try line(bytes[start..<newline])
-                } else {
-                    pending.append(contentsOf: bytes[start..<newline])
-                    try line(pending[...])
-                    pending.removeAll(keepingCapacity: true)
-                }
-                start = newline + 1
+            if afterCarriageReturn, start < bytes.endIndex {
+                if bytes[start] == 0x0A { start += 1 }
+                afterCarriageReturn = false
             }
-            pending.append(contentsOf: bytes[start...])
-            if pending.count > URLList.maxLineBytes { throw tooLong() }
+            while let end = bytes[start...].firstIndex(where: { $0 == 0x0A || $0 == 0x0D }) {
+                try endLine(with: bytes[start..<end])
+                start = end + 1
+                if bytes[end] == 0x0D {
+                    if start == bytes.endIndex {
+                        afterCarriageReturn = true
+                    } else if bytes[start] == 0x0A {
+                        start += 1
+                    }
+                }
+            }
+            try hold(bytes[start...])
         }
 
         /// The URLs, once the last line (which may lack its line break) is read.
         mutating func finish() throws(InputError) -> [String] {
-            if !pending.isEmpty { try line(pending[...]) }
+            if !pending.isEmpty, !skippingComment { try line(pending[...]) }
             pending = []
             return urls
+        }
+
+        private mutating func endLine(with tail: ArraySlice<UInt8>) throws(InputError) {
+            if skippingComment {
+                skippingComment = false
+            } else if pending.isEmpty {
+                try line(tail)
+            } else {
+                pending.append(contentsOf: tail)
+                try line(pending[...])
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+
+        /// Keeps the start of a line until its end comes; a line that grows
+        /// past the limit fails now (a file of no line breaks is not read
+        /// whole), unless it is a comment, which is passed over.
+        private mutating func hold(_ tail: ArraySlice<UInt8>) throws(InputError) {
+            guard !skippingComment else { return }
+            pending.append(contentsOf: tail)
+            guard pending.count > URLList.maxLineBytes else { return }
+            guard isComment(pending[...]) else { throw tooLong() }
+            lineNumber += 1
+            skippingComment = true
+            pending.removeAll(keepingCapacity: true)
+        }
+
+        /// Whether the line's first byte other than blanks (and a byte-order mark) is `#`.
+        private func isComment(_ line: ArraySlice<UInt8>) -> Bool {
+            let line = lineNumber == 0 && line.starts(with: [0xEF, 0xBB, 0xBF]) ? line.dropFirst(3) : line
+            return line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#")
         }
 
         private func tooLong() -> InputError {
@@ -76,30 +116,30 @@ public enum URLList {
             }
         }
 
+        /// One line, without its line break.
         private mutating func line(_ raw: ArraySlice<UInt8>) throws(InputError) {
-            guard raw.count <= URLList.maxLineBytes else { throw tooLong() }
+            // A comment is not read: neither its length nor its encoding (café in Latin-1) matters.
+            guard raw.count <= URLList.maxLineBytes else {
+                guard isComment(raw) else { throw tooLong() }
+                lineNumber += 1
+                return
+            }
             var line = raw
             // A byte-order mark opens some files written on Windows.
             if lineNumber == 0, line.starts(with: [0xEF, 0xBB, 0xBF]) { line = line.dropFirst(3) }
-            // A CR other than the last byte (CRLF) is a line break of its own.
-            if line.allSatisfy(URLList.isPlain), !line.dropLast().contains(0x0D) {
+            if line.allSatisfy(URLList.isPlain) {
                 var trimmed = line
                 while let first = trimmed.first, URLList.isBlank(first) { trimmed.removeFirst() }
                 while let last = trimmed.last, URLList.isBlank(last) { trimmed.removeLast() }
                 try take(String(decoding: trimmed, as: UTF8.self))
                 return
             }
-            // The CR of this line's CRLF ends the line, not another one.
-            if line.last == 0x0D { line = line.dropLast() }
             guard let text = String(validating: line, as: UTF8.self) else {
-                // A comment may be in another encoding (café in Latin-1): it is not read anyway.
-                if line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#") {
-                    lineNumber += 1
-                    return
-                }
-                throw InputError("\(source):\(lineNumber + 1): not UTF-8 text")
+                guard isComment(raw) else { throw InputError("\(source):\(lineNumber + 1): not UTF-8 text") }
+                lineNumber += 1
+                return
             }
-            // isNewline also splits CRLF, which Swift holds as one Character.
+            // Unicode's own line breaks (U+2028, NEL, VT, FF) end lines too.
             for piece in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {
                 try take(piece.trimmingCharacters(in: .whitespacesAndNewlines))
             }

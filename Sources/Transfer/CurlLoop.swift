@@ -266,7 +266,7 @@ final class CurlLoop: Sendable {
         var spareHandles: [CurlEasy] = []
         var handles: [UnsafeMutableRawPointer: CurlEasy] = [:]
         var lastTick = ContinuousClock.now
-        var rateWindow = RateWindow(start: lastTick)
+        var rateWindow = RateWindow(span: Self.rateWindowSpan(bytesPerSecond: configuration.maxBytesPerSecond), start: lastTick)
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
@@ -459,6 +459,16 @@ final class CurlLoop: Sendable {
         let largest = 256 * 1024
         guard let bytesPerSecond, bytesPerSecond > 0 else { return largest }
         return Int(min(Int64(largest), max(1024, bytesPerSecond / 1000)))
+    }
+
+    /// How far back the rate shown looks: 5 seconds, or under a low rate
+    /// limit two of libcurl's bursts (100 buffers each), so that the figure
+    /// does not swing between twice the rate and nothing (at 10K a burst
+    /// comes every 10 s).
+    static func rateWindowSpan(bytesPerSecond: Int64?) -> Duration {
+        guard let bytesPerSecond, bytesPerSecond > 0 else { return .seconds(5) }
+        let burst = Double(100 * receiveBufferSize(bytesPerSecond: bytesPerSecond)) / Double(bytesPerSecond)
+        return .milliseconds(Int(max(5, 2 * burst) * 1000))
     }
 
     /// The options every transfer of this loop shares, set once per easy

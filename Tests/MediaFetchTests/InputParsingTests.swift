@@ -60,6 +60,42 @@ import TestSupport
         }
     }
 
+    @Test func loneCRLinesAreCheckedOneByOne() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("mac.txt")
+            // 1,000 lines of 44 bytes: 44 KB with no LF, more than one line may hold.
+            let urls = (1...1000).map { String(format: "http://example.test/photos/%09d.jpg", $0) }
+            try Data(urls.joined(separator: "\r").utf8).write(to: URL(fileURLWithPath: path))
+            #expect(try URLList.read(path: path) == urls)
+            // A Latin-1 comment, then a bad byte on line 3.
+            let bytes: [UInt8] = Array("# caf".utf8) + [0xE9] + Array("\rhttp://a/1.jpg\rhttp://a/".utf8) + [0xFF] + [0x0D]
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path):3: not UTF-8 text")) { try URLList.read(path: path) }
+        }
+    }
+
+    @Test func aCRLFSplitAcrossBlocksIsOneLineBreak() throws {
+        var reader = URLList.LineReader(source: "u")
+        try reader.feed(Array("http://a/1\r".utf8)[...])
+        try reader.feed(Array("\nhttps://a/2\r".utf8)[...])
+        try reader.feed(Array("\n\nftp://a/3\r\n".utf8)[...].prefix(1))
+        #expect(throws: InputError("u:4: unsupported scheme 'ftp' (only http and https): ftp://a/3")) {
+            try reader.feed(Array("\n\nftp://a/3\r\n".utf8)[...].dropFirst())
+        }
+    }
+
+    @Test func aLongCommentIsPassedOver() throws {
+        let comment = "# " + String(repeating: "notes ", count: 10_000)
+        #expect(try URLList.parse(comment + "\nhttp://a/1.jpg\n" + comment, source: "u") == ["http://a/1.jpg"])
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("notes.txt")
+            try Data((comment + "\r\nhttp://a/1.jpg\r\n" + comment + "\r\nftp://b\r\n").utf8).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path):4: unsupported scheme 'ftp' (only http and https): ftp://b")) {
+                try URLList.read(path: path)
+            }
+        }
+    }
+
     @Test func aByteOrderMarkIsNotPartOfTheFirstURL() throws {
         try TemporaryDirectory.using { directory in
             let path = directory.appending("bom.txt")
@@ -135,6 +171,9 @@ import TestSupport
         #expect(ByteSize.parse("abc") == nil)
         #expect(ByteSize.parse("-5K") == nil)
         #expect(ByteSize.parse("") == nil)
+        // What Double would take but nobody means by a size.
+        for text in ["0x10", "1e3", "inf", "nan", ".", "1.2.3", "K", "+5"] { #expect(ByteSize.parse(text) == nil, "\(text)") }
+        #expect(ByteSize.parse(".5K") == 512)
     }
 
     @Test func formatting() {
@@ -226,10 +265,22 @@ import TestSupport
         let line = "1234/5000 items, 120 cached, 3 failed, 1023.9 MiB at 1020.0 KiB/s, 16 active"
         #expect(ProgressText.fitted(line, columns: nil) == line)
         #expect(ProgressText.fitted(line, columns: 200) == line)
+        // Three columns to spare: the `^C` echoed on Ctrl-C must not wrap it either.
         let cut = ProgressText.fitted(line, columns: 40)
-        #expect(cut == "1234/5000 items, 120 cached, 3 failed,…")
-        #expect(TerminalText.displayWidth(cut) == 39)
-        #expect(TerminalText.displayWidth(ProgressText.fitted("東京 " + line, columns: 20)) <= 19)
+        #expect(cut == "1234/5000 items, 120 cached, 3 faile…")
+        #expect(TerminalText.displayWidth(cut) == 37)
+        #expect(TerminalText.displayWidth(ProgressText.fitted("東京 " + line, columns: 20)) <= 17)
+        #expect(ProgressText.fitted(line, columns: 4) == "")
+        #expect(ProgressText.fitted(line, columns: 1) == "")
+        #expect(ProgressText.fitted(line, columns: 5) == "1…")
+    }
+
+    @Test func aCollectionNameIsTheSameInEitherUnicodeForm() {
+        let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+        #expect(Array(CollectionName.normalized(decomposed).utf8) == Array(composed.utf8))
+        #expect(CollectionName.find(decomposed, among: ["alps", composed]).map { Array($0.utf8) } == Array(composed.utf8))
+        #expect(CollectionName.find(composed, among: [decomposed]).map { Array($0.utf8) } == Array(decomposed.utf8))
+        #expect(CollectionName.find("cafe", among: [composed]) == nil)
     }
 
     @Test func anUnknownCollectionIsNamedWithTheOnesThereAre() {

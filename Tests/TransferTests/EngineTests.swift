@@ -375,6 +375,10 @@ import TestSupport
         #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 1 << 20) == 1_048)
         #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 50_000) == 1024)
         #expect(CurlLoop.receiveBufferSize(bytesPerSecond: 1 << 40) == 256 * 1024)
+        // The rate shown spans two bursts where they come further apart than 2.5 s.
+        #expect(CurlLoop.rateWindowSpan(bytesPerSecond: nil) == .seconds(5))
+        #expect(CurlLoop.rateWindowSpan(bytesPerSecond: 500 * 1024) == .seconds(5))
+        #expect(CurlLoop.rateWindowSpan(bytesPerSecond: 10 * 1024) == .seconds(20))
     }
 
     @Test func aStalledTransferTimesOutAndIsRetried() async throws {

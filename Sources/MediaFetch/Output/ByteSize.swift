@@ -14,7 +14,10 @@ public enum ByteSize {
             multiplier = found
             number = number.dropLast()
         }
-        guard let value = Double(number), value >= 0, value.isFinite else { return nil }
+        // Digits with at most one decimal point: Double alone also takes 0x10, 1e3 and inf.
+        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+              number.filter({ $0 == "." }).count <= 1, number != ".",
+              let value = Double(number), value >= 0, value.isFinite else { return nil }
         let bytes = value * multiplier
         guard bytes < Double(Int64.max) else { return nil }
         return Int64(bytes.rounded())

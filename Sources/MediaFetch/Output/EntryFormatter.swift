@@ -128,3 +128,20 @@ public enum ListMessages {
         return "no collection named '\(TerminalText.escapingControls(name))' (" + (names.isEmpty ? "the cache has none" : "the cache has \(known)") + ")"
     }
 }
+
+/// Collection names as people type them: "café" is one name whether its é
+/// is one character or an e and an accent (macOS file names and some
+/// keyboards give the second), though SQLite compares bytes.
+public enum CollectionName {
+    /// The name in Unicode's composed form (NFC), as it is stored.
+    public static func normalized(_ name: String) -> String {
+        name.precomposedStringWithCanonicalMapping
+    }
+
+    /// The stored name among `names` that `name` means: the same bytes, or
+    /// else the same text in another Unicode form (a name stored before
+    /// names were normalized). Nil when there is none.
+    public static func find(_ name: String, among names: [String]) -> String? {
+        names.first { $0.utf8.elementsEqual(name.utf8) } ?? names.first { $0 == name }
+    }
+}

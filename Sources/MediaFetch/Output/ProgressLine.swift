@@ -61,17 +61,22 @@ public enum ProgressText {
         return text
     }
 
-    /// `line` cut to fit a terminal `columns` wide, with one column to spare:
-    /// a status line that wraps leaves its first row behind on every redraw
-    /// (`\r` and erase-line reach only the last row). Nil columns (unknown
-    /// width) leaves it whole.
+    /// `line` cut to fit a terminal `columns` wide, with three columns to
+    /// spare: a status line that wraps leaves its first row behind on every
+    /// redraw (`\r` and erase-line reach only the last row), and so does one
+    /// that the `^C` a terminal echoes on Ctrl-C pushes over the edge. Nil
+    /// columns (unknown width) leaves it whole; a terminal too narrow for
+    /// anything gets nothing.
     public static func fitted(_ line: String, columns: Int?) -> String {
-        guard let columns, columns > 1, TerminalText.displayWidth(line) > columns - 1 else { return line }
+        guard let columns else { return line }
+        let room = columns - 3
+        guard TerminalText.displayWidth(line) > room else { return line }
+        guard room >= 2 else { return "" }
         var fitted = ""
         var width = 0
         for character in line {
             let next = TerminalText.displayWidth(String(character))
-            if width + next > columns - 2 { break }
+            if width + next > room - 1 { break }
             fitted.append(character)
             width += next
         }

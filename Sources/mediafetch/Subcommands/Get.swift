@@ -38,7 +38,8 @@ struct Get: AsyncParsableCommand {
             Terminal.error(error.message)
             throw Exit.badInput
         }
-        let items = list.map { FetchItem(url: $0, collection: collection, kind: .file) }
+        let name = CollectionName.normalized(collection)
+        let items = list.map { FetchItem(url: $0, collection: name, kind: .file) }
         try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items)
     }
 }

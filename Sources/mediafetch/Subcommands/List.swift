@@ -23,12 +23,17 @@ struct List: AsyncParsableCommand {
         let cache = try cacheOptions.open(mustExist: true)
         let text: String
         do {
-            // A mistyped name must not look like an empty collection.
-            if let collection, case let names = try cache.catalog.collectionNames(), !names.contains(collection) {
-                Terminal.error(ListMessages.noCollection(named: collection, among: names))
-                throw Exit.badInput
+            var stored: String?
+            if let collection {
+                let names = try cache.catalog.collectionNames()
+                // A mistyped name must not look like an empty collection.
+                guard let name = CollectionName.find(collection, among: names) else {
+                    Terminal.error(ListMessages.noCollection(named: collection, among: names))
+                    throw Exit.badInput
+                }
+                stored = name
             }
-            let entries = try cache.catalog.entries(collection: collection, kind: kind)
+            let entries = try cache.catalog.entries(collection: stored, kind: kind)
             text = try EntryFormatter(cache: cache).render(entries, as: format)
         } catch let exit as ExitCode {
             throw exit
