@@ -34,8 +34,19 @@ import TestSupport
             cArguments.forEach { free($0) }
             cEnvironment.forEach { free($0) }
         }
+        // tmux starts with no signal blocked or ignored: the test process's
+        // mask was inherited by the server, which then outlived kill-server.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t(), allSignals = sigset_t()
+        sigemptyset(&noSignals)
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let spawned = posix_spawnp(&pid, "tmux", &actions, nil, &cArguments, &cEnvironment)
+        let spawned = posix_spawnp(&pid, "tmux", &actions, &attributes, &cArguments, &cEnvironment)
         guard spawned == 0 else { throw TmuxError(message: "cannot start tmux: \(String(cString: strerror(spawned)))") }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
@@ -127,6 +138,10 @@ import TestSupport
                 #expect(statusRows.count == 1, "\(screen)")
                 #expect(statusRows.allSatisfy { TerminalText.displayWidth(String($0)) < 40 }, "\(screen)")
             }
+            // The run ends before the test removes its cache; no status row is left.
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+            #expect(!after.contains("/3 items"), "\(after)")
+            #expect(after.contains("EXIT=1"), "\(after)")
         }
     }
 }
