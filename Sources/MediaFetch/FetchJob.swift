@@ -170,6 +170,7 @@ public final class FetchJob: Sendable {
     /// their collection if they are new there (one transaction for all of
     /// them). Returns the items left to fetch.
     private func settleCached(_ items: [FetchItem]) throws -> [FetchItem] {
+        let items = try inStoredCollections(items)
         let cached = try cache.catalog.cachedSources(for: items.map(\.catalogURL))
         var present: [String: Set<String>] = [:]
         var remaining: [FetchItem] = []
@@ -209,6 +210,21 @@ public final class FetchJob: Sendable {
             $0.report.skipped = touched.count
         }
         return remaining
+    }
+
+    /// The items with their collection named as the catalog has it: a name
+    /// stored in another Unicode form (café with e + accent) is the same
+    /// collection, not a second one that looks the same.
+    private func inStoredCollections(_ items: [FetchItem]) throws -> [FetchItem] {
+        let names = try cache.catalog.collectionNames()
+        var stored: [String: String] = [:]
+        return items.map { item in
+            var item = item
+            let name = stored[item.collection] ?? CollectionName.find(item.collection, among: names) ?? item.collection
+            stored[item.collection] = name
+            item.collection = name
+            return item
+        }
     }
 
     /// Downloads through the engine's batch interface: no task per item, and

@@ -96,10 +96,10 @@ public enum URLList {
             pending.removeAll(keepingCapacity: true)
         }
 
-        /// Whether the line's first byte other than blanks (and a byte-order mark) is `#`.
+        /// Whether the line's first byte other than spaces and tabs (and a byte-order mark) is `#`.
         private func isComment(_ line: ArraySlice<UInt8>) -> Bool {
             let line = lineNumber == 0 && line.starts(with: [0xEF, 0xBB, 0xBF]) ? line.dropFirst(3) : line
-            return line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#")
+            return line.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "#")
         }
 
         private func tooLong() -> InputError {
@@ -118,12 +118,14 @@ public enum URLList {
 
         /// One line, without its line break.
         private mutating func line(_ raw: ArraySlice<UInt8>) throws(InputError) {
-            // A comment is not read: neither its length nor its encoding (café in Latin-1) matters.
-            guard raw.count <= URLList.maxLineBytes else {
-                guard isComment(raw) else { throw tooLong() }
+            // A comment is not read: neither its length, its encoding (café in
+            // Latin-1) nor a Unicode line break in it matters; LF, CR or CRLF
+            // ends it, whether it is held whole or passed over (`hold`).
+            if isComment(raw) {
                 lineNumber += 1
                 return
             }
+            guard raw.count <= URLList.maxLineBytes else { throw tooLong() }
             var line = raw
             // A byte-order mark opens some files written on Windows.
             if lineNumber == 0, line.starts(with: [0xEF, 0xBB, 0xBF]) { line = line.dropFirst(3) }
@@ -135,9 +137,7 @@ public enum URLList {
                 return
             }
             guard let text = String(validating: line, as: UTF8.self) else {
-                guard isComment(raw) else { throw InputError("\(source):\(lineNumber + 1): not UTF-8 text") }
-                lineNumber += 1
-                return
+                throw InputError("\(source):\(lineNumber + 1): not UTF-8 text")
             }
             // Unicode's own line breaks (U+2028, NEL, VT, FF) end lines too.
             for piece in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {

@@ -94,8 +94,9 @@ public enum SampleSounds {
             frame += count
         }
         closed = true
-        guard sf_close(file) == 0 else {
-            throw SoundFileError(description: "cannot finish \(path): \(String(cString: sf_strerror(nil)))")
+        let result = sf_close(file)
+        guard result == 0 else {
+            throw SoundFileError(description: "cannot finish \(path): \(String(cString: sf_error_number(result)))")
         }
     }
 

@@ -75,12 +75,15 @@ public enum BuiltProducts {
     }
 
     /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
+    /// `ignoring` names signals (`HUP`, `INT`) it starts with ignored, as
+    /// under `nohup` or in a script's background job.
     public static func start(_ arguments: [String], environment: [String: String] = [:],
                              as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil,
-                             stdoutTo: String? = nil, stderrTo: String? = nil) throws -> RunningCommand {
+                             stdoutTo: String? = nil, stderrTo: String? = nil, ignoring: [String] = []) throws -> RunningCommand {
         var command = [mediafetch.path] + arguments
         // A shell sets these for the child alone: the test process's are every test's.
         var settings: [String] = []
+        if !ignoring.isEmpty { settings.append("trap '' \(ignoring.joined(separator: " "))") }
         if let umask { settings.append("umask \(String(umask, radix: 8))") }
         if let openFileLimit { settings.append("ulimit -n \(openFileLimit)") }
         var redirections = ""

@@ -390,6 +390,9 @@ final class CurlLoop: Sendable {
                     attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
+                // The window opens with the first bytes, not with the engine (a run may
+                // first spend seconds finding what is cached): the rate is not diluted.
+                if counters.bytesReceived == 0 { rateWindow = RateWindow(span: rateWindow.span, start: now) }
                 let rate = rateWindow.record(counters.bytesReceived, at: now)
                 lastTick = now
                 let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
@@ -464,11 +467,11 @@ final class CurlLoop: Sendable {
     /// How far back the rate shown looks: 5 seconds, or under a low rate
     /// limit two of libcurl's bursts (100 buffers each), so that the figure
     /// does not swing between twice the rate and nothing (at 10K a burst
-    /// comes every 10 s).
+    /// comes every 10 s); two minutes at most, so the samples stay few.
     static func rateWindowSpan(bytesPerSecond: Int64?) -> Duration {
         guard let bytesPerSecond, bytesPerSecond > 0 else { return .seconds(5) }
         let burst = Double(100 * receiveBufferSize(bytesPerSecond: bytesPerSecond)) / Double(bytesPerSecond)
-        return .milliseconds(Int(max(5, 2 * burst) * 1000))
+        return .milliseconds(Int(min(120, max(5, 2 * burst)) * 1000))
     }
 
     /// The options every transfer of this loop shares, set once per easy

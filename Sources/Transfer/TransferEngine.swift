@@ -422,18 +422,35 @@ public struct RequestTarget: Sendable, Equatable {
     /// `host:port`, lower-cased: the key for per-host slots.
     public let hostKey: String
 
-    /// Parses by hand rather than with URLComponents: it runs for every URL
-    /// of every list, and only the scheme and the authority matter here
-    /// (libcurl parses the rest and rejects what it cannot use).
     /// The longest URL accepted, in bytes. Servers refuse far shorter ones
     /// (nginx: 8 KiB for the whole request line); a longer "URL" is a
     /// mistake, and quoting it whole would flood the terminal and the catalog.
     public static let maxLength = 32 * 1024
 
+    /// Parses by hand rather than with URLComponents: it runs for every URL
+    /// of every list, and only the scheme and the authority matter here
+    /// (libcurl parses the rest and rejects what it cannot use).
+    /// What an error may quote of a URL too long to quote: its scheme and
+    /// host, at most 60 characters. Nothing before the text's last `@` is
+    /// shown, so no password is, even one with a `/` in it (the host is then
+    /// misread, never the secret shown).
+    static func schemeAndHost(of text: String) -> String {
+        var rest = Substring(text)
+        var shown = ""
+        if let separator = rest.range(of: "://") {
+            shown = String(rest[..<separator.upperBound])
+            rest = rest[separator.upperBound...]
+        }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        let hostEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        shown += rest[..<hostEnd]
+        return String(shown.prefix(60))
+    }
+
     public init(_ text: String) throws(TransferError) {
         guard text.utf8.count <= Self.maxLength else {
-            let start = URLPassword.replaced(in: String(decoding: text.utf8.prefix(60), as: UTF8.self), with: "***")
-            throw TransferError(.unsupportedURL, "URL of \(text.utf8.count) bytes is longer than the \(Self.maxLength) accepted: \(start)…")
+            throw TransferError(.unsupportedURL, "URL of \(text.utf8.count) bytes is longer than the "
+                + "\(Self.maxLength) accepted: \(Self.schemeAndHost(of: text))…")
         }
         // Errors quote the URL, but never its password (output redacts URLs
         // word by word, and a password may hold a space).

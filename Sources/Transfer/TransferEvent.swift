@@ -24,7 +24,8 @@ public struct EngineSnapshot: Sendable, Equatable {
     public let queued: Int
     /// Body bytes received over the network since the engine started (resumed prefixes excluded).
     public let bytesReceived: Int64
-    /// Download rate in bytes a second over the last 5 seconds (see `RateWindow`).
+    /// Download rate in bytes a second over the last 5 seconds, or longer
+    /// under a low `--limit-rate` (see `CurlLoop.rateWindowSpan`).
     public let bytesPerSecond: Double
 }
 

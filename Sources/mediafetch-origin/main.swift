@@ -30,7 +30,7 @@ var root: String?
 var port: UInt16 = 0
 var portFile: String?
 var samplesDirectory: String?
-var photoCount = 200
+var photoCount: Int?
 
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -83,15 +83,16 @@ func makeSamples(in directory: String, photos: Int) throws {
 }
 
 if let samplesDirectory {
-    guard root == nil else { fail("--make-samples and --root are separate uses") }
+    guard root == nil, port == 0, portFile == nil else { fail("--make-samples writes files and exits: it takes no --root, --port or --port-file") }
     do {
-        try makeSamples(in: samplesDirectory, photos: photoCount)
+        try makeSamples(in: samplesDirectory, photos: photoCount ?? 200)
     } catch {
         FileHandle.standardError.write(Data("mediafetch-origin: cannot make samples in \(samplesDirectory): \(error)\n".utf8))
         exit(1)
     }
     exit(0)
 }
+guard photoCount == nil else { fail("--photos goes with --make-samples") }
 guard let root else { fail("--root is required") }
 
 // Block the stop signals before the origin starts its threads (they inherit the mask),

@@ -34,10 +34,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
 
     /// `mediafetch --cache DIR <command>` is accepted as well as `<command> --cache DIR`.
     static func main() async {
-        // Until a run sets up its own handling (stop the transfers, store
-        // what finished), a stop signal ends the process with the status
-        // `--help` documents for it, not the signal's own.
-        for number in [SIGINT, SIGTERM, SIGHUP] { signal(number) { _ in _exit(130) } }
+        // Read before anything changes them: which stop signals were ignored.
+        StopSignals.exitEarly()
         TransferEngine.prepareProcess()
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let option = CommandLineLayout.optionWithEmptyValue(in: arguments) {

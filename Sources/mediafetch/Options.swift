@@ -98,10 +98,10 @@ struct TransferOptions: ParsableArguments {
         }
         if let maxFileSize, (ByteSize.parse(maxFileSize) ?? 0) <= 0 {
             // 0 would fail every download.
-            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size from 1 byte to 8 EiB (try 200M)")
+            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size of at least 1 byte and below 8 EiB (try 200M)")
         }
         if let limitRate, (ByteSize.parse(limitRate) ?? 0) <= 0 {
-            throw ValidationError("--limit-rate: '\(limitRate)' is not a rate from 1 byte a second to 8 EiB (try 500K)")
+            throw ValidationError("--limit-rate: '\(limitRate)' is not a rate of at least 1 byte a second and below 8 EiB (try 500K)")
         }
         // Said once here, not as a certificate error on every https URL. The
         // variables are left to libcurl, as curl does: a stale one must not

@@ -174,13 +174,32 @@ import TestSupport
         }
     }
 
+    /// Under `nohup` (SIGHUP ignored from the start) a closed terminal must not stop the run.
+    @Test func aSignalIgnoredAtStartStaysIgnored() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/walk.wav", data: fixtureBytes(count: 300_000, seed: 12))
+            origin.setFault("/walk.wav", .slow(bytesPerSecond: 200_000))
+            let cache = directory.appending("cache")
+            let running = try BuiltProducts.start(["get", "--cache", cache, origin.url("/walk.wav")], ignoring: ["HUP"])
+            // Mid-transfer: neither the early handler nor the run's own may have taken it over.
+            for _ in 0..<500 where !files(in: cache + "/tmp").contains(where: { $0.hasSuffix(".part") }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            running.send(SIGHUP)
+            let result = await running.wait()
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderr.contains("1 downloaded"), "\(result.stderr)")
+        }
+    }
+
     @Test func aBodyOverMaxFilesizeFailsWithoutRetrying() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/huge.bin", data: fixtureBytes(count: 300_000, seed: 6))
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--max-filesize", "100K",
                                                 origin.url("/huge.bin")])
             #expect(result.status == 1)
-            #expect(result.stderrLines.contains { $0.contains("max-filesize") })
+            #expect(result.stderrLines.contains { $0.hasSuffix("larger than the --max-filesize limit of 102400 bytes") }, "\(result.stderr)")
             #expect(origin.requests(for: "/huge.bin").count == 1)
         }
     }

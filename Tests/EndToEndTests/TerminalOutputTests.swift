@@ -119,7 +119,7 @@ import TestSupport
         try await withOrigin { origin, directory in
             // Two bodies that trickle in, so the line is redrawn many times.
             for name in ["/a.wav", "/b.wav"] {
-                origin.addResource(name, data: fixtureBytes(count: 400_000, seed: 3))
+                origin.addResource(name, data: fixtureBytes(count: 600_000, seed: 3))
                 origin.setFault(name, .slow(bytesPerSecond: 100_000))
             }
             let session = try startGet([origin.url("/a.wav"), origin.url("/b.wav"), origin.url("/nothing.jpg"), "--retries", "0"],

@@ -36,6 +36,26 @@ import Transfer
         }
     }
 
+    /// A collection stored as "cafe" + combining accent (macOS gives names so)
+    /// is the one `café` means: its items are not split over two that look alike.
+    @Test func aCollectionStoredInAnotherUnicodeFormIsTheSameCollection() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 3000, seed: 71))
+            origin.addResource("/b.jpg", data: fixtureBytes(count: 3000, seed: 72))
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let decomposed = "cafe\u{301}", composed = "caf\u{E9}"
+            _ = try await FetchJob(cache: cache, configuration: quickRetries())
+                .run([FetchItem(url: origin.url("/a.jpg"), collection: decomposed)])
+
+            let report = try await FetchJob(cache: cache, configuration: quickRetries())
+                .run([FetchItem(url: origin.url("/a.jpg"), collection: composed), FetchItem(url: origin.url("/b.jpg"), collection: composed)])
+
+            #expect(report.succeeded)
+            #expect(try cache.catalog.collectionNames().map { Array($0.utf8) } == [Array(decomposed.utf8)])
+            #expect(try cache.catalog.entries(collection: decomposed).count == 2)
+        }
+    }
+
     @Test func onlyTheFirstJobOnANewCatalogSkipsTheLookup() async throws {
         try await TemporaryDirectory.with { directory in
             let root = directory.appending("cache")

@@ -379,6 +379,7 @@ import TestSupport
         #expect(CurlLoop.rateWindowSpan(bytesPerSecond: nil) == .seconds(5))
         #expect(CurlLoop.rateWindowSpan(bytesPerSecond: 500 * 1024) == .seconds(5))
         #expect(CurlLoop.rateWindowSpan(bytesPerSecond: 10 * 1024) == .seconds(20))
+        #expect(CurlLoop.rateWindowSpan(bytesPerSecond: 1) == .seconds(120))
     }
 
     @Test func aStalledTransferTimesOutAndIsRetried() async throws {

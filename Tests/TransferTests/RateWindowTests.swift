@@ -25,6 +25,20 @@ import Testing
         }
     }
 
+    /// An average since the start would still show most of the old rate.
+    @Test func aSlowerRateShowsOnceTheWindowHasPassed() {
+        let start = ContinuousClock.now
+        var window = RateWindow(span: .seconds(5), start: start)
+        var received: Int64 = 0
+        var rate = 0.0
+        for tick in 1...80 {
+            received += tick <= 40 ? 250_000 : 50_000
+            rate = window.record(received, at: start + .milliseconds(250 * tick))
+        }
+        // 10 s at 1 MB/s, then 10 s at 0.2 MB/s: the last 5 s were all at 0.2 MB/s.
+        #expect(abs(rate - 200_000) < 1, "\(rate)")
+    }
+
     @Test func aStopShowsZeroOnceTheWindowHasPassed() {
         let start = ContinuousClock.now
         var window = RateWindow(span: .seconds(2), start: start)

@@ -7,8 +7,9 @@ public enum ByteSize {
     public static func parse(_ text: String) -> Int64? {
         var number = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
         if number.hasSuffix("b") { number = number.dropLast() }
-        if number.hasSuffix("i") { number = number.dropLast() }
         let multipliers: [Character: Double] = ["k": 1024, "m": 1_048_576, "g": 1_073_741_824, "t": 1_099_511_627_776]
+        // The i of KiB, MiB…, only after a unit letter: "5i" is not a size.
+        if number.hasSuffix("i"), let unit = number.dropLast().last, multipliers[unit] != nil { number = number.dropLast() }
         var multiplier = 1.0
         if let unit = number.last, let found = multipliers[unit] {
             multiplier = found

@@ -72,7 +72,7 @@ struct FetchRunner {
         // terminal) do the same: killed outright, a run lost the bodies it had
         // finished but not yet stored. A second signal quits at once (the
         // cache stays consistent: objects and rows are only ever added whole).
-        let sources = [SIGINT, SIGTERM, SIGHUP].map { number -> any DispatchSourceSignal in
+        let sources = StopSignals.handled.map { number -> any DispatchSourceSignal in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
