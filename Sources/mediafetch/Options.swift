@@ -50,7 +50,7 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("per-host"), parsing: .unconditional, help: "Concurrent transfers against one host.")
     var perHost: Int = 8
 
-    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, 408, 429, 5xx).")
+    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx).")
     var retries: Int = 4
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"))
