@@ -63,7 +63,7 @@ let package = Package(
         .target(name: "SampleMedia", dependencies: ["CSndFile"]),
         .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin", "SampleMedia"]),
         // Helpers shared by the test targets: temporary directories, fixtures, running the binary.
-        .target(name: "TestSupport", dependencies: ["TestOrigin"]),
+        .target(name: "TestSupport", dependencies: ["TestOrigin", "CFileSync"]),
 
         .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport"]),
         .testTarget(name: "ContentStoreTests", dependencies: [

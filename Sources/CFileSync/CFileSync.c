@@ -61,3 +61,14 @@ void mf_tune_allocator(void) {
     mallopt(M_ARENA_MAX, 2);
 #endif
 }
+
+int mf_pipe_cloexec(int ends[2]) {
+#if defined(__linux__)
+    return pipe2(ends, O_CLOEXEC);
+#else
+    if (pipe(ends) != 0) return -1;
+    fcntl(ends[0], F_SETFD, FD_CLOEXEC);
+    fcntl(ends[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+#endif
+}

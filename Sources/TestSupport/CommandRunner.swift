@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 
 /// The result of running the built `mediafetch`.
@@ -118,27 +119,41 @@ public final class RunningCommand: @unchecked Sendable {
 
     init(_ process: Process) throws {
         self.process = process
-        let out = Pipe()
-        let err = Pipe()
-        // Close-on-exec: a process another test starts meanwhile must not
-        // inherit these (the child gets its own copies as stdout and stderr),
-        // or reading them to the end would wait for that process too.
-        for handle in [out.fileHandleForReading, out.fileHandleForWriting, err.fileHandleForReading, err.fileHandleForWriting] {
-            _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        // Close-on-exec from the moment they exist (pipe2): a process another
+        // test starts meanwhile (nginx, the TLS origin, which live for their
+        // whole suite) must not inherit these, or reading them to the end
+        // waits for that process too. Setting the flag after Pipe() left a
+        // window, and a test then hung until its time limit. The child gets
+        // its own copies as stdout and stderr (dup2 clears the flag there).
+        let (outRead, outWrite) = try Self.closeOnExecPipe()
+        let (errRead, errWrite) = try Self.closeOnExecPipe()
+        process.standardOutput = outWrite
+        process.standardError = errWrite
+        defer {
+            // The parent's write ends: the reads end when the child's copies close.
+            try? outWrite.close()
+            try? errWrite.close()
         }
-        process.standardOutput = out
-        process.standardError = err
         try process.run()
         group.enter()
         group.enter()
         Thread.detachNewThread { [self] in
-            output = out.fileHandleForReading.readDataToEndOfFile()
+            output = outRead.readDataToEndOfFile()
             group.leave()
         }
         Thread.detachNewThread { [self] in
-            errors = err.fileHandleForReading.readDataToEndOfFile()
+            errors = errRead.readDataToEndOfFile()
             group.leave()
         }
+    }
+
+    /// A pipe whose two ends are close-on-exec from the start: (read, write).
+    private static func closeOnExecPipe() throws -> (FileHandle, FileHandle) {
+        var ends: [Int32] = [-1, -1]
+        guard mf_pipe_cloexec(&ends) == 0 else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "pipe2: \(String(cString: strerror(errno)))"])
+        }
+        return (FileHandle(fileDescriptor: ends[0], closeOnDealloc: true), FileHandle(fileDescriptor: ends[1], closeOnDealloc: true))
     }
 
     /// Sends SIGINT, as Ctrl-C in a terminal would.

@@ -47,4 +47,10 @@ int mf_direct_open_flag(void);
 /// No-op off glibc.
 void mf_tune_allocator(void);
 
+/// pipe2(2) with O_CLOEXEC: a pipe whose ends are close-on-exec from the
+/// moment they exist, so a child another thread starts at that instant
+/// cannot inherit them (pipe + fcntl leaves a window). Swift's Glibc module
+/// does not export pipe2. Elsewhere, pipe + fcntl. Returns 0 or -1 with errno.
+int mf_pipe_cloexec(int ends[2]);
+
 #endif
