@@ -99,7 +99,7 @@ public enum URLList {
         /// Whether the line's first byte other than spaces and tabs (and a byte-order mark) is `#`.
         private func isComment(_ line: ArraySlice<UInt8>) -> Bool {
             let line = lineNumber == 0 && line.starts(with: [0xEF, 0xBB, 0xBF]) ? line.dropFirst(3) : line
-            return line.first(where: { $0 != 0x20 && $0 != 0x09 }) == UInt8(ascii: "#")
+            return line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#")
         }
 
         private func tooLong() -> InputError {
@@ -151,9 +151,9 @@ public enum URLList {
         byte < 0x80 && byte != 0x0B && byte != 0x0C
     }
 
-    /// Space, tab and carriage return (the end of a CRLF line).
+    /// Space and tab (a CR never reaches a line: it ends one).
     fileprivate static func isBlank(_ byte: UInt8) -> Bool {
-        byte == 0x20 || byte == 0x09 || byte == 0x0D
+        byte == 0x20 || byte == 0x09
     }
 
     /// Reads and parses the file at `path` (`-` reads standard input), a

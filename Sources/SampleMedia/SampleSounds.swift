@@ -40,8 +40,6 @@ public struct SoundDescription: Equatable, Sendable {
     public var frames: Int64
     /// Frames that actually decoded: fewer than `frames` for a cut-off file.
     public var decodedFrames: Int64
-
-    public var seconds: Double { Double(frames) / Double(sampleRate) }
 }
 
 /// A failure reported by libsndfile, with its own words.

@@ -110,7 +110,7 @@ final class FileSink: BodySink {
             expectedTotal = head.contentLength
         }
         if let limit = maxFileSize, let total = expectedTotal, total > limit {
-            return tooLarge(limit)
+            return .tooLarge(limit: limit)
         }
         accepting = true
         self.head = head
@@ -161,7 +161,7 @@ final class FileSink: BodySink {
 
     func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
         guard accepting else { return nil }
-        if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return tooLarge(limit) }
+        if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .tooLarge(limit: limit) }
         if let error = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }) { return error }
         bytesHeld += Int64(bytes.count)
         return nil
@@ -199,8 +199,6 @@ final class FileSink: BodySink {
         writer.drain()
         partial.close(discard: discard)
     }
-
-    private func tooLarge(_ limit: Int64) -> TransferError { .tooLarge(limit: limit) }
 }
 
 /// Collects a small body in memory (API responses), with a size cap.

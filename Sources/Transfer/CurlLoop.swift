@@ -390,9 +390,6 @@ final class CurlLoop: Sendable {
                     attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
-                // The window opens with the first bytes, not with the engine (a run may
-                // first spend seconds finding what is cached): the rate is not diluted.
-                if counters.bytesReceived == 0 { rateWindow = RateWindow(span: rateWindow.span, start: now) }
                 let rate = rateWindow.record(counters.bytesReceived, at: now)
                 lastTick = now
                 let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {

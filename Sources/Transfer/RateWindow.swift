@@ -10,14 +10,20 @@ struct RateWindow {
     /// at or before the window's start, so the window covers all of `span`.
     private var samples: [(at: Instant, bytes: Int64)]
 
-    init(span: Duration = .seconds(5), start: Instant, bytes: Int64 = 0) {
+    init(span: Duration = .seconds(5), start: Instant) {
         self.span = span
-        samples = [(start, bytes)]
+        samples = [(start, 0)]
     }
 
     /// Notes that `bytes` had arrived in all by `now`, and returns the rate
-    /// in bytes a second over the window that ends there.
+    /// in bytes a second over the window that ends there. The window opens
+    /// with the first bytes, not at `start` (a run may first spend seconds
+    /// finding what is cached): until then the start moves along.
     mutating func record(_ bytes: Int64, at now: Instant) -> Double {
+        if samples.count == 1, bytes == samples[0].bytes {
+            samples[0].at = now
+            return 0
+        }
         samples.append((now, bytes))
         while samples.count > 2, now - samples[1].at >= span { samples.removeFirst() }
         let first = samples[0]

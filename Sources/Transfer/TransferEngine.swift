@@ -427,9 +427,6 @@ public struct RequestTarget: Sendable, Equatable {
     /// mistake, and quoting it whole would flood the terminal and the catalog.
     public static let maxLength = 32 * 1024
 
-    /// Parses by hand rather than with URLComponents: it runs for every URL
-    /// of every list, and only the scheme and the authority matter here
-    /// (libcurl parses the rest and rejects what it cannot use).
     /// What an error may quote of a URL too long to quote: its scheme and
     /// host, at most 60 characters. Nothing before the text's last `@` is
     /// shown, so no password is, even one with a `/` in it (the host is then
@@ -447,6 +444,9 @@ public struct RequestTarget: Sendable, Equatable {
         return String(shown.prefix(60))
     }
 
+    /// Parses by hand rather than with URLComponents: it runs for every URL
+    /// of every list, and only the scheme and the authority matter here
+    /// (libcurl parses the rest and rejects what it cannot use).
     public init(_ text: String) throws(TransferError) {
         guard text.utf8.count <= Self.maxLength else {
             throw TransferError(.unsupportedURL, "URL of \(text.utf8.count) bytes is longer than the "

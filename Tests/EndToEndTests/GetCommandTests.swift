@@ -6,13 +6,6 @@ import TestSupport
 
 /// The built `mediafetch` binary against a loopback origin, each test with its own cache.
 @Suite struct GetCommandTests {
-    private func listJSON(_ cache: String, _ extra: [String] = []) async throws -> [[String: Any]] {
-        let result = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"] + extra)
-        #expect(result.status == 0, "list failed: \(result.stderr)")
-        let parsed = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
-        return try #require(parsed as? [[String: Any]])
-    }
-
     private func statsJSON(_ cache: String) async throws -> [String: Any] {
         let result = try await BuiltProducts.run(["stats", "--cache", cache, "--format", "json"])
         #expect(result.status == 0, "stats failed: \(result.stderr)")

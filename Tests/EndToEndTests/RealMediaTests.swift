@@ -13,12 +13,6 @@ import TestSupport
         .wav: "audio/wav", .aiff: "audio/aiff", .flac: "audio/flac", .ogg: "audio/ogg",
     ]
 
-    private func listJSON(_ cache: String) async throws -> [[String: Any]] {
-        let result = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
-        #expect(result.status == 0, "list failed: \(result.stderr)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
-    }
-
     /// Writes a sound through libsndfile and serves it at `/sounds/<name>`.
     private func serveSound(_ format: SoundFormat, named name: String, seconds: Double, seed: UInt64,
                             origin: TestOrigin, directory: TemporaryDirectory) throws -> (bytes: Data, sound: SoundDescription) {

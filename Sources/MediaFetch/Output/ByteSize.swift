@@ -15,10 +15,9 @@ public enum ByteSize {
             multiplier = found
             number = number.dropLast()
         }
-        // Digits with at most one decimal point: Double alone also takes 0x10, 1e3 and inf.
-        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-              number.filter({ $0 == "." }).count <= 1, number != ".",
-              let value = Double(number), value >= 0, value.isFinite else { return nil }
+        // Digits and a decimal point only: Double alone also takes 0x10, 1e3 and inf.
+        guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+              let value = Double(number), value.isFinite else { return nil }
         let bytes = value * multiplier
         guard bytes < Double(Int64.max) else { return nil }
         return Int64(bytes.rounded())

@@ -75,7 +75,7 @@ public enum ProgressText {
         var fitted = ""
         var width = 0
         for character in line {
-            let next = TerminalText.displayWidth(String(character))
+            let next = TerminalText.displayWidth(character)
             if width + next > room - 1 { break }
             fitted.append(character)
             width += next

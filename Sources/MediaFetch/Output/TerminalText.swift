@@ -19,12 +19,13 @@ public enum TerminalText {
     /// Hangul, full-width forms, most emoji), one for any other character
     /// (a base letter and its combining marks are one character).
     public static func displayWidth(_ text: String) -> Int {
-        var width = 0
-        for character in text {
-            guard let first = character.unicodeScalars.first else { continue }
-            width += isWide(first) || character.unicodeScalars.contains("\u{FE0F}") ? 2 : 1
-        }
-        return width
+        text.reduce(0) { $0 + displayWidth($1) }
+    }
+
+    /// Columns one character takes: two when wide (or asked to be drawn as an emoji, U+FE0F).
+    public static func displayWidth(_ character: Character) -> Int {
+        guard let first = character.unicodeScalars.first else { return 0 }
+        return isWide(first) || character.unicodeScalars.contains("\u{FE0F}") ? 2 : 1
     }
 
     /// East Asian Wide and Fullwidth ranges (Unicode's EastAsianWidth.txt, W and F),
