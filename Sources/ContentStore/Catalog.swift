@@ -261,14 +261,23 @@ public final class Catalog: Sendable {
         return found
     }
 
-    /// The URLs of the items in `collection`.
-    public func itemURLs(inCollection collection: String) throws -> Set<String> {
+    /// Those of `urls` (as the catalog keeps them, without passwords) that
+    /// are items of `collection`: a long list is checked a part at a time
+    /// without loading the whole collection.
+    public func itemURLs(inCollection collection: String, among urls: [String]) throws -> Set<String> {
+        var found = Set<String>()
         try database.read { db in
-            let urls = try String.fetchAll(db, sql: """
-                SELECT item.url FROM item JOIN collection ON collection.id = item.collectionId WHERE collection.name = ?
-                """, arguments: [collection])
-            return Set(urls)
+            for start in stride(from: 0, to: urls.count, by: 500) {
+                let chunk = urls[start..<min(start + 500, urls.count)]
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let present = try String.fetchAll(db, sql: """
+                    SELECT item.url FROM item JOIN collection ON collection.id = item.collectionId
+                    WHERE collection.name = ? AND item.url IN (\(marks))
+                    """, arguments: StatementArguments([collection] + Array(chunk)))
+                found.formUnion(present)
+            }
         }
+        return found
     }
 
     /// The names of all collections, sorted.

@@ -81,6 +81,9 @@ public final class FetchJob: Sendable {
     private let eventSink: AsyncStream<JobEvent>.Continuation
     /// Whether each stored item is an event of its own (`.stored`).
     public let reportsEachStoredItem: Bool
+    /// How many items `settleCached` looks up at a time: what it holds for
+    /// the lookups is bounded by this, not by the length of the list.
+    private let settlePart: Int
     private let state = Mutex(State())
 
     private struct State {
@@ -96,11 +99,19 @@ public final class FetchJob: Sendable {
     /// counts still come with `.progress` and the report): each event wakes
     /// the consumer's task, a thread switch per file that a display showing
     /// only totals does not need.
-    public init(cache: MediaCache, configuration: TransferConfiguration = TransferConfiguration(),
-                reportsEachStoredItem: Bool = true) {
+    public convenience init(cache: MediaCache, configuration: TransferConfiguration = TransferConfiguration(),
+                            reportsEachStoredItem: Bool = true) {
+        self.init(cache: cache, configuration: configuration, reportsEachStoredItem: reportsEachStoredItem,
+                  settlePart: 4096)
+    }
+
+    /// `settlePart`: how many items are looked up in the catalog at a time
+    /// (small in tests, so that a short list crosses parts).
+    init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool, settlePart: Int) {
         self.cache = cache
         self.configuration = configuration
         self.reportsEachStoredItem = reportsEachStoredItem
+        self.settlePart = max(1, settlePart)
         (events, eventSink) = AsyncStream.makeStream(of: JobEvent.self, bufferingPolicy: .unbounded)
     }
 
@@ -167,64 +178,84 @@ public final class FetchJob: Sendable {
     }
 
     /// Items whose URL is cached are not downloaded: they are recorded in
-    /// their collection if they are new there (one transaction for all of
-    /// them). Returns the items left to fetch.
+    /// their collection if they are new there. Returns the items left to
+    /// fetch. The list is settled a part at a time (one transaction each).
     private func settleCached(_ items: [FetchItem]) throws -> [FetchItem] {
-        let items = try inStoredCollections(items)
-        let cached = try cache.catalog.cachedSources(for: items.map(\.catalogURL))
-        var present: [String: Set<String>] = [:]
+        let names = try cache.catalog.collectionNames()
+        var storedNames: [String: String] = [:]
         var remaining: [FetchItem] = []
-        var newInCollection: [IngestRecord] = []
-        var touched: [String] = []
         var missing: [String: String] = [:]
-        // Many URLs may share one object: its file is looked for once.
-        var objectPresent: [String: Bool] = [:]
-        for item in items {
+        var skipped = 0
+        var objects: [String: Bool] = [:]
+        for start in stride(from: 0, to: items.count, by: settlePart) {
+            var part = Array(items[start..<min(start + settlePart, items.count)])
+            for index in part.indices {
+                // A name stored in another Unicode form (café with e + accent)
+                // is the same collection, not a second one that looks the same.
+                let name = part[index].collection
+                let stored = storedNames[name] ?? CollectionName.find(name, among: names) ?? name
+                storedNames[name] = stored
+                part[index].collection = stored
+            }
+            skipped += try settleCachedPart(part, remaining: &remaining, missing: &missing, objects: &objects)
+            // A list of distinct objects would keep an entry per URL: looking again costs a system call.
+            if objects.count > Self.objectsRemembered { objects.removeAll() }
+        }
+        state.withLock {
+            $0.missingObjects = missing
+            $0.progress.skipped = skipped
+            $0.report.skipped = skipped
+        }
+        return remaining
+    }
+
+    /// Objects `settleCached` remembers having looked at, at most.
+    static let objectsRemembered = 1 << 16
+
+    /// `settleCached` for one part of the list: appends the items to fetch to
+    /// `remaining` and those whose object's file is gone to `missing` as
+    /// well; returns how many were cached. Many URLs may share one object:
+    /// `objects` holds whether the file of each object seen so far is there,
+    /// so it is looked for, and touched, once.
+    private func settleCachedPart(_ part: [FetchItem], remaining: inout [FetchItem],
+                                  missing: inout [String: String], objects: inout [String: Bool]) throws -> Int {
+        let cached = try cache.catalog.cachedSources(for: part.map(\.catalogURL))
+        var found: [(item: FetchItem, source: CachedSource)] = []
+        var firstSeen: [String] = []
+        for item in part {
             guard let source = cached[item.catalogURL] else {
                 remaining.append(item)
                 continue
             }
-            let hasFile = objectPresent[source.sha256] ?? cache.store.contains(source.sha256)
-            objectPresent[source.sha256] = hasFile
+            let hasFile: Bool
+            if let known = objects[source.sha256] {
+                hasFile = known
+            } else {
+                hasFile = cache.store.contains(source.sha256)
+                objects[source.sha256] = hasFile
+                if hasFile { firstSeen.append(source.sha256) }
+            }
             guard hasFile else {
                 // Catalogued, but the file is gone: fetched again (and forgotten if that fails).
                 missing[item.url] = source.sha256
                 remaining.append(item)
                 continue
             }
-            if present[item.collection] == nil {
-                present[item.collection] = try cache.catalog.itemURLs(inCollection: item.collection)
-            }
-            if present[item.collection]?.contains(item.catalogURL) != true {
-                newInCollection.append(IngestRecord(
-                    url: item.url, collection: item.collection, kind: item.kind, title: item.title,
-                    sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false))
-            }
-            touched.append(source.sha256)
+            found.append((item, source))
         }
+        var present: [String: Set<String>] = [:]
+        for (collection, entries) in Dictionary(grouping: found, by: \.item.collection) {
+            present[collection] = try cache.catalog.itemURLs(inCollection: collection,
+                                                             among: entries.map(\.item.catalogURL))
+        }
+        let newInCollection = found.filter { present[$0.item.collection]?.contains($0.item.catalogURL) != true }
+            .map { item, source in
+                IngestRecord(url: item.url, collection: item.collection, kind: item.kind, title: item.title,
+                             sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false)
+            }
         try cache.catalog.record(newInCollection)
-        try cache.catalog.touch(touched)
-        state.withLock { $0.missingObjects = missing }
-        state.withLock {
-            $0.progress.skipped = touched.count
-            $0.report.skipped = touched.count
-        }
-        return remaining
-    }
-
-    /// The items with their collection named as the catalog has it: a name
-    /// stored in another Unicode form (café with e + accent) is the same
-    /// collection, not a second one that looks the same.
-    private func inStoredCollections(_ items: [FetchItem]) throws -> [FetchItem] {
-        let names = try cache.catalog.collectionNames()
-        var stored: [String: String] = [:]
-        return items.map { item in
-            var item = item
-            let name = stored[item.collection] ?? CollectionName.find(item.collection, among: names) ?? item.collection
-            stored[item.collection] = name
-            item.collection = name
-            return item
-        }
+        try cache.catalog.touch(firstSeen)
+        return found.count
     }
 
     /// Downloads through the engine's batch interface: no task per item, and
@@ -324,10 +355,16 @@ public final class FetchJob: Sendable {
     }
 
     /// Drops repeated (collection, URL) pairs, keeping the first. URLs that
-    /// differ only in their passwords are one item, as in the catalog.
+    /// differ only in their passwords are one item, as in the catalog. The
+    /// sets hold the items' own URL strings (no new key per item).
     static func unique(_ items: [FetchItem]) -> [FetchItem] {
-        var seen = Set<String>()
-        return items.filter { seen.insert($0.collection + "\u{0}" + $0.catalogURL).inserted }
+        var seen: [String: Set<String>] = [:]
+        guard let firstRepeat = items.firstIndex(where: { !seen[$0.collection, default: []].insert($0.catalogURL).inserted }) else {
+            // The usual case: the list itself, not a copy of it beside it for the whole run.
+            return items
+        }
+        return Array(items[..<firstRepeat])
+            + items[(firstRepeat + 1)...].filter { seen[$0.collection, default: []].insert($0.catalogURL).inserted }
     }
 }
 

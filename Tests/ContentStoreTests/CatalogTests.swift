@@ -20,12 +20,29 @@ import TestSupport
                                failures: [FailureRecord(url: "http://ann:hunter2@h/2", message: "HTTP 404")])
 
             #expect(try catalog.entries().map(\.url) == ["http://ann@h/1"])
-            #expect(try catalog.itemURLs(inCollection: "alps") == ["http://ann@h/1"])
+            #expect(try catalog.itemURLs(inCollection: "alps", among: ["http://ann@h/1"]) == ["http://ann@h/1"])
             #expect(try catalog.cachedSources(for: ["http://ann:other@h/1"]).keys.sorted() == ["http://ann@h/1"])
             let urls = try DatabaseQueue(path: directory.appending("catalog.sqlite")).read { db in
                 try String.fetchAll(db, sql: "SELECT url FROM source UNION ALL SELECT url FROM item")
             }
             #expect(urls.sorted() == ["http://ann@h/1", "http://ann@h/1", "http://ann@h/2"])
+        }
+    }
+
+    /// More URLs than one statement binds: every part is asked about.
+    @Test func membershipIsCheckedForJustTheURLsAskedAbout() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            let alps = (0..<1200).map { "http://h/alps/\($0)" }
+            try catalog.record(alps.map { record($0, "alps", hashA) } + [record("http://h/tatry/1", "tatry", hashB)])
+            let asked = alps.filter { !$0.hasSuffix("7") } + ["http://h/tatry/1", "http://h/unknown"]
+
+            let found = try catalog.itemURLs(inCollection: "alps", among: asked)
+
+            #expect(found == Set(alps.filter { !$0.hasSuffix("7") }))
+            #expect(try catalog.itemURLs(inCollection: "tatry", among: asked) == ["http://h/tatry/1"])
+            #expect(try catalog.itemURLs(inCollection: "nowhere", among: asked).isEmpty)
+            #expect(try catalog.itemURLs(inCollection: "alps", among: []).isEmpty)
         }
     }
 

@@ -36,6 +36,46 @@ import Transfer
         }
     }
 
+    @Test func repeatsAreDroppedPerCollectionKeepingTheFirstInOrder() {
+        let a = FetchItem(url: "http://h/a", collection: "x", title: "first")
+        let b = FetchItem(url: "http://h/b", collection: "x")
+        let aElsewhere = FetchItem(url: "http://h/a", collection: "y")
+        let c = FetchItem(url: "http://h/c", collection: "x")
+
+        #expect(FetchJob.unique([a, b, aElsewhere, FetchItem(url: "http://h/a", collection: "x", title: "again"), c, b])
+                == [a, b, aElsewhere, c])
+        #expect(FetchJob.unique([b, b, b]) == [b])
+        #expect(FetchJob.unique([a, b, aElsewhere, c]) == [a, b, aElsewhere, c])
+        #expect(FetchJob.unique([]).isEmpty)
+    }
+
+    /// A list is settled a few items at a time: cached items in every part
+    /// join the new collection once, items already there stay as they are,
+    /// and only the new URLs are downloaded.
+    @Test func aListCheckedInPartsSettlesEveryPart() async throws {
+        try await withOrigin { origin, directory in
+            let urls = (0..<30).map { index -> String in
+                origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 2000, seed: UInt64(100 + index)))
+                return origin.url("/p\(index).jpg")
+            }
+            let cache = try MediaCache(root: directory.appending("cache"))
+            _ = try await FetchJob(cache: cache, configuration: quickRetries())
+                .run(urls.prefix(25).map { FetchItem(url: $0, collection: "alps") })
+            let items = urls.map { FetchItem(url: $0, collection: "favourites") }
+                + urls.prefix(10).map { FetchItem(url: $0, collection: "alps") }
+
+            let report = try await FetchJob(cache: cache, configuration: quickRetries(), reportsEachStoredItem: true,
+                                            settlePart: 4).run(items)
+
+            #expect(report.succeeded)
+            #expect(report.skipped == 35)
+            #expect(report.downloaded == 5)
+            #expect(origin.requests().count == 30)
+            #expect(Set(try cache.catalog.entries(collection: "favourites").map(\.url)) == Set(urls))
+            #expect(try cache.catalog.entries(collection: "alps").count == 25)
+        }
+    }
+
     /// A collection stored as "cafe" + combining accent (macOS gives names so)
     /// is the one `café` means: its items are not split over two that look alike.
     @Test func aCollectionStoredInAnotherUnicodeFormIsTheSameCollection() async throws {

@@ -30,6 +30,13 @@ struct Get: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(try requestedItems())
+    }
+
+    /// The URLs given and those in the input files, as items. The list of
+    /// URL strings ends with this function: a long list is not held twice
+    /// for the whole run.
+    private func requestedItems() throws -> [FetchItem] {
         var list: [String]
         do {
             list = try URLList.validate(urls)
@@ -39,8 +46,7 @@ struct Get: AsyncParsableCommand {
             throw Exit.badInput
         }
         let name = CollectionName.normalized(collection)
-        let items = list.map { FetchItem(url: $0, collection: name, kind: .file) }
-        try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items)
+        return list.map { FetchItem(url: $0, collection: name, kind: .file) }
     }
 }
 
