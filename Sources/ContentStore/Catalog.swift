@@ -261,19 +261,19 @@ public final class Catalog: Sendable {
         return found
     }
 
-    /// Those of `urls` (as the catalog keeps them, without passwords) that
-    /// are items of `collection`: a long list is checked a part at a time
+    /// Those of `urls` that are items of `collection`, as the catalog keeps
+    /// them (without passwords): a long list is checked a part at a time
     /// without loading the whole collection.
     public func itemURLs(inCollection collection: String, among urls: [String]) throws -> Set<String> {
         var found = Set<String>()
         try database.read { db in
             for start in stride(from: 0, to: urls.count, by: 500) {
-                let chunk = urls[start..<min(start + 500, urls.count)]
+                let chunk = urls[start..<min(start + 500, urls.count)].map(URLPassword.removed(from:))
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
                 let present = try String.fetchAll(db, sql: """
                     SELECT item.url FROM item JOIN collection ON collection.id = item.collectionId
                     WHERE collection.name = ? AND item.url IN (\(marks))
-                    """, arguments: StatementArguments([collection] + Array(chunk)))
+                    """, arguments: StatementArguments([collection] + chunk))
                 found.formUnion(present)
             }
         }

@@ -84,6 +84,9 @@ public final class FetchJob: Sendable {
     /// How many items `settleCached` looks up at a time: what it holds for
     /// the lookups is bounded by this, not by the length of the list.
     private let settlePart: Int
+    /// How many objects `settleCached` remembers having looked at before it
+    /// forgets them all (see `settleCachedPart`).
+    private let objectsRemembered: Int
     private let state = Mutex(State())
 
     private struct State {
@@ -102,16 +105,20 @@ public final class FetchJob: Sendable {
     public convenience init(cache: MediaCache, configuration: TransferConfiguration = TransferConfiguration(),
                             reportsEachStoredItem: Bool = true) {
         self.init(cache: cache, configuration: configuration, reportsEachStoredItem: reportsEachStoredItem,
-                  settlePart: 4096)
+                  settlePart: 4096, objectsRemembered: 1 << 16)
     }
 
-    /// `settlePart`: how many items are looked up in the catalog at a time
-    /// (small in tests, so that a short list crosses parts).
-    init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool, settlePart: Int) {
+    /// `settlePart`: how many items are looked up in the catalog at a time;
+    /// `objectsRemembered`: how many objects' files are remembered as looked
+    /// for (both small in tests, so that a short list crosses parts and
+    /// forgets objects).
+    init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool,
+         settlePart: Int, objectsRemembered: Int) {
         self.cache = cache
         self.configuration = configuration
         self.reportsEachStoredItem = reportsEachStoredItem
         self.settlePart = max(1, settlePart)
+        self.objectsRemembered = max(1, objectsRemembered)
         (events, eventSink) = AsyncStream.makeStream(of: JobEvent.self, bufferingPolicy: .unbounded)
     }
 
@@ -179,7 +186,10 @@ public final class FetchJob: Sendable {
 
     /// Items whose URL is cached are not downloaded: they are recorded in
     /// their collection if they are new there. Returns the items left to
-    /// fetch. The list is settled a part at a time (one transaction each).
+    /// fetch. The list is settled a part at a time, each part's new members
+    /// and touched objects in a transaction of their own: should a later
+    /// part fail, what earlier parts recorded stays, and is found again by
+    /// the next run. A cancelled run stops settling between parts.
     private func settleCached(_ items: [FetchItem]) throws -> [FetchItem] {
         let names = try cache.catalog.collectionNames()
         var storedNames: [String: String] = [:]
@@ -199,7 +209,8 @@ public final class FetchJob: Sendable {
             }
             skipped += try settleCachedPart(part, remaining: &remaining, missing: &missing, objects: &objects)
             // A list of distinct objects would keep an entry per URL: looking again costs a system call.
-            if objects.count > Self.objectsRemembered { objects.removeAll() }
+            if objects.count > objectsRemembered { objects.removeAll() }
+            if Task.isCancelled { break }
         }
         state.withLock {
             $0.missingObjects = missing
@@ -209,14 +220,12 @@ public final class FetchJob: Sendable {
         return remaining
     }
 
-    /// Objects `settleCached` remembers having looked at, at most.
-    static let objectsRemembered = 1 << 16
-
     /// `settleCached` for one part of the list: appends the items to fetch to
     /// `remaining` and those whose object's file is gone to `missing` as
     /// well; returns how many were cached. Many URLs may share one object:
     /// `objects` holds whether the file of each object seen so far is there,
-    /// so it is looked for, and touched, once.
+    /// so it is looked for, and touched, once (again only after
+    /// `settleCached` has forgotten it, past `objectsRemembered` objects).
     private func settleCachedPart(_ part: [FetchItem], remaining: inout [FetchItem],
                                   missing: inout [String: String], objects: inout [String: Bool]) throws -> Int {
         let cached = try cache.catalog.cachedSources(for: part.map(\.catalogURL))
@@ -356,7 +365,8 @@ public final class FetchJob: Sendable {
 
     /// Drops repeated (collection, URL) pairs, keeping the first. URLs that
     /// differ only in their passwords are one item, as in the catalog. The
-    /// sets hold the items' own URL strings (no new key per item).
+    /// sets hold the items' own URL strings (no new key per item, but for
+    /// URLs with a password).
     static func unique(_ items: [FetchItem]) -> [FetchItem] {
         var seen: [String: Set<String>] = [:]
         guard let firstRepeat = items.firstIndex(where: { !seen[$0.collection, default: []].insert($0.catalogURL).inserted }) else {

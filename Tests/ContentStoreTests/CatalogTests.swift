@@ -29,13 +29,16 @@ import TestSupport
         }
     }
 
-    /// More URLs than one statement binds: every part is asked about.
+    /// More URLs than one query of 500 asks about: every part is asked
+    /// about, and URLs are matched without their passwords.
     @Test func membershipIsCheckedForJustTheURLsAskedAbout() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
             let alps = (0..<1200).map { "http://h/alps/\($0)" }
             try catalog.record(alps.map { record($0, "alps", hashA) } + [record("http://h/tatry/1", "tatry", hashB)])
             let asked = alps.filter { !$0.hasSuffix("7") } + ["http://h/tatry/1", "http://h/unknown"]
+            try catalog.record([record("http://ann:hunter2@h/tatry/2", "tatry", hashB)])
+            #expect(try catalog.itemURLs(inCollection: "tatry", among: ["http://ann:other@h/tatry/2"]) == ["http://ann@h/tatry/2"])
 
             let found = try catalog.itemURLs(inCollection: "alps", among: asked)
 

@@ -61,18 +61,58 @@ import Transfer
             let cache = try MediaCache(root: directory.appending("cache"))
             _ = try await FetchJob(cache: cache, configuration: quickRetries())
                 .run(urls.prefix(25).map { FetchItem(url: $0, collection: "alps") })
+            // 40 items in parts of 7: the last part is a short one.
             let items = urls.map { FetchItem(url: $0, collection: "favourites") }
-                + urls.prefix(10).map { FetchItem(url: $0, collection: "alps") }
+                + urls.prefix(10).map { FetchItem(url: $0, collection: "alps", title: "again") }
 
             let report = try await FetchJob(cache: cache, configuration: quickRetries(), reportsEachStoredItem: true,
-                                            settlePart: 4).run(items)
+                                            settlePart: 7, objectsRemembered: 1 << 16).run(items)
 
             #expect(report.succeeded)
             #expect(report.skipped == 35)
             #expect(report.downloaded == 5)
             #expect(origin.requests().count == 30)
             #expect(Set(try cache.catalog.entries(collection: "favourites").map(\.url)) == Set(urls))
-            #expect(try cache.catalog.entries(collection: "alps").count == 25)
+            let alps = try cache.catalog.entries(collection: "alps")
+            #expect(alps.count == 25)
+            // Members already there are left as they are, not recorded again.
+            #expect(alps.allSatisfy { $0.title == nil })
+        }
+    }
+
+    /// Objects shared by URLs in several parts, once they are forgotten
+    /// between parts: a file that is there is found each time, and one that
+    /// is gone sends every URL sharing it to be downloaded again.
+    @Test(arguments: [true, false])
+    func objectsForgottenBetweenPartsAreLookedForAgain(fileKept: Bool) async throws {
+        try await withOrigin { origin, directory in
+            let shared = fixtureBytes(count: 3000, seed: 300)
+            let sharing = (0..<6).map { index -> String in
+                origin.addResource("/same\(index).jpg", data: shared)
+                return origin.url("/same\(index).jpg")
+            }
+            let distinct = (0..<4).map { index -> String in
+                origin.addResource("/own\(index).jpg", data: fixtureBytes(count: 3000, seed: UInt64(310 + index)))
+                return origin.url("/own\(index).jpg")
+            }
+            // Shared and distinct objects alternate, so each part of 3 meets the shared one again.
+            let urls = [sharing[0], distinct[0], sharing[1], distinct[1], sharing[2], distinct[2],
+                        sharing[3], distinct[3], sharing[4], sharing[5]]
+            let cache = try MediaCache(root: directory.appending("cache"))
+            _ = try await FetchJob(cache: cache, configuration: quickRetries()).run(urls.map { FetchItem(url: $0, collection: "alps") })
+            let sharedHash = try #require(try cache.catalog.entries().first { $0.url == sharing[0] }?.sha256)
+            if !fileKept { try cache.store.remove(sharedHash) }
+
+            let report = try await FetchJob(cache: cache, configuration: quickRetries(), reportsEachStoredItem: true,
+                                            settlePart: 3, objectsRemembered: 2)
+                .run(urls.map { FetchItem(url: $0, collection: "favourites") })
+
+            #expect(report.succeeded)
+            #expect(report.skipped == (fileKept ? 10 : 4))
+            #expect(report.downloaded == (fileKept ? 0 : 6))
+            #expect(origin.requests().count == (fileKept ? 10 : 16))
+            #expect(cache.store.contains(sharedHash))
+            #expect(Set(try cache.catalog.entries(collection: "favourites").map(\.url)) == Set(urls))
         }
     }
 
