@@ -228,11 +228,13 @@ public final class FetchJob: Sendable {
     /// `settleCached` has forgotten it, past `objectsRemembered` objects).
     private func settleCachedPart(_ part: [FetchItem], remaining: inout [FetchItem],
                                   missing: inout [String: String], objects: inout [String: Bool]) throws -> Int {
-        let cached = try cache.catalog.cachedSources(for: part.map(\.catalogURL))
-        var found: [(item: FetchItem, source: CachedSource)] = []
+        // Each URL as the catalog keeps it, worked out once.
+        let keys = part.map(\.catalogURL)
+        let cached = try cache.catalog.cachedSources(for: keys)
+        var found: [(item: FetchItem, key: String, source: CachedSource)] = []
         var firstSeen: [String] = []
-        for item in part {
-            guard let source = cached[item.catalogURL] else {
+        for (item, key) in zip(part, keys) {
+            guard let source = cached[key] else {
                 remaining.append(item)
                 continue
             }
@@ -250,15 +252,14 @@ public final class FetchJob: Sendable {
                 remaining.append(item)
                 continue
             }
-            found.append((item, source))
+            found.append((item, key, source))
         }
         var present: [String: Set<String>] = [:]
         for (collection, entries) in Dictionary(grouping: found, by: \.item.collection) {
-            present[collection] = try cache.catalog.itemURLs(inCollection: collection,
-                                                             among: entries.map(\.item.catalogURL))
+            present[collection] = try cache.catalog.itemURLs(inCollection: collection, among: entries.map(\.key))
         }
-        let newInCollection = found.filter { present[$0.item.collection]?.contains($0.item.catalogURL) != true }
-            .map { item, source in
+        let newInCollection = found.filter { present[$0.item.collection]?.contains($0.key) != true }
+            .map { item, _, source in
                 IngestRecord(url: item.url, collection: item.collection, kind: item.kind, title: item.title,
                              sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false)
             }
