@@ -306,6 +306,19 @@ public final class Catalog: Sendable {
 
     /// Items that resolve to an object, filtered by collection and kind, oldest first.
     public func entries(collection: String? = nil, kind: ItemKind? = nil) throws -> [CatalogEntry] {
+        var entries: [CatalogEntry] = []
+        try readEntries(collection: collection, kind: kind) { forEach in
+            try forEach { entries.append($0) }
+        }
+        return entries
+    }
+
+    /// The entries `entries` gives, without holding them all: `body` gets a
+    /// function that goes through them one at a time, each time it is
+    /// called, all from the same snapshot of the catalog (one read
+    /// transaction), so two passes see the same rows.
+    public func readEntries(collection: String? = nil, kind: ItemKind? = nil,
+                            _ body: (_ forEach: (_ visit: (CatalogEntry) throws -> Void) throws -> Void) throws -> Void) throws {
         var conditions: [String] = []
         var arguments: [(any DatabaseValueConvertible)?] = []
         if let collection {
@@ -317,25 +330,26 @@ public final class Catalog: Sendable {
             arguments.append(kind.rawValue)
         }
         let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
-        return try database.read { db in
-            let rows = try Row.fetchCursor(db, sql: """
-                SELECT object.hash, object.size, item.url, item.kind, collection.name, item.title,
-                       source.contentType, item.addedAt, item.metadata
-                FROM item
-                JOIN collection ON collection.id = item.collectionId
-                JOIN source ON source.url = item.url
-                JOIN object ON object.hash = source.hash
-                \(filter)
-                ORDER BY collection.name, item.addedAt, item.url
-                """, arguments: StatementArguments(arguments))
-            var entries: [CatalogEntry] = []
-            while let row = try rows.next() {
-                entries.append(CatalogEntry(
-                    sha256: row[0], size: row[1], url: row[2], kind: ItemKind(rawValue: row[3]) ?? .file,
-                    collection: row[4], title: row[5], contentType: row[6],
-                    addedAt: Date(timeIntervalSince1970: row[7]), metadata: row[8]))
+        let sql = """
+            SELECT object.hash, object.size, item.url, item.kind, collection.name, item.title,
+                   source.contentType, item.addedAt, item.metadata
+            FROM item
+            JOIN collection ON collection.id = item.collectionId
+            JOIN source ON source.url = item.url
+            JOIN object ON object.hash = source.hash
+            \(filter)
+            ORDER BY collection.name, item.addedAt, item.url
+            """
+        try database.read { db in
+            try body { visit in
+                let rows = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments))
+                while let row = try rows.next() {
+                    try visit(CatalogEntry(
+                        sha256: row[0], size: row[1], url: row[2], kind: ItemKind(rawValue: row[3]) ?? .file,
+                        collection: row[4], title: row[5], contentType: row[6],
+                        addedAt: Date(timeIntervalSince1970: row[7]), metadata: row[8]))
+                }
             }
-            return entries
         }
     }
 

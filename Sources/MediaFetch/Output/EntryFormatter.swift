@@ -6,7 +6,7 @@ public enum OutputFormat: String, Sendable, CaseIterable {
     case table, json, csv
 }
 
-/// Renders catalog entries for `list`.
+/// Renders catalog entries for `list`, a row at a time.
 public struct EntryFormatter: Sendable {
     public let cache: MediaCache
 
@@ -14,8 +14,9 @@ public struct EntryFormatter: Sendable {
 
     /// The fields of one entry as `list --format json` prints them. Sound facts
     /// (`durationSeconds`, `sampleRate`, `channels`, `format`) come from the
-    /// item's metadata when it has them.
-    public func fields(of entry: CatalogEntry) -> [String: Any] {
+    /// item's metadata when it has them. `dates` formats `addedAt` (making a
+    /// formatter is dear: a long list shares one).
+    public func fields(of entry: CatalogEntry, dates: ISO8601DateFormatter = ISO8601DateFormatter()) -> [String: Any] {
         var fields: [String: Any] = [
             "hash": entry.sha256,
             "size": entry.size,
@@ -24,7 +25,7 @@ public struct EntryFormatter: Sendable {
             "kind": entry.kind.rawValue,
             "collection": entry.collection,
             "title": entry.title ?? NSNull(),
-            "addedAt": ISO8601DateFormatter().string(from: entry.addedAt),
+            "addedAt": dates.string(from: entry.addedAt),
         ]
         if let contentType = entry.contentType { fields["contentType"] = contentType }
         if let metadata = entry.metadata, let data = metadata.data(using: .utf8),
@@ -34,28 +35,62 @@ public struct EntryFormatter: Sendable {
         return fields
     }
 
-    public func render(_ entries: [CatalogEntry], as format: OutputFormat) throws -> String {
+    static let jsonOptions: JSONSerialization.WritingOptions = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    static let tableHeader = ["HASH", "SIZE", "KIND", "COLLECTION", "TITLE / URL"]
+    static let csvHeader = "hash,size,kind,collection,title,url,path"
+
+    /// Writes the entries that `forEach` goes through, in `format`, handing
+    /// `output` a piece of about `pieceSize` bytes whenever one fills: the
+    /// whole listing is never held. JSON is one array, laid out as
+    /// `JSONSerialization` lays out a whole array. A table goes through the
+    /// entries twice, first for the column widths, so `forEach` must give
+    /// the same entries each time (`Catalog.readEntries` does).
+    public func write(_ forEach: (_ visit: (CatalogEntry) throws -> Void) throws -> Void,
+                      as format: OutputFormat, pieceSize: Int = 64 << 10,
+                      to output: @escaping (String) throws -> Void) throws {
+        var piece = ""
+        func emit(_ text: String) throws {
+            piece += text
+            if piece.utf8.count >= pieceSize {
+                try output(piece)
+                piece = ""
+            }
+        }
         switch format {
         case .json:
-            let data = try JSONSerialization.data(withJSONObject: entries.map(fields(of:)),
-                                                  options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-            return String(decoding: data, as: UTF8.self) + "\n"
+            let dates = ISO8601DateFormatter()
+            var first = true
+            try forEach { entry in
+                let data = try JSONSerialization.data(withJSONObject: fields(of: entry, dates: dates), options: Self.jsonOptions)
+                // One level into the array: every line of the object two spaces in
+                // (strings hold no raw line breaks: JSON escapes them).
+                let object = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "\n", with: "\n  ")
+                try emit((first ? "[\n  " : ",\n  ") + object)
+                first = false
+            }
+            try emit(first ? "[]\n" : "\n]\n")
         case .csv:
-            var lines = ["hash,size,kind,collection,title,url,path"]
-            for entry in entries {
+            try emit(Self.csvHeader + "\n")
+            try forEach { entry in
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
                                entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? ""]
-                lines.append(columns.map(Self.csvField).joined(separator: ","))
+                try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
-            return lines.joined(separator: "\n") + "\n"
         case .table:
-            let rows = entries.map { entry in
-                [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue,
-                 entry.collection, entry.title ?? RedactedURL.of(entry.url)]
+            var widths = Self.tableHeader.map(TerminalText.displayWidth)
+            try forEach { entry in TextTable.widen(&widths, toFit: Self.tableRow(entry)) }
+            try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
+            try forEach { entry in
+                try emit(TextTable.line(Self.tableRow(entry), widths: widths, rightAligned: [1]) + "\n")
             }
-            return TextTable.render(header: ["HASH", "SIZE", "KIND", "COLLECTION", "TITLE / URL"], rows: rows,
-                                    rightAligned: [1])
         }
+        if !piece.isEmpty { try output(piece) }
+    }
+
+    /// One entry's cells in a table, control characters shown as escapes.
+    static func tableRow(_ entry: CatalogEntry) -> [String] {
+        [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue,
+         entry.collection, entry.title ?? RedactedURL.of(entry.url)].map(TerminalText.escapingControls)
     }
 
     /// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
@@ -100,20 +135,25 @@ enum TextTable {
         let all = (header.map { [$0] } ?? []) + rows.map { $0.map(TerminalText.escapingControls) }
         guard let columns = all.first?.count else { return "" }
         var widths = Array(repeating: 0, count: columns)
-        for row in all {
-            for (index, cell) in row.enumerated() where index < columns {
-                widths[index] = max(widths[index], TerminalText.displayWidth(cell))
-            }
+        for row in all { widen(&widths, toFit: row) }
+        return all.map { line($0, widths: widths, rightAligned: rightAligned) }.joined(separator: "\n") + "\n"
+    }
+
+    /// Widens `widths` to fit `row`'s cells, in columns on the screen.
+    static func widen(_ widths: inout [Int], toFit row: [String]) {
+        for (index, cell) in row.enumerated() where index < widths.count {
+            widths[index] = max(widths[index], TerminalText.displayWidth(cell))
         }
-        let lines = all.map { row in
-            row.enumerated().map { index, cell in
-                // Columns, not characters: a wide character (東京) takes two.
-                let padding = String(repeating: " ", count: widths[index] - TerminalText.displayWidth(cell))
-                if index == columns - 1 { return cell }
-                return rightAligned.contains(index) ? padding + cell : cell + padding
-            }.joined(separator: "  ")
-        }
-        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// One row padded to `widths` (the last cell is not padded).
+    static func line(_ row: [String], widths: [Int], rightAligned: Set<Int>) -> String {
+        row.enumerated().map { index, cell in
+            // Columns, not characters: a wide character (東京) takes two.
+            let padding = String(repeating: " ", count: max(0, widths[index] - TerminalText.displayWidth(cell)))
+            if index == row.count - 1 { return cell }
+            return rightAligned.contains(index) ? padding + cell : cell + padding
+        }.joined(separator: "  ")
     }
 }
 

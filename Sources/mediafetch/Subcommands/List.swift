@@ -21,7 +21,6 @@ struct List: AsyncParsableCommand {
 
     func run() async throws {
         let cache = try cacheOptions.open(mustExist: true)
-        let text: String
         do {
             var stored: String?
             if let collection {
@@ -33,14 +32,15 @@ struct List: AsyncParsableCommand {
                 }
                 stored = name
             }
-            let entries = try cache.catalog.entries(collection: stored, kind: kind)
-            text = try EntryFormatter(cache: cache).render(entries, as: format)
+            // Written as it is read: a long list is never held whole.
+            try cache.catalog.readEntries(collection: stored, kind: kind) { forEach in
+                try EntryFormatter(cache: cache).write(forEach, as: format, to: { try Terminal.writeOut($0) })
+            }
         } catch let exit as ExitCode {
             throw exit
         } catch {
             Terminal.error("cannot read the catalog: \(error)")
             throw Exit.cacheUnusable
         }
-        try Terminal.writeOut(text)
     }
 }

@@ -1,0 +1,104 @@
+import ContentStore
+import Foundation
+import Testing
+import TestSupport
+@testable import MediaFetch
+
+/// `list` writes its rows as it reads them; the text must be what rendering
+/// the whole list at once gives.
+@Suite struct ListOutputTests {
+    private static func hash(_ digit: Character) -> String { String(repeating: digit, count: 64) }
+
+    /// A cache whose catalog holds entries with wide characters, control
+    /// characters, a password, nested metadata and missing fields.
+    private func withListedCache(_ body: (MediaCache, [CatalogEntry]) throws -> Void) async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            try cache.catalog.record([
+                IngestRecord(url: "http://h/a.jpg", collection: "alps", kind: .photo, title: "Matterhorn, north face",
+                             sha256: Self.hash("a"), size: 123_456, contentType: "image/jpeg",
+                             metadata: #"{"photoId":"42","tags":["ski","snow"],"geo":{"lat":45.97,"lon":7.65}}"#),
+                IngestRecord(url: "http://ann:secret@h/b.wav", collection: "東京", kind: .sound, title: nil,
+                             sha256: Self.hash("b"), size: 9, metadata: #"{"durationSeconds":1.5,"channels":2}"#),
+                IngestRecord(url: "http://h/c", collection: "alps", kind: .file, title: "quote \" and\u{1B}[31m red",
+                             sha256: Self.hash("c"), size: 5 << 30),
+            ])
+            try body(cache, try cache.catalog.entries())
+        }
+    }
+
+    /// What `format` writes, in pieces of `pieceSize`; the pieces are checked too.
+    private func written(_ cache: MediaCache, _ format: OutputFormat, pieceSize: Int) throws -> String {
+        var pieces: [String] = []
+        try cache.catalog.readEntries { forEach in
+            try EntryFormatter(cache: cache).write(forEach, as: format, pieceSize: pieceSize, to: { pieces.append($0) })
+        }
+        // Every piece but the last has filled up; none is empty.
+        #expect(pieces.dropLast().allSatisfy { $0.utf8.count >= pieceSize })
+        #expect(pieces.allSatisfy { !$0.isEmpty })
+        return pieces.joined()
+    }
+
+    @Test(arguments: [16, 1 << 16])
+    func jsonIsTheWholeArrayAsJSONSerializationLaysItOut(pieceSize: Int) async throws {
+        try await withListedCache { cache, entries in
+            let formatter = EntryFormatter(cache: cache)
+            let whole = try JSONSerialization.data(withJSONObject: entries.map { formatter.fields(of: $0) },
+                                                   options: EntryFormatter.jsonOptions)
+
+            let text = try written(cache, .json, pieceSize: pieceSize)
+
+            #expect(entries.count == 3)
+            #expect(text == String(decoding: whole, as: UTF8.self) + "\n")
+            #expect(text.contains("\"url\" : \"http://ann@h/b.wav\""))
+        }
+    }
+
+    @Test(arguments: [16, 1 << 16])
+    func aTableHasTheColumnsOfTheWholeList(pieceSize: Int) async throws {
+        try await withListedCache { cache, entries in
+            let rows = entries.map { entry in
+                [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue,
+                 entry.collection, entry.title ?? RedactedURL.of(entry.url)]
+            }
+            let whole = TextTable.render(header: EntryFormatter.tableHeader, rows: rows, rightAligned: [1])
+
+            let text = try written(cache, .table, pieceSize: pieceSize)
+
+            #expect(text == whole)
+            // The escape sequence is shown, not sent to the terminal; 東京 takes four columns.
+            #expect(!text.contains("\u{1B}"))
+            let lastCells = ["TITLE / URL"] + rows.map { TerminalText.escapingControls($0[4]) }
+            let starts = zip(text.split(separator: "\n"), lastCells).map { line, cell in
+                line.range(of: cell, options: .backwards).map { TerminalText.displayWidth(String(line[..<$0.lowerBound])) }
+            }
+            #expect(starts.count == 4)
+            #expect(Set(starts).count == 1)
+        }
+    }
+
+    @Test func csvHasAHeaderAndALinePerEntry() async throws {
+        try await withListedCache { cache, entries in
+            let text = try written(cache, .csv, pieceSize: 16)
+
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            #expect(lines.first == "hash,size,kind,collection,title,url,path")
+            #expect(lines.count == entries.count + 2)
+            #expect(lines.last == "")
+            #expect(text.contains(#","quote "" and"#))
+            #expect(text.contains("http://ann@h/b.wav"))
+            #expect(!text.contains("secret"))
+        }
+    }
+
+    @Test func anEmptyListIsAnEmptyArrayOrJustAHeader() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let json = try written(cache, .json, pieceSize: 1 << 16)
+            #expect(json == "[]\n")
+            #expect((try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [Any])?.isEmpty == true)
+            #expect(try written(cache, .csv, pieceSize: 1 << 16) == EntryFormatter.csvHeader + "\n")
+            #expect(try written(cache, .table, pieceSize: 1 << 16) == "HASH  SIZE  KIND  COLLECTION  TITLE / URL\n")
+        }
+    }
+}
