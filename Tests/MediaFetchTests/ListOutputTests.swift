@@ -21,7 +21,7 @@ import TestSupport
                 IngestRecord(url: "http://ann:secret@h/b.wav", collection: "東京", kind: .sound, title: nil,
                              sha256: Self.hash("b"), size: 9, metadata: #"{"durationSeconds":1.5,"channels":2}"#),
                 IngestRecord(url: "http://h/c", collection: "alps", kind: .file, title: "quote \" and\u{1B}[31m red",
-                             sha256: Self.hash("c"), size: 5 << 30),
+                             sha256: Self.hash("c"), size: 5 << 30, metadata: #"{"kind":"not this","flag":true,"one":1}"#),
             ])
             try body(cache, try cache.catalog.entries())
         }
@@ -39,19 +39,86 @@ import TestSupport
         return pieces.joined()
     }
 
+    /// The same bytes in the same order: what JSONSerialization makes of it with sorted keys.
+    private func canonical(_ object: Any) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+    }
+
     @Test(arguments: [16, 1 << 16])
-    func jsonIsTheWholeArrayAsJSONSerializationLaysItOut(pieceSize: Int) async throws {
+    func jsonIsOneArrayWithEveryFieldAndTheMetadata(pieceSize: Int) async throws {
         try await withListedCache { cache, entries in
-            let formatter = EntryFormatter(cache: cache)
-            let whole = try JSONSerialization.data(withJSONObject: entries.map { formatter.fields(of: $0) },
-                                                   options: EntryFormatter.jsonOptions)
+            let dates = ISO8601DateFormatter()
+            let byHash = Dictionary(uniqueKeysWithValues: entries.map { ($0.sha256, $0) })
+            func common(_ digit: Character) throws -> [String: Any] {
+                let entry = try #require(byHash[Self.hash(digit)])
+                return ["hash": entry.sha256, "size": entry.size, "path": cache.path(for: entry.sha256) ?? "",
+                        "collection": entry.collection, "addedAt": dates.string(from: entry.addedAt)]
+            }
+            let expected: [String: [String: Any]] = [
+                Self.hash("a"): try common("a").merging([
+                    "url": "http://h/a.jpg", "kind": "photo", "title": "Matterhorn, north face",
+                    "contentType": "image/jpeg", "photoId": "42", "tags": ["ski", "snow"],
+                    "geo": ["lat": 45.97, "lon": 7.65],
+                ]) { $1 },
+                Self.hash("b"): try common("b").merging([
+                    "url": "http://ann@h/b.wav", "kind": "sound", "title": NSNull(), "durationSeconds": 1.5, "channels": 2,
+                ]) { $1 },
+                Self.hash("c"): try common("c").merging([
+                    "url": "http://h/c", "kind": "file", "title": "quote \" and\u{1B}[31m red", "flag": true, "one": 1,
+                ]) { $1 },
+            ]
 
             let text = try written(cache, .json, pieceSize: pieceSize)
 
-            #expect(entries.count == 3)
-            #expect(text == String(decoding: whole, as: UTF8.self) + "\n")
-            #expect(text.contains("\"url\" : \"http://ann@h/b.wav\""))
+            let parsed = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]])
+            #expect(parsed.map { $0["hash"] as? String } == entries.map(\.sha256))
+            for object in parsed {
+                let hash = try #require(object["hash"] as? String)
+                #expect(try canonical(object) == canonical(try #require(expected[hash])))
+            }
+            // Laid out for people, keys sorted, slashes left alone.
+            #expect(text.hasPrefix("[\n  {\n    \"addedAt\" : \""))
+            #expect(text.contains("\n  },\n  {\n"))
+            #expect(text.contains("\"url\" : \"http://h/a.jpg\""))
+            #expect(text.contains("\"geo\" : {\n      \"lat\" : 45.97,\n      \"lon\" : 7.65\n    },"))
+            #expect(text.hasSuffix("\n  }\n]\n"))
         }
+    }
+
+    @Test func jsonStringsEscapeOnlyWhatTheyMust() throws {
+        let original = "a\"b\\c/d\n\t\u{01}\u{7F}é東🇸🇰"
+        var text = ""
+        JSONText.writeString(original, into: &text)
+
+        #expect(text == #""a\"b\\c/d\n\t\u0001"# + "\u{7F}é東🇸🇰\"")
+        #expect(try JSONSerialization.jsonObject(with: Data(text.utf8), options: .fragmentsAllowed) as? String == original)
+    }
+
+    @Test func jsonValuesKeepTheirKinds() {
+        let members = JSONValue.members(ofObject: #"{"a":true,"b":1,"c":1.5,"d":null,"e":[1,"x",[]],"f":{},"g":-9007199254740993}"#)
+
+        #expect(members == ["a": .bool(true), "b": .integer(1), "c": .number(1.5), "d": .null,
+                            "e": .array([.integer(1), .string("x"), .array([])]), "f": .object([:]),
+                            "g": .integer(-9_007_199_254_740_993)])
+        #expect(JSONValue.members(ofObject: "[1]") == nil)
+        #expect(JSONValue.members(ofObject: "not json") == nil)
+        var text = ""
+        JSONText.write(.object(members ?? [:]), into: &text)
+        #expect(text == """
+            {
+              "a" : true,
+              "b" : 1,
+              "c" : 1.5,
+              "d" : null,
+              "e" : [
+                1,
+                "x",
+                []
+              ],
+              "f" : {},
+              "g" : -9007199254740993
+            }
+            """)
     }
 
     @Test(arguments: [16, 1 << 16])

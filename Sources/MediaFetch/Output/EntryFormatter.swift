@@ -13,36 +13,35 @@ public struct EntryFormatter: Sendable {
     public init(cache: MediaCache) { self.cache = cache }
 
     /// The fields of one entry as `list --format json` prints them. Sound facts
-    /// (`durationSeconds`, `sampleRate`, `channels`, `format`) come from the
-    /// item's metadata when it has them. `dates` formats `addedAt` (making a
-    /// formatter is dear: a long list shares one).
-    public func fields(of entry: CatalogEntry, dates: ISO8601DateFormatter = ISO8601DateFormatter()) -> [String: Any] {
-        var fields: [String: Any] = [
-            "hash": entry.sha256,
-            "size": entry.size,
-            "path": cache.path(for: entry.sha256) ?? "",
-            "url": RedactedURL.of(entry.url),
-            "kind": entry.kind.rawValue,
-            "collection": entry.collection,
-            "title": entry.title ?? NSNull(),
-            "addedAt": dates.string(from: entry.addedAt),
+    /// (`durationSeconds`, `sampleRate`, `channels`, `format`) and other
+    /// facts come from the item's metadata, where they do not clash with
+    /// these. `dates` formats `addedAt` (making a formatter is dear: a long
+    /// list shares one).
+    public func fields(of entry: CatalogEntry, dates: ISO8601DateFormatter = ISO8601DateFormatter()) -> [String: JSONValue] {
+        var fields: [String: JSONValue] = [
+            "hash": .string(entry.sha256),
+            "size": .integer(entry.size),
+            "path": .string(cache.path(for: entry.sha256) ?? ""),
+            "url": .string(RedactedURL.of(entry.url)),
+            "kind": .string(entry.kind.rawValue),
+            "collection": .string(entry.collection),
+            "title": entry.title.map(JSONValue.string) ?? .null,
+            "addedAt": .string(dates.string(from: entry.addedAt)),
         ]
-        if let contentType = entry.contentType { fields["contentType"] = contentType }
-        if let metadata = entry.metadata, let data = metadata.data(using: .utf8),
-           let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
-            for (key, value) in object where fields[key] == nil { fields[key] = value }
+        if let contentType = entry.contentType { fields["contentType"] = .string(contentType) }
+        if let metadata = entry.metadata, let members = JSONValue.members(ofObject: metadata) {
+            fields.merge(members) { ours, _ in ours }
         }
         return fields
     }
 
-    static let jsonOptions: JSONSerialization.WritingOptions = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     static let tableHeader = ["HASH", "SIZE", "KIND", "COLLECTION", "TITLE / URL"]
     static let csvHeader = "hash,size,kind,collection,title,url,path"
 
     /// Writes the entries that `forEach` goes through, in `format`, handing
     /// `output` a piece of about `pieceSize` bytes whenever one fills: the
-    /// whole listing is never held. JSON is one array, laid out as
-    /// `JSONSerialization` lays out a whole array. A table goes through the
+    /// whole listing is never held. JSON is one array of objects (see
+    /// `JSONText` for the layout). A table goes through the
     /// entries twice, first for the column widths, so `forEach` must give
     /// the same entries each time (`Catalog.readEntries` does).
     public func write(_ forEach: (_ visit: (CatalogEntry) throws -> Void) throws -> Void,
@@ -61,11 +60,9 @@ public struct EntryFormatter: Sendable {
             let dates = ISO8601DateFormatter()
             var first = true
             try forEach { entry in
-                let data = try JSONSerialization.data(withJSONObject: fields(of: entry, dates: dates), options: Self.jsonOptions)
-                // One level into the array: every line of the object two spaces in
-                // (strings hold no raw line breaks: JSON escapes them).
-                let object = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "\n", with: "\n  ")
-                try emit((first ? "[\n  " : ",\n  ") + object)
+                var object = first ? "[\n  " : ",\n  "
+                JSONText.write(.object(fields(of: entry, dates: dates)), level: 1, into: &object)
+                try emit(object)
                 first = false
             }
             try emit(first ? "[]\n" : "\n]\n")
@@ -78,7 +75,8 @@ public struct EntryFormatter: Sendable {
             }
         case .table:
             var widths = Self.tableHeader.map(TerminalText.displayWidth)
-            try forEach { entry in TextTable.widen(&widths, toFit: Self.tableRow(entry)) }
+            // The last column is not padded: its cells are left out of the first pass.
+            try forEach { entry in TextTable.widen(&widths, toFit: Self.tableRow(entry, paddedOnly: true)) }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
                 try emit(TextTable.line(Self.tableRow(entry), widths: widths, rightAligned: [1]) + "\n")
@@ -87,10 +85,12 @@ public struct EntryFormatter: Sendable {
         if !piece.isEmpty { try output(piece) }
     }
 
-    /// One entry's cells in a table, control characters shown as escapes.
-    static func tableRow(_ entry: CatalogEntry) -> [String] {
-        [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue,
-         entry.collection, entry.title ?? RedactedURL.of(entry.url)].map(TerminalText.escapingControls)
+    /// One entry's cells in a table, control characters shown as escapes;
+    /// `paddedOnly` leaves out the last one.
+    static func tableRow(_ entry: CatalogEntry, paddedOnly: Bool = false) -> [String] {
+        var cells = [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue, entry.collection]
+        if !paddedOnly { cells.append(entry.title ?? RedactedURL.of(entry.url)) }
+        return cells.map(TerminalText.escapingControls)
     }
 
     /// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
@@ -105,16 +105,17 @@ public enum StatsFormatter {
     public static func render(_ stats: CatalogStats, root: String, as format: OutputFormat) throws -> String {
         switch format {
         case .json, .csv:
-            let fields: [String: Any] = [
-                "cache": root,
-                "objects": stats.objects, "bytes": stats.bytes,
-                "items": stats.items, "logicalBytes": stats.logicalBytes,
-                "collections": stats.collections,
-                "sources": stats.sources, "failedSources": stats.failedSources,
-                "bytesSavedByDeduplication": stats.bytesSavedByDeduplication,
+            let fields: [String: JSONValue] = [
+                "cache": .string(root),
+                "objects": .integer(Int64(stats.objects)), "bytes": .integer(stats.bytes),
+                "items": .integer(Int64(stats.items)), "logicalBytes": .integer(stats.logicalBytes),
+                "collections": .integer(Int64(stats.collections)),
+                "sources": .integer(Int64(stats.sources)), "failedSources": .integer(Int64(stats.failedSources)),
+                "bytesSavedByDeduplication": .integer(stats.bytesSavedByDeduplication),
             ]
-            let data = try JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-            return String(decoding: data, as: UTF8.self) + "\n"
+            var text = ""
+            JSONText.write(.object(fields), into: &text)
+            return text + "\n"
         case .table:
             let rows = [
                 ["cache", root],
