@@ -316,7 +316,11 @@ public final class Catalog: Sendable {
     /// The entries `entries` gives, without holding them all: `body` gets a
     /// function that goes through them one at a time, each time it is
     /// called, all from the same snapshot of the catalog (one read
-    /// transaction), so two passes see the same rows.
+    /// transaction), so two passes see the same rows. `body` must not use
+    /// this catalog itself. The transaction lasts as long as `body`: output
+    /// written to a pipe nobody reads holds it open, and the write-ahead log
+    /// cannot start over until it ends. An error partway ends the entries
+    /// where they are.
     public func readEntries(collection: String? = nil, kind: ItemKind? = nil,
                             _ body: (_ forEach: (_ visit: (CatalogEntry) throws -> Void) throws -> Void) throws -> Void) throws {
         var conditions: [String] = []

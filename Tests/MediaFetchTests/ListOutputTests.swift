@@ -94,17 +94,23 @@ import TestSupport
         #expect(try JSONSerialization.jsonObject(with: Data(text.utf8), options: .fragmentsAllowed) as? String == original)
     }
 
-    @Test func jsonValuesKeepTheirKinds() {
-        let members = JSONValue.members(ofObject: #"{"a":true,"b":1,"c":1.5,"d":null,"e":[1,"x",[]],"f":{},"g":-9007199254740993}"#)
+    @Test func jsonValuesKeepTheirKindsAndNumbersTheirText() {
+        let members = JSONValue.members(ofObject: #"""
+            {"a":true,"b":1,"c":1.5,"d":null,"e":[1,"x",[]],"f":{},"g":-9007199254740993,
+             "h":18446744073709551616,"i":9007199254740993.5,"j":1e400,"k":-0.0,"l":1E+20,"m":1.0,
+             "n\"q":"\u00e9\/\ud83c\uddf8\ud83c\uddf0\n"}
+            """#)
 
-        #expect(members == ["a": .bool(true), "b": .integer(1), "c": .number(1.5), "d": .null,
-                            "e": .array([.integer(1), .string("x"), .array([])]), "f": .object([:]),
-                            "g": .integer(-9_007_199_254_740_993)])
-        #expect(JSONValue.members(ofObject: "[1]") == nil)
-        #expect(JSONValue.members(ofObject: "not json") == nil)
+        #expect(members == [
+            "a": .bool(true), "b": .integer(1), "c": .number("1.5"), "d": .null,
+            "e": .array([.integer(1), .string("x"), .array([])]), "f": .object([:]),
+            "g": .number("-9007199254740993"), "h": .number("18446744073709551616"),
+            "i": .number("9007199254740993.5"), "j": .number("1e400"), "k": .number("-0.0"),
+            "l": .number("1E+20"), "m": .number("1.0"), "n\"q": .string("é/🇸🇰\n"),
+        ])
         var text = ""
         JSONText.write(.object(members ?? [:]), into: &text)
-        #expect(text == """
+        #expect(text == #"""
             {
               "a" : true,
               "b" : 1,
@@ -116,9 +122,24 @@ import TestSupport
                 []
               ],
               "f" : {},
-              "g" : -9007199254740993
+              "g" : -9007199254740993,
+              "h" : 18446744073709551616,
+              "i" : 9007199254740993.5,
+              "j" : 1e400,
+              "k" : -0.0,
+              "l" : 1E+20,
+              "m" : 1.0,
+              "n\"q" : "é/🇸🇰\n"
             }
-            """)
+            """#)
+    }
+
+    @Test(arguments: ["[1]", "not json", "", "{", "{}x", #"{"a":01}"#, #"{"a":1.}"#, #"{"a":.5}"#, #"{"a":+1}"#,
+                      #"{"a":-}"#, #"{"a":1e}"#, #"{"a":[1,]}"#, #"{"a":1,}"#, #"{"a":"open}"#, "{\"a\":\"\u{01}\"}",
+                      #"{"a":"\u12"}"#, #"{"a":"\ud800"}"#, #"{"a":"\udc00"}"#, #"{"a":"\x"}"#, #"{a:1}"#, #"{"a" 1}"#,
+                      #"{"a":tru}"#, "{\"a\":" + String(repeating: "[", count: 300) + String(repeating: "]", count: 300) + "}"])
+    func textThatIsNotOneJSONObjectHasNoMembers(_ text: String) {
+        #expect(JSONValue.members(ofObject: text) == nil)
     }
 
     @Test(arguments: [16, 1 << 16])
@@ -133,6 +154,14 @@ import TestSupport
             let text = try written(cache, .table, pieceSize: pieceSize)
 
             #expect(text == whole)
+            // Sizes right-aligned, 東京 two columns a character, the escape shown rather than sent.
+            #expect(text == #"""
+                HASH               SIZE  KIND   COLLECTION  TITLE / URL
+                aaaaaaaaaaaa  120.6 KiB  photo  alps        Matterhorn, north face
+                cccccccccccc    5.0 GiB  file   alps        quote " and\u{1B}[31m red
+                bbbbbbbbbbbb        9 B  sound  東京        http://ann@h/b.wav
+
+                """#)
             // The escape sequence is shown, not sent to the terminal; 東京 takes four columns.
             #expect(!text.contains("\u{1B}"))
             let lastCells = ["TITLE / URL"] + rows.map { TerminalText.escapingControls($0[4]) }
@@ -155,6 +184,25 @@ import TestSupport
             #expect(text.contains(#","quote "" and"#))
             #expect(text.contains("http://ann@h/b.wav"))
             #expect(!text.contains("secret"))
+        }
+    }
+
+    /// Output that cannot be written (a closed pipe, a full disk) stops the
+    /// listing: its error comes out of the read, and nothing more is written.
+    @Test(arguments: OutputFormat.allCases)
+    func aFailingOutputStopsTheListing(format: OutputFormat) async throws {
+        struct Refused: Error {}
+        try await withListedCache { cache, _ in
+            var calls = 0
+            #expect(throws: Refused.self) {
+                try cache.catalog.readEntries { forEach in
+                    try EntryFormatter(cache: cache).write(forEach, as: format, pieceSize: 16, to: { _ in
+                        calls += 1
+                        if calls == 2 { throw Refused() }
+                    })
+                }
+            }
+            #expect(calls == 2)
         }
     }
 

@@ -43,7 +43,9 @@ public struct EntryFormatter: Sendable {
     /// whole listing is never held. JSON is one array of objects (see
     /// `JSONText` for the layout). A table goes through the
     /// entries twice, first for the column widths, so `forEach` must give
-    /// the same entries each time (`Catalog.readEntries` does).
+    /// the same entries each time (`Catalog.readEntries` does). `output` is
+    /// only called during this call; it is `@escaping` because the entries'
+    /// closures, passed to `forEach`, call it.
     public func write(_ forEach: (_ visit: (CatalogEntry) throws -> Void) throws -> Void,
                       as format: OutputFormat, pieceSize: Int = 64 << 10,
                       to output: @escaping (String) throws -> Void) throws {
