@@ -21,8 +21,8 @@ enum Terminal {
     /// As a `{"event":"note"}` JSON line under `--progress json`, where every
     /// stderr line is a JSON object.
     static func notice(_ message: String, progress: ProgressMode) {
-        if progress == .json, let line = ProgressJSON.note(message) {
-            writeErr(line + "\n")
+        if progress == .json {
+            writeErr(ProgressJSON.note(message) + "\n")
         } else {
             writeErr("mediafetch: note: \(message)\n")
         }
@@ -98,7 +98,7 @@ struct ProgressPrinter {
         for await event in events {
             if mode == .json {
                 // Every line a JSON object, failures included (they carry the URL and the reason).
-                if let line = ProgressJSON.line(for: event) { Terminal.writeErr(line + "\n") }
+                Terminal.writeErr(ProgressJSON.line(for: event) + "\n")
                 continue
             }
             switch event {

@@ -15,6 +15,13 @@ public enum JSONValue: Sendable, Equatable {
     /// An integer.
     public static func integer(_ value: Int64) -> JSONValue { .number(String(value)) }
 
+    /// An integer.
+    public static func integer(_ value: Int) -> JSONValue { .number(String(value)) }
+
+    /// A fraction, in the shortest text that reads back as the same Double
+    /// (`0.25`, `1e-05`); null when it is not finite, as JSON has no such number.
+    public static func number(_ value: Double) -> JSONValue { value.isFinite ? .number("\(value)") : .null }
+
     /// The members of a JSON object text; nil when `text` is not one.
     public static func members(ofObject text: String) -> [String: JSONValue]? {
         var parser = JSONParser(Array(text.utf8))
@@ -231,6 +238,31 @@ enum JSONText {
             text += "\n"
             indent(level, into: &text)
             text += "}"
+        }
+    }
+
+    /// `value` on one line, with no spaces: `{"a":1,"b":[true,null]}`.
+    static func writeCompact(_ value: JSONValue, into text: inout String) {
+        switch value {
+        case .array(let elements):
+            text += "["
+            for (index, element) in elements.enumerated() {
+                if index > 0 { text += "," }
+                writeCompact(element, into: &text)
+            }
+            text += "]"
+        case .object(let members):
+            text += "{"
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { text += "," }
+                writeString(key, into: &text)
+                text += ":"
+                writeCompact(members[key] ?? .null, into: &text)
+            }
+            text += "}"
+        default:
+            // Scalars are written the same either way.
+            write(value, into: &text)
         }
     }
 

@@ -1,0 +1,54 @@
+import ContentStore
+import Foundation
+import Testing
+@testable import MediaFetch
+@testable import Transfer
+
+/// `--progress json`: one compact object a line, keys sorted, passwords hidden.
+@Suite struct ProgressJSONTests {
+    @Test func eachEventIsOneLineWithItsFields() {
+        let hash = String(repeating: "ab", count: 32)
+        #expect(ProgressJSON.line(for: .stored(url: "http://ann:secret@h/a.jpg", sha256: hash, size: 5, resumedBytes: 2))
+                == #"{"event":"stored","hash":"\#(hash)","resumedBytes":2,"size":5,"url":"http://ann:***@h/a.jpg"}"#)
+        #expect(ProgressJSON.line(for: .failed(url: "http://h/b", reason: "HTTP 404 for \"http://ann:secret@h/b\"\n"))
+                == #"{"event":"failed","reason":"HTTP 404 for \"http://ann:***@h/b\"\n","url":"http://h/b"}"#)
+        #expect(ProgressJSON.line(for: .retrying(url: "http://h/c", attempt: 2, delay: 0.25, reason: "HTTP 503"))
+                == #"{"attempt":2,"delaySeconds":0.25,"event":"retrying","reason":"HTTP 503","url":"http://h/c"}"#)
+        var report = FetchReport()
+        report.total = 3
+        report.downloaded = 2
+        report.failures = [FailureRecord(url: "http://h/b", message: "HTTP 404")]
+        report.bytesReceived = 1 << 20
+        report.seconds = 1.5
+        #expect(ProgressJSON.line(for: .finished(report))
+                == #"{"bytes":1048576,"downloaded":2,"event":"finished","failed":1,"interrupted":false,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
+        #expect(ProgressJSON.note("running 117 at once") == #"{"event":"note","message":"running 117 at once"}"#)
+    }
+
+    @Test func progressListsTheActiveTransfers() {
+        var progress = RunProgress()
+        progress.total = 10
+        progress.done = 4
+        progress.bytesReceived = 4096
+        progress.bytesPerSecond = 1000.9
+        progress.queued = 3
+        progress.active = [
+            TransferSnapshot(id: TransferID(rawValue: 7), url: "http://h/big", bytesReceived: 100, bytesExpected: 1000),
+            TransferSnapshot(id: TransferID(rawValue: 8), url: "http://h/chunked", bytesReceived: 50, bytesExpected: nil),
+        ]
+
+        let line = ProgressJSON.line(for: .progress(progress))
+
+        #expect(line == #"{"active":[{"bytes":100,"total":1000,"url":"http://h/big"},{"bytes":50,"url":"http://h/chunked"}],"bytes":4096,"bytesPerSecond":1000,"done":4,"event":"progress","failed":0,"queued":3,"skipped":0,"total":10}"#)
+        #expect(!line.contains("\n"))
+    }
+
+    @Test func fractionsThatAreNotNumbersAreNull() {
+        #expect(JSONValue.number(Double.nan) == .null)
+        #expect(JSONValue.number(Double.infinity) == .null)
+        #expect(JSONValue.number(1e-5) == .number("1e-05"))
+        var text = ""
+        JSONText.writeCompact(.array([.number(-0.5), .null, .bool(true), .object([:]), .array([])]), into: &text)
+        #expect(text == "[-0.5,null,true,{},[]]")
+    }
+}
