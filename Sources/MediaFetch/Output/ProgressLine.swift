@@ -44,8 +44,8 @@ public enum ProgressJSON {
         return encode(fields)
     }
 
-    /// One line, written by `JSONText` (`JSONSerialization` cost about 100 µs
-    /// a line: with a line per stored file, CPU the downloads need).
+    /// One line, written by `JSONText` (`JSONSerialization` cost about 40 µs
+    /// more a line: with a line per stored file, CPU the downloads need).
     private static func encode(_ fields: [String: JSONValue]) -> String {
         var text = ""
         JSONText.writeCompact(.object(fields), into: &text)
