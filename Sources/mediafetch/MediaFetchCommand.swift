@@ -34,11 +34,17 @@ struct MediaFetchCommand: AsyncParsableCommand {
         // Read before anything changes them: which stop signals were ignored.
         StopSignals.exitEarly()
         TransferEngine.prepareProcess()
-        let arguments = Array(CommandLine.arguments.dropFirst())
+        let arguments = CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst()))
         if let option = CommandLineLayout.optionWithEmptyValue(in: arguments) {
-            exit(withError: ValidationError("\(option) needs a value (\(option)= gives none)"))
+            // Laid out as the parser's own errors, with the usage of the command it was given to.
+            let command = configuration.subcommands.first { $0._commandName == arguments.first }
+            let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
+            Terminal.writeErr("Error: \(option) needs a value (\(option)= gives none)\n"
+                + "Usage: \(usageString(for: command ?? Self.self))\n"
+                + "  See '\(name) --help' for more information.\n")
+            Self.exit(withError: ExitCode.validationFailure)
         }
-        await main(CommandLineLayout.placingGlobalOptions(arguments))
+        await main(arguments)
     }
 }
 

@@ -577,6 +577,10 @@ import TestSupport
             let result = try await BuiltProducts.run(arguments + ["--cache", directory.appending("cache")])
             #expect(result.status == 64)
             #expect(result.stderr.contains("Error:"))
+            // The usage shown is the command's, wherever the mistake was found.
+            let command = try #require(arguments.first { ["get", "list", "stats"].contains($0) })
+            #expect(result.stderr.contains("\nUsage: mediafetch \(command) "), "\(result.stderr)")
+            #expect(result.stderr.contains("See 'mediafetch \(command) --help'"))
             #expect(!FileManager.default.fileExists(atPath: directory.appending("cache")))
         }
     }
