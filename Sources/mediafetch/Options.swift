@@ -16,10 +16,10 @@ struct CacheOptions: ParsableArguments {
     /// Opens the cache or exits with status 3 and a one-line reason. Commands
     /// that only read (`list`, `stats`) pass `mustExist`, so a mistyped path
     /// is an error rather than a new empty cache.
-    func open(mustExist: Bool = false) throws -> MediaCache {
+    func open(mustExist: Bool = false, progress: ProgressMode? = nil) throws -> MediaCache {
         let root = MediaCache.resolveRoot(explicit: cache)
         if mustExist, !FileManager.default.fileExists(atPath: root + "/catalog.sqlite") {
-            Terminal.error("no cache at \(root) (give --cache DIR or set MEDIAFETCH_CACHE)")
+            Terminal.error("no cache at \(root) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)
             throw Exit.cacheUnusable
         }
         do {
@@ -30,7 +30,7 @@ struct CacheOptions: ParsableArguments {
             if !mustExist { try cache.checkWritable() }
             return cache
         } catch {
-            Terminal.error(error.message)
+            Terminal.error(error.message, progress: progress)
             throw Exit.cacheUnusable
         }
     }

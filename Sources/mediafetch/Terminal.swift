@@ -11,10 +11,15 @@ import Darwin
 /// Writing to the terminal; the only place that knows about stderr and ttys.
 enum Terminal {
     /// One line on stderr, whatever the message holds (SQLite errors quote multi-line SQL).
-    static func error(_ message: String) {
-        let oneLine = message.split(whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
-        writeErr("mediafetch: \(TerminalText.escapingControls(RedactedURL.inText(oneLine)))\n")
+    static func error(_ message: String, progress: ProgressMode? = nil) {
+        let oneLine = RedactedURL.inText(message.split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " "))
+        if progress == .json {
+            // Under --progress json every stderr line is a JSON object, the run's end too.
+            writeErr(ProgressJSON.error(oneLine) + "\n")
+        } else {
+            writeErr("mediafetch: \(TerminalText.escapingControls(oneLine))\n")
+        }
     }
 
     /// One line on stderr about how the run goes ahead despite what was asked.

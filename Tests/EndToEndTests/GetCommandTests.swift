@@ -585,6 +585,28 @@ import TestSupport
         }
     }
 
+    /// Under --progress json every stderr line is a JSON object, also when
+    /// the run cannot start: the reason comes as an `error` event.
+    @Test func aRunThatCannotStartSaysWhyInJSON() async throws {
+        try await TemporaryDirectory.with { directory in
+            let missingList = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "json",
+                                                           "-i", directory.appending("no-such-list.txt")])
+            let notACache = directory.appending("file")
+            try "not a directory".write(toFile: notACache, atomically: true, encoding: .utf8)
+            let badCache = try await BuiltProducts.run(["get", "--cache", notACache, "--progress", "json",
+                                                        "http://ann:secret@127.0.0.1:1/x"])
+
+            for (result, status) in [(missingList, Int32(2)), (badCache, Int32(3))] {
+                #expect(result.status == status, "\(result.stderr)")
+                #expect(!result.stderrLines.isEmpty)
+                #expect(jsonLines(result.stderr).count == result.stderrLines.count, "\(result.stderr)")
+                #expect(jsonLines(result.stderr).last?["event"] as? String == "error")
+                #expect(!result.stderr.contains("secret"))
+            }
+            #expect((jsonLines(missingList.stderr).last?["message"] as? String)?.contains("no-such-list.txt") == true)
+        }
+    }
+
     @Test func everyInputFileGivenIsRead() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/a.jpg", data: fixtureBytes(count: 3_000, seed: 41))

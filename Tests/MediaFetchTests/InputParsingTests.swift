@@ -267,6 +267,9 @@ import TestSupport
         #expect(TerminalText.escapingControls("two\nlines\ttab") == "two\\u{A}lines\\u{9}tab")
         #expect(TerminalText.escapingControls("del\u{7F} c1\u{9B}") == "del\\u{7F} c1\\u{9B}")
         #expect(TerminalText.escapingControls("Žilina — ok") == "Žilina — ok")
+        // A right-to-left override would turn the rest of a row around; separators break lines.
+        #expect(TerminalText.escapingControls("ab\u{202E}cd\u{2066}\u{200F}\u{2028}") == "ab\\u{202E}cd\\u{2066}\\u{200F}\\u{2028}")
+        #expect(TerminalText.escapingControls("👨\u{200D}👩 a\u{200B}b") == "👨\u{200D}👩 a\u{200B}b")
     }
 
     @Test func wideCharactersTakeTwoColumns() {
@@ -274,6 +277,7 @@ import TestSupport
         #expect(TerminalText.displayWidth("東京") == 4)
         #expect(TerminalText.displayWidth("서울") == 4)
         #expect(TerminalText.displayWidth("e\u{301}te\u{301}") == 3)
+        #expect(TerminalText.displayWidth("a\u{200B}b\u{FEFF}") == 2)
         let table = TextTable.render(header: ["COLLECTION", "URL"], rows: [["写真写真", "http://a/1"], ["abcdefgh", "http://a/2"]],
                                      rightAligned: [])
         let lines = table.split(separator: "\n").map(String.init)

@@ -8,6 +8,13 @@ public enum ProgressJSON {
         encode(["event": .string("note"), "message": .string(message)])
     }
 
+    /// Why the run could not go on, as its last line
+    /// (`{"event":"error","message":…}`): a list that cannot be read, a cache
+    /// that cannot be opened. Passwords in URLs are hidden.
+    public static func error(_ message: String) -> String {
+        encode(["event": .string("error"), "message": .string(RedactedURL.inText(message))])
+    }
+
     public static func line(for event: JobEvent) -> String {
         let fields: [String: JSONValue]
         switch event {

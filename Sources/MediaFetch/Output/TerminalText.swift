@@ -1,6 +1,8 @@
 /// Text for a terminal: control characters (C0, DEL, C1; newlines and tabs
-/// too) written as `\u{1B}` escapes, so a name or URL from a feed, a file or
-/// the command line can neither clear the screen nor break a row or a line.
+/// too), line and paragraph separators and the bidirectional controls
+/// written as `\u{1B}` escapes, so a name or URL from a feed, a file or the
+/// command line can neither clear the screen, nor break a row or a line, nor
+/// turn the rest of a row around (U+202E).
 public enum TerminalText {
     public static func escapingControls(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
@@ -22,9 +24,13 @@ public enum TerminalText {
         text.reduce(0) { $0 + displayWidth($1) }
     }
 
-    /// Columns one character takes: two when wide (or asked to be drawn as an emoji, U+FE0F).
+    /// Columns one character takes: two when wide (or asked to be drawn as
+    /// an emoji, U+FE0F), none for a zero-width one (U+200B, a joiner, U+FEFF).
     public static func displayWidth(_ character: Character) -> Int {
         guard let first = character.unicodeScalars.first else { return 0 }
+        if (0x200B...0x200D).contains(first.value) || (0x2060...0x2064).contains(first.value) || first.value == 0xFEFF {
+            return 0
+        }
         return isWide(first) || character.unicodeScalars.contains("\u{FE0F}") ? 2 : 1
     }
 
@@ -49,6 +55,9 @@ public enum TerminalText {
     }
 
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+        switch scalar.value {
+        case ..<0x20, 0x7F...0x9F, 0x061C, 0x200E...0x200F, 0x2028...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 }

@@ -42,7 +42,7 @@ struct Get: AsyncParsableCommand {
             list = try URLList.validate(urls)
             for inputFile in inputFiles { list += try URLList.read(path: inputFile) }
         } catch {
-            Terminal.error(error.message)
+            Terminal.error(error.message, progress: transfer.progress)
             throw Exit.badInput
         }
         let name = CollectionName.normalized(collection)
@@ -56,7 +56,7 @@ struct FetchRunner {
     let transfer: TransferOptions
 
     func run(_ items: [FetchItem]) async throws {
-        let cache = try cacheOptions.open()
+        let cache = try cacheOptions.open(progress: transfer.progress)
         let configuration = transfer.configuration
         // The engine runs no more transfers than the open-file limit allows: say so.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
@@ -95,7 +95,7 @@ struct FetchRunner {
             report = try await work.value
         } catch {
             await display.value
-            Terminal.error("\(error)")
+            Terminal.error("\(error)", progress: transfer.progress)
             throw Exit.cacheUnusable
         }
         await display.value
