@@ -23,7 +23,8 @@ struct ResponseHead: Sendable {
     var contentLength: Int64? { values[.contentLength].flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil } }
     var etag: String? { values[.etag] }
     var lastModified: String? { values[.lastModified] }
-    var contentType: String? { values[.contentType] }
+    /// The media type; nil when the header is missing or empty (`Content-Type:`).
+    var contentType: String? { values[.contentType].flatMap { $0.isEmpty ? nil : $0 } }
 
     /// `Retry-After` as seconds: either delta-seconds or an HTTP date.
     func retryAfter(now: Date = Date()) -> Double? {

@@ -24,6 +24,12 @@ import Testing
         #expect(range("items 1-2/3") == nil)
     }
 
+    @Test func anEmptyContentTypeIsNone() {
+        #expect(head(["HTTP/1.1 200 OK", "Content-Type:", ""]).contentType == nil)
+        #expect(head(["HTTP/1.1 200 OK", "Content-Type:   ", ""]).contentType == nil)
+        #expect(head(["HTTP/1.1 200 OK", "Content-Type: audio/flac", ""]).contentType == "audio/flac")
+    }
+
     @Test func aNegativeContentLengthIsNoLength() {
         #expect(head(["HTTP/1.1 200 OK", "Content-Length: -5", ""]).contentLength == nil)
         #expect(head(["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807", ""]).contentLength == .max)
