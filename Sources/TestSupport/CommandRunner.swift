@@ -156,6 +156,9 @@ public final class RunningCommand: @unchecked Sendable {
         return (FileHandle(fileDescriptor: ends[0], closeOnDealloc: true), FileHandle(fileDescriptor: ends[1], closeOnDealloc: true))
     }
 
+    /// Whether the process has not exited yet.
+    public var isRunning: Bool { process.isRunning }
+
     /// Sends SIGINT, as Ctrl-C in a terminal would.
     public func interrupt() { process.interrupt() }
 

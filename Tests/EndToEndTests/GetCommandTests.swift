@@ -253,12 +253,15 @@ import TestSupport
             let lock = open(cache + "/catalog.sqlite.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             try #require(lock >= 0 && flock(lock, LOCK_EX) == 0)
             let run = try BuiltProducts.start(["get", "--cache", cache] + urls)
-            while ((try? objectPaths(inCache: cache)) ?? []).count < urls.count {
+            // A run that ended early fails the test with what it said, rather than hanging it.
+            while ((try? objectPaths(inCache: cache)) ?? []).count < urls.count, run.isRunning {
                 try await Task.sleep(for: .milliseconds(20))
             }
+            let stillRunning = run.isRunning
             close(lock)
             let result = await run.wait()
 
+            #expect(stillRunning, "the run ended before its files were stored: \(result.status) \(result.stderr)")
             expectCatalogCannotOpen(result, cache: cache)
         }
     }
