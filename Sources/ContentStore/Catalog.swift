@@ -244,10 +244,7 @@ public final class Catalog: Sendable {
         try database.read { db in
             // A new cache has nothing to find: one cheap look spares binding every URL.
             guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM source WHERE hash IS NOT NULL)") == true else { return }
-            // SQLite limits bound parameters per statement; ask in chunks.
-            for start in stride(from: 0, to: urls.count, by: 500) {
-                let chunk = urls[start..<min(start + 500, urls.count)].map(URLPassword.removed(from:))
-                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            try Self.inChunks(of: urls) { chunk, marks in
                 let rows = try Row.fetchAll(db, sql: """
                     SELECT source.url, object.hash, object.size FROM source JOIN object ON object.hash = source.hash
                     WHERE source.url IN (\(marks))
@@ -267,17 +264,23 @@ public final class Catalog: Sendable {
     public func itemURLs(inCollection collection: String, among urls: [String]) throws -> Set<String> {
         var found = Set<String>()
         try database.read { db in
-            for start in stride(from: 0, to: urls.count, by: 500) {
-                let chunk = urls[start..<min(start + 500, urls.count)].map(URLPassword.removed(from:))
-                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                let present = try String.fetchAll(db, sql: """
+            try Self.inChunks(of: urls) { chunk, marks in
+                found.formUnion(try String.fetchAll(db, sql: """
                     SELECT item.url FROM item JOIN collection ON collection.id = item.collectionId
                     WHERE collection.name = ? AND item.url IN (\(marks))
-                    """, arguments: StatementArguments([collection] + chunk))
-                found.formUnion(present)
+                    """, arguments: StatementArguments([collection] + chunk)))
             }
         }
         return found
+    }
+
+    /// `urls` without their passwords, 500 at a time (SQLite limits the
+    /// parameters bound to one statement), each chunk with its `?, ?, …`.
+    private static func inChunks(of urls: [String], _ body: ([String], String) throws -> Void) throws {
+        for start in stride(from: 0, to: urls.count, by: 500) {
+            let chunk = urls[start..<min(start + 500, urls.count)].map(URLPassword.removed(from:))
+            try body(chunk, Array(repeating: "?", count: chunk.count).joined(separator: ","))
+        }
     }
 
     /// The names of all collections, sorted.

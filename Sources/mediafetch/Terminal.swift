@@ -12,13 +12,13 @@ import Darwin
 enum Terminal {
     /// One line on stderr, whatever the message holds (SQLite errors quote multi-line SQL).
     static func error(_ message: String, progress: ProgressMode? = nil) {
-        let oneLine = RedactedURL.inText(message.split(whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " "))
+        let oneLine = message.split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
         if progress == .json {
-            // Under --progress json every stderr line is a JSON object, the run's end too.
+            // Under --progress json every stderr line is a JSON object, the run's end too (redacted there).
             writeErr(ProgressJSON.error(oneLine) + "\n")
         } else {
-            writeErr("mediafetch: \(TerminalText.escapingControls(oneLine))\n")
+            writeErr("mediafetch: \(TerminalText.escapingControls(RedactedURL.inText(oneLine)))\n")
         }
     }
 

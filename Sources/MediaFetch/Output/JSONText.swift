@@ -169,7 +169,7 @@ struct JSONParser {
                         code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                     }
                     guard let scalar = Unicode.Scalar(code) else { return nil }
-                    text.append(contentsOf: Array(String(Character(scalar)).utf8))
+                    text.append(contentsOf: scalar.utf8)
                 default: return nil
                 }
             case ..<0x20:
@@ -202,72 +202,55 @@ enum JSONText {
     /// `value` as text, its first line at the current position and the
     /// following ones indented by `level` levels.
     static func write(_ value: JSONValue, level: Int = 0, into text: inout String) {
+        emit(value, level: level, into: &text)
+    }
+
+    /// `value` on one line, with no spaces: `{"a":1,"b":[true,null]}`.
+    static func writeCompact(_ value: JSONValue, into text: inout String) {
+        emit(value, level: nil, into: &text)
+    }
+
+    /// Both layouts: indented at `level`, or on one line when it is nil.
+    private static func emit(_ value: JSONValue, level: Int?, into text: inout String) {
+        let inner = level.map { $0 + 1 }
         switch value {
         case .null: text += "null"
         case .bool(let flag): text += flag ? "true" : "false"
         case .number(let number): text += number
         case .string(let string): writeString(string, into: &text)
         case .array(let elements):
-            guard !elements.isEmpty else {
-                text += "[]"
-                return
+            writeContainer("[", "]", elements, level: level, into: &text) { element, text in
+                emit(element, level: inner, into: &text)
             }
-            text += "[\n"
-            for (index, element) in elements.enumerated() {
-                if index > 0 { text += ",\n" }
-                indent(level + 1, into: &text)
-                write(element, level: level + 1, into: &text)
-            }
-            text += "\n"
-            indent(level, into: &text)
-            text += "]"
         case .object(let members):
-            guard !members.isEmpty else {
-                text += "{}"
-                return
+            writeContainer("{", "}", members.sorted { $0.key < $1.key }, level: level, into: &text) { member, text in
+                writeString(member.key, into: &text)
+                text += level == nil ? ":" : " : "
+                emit(member.value, level: inner, into: &text)
             }
-            text += "{\n"
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { text += ",\n" }
-                indent(level + 1, into: &text)
-                writeString(key, into: &text)
-                text += " : "
-                // The key was taken from `members`.
-                write(members[key] ?? .null, level: level + 1, into: &text)
-            }
-            text += "\n"
-            indent(level, into: &text)
-            text += "}"
         }
     }
 
-    /// `value` on one line, with no spaces: `{"a":1,"b":[true,null]}`.
-    static func writeCompact(_ value: JSONValue, into text: inout String) {
-        switch value {
-        case .array(let elements):
-            text += "["
-            for (index, element) in elements.enumerated() {
+    /// `open`, the items separated by commas (each on a line of its own,
+    /// indented, unless `level` is nil), `close`; an empty one is `[]` or `{}`.
+    private static func writeContainer<Item>(_ open: String, _ close: String, _ items: [Item], level: Int?,
+                                             into text: inout String, item: (Item, inout String) -> Void) {
+        guard let level, !items.isEmpty else {
+            text += open
+            for (index, element) in items.enumerated() {
                 if index > 0 { text += "," }
-                writeCompact(element, into: &text)
+                item(element, &text)
             }
-            text += "]"
-        case .object(let members):
-            text += "{"
-            for (index, key) in members.keys.sorted().enumerated() {
-                if index > 0 { text += "," }
-                writeString(key, into: &text)
-                text += ":"
-                writeCompact(members[key] ?? .null, into: &text)
-            }
-            text += "}"
-        default:
-            // Scalars are written the same either way.
-            write(value, into: &text)
+            text += close
+            return
         }
-    }
-
-    private static func indent(_ level: Int, into text: inout String) {
-        text += String(repeating: "  ", count: level)
+        let indent = String(repeating: "  ", count: level + 1)
+        text += open + "\n"
+        for (index, element) in items.enumerated() {
+            text += index > 0 ? ",\n" + indent : indent
+            item(element, &text)
+        }
+        text += "\n" + String(repeating: "  ", count: level) + close
     }
 
     /// A string literal: quotes, backslashes and U+0000 to U+001F escaped,
