@@ -51,4 +51,48 @@ public enum CommandLineLayout {
         }
         return nil
     }
+
+    /// The long options that take a value (`--collection`, not `--help`),
+    /// read from the JSON that describes a command's arguments (ArgumentParser's
+    /// `_dumpHelp()`, printed by `--experimental-dump-help`). Empty when the
+    /// text is not such a description. Lets `--bogus=` stay an unknown option
+    /// rather than one that "needs a value".
+    public static func longOptionsTakingValues(inHelpDump text: String) -> Set<String> {
+        guard case .object(let command)? = JSONValue.members(ofObject: text)?["command"],
+              case .array(let arguments)? = command["arguments"] else { return [] }
+        var options: Set<String> = []
+        for case .object(let argument) in arguments where argument["kind"] == .string("option") {
+            guard case .array(let names)? = argument["names"] else { continue }
+            for case .object(let name) in names where name["kind"] == .string("long") {
+                if case .string(let spelling)? = name["name"] { options.insert("--" + spelling) }
+            }
+        }
+        return options
+    }
+
+    /// `bytes` as text with each byte that is not part of valid UTF-8 shown
+    /// as `\xHH`, or nil when all of it is valid. Swift reads arguments and
+    /// the environment with such bytes replaced by U+FFFD: a `--cache` of
+    /// `caf\xE9` would silently become another directory, so such text is refused and shown.
+    public static func textShowingInvalidUTF8(_ bytes: some Collection<UInt8>) -> String? {
+        var parser = Unicode.UTF8.ForwardParser()
+        var iterator = bytes.makeIterator()
+        var shown = ""
+        var offset = bytes.startIndex
+        var foundInvalid = false
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid(let encoded):
+                shown.unicodeScalars.append(Unicode.UTF8.decode(encoded))
+                offset = bytes.index(offset, offsetBy: encoded.count)
+            case .error(let length):
+                foundInvalid = true
+                let end = bytes.index(offset, offsetBy: length)
+                for byte in bytes[offset..<end] { shown += "\\x" + String(byte, radix: 16, uppercase: true) }
+                offset = end
+            case .emptyInput:
+                return foundInvalid ? shown : nil
+            }
+        }
+    }
 }

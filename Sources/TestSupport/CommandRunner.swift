@@ -96,6 +96,21 @@ public enum BuiltProducts {
         if let user {
             command = [setpriv, "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups"] + command
         }
+        return try launch(command, environment: environment)
+    }
+
+    /// Runs `script` with `/bin/sh -c`, `$MEDIAFETCH` naming the built
+    /// `mediafetch`, and waits for it: for what `run` cannot pass, such as
+    /// arguments that are not valid UTF-8 (made with `printf`).
+    public static func runShell(_ script: String, environment: [String: String] = [:]) async throws -> CommandResult {
+        var environment = environment
+        environment["MEDIAFETCH"] = mediafetch.path
+        return try await launch(["/bin/sh", "-c", script], environment: environment).wait()
+    }
+
+    /// Starts `command` with the test process's environment, less
+    /// `MEDIAFETCH_CACHE`, plus `environment`; stdin is empty.
+    private static func launch(_ command: [String], environment: [String: String]) throws -> RunningCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())

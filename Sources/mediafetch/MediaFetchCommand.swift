@@ -2,6 +2,12 @@ import ArgumentParser
 import MediaFetch
 import Transfer
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 @main
 struct MediaFetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -34,10 +40,15 @@ struct MediaFetchCommand: AsyncParsableCommand {
         // Read before anything changes them: which stop signals were ignored.
         StopSignals.exitEarly()
         TransferEngine.prepareProcess()
+        // Text that help and --version leave in stdout's buffer is written at exit, where a failure would go unnoticed.
+        atexit(flushBufferedOutputAtExit)
+        refuseTextThatIsNotUTF8()
         let arguments = CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst()))
-        if let option = CommandLineLayout.optionWithEmptyValue(in: arguments) {
+        let command = configuration.subcommands.first { $0._commandName == arguments.first }
+        if let option = CommandLineLayout.optionWithEmptyValue(in: arguments),
+           CommandLineLayout.globalOptions.contains(option)
+            || CommandLineLayout.longOptionsTakingValues(inHelpDump: (command ?? Self.self)._dumpHelp()).contains(option) {
             // Laid out as the parser's own errors, with the usage of the command it was given to.
-            let command = configuration.subcommands.first { $0._commandName == arguments.first }
             let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
             Terminal.writeErr("Error: \(option) needs a value (\(option)= gives none)\n"
                 + "Usage: \(usageString(for: command ?? Self.self))\n"
@@ -45,6 +56,26 @@ struct MediaFetchCommand: AsyncParsableCommand {
             Self.exit(withError: ExitCode.validationFailure)
         }
         await main(arguments)
+    }
+
+    /// An argument or `$MEDIAFETCH_CACHE` that is not valid UTF-8 is a usage
+    /// error naming it: Swift would read it with U+FFFD in place of the bad
+    /// bytes, and a cache or input file by that name is another file.
+    private static func refuseTextThatIsNotUTF8() {
+        func bytes(_ text: UnsafePointer<CChar>) -> UnsafeBufferPointer<UInt8> {
+            UnsafeBufferPointer(start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: strlen(text))
+        }
+        var named: [(what: String, bytes: UnsafeBufferPointer<UInt8>)] = []
+        for index in 1..<Int(CommandLine.argc) {
+            if let argument = CommandLine.unsafeArgv[index] { named.append(("argument \(index)", bytes(argument))) }
+        }
+        if let variable = getenv("MEDIAFETCH_CACHE") { named.append(("MEDIAFETCH_CACHE", bytes(variable))) }
+        for (what, bytes) in named {
+            guard let shown = CommandLineLayout.textShowingInvalidUTF8(bytes) else { continue }
+            Terminal.writeErr("Error: \(what) is not valid UTF-8: \(TerminalText.escapingControls(shown))\n"
+                + "  mediafetch takes paths, URLs and names in UTF-8.\n")
+            Self.exit(withError: ExitCode.validationFailure)
+        }
     }
 }
 

@@ -80,6 +80,17 @@ enum Terminal {
     }
 }
 
+/// Flushes what `print` left in stdout's buffer (help, `--version`); at exit
+/// a stdout that refuses it (`mediafetch --help > /dev/full`) would otherwise
+/// fail unseen with status 0. Says so and exits with `Exit.outputFailed`.
+/// Given to `atexit`, so a plain function: a closure in `main` would be
+/// isolated to the main actor, and exit may run on another thread.
+func flushBufferedOutputAtExit() {
+    guard fflush(nil) != 0 else { return }
+    Terminal.error("cannot write the output: \(String(cString: strerror(errno)))")
+    _exit(Exit.outputFailed.rawValue)
+}
+
 /// Shows job events as the chosen progress mode asks, and the summary.
 struct ProgressPrinter {
     let mode: ProgressMode

@@ -682,6 +682,46 @@ import TestSupport
         #expect(negative.stderrLines.first == "Error: --jobs must be at least 1 (got -1)")
     }
 
+    /// `--name=` is "needs a value" only for an option that takes one; any
+    /// other name is the parser's unknown option.
+    @Test func anUnknownOptionWithAnEmptyValueIsUnknown() async throws {
+        let unknown = try await BuiltProducts.run(["list", "--bogus=", "--cache", "/nonexistent"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderrLines.first == "Error: Unknown option '--bogus'")
+        #expect(unknown.stderr.contains("\nUsage: mediafetch list "))
+        let known = try await BuiltProducts.run(["list", "--kind=", "--cache", "/nonexistent"])
+        #expect(known.stderrLines.first == "Error: --kind needs a value (--kind= gives none)")
+    }
+
+    /// Swift would read such bytes as U+FFFD: a cache at `caf\xE9` would be
+    /// made as another directory, and a list file looked for under another name.
+    @Test func argumentsThatAreNotUTF8AreRefusedAndShown() async throws {
+        try await TemporaryDirectory.with { directory in
+            let result = try await BuiltProducts.runShell(#"exec "$MEDIAFETCH" get --cache "$DIR/$(printf 'caf\351')" http://127.0.0.1:1/x"#,
+                                                          environment: ["DIR": directory.path])
+            #expect(result.status == 64)
+            #expect(result.stderrLines == ["Error: argument 3 is not valid UTF-8: \(directory.path)/caf\\xE9",
+                                           "  mediafetch takes paths, URLs and names in UTF-8."])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+
+            let variable = try await BuiltProducts.runShell(#"MEDIAFETCH_CACHE="$(printf '/tmp/\377')" exec "$MEDIAFETCH" stats"#)
+            #expect(variable.status == 64)
+            #expect(variable.stderrLines.first == #"Error: MEDIAFETCH_CACHE is not valid UTF-8: /tmp/\xFF"#)
+        }
+    }
+
+    /// Help and the version go through stdout's buffer, written at exit: a
+    /// stdout that refuses them is said, as `list`'s is, and not status 0.
+    @Test(arguments: [["--help"], ["--version"], ["help", "get"], ["list", "--help"]])
+    func helpThatCannotBeWrittenIsExit74(arguments: [String]) async throws {
+        let result = try await BuiltProducts.run(arguments, stdoutTo: "/dev/full")
+        #expect(result.status == 74)
+        #expect(result.stderrLines == ["mediafetch: cannot write the output: No space left on device"])
+        let shown = try await BuiltProducts.run(arguments)
+        #expect(shown.status == 0)
+        #expect(!shown.stdout.isEmpty)
+    }
+
     @Test func aCacheThatIsAFileIsNamedWithTheReason() async throws {
         try await TemporaryDirectory.with { directory in
             let file = directory.appending("afile")

@@ -249,6 +249,40 @@ import TestSupport
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=aGk=", "http://h/x?a="]) == nil)
     }
 
+    @Test func optionsTakingValuesAreReadFromTheCommandsDescription() {
+        // The shape of ArgumentParser's `--experimental-dump-help`, cut down.
+        let dump = """
+            {"command": {"commandName": "list", "arguments": [
+              {"kind": "option", "names": [{"kind": "long", "name": "collection"}, {"kind": "short", "name": "c"}]},
+              {"kind": "option", "names": [{"kind": "long", "name": "input-file"}]},
+              {"kind": "flag", "names": [{"kind": "long", "name": "help"}]},
+              {"kind": "positional", "names": [{"kind": "long", "name": "urls"}]}
+            ]}}
+            """
+        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: dump) == ["--collection", "--input-file"])
+        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: "USAGE: mediafetch list").isEmpty)
+        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: #"{"command": {"arguments": 3}}"#).isEmpty)
+    }
+
+    @Test(arguments: [
+        ([0x63, 0x61, 0x66, 0xE9], #"caf\xE9"#),
+        // A sequence cut short at the end, an overlong '/', a UTF-16 surrogate.
+        ([0x61, 0xE6, 0x9D], #"a\xE6\x9D"#),
+        ([0xC0, 0xAF, 0x62], #"\xC0\xAF"# + "b"),
+        ([0xED, 0xA0, 0x80], #"\xED\xA0\x80"#),
+        // Valid text around a bad byte is kept as it is.
+        (Array("東京".utf8) + [0xFF] + Array("/x".utf8), #"東京\xFF/x"#),
+    ] as [([UInt8], String)])
+    func bytesThatAreNotUTF8AreShownAsEscapes(bytes: [UInt8], shown: String) {
+        #expect(CommandLineLayout.textShowingInvalidUTF8(bytes) == shown)
+    }
+
+    @Test func validUTF8IsNotFlagged() {
+        for text in ["", "/tmp/café", "東京 🗺️", "http://h/a?b=c"] {
+            #expect(CommandLineLayout.textShowingInvalidUTF8(Array(text.utf8)) == nil)
+        }
+    }
+
     @Test func everythingElseIsLeftForTheParser() {
         for arguments in [["stats", "--cache", "/c"], ["--cache"], ["--help"], ["get", "--cache", "/c", "http://a/b"]] {
             #expect(CommandLineLayout.placingGlobalOptions(arguments) == arguments)
