@@ -91,8 +91,9 @@ final class FileSink: BodySink {
                 restart()
                 return TransferError(.protocolViolation, "server answered with a range that was not asked for")
             }
-            if !validatorStillMatches(head) {
-                // The file changed although we sent If-Range: never stitch two versions.
+            if !validatorStillMatches(head, absentMeans: false) {
+                // The file changed although we sent If-Range, or the 206 does not
+                // say which version it is from: never stitch two versions.
                 restart()
                 return TransferError(.protocolViolation, "the file changed on the server while resuming")
             }
@@ -128,8 +129,10 @@ final class FileSink: BodySink {
 
     func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? {
         guard bytesHeld > 0, let validator, head.status == 416, head.unsatisfiedRangeLength == bytesHeld,
-              // A server that ignores If-Range answers 416 for a changed file of the same length too.
-              validatorStillMatches(head) else { return nil }
+              // A server that ignores If-Range answers 416 for a changed file of
+              // the same length too. One that honours it answers 416 only when the
+              // validator matched, and need not repeat it in a 416: absent is trusted.
+              validatorStillMatches(head, absentMeans: true) else { return nil }
         if let limit = maxFileSize, bytesHeld > limit { return nil }
         // The 416 describes no body; the validator the held bytes came with is known.
         var held = ResponseHead()
@@ -140,11 +143,15 @@ final class FileSink: BodySink {
     }
 
     /// A 206 must come from the same version of the file as the bytes held:
-    /// compare whichever validator was sent as If-Range with what the server says now.
-    private func validatorStillMatches(_ head: ResponseHead) -> Bool {
+    /// compare whichever validator was sent as If-Range with what the server
+    /// says now; `absentMeans` when the response does not say. A 206 must
+    /// carry the ETag a 200 would (RFC 9110, 15.3.7), so one without it
+    /// cannot vouch for its bytes: a server that sent v2's tail without an
+    /// ETag after v1's head was cut off had the two stitched together.
+    private func validatorStillMatches(_ head: ResponseHead, absentMeans: Bool) -> Bool {
         guard let ours = validator else { return false }
-        if ours.hasPrefix("\"") { return head.etag.map { $0 == ours } ?? true }
-        return head.lastModified.map { $0 == ours } ?? true
+        let theirs = ours.hasPrefix("\"") ? head.etag : head.lastModified
+        return theirs.map { $0 == ours } ?? absentMeans
     }
 
     private(set) var expectedTotal: Int64?

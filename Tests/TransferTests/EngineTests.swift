@@ -626,6 +626,41 @@ import TestSupport
         }
     }
 
+    /// A 206 must carry the validator a 200 would: one without it cannot
+    /// show that its bytes are from the version whose head is held.
+    @Test(arguments: ["\"v1\"", "Tue, 03 Nov 2026 10:00:00 GMT"])
+    func aRangeAnswerThatDoesNotSayItsVersionIsNotStitched(validator: String) async throws {
+        try await withOrigin { origin, directory in
+            let versionOne = fixtureBytes(count: 600_000, seed: 44)
+            let versionTwo = fixtureBytes(count: 600_000, seed: 45)
+            let validatorHeader = validator.hasPrefix("\"") ? "ETag" : "Last-Modified"
+            // The first answer is version 1, cut off; by the resume the file is
+            // version 2, whose 206 (wrongly) carries no validator at all.
+            origin.route("/changed") { request in
+                if let start = Self.rangeStart(request) {
+                    return OriginResponse(status: 206, headers: [("Content-Range", "bytes \(start)-599999/600000")],
+                                          body: versionTwo[start...])
+                }
+                let served = origin.requests(for: "/changed").count
+                return OriginResponse(status: 200, headers: [(validatorHeader, validator)],
+                                      body: served == 1 ? versionOne : versionTwo)
+            }
+            origin.setFault("/changed", .dropAfter(bytes: 400_000), times: 1)
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.01, maxDelay: 0.02)
+            let body = try await withTransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp")) { engine in
+                try await engine.download(origin.url("/changed"))
+            }
+
+            // The range was asked for with If-Range, its answer refused, and version 2 fetched whole.
+            let requests = origin.requests(for: "/changed")
+            #expect(requests.map { $0.header("range") } == [nil, "bytes=400000-", nil])
+            #expect(requests[1].header("if-range") == validator)
+            #expect(body.sha256 == sha256(versionTwo))
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
     @Test func aValidatorFromAnEarlierAttemptNeverVouchesForAnotherResponse() async throws {
         try await withOrigin { origin, directory in
             let versionA = fixtureBytes(count: 600_000, seed: 42)
