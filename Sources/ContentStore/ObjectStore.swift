@@ -41,8 +41,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 /// Where blobs live. A second backend (an S3-style object store) implements
 /// this without touching the engine or the commands.
 public protocol BlobStore: Sendable {
-    /// True when the object named `sha256` is present and complete.
-    func contains(_ sha256: String) -> Bool
+    /// True when the object named `sha256` is present and, when `size` is
+    /// given, has that size: a file cut short by outside damage is no object.
+    func contains(_ sha256: String, size: Int64?) -> Bool
     /// Makes the bytes of `staged`, the files at `files` (others on the
     /// store's filesystem, such as the catalog's log) and every name given
     /// by `moveIntoPlace` since the last flush durable.
@@ -57,6 +58,11 @@ public protocol BlobStore: Sendable {
 }
 
 extension BlobStore {
+    /// Whether the object named `sha256` is present, whatever its size.
+    public func contains(_ sha256: String) -> Bool {
+        contains(sha256, size: nil)
+    }
+
     /// `flush(staged:files:)` with no other files.
     public func flush(staged: [StagedBlob]) throws(StoreError) {
         try flush(staged: staged, files: [])
@@ -173,9 +179,11 @@ public final class ObjectStore: BlobStore {
         return "\(objectsDirectory)/\(sha256.prefix(2))/\(sha256)"
     }
 
-    public func contains(_ sha256: String) -> Bool {
+    public func contains(_ sha256: String, size: Int64?) -> Bool {
         guard let path = path(for: sha256) else { return false }
-        return access(path, F_OK) == 0
+        var info = stat()
+        guard stat(path, &info) == 0 else { return false }
+        return size.map { Int64(info.st_size) == $0 } ?? true
     }
 
     public func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {
@@ -202,6 +210,11 @@ public final class ObjectStore: BlobStore {
             try makeDirectory(fanOut)
             moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
         }
+        if !moved, errno == EEXIST, !hasSize(blob.size, target) {
+            // The file under this name is not these bytes (cut short or grown by
+            // outside damage): the good copy replaces it rather than being dropped.
+            moved = renameat(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
+        }
         let code = errno
         if moved || code == EEXIST {
             // A duplicate's name counts too: it may be another process's rename, not durable yet.
@@ -216,6 +229,14 @@ public final class ObjectStore: BlobStore {
             return false
         }
         return true
+    }
+
+    /// Whether the file at `target` (relative to the objects directory) has
+    /// `size` bytes; true when it cannot be looked at (left as it is).
+    private func hasSize(_ size: Int64, _ target: String) -> Bool {
+        var info = stat()
+        guard fstatat(objectsDirectoryDescriptor, target, &info, 0) == 0 else { return true }
+        return Int64(info.st_size) == size
     }
 
     /// The directory descriptor and name to reach `path` by: relative to the

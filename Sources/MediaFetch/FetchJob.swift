@@ -221,7 +221,7 @@ public final class FetchJob: Sendable {
     }
 
     /// `settleCached` for one part of the list: appends the items to fetch to
-    /// `remaining` and those whose object's file is gone to `missing` as
+    /// `remaining` and those whose object's file is gone (or damaged) to `missing` as
     /// well; returns how many were cached. Many URLs may share one object:
     /// `objects` holds whether the file of each object seen so far is there,
     /// so it is looked for, and touched, once (again only after
@@ -242,12 +242,12 @@ public final class FetchJob: Sendable {
             if let known = objects[source.sha256] {
                 hasFile = known
             } else {
-                hasFile = cache.store.contains(source.sha256)
+                hasFile = cache.store.contains(source.sha256, size: source.size)
                 objects[source.sha256] = hasFile
                 if hasFile { firstSeen.append(source.sha256) }
             }
             guard hasFile else {
-                // Catalogued, but the file is gone: fetched again (and forgotten if that fails).
+                // Catalogued, but the file is gone or not its size: fetched again (and forgotten if that fails).
                 missing[item.url] = source.sha256
                 remaining.append(item)
                 continue

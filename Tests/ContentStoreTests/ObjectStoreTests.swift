@@ -52,6 +52,31 @@ import TestSupport
         }
     }
 
+    /// An object file cut short from outside is not the object: `contains`
+    /// with its size says so, and the same bytes stored again replace it
+    /// (the rename that refuses to overwrite dropped the good copy).
+    @Test func aDamagedObjectIsReplacedByTheSameBytesStoredAgain() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let content = fixtureBytes(count: 5000, seed: 8)
+            let blob = try stage(content, in: store)
+            _ = try store.commit([blob])
+            let path = try #require(store.path(for: blob.sha256))
+            #expect(truncate(path, 1200) == 0)
+
+            #expect(store.contains(blob.sha256))
+            #expect(!store.contains(blob.sha256, size: blob.size))
+            let created = try store.commit([try stage(content, in: store)])
+
+            #expect(created == [blob.sha256])
+            #expect(FileManager.default.contents(atPath: path) == content)
+            #expect(store.contains(blob.sha256, size: blob.size))
+            let permissions = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(permissions == 0o444)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: store.temporaryDirectory).isEmpty)
+        }
+    }
+
     @Test func namesThatAreNotHashesNeverBecomePaths() async throws {
         try await TemporaryDirectory.with { directory in
             let store = try ObjectStore(root: directory.path)

@@ -503,6 +503,36 @@ import TestSupport
         }
     }
 
+    /// An object file cut short from outside (a disk fault, a careless
+    /// script) is not "already cached": its URL is fetched again, and the
+    /// good copy replaces the damaged file, also when it comes from another URL.
+    @Test func anObjectCutShortIsFetchedAgainAndRepaired() async throws {
+        try await withOrigin { origin, directory in
+            let bytes = fixtureBytes(count: 50_000, seed: 59)
+            origin.addResource("/cut.jpg", data: bytes)
+            origin.addResource("/copy.jpg", data: bytes)
+            let cache = directory.appending("cache")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/cut.jpg")]).status == 0)
+            let object = try #require(try objectPaths(inCache: cache).first)
+            #expect(truncate(object, 20_000) == 0)
+
+            // Another URL with the same bytes: its copy replaces the damaged file.
+            let other = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/copy.jpg")])
+            #expect(other.status == 0, "\(other.stderr)")
+            #expect(FileManager.default.contents(atPath: object) == bytes)
+
+            #expect(truncate(object, 0) == 0)
+            let again = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "json", origin.url("/cut.jpg")])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(jsonLines(again.stderr).last?["skipped"] as? Int == 0)
+            #expect(origin.requests(for: "/cut.jpg").count == 2)
+            #expect(FileManager.default.contents(atPath: object) == bytes)
+            let stats = try await statsJSON(cache)
+            #expect(stats["objects"] as? Int == 1)
+            #expect(stats["items"] as? Int == 2)
+        }
+    }
+
     @Test func anObjectRemovedByHandAndFetchedAgainWithOtherBytesLeavesNoRowBehind() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/changing.jpg", data: fixtureBytes(count: 5000, seed: 57))

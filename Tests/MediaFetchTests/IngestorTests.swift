@@ -32,7 +32,7 @@ import TestSupport
 
         var events: [String] { log.withLock { $0 } }
 
-        func contains(_ sha256: String) -> Bool { inner.contains(sha256) }
+        func contains(_ sha256: String, size: Int64?) -> Bool { inner.contains(sha256, size: size) }
 
         func flush(staged: [StagedBlob], files: [String]) throws(StoreError) {
             if failFlushesAfterMove, events.contains(where: { $0.hasPrefix("move:") }) {
