@@ -21,11 +21,26 @@ public final class Catalog: Sendable {
     /// made durable too (a whole-filesystem flush may never have come).
     private let createsFiles: Bool
 
+    /// How long a writer waits for another process's write transaction.
+    public static let busySeconds = 60
+
+    /// An error of the catalog in one short line: SQLite's code and words,
+    /// without the statement GRDB quotes (a query over many URLs quoted a
+    /// kilobyte of SQL); a lock held past `busySeconds` says so.
+    public static func describe(_ error: any Error) -> String {
+        guard let error = error as? DatabaseError else { return "\(error)" }
+        let reason = "SQLite error \(error.resultCode.rawValue): \(error.message ?? "unknown")"
+        if error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+            return "another process has held it locked for over \(busySeconds) s (\(reason))"
+        }
+        return reason
+    }
+
     /// Opens (creating and migrating if needed) the catalog at `path`.
     public init(path: String) throws {
         self.path = path
         var configuration = Configuration()
-        configuration.busyMode = .timeout(60)
+        configuration.busyMode = .timeout(TimeInterval(Self.busySeconds))
         configuration.foreignKeysEnabled = true
         // WAL with synchronous=NORMAL: a commit is atomic and consistent without
         // an fsync of its own; the store's next group flush (when it syncs the

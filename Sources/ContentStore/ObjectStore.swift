@@ -30,11 +30,16 @@ public struct StagedBlob: Sendable, Equatable {
 /// An error of the store, naming the file and the system's reason.
 public struct StoreError: Error, Sendable, CustomStringConvertible {
     public let message: String
-    public init(_ message: String) { self.message = message }
+    /// The system's error number, when a system call failed.
+    public let code: Int32?
+    public init(_ message: String, code: Int32? = nil) {
+        self.message = message
+        self.code = code
+    }
     public var description: String { message }
 
     static func system(_ what: String, _ path: String, errno code: Int32 = errno) -> StoreError {
-        StoreError("\(what) \(path): \(String(cString: strerror(code)))")
+        StoreError("\(what) \(path): \(String(cString: strerror(code)))", code: code)
     }
 }
 
@@ -224,7 +229,10 @@ public final class ObjectStore: BlobStore {
             }
         }
         if !moved {
-            guard code == EEXIST else { throw StoreError.system("cannot move into the store", blob.path, errno: code) }
+            guard code == EEXIST else {
+                // The directory that refused the name is what to look at, not the body's temporary name.
+                throw StoreError.system("cannot move \(blob.path) into", "\(objectsDirectory)/\(fanOut)", errno: code)
+            }
             _ = unlinkat(sourceDirectory, source, 0)
             return false
         }

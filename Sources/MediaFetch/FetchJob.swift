@@ -65,9 +65,15 @@ public struct FetchReport: Sendable, Equatable {
     public var seconds: Double = 0
     /// True when the run was cancelled (Ctrl-C) before every item was tried.
     public var interrupted = false
+    /// Why the run stopped before every item was tried, when the disk
+    /// holding the cache filled up: the first such failure's reason.
+    public var outOfSpace: String?
+
+    /// Items neither stored, found cached nor failed: not tried, or cut off.
+    public var left: Int { max(0, total - downloaded - skipped - failures.count) }
 
     /// Everything asked for is in the cache.
-    public var succeeded: Bool { failures.isEmpty && !interrupted }
+    public var succeeded: Bool { failures.isEmpty && !interrupted && outOfSpace == nil }
 }
 
 /// Puts items into the cache: skips what is cached, downloads the rest
@@ -87,6 +93,8 @@ public final class FetchJob: Sendable {
     /// How many objects `settleCached` remembers having looked at before it
     /// forgets them all (see `settleCachedPart`).
     private let objectsRemembered: Int
+    /// Where bodies go: the cache's own store unless a test breaks it.
+    private let ingestStore: (any BlobStore)?
     private let state = Mutex(State())
 
     private struct State {
@@ -96,6 +104,8 @@ public final class FetchJob: Sendable {
         var report = FetchReport()
         /// URLs whose cached object's file was found gone, with that object.
         var missingObjects: [String: String] = [:]
+        /// The downloads, to stop when the disk fills up.
+        var downloads: Task<Void, Never>?
     }
 
     /// `reportsEachStoredItem: false` leaves `.stored` out of `events` (the
@@ -111,10 +121,12 @@ public final class FetchJob: Sendable {
     /// `settlePart`: how many items are looked up in the catalog at a time;
     /// `objectsRemembered`: how many objects' files are remembered as looked
     /// for (both small in tests, so that a short list crosses parts and
-    /// forgets objects).
+    /// forgets objects); `ingestStore`: where bodies go instead of the
+    /// cache's store (a test's store that fails).
     init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool,
-         settlePart: Int, objectsRemembered: Int) {
+         settlePart: Int, objectsRemembered: Int, ingestStore: (any BlobStore)? = nil) {
         self.cache = cache
+        self.ingestStore = ingestStore
         self.configuration = configuration
         self.reportsEachStoredItem = reportsEachStoredItem
         self.settlePart = max(1, settlePart)
@@ -130,7 +142,7 @@ public final class FetchJob: Sendable {
         let items = Self.unique(requested)
         state.withLock { $0.progress.total = items.count; $0.report.total = items.count }
 
-        let ingestor = Ingestor(cache: cache)
+        let ingestor = Ingestor(cache: cache, store: ingestStore)
         let engine: TransferEngine
         do {
             engine = try TransferEngine(configuration: configuration, partialDirectory: cache.store.temporaryDirectory)
@@ -154,7 +166,13 @@ public final class FetchJob: Sendable {
             } else {
                 // Waits for the catalog without holding a thread of the pool.
                 _ = try await cache.openedCatalog()
-                let toDownload = try settleCached(items)
+                let toDownload: [FetchItem]
+                do {
+                    toDownload = try settleCached(items)
+                } catch {
+                    throw CacheError("cannot read the catalog at \(cache.catalogPath): \(Catalog.describe(error))",
+                                     outOfSpace: OutOfSpace.isCause(of: error))
+                }
                 await download(toDownload, engine: engine, ingestor: ingestor)
             }
         } catch {
@@ -176,7 +194,7 @@ public final class FetchJob: Sendable {
             return state.report
         }
         // Interrupted only when something asked for is missing because of it.
-        if Task.isCancelled, report.downloaded + report.skipped + report.failures.count < report.total {
+        if Task.isCancelled, report.left > 0, report.outOfSpace == nil {
             report.interrupted = true
         }
         reportProgress { _ in }
@@ -272,17 +290,35 @@ public final class FetchJob: Sendable {
     /// each body goes to the ingestor from the thread that finished it. The
     /// next download starts when the ingestor has room, so memory stays flat
     /// however long the list and however slow the disk.
+    /// A full disk stops them: the items not started are left for a later
+    /// run (as after Ctrl-C) rather than each requested and failed in turn.
     private func download(_ items: [FetchItem], engine: TransferEngine, ingestor: Ingestor) async {
-        await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
-            switch result {
-            case .success(let body):
-                store(body, of: items[index], ingestor: ingestor, whenRoom: ready)
-            case .failure(let error):
-                // A cancelled item is neither stored nor failed: the run was interrupted.
-                if error.kind != .cancelled { fail(items[index], reason: error.message, ingestor: ingestor) }
-                ready()
+        let downloads = Task { [self] in
+            await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
+                switch result {
+                case .success(let body):
+                    store(body, of: items[index], ingestor: ingestor, whenRoom: ready)
+                case .failure(let error):
+                    // A cancelled item is neither stored nor failed: the run was interrupted.
+                    if error.kind != .cancelled {
+                        fail(items[index], reason: error.message, outOfSpace: error.isOutOfSpace, ingestor: ingestor)
+                    }
+                    ready()
+                }
             }
         }
+        // A disk that filled before the handle was kept stops the downloads here.
+        let alreadyFull = state.withLock { state -> Bool in
+            state.downloads = downloads
+            return state.report.outOfSpace != nil
+        }
+        if alreadyFull { downloads.cancel() }
+        await withTaskCancellationHandler {
+            await downloads.value
+        } onCancel: {
+            downloads.cancel()
+        }
+        state.withLock { $0.downloads = nil }
     }
 
     /// Hands a downloaded body to the ingestor; the group commit happens on
@@ -313,20 +349,26 @@ public final class FetchJob: Sendable {
                     eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
                 }
             case .failure(let error):
-                fail(item, reason: error.message, ingestor: ingestor)
+                fail(item, reason: error.message, outOfSpace: error.outOfSpace, ingestor: ingestor)
             }
         }
     }
 
-    private func fail(_ item: FetchItem, reason: String, ingestor: Ingestor) {
+    /// `outOfSpace`: it failed because the disk holding the cache is full,
+    /// which stops the downloads (the first such reason is the report's).
+    private func fail(_ item: FetchItem, reason: String, outOfSpace: Bool = false, ingestor: Ingestor) {
         let missingObject = state.withLock { $0.missingObjects[item.url] }
         // A reason may quote the URL, password and all: the catalog keeps it redacted.
         let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason), missingObject: missingObject)
         ingestor.noteFailure(failure)
-        state.withLock {
-            $0.progress.failed += 1
-            $0.report.failures.append(failure)
+        let downloadsToStop = state.withLock { state -> Task<Void, Never>? in
+            state.progress.failed += 1
+            state.report.failures.append(failure)
+            guard outOfSpace, state.report.outOfSpace == nil else { return nil }
+            state.report.outOfSpace = failure.message
+            return state.downloads
         }
+        downloadsToStop?.cancel()
         // When the catalog cannot be opened the run fails as a whole, with
         // one line: the items that fail because of it are not listed.
         if !cache.catalogFailed { eventSink.yield(.failed(url: item.url, reason: reason)) }

@@ -85,7 +85,7 @@ final class Ingestor: Sendable {
             if !full { whenRoom() }
         case .closed:
             // After `finish` nothing is taken any more: say so rather than drop it.
-            item.completion(.failure(CacheError("cannot store \(record.url): the run is over")))
+            item.completion(.failure(CacheError("cannot store it: the run is over")))
             whenRoom()
         }
     }
@@ -183,7 +183,7 @@ final class Ingestor: Sendable {
                 do {
                     try cache.catalog.makeDurable()
                 } catch {
-                    queue.withLock { $0.closingError = CacheError("cannot make the catalog durable: \(error)") }
+                    queue.withLock { $0.closingError = CacheError("cannot make the catalog durable: \(Catalog.describe(error))") }
                 }
                 break
             }
@@ -257,7 +257,9 @@ final class Ingestor: Sendable {
                 for entry in entries { record([entry], []) }
             } else {
                 for entry in entries {
-                    entry.completion(.failure(CacheError("cannot record \(entry.record.url): \(error)")))
+                    // The URL is said where the failure is shown.
+                    entry.completion(.failure(CacheError("cannot record it in the catalog: \(Catalog.describe(error))",
+                                                         outOfSpace: OutOfSpace.isCause(of: error))))
                 }
             }
             if !failures.isEmpty { try? cache.catalog.record([], failures: failures) }
@@ -273,7 +275,7 @@ final class Ingestor: Sendable {
                 entry.beforeLeaving?()
                 _ = unlink(entry.blob.path)
             }
-            entry.completion(.failure(CacheError("cannot store \(entry.record.url): \(error)")))
+            entry.completion(.failure(CacheError("cannot store it: \(error)", outOfSpace: OutOfSpace.isCause(of: error))))
         }
     }
 }

@@ -39,6 +39,9 @@ public final class MediaCache: Sendable {
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
 
+    /// The catalog's file (known without opening the catalog).
+    public var catalogPath: String { Self.catalogPath(root: root) }
+
     /// The catalog's write-ahead log (known without opening the catalog).
     public var catalogWriteAheadLog: String { Catalog.writeAheadLog(of: Self.catalogPath(root: root)) }
 
@@ -97,7 +100,12 @@ public final class MediaCache: Sendable {
 /// The cache cannot be opened or written.
 public struct CacheError: Error, Sendable, CustomStringConvertible {
     public let message: String
-    public init(_ message: String) { self.message = message }
+    /// The disk holding the cache is full (see `OutOfSpace`).
+    public let outOfSpace: Bool
+    public init(_ message: String, outOfSpace: Bool = false) {
+        self.message = message
+        self.outOfSpace = outOfSpace
+    }
     public var description: String { message }
 }
 
@@ -118,7 +126,8 @@ private final class CatalogOpening: Sendable {
             do {
                 outcome = .success(try Catalog(path: path))
             } catch {
-                outcome = .failure(CacheError("cannot open the catalog at \(path): \(error)"))
+                outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
+                                              outOfSpace: OutOfSpace.isCause(of: error)))
             }
             result.withLock { $0 = outcome }
             opening.leave()

@@ -67,6 +67,19 @@ public func withOrigin<T>(_ body: (TestOrigin, TemporaryDirectory) async throws 
     }
 }
 
+extension TestOrigin {
+    /// Adds `count` resources, `<prefix>0.jpg`, `<prefix>1.jpg` and so on, of
+    /// `size` bytes, each with bytes of its own (seeds from `firstSeed` up);
+    /// returns their URLs in order.
+    public func addFixtures(count: Int, size: Int, firstSeed: UInt64, prefix: String = "/p") -> [String] {
+        (0..<count).map { index in
+            let path = "\(prefix)\(index).jpg"
+            addResource(path, data: fixtureBytes(count: size, seed: firstSeed + UInt64(index)))
+            return url(path)
+        }
+    }
+}
+
 extension TemporaryDirectory {
     /// Makes a `cache` directory in here owned by `user`, and lets others
     /// through this directory: a cache the built binary can use when run as

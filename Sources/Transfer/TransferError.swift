@@ -54,6 +54,12 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
 
     public var description: String { message }
 
+    /// Writing the body failed because the disk is full (no space, or the quota spent).
+    public var isOutOfSpace: Bool {
+        guard case .fileSystem(let code) = kind else { return false }
+        return code == ENOSPC || code == EDQUOT
+    }
+
     static let cancelled = TransferError(.cancelled, "cancelled")
 }
 

@@ -214,6 +214,32 @@ import TestSupport
     }
 }
 
+@Suite struct CatalogErrorTextTests {
+    /// One short line: SQLite's code and words, not the statement GRDB quotes.
+    @Test func anErrorIsSQLitesCodeAndWordsWithoutTheStatement() {
+        let full = DatabaseError(resultCode: .SQLITE_FULL, message: "database or disk is full",
+                                 sql: "SELECT " + String(repeating: "?, ", count: 500) + "?")
+        #expect(Catalog.describe(full) == "SQLite error 13: database or disk is full")
+        #expect(OutOfSpace.isCause(of: full))
+        let corrupt = DatabaseError(resultCode: .SQLITE_CORRUPT, message: "database disk image is malformed", sql: "COMMIT")
+        #expect(Catalog.describe(corrupt) == "SQLite error 11: database disk image is malformed")
+        #expect(!OutOfSpace.isCause(of: corrupt))
+        #expect(Catalog.describe(StoreError("cannot sync /c: Input/output error")) == "cannot sync /c: Input/output error")
+    }
+
+    @Test func aLockHeldTooLongSaysSo() {
+        let busy = DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked", sql: "BEGIN IMMEDIATE TRANSACTION")
+        #expect(Catalog.describe(busy) == "another process has held it locked for over 60 s (SQLite error 5: database is locked)")
+    }
+
+    @Test func aFullDiskIsKnownByItsSystemCode() {
+        #expect(OutOfSpace.isCause(of: StoreError("x", code: ENOSPC)))
+        #expect(OutOfSpace.isCause(of: StoreError("x", code: EDQUOT)))
+        #expect(!OutOfSpace.isCause(of: StoreError("x", code: EACCES)))
+        #expect(!OutOfSpace.isCause(of: StoreError("x")))
+    }
+}
+
 @Suite struct CatalogOpeningTests {
     @Test func manyOpenersOfANewCatalogMigrateItOnce() async throws {
         try await TemporaryDirectory.with { directory in

@@ -241,10 +241,7 @@ import TestSupport
     @Test(.timeLimit(.minutes(1)))
     func itemsThatFinishedBeforeTheNewCatalogFailedAreNotListedOneByOne() async throws {
         try await withOrigin { origin, directory in
-            let urls = (0..<5).map { index -> String in
-                origin.addResource("/\(index).jpg", data: fixtureBytes(count: 3000, seed: UInt64(200 + index)))
-                return origin.url("/\(index).jpg")
-            }
+            let urls = origin.addFixtures(count: 5, size: 3000, firstSeed: 200, prefix: "/")
             let cache = directory.appending("cache")
             try FileManager.default.createDirectory(atPath: cache + "/catalog.sqlite-wal", withIntermediateDirectories: true)
             // The catalog is opened under this lock: held here, the run
@@ -388,7 +385,9 @@ import TestSupport
             let second = try await BuiltProducts.run(arguments, as: user)
 
             #expect(first.status == 1)
-            #expect(first.stderr.contains("cannot store \(origin.url("/walk.flac"))"), "\(first.stderr)")
+            // One line naming the URL once and the directory that refused the name.
+            #expect(first.stderrLines.contains { $0.hasPrefix("mediafetch: failed \(origin.url("/walk.flac")): cannot store it: cannot move ")
+                && $0.hasSuffix(" into \(fanOut): Permission denied") }, "\(first.stderr)")
             #expect(second.status == 0, "\(second.stderr)")
             // Asked for what comes after the whole body: nothing came again.
             #expect(origin.requests(for: "/walk.flac").last?.header("range") == "bytes=700000-")
@@ -437,10 +436,7 @@ import TestSupport
     /// failed items; now the run uses fewer transfers and says so.
     @Test func moreJobsThanTheOpenFileLimitAllowsAreCappedWithANote() async throws {
         try await withOrigin { origin, directory in
-            let urls = (0..<300).map { index -> String in
-                origin.addResource("/n/\(index).jpg", data: fixtureBytes(count: 2000, seed: UInt64(500 + index)))
-                return origin.url("/n/\(index).jpg")
-            }
+            let urls = origin.addFixtures(count: 300, size: 2000, firstSeed: 500, prefix: "/n/")
             let input = directory.appending("urls.txt")
             try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
             let cache = directory.appending("cache")
@@ -530,6 +526,38 @@ import TestSupport
             let stats = try await statsJSON(cache)
             #expect(stats["objects"] as? Int == 1)
             #expect(stats["items"] as? Int == 2)
+        }
+    }
+
+    /// A disk that fills up stops the run with one line and exit 3 instead
+    /// of requesting and failing every item left; what was stored is whole,
+    /// and a run with room fetches the rest.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func aFullDiskStopsTheRunAndTheNextFinishesIt() async throws {
+        try await withOrigin { origin, _ in
+            let bodies = (0..<40).map { fixtureBytes(count: 100_000, seed: UInt64(700 + $0)) }
+            for (index, body) in bodies.enumerated() { origin.addResource("/big\(index).jpg", data: body) }
+            let urls = bodies.indices.map { origin.url("/big\($0).jpg") }
+            try await SmallFilesystem.with(kilobytes: 1024) { mountPoint, resize in
+                let cache = mountPoint + "/cache"
+                let full = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "2"] + urls)
+
+                #expect(full.status == 3, "\(full.stderr)")
+                let stopped = "mediafetch: the disk holding the cache is full: stopped with "
+                let last = try #require(full.stderrLines.last)
+                #expect(last.hasPrefix(stopped), "\(full.stderr)")
+                #expect(last.hasSuffix(" left to fetch; free some space and run again (what finished is stored, partial downloads resume)"))
+                #expect(Int(last.dropFirst(stopped.count).prefix { $0.isNumber }) ?? 0 > 20, "\(full.stderr)")
+                #expect(origin.requests().count < 20)
+                let stored = try objectPaths(inCache: cache)
+                #expect(stored.allSatisfy { FileManager.default.contents(atPath: $0).map(bodies.contains) == true })
+
+                #expect(resize(8192))
+                let rest = try await BuiltProducts.run(["get", "--cache", cache] + urls)
+                #expect(rest.status == 0, "\(rest.stderr)")
+                #expect(Set(try objectPaths(inCache: cache).compactMap { FileManager.default.contents(atPath: $0) }) == Set(bodies))
+                #expect(try await statsJSON(cache)["items"] as? Int == 40)
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import GRDB
 import Testing
 import TestOrigin
 import TestSupport
@@ -15,10 +16,7 @@ import Transfer
 
     @Test func cachedURLsJoinANewCollectionWithoutADownload() async throws {
         try await withOrigin { origin, directory in
-            let urls = (0..<30).map { index -> String in
-                origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 5000, seed: UInt64(index)))
-                return origin.url("/p\(index).jpg")
-            }
+            let urls = origin.addFixtures(count: 30, size: 5000, firstSeed: 0)
             let cache = try MediaCache(root: directory.appending("cache"))
             let first = try await FetchJob(cache: cache, configuration: quickRetries())
                 .run(urls.map { FetchItem(url: $0, collection: "alps", kind: .photo) })
@@ -33,6 +31,70 @@ import Transfer
             #expect(origin.requests().count == 30)
             #expect(try cache.catalog.entries(collection: "favourites").count == 30)
             #expect(try cache.catalog.stats().objects == 30)
+        }
+    }
+
+    /// The cache's store, with every flush failing as a full disk fails it.
+    private final class FullDiskStore: BlobStore {
+        let inner: ObjectStore
+        init(_ inner: ObjectStore) { self.inner = inner }
+        func contains(_ sha256: String, size: Int64?) -> Bool { inner.contains(sha256, size: size) }
+        func flush(staged: [StagedBlob], files: [String]) throws(StoreError) {
+            throw StoreError("cannot sync \(inner.root): No space left on device", code: ENOSPC)
+        }
+        func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool { try inner.moveIntoPlace(blob) }
+        func remove(_ sha256: String) throws(StoreError) { try inner.remove(sha256) }
+    }
+
+    /// A full disk stops the run: the items not yet started are left for a
+    /// later run instead of each being requested and failed in turn.
+    @Test func aFullDiskStopsTheDownloads() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 300, size: 3000, firstSeed: 300)
+            let cache = try MediaCache(root: directory.appending("cache"))
+            var configuration = quickRetries()
+            configuration.maxConcurrentTransfers = 2
+            let job = FetchJob(cache: cache, configuration: configuration, reportsEachStoredItem: true,
+                               settlePart: 4096, objectsRemembered: 16, ingestStore: FullDiskStore(cache.store))
+
+            let report = try await job.run(urls.map { FetchItem(url: $0, collection: "alps") })
+
+            #expect(report.outOfSpace == "cannot store it: cannot sync \(cache.root): No space left on device")
+            #expect(!report.succeeded)
+            #expect(!report.interrupted)
+            #expect(report.downloaded == 0)
+            #expect(report.left > 200, "\(report.failures.count) failed")
+            #expect(report.left + report.failures.count == 300)
+            #expect(origin.requests().count < 100)
+            #expect(ProgressText.summary(report).hasSuffix("; stopped with \(report.left) left to fetch: the disk holding the cache is full"))
+            #expect(try cache.catalog.stats().objects == 0)
+        }
+    }
+
+    /// A catalog damaged on disk is named, with SQLite's reason in a few
+    /// words: the lookup of a long list quoted a kilobyte of SQL.
+    @Test func aDamagedCatalogIsNamedInOneShortLine() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 30, size: 1000, firstSeed: 900)
+            let root = directory.appending("cache")
+            let items = urls.map { FetchItem(url: $0, collection: "alps") }
+            #expect(try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items).succeeded)
+            // Every row into the file, then the source table's first page overwritten.
+            let catalog = root + "/catalog.sqlite"
+            let database = try DatabaseQueue(path: catalog)
+            try await database.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            let page = try await database.read { try Int.fetchOne($0, sql: "SELECT rootpage FROM sqlite_master WHERE name = 'source'") }
+            let pageSize = try await database.read { try Int.fetchOne($0, sql: "PRAGMA page_size") }
+            try database.close()
+            let file = try #require(FileHandle(forUpdatingAtPath: catalog))
+            try file.seek(toOffset: UInt64((try #require(page) - 1) * (try #require(pageSize))))
+            try file.write(contentsOf: Data(repeating: 0xA5, count: try #require(pageSize)))
+            try file.close()
+
+            let error = await #expect(throws: CacheError.self) {
+                try await FetchJob(cache: try MediaCache(root: root), configuration: self.quickRetries()).run(items)
+            }
+            #expect(error?.message == "cannot read the catalog at \(catalog): SQLite error 11: database disk image is malformed")
         }
     }
 
@@ -54,10 +116,7 @@ import Transfer
     /// and only the new URLs are downloaded.
     @Test func aListCheckedInPartsSettlesEveryPart() async throws {
         try await withOrigin { origin, directory in
-            let urls = (0..<30).map { index -> String in
-                origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 2000, seed: UInt64(100 + index)))
-                return origin.url("/p\(index).jpg")
-            }
+            let urls = origin.addFixtures(count: 30, size: 2000, firstSeed: 100)
             let cache = try MediaCache(root: directory.appending("cache"))
             _ = try await FetchJob(cache: cache, configuration: quickRetries())
                 .run(urls.prefix(25).map { FetchItem(url: $0, collection: "alps") })

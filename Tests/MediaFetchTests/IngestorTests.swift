@@ -125,7 +125,7 @@ import TestSupport
             ingestor.submit(blob, record, whenRoom: { toldToGoOn.withLock { $0 = true } }) { result in
                 if case .failure(let error) = result { outcome.withLock { $0 = error.message } }
             }
-            #expect(outcome.withLock { $0 } == "cannot store http://h/1: the run is over")
+            #expect(outcome.withLock { $0 } == "cannot store it: the run is over")
             #expect(toldToGoOn.withLock { $0 })
             #expect(try cache.catalog.entries().isEmpty)
         }
@@ -256,7 +256,7 @@ import TestSupport
 
             // Then the item fails with the reason, no row points at it, and the
             // file now at its old name is left alone
-            #expect(outcome.withLock { $0 } == "cannot store http://h/3: injected flush failure")
+            #expect(outcome.withLock { $0 } == "cannot store it: injected flush failure")
             #expect(try cache.catalog.entries().isEmpty)
             #expect(FileManager.default.contents(atPath: blob.path) == Data("a new partial".utf8))
         }

@@ -46,6 +46,7 @@ public enum ProgressJSON {
                 "skipped": .integer(report.skipped), "failed": .integer(report.failures.count),
                 "bytes": .integer(report.bytesReceived), "resumedBytes": .integer(report.resumedBytes),
                 "seconds": .number(report.seconds), "interrupted": .bool(report.interrupted),
+                "outOfSpace": .bool(report.outOfSpace != nil),
             ]
         }
         return encode(fields)
@@ -104,10 +105,11 @@ public enum ProgressText {
         text += " (\(ByteSize.format(report.bytesReceived)) in \(ByteSize.oneDecimal(report.seconds)) s"
         if report.resumedBytes > 0 { text += ", \(ByteSize.format(report.resumedBytes)) resumed" }
         text += ")"
-        if report.interrupted {
+        if report.outOfSpace != nil {
+            text += "; stopped with \(report.left) left to fetch: the disk holding the cache is full"
+        } else if report.interrupted {
             // What the next run will do: the items not finished, partials resuming.
-            let left = max(0, report.total - report.downloaded - report.skipped - report.failures.count)
-            text += "; interrupted with \(left) left to fetch"
+            text += "; interrupted with \(report.left) left to fetch"
         }
         return text
     }

@@ -99,6 +99,13 @@ struct FetchRunner {
             throw Exit.cacheUnusable
         }
         await display.value
+        if report.outOfSpace != nil {
+            // One line whatever the progress mode: why the rest was not fetched, and what to do.
+            Terminal.error("the disk holding the cache is full: stopped with \(report.left) left to fetch; "
+                + "free some space and run again (what finished is stored, partial downloads resume)",
+                progress: transfer.progress)
+            throw Exit.cacheUnusable
+        }
         if report.interrupted { throw Exit.interrupted }
         if !report.succeeded { throw Exit.itemsFailed }
     }

@@ -39,7 +39,7 @@ struct List: AsyncParsableCommand {
         } catch let exit as ExitCode {
             throw exit
         } catch {
-            Terminal.error("cannot read the catalog: \(error)")
+            Terminal.error("cannot read the catalog at \(cache.catalogPath): \(Catalog.describe(error))")
             throw Exit.cacheUnusable
         }
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ContentStore
 import MediaFetch
 
 struct Stats: AsyncParsableCommand {
@@ -23,7 +24,7 @@ struct Stats: AsyncParsableCommand {
         do {
             text = try StatsFormatter.render(cache.catalog.stats(), root: cache.root, as: format.output)
         } catch {
-            Terminal.error("cannot read the catalog: \(error)")
+            Terminal.error("cannot read the catalog at \(cache.catalogPath): \(Catalog.describe(error))")
             throw Exit.cacheUnusable
         }
         try Terminal.writeOut(text)
