@@ -32,6 +32,9 @@ public final class MediaCache: Sendable {
         } catch {
             throw CacheError("cannot open the cache at \(absolute): \(error)")
         }
+        if let problem = OutOfSpace.catalogOpeningProblem(directory: absolute) {
+            throw CacheError(problem, outOfSpace: true)
+        }
         let catalogPath = Self.catalogPath(root: absolute)
         catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
         opening = CatalogOpening(path: catalogPath)

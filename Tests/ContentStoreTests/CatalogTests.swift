@@ -232,6 +232,14 @@ import TestSupport
         #expect(Catalog.describe(busy) == "another process has held it locked for over 60 s (SQLite error 5: database is locked)")
     }
 
+    /// Only blocks smaller than a page leave holes in SQLite's shared memory.
+    @Test func aCatalogIsNotOpenedWhereItsSharedMemoryMayNotFit() {
+        #expect(OutOfSpace.lacksRoomForSharedMemory(blockSize: 1024, freeBytes: 12 * 1024))
+        #expect(OutOfSpace.lacksRoomForSharedMemory(blockSize: 2048, freeBytes: 255 * 1024))
+        #expect(!OutOfSpace.lacksRoomForSharedMemory(blockSize: 1024, freeBytes: 256 * 1024))
+        #expect(!OutOfSpace.lacksRoomForSharedMemory(blockSize: 4096, freeBytes: 0))
+    }
+
     @Test func aFullDiskIsKnownByItsSystemCode() {
         #expect(OutOfSpace.isCause(of: StoreError("x", code: ENOSPC)))
         #expect(OutOfSpace.isCause(of: StoreError("x", code: EDQUOT)))
