@@ -36,11 +36,14 @@ public final class Catalog: Sendable {
         return reason
     }
 
-    /// Opens (creating and migrating if needed) the catalog at `path`.
-    public init(path: String) throws {
+    /// Opens (creating and migrating if needed) the catalog at `path`. A
+    /// writer waits up to `busySeconds` for another process's lock;
+    /// `onLockWait` is called once if a wait lasts longer than `noticeAfter`.
+    public init(path: String, noticeAfter: Duration = .seconds(2), onLockWait: (@Sendable () -> Void)? = nil) throws {
         self.path = path
         var configuration = Configuration()
-        configuration.busyMode = .timeout(TimeInterval(Self.busySeconds))
+        let lockWait = LockWait(noticeAfter: noticeAfter, onLongWait: onLockWait)
+        configuration.busyMode = .callback { tries in lockWait.shouldTryAgain(tries: tries) }
         configuration.foreignKeysEnabled = true
         // WAL with synchronous=NORMAL: a commit is atomic and consistent without
         // an fsync of its own; the store's next group flush (when it syncs the

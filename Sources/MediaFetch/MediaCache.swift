@@ -23,8 +23,9 @@ public final class MediaCache: Sendable {
 
     /// Opens (creating if needed) the cache at `root`. The store is ready on
     /// return; the catalog is opened on another thread (a new one creates its
-    /// schema, several fsyncs), and `catalog` waits for it.
-    public init(root: String) throws(CacheError) {
+    /// schema, several fsyncs), and `catalog` waits for it. `onCatalogLockWait`
+    /// is called once if the catalog waits long for another process's lock.
+    public init(root: String, onCatalogLockWait: (@Sendable () -> Void)? = nil) throws(CacheError) {
         let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
         self.root = absolute
         do {
@@ -37,7 +38,7 @@ public final class MediaCache: Sendable {
         }
         let catalogPath = Self.catalogPath(root: absolute)
         catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
-        opening = CatalogOpening(path: catalogPath)
+        opening = CatalogOpening(path: catalogPath, onLockWait: onCatalogLockWait)
     }
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
@@ -122,12 +123,12 @@ private final class CatalogOpening: Sendable {
     /// Entered until the catalog is open (or has failed to open).
     private let opening = DispatchGroup()
 
-    init(path: String) {
+    init(path: String, onLockWait: (@Sendable () -> Void)?) {
         opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
             do {
-                outcome = .success(try Catalog(path: path))
+                outcome = .success(try Catalog(path: path, onLockWait: onLockWait))
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
                                               outOfSpace: OutOfSpace.isCause(of: error)))

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ContentStore
 import MediaFetch
 import Transfer
 
@@ -23,7 +24,11 @@ struct CacheOptions: ParsableArguments {
             throw Exit.cacheUnusable
         }
         do {
-            let cache = try MediaCache(root: root)
+            let cache = try MediaCache(root: root) {
+                // A silent minute would look like a hang: another program holds the catalog.
+                Terminal.notice("waiting for another process that holds the catalog's lock (for up to "
+                    + "\(Catalog.busySeconds) s)", progress: progress ?? .auto)
+            }
             // A reading command needs the catalog at once: say so here if it cannot be opened.
             if mustExist { _ = try cache.catalog }
             // A downloading command writes: a cache it cannot write to is one line, not one per URL.

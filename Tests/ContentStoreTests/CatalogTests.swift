@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 import TestSupport
 @testable import ContentStore
@@ -245,6 +246,45 @@ import TestSupport
         #expect(OutOfSpace.isCause(of: StoreError("x", code: EDQUOT)))
         #expect(!OutOfSpace.isCause(of: StoreError("x", code: EACCES)))
         #expect(!OutOfSpace.isCause(of: StoreError("x")))
+    }
+}
+
+@Suite struct CatalogLockTests {
+    /// A writer waits for another process's write transaction, and says so
+    /// once when the wait is long: 60 silent seconds looked like a hang.
+    @Test(.timeLimit(.minutes(1)))
+    func aLongWaitForAnotherProcesssLockIsToldOnce() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let waits = Mutex(0)
+            let catalog = try Catalog(path: path, noticeAfter: .milliseconds(100)) { waits.withLock { $0 += 1 } }
+            var holding = Configuration()
+            holding.allowsUnsafeTransactions = true // the transaction spans two accesses
+            let other = try DatabaseQueue(path: path, configuration: holding)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+
+            let writing = Task {
+                try catalog.record([IngestRecord(url: "http://h/1", collection: "c", kind: .file,
+                                                 sha256: String(repeating: "c", count: 64), size: 1)])
+            }
+            while waits.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+            try await writing.value
+
+            #expect(waits.withLock { $0 } == 1)
+            #expect(try catalog.entries().map(\.url) == ["http://h/1"])
+        }
+    }
+
+    /// The sleeps follow SQLite's own schedule, so the wait is known from
+    /// the number of tries: 60 s is given up after about 600 of them.
+    @Test func theWaitIsKnownFromTheTries() {
+        #expect(LockWait.waited(beforeTry: 0) == .zero)
+        #expect(LockWait.waited(beforeTry: 3) == .milliseconds(8))
+        #expect(LockWait.waited(beforeTry: 12) == .milliseconds(328))
+        #expect(LockWait.waited(beforeTry: 14) == .milliseconds(528))
+        let givesUp = (0...).first { LockWait.waited(beforeTry: $0) >= .seconds(Catalog.busySeconds) }
+        #expect(givesUp == 609)
     }
 }
 
