@@ -15,7 +15,9 @@ import Darwin
 /// Several processes may open the same catalog: WAL lets readers run beside
 /// the one writer, and writers wait for each other (busy timeout) instead of failing.
 public final class Catalog: Sendable {
-    private let database: DatabasePool
+    /// A pool (WAL: readers beside the writer), or on read-only media a
+    /// read-only queue (see `openOnReadOnlyMedium`).
+    private let database: any DatabaseWriter
     public let path: String
     /// Whether opening made the database or its WAL file: their names must be
     /// made durable too (a whole-filesystem flush may never have come).
@@ -68,7 +70,12 @@ public final class Catalog: Sendable {
         if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { close(lock) } }
         createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
-        database = try DatabasePool(path: path, configuration: configuration)
+        do {
+            database = try DatabasePool(path: path, configuration: configuration)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN {
+            guard let readOnly = try Self.openOnReadOnlyMedium(path) else { throw error }
+            database = readOnly
+        }
         let removesPasswords = try database.read { db in
             try db.tableExists("source") && !Self.migrator.appliedIdentifiers(db).contains(Self.passwordsMigration)
         }
@@ -82,6 +89,28 @@ public final class Catalog: Sendable {
     }
 
     private static let passwordsMigration = "v2: URLs without passwords"
+
+    /// A catalog on a filesystem mounted read-only (a cache copied to a card
+    /// or a disc for offline use) whose write-ahead log was checkpointed away:
+    /// SQLite cannot create the shared-memory file a WAL database needs, and
+    /// could not open it. Nothing can change such a file, so it is opened as
+    /// immutable, read-only. Nil when the medium is writable, or a log with
+    /// commits is there (immutable reading would leave them out).
+    private static func openOnReadOnlyMedium(_ path: String) throws -> DatabaseQueue? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0, info.f_flag & UInt(ST_RDONLY) != 0 else { return nil }
+        var log = stat()
+        if stat(writeAheadLog(of: path), &log) == 0, log.st_size > 0 { return nil }
+        var configuration = Configuration()
+        configuration.readonly = true
+        // A URI filename: the system's SQLite takes them (SQLITE_USE_URI).
+        var uri = URLComponents()
+        uri.scheme = "file"
+        uri.path = path
+        uri.queryItems = [URLQueryItem(name: "immutable", value: "1")]
+        guard let text = uri.string else { return nil }
+        return try DatabaseQueue(path: text, configuration: configuration)
+    }
 
     /// The write-ahead log, which holds every commit since the last checkpoint.
     public var writeAheadLogPath: String { Self.writeAheadLog(of: path) }

@@ -13,18 +13,19 @@ public enum SmallFilesystem {
     }()
 
     /// Runs `body` with a tmpfs of `kilobytes` KiB mounted on a fresh
-    /// directory; `resize` changes its size while mounted. Unmounted afterwards.
-    public static func with<T>(kilobytes: Int,
-                               _ body: (_ path: String, _ resize: (Int) -> Bool) async throws -> T) async throws -> T {
+    /// directory named `name`; `remount` changes its options while mounted
+    /// (`size=8192k`, `ro`). Unmounted afterwards.
+    public static func with<T>(kilobytes: Int, name: String = "small",
+                               _ body: (_ path: String, _ remount: (String) -> Bool) async throws -> T) async throws -> T {
         try await TemporaryDirectory.with { directory in
-            let mountPoint = directory.appending("small")
+            let mountPoint = directory.appending(name)
             try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: false)
             guard mountCommand(["-t", "tmpfs", "-o", "size=\(kilobytes)k", "tmpfs", mountPoint]) else {
                 throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: mountPoint])
             }
             defer { _ = mountCommand([mountPoint], program: "/bin/umount") }
-            return try await body(mountPoint) { kilobytes in
-                mountCommand(["-o", "remount,size=\(kilobytes)k", mountPoint])
+            return try await body(mountPoint) { options in
+                mountCommand(["-o", "remount,\(options)", mountPoint])
             }
         }
     }

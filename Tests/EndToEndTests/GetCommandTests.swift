@@ -538,7 +538,7 @@ import TestSupport
             let bodies = (0..<40).map { fixtureBytes(count: 100_000, seed: UInt64(700 + $0)) }
             for (index, body) in bodies.enumerated() { origin.addResource("/big\(index).jpg", data: body) }
             let urls = bodies.indices.map { origin.url("/big\($0).jpg") }
-            try await SmallFilesystem.with(kilobytes: 1024) { mountPoint, resize in
+            try await SmallFilesystem.with(kilobytes: 1024) { mountPoint, remount in
                 let cache = mountPoint + "/cache"
                 let full = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "2"] + urls)
 
@@ -552,11 +552,40 @@ import TestSupport
                 let stored = try objectPaths(inCache: cache)
                 #expect(stored.allSatisfy { FileManager.default.contents(atPath: $0).map(bodies.contains) == true })
 
-                #expect(resize(8192))
+                #expect(remount("size=8192k"))
                 let rest = try await BuiltProducts.run(["get", "--cache", cache] + urls)
                 #expect(rest.status == 0, "\(rest.stderr)")
                 #expect(Set(try objectPaths(inCache: cache).compactMap { FileManager.default.contents(atPath: $0) }) == Set(bodies))
                 #expect(try await statsJSON(cache)["items"] as? Int == 40)
+            }
+        }
+    }
+
+    /// A cache copied to read-only media for offline use can be listed,
+    /// also when its write-ahead log was checkpointed away (SQLite could not
+    /// make the shared-memory file a WAL database needs); get says it cannot write.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func aCacheOnReadOnlyMediaCanBeListed() async throws {
+        try await withOrigin { origin, _ in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 4000, seed: 61))
+            try await SmallFilesystem.with(kilobytes: 4096, name: "read only") { mountPoint, remount in
+                let cache = mountPoint + "/cache"
+                #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)
+                // What copying the catalog leaves: the rows in the main file, no log beside it.
+                let checkpoint = try await BuiltProducts.runShell(#"""
+                    python3 -c 'import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute("PRAGMA wal_checkpoint(TRUNCATE)"); db.close()' "$CATALOG"
+                    """#, environment: ["CATALOG": cache + "/catalog.sqlite"])
+                #expect(checkpoint.status == 0, "\(checkpoint.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: cache + "/catalog.sqlite-wal"))
+                #expect(remount("ro"))
+
+                let list = try await BuiltProducts.run(["list", "--cache", cache, "--format", "csv"])
+                #expect(list.status == 0, "\(list.stderr)")
+                #expect(list.stdout.contains(origin.url("/a.jpg")))
+                #expect(try await statsJSON(cache)["items"] as? Int == 1)
+                let get = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+                #expect(get.status == 3)
+                #expect(get.stderrLines == ["mediafetch: cannot write to the cache at \(cache): \(cache)/tmp: Read-only file system"])
             }
         }
     }
