@@ -7,6 +7,9 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#if defined(__linux__)
+#include <sys/vfs.h>
+#endif
 
 #if defined(__linux__)
 int mf_syncfs(int fd) { return syncfs(fd); }
@@ -22,6 +25,27 @@ int mf_renameat_noreplace(int fromDirectory, const char *from, int toDirectory, 
 #endif
     if (linkat(fromDirectory, from, toDirectory, to, 0) != 0) return -1;
     return unlinkat(fromDirectory, from, 0);
+}
+
+long mf_filesystem_type(const char *path) {
+#if defined(__linux__)
+    struct statfs info;
+    if (statfs(path, &info) != 0) return 0;
+    return (long)info.f_type;
+#else
+    (void)path;
+    return 0;
+#endif
+}
+
+int mf_allocate_keeping_size(int fd, long long length) {
+#if defined(__linux__) && defined(FALLOC_FL_KEEP_SIZE)
+    return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)length);
+#else
+    (void)fd; (void)length;
+    errno = ENOTSUP;
+    return -1;
+#endif
 }
 
 void mf_start_writeback(int fd, long long offset, long long length) {

@@ -28,11 +28,12 @@ public final class Catalog: Sendable {
 
     /// An error of the catalog in one short line: SQLite's code and words,
     /// without the statement GRDB quotes (a query over many URLs quoted a
-    /// kilobyte of SQL); a lock held past `busySeconds` says so.
+    /// kilobyte of SQL); a lock held past `busySeconds` says so (plain
+    /// SQLITE_BUSY is what the wait ends with; its other forms come at once).
     public static func describe(_ error: any Error) -> String {
         guard let error = error as? DatabaseError else { return "\(error)" }
         let reason = "SQLite error \(error.resultCode.rawValue): \(error.message ?? "unknown")"
-        if error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+        if error.extendedResultCode == .SQLITE_BUSY {
             return "another process has held it locked for over \(busySeconds) s (\(reason))"
         }
         return reason
@@ -80,6 +81,8 @@ public final class Catalog: Sendable {
             try db.tableExists("source") && !Self.migrator.appliedIdentifiers(db).contains(Self.passwordsMigration)
         }
         try Self.migrator.migrate(database)
+        // Opening made the shared-memory file: its holes are filled now, while there is room.
+        try OutOfSpace.allocateSharedMemory(path + "-shm")
         if removesPasswords {
             // The old pages, passwords and all, are still in the write-ahead
             // log (closing does not checkpoint) and in the main file: copy

@@ -210,17 +210,19 @@ public final class ObjectStore: BlobStore {
         // and a duplicate (the same bytes from another URL, collection or
         // process) is then dropped.
         var moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
-        if !moved, errno == ENOENT, access(blob.path, F_OK) == 0 {
+        var code = errno
+        if !moved, code == ENOENT, access(blob.path, F_OK) == 0 {
             // The fan-out directory was removed since we made it: make it again.
             try makeDirectory(fanOut)
             moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
+            code = errno
         }
-        if !moved, errno == EEXIST, !hasSize(blob.size, target) {
+        if !moved, code == EEXIST, !hasSize(blob.size, target) {
             // The file under this name is not these bytes (cut short or grown by
             // outside damage): the good copy replaces it rather than being dropped.
             moved = renameat(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
+            code = errno
         }
-        let code = errno
         if moved || code == EEXIST {
             // A duplicate's name counts too: it may be another process's rename, not durable yet.
             unflushed.withLock { state in

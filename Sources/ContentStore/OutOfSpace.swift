@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 import GRDB
 
@@ -23,20 +24,49 @@ public enum OutOfSpace {
     /// 4 KiB page of it; on a filesystem of smaller blocks the rest of each
     /// page is a hole, and on a full disk the first store into such a hole
     /// kills the process with SIGBUS (seen on ext4 with 1 KiB blocks, which
-    /// mkfs makes below 512 MB). There the room is looked at first.
+    /// mkfs makes below 512 MB). There the room is looked at first; once the
+    /// catalog is open, `allocateSharedMemory` fills the holes.
     public static func catalogOpeningProblem(directory: String) -> String? {
         var info = statvfs()
-        guard statvfs(directory, &info) == 0 else { return nil }
-        // Root may use the blocks kept back for it; others only the available
-        // ones. Neither may use ext4's reserve for metadata, counted as free:
-        // 2% of the blocks, at most 4096 (a full 24 MB ext4 showed 503 KiB free).
-        let freeBlocks = Int64(geteuid() == 0 ? info.f_bfree : info.f_bavail)
-        let metadataReserve = min(Int64(info.f_blocks) / 50, 4096)
-        let free = Int64(info.f_frsize) * max(0, freeBlocks - metadataReserve)
-        guard lacksRoomForSharedMemory(blockSize: Int(info.f_frsize), freeBytes: free) else { return nil }
+        guard statvfs(directory, &info) == 0, hasSmallBlocks(info) else { return nil }
+        // Root may use the blocks kept back for it (in f_bfree); others only
+        // the available ones. ext4 also counts as free, in f_bfree only, a
+        // reserve for metadata that nobody's data may take: 2% of the blocks,
+        // at most 4096 (a full 24 MB ext4 showed 491 KiB free to root).
+        var usableBlocks = Int64(info.f_bavail)
+        if geteuid() == 0 {
+            usableBlocks = Int64(info.f_bfree)
+            if mf_filesystem_type(directory) == extFilesystemMagic { usableBlocks -= min(Int64(info.f_blocks) / 50, 4096) }
+        }
+        let usable = Int64(info.f_frsize) * max(0, usableBlocks)
+        guard lacksRoomForSharedMemory(blockSize: Int(info.f_frsize), freeBytes: usable) else { return nil }
         return "the disk holding the cache is full (on a filesystem of \(info.f_frsize)-byte blocks SQLite "
             + "needs some room for the catalog's shared memory before it opens it): free some space"
     }
+
+    /// Gives the catalog's shared-memory file at `path` blocks for its first
+    /// 64 KiB (two regions, enough for a log of 8,192 pages) on a filesystem
+    /// of small blocks, so that a disk that fills up during a run cannot make
+    /// SQLite's next store into a hole a SIGBUS. Throws when there is no
+    /// room; does nothing elsewhere, or where the filesystem cannot allocate.
+    static func allocateSharedMemory(_ path: String) throws(StoreError) {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0, hasSmallBlocks(info) else { return }
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        if mf_allocate_keeping_size(fd, 64 * 1024) != 0, isSystemCode(errno) {
+            throw StoreError.system("cannot make room for", path)
+        }
+    }
+
+    /// Blocks smaller than a page, on a filesystem that can be written.
+    private static func hasSmallBlocks(_ info: statvfs) -> Bool {
+        info.f_frsize < 4096 && info.f_flag & UInt(ST_RDONLY) == 0
+    }
+
+    /// ext2, ext3 and ext4 (`EXT4_SUPER_MAGIC`).
+    private static let extFilesystemMagic = 0xEF53
 
     /// Whether a filesystem of `blockSize` with `freeBytes` left may fail
     /// SQLite's shared memory: blocks smaller than a page, and less room than

@@ -63,10 +63,12 @@ public struct FetchReport: Sendable, Equatable {
     public var bytesReceived: Int64 = 0
     public var resumedBytes: Int64 = 0
     public var seconds: Double = 0
-    /// True when the run was cancelled (Ctrl-C) before every item was tried.
+    /// True when the run was cancelled (Ctrl-C) before every item was tried
+    /// (false when the disk filled up first: `outOfSpace` says why it stopped).
     public var interrupted = false
     /// Why the run stopped before every item was tried, when the disk
-    /// holding the cache filled up: the first such failure's reason.
+    /// holding the cache filled up: the first such failure's reason. The
+    /// items that failed for want of room are left, not failed.
     public var outOfSpace: String?
 
     /// Items neither stored, found cached nor failed: not tried, or cut off.
@@ -354,21 +356,28 @@ public final class FetchJob: Sendable {
         }
     }
 
-    /// `outOfSpace`: it failed because the disk holding the cache is full,
-    /// which stops the downloads (the first such reason is the report's).
+    /// `outOfSpace`: it failed because the disk holding the cache is full.
+    /// That stops the downloads, and is no failure of the item: it is left
+    /// for the next run, as one not tried (not listed, nor recorded), and
+    /// the first such reason is the report's.
     private func fail(_ item: FetchItem, reason: String, outOfSpace: Bool = false, ingestor: Ingestor) {
+        if outOfSpace {
+            let downloadsToStop = state.withLock { state -> Task<Void, Never>? in
+                guard state.report.outOfSpace == nil else { return nil }
+                state.report.outOfSpace = RedactedURL.inText(reason)
+                return state.downloads
+            }
+            downloadsToStop?.cancel()
+            return
+        }
         let missingObject = state.withLock { $0.missingObjects[item.url] }
         // A reason may quote the URL, password and all: the catalog keeps it redacted.
         let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason), missingObject: missingObject)
         ingestor.noteFailure(failure)
-        let downloadsToStop = state.withLock { state -> Task<Void, Never>? in
-            state.progress.failed += 1
-            state.report.failures.append(failure)
-            guard outOfSpace, state.report.outOfSpace == nil else { return nil }
-            state.report.outOfSpace = failure.message
-            return state.downloads
+        state.withLock {
+            $0.progress.failed += 1
+            $0.report.failures.append(failure)
         }
-        downloadsToStop?.cancel()
         // When the catalog cannot be opened the run fails as a whole, with
         // one line: the items that fail because of it are not listed.
         if !cache.catalogFailed { eventSink.yield(.failed(url: item.url, reason: reason)) }

@@ -58,26 +58,22 @@ struct MediaFetchCommand: AsyncParsableCommand {
         await main(arguments)
     }
 
-    /// An argument or `$MEDIAFETCH_CACHE` that is not valid UTF-8 is a usage
-    /// error naming it: Swift would read it with U+FFFD in place of the bad
-    /// bytes, and a cache or input file by that name is another file.
+    /// An argument that is not valid UTF-8 is a usage error naming it: Swift
+    /// would read it with U+FFFD in place of the bad bytes, and a cache or
+    /// input file by that name is another file. (`$MEDIAFETCH_CACHE` is
+    /// checked where it is used: `CacheOptions`.)
     private static func refuseTextThatIsNotUTF8() {
-        func bytes(_ text: UnsafePointer<CChar>) -> UnsafeBufferPointer<UInt8> {
-            UnsafeBufferPointer(start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: strlen(text))
-        }
-        var named: [(what: String, bytes: UnsafeBufferPointer<UInt8>)] = []
+        guard CommandLine.argc > 1 else { return }
         for index in 1..<Int(CommandLine.argc) {
-            if let argument = CommandLine.unsafeArgv[index] { named.append(("argument \(index)", bytes(argument))) }
-        }
-        if let variable = getenv("MEDIAFETCH_CACHE") { named.append(("MEDIAFETCH_CACHE", bytes(variable))) }
-        for (what, bytes) in named {
-            guard let shown = CommandLineLayout.textShowingInvalidUTF8(bytes) else { continue }
-            Terminal.writeErr("Error: \(what) is not valid UTF-8: \(TerminalText.escapingControls(shown))\n"
+            guard let argument = CommandLine.unsafeArgv[index],
+                  let shown = CommandLineLayout.textShowingInvalidUTF8(Terminal.bytes(of: argument)) else { continue }
+            Terminal.writeErr("Error: argument \(index) is not valid UTF-8: \(TerminalText.escapingControls(shown))\n"
                 + "  mediafetch takes paths, URLs and names in UTF-8.\n")
             Self.exit(withError: ExitCode.validationFailure)
         }
     }
 }
+
 
 /// Exit codes, as documented in `--help`.
 enum Exit {
@@ -87,4 +83,3 @@ enum Exit {
     static let outputFailed = ExitCode(74)
     static let interrupted = ExitCode(130)
 }
-

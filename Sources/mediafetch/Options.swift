@@ -12,6 +12,11 @@ struct CacheOptions: ParsableArguments {
     func validate() throws {
         // An unset variable in `--cache "$DIR"`: not ./Cache by surprise.
         if let cache, cache.isEmpty { throw ValidationError("--cache must not be empty") }
+        // Read as U+FFFD in place of the bad bytes, it would name another directory.
+        if cache == nil, let variable = getenv("MEDIAFETCH_CACHE"),
+           let shown = CommandLineLayout.textShowingInvalidUTF8(Terminal.bytes(of: variable)) {
+            throw ValidationError("MEDIAFETCH_CACHE is not valid UTF-8: \(TerminalText.escapingControls(shown))")
+        }
     }
 
     /// Opens the cache or exits with status 3 and a one-line reason. Commands

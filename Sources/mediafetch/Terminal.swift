@@ -69,6 +69,11 @@ enum Terminal {
         }
     }
 
+    /// The bytes of a C string, as the kernel passed them (arguments, the environment).
+    static func bytes(of text: UnsafePointer<CChar>) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(start: UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self), count: strlen(text))
+    }
+
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
     /// The width of the terminal on stderr now (asked at each redraw, so a

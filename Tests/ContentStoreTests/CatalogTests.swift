@@ -231,6 +231,11 @@ import TestSupport
     @Test func aLockHeldTooLongSaysSo() {
         let busy = DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked", sql: "BEGIN IMMEDIATE TRANSACTION")
         #expect(Catalog.describe(busy) == "another process has held it locked for over 60 s (SQLite error 5: database is locked)")
+        // Not every lock error is a wait that ran out: these come at once.
+        let locked = DatabaseError(resultCode: .SQLITE_LOCKED, message: "database table is locked")
+        #expect(Catalog.describe(locked) == "SQLite error 6: database table is locked")
+        let snapshot = DatabaseError(resultCode: .SQLITE_BUSY_SNAPSHOT, message: "database is locked")
+        #expect(Catalog.describe(snapshot) == "SQLite error 5: database is locked")
     }
 
     /// Only blocks smaller than a page leave holes in SQLite's shared memory.

@@ -510,6 +510,8 @@ import TestSupport
             let cache = directory.appending("cache")
             #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/cut.jpg")]).status == 0)
             let object = try #require(try objectPaths(inCache: cache).first)
+            // Objects are read-only: a test run by another user than root makes it writable first.
+            #expect(chmod(object, 0o644) == 0)
             #expect(truncate(object, 20_000) == 0)
 
             // Another URL with the same bytes: its copy replaces the damaged file.
@@ -517,6 +519,7 @@ import TestSupport
             #expect(other.status == 0, "\(other.stderr)")
             #expect(FileManager.default.contents(atPath: object) == bytes)
 
+            #expect(chmod(object, 0o644) == 0)
             #expect(truncate(object, 0) == 0)
             let again = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "json", origin.url("/cut.jpg")])
             #expect(again.status == 0, "\(again.stderr)")
@@ -543,11 +546,14 @@ import TestSupport
                 let full = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "2"] + urls)
 
                 #expect(full.status == 3, "\(full.stderr)")
-                let stopped = "mediafetch: the disk holding the cache is full: stopped with "
+                // The summary and one line: no line for each item that found no room.
+                #expect(full.stderrLines.count == 2, "\(full.stderr)")
                 let last = try #require(full.stderrLines.last)
-                #expect(last.hasPrefix(stopped), "\(full.stderr)")
+                #expect(last.hasPrefix("mediafetch: no room left for the cache ("), "\(full.stderr)")
+                #expect(last.contains("No space left on device") || last.contains("database or disk is full"))
+                let stopped = try #require(last.range(of: "): stopped with "))
+                #expect(Int(last[stopped.upperBound...].prefix { $0.isNumber }) ?? 0 > 20, "\(full.stderr)")
                 #expect(last.hasSuffix(" left to fetch; free some space and run again (what finished is stored, partial downloads resume)"))
-                #expect(Int(last.dropFirst(stopped.count).prefix { $0.isNumber }) ?? 0 > 20, "\(full.stderr)")
                 #expect(origin.requests().count < 20)
                 let stored = try objectPaths(inCache: cache)
                 #expect(stored.allSatisfy { FileManager.default.contents(atPath: $0).map(bodies.contains) == true })
@@ -794,6 +800,13 @@ import TestSupport
             let variable = try await BuiltProducts.runShell(#"MEDIAFETCH_CACHE="$(printf '/tmp/\377')" exec "$MEDIAFETCH" stats"#)
             #expect(variable.status == 64)
             #expect(variable.stderrLines.first == #"Error: MEDIAFETCH_CACHE is not valid UTF-8: /tmp/\xFF"#)
+            // Only where it would be used: not with --cache, nor for --version.
+            for arguments in [#"stats --cache "$DIR/none""#, "--version"] {
+                let unused = try await BuiltProducts.runShell(#"MEDIAFETCH_CACHE="$(printf '/tmp/\377')" exec "$MEDIAFETCH" "# + arguments,
+                                                              environment: ["DIR": directory.path])
+                #expect(unused.status == (arguments == "--version" ? 0 : 3), "\(unused.stderr)")
+                #expect(!unused.stderr.contains("UTF-8"))
+            }
         }
     }
 

@@ -47,6 +47,19 @@ int mf_direct_open_flag(void);
 /// No-op off glibc.
 void mf_tune_allocator(void);
 
+/// fallocate(2) with FALLOC_FL_KEEP_SIZE: gives the first `length` bytes of
+/// `fd` blocks of their own (holes filled, room past the end kept for it)
+/// without changing its size or contents. A file mapped with holes in it
+/// turns a store into a hole on a full disk into SIGBUS; allocated first, it
+/// cannot. Returns 0, or -1 with errno (EOPNOTSUPP where the filesystem
+/// cannot; ENOSPC when there is no room); -1 with ENOTSUP off Linux.
+int mf_allocate_keeping_size(int fd, long long length);
+
+/// The filesystem type of `path` (statfs(2)'s f_type, such as 0xEF53 for
+/// ext2/3/4), or 0 when it cannot be told. Swift's Glibc module does not
+/// export statfs, and statvfs has no type.
+long mf_filesystem_type(const char *path);
+
 /// pipe2(2) with O_CLOEXEC: a pipe whose ends are close-on-exec from the
 /// moment they exist, so a child another thread starts at that instant
 /// cannot inherit them (pipe + fcntl leaves a window). Swift's Glibc module

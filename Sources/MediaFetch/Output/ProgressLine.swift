@@ -106,7 +106,7 @@ public enum ProgressText {
         if report.resumedBytes > 0 { text += ", \(ByteSize.format(report.resumedBytes)) resumed" }
         text += ")"
         if report.outOfSpace != nil {
-            text += "; stopped with \(report.left) left to fetch: the disk holding the cache is full"
+            text += "; stopped with \(report.left) left to fetch: no room left for the cache"
         } else if report.interrupted {
             // What the next run will do: the items not finished, partials resuming.
             text += "; interrupted with \(report.left) left to fetch"

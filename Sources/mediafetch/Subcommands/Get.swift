@@ -99,9 +99,9 @@ struct FetchRunner {
             throw Exit.cacheUnusable
         }
         await display.value
-        if report.outOfSpace != nil {
+        if let reason = report.outOfSpace {
             // One line whatever the progress mode: why the rest was not fetched, and what to do.
-            Terminal.error("the disk holding the cache is full: stopped with \(report.left) left to fetch; "
+            Terminal.error("no room left for the cache (\(reason)): stopped with \(report.left) left to fetch; "
                 + "free some space and run again (what finished is stored, partial downloads resume)",
                 progress: transfer.progress)
             throw Exit.cacheUnusable
