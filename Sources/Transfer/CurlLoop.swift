@@ -30,6 +30,7 @@ final class Attempt: @unchecked Sendable {
     /// just before the request goes out (CURLOPT_PREREQFUNCTION), or, with a
     /// libcurl too old for that, when the response head is complete.
     func connectionAnswered() {
+        connected = true
         guard isProbe else { return }
         isProbe = false
         counters.answeredHosts.append(host)
@@ -45,8 +46,19 @@ final class Attempt: @unchecked Sendable {
         defer { onEnd = nil }
         return onEnd
     }
-    /// When a header or body byte last arrived (or the attempt started): the stall clock.
+    /// When a header or body byte last arrived (or the attempt started, or
+    /// its connection was made): the stall clock.
     var lastActivity = ContinuousClock.now
+    /// The connection is made (and its TLS set up): until then the connect
+    /// timeout is what limits the attempt, not the stall clock.
+    var connected = false
+
+    /// Called by libcurl once the connection is made, just before the
+    /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
+    func connectionReady() {
+        lastActivity = .now
+        connectionAnswered()
+    }
     /// When libcurl took the attempt, and the body bytes it has received
     /// since: under `--limit-rate` they say how long libcurl may hold it back.
     var startedAt = ContinuousClock.now
@@ -57,8 +69,12 @@ final class Attempt: @unchecked Sendable {
     /// is back under it (after a burst, for as long as the burst was worth):
     /// that silence is the limit at work, not a stalled server, so the stall
     /// clock starts only when the limiter would let the transfer go on.
-    func isStalled(at now: ContinuousClock.Instant, limit: Duration, bytesPerSecond: Int64?) -> Bool {
+    /// While connecting, libcurl's connect timeout (`connectLimit`) rules: a
+    /// hung connect said "stalled" after `--stall-timeout` when that was the
+    /// shorter. Past it, the stall clock is a safety net.
+    func isStalled(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> Bool {
         var quietSince = lastActivity
+        if !connected, startedAt + connectLimit > quietSince { quietSince = startedAt + connectLimit }
         if let bytesPerSecond, bytesPerSecond > 0 {
             let allowedAgain = startedAt + .seconds(Double(receivedThisAttempt) / Double(bytesPerSecond))
             if allowedAgain > quietSince { quietSince = allowedAgain }
@@ -271,6 +287,7 @@ final class CurlLoop: Sendable {
                                        perHost: configuration.maxTransfersPerHost)
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
         let stallLimit = Duration.milliseconds(Int(configuration.stallTimeout * 1000))
+        let connectLimit = Duration.milliseconds(Int(configuration.connectTimeout * 1000))
 
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
@@ -384,7 +401,8 @@ final class CurlLoop: Sendable {
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
                 let stalled = running.filter {
-                    $0.value.isStalled(at: now, limit: stallLimit, bytesPerSecond: configuration.maxBytesPerSecond)
+                    $0.value.isStalled(at: now, limit: stallLimit, connectLimit: connectLimit,
+                                       bytesPerSecond: configuration.maxBytesPerSecond)
                 }
                 for (handle, attempt) in stalled {
                     attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")
@@ -510,7 +528,7 @@ final class CurlLoop: Sendable {
         // An HTTPS host's other transfers wait for its first to get a
         // connection (see `SlotQueue`): this says when it has one.
         _ = easy.setConnectionReady { clientp, _, _, _, _ in
-            if let clientp { Attempt.from(userdata: clientp).connectionAnswered() }
+            if let clientp { Attempt.from(userdata: clientp).connectionReady() }
             return 0 // CURL_PREREQFUNC_OK
         }
         try easy.set(CURLOPT_HEADERFUNCTION, callback: { data, size, count, userdata in

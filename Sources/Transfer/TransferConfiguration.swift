@@ -87,11 +87,22 @@ public struct RetryPolicy: Sendable, Equatable {
     public func delay(beforeRetry retry: Int, after error: TransferError,
                       random: () -> Double = { Double.random(in: 0..<1) }) -> Double? {
         guard error.isRetryable, retry <= maxRetries else { return nil }
-        if let retryAfter = error.retryAfter {
-            return retryAfter <= maxRetryAfter ? max(retryAfter, 0) : nil
-        }
         let ceiling = min(maxDelay, baseDelay * pow(2, Double(retry - 1)))
         // Half fixed, half random: spreads clients apart without collapsing to zero.
-        return ceiling / 2 + random() * ceiling / 2
+        let backoff = ceiling / 2 + random() * ceiling / 2
+        if let retryAfter = error.retryAfter {
+            // Never sooner than the backoff: `Retry-After: 0`, a negative number
+            // or a date gone by spent every retry within milliseconds.
+            return retryAfter <= maxRetryAfter ? max(retryAfter, backoff) : nil
+        }
+        return backoff
+    }
+
+    /// The wait a server asked for (`Retry-After`) when that is why
+    /// `delay(beforeRetry:after:)` gave up: longer than `maxRetryAfter`
+    /// while retries were left. Nil when the item failed for another reason.
+    public func refusedWait(before retry: Int, after error: TransferError) -> Double? {
+        guard error.isRetryable, retry <= maxRetries, let asked = error.retryAfter, asked > maxRetryAfter else { return nil }
+        return asked
     }
 }

@@ -297,9 +297,12 @@ public final class TransferEngine: Sendable {
             var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
                 // A body that ended early without libcurl noticing (a short 206, say).
+                let held = sink.bytesHeld
                 sink.restart()
-                result = .failure(TransferError(.protocolViolation,
-                                                "body ended at \(sink.bytesHeld) of \(expected) bytes"))
+                result = .failure(TransferError(.protocolViolation, "body ended at \(held) of \(expected) bytes"))
+            } else if case .success = result, sink.bytesHeld == 0 {
+                // Nothing to store: a cached empty file would never be fetched again.
+                result = .failure(Self.emptyBody(outcome.head))
             }
             let error: TransferError
             switch result {
@@ -324,7 +327,12 @@ public final class TransferEngine: Sendable {
                 attempt -= 1
                 continue
             }
-            guard let delay = configuration.retry.delay(beforeRetry: attempt, after: error) else { throw error }
+            guard let delay = configuration.retry.delay(beforeRetry: attempt, after: error) else {
+                throw configuration.retry.refusedWait(before: attempt, after: error).map { asked in
+                    TransferError(error.kind, "\(error.message) (the server asked to wait \(NumberText.seconds(asked)) "
+                        + "before trying again; mediafetch waits \(NumberText.seconds(configuration.retry.maxRetryAfter)) at most)")
+                } ?? error
+            }
             eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
             do {
                 try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
@@ -365,6 +373,16 @@ public final class TransferEngine: Sendable {
         }
     }
 
+    /// A 2xx with no bytes. A 204 says there is no content (final); an empty
+    /// 200 may be a server's passing fault (tried again).
+    static func emptyBody(_ head: ResponseHead) -> TransferError {
+        let reason = head.reason.isEmpty ? "" : " \(head.reason)"
+        if head.status == 200 {
+            return TransferError(.protocolViolation, "the server sent an empty body (HTTP 200\(reason)): nothing to store")
+        }
+        return TransferError(.http(status: head.status), "HTTP \(head.status)\(reason): no body to store")
+    }
+
     /// Turns libcurl's result and the response head into success or a `TransferError`.
     /// `maxFileSize` is named in the error when libcurl refuses a body as too large.
     static func classify(_ outcome: AttemptOutcome, maxFileSize: Int64? = nil) -> Result<Void, TransferError> {
@@ -376,8 +394,12 @@ public final class TransferEngine: Sendable {
             switch code {
             case CURLE_OPERATION_TIMEDOUT:
                 return .failure(TransferError(.timeout, "timed out: \(message)"))
-            case CURLE_UNSUPPORTED_PROTOCOL:
+            case CURLE_UNSUPPORTED_PROTOCOL where message.hasPrefix("Protocol "):
+                // A scheme other than http and https, asked for or redirected to.
                 return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))
+            case CURLE_UNSUPPORTED_PROTOCOL:
+                // libcurl's code for an answer that is not HTTP/1.1 or 2 (HTTP/0.9, a status out of range).
+                return .failure(TransferError(.protocolViolation, "the server's answer is not valid HTTP: \(message)"))
             case CURLE_URL_MALFORMAT:
                 // Retrying cannot mend a URL (an unencoded '@' in a password, say).
                 return .failure(TransferError(.unsupportedURL, "not a usable URL: \(message)"))
@@ -496,6 +518,9 @@ public struct RequestTarget: Sendable, Equatable {
             portText = authority[(portColon + 1)...]
         }
         guard !host.isEmpty else { throw TransferError(.unsupportedURL, "no host in URL: \(shown)") }
+        // What libcurl would refuse once the list is under way (and the run
+        // then ends as if an item failed): refused here, before anything is fetched.
+        guard Self.isUsableHost(host) else { throw TransferError(.unsupportedURL, "bad host in URL: \(shown)") }
         var port = scheme == "https" ? 443 : 80
         if !portText.isEmpty {
             guard portText.count <= 5, portText.allSatisfy({ (48...57).contains($0) }),
@@ -520,6 +545,44 @@ public struct RequestTarget: Sendable, Equatable {
             self.url = trimmed
         }
         self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
+    }
+
+    /// A host libcurl takes: an IPv6 literal of hex digits, colons and dots
+    /// (a zone after `%25`), or a name that, percent-decoded as libcurl
+    /// decodes it, has none of the characters its URL parser refuses in one
+    /// (`http://a<b/`, `http://h:80:80/`, `http://a%00b/`).
+    private static func isUsableHost(_ host: ArraySlice<UInt8>) -> Bool {
+        if host.first == UInt8(ascii: "[") {
+            var inside = host.dropFirst().dropLast()
+            if let zone = inside.firstIndex(of: UInt8(ascii: "%")) {
+                let zoneName = inside[zone...].dropFirst(3)
+                guard inside[zone...].starts(with: Array("%25".utf8)), !zoneName.isEmpty,
+                      zoneName.allSatisfy({ isLetter($0) || (48...57).contains($0) || "-._~".utf8.contains($0) }) else { return false }
+                inside = inside[..<zone]
+            }
+            return !inside.isEmpty && inside.allSatisfy { isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }
+        }
+        var index = host.startIndex
+        while index < host.endIndex {
+            var byte = host[index]
+            if byte == UInt8(ascii: "%") {
+                guard index + 2 < host.endIndex, isHexDigit(host[index + 1]), isHexDigit(host[index + 2]),
+                      let decoded = UInt8(String(decoding: host[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
+                else { return false }
+                byte = decoded
+                index += 2
+            }
+            if byte < 0x20 || byte == 0x7F || refusedInHostName.contains(byte) { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// The bytes libcurl 7.88's `hostname_check` refuses in a (decoded) host name.
+    private static let refusedInHostName = Set(" /:#?!@{}[]\\$'\"^`*<>=;,+&()%".utf8)
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
     }
 
     private static func isUpper(_ byte: UInt8) -> Bool { (65...90).contains(byte) }

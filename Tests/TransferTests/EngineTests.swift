@@ -353,6 +353,79 @@ import TestSupport
         #expect(!events.contains { if case .retrying = $0 { true } else { false } })
     }
 
+    /// A 2xx with no bytes is not a body to cache (it would never be fetched
+    /// again): an empty 200 may be a passing fault and is tried again; a
+    /// 204 says there is no content, once.
+    @Test func anEmptyBodyIsNotStored() async throws {
+        _ = try await withEngine(retries: 2) { origin, engine, _ in
+            origin.addResource("/empty.jpg", data: Data())
+            origin.route("/none.jpg") { _ in OriginResponse(status: 204, body: Data()) }
+
+            let empty = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/empty.jpg")) }
+            let none = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/none.jpg")) }
+
+            #expect(empty?.message == "the server sent an empty body (HTTP 200 OK): nothing to store")
+            #expect(origin.requests(for: "/empty.jpg").count == 3)
+            #expect(none?.message == "HTTP 204 No Content: no body to store")
+            #expect(origin.requests(for: "/none.jpg").count == 1)
+        }
+    }
+
+    /// A server that asks for a longer wait than mediafetch gives is told
+    /// as such: "HTTP 503" alone hid why it was not tried again.
+    @Test func aRetryAfterBeyondTheLimitSaysWhyItWasNotTriedAgain() async throws {
+        _ = try await withEngine(retries: 2) { origin, engine, _ in
+            origin.addResource("/later.jpg", data: fixtureBytes(count: 1000, seed: 46))
+            origin.setFault("/later.jpg", .status(503, retryAfter: 3600))
+
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/later.jpg")) }
+
+            #expect(error?.message == "HTTP 503 Service Unavailable (the server asked to wait 3600 s before trying again; "
+                + "mediafetch waits 600 s at most)")
+            #expect(origin.requests(for: "/later.jpg").count == 1)
+        }
+    }
+
+    /// While connecting, the connect timeout rules: a connect that hung said
+    /// "stalled" after a shorter --stall-timeout. A listener whose queue is
+    /// full leaves a connect waiting, as a host that drops packets does.
+    @Test func aHungConnectIsTheConnectTimeoutsNotAStall() async throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+                bind(listener, generic, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, generic, &length) == 0
+            }
+        }
+        #expect(bound)
+        // Connections nobody accepts fill the queue; the next connect waits.
+        var fillers: [Int32] = []
+        defer { fillers.forEach { close($0) } }
+        for _ in 0..<4 {
+            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            _ = fcntl(filler, F_SETFL, O_NONBLOCK)
+            _ = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) }
+            }
+            fillers.append(filler)
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        _ = try await withEngine(retries: 0, adjust: {
+            $0.connectTimeout = 1.5
+            $0.stallTimeout = 0.3
+            $0.progressInterval = 0.1
+        }) { _, engine, _ in
+            let error = await #expect(throws: TransferError.self) { try await engine.download("http://127.0.0.1:\(port)/x.jpg") }
+            #expect(error?.kind == .timeout)
+            #expect(error?.message.contains("Failed to connect to 127.0.0.1 port \(port) after 15") == true, "\(String(describing: error))")
+        }
+    }
+
     @Test func aFullDiskKeepsThePartialForTheNextRun() {
         #expect(TransferEngine.keepsPartial(after: TransferError(.fileSystem(errno: ENOSPC), "cannot write")))
         #expect(TransferEngine.keepsPartial(after: TransferError(.fileSystem(errno: EDQUOT), "cannot write")))

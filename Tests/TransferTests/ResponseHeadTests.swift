@@ -122,4 +122,20 @@ import Testing
     func everythingElseIsRefused(text: String) {
         #expect(throws: TransferError.self) { try RequestTarget(text) }
     }
+
+    /// Hosts libcurl refuses once the list is under way (the run then ended
+    /// as if an item had failed, exit 1): refused before anything is fetched.
+    @Test(arguments: ["http://host:80:80/x", "http://127.0.0.1:8080:/x", "http://a<b/x", #"http://a"b/x"#, #"http://x\y/"#,
+                      "http://[zz]/x", "http://a%00b/x", "http://a{b}/x", "http://a!b/x", "http://a%3Cb/x", "http://a%4/x",
+                      "http://[::1%lo]/x", "http://[]/x"])
+    func hostsLibcurlRefusesAreRefusedFirst(text: String) {
+        #expect(throws: TransferError.self) { try RequestTarget(text) }
+    }
+
+    /// What libcurl takes: percent-encoded names (it decodes them), IDN, zones.
+    @Test(arguments: ["http://loc%61lhost:1/", "http://bücher.localhost/x", "http://b%C3%BCcher.localhost/x",
+                      "http://[::1%25lo]:1/", "http://ex_ample/x", "http://user:p%40ss@h/x", "http://[::ffff:1.2.3.4]/"])
+    func hostsLibcurlTakesAreTaken(text: String) throws {
+        _ = try RequestTarget(text)
+    }
 }

@@ -16,8 +16,9 @@ import Testing
         #expect(policy.delay(beforeRetry: 1, after: error) == nil)
     }
 
-    /// What libcurl's error codes become: only what may pass on another try is retried.
-    @Test(arguments: [(60, false), (58, false), (77, false), (90, false), (3, false), (1, false),
+    /// What libcurl's error codes become: only what may pass on another try is
+    /// retried. (1, "unsupported protocol", is final only for a scheme: see below.)
+    @Test(arguments: [(60, false), (58, false), (77, false), (90, false), (3, false), (1, true),
                       (7, true), (6, true), (28, true), (35, true), (52, true), (56, true)])
     func curlErrorsAreRetriedOnlyWhenTheyMayPass(code: Int, retryable: Bool) {
         let outcome = AttemptOutcome(curlCode: code, curlMessage: "libcurl says \(code)", head: ResponseHead(),
@@ -52,6 +53,35 @@ import Testing
         #expect(policy.delay(beforeRetry: 1, after: asked, random: { 0 }) == 7)
         let tooLong = TransferError(.http(status: 503), "HTTP 503", retryAfter: 3600)
         #expect(policy.delay(beforeRetry: 1, after: tooLong) == nil)
+        // Why it gave up is told; not when it gave up for another reason.
+        #expect(policy.refusedWait(before: 1, after: tooLong) == 3600)
+        #expect(policy.refusedWait(before: 4, after: tooLong) == nil)
+        #expect(policy.refusedWait(before: 1, after: asked) == nil)
+    }
+
+    /// `Retry-After: 0`, a negative number or a date gone by spent every
+    /// retry within milliseconds: the backoff is the least wait.
+    @Test(arguments: [0.0, -5.0, 0.2])
+    func aRetryAfterShorterThanTheBackoffWaitsForTheBackoff(asked: Double) {
+        let error = TransferError(.http(status: 503), "HTTP 503", retryAfter: asked)
+        #expect(policy.delay(beforeRetry: 1, after: error, random: { 0 }) == 0.5)
+        #expect(policy.delay(beforeRetry: 3, after: error, random: { 0 }) == 2)
+    }
+
+    /// libcurl's "unsupported protocol" is a scheme only when it says so; an
+    /// answer that is not HTTP is the server's fault, and may pass.
+    @Test func anAnswerThatIsNotHTTPIsNotCalledAScheme() {
+        func classified(_ message: String) -> TransferError? {
+            let outcome = AttemptOutcome(curlCode: 1, curlMessage: message, head: ResponseHead(), abort: nil, effectiveURL: nil)
+            guard case .failure(let error) = TransferEngine.classify(outcome) else { return nil }
+            return error
+        }
+        let scheme = classified(#"Protocol "ftp" not supported or disabled in libcurl"#)
+        #expect(scheme?.message == #"only http and https are allowed: Protocol "ftp" not supported or disabled in libcurl"#)
+        #expect(scheme?.isRetryable == false)
+        let garbage = classified("Received HTTP/0.9 when not allowed")
+        #expect(garbage?.message == "the server's answer is not valid HTTP: Received HTTP/0.9 when not allowed")
+        #expect(garbage?.isRetryable == true)
     }
 
     @Test func sizeLimitsAndBadURLsAreFinal() {
