@@ -304,12 +304,17 @@ public final class TransferEngine: Sendable {
                 // Nothing to store: a cached empty file would never be fetched again.
                 result = .failure(Self.emptyBody(outcome.head))
             }
-            let error: TransferError
+            var error: TransferError
             switch result {
             case .success:
                 return (Completed(outcome, requestedOffset: offset), attempt)
             case .failure(let failure):
                 error = failure
+            }
+            if let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
+                // "HTTP 404" alone named only the URL asked for, not the one that answered.
+                error = TransferError(error.kind, "\(error.message) (redirected to \(URLPassword.replaced(in: effective, with: "***")))",
+                                      retryAfter: error.retryAfter)
             }
             if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
             if error.kind == .http(status: 416), offset > 0, offset == sink.bytesHeld,

@@ -128,6 +128,10 @@ struct TransferOptions: ParsableArguments {
                 throw ValidationError(kind == S_IFDIR ? "--cacert: \(cacert) is not a file of certificates (a directory?)"
                     : "--cacert: \(cacert) is not a regular file (it is read again for every connection)")
             }
+            // An empty or garbled file failed every https URL on its own line.
+            if !(FileManager.default.contents(atPath: cacert).map(CACertificates.holdsPEMCertificate) ?? false) {
+                throw ValidationError("--cacert: \(cacert) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            }
         }
     }
 

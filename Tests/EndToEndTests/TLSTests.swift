@@ -104,6 +104,15 @@ struct TLSTests {
                                                       "--cacert", "/dev/null", "https://localhost:1/x"])
             #expect(device.status == 64)
             #expect(device.stderrLines.first == "Error: --cacert: /dev/null is not a regular file (it is read again for every connection)")
+            // An empty or garbled file failed every https URL on a line of its own.
+            for contents in ["", "not a certificate\n"] {
+                let garbled = directory.appending("garbled.pem")
+                try contents.write(toFile: garbled, atomically: true, encoding: .utf8)
+                let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                          "--cacert", garbled, "https://localhost:1/x", "https://localhost:1/y"])
+                #expect(result.status == 64)
+                #expect(result.stderrLines.first == "Error: --cacert: \(garbled) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            }
         }
     }
 
