@@ -414,6 +414,9 @@ import TestSupport
             }
             fillers.append(filler)
         }
+        // Their handshakes settle first (on a loaded machine a SYN handled
+        // before the queue filled let the download connect, and then stall).
+        try await Task.sleep(for: .milliseconds(200))
         let port = Int(UInt16(bigEndian: address.sin_port))
         _ = try await withEngine(retries: 0, adjust: {
             $0.connectTimeout = 1.5
