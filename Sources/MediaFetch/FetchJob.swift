@@ -40,6 +40,8 @@ public struct RunProgress: Sendable, Equatable {
     public var active: [TransferSnapshot] = []
     /// Transfers waiting for a slot.
     public var queued = 0
+    /// Transfers sleeping before their next attempt.
+    public var waitingToRetry = 0
 }
 
 /// What a fetch job reports while it runs. The stream ends with `.finished`.
@@ -406,6 +408,7 @@ public final class FetchJob: Sendable {
                     progress.bytesPerSecond = snapshot.bytesPerSecond
                     progress.active = snapshot.active
                     progress.queued = snapshot.queued
+                    progress.waitingToRetry = snapshot.waitingToRetry
                 }
             case .retrying(_, let url, let attempt, let delay, let reason):
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))

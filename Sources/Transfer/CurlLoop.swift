@@ -184,6 +184,9 @@ final class LoopCounters: @unchecked Sendable {
 /// with `curl_multi_wakeup`. Attempts wait in its `SlotQueue` until a slot
 /// is free, so a finished transfer's slot goes to the next one at once.
 final class CurlLoop: Sendable {
+    /// Transfers sleeping before a retry: not the loop's, but shown with its snapshot.
+    let waitingToRetry = Atomic(0)
+
     private enum Command {
         case start(Attempt)
         case cancel(TransferID)
@@ -413,8 +416,10 @@ final class CurlLoop: Sendable {
                 let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
                     TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
                 }
-                events.yield(.progress(EngineSnapshot(active: active, queued: slots.waitingCount,
-                                                      bytesReceived: counters.bytesReceived, bytesPerSecond: rate)))
+                var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
+                                              bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
+                snapshot.waitingToRetry = waitingToRetry.load(ordering: .relaxed)
+                events.yield(.progress(snapshot))
             }
 
             let untilTick = tickInterval - (ContinuousClock.now - lastTick)

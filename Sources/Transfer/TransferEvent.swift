@@ -27,6 +27,8 @@ public struct EngineSnapshot: Sendable, Equatable {
     /// Download rate in bytes a second over the last 5 seconds, or longer
     /// under a low `--limit-rate` (see `CurlLoop.rateWindowSpan`).
     public let bytesPerSecond: Double
+    /// Transfers sleeping before their next attempt (backoff, `Retry-After`).
+    public var waitingToRetry = 0
 }
 
 /// What the engine reports while it works. The stream always ends with one `.finished`.

@@ -113,6 +113,26 @@ import TestSupport
         }
     }
 
+    /// A retry's wait shows on the status line: with nothing active and
+    /// nothing moving, a long Retry-After looked like a hang.
+    @Test func aRetryWaitShowsOnTheStatusLine() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/later.jpg", data: fixtureBytes(count: 5_000, seed: 3))
+            origin.setFault("/later.jpg", .status(503, retryAfter: 2), times: 1)
+            let session = try startGet([origin.url("/later.jpg")], columns: 160, rows: 20, in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+
+            let waiting = try await screen(session, in: directory) { $0.contains("waiting to retry") || $0.contains("EXIT=") }
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+
+            let shown = waiting.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(shown == ["0/1 items, 0 B at 0 B/s, 1 waiting to retry"], "\(shown)")
+            #expect(after.contains("1 downloaded, 0 already cached, 0 failed ("))
+            #expect(after.contains("EXIT=0"))
+            #expect(!after.contains("waiting to retry"))
+        }
+    }
+
     /// A status line wider than the terminal wraps, and `\r` with erase-line
     /// clears only its last row: every redraw left a row behind.
     @Test func aNarrowTerminalKeepsTheStatusLineOnOneRow() async throws {

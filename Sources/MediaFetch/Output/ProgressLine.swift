@@ -71,6 +71,7 @@ public enum ProgressText {
         if progress.failed > 0 { text += ", \(progress.failed) failed" }
         text += ", \(ByteSize.format(progress.bytesReceived)) at \(ByteSize.format(Int64(progress.bytesPerSecond)))/s"
         if !progress.active.isEmpty { text += ", \(progress.active.count) active" }
+        if progress.waitingToRetry > 0 { text += ", \(progress.waitingToRetry) waiting to retry" }
         return text
     }
 
