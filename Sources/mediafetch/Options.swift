@@ -98,13 +98,13 @@ struct TransferOptions: ParsableArguments {
         guard retries >= 0 else { throw ValidationError("--retries must not be negative (got \(retries))") }
         let seconds = 0.001...86_400.0 * 365
         if let timeout, !seconds.contains(timeout) {
-            throw ValidationError("--timeout must be a positive number of seconds (got \(timeout))")
+            throw ValidationError("--timeout must be from 0.001 to 31536000 seconds (a year) (got \(timeout))")
         }
         guard seconds.contains(connectTimeout) else {
-            throw ValidationError("--connect-timeout must be a positive number of seconds (got \(connectTimeout))")
+            throw ValidationError("--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got \(connectTimeout))")
         }
         guard seconds.contains(stallTimeout) else {
-            throw ValidationError("--stall-timeout must be a positive number of seconds (got \(stallTimeout))")
+            throw ValidationError("--stall-timeout must be from 0.001 to 31536000 seconds (a year) (got \(stallTimeout))")
         }
         if let maxFileSize, (ByteSize.parse(maxFileSize) ?? 0) <= 0 {
             // 0 would fail every download.

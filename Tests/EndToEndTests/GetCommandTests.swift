@@ -773,6 +773,9 @@ import TestSupport
         #expect(noCache.stderrLines.first == "Error: --cache must not be empty")
         let negative = try await BuiltProducts.run(["get", "--jobs", "-1", "http://127.0.0.1:1/x"])
         #expect(negative.stderrLines.first == "Error: --jobs must be at least 1 (got -1)")
+        // A bound, not the sign, is what a tiny or huge number misses.
+        let tiny = try await BuiltProducts.run(["get", "--timeout", "0.0001", "http://127.0.0.1:1/x"])
+        #expect(tiny.stderrLines.first == "Error: --timeout must be from 0.001 to 31536000 seconds (a year) (got 0.0001)")
     }
 
     /// `--name=` is "needs a value" only for an option that takes one; any
