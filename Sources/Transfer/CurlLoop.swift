@@ -50,8 +50,11 @@ final class Attempt: @unchecked Sendable {
     /// its connection was made): the stall clock.
     var lastActivity = ContinuousClock.now
     /// The connection is made (and its TLS set up): until then the connect
-    /// timeout is what limits the attempt, not the stall clock.
+    /// timeout is what limits the attempt, not the stall clock. Cleared by a
+    /// redirect, which may need a new connection.
     var connected = false
+    /// When the attempt began to connect (its start, or the last redirect).
+    var connectingSince = ContinuousClock.now
 
     /// Called by libcurl once the connection is made, just before the
     /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
@@ -74,7 +77,7 @@ final class Attempt: @unchecked Sendable {
     /// shorter. Past it, the stall clock is a safety net.
     func isStalled(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> Bool {
         var quietSince = lastActivity
-        if !connected, startedAt + connectLimit > quietSince { quietSince = startedAt + connectLimit }
+        if !connected, connectingSince + connectLimit > quietSince { quietSince = connectingSince + connectLimit }
         if let bytesPerSecond, bytesPerSecond > 0 {
             let allowedAgain = startedAt + .seconds(Double(receivedThisAttempt) / Double(bytesPerSecond))
             if allowedAgain > quietSince { quietSince = allowedAgain }
@@ -103,6 +106,11 @@ final class Attempt: @unchecked Sendable {
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
         head.consume(bytes: line)
+        if head.endedInRedirect, connected {
+            // libcurl follows it, maybe to another host: connecting again.
+            connected = false
+            connectingSince = lastActivity
+        }
         if head.isComplete {
             connectionAnswered()
             if !begun { return beginBody() }
@@ -156,6 +164,9 @@ struct AttemptOutcome: Sendable {
     var head: ResponseHead
     var abort: TransferError?
     var effectiveURL: String?
+    /// Redirects libcurl followed (the effective URL differs without one:
+    /// libcurl writes `http://h` as `http://h/`).
+    var redirects = 0
     var cancelled = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
@@ -302,6 +313,11 @@ final class CurlLoop: Sendable {
                 _ = attempt.beginBody() // an empty body never calls the write callback
             }
             let sink = attempt.sink
+            if code == CURLE_OK, attempt.abort == nil, (200...299).contains(attempt.head.status), sink.bytesHeld == 0 {
+                // Nothing to store (a cached empty file would never be fetched
+                // again): never sealed, so the writer stays open for a retry.
+                attempt.abort = TransferEngine.emptyBody(attempt.head)
+            }
             let whole = code == CURLE_OK && attempt.abort == nil && (200...299).contains(attempt.head.status)
                 && (sink.expectedTotal.map { $0 == sink.bytesHeld } ?? true)
             let outcome = AttemptOutcome(
@@ -310,6 +326,7 @@ final class CurlLoop: Sendable {
                 head: attempt.head,
                 abort: attempt.abort,
                 effectiveURL: easy.string(CURLINFO_EFFECTIVE_URL),
+                redirects: easy.long(CURLINFO_REDIRECT_COUNT),
                 cancelled: cancelled,
                 sealed: whole)
             if let list = attempt.headerList { curl_slist_free_all(list) }
@@ -337,6 +354,7 @@ final class CurlLoop: Sendable {
                 guard code == CURLM_OK else { throw CurlError(CURLE_FAILED_INIT, detail: String(cString: curl_multi_strerror(code))) }
                 attempt.lastActivity = .now
                 attempt.startedAt = attempt.lastActivity
+                attempt.connectingSince = attempt.lastActivity
                 running[easy.handle] = attempt
                 handles[easy.handle] = easy
                 byID[attempt.id] = easy.handle

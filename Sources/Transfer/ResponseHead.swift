@@ -11,6 +11,9 @@ struct ResponseHead: Sendable {
     private var values = FieldValues()
     /// True once the blank line ending a final (not 1xx, not followed redirect) block was seen.
     var isComplete = false
+    /// True once the blank line ending a redirect that libcurl follows was
+    /// seen (until the next response's status line): a new connection may come.
+    var endedInRedirect = false
 
     /// The fields that were present, with lower-cased names.
     var fields: [String: String] {
@@ -69,8 +72,10 @@ struct ResponseHead: Sendable {
         while let last = line.last, last == 13 || last == 10 || last == 32 || last == 9 { line = line.dropLast() }
         if line.isEmpty {
             // 1xx answers and redirects are followed by another block.
-            let followed = (100...199).contains(status) || ((300...399).contains(status) && values[.location] != nil)
+            let redirect = (300...399).contains(status) && values[.location] != nil
+            let followed = (100...199).contains(status) || redirect
             isComplete = !followed
+            endedInRedirect = redirect
             return
         }
         if line.starts(with: "HTTP/".utf8) {

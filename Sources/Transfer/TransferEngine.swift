@@ -300,9 +300,6 @@ public final class TransferEngine: Sendable {
                 let held = sink.bytesHeld
                 sink.restart()
                 result = .failure(TransferError(.protocolViolation, "body ended at \(held) of \(expected) bytes"))
-            } else if case .success = result, sink.bytesHeld == 0 {
-                // Nothing to store: a cached empty file would never be fetched again.
-                result = .failure(Self.emptyBody(outcome.head))
             }
             var error: TransferError
             switch result {
@@ -311,9 +308,11 @@ public final class TransferEngine: Sendable {
             case .failure(let failure):
                 error = failure
             }
-            if let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
-                // "HTTP 404" alone named only the URL asked for, not the one that answered.
-                error = TransferError(error.kind, "\(error.message) (redirected to \(URLPassword.replaced(in: effective, with: "***")))",
+            if outcome.redirects > 0, let effective = outcome.effectiveURL, error.kind != .cancelled {
+                // "HTTP 404" alone named only the URL asked for, not the one that
+                // answered. Without its query: a signed CDN link holds a token.
+                let shown = effective.prefix { $0 != "?" }
+                error = TransferError(error.kind, "\(error.message) (redirected to \(URLPassword.replaced(in: String(shown), with: "***")))",
                                       retryAfter: error.retryAfter)
             }
             if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
@@ -382,6 +381,10 @@ public final class TransferEngine: Sendable {
         }
     }
 
+    /// What libcurl 7.88 says, under CURLE_UNSUPPORTED_PROTOCOL, of an answer
+    /// that is not HTTP it speaks (rather than of a URL's scheme).
+    private static let notHTTPWordings = ["HTTP/0.9", "Unsupported response code", "Unsupported HTTP version"]
+
     /// A 2xx with no bytes. A 204 says there is no content (final); an empty
     /// 200 may be a server's passing fault (tried again).
     static func emptyBody(_ head: ResponseHead) -> TransferError {
@@ -403,12 +406,12 @@ public final class TransferEngine: Sendable {
             switch code {
             case CURLE_OPERATION_TIMEDOUT:
                 return .failure(TransferError(.timeout, "timed out: \(message)"))
-            case CURLE_UNSUPPORTED_PROTOCOL where message.hasPrefix("Protocol "):
-                // A scheme other than http and https, asked for or redirected to.
-                return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))
-            case CURLE_UNSUPPORTED_PROTOCOL:
-                // libcurl's code for an answer that is not HTTP/1.1 or 2 (HTTP/0.9, a status out of range).
+            case CURLE_UNSUPPORTED_PROTOCOL where notHTTPWordings.contains(where: message.contains):
+                // libcurl's code for an answer that is not HTTP/1.1 or 2 as well.
                 return .failure(TransferError(.protocolViolation, "the server's answer is not valid HTTP: \(message)"))
+            case CURLE_UNSUPPORTED_PROTOCOL:
+                // A scheme other than http and https, asked for or redirected to (`market:`).
+                return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))
             case CURLE_URL_MALFORMAT:
                 // Retrying cannot mend a URL (an unencoded '@' in a password, say).
                 return .failure(TransferError(.unsupportedURL, "not a usable URL: \(message)"))
@@ -509,7 +512,9 @@ public struct RequestTarget: Sendable, Equatable {
             $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
         }) ?? bytes.count
         var authority = bytes[authorityStart..<authorityEnd]
-        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
+        // The first '@' ends the userinfo, as libcurl reads it: an unencoded '@'
+        // in a password leaves one in the host, which is refused below.
+        if let at = authority.firstIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
         var host = authority
         var portText: ArraySlice<UInt8> = []
         if authority.first == UInt8(ascii: "[") {
@@ -556,39 +561,44 @@ public struct RequestTarget: Sendable, Equatable {
         self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
     }
 
-    /// A host libcurl takes: an IPv6 literal of hex digits, colons and dots
-    /// (a zone after `%25`), or a name that, percent-decoded as libcurl
-    /// decodes it, has none of the characters its URL parser refuses in one
-    /// (`http://a<b/`, `http://h:80:80/`, `http://a%00b/`).
+    /// A host libcurl 7.88 takes (checked against curl itself): an IPv6
+    /// address in brackets (`inet_pton`), with a zone after `%` or `%25`; or
+    /// a name that, with its valid `%XX` decoded, has no control byte, none
+    /// of the characters libcurl's URL parser refuses in a name
+    /// (`http://a<b/`, `http://h:80:80/`, `http://a%00b/`), and only valid
+    /// UTF-8 beyond ASCII (an IDN). An invalid escape (`%zz`) is left as it is, as libcurl leaves it.
     private static func isUsableHost(_ host: ArraySlice<UInt8>) -> Bool {
         if host.first == UInt8(ascii: "[") {
-            var inside = host.dropFirst().dropLast()
-            if let zone = inside.firstIndex(of: UInt8(ascii: "%")) {
-                let zoneName = inside[zone...].dropFirst(3)
-                guard inside[zone...].starts(with: Array("%25".utf8)), !zoneName.isEmpty,
-                      zoneName.allSatisfy({ isLetter($0) || (48...57).contains($0) || "-._~".utf8.contains($0) }) else { return false }
-                inside = inside[..<zone]
+            guard host.last == UInt8(ascii: "]") else { return false }
+            var address = host.dropFirst().dropLast()
+            if let percent = address.firstIndex(of: UInt8(ascii: "%")) {
+                var zone = address[(percent + 1)...]
+                if zone.starts(with: Array("25".utf8)), zone.count > 2 { zone = zone.dropFirst(2) }
+                guard !zone.isEmpty, zone.count <= 15 else { return false }
+                address = address[..<percent]
             }
-            return !inside.isEmpty && inside.allSatisfy { isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }
+            var parsed = in6_addr()
+            return String(decoding: address, as: UTF8.self).withCString { inet_pton(AF_INET6, $0, &parsed) } == 1
         }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(host.count)
         var index = host.startIndex
         while index < host.endIndex {
-            var byte = host[index]
-            if byte == UInt8(ascii: "%") {
-                guard index + 2 < host.endIndex, isHexDigit(host[index + 1]), isHexDigit(host[index + 2]),
-                      let decoded = UInt8(String(decoding: host[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
-                else { return false }
-                byte = decoded
-                index += 2
+            if host[index] == UInt8(ascii: "%"), index + 2 < host.endIndex, isHexDigit(host[index + 1]), isHexDigit(host[index + 2]),
+               let byte = UInt8(String(decoding: host[(index + 1)...(index + 2)], as: UTF8.self), radix: 16) {
+                decoded.append(byte)
+                index += 3
+            } else {
+                decoded.append(host[index])
+                index += 1
             }
-            if byte < 0x20 || byte == 0x7F || refusedInHostName.contains(byte) { return false }
-            index += 1
         }
-        return true
+        guard !decoded.contains(where: { $0 < 0x20 || refusedInHostName.contains($0) }) else { return false }
+        return decoded.allSatisfy { $0 < 0x80 } || String(validating: decoded, as: UTF8.self) != nil
     }
 
     /// The bytes libcurl 7.88's `hostname_check` refuses in a (decoded) host name.
-    private static let refusedInHostName = Set(" /:#?!@{}[]\\$'\"^`*<>=;,+&()%".utf8)
+    private static let refusedInHostName = Set(" /:#?!@{}[]\\$'\"^`*<>=;,+&()".utf8)
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {
         (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)

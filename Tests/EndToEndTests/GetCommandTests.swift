@@ -532,6 +532,31 @@ import TestSupport
         }
     }
 
+    /// An empty 200 or a 204 is no body to cache: a cached empty photo would
+    /// never be fetched again. Through the batch path `get` uses, also after
+    /// a failed first attempt (the writer of an empty body stayed sealed).
+    @Test func anEmptyBodyIsNeverStored() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/empty.jpg", data: Data())
+            origin.route("/none.jpg") { _ in OriginResponse(status: 204, body: Data()) }
+            origin.addResource("/later.jpg", data: Data())
+            origin.setFault("/later.jpg", .status(503), times: 1)
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "2", origin.url("/empty.jpg"),
+                                                      origin.url("/none.jpg"), origin.url("/later.jpg")])
+
+            #expect(result.status == 1)
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/empty.jpg")): the server sent an empty body (HTTP 200 OK): nothing to store"))
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/none.jpg")): HTTP 204 No Content: no body to store"))
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/later.jpg")): the server sent an empty body (HTTP 200 OK): nothing to store"))
+            #expect(origin.requests(for: "/empty.jpg").count == 3)
+            #expect(origin.requests(for: "/none.jpg").count == 1)
+            #expect(try objectPaths(inCache: cache).isEmpty)
+            #expect(try await statsJSON(cache)["items"] as? Int == 0)
+        }
+    }
+
     /// A disk that fills up stops the run with one line and exit 3 instead
     /// of requesting and failing every item left; what was stored is whole,
     /// and a run with room fetches the rest.

@@ -95,6 +95,25 @@ import Testing
     }
 }
 
+@Suite struct RedirectHeadTests {
+    /// A redirect libcurl follows may lead to a new connection: the stall
+    /// clock waits for it as for the first (the connect timeout rules).
+    @Test func aFollowedRedirectIsTold() {
+        var head = ResponseHead()
+        for line in ["HTTP/1.1 302 Found", "Location: http://other/x", ""] { head.consume(line: Substring(line)) }
+        #expect(head.endedInRedirect)
+        #expect(!head.isComplete)
+        head.consume(line: "HTTP/1.1 200 OK")
+        #expect(!head.endedInRedirect)
+        head.consume(line: "")
+        #expect(head.isComplete)
+        var noLocation = ResponseHead()
+        for line in ["HTTP/1.1 304 Not Modified", ""] { noLocation.consume(line: Substring(line)) }
+        #expect(!noLocation.endedInRedirect)
+        #expect(noLocation.isComplete)
+    }
+}
+
 @Suite struct RequestTargetTests {
     @Test func httpAndHttpsAreAccepted() throws {
         #expect(try RequestTarget("http://Example.com/a.jpg").hostKey == "example.com:80")
@@ -126,15 +145,17 @@ import Testing
     /// Hosts libcurl refuses once the list is under way (the run then ended
     /// as if an item had failed, exit 1): refused before anything is fetched.
     @Test(arguments: ["http://host:80:80/x", "http://127.0.0.1:8080:/x", "http://a<b/x", #"http://a"b/x"#, #"http://x\y/"#,
-                      "http://[zz]/x", "http://a%00b/x", "http://a{b}/x", "http://a!b/x", "http://a%3Cb/x", "http://a%4/x",
-                      "http://[::1%lo]/x", "http://[]/x"])
+                      "http://[zz]/x", "http://a%00b/x", "http://a{b}/x", "http://a!b/x", "http://a%3Cb/x", "http://a%20b/x",
+                      "http://a%C3b/x", "http://[127.0.0.1]/x", "http://[1]/x", "http://[::1.2.3.4.5]/x", "http://[]/x",
+                      "http://user:p@ss@h/x", "http://[::1%]/x"])
     func hostsLibcurlRefusesAreRefusedFirst(text: String) {
         #expect(throws: TransferError.self) { try RequestTarget(text) }
     }
 
     /// What libcurl takes: percent-encoded names (it decodes them), IDN, zones.
     @Test(arguments: ["http://loc%61lhost:1/", "http://bücher.localhost/x", "http://b%C3%BCcher.localhost/x",
-                      "http://[::1%25lo]:1/", "http://ex_ample/x", "http://user:p%40ss@h/x", "http://[::ffff:1.2.3.4]/"])
+                      "http://[::1%25lo]:1/", "http://[::1%lo]:1/", "http://[fe80::1%eth0]/x", "http://ex_ample/x",
+                      "http://user:p%40ss@h/x", "http://[::ffff:1.2.3.4]/", "http://a%25b/x", "http://a%zz/x", "http://h./x"])
     func hostsLibcurlTakesAreTaken(text: String) throws {
         _ = try RequestTarget(text)
     }

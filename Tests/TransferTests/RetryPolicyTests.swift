@@ -17,8 +17,9 @@ import Testing
     }
 
     /// What libcurl's error codes become: only what may pass on another try is
-    /// retried. (1, "unsupported protocol", is final only for a scheme: see below.)
-    @Test(arguments: [(60, false), (58, false), (77, false), (90, false), (3, false), (1, true),
+    /// retried. (1, "unsupported protocol", is retried only for an answer
+    /// that is not HTTP: see below.)
+    @Test(arguments: [(60, false), (58, false), (77, false), (90, false), (3, false), (1, false),
                       (7, true), (6, true), (28, true), (35, true), (52, true), (56, true)])
     func curlErrorsAreRetriedOnlyWhenTheyMayPass(code: Int, retryable: Bool) {
         let outcome = AttemptOutcome(curlCode: code, curlMessage: "libcurl says \(code)", head: ResponseHead(),
@@ -79,6 +80,9 @@ import Testing
         let scheme = classified(#"Protocol "ftp" not supported or disabled in libcurl"#)
         #expect(scheme?.message == #"only http and https are allowed: Protocol "ftp" not supported or disabled in libcurl"#)
         #expect(scheme?.isRetryable == false)
+        let appLink = classified("The redirect target URL could not be parsed: Unsupported URL scheme")
+        #expect(appLink?.kind == .unsupportedURL)
+        #expect(appLink?.isRetryable == false)
         let garbage = classified("Received HTTP/0.9 when not allowed")
         #expect(garbage?.message == "the server's answer is not valid HTTP: Received HTTP/0.9 when not allowed")
         #expect(garbage?.isRetryable == true)
