@@ -165,6 +165,7 @@ import Testing
     @Test func aFileOfCertificatesIsKnownByItsPEMHeader() {
         #expect(CACertificates.holdsPEMCertificate(Data("# bundle\n-----BEGIN CERTIFICATE-----\nMIIB...\n".utf8)))
         #expect(CACertificates.holdsPEMCertificate(Data("-----BEGIN TRUSTED CERTIFICATE-----\n".utf8)))
+        #expect(CACertificates.holdsPEMCertificate(Data("-----BEGIN X509 CERTIFICATE-----\n".utf8)))
         #expect(!CACertificates.holdsPEMCertificate(Data()))
         #expect(!CACertificates.holdsPEMCertificate(Data("-----BEGIN PRIVATE KEY-----\n".utf8)))
         #expect(!CACertificates.holdsPEMCertificate(Data([0x30, 0x82, 0x01, 0x0A])))
