@@ -505,8 +505,7 @@ import TestSupport
     @Test func anObjectCutShortIsFetchedAgainAndRepaired() async throws {
         try await withOrigin { origin, directory in
             let bytes = fixtureBytes(count: 50_000, seed: 59)
-            origin.addResource("/cut.jpg", data: bytes)
-            origin.addResource("/copy.jpg", data: bytes)
+            for path in ["/cut.jpg", "/copy.jpg"] { origin.addResource(path, data: bytes) }
             let cache = directory.appending("cache")
             #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/cut.jpg")]).status == 0)
             let object = try #require(try objectPaths(inCache: cache).first)
