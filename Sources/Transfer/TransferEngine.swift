@@ -420,6 +420,10 @@ public final class TransferEngine: Sendable {
                  CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED:
                 // The same certificate comes back on every try: fail at once, not after four retries.
                 return .failure(TransferError(.certificate(curlCode: outcome.curlCode), message))
+            case CURLE_OUT_OF_MEMORY:
+                // What libcurl 7.88 says of a response head over 100 KB too: the
+                // same head comes back on every try (curl does not say more).
+                return .failure(TransferError(.engine, "libcurl gave up (a response head over 100 KB ends so): \(message)"))
             case CURLE_TOO_MANY_REDIRECTS:
                 return .failure(TransferError(.tooManyRedirects, "too many redirects: \(message)"))
             case CURLE_FILESIZE_EXCEEDED:

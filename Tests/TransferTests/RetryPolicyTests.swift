@@ -19,7 +19,7 @@ import Testing
     /// What libcurl's error codes become: only what may pass on another try is
     /// retried. (1, "unsupported protocol", is retried only for an answer
     /// that is not HTTP: see below.)
-    @Test(arguments: [(60, false), (58, false), (77, false), (90, false), (3, false), (1, false),
+    @Test(arguments: [(60, false), (58, false), (77, false), (90, false), (3, false), (1, false), (27, false),
                       (7, true), (6, true), (28, true), (35, true), (52, true), (56, true)])
     func curlErrorsAreRetriedOnlyWhenTheyMayPass(code: Int, retryable: Bool) {
         let outcome = AttemptOutcome(curlCode: code, curlMessage: "libcurl says \(code)", head: ResponseHead(),
