@@ -39,6 +39,21 @@ public final class Catalog: Sendable {
         return reason
     }
 
+    /// Whether `error` came from the catalog as a whole rather than from one
+    /// row: a lock held past the wait, a full disk, a damaged file. Trying
+    /// each row of a group on its own then only repeats it, once a row (a
+    /// lock that stayed cost another minute per item).
+    public static func failsEveryRow(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return true }
+        switch error.resultCode {
+        case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_NOTADB,
+             .SQLITE_READONLY, .SQLITE_CANTOPEN:
+            return true
+        default:
+            return false
+        }
+    }
+
     /// Opens (creating and migrating if needed) the catalog at `path`. A
     /// writer waits up to `busySeconds` for another process's lock;
     /// `onLockWait` is called once if a wait lasts longer than `noticeAfter`.

@@ -246,14 +246,19 @@ final class Ingestor: Sendable {
 
     /// Records the rows of items whose objects are durable, in one
     /// transaction, and completes them. One bad row must not sink the
-    /// group: on an error each is tried on its own.
+    /// group: on an error each is tried on its own, unless the error is the
+    /// catalog's as a whole (`Catalog.failsEveryRow`).
     private func record(_ entries: [Pending], _ failures: [FailureRecord]) {
         guard !entries.isEmpty || !failures.isEmpty else { return }
         do {
             try cache.catalog.record(entries.map(\.record), failures: failures)
             for entry in entries { entry.completion(.success(())) }
         } catch {
-            if entries.count > 1 {
+            // One bad row must not sink the rest; a catalog that failed as a
+            // whole (a lock held past its minute, a full disk) would only fail
+            // again, a minute an item for a lock.
+            let wholeCatalog = Catalog.failsEveryRow(error)
+            if entries.count > 1, !wholeCatalog {
                 for entry in entries { record([entry], []) }
             } else {
                 for entry in entries {
@@ -262,7 +267,7 @@ final class Ingestor: Sendable {
                                                          outOfSpace: OutOfSpace.isCause(of: error))))
                 }
             }
-            if !failures.isEmpty { try? cache.catalog.record([], failures: failures) }
+            if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures) }
         }
     }
 

@@ -308,7 +308,9 @@ public final class TransferEngine: Sendable {
             case .failure(let failure):
                 error = failure
             }
-            if outcome.redirects > 0, let effective = outcome.effectiveURL, error.kind != .cancelled {
+            // libcurl counts a redirect it could not follow (to `market:`) and
+            // keeps the URL asked for: that one is not named as its own target.
+            if outcome.redirects > 0, let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
                 // "HTTP 404" alone named only the URL asked for, not the one that
                 // answered. Without its query: a signed CDN link holds a token.
                 let shown = effective.prefix { $0 != "?" }

@@ -228,6 +228,17 @@ import TestSupport
         #expect(Catalog.describe(StoreError("cannot sync /c: Input/output error")) == "cannot sync /c: Input/output error")
     }
 
+    /// A group whose transaction failed is tried row by row only when a row
+    /// may be the cause: a lock held past its minute cost another minute an item.
+    @Test func onlyARowsOwnErrorIsTriedRowByRow() {
+        for code in [ResultCode.SQLITE_BUSY, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_READONLY] {
+            #expect(Catalog.failsEveryRow(DatabaseError(resultCode: code)), "\(code)")
+        }
+        #expect(!Catalog.failsEveryRow(DatabaseError(resultCode: .SQLITE_CONSTRAINT)))
+        #expect(!Catalog.failsEveryRow(DatabaseError(resultCode: .SQLITE_MISMATCH)))
+        #expect(Catalog.failsEveryRow(StoreError("cannot open the catalog")))
+    }
+
     @Test func aLockHeldTooLongSaysSo() {
         let busy = DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked", sql: "BEGIN IMMEDIATE TRANSACTION")
         #expect(Catalog.describe(busy) == "another process has held it locked for over 60 s (SQLite error 5: database is locked)")

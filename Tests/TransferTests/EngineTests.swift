@@ -510,6 +510,12 @@ import TestSupport
             let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/short")) }
             // libcurl writes /x/../gone.jpg as /gone.jpg: no redirect, none named.
             let direct = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/x/../gone.jpg")) }
+            // A redirect libcurl counts but cannot follow (an app link) names no target: it stayed where it was.
+            origin.route("/app") { _ in .redirect(to: "market://details?id=x") }
+            let appLink = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/app")) }
+            #expect(appLink?.kind == .unsupportedURL)
+            #expect(appLink?.message.contains("redirected") == false, "\(String(describing: appLink))")
+            #expect(origin.requests(for: "/app").count == 1)
 
             // Without the query: a signed CDN link holds a token.
             #expect(error?.message == "HTTP 404 Not Found (redirected to \(origin.url("/gone.jpg")))")
