@@ -112,13 +112,20 @@ public final class Catalog: Sendable {
     /// or a disc for offline use) whose write-ahead log was checkpointed away:
     /// SQLite cannot create the shared-memory file a WAL database needs, and
     /// could not open it. Nothing can change such a file, so it is opened as
-    /// immutable, read-only. Nil when the medium is writable, or a log with
-    /// commits is there (immutable reading would leave them out).
+    /// immutable, read-only. Nil when the medium is writable. A log with
+    /// commits but no shared-memory file cannot be read there at all
+    /// (immutable reading would leave the commits out): that throws, saying
+    /// what to do where the cache was written.
     private static func openOnReadOnlyMedium(_ path: String) throws -> DatabaseQueue? {
         var info = statvfs()
         guard statvfs(path, &info) == 0, info.f_flag & UInt(ST_RDONLY) != 0 else { return nil }
         var log = stat()
-        if stat(writeAheadLog(of: path), &log) == 0, log.st_size > 0 { return nil }
+        if stat(writeAheadLog(of: path), &log) == 0, log.st_size > 0 {
+            guard access(path + "-shm", F_OK) != 0 else { return nil }
+            throw StoreError("it is on a read-only filesystem with commits in its write-ahead log and no shared-memory "
+                + "file beside it, which SQLite cannot read there: merge the log where the cache was written "
+                + "(sqlite3 catalog.sqlite 'PRAGMA wal_checkpoint(TRUNCATE)') before copying it")
+        }
         var configuration = Configuration()
         configuration.readonly = true
         // A URI filename: the system's SQLite takes them (SQLITE_USE_URI).

@@ -620,6 +620,29 @@ import TestSupport
         }
     }
 
+    /// A copy whose log was not merged and whose shared-memory file was left
+    /// behind cannot be read on read-only media: one line says what to do.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func aCacheOnReadOnlyMediaWithAnUnmergedLogSaysWhatToDo() async throws {
+        try await withOrigin { origin, _ in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 4000, seed: 62))
+            try await SmallFilesystem.with(kilobytes: 4096) { mountPoint, remount in
+                let cache = mountPoint + "/cache"
+                #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)
+                #expect(unlink(cache + "/catalog.sqlite-shm") == 0)
+                #expect(remount("ro"))
+
+                let list = try await BuiltProducts.run(["list", "--cache", cache])
+
+                #expect(list.status == 3)
+                #expect(list.stderrLines == ["mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: it is on a "
+                    + "read-only filesystem with commits in its write-ahead log and no shared-memory file beside it, which "
+                    + "SQLite cannot read there: merge the log where the cache was written (sqlite3 catalog.sqlite "
+                    + "'PRAGMA wal_checkpoint(TRUNCATE)') before copying it"], "\(list.stderr)")
+            }
+        }
+    }
+
     @Test func anObjectRemovedByHandAndFetchedAgainWithOtherBytesLeavesNoRowBehind() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/changing.jpg", data: fixtureBytes(count: 5000, seed: 57))
