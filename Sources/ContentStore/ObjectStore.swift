@@ -185,10 +185,8 @@ public final class ObjectStore: BlobStore {
     }
 
     public func contains(_ sha256: String, size: Int64?) -> Bool {
-        guard let path = path(for: sha256) else { return false }
-        var info = stat()
-        guard stat(path, &info) == 0 else { return false }
-        return size.map { Int64(info.st_size) == $0 } ?? true
+        guard Self.isValidHash(sha256), let found = sizeOfObject("\(sha256.prefix(2))/\(sha256)") else { return false }
+        return size.map { found == $0 } ?? true
     }
 
     public func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {
@@ -217,7 +215,7 @@ public final class ObjectStore: BlobStore {
             moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
             code = errno
         }
-        if !moved, code == EEXIST, !hasSize(blob.size, target) {
+        if !moved, code == EEXIST, let found = sizeOfObject(target), found != blob.size {
             // The file under this name is not these bytes (cut short or grown by
             // outside damage): the good copy replaces it rather than being dropped.
             moved = renameat(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
@@ -241,12 +239,12 @@ public final class ObjectStore: BlobStore {
         return true
     }
 
-    /// Whether the file at `target` (relative to the objects directory) has
-    /// `size` bytes; true when it cannot be looked at (left as it is).
-    private func hasSize(_ size: Int64, _ target: String) -> Bool {
+    /// The size of the file at `target` (relative to the objects directory),
+    /// or nil when there is none to look at.
+    private func sizeOfObject(_ target: String) -> Int64? {
         var info = stat()
-        guard fstatat(objectsDirectoryDescriptor, target, &info, 0) == 0 else { return true }
-        return Int64(info.st_size) == size
+        guard fstatat(objectsDirectoryDescriptor, target, &info, 0) == 0 else { return nil }
+        return Int64(info.st_size)
     }
 
     /// The directory descriptor and name to reach `path` by: relative to the

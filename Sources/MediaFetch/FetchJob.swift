@@ -174,8 +174,7 @@ public final class FetchJob: Sendable {
                 do {
                     toDownload = try settleCached(items)
                 } catch {
-                    throw CacheError("cannot read the catalog at \(cache.catalogPath): \(Catalog.describe(error))",
-                                     outOfSpace: OutOfSpace.isCause(of: error))
+                    throw cache.catalogReadError(error)
                 }
                 await download(toDownload, engine: engine, ingestor: ingestor)
             }

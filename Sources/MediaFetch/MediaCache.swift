@@ -46,6 +46,11 @@ public final class MediaCache: Sendable {
     /// The catalog's file (known without opening the catalog).
     public var catalogPath: String { Self.catalogPath(root: root) }
 
+    /// `error` from reading the catalog, as one line naming it.
+    public func catalogReadError(_ error: any Error) -> CacheError {
+        CacheError("cannot read the catalog at \(catalogPath): \(Catalog.describe(error))", outOfSpace: OutOfSpace.isCause(of: error))
+    }
+
     /// The catalog's write-ahead log (known without opening the catalog).
     public var catalogWriteAheadLog: String { Catalog.writeAheadLog(of: Self.catalogPath(root: root)) }
 

@@ -207,11 +207,7 @@ public final class TransferEngine: Sendable {
     /// the run after the user has made room goes on from it, as curl -C -
     /// and aria2c do, instead of fetching gigabytes again.
     static func keepsPartial(after error: TransferError) -> Bool {
-        switch error.kind {
-        case .cancelled: return true
-        case .fileSystem(let code): return code == ENOSPC || code == EDQUOT
-        default: return error.isRetryable
-        }
+        error.kind == .cancelled || error.isOutOfSpace || error.isRetryable
     }
 
     /// Fetches a small response into memory (up to `maxBytes`), with the same
@@ -586,28 +582,46 @@ public struct RequestTarget: Sendable, Equatable {
             var parsed = in6_addr()
             return String(decoding: address, as: UTF8.self).withCString { inet_pton(AF_INET6, $0, &parsed) } == 1
         }
+        var refused = false
+        var beyondASCII = false
+        forEachDecodedByte(of: host) { byte in
+            if byte < 0x20 || refusedInHostName.contains(byte) { refused = true }
+            if byte >= 0x80 { beyondASCII = true }
+        }
+        guard !refused else { return false }
+        guard beyondASCII else { return true }
+        // An IDN: libcurl converts it, and only valid UTF-8 converts.
         var decoded: [UInt8] = []
-        decoded.reserveCapacity(host.count)
-        var index = host.startIndex
-        while index < host.endIndex {
-            if host[index] == UInt8(ascii: "%"), index + 2 < host.endIndex, isHexDigit(host[index + 1]), isHexDigit(host[index + 2]),
-               let byte = UInt8(String(decoding: host[(index + 1)...(index + 2)], as: UTF8.self), radix: 16) {
-                decoded.append(byte)
+        forEachDecodedByte(of: host) { decoded.append($0) }
+        return String(validating: decoded, as: UTF8.self) != nil
+    }
+
+    /// Calls `body` with each byte of `text`, a valid `%XX` as the byte it stands for.
+    private static func forEachDecodedByte(of text: ArraySlice<UInt8>, _ body: (UInt8) -> Void) {
+        var index = text.startIndex
+        while index < text.endIndex {
+            if text[index] == UInt8(ascii: "%"), index + 2 < text.endIndex,
+               let high = hexValue(text[index + 1]), let low = hexValue(text[index + 2]) {
+                body(high << 4 | low)
                 index += 3
             } else {
-                decoded.append(host[index])
+                body(text[index])
                 index += 1
             }
         }
-        guard !decoded.contains(where: { $0 < 0x20 || refusedInHostName.contains($0) }) else { return false }
-        return decoded.allSatisfy { $0 < 0x80 } || String(validating: decoded, as: UTF8.self) != nil
     }
 
     /// The bytes libcurl 7.88's `hostname_check` refuses in a (decoded) host name.
     private static let refusedInHostName = Set(" /:#?!@{}[]\\$'\"^`*<>=;,+&()".utf8)
 
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
+    /// The value of a hex digit, or nil.
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 48...57: byte - 48
+        case 65...70: byte - 55
+        case 97...102: byte - 87
+        default: nil
+        }
     }
 
     private static func isUpper(_ byte: UInt8) -> Bool { (65...90).contains(byte) }

@@ -96,15 +96,10 @@ struct TransferOptions: ParsableArguments {
         guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
         guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1 (got \(perHost))") }
         guard retries >= 0 else { throw ValidationError("--retries must not be negative (got \(retries))") }
-        let seconds = 0.001...86_400.0 * 365
-        if let timeout, !seconds.contains(timeout) {
-            throw ValidationError("--timeout must be from 0.001 to 31536000 seconds (a year) (got \(timeout))")
-        }
-        guard seconds.contains(connectTimeout) else {
-            throw ValidationError("--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got \(connectTimeout))")
-        }
-        guard seconds.contains(stallTimeout) else {
-            throw ValidationError("--stall-timeout must be from 0.001 to 31536000 seconds (a year) (got \(stallTimeout))")
+        for (name, value) in [("--timeout", timeout), ("--connect-timeout", connectTimeout), ("--stall-timeout", stallTimeout)] {
+            if let value, !(0.001...86_400.0 * 365).contains(value) {
+                throw ValidationError("\(name) must be from 0.001 to 31536000 seconds (a year) (got \(value))")
+            }
         }
         if let maxFileSize, (ByteSize.parse(maxFileSize) ?? 0) <= 0 {
             // 0 would fail every download.

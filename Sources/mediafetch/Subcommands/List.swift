@@ -39,7 +39,7 @@ struct List: AsyncParsableCommand {
         } catch let exit as ExitCode {
             throw exit
         } catch {
-            Terminal.error("cannot read the catalog at \(cache.catalogPath): \(Catalog.describe(error))")
+            Terminal.error(cache.catalogReadError(error).message)
             throw Exit.cacheUnusable
         }
     }

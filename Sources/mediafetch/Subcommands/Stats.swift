@@ -1,5 +1,4 @@
 import ArgumentParser
-import ContentStore
 import MediaFetch
 
 struct Stats: AsyncParsableCommand {
@@ -24,7 +23,7 @@ struct Stats: AsyncParsableCommand {
         do {
             text = try StatsFormatter.render(cache.catalog.stats(), root: cache.root, as: format.output)
         } catch {
-            Terminal.error("cannot read the catalog at \(cache.catalogPath): \(Catalog.describe(error))")
+            Terminal.error(cache.catalogReadError(error).message)
             throw Exit.cacheUnusable
         }
         try Terminal.writeOut(text)
