@@ -248,12 +248,13 @@ public final class ObjectStore: BlobStore {
     }
 
     /// The directory descriptor and name to reach `path` by: relative to the
-    /// temporary directory when it is in it, else the path itself.
+    /// temporary directory when it is in it (or in one of its subdirectories,
+    /// where partials are), else the path itself.
     private func relativeToTemporaryDirectory(_ path: String) -> (Int32, String) {
         let prefix = temporaryDirectory + "/"
         if path.hasPrefix(prefix) {
             let name = path.dropFirst(prefix.count)
-            if !name.isEmpty, !name.utf8.contains(UInt8(ascii: "/")) { return (temporaryDirectoryDescriptor, String(name)) }
+            if !name.isEmpty { return (temporaryDirectoryDescriptor, String(name)) }
         }
         return (AT_FDCWD, path)
     }

@@ -16,8 +16,9 @@ let systemClose = Darwin.close
 
 /// The file a body is written into before it is complete.
 ///
-/// A URL's partial has a stable name (`<sha256(url)>.part`), so a later run
-/// finds it and resumes. The URL is taken without its password (see
+/// A URL's partial has a stable name (`<k>/<key>.part`, where the key is 40
+/// hex digits of the URL's SHA-256 and `<k>` its first digit: see
+/// `shardDirectory`), so a later run finds it and resumes. The URL is taken without its password (see
 /// `URLPassword`), here and in the validator file: nothing on disk gives it
 /// away. Its validator (ETag or Last-Modified) sits beside it in
 /// `<name>.validator`, written when the response starts; without a validator
@@ -52,7 +53,8 @@ final class PartialFile {
         self.directory = directory
         let url = URLPassword.removed(from: url)
         let key = Self.key(for: url)
-        let sharedPath = "\(directory)/\(key).part"
+        let shard = Self.shardDirectory(directory, key: key)
+        let sharedPath = "\(shard)/\(key).part"
         var opened = HashingWriter.OpenedFile.unknown
         if let (fd, isDirect) = try Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
@@ -79,7 +81,7 @@ final class PartialFile {
             // Named by process and sequence, not a random UUID: Foundation's
             // came out all zeros, the same for every file, when descriptors ran short.
             let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
-            path = "\(directory)/\(key).\(getpid())-\(sequence).tmp"
+            path = "\(shard)/\(key).\(getpid())-\(sequence).tmp"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
             descriptor = fd
@@ -203,16 +205,48 @@ final class PartialFile {
         _ = systemClose(descriptor)
     }
 
-    /// Removes what crashed or killed runs left in `directory`: finished bodies
-    /// that never reached the store (`.done`), private temporaries (`.tmp`),
-    /// half-written validators, and partials nobody resumed. Files in use
-    /// (locked, or touched within `staleAfter` seconds) are left alone;
-    /// resumable partials are kept for `resumableFor` seconds.
-    /// Returns how many files were removed.
+    /// The directory of the partials whose key is `key`: one of sixteen,
+    /// named by the key's first hex digit. Creating a file and renaming one
+    /// away both take the lock of the directory that holds the name; with a
+    /// single directory, the thread that creates new partials and the one
+    /// that moves finished bodies into the store spun on each other's lock
+    /// (a tenth of the CPU of a run of 2000 small files). Made when first
+    /// needed (see `createLocked`).
+    static func shardDirectory(_ directory: String, key: Substring) -> String {
+        "\(directory)/\(key.prefix(1))"
+    }
+
+    /// Whether `name`, in the partial directory, is one of its shard directories.
+    private static func isShardName(_ name: String) -> Bool {
+        name.utf8.count == 1 && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// Removes what crashed or killed runs left in `directory` and its shard
+    /// directories: finished bodies that never reached the store (`.done`),
+    /// private temporaries (`.tmp`), half-written validators, and partials
+    /// nobody resumed. Files in use (locked, or touched within `staleAfter`
+    /// seconds) are left alone; resumable partials are kept for
+    /// `resumableFor` seconds. A resumable partial not at its URL's name (left
+    /// at the top by a version without shard directories, or named after a
+    /// password) is moved there. Returns how many files were removed.
     @discardableResult
     static func sweep(directory: String, staleAfter: Double = 86_400, resumableFor: Double = 7 * 86_400,
                       now: Date = Date()) -> Int {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        var removed = 0
+        for name in names where isShardName(name) {
+            let shard = "\(directory)/\(name)"
+            guard let inShard = try? FileManager.default.contentsOfDirectory(atPath: shard) else { continue }
+            removed += sweep(names: inShard, in: shard, root: directory, staleAfter: staleAfter,
+                             resumableFor: resumableFor, now: now)
+        }
+        return removed + sweep(names: names, in: directory, root: directory, staleAfter: staleAfter,
+                               resumableFor: resumableFor, now: now)
+    }
+
+    /// `sweep` for the files `names` of one directory (directories among them are passed over).
+    private static func sweep(names: [String], in directory: String, root: String, staleAfter: Double,
+                              resumableFor: Double, now: Date) -> Int {
         var removed = 0
         for name in names {
             let path = "\(directory)/\(name)"
@@ -228,7 +262,7 @@ final class PartialFile {
                 if access(partial, F_OK) != 0 {
                     if age > staleAfter { removed += unlink(path) == 0 ? 1 : 0 }
                 } else {
-                    removed += rekeyIfItNamesAPassword(partial: partial, directory: directory)
+                    removed += moveToItsName(partial: partial, root: root)
                 }
                 continue
             }
@@ -251,29 +285,39 @@ final class PartialFile {
         return removed
     }
 
-    /// A partial left by a version that kept the URL's password in its
-    /// validator file (and in its name's hash) is moved to the name of the
-    /// URL without it, with a validator that does not hold it, so the
-    /// password leaves the disk and the download can still resume. Where
-    /// that name is taken, or the move fails, the old partial goes. Skipped
-    /// while another process holds the partial. Returns how many files were removed.
-    private static func rekeyIfItNamesAPassword(partial: String, directory: String) -> Int {
+    /// A partial whose name is not the one its validator's URL gives it
+    /// (under `root`, the partial directory) is moved there, so the download
+    /// can still resume. Two kinds of older versions left such partials: at
+    /// the top of the partial directory, before the shard directories; and
+    /// named after the URL with its password, which the validator quoted
+    /// (the new validator does not hold it, so the password leaves the
+    /// disk). Where the name is taken, or the move fails, the old partial
+    /// goes. Skipped while another process holds the partial. Returns how
+    /// many files were removed.
+    private static func moveToItsName(partial: String, root: String) -> Int {
         let validatorPath = partial + ".validator"
         guard let text = readValidatorFile(validatorPath),
-              let firstLine = text.split(separator: "\n", omittingEmptySubsequences: false).first,
-              URLPassword.range(in: String(firstLine)) != nil else { return 0 }
+              let firstLine = text.split(separator: "\n", omittingEmptySubsequences: false).first else { return 0 }
+        let url = URLPassword.removed(from: String(firstLine))
+        let key = key(for: url)
+        let shard = shardDirectory(root, key: key)
+        let newPartial = "\(shard)/\(key).part"
+        guard newPartial != partial, URLPassword.range(in: String(firstLine)) != nil || partial.hasSuffix("/\(key).part")
+        else { return 0 }
         var fd = open(partial, O_RDWR | O_CLOEXEC)
         if fd < 0, errno == EACCES { fd = open(partial, O_RDONLY | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
         defer { _ = systemClose(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: partial) else { return 0 }
-        let url = URLPassword.removed(from: String(firstLine))
         let rest = text.dropFirst(firstLine.count)
-        let newPartial = "\(directory)/\(key(for: url)).part"
         // Never over another partial. The lock goes with the file, so no one
         // opens it at its new name before its validator is there; a crash in
         // between leaves a partial without one, which starts over.
-        guard mf_renameat_noreplace(AT_FDCWD, partial, AT_FDCWD, newPartial) == 0 else {
+        var moved = mf_renameat_noreplace(AT_FDCWD, partial, AT_FDCWD, newPartial) == 0
+        if !moved, errno == ENOENT, makeDirectory(shard) {
+            moved = mf_renameat_noreplace(AT_FDCWD, partial, AT_FDCWD, newPartial) == 0
+        }
+        guard moved else {
             let removed = unlink(validatorPath) == 0 ? 1 : 0
             return removed + (unlink(partial) == 0 ? 1 : 0)
         }
@@ -292,6 +336,11 @@ final class PartialFile {
         let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
         let directFlag = direct ? mf_direct_open_flag() : 0
         var fd = open(path, flags | directFlag, readOnlyMode)
+        if fd < 0, errno == ENOENT, let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")),
+           makeDirectory(String(path[..<slash])) {
+            // The first partial of its shard directory (see `shardDirectory`).
+            fd = open(path, flags | directFlag, readOnlyMode)
+        }
         var isDirect = directFlag != 0
         if fd < 0, directFlag != 0, errno == EINVAL {
             // A filesystem without direct I/O refuses the flag, not the file,
@@ -362,6 +411,11 @@ final class PartialFile {
         // Renamed away (a finished body) since the open: look again.
         guard isFile(fd, at: path) else { return true }
         return fchmod(fd, writableMode) == 0
+    }
+
+    /// Makes the directory `path` (not its parents); whether it is there now.
+    private static func makeDirectory(_ path: String) -> Bool {
+        mkdir(path, 0o755) == 0 || errno == EEXIST
     }
 
     /// Whether `fd` is the file now at `path`.

@@ -348,7 +348,7 @@ import TestSupport
             let arguments = ["get", "--cache", cache, "--retries", "0", origin.url("/long.flac")]
 
             let first = try await BuiltProducts.run(arguments, as: user)
-            let partials = try FileManager.default.contentsOfDirectory(atPath: cache + "/tmp").filter { $0.hasSuffix(".part") }
+            let partials = partialDirectoryFiles(cache + "/tmp").filter { $0.hasSuffix(".part") }
             let partial = try #require(partials.first)
             let mode = try permissions(of: "\(cache)/tmp/\(partial)")
             let second = try await BuiltProducts.run(arguments, as: user)

@@ -6,7 +6,7 @@ import TestSupport
 /// Interruptions and several processes on one cache.
 @Suite struct SharedCacheTests {
     private func files(in directory: String) -> [String] {
-        (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        partialDirectoryFiles(directory)
     }
 
     @Test func ctrlCStopsWithStatus130AndTheNextRunResumes() async throws {

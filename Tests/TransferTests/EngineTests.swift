@@ -64,7 +64,7 @@ import TestSupport
     }
 
     private func leftovers(_ directory: TemporaryDirectory) -> [String] {
-        (try? FileManager.default.contentsOfDirectory(atPath: directory.appending("tmp"))) ?? []
+        partialDirectoryFiles(directory.appending("tmp"))
     }
 
     @Test func downloadStreamsToAFileWithItsSHA256() async throws {
@@ -215,7 +215,7 @@ import TestSupport
             #expect(body.resumedBytes == 300_000)
             #expect(body.sha256 == sha256(content))
             // The finished body keeps its validator until it is handed off (stored), then only the body is left.
-            let name = URL(fileURLWithPath: body.path).lastPathComponent
+            let name = String(body.path.dropFirst(partials.count + 1))
             #expect(leftovers(directory).sorted() == [name, name + ".validator"])
             body.file.release()
             #expect(leftovers(directory) == [name])
@@ -231,7 +231,7 @@ import TestSupport
             var left: [(path: String, bytes: Data)] = []
             try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
                 let body = try await engine.download(origin.url("/whole.flac"))
-                for name in try FileManager.default.contentsOfDirectory(atPath: partials) {
+                for name in partialDirectoryFiles(partials) {
                     left.append((partials + "/" + name, try Data(contentsOf: URL(fileURLWithPath: partials + "/" + name))))
                 }
                 body.file.release()
@@ -254,8 +254,10 @@ import TestSupport
 
     /// Leaves in `partials` what a run killed after receiving all of `bytes` from `url` leaves: the body and its validator.
     private func leaveCompleteBody(_ bytes: Data, of url: String, validator: String, in partials: String) throws {
-        try FileManager.default.createDirectory(atPath: partials, withIntermediateDirectories: true)
-        let path = "\(partials)/\(PartialFile.key(for: url)).part"
+        let key = PartialFile.key(for: url)
+        let shard = PartialFile.shardDirectory(partials, key: key)
+        try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+        let path = "\(shard)/\(key).part"
         try bytes.write(to: URL(fileURLWithPath: path))
         try Data("\(url)\n\(validator)\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
     }
@@ -877,7 +879,7 @@ import TestSupport
     @Test func sweepingRemovesLeftoversButNotLiveOrResumableFiles() async throws {
         try await TemporaryDirectory.with { directory in
             let tmp = directory.appending("tmp")
-            try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: tmp + "/3", withIntermediateDirectories: true)
             func file(_ name: String, ageDays: Double) {
                 let path = "\(tmp)/\(name)"
                 _ = FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
@@ -894,15 +896,22 @@ import TestSupport
             file("ancient.part.validator", ageDays: 9)
             file("lost.part.validator", ageDays: 2)
             file("busy.tmp", ageDays: 2)
+            // The same rules hold in the shard directories partials are in.
+            file("3/old.done", ageDays: 2)
+            file("3/orphan.part", ageDays: 2)
+            file("3/kept.part", ageDays: 2)
+            file("3/kept.part.validator", ageDays: 2)
+            file("3/fresh.tmp", ageDays: 0)
             let busy = open("\(tmp)/busy.tmp", O_RDWR)
             defer { close(busy) }
             #expect(flock(busy, LOCK_EX) == 0)
 
             let removed = PartialFile.sweep(directory: tmp)
 
-            let left = Set(try FileManager.default.contentsOfDirectory(atPath: tmp))
-            #expect(left == ["fresh.done", "kept.part", "kept.part.validator", "busy.tmp"])
-            #expect(removed == 6)
+            let left = Set(partialDirectoryFiles(tmp))
+            #expect(left == ["fresh.done", "kept.part", "kept.part.validator", "busy.tmp",
+                             "3/kept.part", "3/kept.part.validator", "3/fresh.tmp"])
+            #expect(removed == 8)
         }
     }
 }

@@ -138,7 +138,7 @@ import Glibc
 
             PartialFile.sweep(directory: directory.path)
 
-            let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            let names = partialDirectoryFiles(directory.path)
             #expect(names.count == 4, "\(names)")
             for name in names {
                 let contents = try Data(contentsOf: URL(fileURLWithPath: directory.appending(name)))
@@ -153,6 +153,58 @@ import Glibc
             defer { kept.close(discard: true) }
             #expect(kept.resumable?.size == 2)
             #expect(kept.resumable?.validator == "\"v2\"")
+        }
+    }
+
+    @Test func aPartialAtTheTopLeftByAVersionWithoutShardDirectoriesIsMovedIntoItsOwnAndResumes() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Given partials where versions before the shard directories kept them: at the top
+            let url = "http://example.test/long.flac"
+            let key = PartialFile.key(for: url)
+            let top = "\(directory.path)/\(key).part"
+            try Data("abcd".utf8).write(to: URL(fileURLWithPath: top))
+            try Data("\(url)\n\"v1\"\n".utf8).write(to: URL(fileURLWithPath: top + ".validator"))
+            // and one that another process holds: it stays where it is for now
+            let busyURL = "http://example.test/busy.flac"
+            let busyTop = "\(directory.path)/\(PartialFile.key(for: busyURL)).part"
+            try Data("xyz".utf8).write(to: URL(fileURLWithPath: busyTop))
+            try Data("\(busyURL)\n\"v1\"\n".utf8).write(to: URL(fileURLWithPath: busyTop + ".validator"))
+            let busy = open(busyTop, O_RDONLY)
+            defer { close(busy) }
+            #expect(flock(busy, LOCK_EX) == 0)
+
+            // When the partial directory is swept (as each run starts)
+            let removed = PartialFile.sweep(directory: directory.path)
+
+            // Then the free one is in its shard directory with its validator, nothing else changed
+            let shard = key.prefix(1)
+            #expect(Set(partialDirectoryFiles(directory.path)) == [
+                "\(shard)/\(key).part", "\(shard)/\(key).part.validator",
+                "\(PartialFile.key(for: busyURL)).part", "\(PartialFile.key(for: busyURL)).part.validator",
+            ])
+            #expect(removed == 1)
+            // and a download of its URL resumes from its bytes
+            let resumed = try PartialFile(directory: directory.path, url: url)
+            defer { resumed.close(discard: true) }
+            #expect(resumed.path == "\(directory.path)/\(shard)/\(key).part")
+            #expect(resumed.resumable?.size == 4)
+            #expect(resumed.resumable?.validator == "\"v1\"")
+        }
+    }
+
+    @Test func newPartialsAreSpreadOverSixteenShardDirectories() async throws {
+        try await TemporaryDirectory.with { directory in
+            var shards = Set<String>()
+            for index in 0..<200 {
+                let partial = try PartialFile(directory: directory.path, url: "http://example.test/\(index).jpg")
+                let key = PartialFile.key(for: "http://example.test/\(index).jpg")
+                #expect(partial.path == "\(directory.path)/\(key.prefix(1))/\(key).part")
+                shards.insert(String(key.prefix(1)))
+                partial.close(discard: true)
+            }
+            #expect(shards.count == 16)
+            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: directory.path)) == shards)
+            #expect(partialDirectoryFiles(directory.path).isEmpty)
         }
     }
 
