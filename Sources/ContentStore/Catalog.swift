@@ -19,6 +19,9 @@ public final class Catalog: Sendable {
     /// read-only queue (see `openOnReadOnlyMedium`).
     private let database: any DatabaseWriter
     public let path: String
+    private let lockWait: LockWait
+    /// How many writes gave up waiting for another process's lock.
+    public var lockWaitsGivenUp: Int { lockWait.givenUp.load(ordering: .relaxed) }
     /// Whether opening made the database or its WAL file: their names must be
     /// made durable too (a whole-filesystem flush may never have come).
     private let createsFiles: Bool
@@ -55,12 +58,15 @@ public final class Catalog: Sendable {
     }
 
     /// Opens (creating and migrating if needed) the catalog at `path`. A
-    /// writer waits up to `busySeconds` for another process's lock;
-    /// `onLockWait` is called once if a wait lasts longer than `noticeAfter`.
-    public init(path: String, noticeAfter: Duration = .seconds(2), onLockWait: (@Sendable () -> Void)? = nil) throws {
+    /// writer waits up to `lockWaitLimit` (`busySeconds`, unless a test
+    /// shortens it) for another process's lock; `onLockWait` is called once
+    /// if a wait lasts longer than `noticeAfter`.
+    public init(path: String, lockWaitLimit: Duration = .seconds(busySeconds), noticeAfter: Duration = .seconds(2),
+                onLockWait: (@Sendable () -> Void)? = nil) throws {
         self.path = path
         var configuration = Configuration()
-        let lockWait = LockWait(noticeAfter: noticeAfter, onLongWait: onLockWait)
+        let lockWait = LockWait(limit: lockWaitLimit, noticeAfter: noticeAfter, onLongWait: onLockWait)
+        self.lockWait = lockWait
         configuration.busyMode = .callback { tries in lockWait.shouldTryAgain(tries: tries) }
         configuration.foreignKeysEnabled = true
         // WAL with synchronous=NORMAL: a commit is atomic and consistent without

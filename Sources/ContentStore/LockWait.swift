@@ -9,18 +9,22 @@ import Darwin
 #endif
 
 /// How the catalog waits for another process's lock: short sleeps that grow
-/// to 100 ms, as SQLite's own busy handler sleeps, until `Catalog.busySeconds`
-/// have passed; once the wait is longer than `noticeAfter`, `onLongWait` is
+/// to 100 ms, as SQLite's own busy handler sleeps, until `limit` (by default
+/// `Catalog.busySeconds`) has passed; once the wait is longer than `noticeAfter`, `onLongWait` is
 /// called (once), so that a person is not left looking at a silent minute.
 final class LockWait: Sendable {
     /// Milliseconds slept before each try: SQLite's own schedule, then 100 ms a try.
     private static let delays = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
 
+    let limit: Duration
     let noticeAfter: Duration
     let onLongWait: (@Sendable () -> Void)?
     private let noticed = Mutex(false)
+    /// How many waits ended at `limit` with the lock still held.
+    let givenUp = Atomic(0)
 
-    init(noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?) {
+    init(limit: Duration, noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?) {
+        self.limit = limit
         self.noticeAfter = noticeAfter
         self.onLongWait = onLongWait
     }
@@ -38,7 +42,10 @@ final class LockWait: Sendable {
     /// (the statement then fails with SQLITE_BUSY).
     func shouldTryAgain(tries: Int) -> Bool {
         let waited = Self.waited(beforeTry: tries)
-        if waited >= .seconds(Catalog.busySeconds) { return false }
+        if waited >= limit {
+            givenUp.add(1, ordering: .relaxed)
+            return false
+        }
         if waited >= noticeAfter, let onLongWait, noticed.withLock({ seen in defer { seen = true }; return !seen }) {
             onLongWait()
         }

@@ -66,18 +66,27 @@ public struct FetchReport: Sendable, Equatable {
     public var resumedBytes: Int64 = 0
     public var seconds: Double = 0
     /// True when the run was cancelled (Ctrl-C) before every item was tried
-    /// (false when the disk filled up first: `outOfSpace` says why it stopped).
+    /// (false when the disk filled up or the catalog failed first:
+    /// `outOfSpace` and `catalogFailure` say why it stopped).
     public var interrupted = false
     /// Why the run stopped before every item was tried, when the disk
     /// holding the cache filled up: the first such failure's reason. The
     /// items that failed for want of room are left, not failed.
     public var outOfSpace: String?
+    /// Why the run stopped before every item was tried, when the catalog
+    /// failed as a whole (a lock another process held past the wait, a
+    /// damaged file), in SQLite's words. The items it could not record are
+    /// left, not failed: their objects are stored, and a later run records them.
+    public var catalogFailure: String?
+
+    /// The cache could not take more, and the run stopped (see `outOfSpace` and `catalogFailure`).
+    public var stoppedEarly: Bool { outOfSpace != nil || catalogFailure != nil }
 
     /// Items neither stored, found cached nor failed: not tried, or cut off.
     public var left: Int { max(0, total - downloaded - skipped - failures.count) }
 
     /// Everything asked for is in the cache.
-    public var succeeded: Bool { failures.isEmpty && !interrupted && outOfSpace == nil }
+    public var succeeded: Bool { failures.isEmpty && !interrupted && !stoppedEarly }
 }
 
 /// Puts items into the cache: skips what is cached, downloads the rest
@@ -197,7 +206,7 @@ public final class FetchJob: Sendable {
             return state.report
         }
         // Interrupted only when something asked for is missing because of it.
-        if Task.isCancelled, report.left > 0, report.outOfSpace == nil {
+        if Task.isCancelled, report.left > 0, !report.stoppedEarly {
             report.interrupted = true
         }
         reportProgress { _ in }
@@ -293,8 +302,9 @@ public final class FetchJob: Sendable {
     /// each body goes to the ingestor from the thread that finished it. The
     /// next download starts when the ingestor has room, so memory stays flat
     /// however long the list and however slow the disk.
-    /// A full disk stops them: the items not started are left for a later
-    /// run (as after Ctrl-C) rather than each requested and failed in turn.
+    /// A full disk or a failed catalog stops them: the items not started are
+    /// left for a later run (as after Ctrl-C) rather than each requested and
+    /// failed in turn.
     private func download(_ items: [FetchItem], engine: TransferEngine, ingestor: Ingestor) async {
         let downloads = Task { [self] in
             await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
@@ -310,12 +320,12 @@ public final class FetchJob: Sendable {
                 }
             }
         }
-        // A disk that filled before the handle was kept stops the downloads here.
-        let alreadyFull = state.withLock { state -> Bool in
+        // A disk that filled (or a catalog that failed) before the handle was kept stops the downloads here.
+        let alreadyStopped = state.withLock { state -> Bool in
             state.downloads = downloads
-            return state.report.outOfSpace != nil
+            return state.report.stoppedEarly
         }
-        if alreadyFull { downloads.cancel() }
+        if alreadyStopped { downloads.cancel() }
         await withTaskCancellationHandler {
             await downloads.value
         } onCancel: {
@@ -352,20 +362,27 @@ public final class FetchJob: Sendable {
                     eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
                 }
             case .failure(let error):
-                fail(item, reason: error.message, outOfSpace: error.outOfSpace, ingestor: ingestor)
+                fail(item, reason: error.message, outOfSpace: error.outOfSpace, catalogFailure: error.catalogFailure,
+                     ingestor: ingestor)
             }
         }
     }
 
-    /// `outOfSpace`: it failed because the disk holding the cache is full.
-    /// That stops the downloads, and is no failure of the item: it is left
-    /// for the next run, as one not tried (not listed, nor recorded), and
-    /// the first such reason is the report's.
-    private func fail(_ item: FetchItem, reason: String, outOfSpace: Bool = false, ingestor: Ingestor) {
-        if outOfSpace {
+    /// `outOfSpace`: it failed because the disk holding the cache is full;
+    /// `catalogFailure`: because the catalog failed as a whole. Either stops
+    /// the downloads, and is no failure of the item: it is left for the next
+    /// run, as one not tried (not listed, nor recorded), and the first such
+    /// reason is the report's.
+    private func fail(_ item: FetchItem, reason: String, outOfSpace: Bool = false, catalogFailure: String? = nil,
+                      ingestor: Ingestor) {
+        if outOfSpace || catalogFailure != nil {
             let downloadsToStop = state.withLock { state -> Task<Void, Never>? in
-                guard state.report.outOfSpace == nil else { return nil }
-                state.report.outOfSpace = RedactedURL.inText(reason)
+                guard !state.report.stoppedEarly else { return nil }
+                if outOfSpace {
+                    state.report.outOfSpace = RedactedURL.inText(reason)
+                } else {
+                    state.report.catalogFailure = catalogFailure.map(RedactedURL.inText)
+                }
                 return state.downloads
             }
             downloadsToStop?.cancel()

@@ -41,6 +41,9 @@ final class Ingestor: Sendable {
     private let cache: MediaCache
     private let store: any BlobStore
     let maxPending: Int
+    /// Set once the catalog has failed as a whole: later groups fail with
+    /// the same error at once, instead of each waiting out a lock again.
+    private let catalogFailure = Mutex<CacheError?>(nil)
     private let queue = Mutex(Queue())
     private let wake = DispatchSemaphore(value: 0)
     private let exited = DispatchSemaphore(value: 0)
@@ -250,6 +253,10 @@ final class Ingestor: Sendable {
     /// catalog's as a whole (`Catalog.failsEveryRow`).
     private func record(_ entries: [Pending], _ failures: [FailureRecord]) {
         guard !entries.isEmpty || !failures.isEmpty else { return }
+        if let failure = catalogFailure.withLock({ $0 }) {
+            for entry in entries { entry.completion(.failure(failure)) }
+            return
+        }
         do {
             try cache.catalog.record(entries.map(\.record), failures: failures)
             for entry in entries { entry.completion(.success(())) }
@@ -261,11 +268,12 @@ final class Ingestor: Sendable {
             if entries.count > 1, !wholeCatalog {
                 for entry in entries { record([entry], []) }
             } else {
-                for entry in entries {
-                    // The URL is said where the failure is shown.
-                    entry.completion(.failure(CacheError("cannot record it in the catalog: \(Catalog.describe(error))",
-                                                         outOfSpace: OutOfSpace.isCause(of: error))))
-                }
+                let outOfSpace = OutOfSpace.isCause(of: error)
+                // The URL is said where the failure is shown.
+                let failure = CacheError("cannot record it in the catalog: \(Catalog.describe(error))", outOfSpace: outOfSpace,
+                                         catalogFailure: wholeCatalog && !outOfSpace ? Catalog.describe(error) : nil)
+                if wholeCatalog { catalogFailure.withLock { $0 = failure } }
+                for entry in entries { entry.completion(.failure(failure)) }
             }
             if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures) }
         }

@@ -24,8 +24,10 @@ public final class MediaCache: Sendable {
     /// Opens (creating if needed) the cache at `root`. The store is ready on
     /// return; the catalog is opened on another thread (a new one creates its
     /// schema, several fsyncs), and `catalog` waits for it. `onCatalogLockWait`
-    /// is called once if the catalog waits long for another process's lock.
-    public init(root: String, onCatalogLockWait: (@Sendable () -> Void)? = nil) throws(CacheError) {
+    /// is called once if the catalog waits long for another process's lock;
+    /// it waits `catalogLockWaitLimit` at most (see `Catalog.init`).
+    public init(root: String, catalogLockWaitLimit: Duration = .seconds(Catalog.busySeconds),
+                onCatalogLockWait: (@Sendable () -> Void)? = nil) throws(CacheError) {
         let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
         self.root = absolute
         do {
@@ -38,7 +40,7 @@ public final class MediaCache: Sendable {
         }
         let catalogPath = Self.catalogPath(root: absolute)
         catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
-        opening = CatalogOpening(path: catalogPath, onLockWait: onCatalogLockWait)
+        opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait)
     }
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
@@ -111,9 +113,14 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     public let message: String
     /// The disk holding the cache is full (see `OutOfSpace`).
     public let outOfSpace: Bool
-    public init(_ message: String, outOfSpace: Bool = false) {
+    /// Why the catalog failed as a whole (`Catalog.failsEveryRow`: a lock
+    /// another process held past the wait, a damaged file), in SQLite's
+    /// words; nil when this error is one item's alone, or the disk is full.
+    public let catalogFailure: String?
+    public init(_ message: String, outOfSpace: Bool = false, catalogFailure: String? = nil) {
         self.message = message
         self.outOfSpace = outOfSpace
+        self.catalogFailure = catalogFailure
     }
     public var description: String { message }
 }
@@ -128,12 +135,12 @@ private final class CatalogOpening: Sendable {
     /// Entered until the catalog is open (or has failed to open).
     private let opening = DispatchGroup()
 
-    init(path: String, onLockWait: (@Sendable () -> Void)?) {
+    init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?) {
         opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
             do {
-                outcome = .success(try Catalog(path: path, onLockWait: onLockWait))
+                outcome = .success(try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait))
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
                                               outOfSpace: OutOfSpace.isCause(of: error)))

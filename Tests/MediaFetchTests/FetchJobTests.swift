@@ -73,6 +73,62 @@ import Transfer
         }
     }
 
+    /// A catalog another process holds locked past the wait stops the run,
+    /// as a full disk does: the first group that cannot be recorded says why,
+    /// the items not started are left, and no later group waits out the lock again.
+    @Test func aCatalogLockedPastTheWaitStopsTheRun() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 300, size: 3000, firstSeed: 600)
+            // Each answer pauses after its head, so the run is still downloading when the wait ends.
+            for index in 0..<300 { origin.setFault("/p\(index).jpg", .stallAfter(bytes: 0, seconds: 0.02)) }
+            let root = directory.appending("cache")
+            let items = urls.map { FetchItem(url: $0, collection: "alps") }
+            // Given a cache whose catalog exists, then is locked by another connection for the whole run
+            _ = try MediaCache(root: root).catalog.stats()
+            let other = try DatabaseQueue(path: root + "/catalog.sqlite")
+            let locked = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let holder = Thread {
+                // GRDB wants every transaction ended within its access: this one waits inside it.
+                try? other.writeWithoutTransaction { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    locked.signal()
+                    release.wait()
+                    try db.execute(sql: "ROLLBACK")
+                }
+                locked.signal()
+            }
+            holder.start()
+            locked.wait()
+            let cache = try MediaCache(root: root, catalogLockWaitLimit: .milliseconds(100))
+            var configuration = quickRetries()
+            configuration.maxConcurrentTransfers = 2
+
+            // When a job runs on it
+            let report = try await FetchJob(cache: cache, configuration: configuration).run(items)
+
+            // Then it stopped, naming SQLite's reason, with every item left and none failed
+            #expect(report.catalogFailure?.contains("(SQLite error 5: database is locked)") == true, "\(report)")
+            #expect(report.outOfSpace == nil)
+            #expect(!report.succeeded && !report.interrupted)
+            #expect(report.failures.isEmpty)
+            #expect(report.downloaded == 0)
+            #expect(report.left == 300)
+            #expect(origin.requests().count < 300)
+            #expect(ProgressText.summary(report).hasSuffix("stopped with 300 left to fetch: the catalog cannot record them"))
+            // and the lock was waited out once, not again for each group after the first
+            #expect(try cache.catalog.lockWaitsGivenUp == 1)
+
+            // When the lock is let go, the next run records everything
+            release.signal()
+            locked.wait()
+            try other.close()
+            let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+            #expect(again.succeeded)
+            #expect(try cache.catalog.entries(collection: "alps").count == 300)
+        }
+    }
+
     /// A catalog damaged on disk is named, with SQLite's reason in a few
     /// words: the lookup of a long list quoted a kilobyte of SQL.
     @Test func aDamagedCatalogIsNamedInOneShortLine() async throws {

@@ -21,7 +21,7 @@ import Testing
         report.bytesReceived = 1 << 20
         report.seconds = 1.5
         #expect(ProgressJSON.line(for: .finished(report))
-                == #"{"bytes":1048576,"downloaded":2,"event":"finished","failed":1,"interrupted":false,"outOfSpace":false,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
+                == #"{"bytes":1048576,"catalogFailed":false,"downloaded":2,"event":"finished","failed":1,"interrupted":false,"outOfSpace":false,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
         #expect(ProgressJSON.note("running 117 at once") == #"{"event":"note","message":"running 117 at once"}"#)
         #expect(ProgressJSON.error("cannot open http://ann:secret@h/list: \"gone\"")
                 == #"{"event":"error","message":"cannot open http://ann:***@h/list: \"gone\""}"#)

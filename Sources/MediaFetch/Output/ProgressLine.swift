@@ -46,7 +46,7 @@ public enum ProgressJSON {
                 "skipped": .integer(report.skipped), "failed": .integer(report.failures.count),
                 "bytes": .integer(report.bytesReceived), "resumedBytes": .integer(report.resumedBytes),
                 "seconds": .number(report.seconds), "interrupted": .bool(report.interrupted),
-                "outOfSpace": .bool(report.outOfSpace != nil),
+                "outOfSpace": .bool(report.outOfSpace != nil), "catalogFailed": .bool(report.catalogFailure != nil),
             ]
         }
         return encode(fields)
@@ -108,6 +108,8 @@ public enum ProgressText {
         text += ")"
         if report.outOfSpace != nil {
             text += "; stopped with \(report.left) left to fetch: no room left for the cache"
+        } else if report.catalogFailure != nil {
+            text += "; stopped with \(report.left) left to fetch: the catalog cannot record them"
         } else if report.interrupted {
             // What the next run will do: the items not finished, partials resuming.
             text += "; interrupted with \(report.left) left to fetch"

@@ -106,6 +106,12 @@ struct FetchRunner {
                 progress: transfer.progress)
             throw Exit.cacheUnusable
         }
+        if let reason = report.catalogFailure {
+            Terminal.error("cannot record downloads in the catalog at \(cache.catalogPath): \(reason); stopped with "
+                + "\(report.left) left to fetch (what was recorded before stays; run again to fetch the rest)",
+                progress: transfer.progress)
+            throw Exit.cacheUnusable
+        }
         if report.interrupted { throw Exit.interrupted }
         if !report.succeeded { throw Exit.itemsFailed }
     }
