@@ -214,13 +214,48 @@ public final class FetchJob: Sendable {
         return report
     }
 
+    /// The job for a cache this process cannot write (read-only media, or
+    /// another user's): when every item is cached, with its file, and
+    /// already in its collection, nothing needs writing, and the report says
+    /// they were all cached (the objects' last access is not updated). Nil
+    /// when anything would need fetching or recording; the events then end
+    /// without a report. Reads the catalog only.
+    public func runWithoutWriting(_ requested: [FetchItem]) throws -> FetchReport? {
+        let started = ContinuousClock.now
+        defer { eventSink.finish() }
+        let items = Self.unique(requested)
+        let remaining: [FetchItem]
+        do {
+            remaining = try settleCached(items, writing: false)
+        } catch is NeedsWriting {
+            return nil
+        } catch {
+            throw cache.catalogReadError(error)
+        }
+        guard remaining.isEmpty else { return nil }
+        let report = state.withLock { state -> FetchReport in
+            state.progress.total = items.count
+            state.report.total = items.count
+            state.report.seconds = (ContinuousClock.now - started).seconds
+            return state.report
+        }
+        reportProgress { _ in }
+        eventSink.yield(.finished(report))
+        return report
+    }
+
+    /// Thrown by `settleCached` when it may not write and an item would have to be recorded.
+    private struct NeedsWriting: Error {}
+
     /// Items whose URL is cached are not downloaded: they are recorded in
     /// their collection if they are new there. Returns the items left to
     /// fetch. The list is settled a part at a time, each part's new members
     /// and touched objects in a transaction of their own: should a later
     /// part fail, what earlier parts recorded stays, and is found again by
     /// the next run. A cancelled run stops settling between parts.
-    private func settleCached(_ items: [FetchItem]) throws -> [FetchItem] {
+    /// Without `writing`, nothing is recorded or touched, and an item cached
+    /// but new in its collection throws `NeedsWriting`.
+    private func settleCached(_ items: [FetchItem], writing: Bool = true) throws -> [FetchItem] {
         let names = try cache.catalog.collectionNames()
         var storedNames: [String: String] = [:]
         var remaining: [FetchItem] = []
@@ -237,7 +272,8 @@ public final class FetchJob: Sendable {
                 storedNames[name] = stored
                 part[index].collection = stored
             }
-            skipped += try settleCachedPart(part, remaining: &remaining, missing: &missing, objects: &objects)
+            skipped += try settleCachedPart(part, remaining: &remaining, missing: &missing, objects: &objects,
+                                            writing: writing)
             // A list of distinct objects would keep an entry per URL: looking again costs a system call.
             if objects.count > objectsRemembered { objects.removeAll() }
             if Task.isCancelled { break }
@@ -256,8 +292,8 @@ public final class FetchJob: Sendable {
     /// `objects` holds whether the file of each object seen so far is there,
     /// so it is looked for, and touched, once (again only after
     /// `settleCached` has forgotten it, past `objectsRemembered` objects).
-    private func settleCachedPart(_ part: [FetchItem], remaining: inout [FetchItem],
-                                  missing: inout [String: String], objects: inout [String: Bool]) throws -> Int {
+    private func settleCachedPart(_ part: [FetchItem], remaining: inout [FetchItem], missing: inout [String: String],
+                                  objects: inout [String: Bool], writing: Bool) throws -> Int {
         // Each URL as the catalog keeps it, worked out once.
         let keys = part.map(\.catalogURL)
         let cached = try cache.catalog.cachedSources(for: keys)
@@ -293,6 +329,10 @@ public final class FetchJob: Sendable {
                 IngestRecord(url: item.url, collection: item.collection, kind: item.kind, title: item.title,
                              sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false)
             }
+        guard writing else {
+            if !newInCollection.isEmpty { throw NeedsWriting() }
+            return found.count
+        }
         try cache.catalog.record(newInCollection)
         try cache.catalog.touch(firstSeen)
         return found.count

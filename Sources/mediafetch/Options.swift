@@ -23,6 +23,19 @@ struct CacheOptions: ParsableArguments {
     /// that only read (`list`, `stats`) pass `mustExist`, so a mistyped path
     /// is an error rather than a new empty cache.
     func open(mustExist: Bool = false, progress: ProgressMode? = nil) throws -> MediaCache {
+        let (cache, notWritable) = try openForDownloads(mustExist: mustExist, progress: progress)
+        if let notWritable {
+            Terminal.error(notWritable.message, progress: progress)
+            throw Exit.cacheUnusable
+        }
+        return cache
+    }
+
+    /// `open`, for a downloading command, which can still succeed on a cache
+    /// it cannot write when everything asked for is cached already: a cache
+    /// it cannot write comes with why, for the command to say when it needs
+    /// to write after all.
+    func openForDownloads(mustExist: Bool = false, progress: ProgressMode?) throws -> (MediaCache, CacheError?) {
         let root = MediaCache.resolveRoot(explicit: cache)
         if mustExist, !FileManager.default.fileExists(atPath: root + "/catalog.sqlite") {
             Terminal.error("no cache at \(root) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)
@@ -37,8 +50,14 @@ struct CacheOptions: ParsableArguments {
             // A reading command needs the catalog at once: say so here if it cannot be opened.
             if mustExist { _ = try cache.catalog }
             // A downloading command writes: a cache it cannot write to is one line, not one per URL.
-            if !mustExist { try cache.checkWritable() }
-            return cache
+            if !mustExist {
+                do throws(CacheError) {
+                    try cache.checkWritable()
+                } catch {
+                    return (cache, error)
+                }
+            }
+            return (cache, nil)
         } catch {
             Terminal.error(error.message, progress: progress)
             throw Exit.cacheUnusable

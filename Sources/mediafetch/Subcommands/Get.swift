@@ -56,7 +56,11 @@ struct FetchRunner {
     let transfer: TransferOptions
 
     func run(_ items: [FetchItem]) async throws {
-        let cache = try cacheOptions.open(progress: transfer.progress)
+        let (cache, notWritable) = try cacheOptions.openForDownloads(progress: transfer.progress)
+        if let notWritable {
+            try await checkCached(items, in: cache, notWritable: notWritable)
+            return
+        }
         let configuration = transfer.configuration
         // The engine runs no more transfers than the open-file limit allows: say so.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
@@ -114,5 +118,27 @@ struct FetchRunner {
         }
         if report.interrupted { throw Exit.interrupted }
         if !report.succeeded { throw Exit.itemsFailed }
+    }
+
+    /// A cache this process cannot write (read-only media, another user's)
+    /// serves a run that finds everything cached: it says so, as a run that
+    /// downloaded nothing would. Anything to fetch or record fails the run
+    /// with the reason the cache cannot be written (exit 3).
+    private func checkCached(_ items: [FetchItem], in cache: MediaCache, notWritable: CacheError) async throws {
+        let job = FetchJob(cache: cache, reportsEachStoredItem: transfer.progress == .json)
+        let display = Task { await ProgressPrinter(mode: transfer.progress).consume(job.events) }
+        let report: FetchReport?
+        do {
+            report = try job.runWithoutWriting(items)
+        } catch {
+            await display.value
+            Terminal.error("\(error)", progress: transfer.progress)
+            throw Exit.cacheUnusable
+        }
+        await display.value
+        guard report != nil else {
+            Terminal.error(notWritable.message, progress: transfer.progress)
+            throw Exit.cacheUnusable
+        }
     }
 }
