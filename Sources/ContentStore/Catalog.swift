@@ -264,8 +264,9 @@ public final class Catalog: Sendable {
     /// (group commit), with statements prepared once and reused. The objects
     /// must already be durable in the store. URLs are recorded without their
     /// passwords (`URLPassword`): the catalog file never holds one.
-    public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], at date: Date = Date()) throws {
-        guard !records.isEmpty || !failures.isEmpty else { return }
+    public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], touching touched: [String] = [],
+                       at date: Date = Date()) throws {
+        guard !records.isEmpty || !failures.isEmpty || !touched.isEmpty else { return }
         let now = date.timeIntervalSince1970
         try database.write { db in
             var collectionIDs: [String: Int64] = [:]
@@ -312,6 +313,7 @@ public final class Catalog: Sendable {
                     try Self.dropUnreferencedObject(missing, in: db)
                 }
             }
+            try Self.touch(touched, at: now, in: db)
         }
     }
 
@@ -369,13 +371,15 @@ public final class Catalog: Sendable {
     /// Notes that objects were used now (recency lives here, not in atime).
     public func touch(_ hashes: [String], at date: Date = Date()) throws {
         guard !hashes.isEmpty else { return }
+        try database.write { db in try Self.touch(hashes, at: date.timeIntervalSince1970, in: db) }
+    }
+
+    private static func touch(_ hashes: [String], at time: Double, in db: Database) throws {
+        guard !hashes.isEmpty else { return }
+        let update = try db.cachedStatement(sql: "UPDATE object SET lastAccessAt = ? WHERE hash = ?")
         // Many URLs may share one object: each is touched once.
-        let unique = Set(hashes)
-        try database.write { db in
-            let update = try db.cachedStatement(sql: "UPDATE object SET lastAccessAt = ? WHERE hash = ?")
-            for hash in unique {
-                try update.execute(arguments: [date.timeIntervalSince1970, hash])
-            }
+        for hash in Set(hashes) {
+            try update.execute(arguments: [time, hash])
         }
     }
 

@@ -181,7 +181,12 @@ public final class FetchJob: Sendable {
                 _ = try await cache.openedCatalog()
                 let toDownload: [FetchItem]
                 do {
-                    toDownload = try settleCached(items)
+                    try recordKeptRows()
+                    toDownload = try settleCached(items, ingestor: ingestor)
+                } catch let error as CatalogWriteFailure {
+                    throw CacheError("cannot record in the catalog at \(cache.catalogPath): "
+                        + "\(Catalog.describe(error.underlying)); nothing was fetched",
+                        outOfSpace: OutOfSpace.isCause(of: error.underlying))
                 } catch {
                     throw cache.catalogReadError(error)
                 }
@@ -247,6 +252,33 @@ public final class FetchJob: Sendable {
     /// Thrown by `settleCached` when it may not write and an item would have to be recorded.
     private struct NeedsWriting: Error {}
 
+    /// A write to the catalog failed before the downloads (not a read: the message says which).
+    private struct CatalogWriteFailure: Error {
+        let underlying: any Error
+    }
+
+    /// Records the rows an earlier run kept because the catalog could not
+    /// take them (see `UnrecordedRows`), before the list is looked up, so
+    /// their URLs count as cached. A URL recorded since keeps its newer row;
+    /// one whose object is gone is left out (and fetched again).
+    private func recordKeptRows() throws(CatalogWriteFailure) {
+        let catalog: Catalog
+        do {
+            catalog = try cache.catalog
+        } catch {
+            throw CatalogWriteFailure(underlying: error)
+        }
+        let failure = cache.unrecorded.replay { records, fetchedAt in
+            let known = try catalog.cachedSources(for: records.filter(\.fetched).map(\.url))
+            let stillUnrecorded = records.filter { record in
+                !(record.fetched && known[record.url] != nil) && cache.store.contains(record.sha256, size: record.size)
+            }
+            try catalog.record(stillUnrecorded, at: fetchedAt)
+        }
+        // A row that cannot be recorded (a constraint) is no reason to stop: the file stays.
+        if let failure, Catalog.failsEveryRow(failure) { throw CatalogWriteFailure(underlying: failure) }
+    }
+
     /// Items whose URL is cached are not downloaded: they are recorded in
     /// their collection if they are new there. Returns the items left to
     /// fetch. The list is settled a part at a time, each part's new members
@@ -255,7 +287,9 @@ public final class FetchJob: Sendable {
     /// the next run. A cancelled run stops settling between parts.
     /// Without `writing`, nothing is recorded or touched, and an item cached
     /// but new in its collection throws `NeedsWriting`.
-    private func settleCached(_ items: [FetchItem], writing: Bool = true) throws -> [FetchItem] {
+    /// `ingestor` takes the last-access updates of the objects found (none
+    /// without it).
+    private func settleCached(_ items: [FetchItem], writing: Bool = true, ingestor: Ingestor? = nil) throws -> [FetchItem] {
         let names = try cache.catalog.collectionNames()
         var storedNames: [String: String] = [:]
         var remaining: [FetchItem] = []
@@ -273,7 +307,7 @@ public final class FetchJob: Sendable {
                 part[index].collection = stored
             }
             skipped += try settleCachedPart(part, remaining: &remaining, missing: &missing, objects: &objects,
-                                            writing: writing)
+                                            writing: writing, ingestor: ingestor)
             // A list of distinct objects would keep an entry per URL: looking again costs a system call.
             if objects.count > objectsRemembered { objects.removeAll() }
             if Task.isCancelled { break }
@@ -293,7 +327,7 @@ public final class FetchJob: Sendable {
     /// so it is looked for, and touched, once (again only after
     /// `settleCached` has forgotten it, past `objectsRemembered` objects).
     private func settleCachedPart(_ part: [FetchItem], remaining: inout [FetchItem], missing: inout [String: String],
-                                  objects: inout [String: Bool], writing: Bool) throws -> Int {
+                                  objects: inout [String: Bool], writing: Bool, ingestor: Ingestor?) throws -> Int {
         // Each URL as the catalog keeps it, worked out once.
         let keys = part.map(\.catalogURL)
         let cached = try cache.catalog.cachedSources(for: keys)
@@ -333,8 +367,12 @@ public final class FetchJob: Sendable {
             if !newInCollection.isEmpty { throw NeedsWriting() }
             return found.count
         }
-        try cache.catalog.record(newInCollection)
-        try cache.catalog.touch(firstSeen)
+        do {
+            try cache.catalog.record(newInCollection)
+        } catch {
+            throw CatalogWriteFailure(underlying: error)
+        }
+        ingestor?.touch(firstSeen)
         return found.count
     }
 

@@ -29,6 +29,9 @@ final class Ingestor: Sendable {
     private struct Queue {
         var pending: [Pending] = []
         var failures: [FailureRecord] = []
+        /// Objects used by this run (found cached): their last access is
+        /// updated with the next rows recorded (see `touch`).
+        var touches: [String] = []
         var stopping = false
         /// The thread has taken its last items: later ones are refused.
         var closed = false
@@ -114,6 +117,15 @@ final class Ingestor: Sendable {
     func noteFailure(_ failure: FailureRecord) {
         queue.withLock { $0.failures.append(failure) }
         wake.signal()
+    }
+
+    /// Notes that these objects were used now, in the transaction of the
+    /// next group (or at the end): a hint for pruning, not worth a
+    /// transaction of its own, nor a wait for another process's lock before
+    /// the downloads start. Lost if the catalog cannot take it.
+    func touch(_ hashes: [String]) {
+        guard !hashes.isEmpty else { return }
+        queue.withLock { $0.touches += hashes }
     }
 
     /// Commits what is queued, makes the catalog durable, and stops the
@@ -252,15 +264,22 @@ final class Ingestor: Sendable {
     /// group: on an error each is tried on its own, unless the error is the
     /// catalog's as a whole (`Catalog.failsEveryRow`).
     private func record(_ entries: [Pending], _ failures: [FailureRecord]) {
-        guard !entries.isEmpty || !failures.isEmpty else { return }
+        let touches = queue.withLock { queue in
+            defer { queue.touches.removeAll() }
+            return queue.touches
+        }
+        guard !entries.isEmpty || !failures.isEmpty || !touches.isEmpty else { return }
         if let failure = catalogFailure.withLock({ $0 }) {
+            keepForALaterRun(entries)
             for entry in entries { entry.completion(.failure(failure)) }
             return
         }
         do {
-            try cache.catalog.record(entries.map(\.record), failures: failures)
+            try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches)
             for entry in entries { entry.completion(.success(())) }
         } catch {
+            // Only last-access times were lost: nothing to report.
+            guard !entries.isEmpty || !failures.isEmpty else { return }
             // One bad row must not sink the rest; a catalog that failed as a
             // whole (a lock held past its minute, a full disk) would only fail
             // again, a minute an item for a lock.
@@ -272,11 +291,21 @@ final class Ingestor: Sendable {
                 // The URL is said where the failure is shown.
                 let failure = CacheError("cannot record it in the catalog: \(Catalog.describe(error))", outOfSpace: outOfSpace,
                                          catalogFailure: wholeCatalog && !outOfSpace ? Catalog.describe(error) : nil)
-                if wholeCatalog { catalogFailure.withLock { $0 = failure } }
+                if wholeCatalog {
+                    catalogFailure.withLock { $0 = failure }
+                    keepForALaterRun(entries)
+                }
                 for entry in entries { entry.completion(.failure(failure)) }
             }
             if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures) }
         }
+    }
+
+    /// Keeps the rows of items whose objects are durable but that the catalog
+    /// could not take (see `UnrecordedRows`): the next run records them
+    /// instead of fetching them again. Best effort.
+    private func keepForALaterRun(_ entries: [Pending]) {
+        try? cache.unrecorded.keep(entries.map(\.record), fetchedAt: Date())
     }
 
     /// Completes items that cannot be stored; with `removingStaged`, their

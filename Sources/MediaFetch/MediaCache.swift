@@ -16,6 +16,8 @@ import Darwin
 public final class MediaCache: Sendable {
     public let root: String
     public let store: ObjectStore
+    /// Rows the catalog could not take mid-run, for a later run to record.
+    public let unrecorded: UnrecordedRows
     private let opening: CatalogOpening
     /// Whether the catalog did not exist yet when the cache was opened and
     /// no job has claimed that since (see `claimEmptyCatalog`).
@@ -30,6 +32,7 @@ public final class MediaCache: Sendable {
                 onCatalogLockWait: (@Sendable () -> Void)? = nil) throws(CacheError) {
         let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
         self.root = absolute
+        unrecorded = UnrecordedRows(root: absolute)
         do {
             store = try ObjectStore(root: absolute)
         } catch {

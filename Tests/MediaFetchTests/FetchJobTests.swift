@@ -75,7 +75,8 @@ import Transfer
 
     /// A catalog another process holds locked past the wait stops the run,
     /// as a full disk does: the first group that cannot be recorded says why,
-    /// the items not started are left, and no later group waits out the lock again.
+    /// the items not started are left, and no later group waits out the lock
+    /// again. What was stored meanwhile is recorded by the next run, not fetched again.
     @Test func aCatalogLockedPastTheWaitStopsTheRun() async throws {
         try await withOrigin { origin, directory in
             let urls = origin.addFixtures(count: 300, size: 3000, firstSeed: 600)
@@ -123,9 +124,18 @@ import Transfer
             release.signal()
             locked.wait()
             try other.close()
+            let stored = try objectPaths(inCache: root).count
+            #expect(stored > 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/unrecorded").count >= 1)
+            let requestsBefore = origin.requests().count
             let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
             #expect(again.succeeded)
+            #expect(again.downloaded == 300 - stored)
+            #expect(again.skipped == stored)
             #expect(try cache.catalog.entries(collection: "alps").count == 300)
+            // Only what was not stored was asked for again, and nothing is left to record.
+            #expect(origin.requests().count - requestsBefore == 300 - stored)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/unrecorded").isEmpty)
         }
     }
 

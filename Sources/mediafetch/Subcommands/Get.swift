@@ -112,7 +112,7 @@ struct FetchRunner {
         }
         if let reason = report.catalogFailure {
             Terminal.error("cannot record downloads in the catalog at \(cache.catalogPath): \(reason); stopped with "
-                + "\(report.left) left to fetch (what was recorded before stays; run again to fetch the rest)",
+                + "\(report.left) left to fetch (what finished is stored, and the next run records it without fetching it again)",
                 progress: transfer.progress)
             throw Exit.cacheUnusable
         }

@@ -1,0 +1,162 @@
+import Foundation
+import Synchronization
+import URLText
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Rows the catalog could not take, kept in files beside it so that a later
+/// run records them instead of downloading their objects again.
+///
+/// When the catalog fails as a whole mid-run (another process held its lock
+/// past the wait, the disk filled), the objects of the group being recorded
+/// are durable in the store already; without their rows nothing points at
+/// them, and the next run would fetch every one of those URLs again (seen:
+/// 137.7 MiB fetched twice after a lock held for 75 s). Each file here holds
+/// one such group: a first line with when it was fetched, then one JSON
+/// object a record. URLs are kept without their passwords, as the catalog
+/// keeps them. A file is written whole (a temporary name, `fsync`, rename),
+/// and removed once its rows are in the catalog.
+public struct UnrecordedRows: Sendable {
+    /// `<cache root>/unrecorded`.
+    public let directory: String
+
+    public init(root: String) {
+        directory = root + "/unrecorded"
+    }
+
+    /// Keeps `records`, fetched at `date`, in a new file. Best effort: a
+    /// failure (the disk that filled the catalog) leaves the objects to be
+    /// fetched again, as before.
+    public func keep(_ records: [IngestRecord], fetchedAt date: Date) throws(StoreError) {
+        guard !records.isEmpty else { return }
+        if mkdir(directory, 0o755) != 0, errno != EEXIST { throw StoreError.system("cannot create", directory) }
+        var text = "{\"fetchedAt\":\(date.timeIntervalSince1970)}\n"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        for record in records {
+            var kept = Kept(record)
+            kept.url = URLPassword.removed(from: kept.url)
+            guard let line = try? encoder.encode(kept) else { continue }
+            text += String(decoding: line, as: UTF8.self) + "\n"
+        }
+        let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
+        let name = "\(Int64(date.timeIntervalSince1970 * 1000))-\(getpid())-\(sequence)"
+        let temporary = "\(directory)/.\(name).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StoreError.system("cannot create", temporary) }
+        let written = text.withUTF8 { bytes in Self.writeAll(fd, bytes) } && fsync(fd) == 0
+        let code = errno
+        close(fd)
+        guard written, rename(temporary, "\(directory)/\(name).jsonl") == 0 else {
+            let failure = StoreError.system("cannot write", temporary, errno: written ? errno : code)
+            unlink(temporary)
+            throw failure
+        }
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            _ = fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+    }
+
+    /// Hands each kept group to `record` (its records and when they were
+    /// fetched), one file at a time, each under an exclusive lock so that
+    /// two processes do not record it twice; a file whose group was recorded
+    /// (`record` returned) is removed. Lines that cannot be read are passed
+    /// over. Stops at the first error `record` throws, which it returns.
+    public func replay(_ record: ([IngestRecord], Date) throws -> Void) -> (any Error)? {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
+        for name in names.sorted() where name.hasSuffix(".jsonl") {
+            let path = "\(directory)/\(name)"
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            // Held by another process recording it now, or gone since the listing.
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0, access(path, F_OK) == 0,
+                  let data = FileManager.default.contents(atPath: path) else { continue }
+            let (records, date) = Self.parse(data)
+            if !records.isEmpty {
+                do {
+                    try record(records, date)
+                } catch {
+                    return error
+                }
+            }
+            unlink(path)
+        }
+        return nil
+    }
+
+    /// The records of a kept file and when they were fetched (now, if its first line is unreadable).
+    static func parse(_ data: Data) -> ([IngestRecord], Date) {
+        let decoder = JSONDecoder()
+        var date = Date()
+        var records: [IngestRecord] = []
+        for (index, line) in data.split(separator: UInt8(ascii: "\n")).enumerated() {
+            if index == 0 {
+                if let header = try? decoder.decode(Header.self, from: line) {
+                    date = Date(timeIntervalSince1970: header.fetchedAt)
+                }
+                continue
+            }
+            if let kept = try? decoder.decode(Kept.self, from: line) { records.append(kept.record) }
+        }
+        return (records, date)
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let count = write(fd, bytes.baseAddress.map { $0 + offset }, bytes.count - offset)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return false }
+            offset += count
+        }
+        return true
+    }
+
+    private static let sequence = Atomic<UInt64>(0)
+
+    private struct Header: Codable {
+        var fetchedAt: Double
+    }
+
+    /// An `IngestRecord` as kept on disk.
+    private struct Kept: Codable {
+        var url: String
+        var collection: String
+        var kind: ItemKind
+        var title: String?
+        var sha256: String
+        var size: Int64
+        var contentType: String?
+        var etag: String?
+        var lastModified: String?
+        var metadata: String?
+        var fetched: Bool
+
+        init(_ record: IngestRecord) {
+            url = record.url
+            collection = record.collection
+            kind = record.kind
+            title = record.title
+            sha256 = record.sha256
+            size = record.size
+            contentType = record.contentType
+            etag = record.etag
+            lastModified = record.lastModified
+            metadata = record.metadata
+            fetched = record.fetched
+        }
+
+        var record: IngestRecord {
+            IngestRecord(url: url, collection: collection, kind: kind, title: title, sha256: sha256, size: size,
+                         contentType: contentType, etag: etag, lastModified: lastModified, metadata: metadata,
+                         fetched: fetched)
+        }
+    }
+}

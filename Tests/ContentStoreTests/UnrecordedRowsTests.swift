@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import ContentStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite struct UnrecordedRowsTests {
+    private func record(_ url: String, fetched: Bool = true) -> IngestRecord {
+        IngestRecord(url: url, collection: "alps", kind: .sound, title: "Ski lift ↑", sha256: String(repeating: "c", count: 64),
+                     size: 1234, contentType: "audio/flac", etag: "\"v1\"", lastModified: nil,
+                     metadata: #"{"id":7}"#, fetched: fetched)
+    }
+
+    @Test func keptRowsComeBackWholeWithoutPasswordsAndTheirFileGoesOnceRecorded() async throws {
+        try await TemporaryDirectory.with { directory in
+            let rows = UnrecordedRows(root: directory.path)
+            let fetchedAt = Date(timeIntervalSince1970: 1_790_000_000.5)
+            try rows.keep([record("http://ann:hunter2@h/a.flac"), record("http://h/b.flac", fetched: false)], fetchedAt: fetchedAt)
+
+            let names = try FileManager.default.contentsOfDirectory(atPath: rows.directory)
+            #expect(names.count == 1 && names[0].hasSuffix(".jsonl"), "\(names)")
+            let text = try String(contentsOfFile: "\(rows.directory)/\(names[0])", encoding: .utf8)
+            #expect(!text.contains("hunter2"))
+
+            var replayed: [([IngestRecord], Date)] = []
+            #expect(rows.replay { replayed.append(($0, $1)) } == nil)
+            #expect(replayed.count == 1)
+            #expect(replayed.first?.0 == [record("http://ann@h/a.flac"), record("http://h/b.flac", fetched: false)])
+            #expect(replayed.first?.1 == fetchedAt)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).isEmpty)
+        }
+    }
+
+    @Test func aGroupThatCannotBeRecordedStaysAndOneHeldByAnotherProcessIsLeftAlone() async throws {
+        struct Locked: Error {}
+        try await TemporaryDirectory.with { directory in
+            let rows = UnrecordedRows(root: directory.path)
+            try rows.keep([record("http://h/a.flac")], fetchedAt: Date())
+            let failure = rows.replay { _, _ in throw Locked() }
+            #expect(failure is Locked)
+            let names = try FileManager.default.contentsOfDirectory(atPath: rows.directory)
+            #expect(names.count == 1)
+
+            let held = open("\(rows.directory)/\(names[0])", O_RDONLY)
+            defer { close(held) }
+            #expect(flock(held, LOCK_EX) == 0)
+            var calls = 0
+            #expect(rows.replay { _, _ in calls += 1 } == nil)
+            #expect(calls == 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).count == 1)
+        }
+    }
+
+    @Test func unreadableLinesArePassedOver() {
+        let data = Data(("{\"fetchedAt\":1000}\nnot json\n{\"url\":\"http://h/x\"}\n"
+            + #"{"collection":"c","fetched":true,"kind":"photo","sha256":"ab","size":3,"url":"http://h/y"}"# + "\n").utf8)
+        let (records, date) = UnrecordedRows.parse(data)
+        #expect(records.map(\.url) == ["http://h/y"])
+        #expect(date == Date(timeIntervalSince1970: 1000))
+    }
+}
