@@ -369,9 +369,31 @@ public final class Catalog: Sendable {
     }
 
     /// Notes that objects were used now (recency lives here, not in atime).
-    public func touch(_ hashes: [String], at date: Date = Date()) throws {
+    /// Without `waitingForLock`, a lock another process holds makes it fail
+    /// at once (SQLITE_BUSY) instead of waiting: recency is a hint for
+    /// pruning, not worth a minute of anyone's time.
+    public func touch(_ hashes: [String], at date: Date = Date(), waitingForLock: Bool = true) throws {
         guard !hashes.isEmpty else { return }
-        try database.write { db in try Self.touch(hashes, at: date.timeIntervalSince1970, in: db) }
+        guard !waitingForLock else {
+            try database.write { db in try Self.touch(hashes, at: date.timeIntervalSince1970, in: db) }
+            return
+        }
+        try database.writeWithoutTransaction { db in
+            // The connection runs one write at a time: the flag covers this one only.
+            lockWait.impatient.store(true, ordering: .relaxed)
+            defer { lockWait.impatient.store(false, ordering: .relaxed) }
+            try db.inTransaction(.immediate) {
+                try Self.touch(hashes, at: date.timeIntervalSince1970, in: db)
+                return .commit
+            }
+        }
+    }
+
+    /// The process is being interrupted: a write waiting for another
+    /// process's lock gives up now (within 100 ms), and later ones at once,
+    /// so that Ctrl-C does not wait out the rest of a minute.
+    public func stopWaitingForLocks() {
+        lockWait.stopped.store(true, ordering: .relaxed)
     }
 
     private static func touch(_ hashes: [String], at time: Double, in db: Database) throws {

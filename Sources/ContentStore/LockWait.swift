@@ -22,6 +22,13 @@ final class LockWait: Sendable {
     private let noticed = Mutex(false)
     /// How many waits ended at `limit` with the lock still held.
     let givenUp = Atomic(0)
+    /// Set for a write that should not wait at all (see `Catalog.touch`);
+    /// only while the connection runs that write, so no other write of
+    /// this process can be affected.
+    let impatient = Atomic(false)
+    /// Set when the process is stopping: a wait in progress ends at its next
+    /// try, and later writes do not wait.
+    let stopped = Atomic(false)
 
     init(limit: Duration, noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?) {
         self.limit = limit
@@ -41,6 +48,7 @@ final class LockWait: Sendable {
     /// The busy handler: true to try again after a sleep, false to give up
     /// (the statement then fails with SQLITE_BUSY).
     func shouldTryAgain(tries: Int) -> Bool {
+        if stopped.load(ordering: .relaxed) || impatient.load(ordering: .relaxed) { return false }
         let waited = Self.waited(beforeTry: tries)
         if waited >= limit {
             givenUp.add(1, ordering: .relaxed)

@@ -119,6 +119,9 @@ public final class FetchJob: Sendable {
         var missingObjects: [String: String] = [:]
         /// The downloads, to stop when the disk fills up.
         var downloads: Task<Void, Never>?
+        /// The job was cancelled: a catalog that then fails (its lock wait
+        /// cut short) does not stop the run as a failed catalog would.
+        var cancelled = false
     }
 
     /// `reportsEachStoredItem: false` leaves `.stored` out of `events` (the
@@ -148,7 +151,19 @@ public final class FetchJob: Sendable {
     }
 
     /// Runs the job to the end (or until the task is cancelled) and returns the report.
+    /// Cancelling it also ends a wait for another process's catalog lock:
+    /// what could not be recorded then is kept for the next run (see
+    /// `UnrecordedRows`), and the run ends as interrupted.
     public func run(_ requested: [FetchItem]) async throws -> FetchReport {
+        try await withTaskCancellationHandler {
+            try await runUntilCancelled(requested)
+        } onCancel: {
+            state.withLock { $0.cancelled = true }
+            cache.stopWaitingForCatalogLocks()
+        }
+    }
+
+    private func runUntilCancelled(_ requested: [FetchItem]) async throws -> FetchReport {
         let clock = ContinuousClock()
         let started = clock.now
         defer { eventSink.finish() }
@@ -183,6 +198,9 @@ public final class FetchJob: Sendable {
                 do {
                     try recordKeptRows()
                     toDownload = try settleCached(items, ingestor: ingestor)
+                } catch is CatalogWriteFailure where state.withLock({ $0.cancelled }) {
+                    // Interrupted while waiting for the catalog's lock: nothing was fetched, all is left.
+                    toDownload = []
                 } catch let error as CatalogWriteFailure {
                     throw CacheError("cannot record in the catalog at \(cache.catalogPath): "
                         + "\(Catalog.describe(error.underlying)); nothing was fetched",
@@ -455,7 +473,8 @@ public final class FetchJob: Sendable {
                       ingestor: Ingestor) {
         if outOfSpace || catalogFailure != nil {
             let downloadsToStop = state.withLock { state -> Task<Void, Never>? in
-                guard !state.report.stoppedEarly else { return nil }
+                // Interrupted while waiting for the catalog's lock: the item is left, as any other then.
+                guard !state.report.stoppedEarly, !(state.cancelled && catalogFailure != nil) else { return nil }
                 if outOfSpace {
                     state.report.outOfSpace = RedactedURL.inText(reason)
                 } else {

@@ -268,7 +268,13 @@ final class Ingestor: Sendable {
             defer { queue.touches.removeAll() }
             return queue.touches
         }
-        guard !entries.isEmpty || !failures.isEmpty || !touches.isEmpty else { return }
+        guard !entries.isEmpty || !failures.isEmpty else {
+            // Only last-access times: not worth waiting for another process's lock.
+            if !touches.isEmpty, catalogFailure.withLock({ $0 }) == nil {
+                try? cache.catalog.touch(touches, waitingForLock: false)
+            }
+            return
+        }
         if let failure = catalogFailure.withLock({ $0 }) {
             keepForALaterRun(entries)
             for entry in entries { entry.completion(.failure(failure)) }
@@ -278,8 +284,6 @@ final class Ingestor: Sendable {
             try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches)
             for entry in entries { entry.completion(.success(())) }
         } catch {
-            // Only last-access times were lost: nothing to report.
-            guard !entries.isEmpty || !failures.isEmpty else { return }
             // One bad row must not sink the rest; a catalog that failed as a
             // whole (a lock held past its minute, a full disk) would only fail
             // again, a minute an item for a lock.

@@ -73,6 +73,13 @@ public final class MediaCache: Sendable {
         get throws(CacheError) { try opening.wait().get() }
     }
 
+    /// A run being interrupted: a write waiting for another process's lock
+    /// on the catalog gives up now (see `Catalog.stopWaitingForLocks`).
+    /// Never waits for the catalog to open.
+    public func stopWaitingForCatalogLocks() {
+        if case .success(let catalog) = opening.outcome { catalog.stopWaitingForLocks() }
+    }
+
     /// Whether the catalog is known not to open (without waiting for it).
     public var catalogFailed: Bool {
         if case .failure = opening.outcome { return true }

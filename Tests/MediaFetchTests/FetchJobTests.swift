@@ -86,21 +86,7 @@ import Transfer
             let items = urls.map { FetchItem(url: $0, collection: "alps") }
             // Given a cache whose catalog exists, then is locked by another connection for the whole run
             _ = try MediaCache(root: root).catalog.stats()
-            let other = try DatabaseQueue(path: root + "/catalog.sqlite")
-            let locked = DispatchSemaphore(value: 0)
-            let release = DispatchSemaphore(value: 0)
-            let holder = Thread {
-                // GRDB wants every transaction ended within its access: this one waits inside it.
-                try? other.writeWithoutTransaction { db in
-                    try db.execute(sql: "BEGIN IMMEDIATE")
-                    locked.signal()
-                    release.wait()
-                    try db.execute(sql: "ROLLBACK")
-                }
-                locked.signal()
-            }
-            holder.start()
-            locked.wait()
+            let lock = try CatalogLockHolder(root + "/catalog.sqlite")
             let cache = try MediaCache(root: root, catalogLockWaitLimit: .milliseconds(100))
             var configuration = quickRetries()
             configuration.maxConcurrentTransfers = 2
@@ -121,9 +107,7 @@ import Transfer
             #expect(try cache.catalog.lockWaitsGivenUp == 1)
 
             // When the lock is let go, the next run records everything
-            release.signal()
-            locked.wait()
-            try other.close()
+            try lock.release()
             let stored = try objectPaths(inCache: root).count
             #expect(stored > 0)
             #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/unrecorded").count >= 1)
@@ -136,6 +120,78 @@ import Transfer
             // Only what was not stored was asked for again, and nothing is left to record.
             #expect(origin.requests().count - requestsBefore == 300 - stored)
             #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/unrecorded").isEmpty)
+        }
+    }
+
+    /// Another process holding the catalog's write lock (as `BEGIN IMMEDIATE` does) until `release`.
+    private final class CatalogLockHolder: Sendable {
+        private let database: DatabaseQueue
+        private let locked = DispatchSemaphore(value: 0)
+        private let released = DispatchSemaphore(value: 0)
+
+        init(_ path: String) throws {
+            database = try DatabaseQueue(path: path)
+            let thread = Thread { [database, locked, released] in
+                // GRDB wants every transaction ended within its access: this one waits inside it.
+                try? database.writeWithoutTransaction { db in
+                    try db.execute(sql: "BEGIN IMMEDIATE")
+                    locked.signal()
+                    released.wait()
+                    try db.execute(sql: "ROLLBACK")
+                }
+                locked.signal()
+            }
+            thread.start()
+            locked.wait()
+        }
+
+        func release() throws {
+            released.signal()
+            locked.wait()
+            try database.close()
+        }
+    }
+
+    /// Ctrl-C while the run waits for another process's catalog lock ends
+    /// the wait (it would otherwise last its whole limit, here 90 s):
+    /// the run ends as interrupted, and what it stored is recorded by the next run.
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingEndsAWaitForTheCatalogLock() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 40, size: 3000, firstSeed: 700)
+            let root = directory.appending("cache")
+            let items = urls.map { FetchItem(url: $0, collection: "alps") }
+            _ = try MediaCache(root: root).catalog.stats()
+            let lock = try CatalogLockHolder(root + "/catalog.sqlite")
+            let waiting = DispatchSemaphore(value: 0)
+            let cache = try MediaCache(root: root, catalogLockWaitLimit: .seconds(90)) { waiting.signal() }
+
+            // When the job is cancelled once it waits for the lock
+            let job = Task { try await FetchJob(cache: cache, configuration: self.quickRetries()).run(items) }
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    waiting.wait()
+                    continuation.resume()
+                }
+            }
+            job.cancel()
+            let report = try await job.value
+
+            // Then it ended as interrupted, not as a failed catalog, with nothing failed
+            #expect(report.interrupted)
+            #expect(report.catalogFailure == nil)
+            #expect(report.failures.isEmpty)
+            #expect(report.downloaded == 0)
+            let stored = try objectPaths(inCache: root).count
+            #expect(stored > 0)
+
+            // and the next run, the lock let go, records what was stored without fetching it again
+            try lock.release()
+            let requestsBefore = origin.requests().count
+            let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+            #expect(again.succeeded)
+            #expect(again.skipped == stored)
+            #expect(origin.requests().count - requestsBefore == 40 - stored)
         }
     }
 
