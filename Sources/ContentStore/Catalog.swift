@@ -88,10 +88,19 @@ public final class Catalog: Sendable {
         // new file to WAL takes an exclusive lock that SQLite reports as busy
         // without waiting, and both would see an empty schema and create it.
         // An exclusive file lock around the whole opening makes them take turns.
-        let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        // Files are made with the umask's mode (SQLite's own default is 0644,
+        // which the umask cannot widen): a group's shared cache (umask 002)
+        // needs the catalog writable by the group, and SQLite gives its log
+        // and shared-memory file the catalog's mode.
+        let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
         if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { close(lock) } }
         createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
+        if access(path, F_OK) != 0 {
+            // An empty file is an empty database to SQLite. Where it cannot be made, SQLite says why.
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+            if fd >= 0 { close(fd) }
+        }
         do {
             database = try DatabasePool(path: path, configuration: configuration)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN {

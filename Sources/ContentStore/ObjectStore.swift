@@ -151,6 +151,17 @@ public final class ObjectStore: BlobStore {
             close(temporaryDirectoryDescriptor)
             throw error
         }
+        // Bodies are renamed from one to the other: across filesystems (a
+        // symlink to another disk) each would fail, after its download.
+        var temporary = stat()
+        var objects = stat()
+        if fstat(temporaryDirectoryDescriptor, &temporary) == 0, fstat(objectsDirectoryDescriptor, &objects) == 0,
+           temporary.st_dev != objects.st_dev {
+            close(temporaryDirectoryDescriptor)
+            close(objectsDirectoryDescriptor)
+            throw StoreError("\(temporaryDirectory) and \(objectsDirectory) are on different filesystems "
+                + "(downloads are renamed from one into the other): keep them on one", code: EXDEV)
+        }
     }
 
     deinit {
@@ -164,7 +175,8 @@ public final class ObjectStore: BlobStore {
         var prefix = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             prefix += "/" + component
-            if mkdir(prefix, 0o755) != 0, errno != EEXIST { throw StoreError.system("cannot create", prefix) }
+            // The umask decides the mode, as for curl's or wget's directories (002: a group's shared cache).
+            if mkdir(prefix, 0o777) != 0, errno != EEXIST { throw StoreError.system("cannot create", prefix) }
         }
         var info = stat()
         guard stat(path, &info) == 0 else { throw StoreError.system("cannot create", path) }
@@ -269,7 +281,7 @@ public final class ObjectStore: BlobStore {
     }
 
     private func makeDirectory(_ fanOut: String) throws(StoreError) {
-        if mkdirat(objectsDirectoryDescriptor, fanOut, 0o755) != 0, errno != EEXIST {
+        if mkdirat(objectsDirectoryDescriptor, fanOut, 0o777) != 0, errno != EEXIST {
             throw StoreError.system("cannot create", "\(objectsDirectory)/\(fanOut)")
         }
         // Made by another process just now, maybe: its name must be durable all the same.

@@ -33,7 +33,7 @@ public struct UnrecordedRows: Sendable {
     /// fetched again, as before.
     public func keep(_ records: [IngestRecord], fetchedAt date: Date) throws(StoreError) {
         guard !records.isEmpty else { return }
-        if mkdir(directory, 0o755) != 0, errno != EEXIST { throw StoreError.system("cannot create", directory) }
+        if mkdir(directory, 0o777) != 0, errno != EEXIST { throw StoreError.system("cannot create", directory) }
         var text = "{\"fetchedAt\":\(date.timeIntervalSince1970)}\n"
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -46,7 +46,7 @@ public struct UnrecordedRows: Sendable {
         let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
         let name = "\(Int64(date.timeIntervalSince1970 * 1000))-\(getpid())-\(sequence)"
         let temporary = "\(directory)/.\(name).tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw StoreError.system("cannot create", temporary) }
         let written = text.withUTF8 { bytes in Self.writeAll(fd, bytes) } && fsync(fd) == 0
         let code = errno

@@ -414,8 +414,10 @@ final class PartialFile {
     }
 
     /// Makes the directory `path` (not its parents); whether it is there now.
+    /// Its mode is the umask's to decide, so a group's shared cache (umask
+    /// 002) stays writable by the group.
     private static func makeDirectory(_ path: String) -> Bool {
-        mkdir(path, 0o755) == 0 || errno == EEXIST
+        mkdir(path, 0o777) == 0 || errno == EEXIST
     }
 
     /// Whether `fd` is the file now at `path`.

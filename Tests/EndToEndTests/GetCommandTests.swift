@@ -642,6 +642,54 @@ import TestSupport
         }
     }
 
+    /// Objects on another filesystem than tmp/ (a symlink to another disk)
+    /// cannot be renamed into place: one line before any download, not a
+    /// failure per item after each one.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func objectsOnAnotherFilesystemThanTmpAreOneLineBeforeAnyDownload() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 4000, seed: 64))
+            try await SmallFilesystem.with(kilobytes: 1024) { mountPoint, _ in
+                let cache = directory.appending("cache")
+                try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+                try FileManager.default.createSymbolicLink(atPath: cache + "/objects", withDestinationPath: mountPoint)
+
+                let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+
+                #expect(result.status == 3)
+                #expect(result.stderrLines == ["mediafetch: cannot open the cache at \(cache): \(cache)/tmp and "
+                    + "\(cache)/objects/sha256 are on different filesystems (downloads are renamed from one into the "
+                    + "other): keep them on one"])
+                #expect(origin.requests().isEmpty)
+            }
+        }
+    }
+
+    /// Under umask 002 (a cache a group shares) what mediafetch makes is
+    /// writable by the group: directories, the catalog and the files SQLite
+    /// makes beside it. Objects stay read-only.
+    @Test func theUmaskDecidesTheModesSoAGroupCanShareACache() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 4000, seed: 65))
+            let cache = directory.appending("cache")
+            let result = try await BuiltProducts.runShell(#"umask 002 && exec "$MEDIAFETCH" get --cache "$CACHE" "$URL""#,
+                                                          environment: ["CACHE": cache, "URL": origin.url("/a.jpg")])
+            #expect(result.status == 0, "\(result.stderr)")
+            let object = try #require(try objectPaths(inCache: cache).first)
+            let shards = try FileManager.default.contentsOfDirectory(atPath: cache + "/tmp").map { cache + "/tmp/" + $0 }
+            #expect(shards.count == 1)
+            for path in [cache, cache + "/tmp", cache + "/objects", cache + "/objects/sha256",
+                         URL(fileURLWithPath: object).deletingLastPathComponent().path] + shards {
+                #expect(try permissions(of: path) == 0o775, "\(path)")
+            }
+            for path in [cache + "/catalog.sqlite", cache + "/catalog.sqlite-wal", cache + "/catalog.sqlite-shm",
+                         cache + "/catalog.sqlite.lock"] {
+                #expect(try permissions(of: path) == 0o664, "\(path)")
+            }
+            #expect(try permissions(of: object) == 0o444)
+        }
+    }
+
     /// A copy whose log was not merged and whose shared-memory file was left
     /// behind cannot be read on read-only media: one line says what to do.
     @Test(.enabled(if: SmallFilesystem.canMount))
