@@ -113,6 +113,31 @@ import TestSupport
         }
     }
 
+    /// Ctrl-C twice in quick succession quits at once; the status line does
+    /// not stay behind with the shell's next output glued to it.
+    @Test func twoInterruptsLeaveNoStatusLineBehind() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/stalls.bin", data: fixtureBytes(count: 100_000, seed: 4))
+            origin.setFault("/stalls.bin", .stallAfter(bytes: 1_000, seconds: 120))
+            let session = try startGet([origin.url("/stalls.bin"), "--stall-timeout", "300"], columns: 160, rows: 20,
+                                       in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+
+            _ = try await screen(session, in: directory) { $0.contains("active") }
+            _ = try tmux(["send-keys", "-t", session, "C-c", "C-c"], in: directory)
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+
+            let lines = after.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(lines.contains("EXIT=130"), "\(lines)")
+            let statusLeft = lines.filter { $0.contains("active") }
+            #expect(statusLeft.isEmpty, "\(lines)")
+            // Whichever came first: the run's own end, or the second interrupt's line.
+            #expect(lines.contains { $0.contains("interrupted with 1 left to fetch") }
+                || lines.contains("mediafetch: interrupted again: stopped at once (what was stored stays, partial downloads resume)"),
+                "\(lines)")
+        }
+    }
+
     /// A retry's wait shows on the status line: with nothing active and
     /// nothing moving, a long Retry-After looked like a hang.
     @Test func aRetryWaitShowsOnTheStatusLine() async throws {

@@ -86,7 +86,15 @@ struct FetchRunner {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                if work.isCancelled { exit(Exit.interrupted.rawValue) }
+                if work.isCancelled {
+                    // A status line may be showing: end it, and say why there is no summary.
+                    if transfer.progress == .bar || (transfer.progress == .auto && Terminal.stderrIsTerminal) {
+                        Terminal.writeErr("\r\u{1B}[K")
+                    }
+                    Terminal.error("interrupted again: stopped at once (what was stored stays, partial downloads resume)",
+                                   progress: transfer.progress)
+                    exit(Exit.interrupted.rawValue)
+                }
                 work.cancel()
             }
             source.resume()
