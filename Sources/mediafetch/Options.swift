@@ -104,8 +104,37 @@ struct TransferOptions: ParsableArguments {
 
     /// `--cacert`, else the variables curl reads.
     var caCertificates: String? {
+        cacert ?? caCertificatesVariable?.value
+    }
+
+    /// The variable curl reads that names the CA certificates, when it is set and `--cacert` is not.
+    var caCertificatesVariable: (name: String, value: String)? {
+        guard cacert == nil else { return nil }
         let environment = ProcessInfo.processInfo.environment
-        return cacert ?? [environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]].compactMap { $0 }.first { !$0.isEmpty }
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE"] {
+            if let value = environment[name], !value.isEmpty { return (name, value) }
+        }
+        return nil
+    }
+
+    /// What is wrong with `path` as a file of CA certificates, or nil.
+    static func caCertificatesProblem(_ path: String) -> String? {
+        var info = stat()
+        if stat(path, &info) != 0 || access(path, R_OK) != 0 {
+            return "cannot read \(path): \(String(cString: strerror(errno)))"
+        }
+        // libcurl reads it again for every new connection: a pipe (<(cat ca.pem)) would
+        // serve the first and fail the rest, so only a regular file will do.
+        let kind = info.st_mode & S_IFMT
+        if kind != S_IFREG {
+            return kind == S_IFDIR ? "\(path) is not a file of certificates (a directory?)"
+                : "\(path) is not a regular file (it is read again for every connection)"
+        }
+        // An empty or garbled file failed every https URL on its own line.
+        if !(FileManager.default.contents(atPath: path).map(CACertificates.holdsPEMCertificate) ?? false) {
+            return "\(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        }
+        return nil
     }
 
     @Option(name: .long, help: "Progress display: auto (a status line on a terminal, quiet otherwise), bar, json (lines on stderr), none.")
@@ -128,24 +157,10 @@ struct TransferOptions: ParsableArguments {
             throw ValidationError("--limit-rate: '\(limitRate)' is not a rate of at least 1 byte a second and below 8 EiB (try 500K)")
         }
         // Said once here, not as a certificate error on every https URL. The
-        // variables are left to libcurl, as curl does: a stale one must not
-        // stop a run of plain http URLs.
-        if let cacert {
-            var info = stat()
-            if stat(cacert, &info) != 0 || access(cacert, R_OK) != 0 {
-                throw ValidationError("--cacert: cannot read \(cacert): \(String(cString: strerror(errno)))")
-            }
-            // libcurl reads it again for every new connection: a pipe (<(cat ca.pem)) would
-            // serve the first and fail the rest, so only a regular file will do.
-            let kind = info.st_mode & S_IFMT
-            if kind != S_IFREG {
-                throw ValidationError(kind == S_IFDIR ? "--cacert: \(cacert) is not a file of certificates (a directory?)"
-                    : "--cacert: \(cacert) is not a regular file (it is read again for every connection)")
-            }
-            // An empty or garbled file failed every https URL on its own line.
-            if !(FileManager.default.contents(atPath: cacert).map(CACertificates.holdsPEMCertificate) ?? false) {
-                throw ValidationError("--cacert: \(cacert) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
-            }
+        // variables are checked only when the list holds an https URL (see
+        // `FetchRunner`): a stale one must not stop a run of plain http URLs.
+        if let cacert, let problem = Self.caCertificatesProblem(cacert) {
+            throw ValidationError("--cacert: \(problem)")
         }
     }
 

@@ -124,4 +124,19 @@ struct TLSTests {
             #expect(result.status == 0, "\(result.stderr)")
         }
     }
+
+    /// A stale variable with an https URL in the list is one line naming the
+    /// variable, before any request: it failed every https URL on a line of its own.
+    @Test func aStaleCAVariableWithHTTPSIsOneLineNamingIt() async throws {
+        try await TemporaryDirectory.with { directory in
+            for (name, other) in [("CURL_CA_BUNDLE", "SSL_CERT_FILE"), ("SSL_CERT_FILE", "CURL_CA_BUNDLE")] {
+                let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                          "HTTPS://localhost:1/x", "https://localhost:1/y"],
+                                                         environment: [name: "/etc/passwd", other: ""])
+                #expect(result.status == 64)
+                #expect(result.stderrLines == ["mediafetch: \(name): /etc/passwd holds no PEM certificate "
+                    + "(-----BEGIN CERTIFICATE-----) (unset it, or give --cacert FILE)"])
+            }
+        }
+    }
 }

@@ -56,6 +56,13 @@ struct FetchRunner {
     let transfer: TransferOptions
 
     func run(_ items: [FetchItem]) async throws {
+        // A stale $CURL_CA_BUNDLE failed every https URL on its own line, not naming the variable.
+        if let (name, path) = transfer.caCertificatesVariable,
+           items.contains(where: { $0.url.utf8.count > 6 && $0.url.prefix(6).lowercased() == "https:" }),
+           let problem = TransferOptions.caCertificatesProblem(path) {
+            Terminal.error("\(name): \(problem) (unset it, or give --cacert FILE)", progress: transfer.progress)
+            throw ExitCode.validationFailure
+        }
         let (cache, notWritable) = try cacheOptions.openForDownloads(progress: transfer.progress)
         if let notWritable {
             try await checkCached(items, in: cache, notWritable: notWritable)
