@@ -3,8 +3,12 @@ import Transfer
 
 /// A line of input that is not an http or https URL.
 public struct InputError: Error, Sendable, CustomStringConvertible, Equatable {
-    public let message: String
-    public init(_ message: String) { self.message = message }
+    /// The first problem.
+    public var message: String { problems[0] }
+    /// Every problem found, a line each (several bad lines of a list).
+    public let problems: [String]
+    public init(_ message: String) { problems = [message] }
+    init(problems: [String]) { self.problems = problems.isEmpty ? ["bad input"] : problems }
     public var description: String { message }
 }
 
@@ -33,6 +37,10 @@ public enum URLList {
     struct LineReader {
         let source: String
         private(set) var urls: [String] = []
+        /// Lines that are not URLs, said together at the end (or once there
+        /// are `maxProblems`), so a list is not fixed one rerun a line.
+        private var problems: [String] = []
+        static let maxProblems = 10
         private var lineNumber = 0
         /// The start of a line whose end has not been read yet.
         private var pending: [UInt8] = []
@@ -68,6 +76,7 @@ public enum URLList {
         mutating func finish() throws(InputError) -> [String] {
             if !pending.isEmpty, !skippingComment { try line(pending[...]) }
             pending = []
+            if !problems.isEmpty { throw InputError(problems: problems) }
             return urls
         }
 
@@ -112,7 +121,11 @@ public enum URLList {
             do {
                 urls.append(try RequestTarget(line).url)
             } catch {
-                throw InputError("\(source):\(lineNumber): \(error.message)")
+                problems.append("\(source):\(lineNumber): \(error.message)")
+                if problems.count == Self.maxProblems {
+                    problems.append("\(source): stopped at its \(Self.maxProblems)th bad line")
+                    throw InputError(problems: problems)
+                }
             }
         }
 
@@ -161,7 +174,7 @@ public enum URLList {
     /// <(grep … list)`) is read like a regular file: to its end, without
     /// asking for its size first.
     public static func read(path: String) throws(InputError) -> [String] {
-        if path == "-" { return try read(STDIN_FILENO, name: "standard input", source: path) }
+        if path == "-" { return try read(STDIN_FILENO, name: "standard input", source: "standard input") }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw unreadable(path) }
         defer { close(fd) }

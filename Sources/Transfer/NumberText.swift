@@ -11,6 +11,18 @@ public enum NumberText {
         return "\(value < 0 && whole > 0 ? "-" : "")\(whole / 10).\(whole % 10)"
     }
 
+    /// A wait in the largest unit that keeps it readable: "90 s", "60 min",
+    /// "36 h", "26629 days" (a Retry-After date decades away was "2300771135.8 s").
+    public static func wait(_ seconds: Double) -> String {
+        switch seconds {
+        case ..<120: return Self.seconds(seconds)
+        case ..<7200: return "\(Int64((seconds / 60).rounded())) min"
+        case ..<172_800: return "\(Int64((seconds / 3600).rounded())) h"
+        case ..<1e15: return "\(Int64((seconds / 86_400).rounded())) days"
+        default: return "a very long time"
+        }
+    }
+
     /// Seconds as given: "30 s" for whole ones, else one decimal ("0.3 s").
     public static func seconds(_ value: Double) -> String {
         let whole = value.rounded()

@@ -331,8 +331,8 @@ public final class TransferEngine: Sendable {
             }
             guard let delay = configuration.retry.delay(beforeRetry: attempt, after: error) else {
                 throw configuration.retry.refusedWait(before: attempt, after: error).map { asked in
-                    TransferError(error.kind, "\(error.message) (the server asked to wait \(NumberText.seconds(asked)) "
-                        + "before trying again; mediafetch waits \(NumberText.seconds(configuration.retry.maxRetryAfter)) at most)")
+                    TransferError(error.kind, "\(error.message) (the server asked to wait \(NumberText.wait(asked)) "
+                        + "before trying again; mediafetch waits \(NumberText.wait(configuration.retry.maxRetryAfter)) at most)")
                 } ?? error
             }
             eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
@@ -421,7 +421,8 @@ public final class TransferEngine: Sendable {
             case CURLE_OUT_OF_MEMORY:
                 // What libcurl 7.88 says of a response head over 100 KB too: the
                 // same head comes back on every try (curl does not say more).
-                return .failure(TransferError(.engine, "libcurl gave up (a response head over 100 KB ends so): \(message)"))
+                return .failure(TransferError(.engine,
+                    "the response's headers are probably over the 100 KB libcurl accepts (libcurl: \(message))"))
             case CURLE_TOO_MANY_REDIRECTS:
                 return .failure(TransferError(.tooManyRedirects, "too many redirects: \(message)"))
             case CURLE_FILESIZE_EXCEEDED:

@@ -38,7 +38,11 @@ struct CacheOptions: ParsableArguments {
     func openForDownloads(mustExist: Bool = false, progress: ProgressMode?) throws -> (MediaCache, CacheError?) {
         let root = MediaCache.resolveRoot(explicit: cache)
         if mustExist, !FileManager.default.fileExists(atPath: root + "/catalog.sqlite") {
-            Terminal.error("no cache at \(root) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory)
+            // A file given for the directory is named as such, not as a missing cache.
+            let why = exists && !isDirectory.boolValue ? ": it is not a directory" : ""
+            Terminal.error("no cache at \(root)\(why) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)
             throw Exit.cacheUnusable
         }
         do {
@@ -137,7 +141,7 @@ struct TransferOptions: ParsableArguments {
         return nil
     }
 
-    @Option(name: .long, help: "Progress display: auto (a status line on a terminal, quiet otherwise), bar, json (lines on stderr), none.")
+    @Option(name: .long, help: "Progress display: auto (a status line on a terminal; elsewhere only failures and the summary), bar, json (lines on stderr), none (failures only).")
     var progress: ProgressMode = .auto
 
     mutating func validate() throws {

@@ -858,6 +858,12 @@ import TestSupport
             #expect(result.status == 3)
             #expect(result.stderrLines == ["mediafetch: no cache at \(typo) (give --cache DIR or set MEDIAFETCH_CACHE)"])
             #expect(!FileManager.default.fileExists(atPath: typo))
+            // A file given for the directory is named as such.
+            let file = directory.appending("pins.txt")
+            #expect(FileManager.default.createFile(atPath: file, contents: Data("http://a/1\n".utf8)))
+            let onAFile = try await BuiltProducts.run([command, "--cache", file])
+            #expect(onAFile.status == 3)
+            #expect(onAFile.stderrLines == ["mediafetch: no cache at \(file): it is not a directory (give --cache DIR or set MEDIAFETCH_CACHE)"])
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Transfer
 import URLText
 import TestSupport
 @testable import MediaFetch
@@ -79,8 +80,27 @@ import TestSupport
         try reader.feed(Array("http://a/1\r".utf8)[...])
         try reader.feed(Array("\nhttps://a/2\r".utf8)[...])
         try reader.feed(Array("\n\nftp://a/3\r\n".utf8)[...].prefix(1))
+        try reader.feed(Array("\n\nftp://a/3\r\n".utf8)[...].dropFirst())
         #expect(throws: InputError("u:4: unsupported scheme 'ftp' (only http and https): ftp://a/3")) {
-            try reader.feed(Array("\n\nftp://a/3\r\n".utf8)[...].dropFirst())
+            try reader.finish()
+        }
+    }
+
+    /// Every bad line of a list is named (up to ten), so it is not fixed one
+    /// rerun a line; nothing of it is fetched.
+    @Test func everyBadLineIsNamedUpToTen() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("pins.txt")
+            try "http://a/1.jpg\nnot a url\nftp://a/2\nhttp://a/3.jpg\n".write(toFile: path, atomically: true, encoding: .utf8)
+            let error = #expect(throws: InputError.self) { try URLList.read(path: path) }
+            #expect(error?.problems == ["\(path):2: not a URL: not a url",
+                                        "\(path):3: unsupported scheme 'ftp' (only http and https): ftp://a/2"])
+
+            try (1...30).map { "bad \($0)" }.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            let many = #expect(throws: InputError.self) { try URLList.read(path: path) }
+            #expect(many?.problems.count == 11)
+            #expect(many?.problems.first == "\(path):1: not a URL: bad 1")
+            #expect(many?.problems.last == "\(path): stopped at its 10th bad line")
         }
     }
 
@@ -203,11 +223,18 @@ import TestSupport
         #expect(ByteSize.format(812) == "812 B")
         #expect(ByteSize.format(65536) == "64.0 KiB")
         #expect(ByteSize.format(1_572_864) == "1.5 MiB")
-        #expect(ByteSize.format(1024 * 1024 - 1) == "1024.0 KiB")
+        // What would round to 1024.0 of a unit is 1.0 of the next.
+        #expect(ByteSize.format(1024 * 1024 - 1) == "1.0 MiB")
+        #expect(ByteSize.format(1_048_514) == "1023.9 KiB")
+        #expect(ByteSize.format(1_073_741_823) == "1.0 GiB")
         #expect(ByteSize.format(5 * 1_073_741_824 + 107_374_183) == "5.1 GiB")
     }
 
     @Test func secondsAreShownWithOneDecimal() {
+        #expect(NumberText.wait(90) == "90 s")
+        #expect(NumberText.wait(3600) == "60 min")
+        #expect(NumberText.wait(36 * 3600) == "36 h")
+        #expect(NumberText.wait(2_300_771_135.8) == "26629 days")
         #expect(ByteSize.oneDecimal(0) == "0.0")
         #expect(ByteSize.oneDecimal(0.04) == "0.0")
         #expect(ByteSize.oneDecimal(0.06) == "0.1")

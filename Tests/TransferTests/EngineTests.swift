@@ -373,6 +373,22 @@ import TestSupport
         }
     }
 
+    /// A response head over libcurl's 100 KB: libcurl 7.88 says only "Out of
+    /// memory", which reads as a problem here; the message says what it likely
+    /// is, and it is not retried (the same head comes back).
+    @Test func headersOverLibcurlsLimitAreNamedAndNotRetried() async throws {
+        _ = try await withEngine(retries: 2) { origin, engine, _ in
+            let big = String(repeating: "x", count: 200_000)
+            origin.route("/big-head.jpg") { _ in OriginResponse(status: 200, headers: [("X-Big", big)], body: Data("abc".utf8)) }
+
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/big-head.jpg")) }
+
+            #expect(error?.message.hasPrefix("the response's headers are probably over the 100 KB libcurl accepts (libcurl: ") == true,
+                    "\(error?.message ?? "")")
+            #expect(origin.requests(for: "/big-head.jpg").count == 1)
+        }
+    }
+
     /// A server that asks for a longer wait than mediafetch gives is told
     /// as such: "HTTP 503" alone hid why it was not tried again.
     @Test func aRetryAfterBeyondTheLimitSaysWhyItWasNotTriedAgain() async throws {
@@ -382,8 +398,8 @@ import TestSupport
 
             let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/later.jpg")) }
 
-            #expect(error?.message == "HTTP 503 Service Unavailable (the server asked to wait 3600 s before trying again; "
-                + "mediafetch waits 600 s at most)")
+            #expect(error?.message == "HTTP 503 Service Unavailable (the server asked to wait 60 min before trying again; "
+                + "mediafetch waits 10 min at most)")
             #expect(origin.requests(for: "/later.jpg").count == 1)
         }
     }

@@ -29,7 +29,8 @@ public enum ByteSize {
         let units = ["KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes) / 1024
         var unit = 0
-        while value >= 1024, unit < units.count - 1 {
+        // 1023.95 KiB and up would show as "1024.0 KiB": the next unit's 1.0 reads better.
+        while value >= 1023.95, unit < units.count - 1 {
             value /= 1024
             unit += 1
         }

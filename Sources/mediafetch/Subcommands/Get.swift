@@ -42,7 +42,8 @@ struct Get: AsyncParsableCommand {
             list = try URLList.validate(urls)
             for inputFile in inputFiles { list += try URLList.read(path: inputFile) }
         } catch {
-            Terminal.error(error.message, progress: transfer.progress)
+            // Every bad line of a list (up to ten), each on its own line.
+            for problem in error.problems { Terminal.error(problem, progress: transfer.progress) }
             throw Exit.badInput
         }
         let name = CollectionName.normalized(collection)
