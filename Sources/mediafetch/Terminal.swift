@@ -76,6 +76,14 @@ enum Terminal {
 
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
+    /// Whether `--progress auto` shows a status line: stderr is a terminal
+    /// that can erase a line (`TERM=dumb`, as in an Emacs shell buffer,
+    /// cannot: each redraw would pile up on one line).
+    static var showsStatusLine: Bool {
+        guard stderrIsTerminal else { return false }
+        return getenv("TERM").map { String(cString: $0) != "dumb" } ?? true
+    }
+
     /// The width of the terminal on stderr now (asked at each redraw, so a
     /// resized window is followed), or nil when it is not a terminal.
     static var stderrColumns: Int? {
@@ -102,7 +110,7 @@ struct ProgressPrinter {
 
     /// Consumes the job's events until `.finished`.
     func consume(_ events: AsyncStream<JobEvent>) async {
-        let live = mode == .bar || (mode == .auto && Terminal.stderrIsTerminal)
+        let live = mode == .bar || (mode == .auto && Terminal.showsStatusLine)
         var lineShown = false
         /// The progress on the status line, to draw it again under a failure
         /// (the job sends progress only when it changed).

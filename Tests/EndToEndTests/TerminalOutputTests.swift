@@ -70,9 +70,11 @@ import TestSupport
     /// Starts `mediafetch get --cache <directory>/cache <arguments>` in a new
     /// tmux session of `columns` × `rows`, which prints `EXIT=<status>` after
     /// it; returns the session's name.
-    private func startGet(_ arguments: [String], columns: Int, rows: Int, in directory: TemporaryDirectory) throws -> String {
+    private func startGet(_ arguments: [String], columns: Int, rows: Int, terminal: String? = nil,
+                          in directory: TemporaryDirectory) throws -> String {
         let session = "mf-\(UUID().uuidString.prefix(8))"
-        let command = "\(BuiltProducts.mediafetch.path) get --cache \(directory.appending("cache")) "
+        let command = (terminal.map { "TERM=\($0) " } ?? "")
+            + "\(BuiltProducts.mediafetch.path) get --cache \(directory.appending("cache")) "
             + arguments.joined(separator: " ") + "; echo EXIT=$?; sleep 60"
         _ = try tmux(["new-session", "-d", "-s", session, "-x", String(columns), "-y", String(rows), command], in: directory)
         return session
@@ -110,6 +112,41 @@ import TestSupport
             #expect(lines.contains { $0.hasPrefix("2 downloaded, 0 already cached, 1 failed (") })
             #expect(lines.contains("EXIT=1"))
             #expect(!lines.contains { $0.contains("active") })
+        }
+    }
+
+    /// A terminal that cannot erase a line (TERM=dumb, as in an Emacs shell
+    /// buffer) gets no status line, whose redraws would pile up on one line:
+    /// only what a pipe would get.
+    @Test func aDumbTerminalGetsNoStatusLine() async throws {
+        try await withOrigin { origin, directory in
+            let gate = DispatchSemaphore(value: 0)
+            let asked = DispatchSemaphore(value: 0)
+            let body = fixtureBytes(count: 50_000, seed: 5)
+            origin.route("/held.bin") { _ in
+                asked.signal()
+                _ = gate.wait(timeout: .now() + 120)
+                return OriginResponse(status: 200, body: body)
+            }
+            let session = try startGet([origin.url("/held.bin")], columns: 160, rows: 20, terminal: "dumb", in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    _ = asked.wait(timeout: .now() + 120)
+                    continuation.resume()
+                }
+            }
+            // A status line would be drawn within a second; a quarter-second tick shows it sooner.
+            try await Task.sleep(for: .seconds(1))
+            let during = try tmux(["capture-pane", "-p", "-t", session], in: directory)
+            gate.signal()
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+
+            #expect(!during.contains("items"), "\(during)")
+            let lines = after.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(lines.count == 2 && lines[0].hasPrefix("1 downloaded, 0 already cached, 0 failed ("), "\(lines)")
+            #expect(lines.last == "EXIT=0")
         }
     }
 

@@ -96,7 +96,7 @@ struct FetchRunner {
             source.setEventHandler {
                 if work.isCancelled {
                     // A status line may be showing: end it, and say why there is no summary.
-                    if transfer.progress == .bar || (transfer.progress == .auto && Terminal.stderrIsTerminal) {
+                    if transfer.progress == .bar || (transfer.progress == .auto && Terminal.showsStatusLine) {
                         Terminal.writeErr("\r\u{1B}[K")
                     }
                     Terminal.error("interrupted again: stopped at once (what was stored stays, partial downloads resume)",
