@@ -330,10 +330,13 @@ public final class TransferEngine: Sendable {
                 continue
             }
             guard let delay = configuration.retry.delay(beforeRetry: attempt, after: error) else {
-                throw configuration.retry.refusedWait(before: attempt, after: error).map { asked in
-                    TransferError(error.kind, "\(error.message) (the server asked to wait \(NumberText.wait(asked)) "
+                if let asked = configuration.retry.refusedWait(before: attempt, after: error) {
+                    throw TransferError(error.kind, "\(error.message) (the server asked to wait \(NumberText.wait(asked)) "
                         + "before trying again; mediafetch waits \(NumberText.wait(configuration.retry.maxRetryAfter)) at most)")
-                } ?? error
+                }
+                // The last of several tries: say so, or "HTTP 500" reads as if it was tried once.
+                guard attempt > 1 else { throw error }
+                throw TransferError(error.kind, "\(error.message) (after \(attempt) attempts)", retryAfter: error.retryAfter)
             }
             eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
             // Counted while it sleeps, so that a display shows the wait (a long

@@ -551,9 +551,9 @@ import TestSupport
                                                       origin.url("/none.jpg"), origin.url("/later.jpg")])
 
             #expect(result.status == 1)
-            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/empty.jpg")): the server sent an empty body (HTTP 200 OK): nothing to store"))
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/empty.jpg")): the server sent an empty body (HTTP 200 OK): nothing to store (after 3 attempts)"))
             #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/none.jpg")): HTTP 204 No Content: no body to store"))
-            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/later.jpg")): the server sent an empty body (HTTP 200 OK): nothing to store"))
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/later.jpg")): the server sent an empty body (HTTP 200 OK): nothing to store (after 3 attempts)"))
             #expect(origin.requests(for: "/empty.jpg").count == 3)
             #expect(origin.requests(for: "/none.jpg").count == 1)
             #expect(try objectPaths(inCache: cache).isEmpty)
