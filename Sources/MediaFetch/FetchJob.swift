@@ -175,7 +175,7 @@ public final class FetchJob: Sendable {
         do {
             engine = try TransferEngine(configuration: configuration, partialDirectory: cache.store.temporaryDirectory)
         } catch {
-            ingestor.finish()
+            await ingestor.finishing()
             throw CacheError("cannot start the transfer engine: \(error)")
         }
         let forwarding = Task { await forward(engine.events) }
@@ -212,12 +212,12 @@ public final class FetchJob: Sendable {
             }
         } catch {
             engine.shutdown()
-            ingestor.finish()
+            await ingestor.finishing()
             await forwarding.value
             throw error
         }
         engine.shutdown()
-        let closingError = ingestor.finish()
+        let closingError = await ingestor.finishing()
         await forwarding.value
         if let closingError { throw closingError }
 

@@ -143,6 +143,17 @@ final class Ingestor: Sendable {
         return queue.withLock { $0.closingError }
     }
 
+    /// `finish`, waited for off the concurrency pool: the last group may wait
+    /// for another process's catalog lock, and a pool thread blocked that
+    /// long (there may be two in all) can keep the task that would cancel
+    /// the wait from running.
+    @discardableResult
+    func finishing() async -> CacheError? {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: self.finish()) }
+        }
+    }
+
     /// A group gathers for up to this long after its first item, or until it
     /// holds `groupSize` items. Under load a group also takes everything that
     /// finished while the previous one was being committed, so groups grow by

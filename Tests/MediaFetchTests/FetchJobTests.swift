@@ -166,15 +166,13 @@ import Transfer
             let waiting = DispatchSemaphore(value: 0)
             let cache = try MediaCache(root: root, catalogLockWaitLimit: .seconds(90)) { waiting.signal() }
 
-            // When the job is cancelled once it waits for the lock
+            // When the job is cancelled once it waits for the lock (from a
+            // thread of its own, as the command's signal handler does)
             let job = Task { try await FetchJob(cache: cache, configuration: self.quickRetries()).run(items) }
-            await withCheckedContinuation { continuation in
-                DispatchQueue.global().async {
-                    waiting.wait()
-                    continuation.resume()
-                }
+            DispatchQueue.global().async {
+                waiting.wait()
+                job.cancel()
             }
-            job.cancel()
             let report = try await job.value
 
             // Then it ended as interrupted, not as a failed catalog, with nothing failed
