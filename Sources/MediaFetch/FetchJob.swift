@@ -42,6 +42,8 @@ public struct RunProgress: Sendable, Equatable {
     public var queued = 0
     /// Transfers sleeping before their next attempt.
     public var waitingToRetry = 0
+    /// Whole seconds until the first of those wakes.
+    public var nextRetryInSeconds: Int?
 }
 
 /// What a fetch job reports while it runs. The stream ends with `.finished`.
@@ -522,6 +524,7 @@ public final class FetchJob: Sendable {
                     progress.active = snapshot.active
                     progress.queued = snapshot.queued
                     progress.waitingToRetry = snapshot.waitingToRetry
+                    progress.nextRetryInSeconds = snapshot.nextRetryInSeconds
                 }
             case .retrying(_, let url, let attempt, let delay, let reason):
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))

@@ -195,8 +195,28 @@ final class LoopCounters: @unchecked Sendable {
 /// with `curl_multi_wakeup`. Attempts wait in its `SlotQueue` until a slot
 /// is free, so a finished transfer's slot goes to the next one at once.
 final class CurlLoop: Sendable {
-    /// Transfers sleeping before a retry: not the loop's, but shown with its snapshot.
-    let waitingToRetry = Atomic(0)
+    /// Transfers sleeping before a retry, with when each wakes: not the
+    /// loop's, but shown with its snapshot ("1 waiting to retry (next in 12 s)").
+    private let retryWaits = Mutex<[TransferID: ContinuousClock.Instant]>([:])
+
+    /// `id` sleeps until `deadline` before its next attempt.
+    func beginRetryWait(_ id: TransferID, until deadline: ContinuousClock.Instant) {
+        retryWaits.withLock { $0[id] = deadline }
+    }
+
+    func endRetryWait(_ id: TransferID) {
+        retryWaits.withLock { _ = $0.removeValue(forKey: id) }
+    }
+
+    /// How many sleep before a retry, and the whole seconds from `now` until the first wakes.
+    func retryWaitState(at now: ContinuousClock.Instant) -> (count: Int, nextInSeconds: Int?) {
+        retryWaits.withLock { waits in
+            guard let first = waits.values.min() else { return (0, nil) }
+            let left = first - now
+            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            return (waits.count, max(0, Int(seconds.rounded(.up))))
+        }
+    }
 
     private enum Command {
         case start(Attempt)
@@ -436,7 +456,7 @@ final class CurlLoop: Sendable {
                 }
                 var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
                                               bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
-                snapshot.waitingToRetry = waitingToRetry.load(ordering: .relaxed)
+                (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaitState(at: now)
                 events.yield(.progress(snapshot))
             }
 

@@ -341,8 +341,8 @@ public final class TransferEngine: Sendable {
             eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
             // Counted while it sleeps, so that a display shows the wait (a long
             // Retry-After looked like a hang: nothing active, nothing moving).
-            loop.waitingToRetry.add(1, ordering: .relaxed)
-            defer { loop.waitingToRetry.subtract(1, ordering: .relaxed) }
+            loop.beginRetryWait(id, until: .now + .milliseconds(Int(delay * 1000)))
+            defer { loop.endRetryWait(id) }
             do {
                 try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
             } catch {

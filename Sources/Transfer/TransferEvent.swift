@@ -29,6 +29,8 @@ public struct EngineSnapshot: Sendable, Equatable {
     public let bytesPerSecond: Double
     /// Transfers sleeping before their next attempt (backoff, `Retry-After`).
     public var waitingToRetry = 0
+    /// Whole seconds until the first of those wakes (rounded up).
+    public var nextRetryInSeconds: Int?
 }
 
 /// What the engine reports while it works. The stream always ends with one `.finished`.

@@ -349,6 +349,19 @@ import TestSupport
         #expect(Set(starts).count == 1, "\(lines)")
     }
 
+    @Test func theStatusLineSaysWhenTheNextRetryComes() {
+        var progress = RunProgress()
+        progress.total = 3
+        progress.done = 1
+        progress.waitingToRetry = 2
+        progress.nextRetryInSeconds = 95
+        #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s, 2 waiting to retry (next in 95 s)")
+        progress.nextRetryInSeconds = 600
+        #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s, 2 waiting to retry (next in 10 min)")
+        progress.waitingToRetry = 0
+        #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s")
+    }
+
     @Test func aStatusLineIsCutToTheTerminal() {
         let line = "1234/5000 items, 120 cached, 3 failed, 1023.9 MiB at 1020.0 KiB/s, 16 active"
         #expect(ProgressText.fitted(line, columns: nil) == line)

@@ -1,4 +1,5 @@
 import Foundation
+import Transfer
 
 /// Job events as JSON lines (`--progress json`): one object a line, with an
 /// `event` field, for scripts and other programs.
@@ -71,7 +72,11 @@ public enum ProgressText {
         if progress.failed > 0 { text += ", \(progress.failed) failed" }
         text += ", \(ByteSize.format(progress.bytesReceived)) at \(ByteSize.format(Int64(progress.bytesPerSecond)))/s"
         if !progress.active.isEmpty { text += ", \(progress.active.count) active" }
-        if progress.waitingToRetry > 0 { text += ", \(progress.waitingToRetry) waiting to retry" }
+        if progress.waitingToRetry > 0 {
+            // When: a long Retry-After otherwise looks like a hang (curl says "Will retry in N seconds").
+            text += ", \(progress.waitingToRetry) waiting to retry"
+            if let seconds = progress.nextRetryInSeconds { text += " (next in \(NumberText.wait(Double(seconds))))" }
+        }
         return text
     }
 
