@@ -42,6 +42,11 @@ public final class Catalog: Sendable {
         return reason
     }
 
+    /// Whether `error` is a wait for another process's lock that ended without it.
+    public static func isLockTimeout(_ error: any Error) -> Bool {
+        (error as? DatabaseError)?.resultCode == .SQLITE_BUSY
+    }
+
     /// Whether `error` came from the catalog as a whole rather than from one
     /// row: a lock held past the wait, a full disk, a damaged file. Trying
     /// each row of a group on its own then only repeats it, once a row (a
@@ -273,17 +278,22 @@ public final class Catalog: Sendable {
     /// (group commit), with statements prepared once and reused. The objects
     /// must already be durable in the store. URLs are recorded without their
     /// passwords (`URLPassword`): the catalog file never holds one.
+    /// `kept`: the rows are an earlier run's, recorded late (see
+    /// `UnrecordedRows`), with `date` when they were fetched: a URL fetched
+    /// since keeps its newer source row (checked in the same transaction, so
+    /// a process recording it meanwhile wins too).
     public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], touching touched: [String] = [],
-                       at date: Date = Date()) throws {
+                       at date: Date = Date(), kept: Bool = false) throws {
         guard !records.isEmpty || !failures.isEmpty || !touched.isEmpty else { return }
         let now = date.timeIntervalSince1970
         try database.write { db in
             var collectionIDs: [String: Int64] = [:]
             for record in records {
                 let url = URLPassword.removed(from: record.url)
+                // Recency never moves back (a late row's date is older than a use since).
                 try db.cachedStatement(sql: """
                     INSERT INTO object (hash, size, mediaType, storedAt, lastAccessAt) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT(hash) DO UPDATE SET lastAccessAt = excluded.lastAccessAt
+                    ON CONFLICT(hash) DO UPDATE SET lastAccessAt = max(lastAccessAt, excluded.lastAccessAt)
                     """).execute(arguments: [record.sha256, record.size, record.contentType, now, now])
                 if record.fetched {
                     try db.cachedStatement(sql: """
@@ -292,8 +302,10 @@ public final class Catalog: Sendable {
                         ON CONFLICT(url) DO UPDATE SET hash = excluded.hash, etag = excluded.etag,
                           lastModified = excluded.lastModified, contentType = excluded.contentType,
                           fetchedAt = excluded.fetchedAt, lastError = NULL, lastErrorAt = NULL
+                        WHERE NOT ? OR source.hash IS NULL OR source.fetchedAt IS NULL
+                          OR source.fetchedAt <= excluded.fetchedAt
                         """).execute(arguments: [url, record.sha256, record.etag, record.lastModified,
-                                         record.contentType, now])
+                                         record.contentType, now, kept])
                 }
                 if let missing = record.replacesMissingObject, missing != record.sha256 {
                     // Fetched again with other bytes: the old object has no file, and now maybe no URL.
@@ -399,10 +411,11 @@ public final class Catalog: Sendable {
     }
 
     /// The process is being interrupted: a write waiting for another
-    /// process's lock gives up now (within 100 ms), and later ones at once,
-    /// so that Ctrl-C does not wait out the rest of a minute.
+    /// process's lock gives up within a second (and so does any later one),
+    /// so that Ctrl-C does not wait out the rest of a minute. For a process
+    /// that is stopping: it is not undone.
     public func stopWaitingForLocks() {
-        lockWait.stopped.store(true, ordering: .relaxed)
+        lockWait.stop(grace: .seconds(1))
     }
 
     private static func touch(_ hashes: [String], at time: Double, in db: Database) throws {

@@ -26,9 +26,19 @@ final class LockWait: Sendable {
     /// only while the connection runs that write, so no other write of
     /// this process can be affected.
     let impatient = Atomic(false)
-    /// Set when the process is stopping: a wait in progress ends at its next
-    /// try, and later writes do not wait.
-    let stopped = Atomic(false)
+    /// When the process is stopping, how long waits may still last: a wait
+    /// in progress ends by then, and so does any later one.
+    private let stopDeadline = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// Ends waits `grace` from now (see `stopDeadline`). A grace, not zero:
+    /// another process's ordinary commit takes milliseconds, and the last
+    /// groups of an interrupted run should still be recorded past it.
+    func stop(grace: Duration) {
+        stopDeadline.withLock { deadline in
+            let new = ContinuousClock.now + grace
+            deadline = min(deadline ?? new, new)
+        }
+    }
 
     init(limit: Duration, noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?) {
         self.limit = limit
@@ -48,7 +58,8 @@ final class LockWait: Sendable {
     /// The busy handler: true to try again after a sleep, false to give up
     /// (the statement then fails with SQLITE_BUSY).
     func shouldTryAgain(tries: Int) -> Bool {
-        if stopped.load(ordering: .relaxed) || impatient.load(ordering: .relaxed) { return false }
+        if impatient.load(ordering: .relaxed) { return false }
+        if let deadline = stopDeadline.withLock({ $0 }), ContinuousClock.now >= deadline { return false }
         let waited = Self.waited(beforeTry: tries)
         if waited >= limit {
             givenUp.add(1, ordering: .relaxed)

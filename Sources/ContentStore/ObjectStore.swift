@@ -151,14 +151,17 @@ public final class ObjectStore: BlobStore {
             close(temporaryDirectoryDescriptor)
             throw error
         }
-        // Bodies are renamed from one to the other: across filesystems (a
-        // symlink to another disk) each would fail, after its download.
+    }
+
+    /// Throws when the temporary and objects directories are on different
+    /// filesystems (a symlink to another disk): bodies are renamed from one
+    /// into the other, and each would fail, after its download. Only what
+    /// stores bodies needs to ask; reading a cache works either way.
+    public func checkOneFilesystem() throws(StoreError) {
         var temporary = stat()
         var objects = stat()
         if fstat(temporaryDirectoryDescriptor, &temporary) == 0, fstat(objectsDirectoryDescriptor, &objects) == 0,
            temporary.st_dev != objects.st_dev {
-            close(temporaryDirectoryDescriptor)
-            close(objectsDirectoryDescriptor)
             throw StoreError("\(temporaryDirectory) and \(objectsDirectory) are on different filesystems "
                 + "(downloads are renamed from one into the other): keep them on one", code: EXDEV)
         }

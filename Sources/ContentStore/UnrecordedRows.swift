@@ -67,9 +67,19 @@ public struct UnrecordedRows: Sendable {
     /// fetched), one file at a time, each under an exclusive lock so that
     /// two processes do not record it twice; a file whose group was recorded
     /// (`record` returned) is removed. Lines that cannot be read are passed
-    /// over. Stops at the first error `record` throws, which it returns.
-    public func replay(_ record: ([IngestRecord], Date) throws -> Void) -> (any Error)? {
+    /// over. An error for which `stops` is true (the catalog failing as a
+    /// whole) ends the replay, the file kept, and is returned; any other
+    /// (a row the catalog refuses) sets the file aside as `.bad`, so that
+    /// it does not hold up the files after it run after run. Temporary files
+    /// a crash left while writing are removed once a day old.
+    public func replay(_ record: ([IngestRecord], Date) throws -> Void,
+                       stops: (any Error) -> Bool = { _ in true }) -> (any Error)? {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+            let path = "\(directory)/\(name)"
+            var info = stat()
+            if stat(path, &info) == 0, Double(info.st_mtim.tv_sec) < Date().timeIntervalSince1970 - 86_400 { unlink(path) }
+        }
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
             let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -83,7 +93,9 @@ public struct UnrecordedRows: Sendable {
                 do {
                     try record(records, date)
                 } catch {
-                    return error
+                    if stops(error) { return error }
+                    rename(path, path + ".bad")
+                    continue
                 }
             }
             unlink(path)
@@ -138,6 +150,7 @@ public struct UnrecordedRows: Sendable {
         var lastModified: String?
         var metadata: String?
         var fetched: Bool
+        var replacesMissingObject: String?
 
         init(_ record: IngestRecord) {
             url = record.url
@@ -151,12 +164,15 @@ public struct UnrecordedRows: Sendable {
             lastModified = record.lastModified
             metadata = record.metadata
             fetched = record.fetched
+            replacesMissingObject = record.replacesMissingObject
         }
 
         var record: IngestRecord {
-            IngestRecord(url: url, collection: collection, kind: kind, title: title, sha256: sha256, size: size,
-                         contentType: contentType, etag: etag, lastModified: lastModified, metadata: metadata,
-                         fetched: fetched)
+            var record = IngestRecord(url: url, collection: collection, kind: kind, title: title, sha256: sha256,
+                                      size: size, contentType: contentType, etag: etag, lastModified: lastModified,
+                                      metadata: metadata, fetched: fetched)
+            record.replacesMissingObject = replacesMissingObject
+            return record
         }
     }
 }

@@ -197,10 +197,11 @@ public final class FetchJob: Sendable {
                 // Waits for the catalog without holding a thread of the pool.
                 _ = try await cache.openedCatalog()
                 let toDownload: [FetchItem]
+                recordKeptRows()
                 do {
-                    try recordKeptRows()
                     toDownload = try settleCached(items, ingestor: ingestor)
-                } catch is CatalogWriteFailure where state.withLock({ $0.cancelled }) {
+                } catch let error as CatalogWriteFailure
+                            where state.withLock({ $0.cancelled }) && Catalog.isLockTimeout(error.underlying) {
                     // Interrupted while waiting for the catalog's lock: nothing was fetched, all is left.
                     toDownload = []
                 } catch let error as CatalogWriteFailure {
@@ -279,24 +280,18 @@ public final class FetchJob: Sendable {
 
     /// Records the rows an earlier run kept because the catalog could not
     /// take them (see `UnrecordedRows`), before the list is looked up, so
-    /// their URLs count as cached. A URL recorded since keeps its newer row;
-    /// one whose object is gone is left out (and fetched again).
-    private func recordKeptRows() throws(CatalogWriteFailure) {
-        let catalog: Catalog
-        do {
-            catalog = try cache.catalog
-        } catch {
-            throw CatalogWriteFailure(underlying: error)
-        }
-        let failure = cache.unrecorded.replay { records, fetchedAt in
-            let known = try catalog.cachedSources(for: records.filter(\.fetched).map(\.url))
-            let stillUnrecorded = records.filter { record in
-                !(record.fetched && known[record.url] != nil) && cache.store.contains(record.sha256, size: record.size)
-            }
-            try catalog.record(stillUnrecorded, at: fetchedAt)
-        }
-        // A row that cannot be recorded (a constraint) is no reason to stop: the file stays.
-        if let failure, Catalog.failsEveryRow(failure) { throw CatalogWriteFailure(underlying: failure) }
+    /// their URLs count as cached. A URL fetched since keeps its newer row
+    /// (`Catalog.record(kept:)`); one whose object is gone is left out (and
+    /// fetched again). A file goes only once its rows are durable. A
+    /// catalog that fails now is left to the run's own writes to report:
+    /// the kept rows only spare downloads, and wait for the next run.
+    private func recordKeptRows() {
+        guard !Task.isCancelled, let catalog = try? cache.catalog else { return }
+        _ = cache.unrecorded.replay({ records, fetchedAt in
+            let present = records.filter { cache.store.contains($0.sha256, size: $0.size) }
+            try catalog.record(present, at: fetchedAt, kept: true)
+            try catalog.makeDurable()
+        }, stops: Catalog.failsEveryRow)
     }
 
     /// Items whose URL is cached are not downloaded: they are recorded in
@@ -461,7 +456,7 @@ public final class FetchJob: Sendable {
                 }
             case .failure(let error):
                 fail(item, reason: error.message, outOfSpace: error.outOfSpace, catalogFailure: error.catalogFailure,
-                     ingestor: ingestor)
+                     lockTimedOut: error.lockTimedOut, ingestor: ingestor)
             }
         }
     }
@@ -472,11 +467,12 @@ public final class FetchJob: Sendable {
     /// run, as one not tried (not listed, nor recorded), and the first such
     /// reason is the report's.
     private func fail(_ item: FetchItem, reason: String, outOfSpace: Bool = false, catalogFailure: String? = nil,
-                      ingestor: Ingestor) {
+                      lockTimedOut: Bool = false, ingestor: Ingestor) {
         if outOfSpace || catalogFailure != nil {
             let downloadsToStop = state.withLock { state -> Task<Void, Never>? in
-                // Interrupted while waiting for the catalog's lock: the item is left, as any other then.
-                guard !state.report.stoppedEarly, !(state.cancelled && catalogFailure != nil) else { return nil }
+                // Interrupted while waiting for the catalog's lock (Ctrl-C ends that wait): the
+                // item is left, as any other then. A damaged catalog is still said.
+                guard !state.report.stoppedEarly, !(state.cancelled && lockTimedOut) else { return nil }
                 if outOfSpace {
                     state.report.outOfSpace = RedactedURL.inText(reason)
                 } else {

@@ -125,8 +125,16 @@ final class Ingestor: Sendable {
     /// the downloads start. Lost if the catalog cannot take it.
     func touch(_ hashes: [String]) {
         guard !hashes.isEmpty else { return }
-        queue.withLock { $0.touches += hashes }
+        let many = queue.withLock { queue in
+            queue.touches += hashes
+            return queue.touches.count >= Self.touchesHeldAtMost
+        }
+        // A long list of cached URLs must not pile them up until the first group.
+        if many { wake.signal() }
     }
+
+    /// Past this many waiting last-access updates, the ingest thread writes them.
+    private static let touchesHeldAtMost = 4096
 
     /// Commits what is queued, makes the catalog durable, and stops the
     /// thread. Returns why the catalog could not be made durable, if so.
@@ -305,7 +313,8 @@ final class Ingestor: Sendable {
                 let outOfSpace = OutOfSpace.isCause(of: error)
                 // The URL is said where the failure is shown.
                 let failure = CacheError("cannot record it in the catalog: \(Catalog.describe(error))", outOfSpace: outOfSpace,
-                                         catalogFailure: wholeCatalog && !outOfSpace ? Catalog.describe(error) : nil)
+                                         catalogFailure: wholeCatalog && !outOfSpace ? Catalog.describe(error) : nil,
+                                         lockTimedOut: Catalog.isLockTimeout(error))
                 if wholeCatalog {
                     catalogFailure.withLock { $0 = failure }
                     keepForALaterRun(entries)

@@ -1,6 +1,7 @@
 import ContentStore
 import Foundation
 import Synchronization
+import Transfer
 
 #if canImport(Glibc)
 import Glibc
@@ -70,15 +71,24 @@ public final class MediaCache: Sendable {
     /// The catalog, once open; waits (blocking the thread) while it is being
     /// opened. Throws when it cannot be opened.
     public var catalog: Catalog {
-        get throws(CacheError) { try opening.wait().get() }
+        get throws(CacheError) {
+            let catalog = try opening.wait().get()
+            if stopRequested.load(ordering: .relaxed) { catalog.stopWaitingForLocks() }
+            return catalog
+        }
     }
 
     /// A run being interrupted: a write waiting for another process's lock
-    /// on the catalog gives up now (see `Catalog.stopWaitingForLocks`).
-    /// Never waits for the catalog to open.
+    /// on the catalog gives up within a second (see
+    /// `Catalog.stopWaitingForLocks`). Never waits for the catalog to open:
+    /// one still opening is stopped when `catalog` is next asked for.
     public func stopWaitingForCatalogLocks() {
+        stopRequested.store(true, ordering: .relaxed)
         if case .success(let catalog) = opening.outcome { catalog.stopWaitingForLocks() }
     }
+
+    /// Set by `stopWaitingForCatalogLocks`; for a process that is stopping.
+    private let stopRequested = Atomic(false)
 
     /// Whether the catalog is known not to open (without waiting for it).
     public var catalogFailed: Bool {
@@ -98,7 +108,14 @@ public final class MediaCache: Sendable {
     /// SQLite "readonly database" error at the first row).
     public func checkWritable() throws(CacheError) {
         let catalogPath = Self.catalogPath(root: root)
+        do {
+            try store.checkOneFilesystem()
+        } catch {
+            throw CacheError("cannot open the cache at \(root): \(error)")
+        }
         var places = [store.temporaryDirectory, store.objectsDirectory, root]
+        // The partials' shard directories, as made by whoever ran first (and its umask).
+        places += TransferEngine.partialShardNames.map { "\(store.temporaryDirectory)/\($0)" }.filter { access($0, F_OK) == 0 }
         for existing in [catalogPath, catalogPath + "-wal", catalogPath + "-shm"] where access(existing, F_OK) == 0 {
             places.append(existing)
         }
@@ -127,10 +144,14 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     /// another process held past the wait, a damaged file), in SQLite's
     /// words; nil when this error is one item's alone, or the disk is full.
     public let catalogFailure: String?
-    public init(_ message: String, outOfSpace: Bool = false, catalogFailure: String? = nil) {
+    /// The catalog failure is a wait for another process's lock that ended
+    /// without it (which Ctrl-C also ends, on purpose).
+    public let lockTimedOut: Bool
+    public init(_ message: String, outOfSpace: Bool = false, catalogFailure: String? = nil, lockTimedOut: Bool = false) {
         self.message = message
         self.outOfSpace = outOfSpace
         self.catalogFailure = catalogFailure
+        self.lockTimedOut = lockTimedOut
     }
     public var description: String { message }
 }

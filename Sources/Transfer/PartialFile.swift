@@ -216,6 +216,18 @@ final class PartialFile {
         "\(directory)/\(key.prefix(1))"
     }
 
+    /// The names of the shard directories: the hex digits.
+    static let shardNames = "0123456789abcdef".map(String.init)
+
+    /// Makes the shard directories under `directory` that are not there, all
+    /// at once, so that they have the modes of one process's umask and a
+    /// cache that cannot be written is found up front (see
+    /// `MediaCache.checkWritable`), not item by item. Best effort: a shard
+    /// missing later is made by the first partial that needs it.
+    static func makeShardDirectories(in directory: String) {
+        for name in shardNames { _ = makeDirectory("\(directory)/\(name)") }
+    }
+
     /// Whether `name`, in the partial directory, is one of its shard directories.
     private static func isShardName(_ name: String) -> Bool {
         name.utf8.count == 1 && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }

@@ -60,6 +60,10 @@ public final class TransferEngine: Sendable {
     /// transfers are at most its `maxJobs`.
     public let descriptorBudget: DescriptorBudget
 
+    /// The subdirectories of the partial directory that partials are spread
+    /// over (see `PartialFile.shardDirectory`).
+    public static var partialShardNames: [String] { PartialFile.shardNames }
+
     /// `configuration.maxConcurrentTransfers` above what the limit on open
     /// files allows is lowered to `descriptorBudget.maxJobs`.
     public init(configuration requested: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
@@ -70,6 +74,7 @@ public final class TransferEngine: Sendable {
         self.configuration = configuration
         self.partialDirectory = partialDirectory
         try FileManager.default.createDirectory(atPath: partialDirectory, withIntermediateDirectories: true)
+        PartialFile.makeShardDirectories(in: partialDirectory)
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
         loop = try CurlLoop(configuration: configuration, events: eventSink)
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)

@@ -14,6 +14,32 @@ import TestSupport
                      contentType: "image/jpeg", etag: "\"e\"", metadata: #"{"photoId":"1"}"#, fetched: fetched)
     }
 
+    /// Rows an earlier run kept (see `UnrecordedRows`), recorded late: a URL
+    /// fetched since keeps its newer source; the item joins its collection
+    /// all the same; recency does not move back.
+    @Test func keptRowsDoNotOverwriteWhatWasRecordedSince() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            try catalog.record([record("http://h/1", "alps", hashA)], at: Date(timeIntervalSince1970: 2000))
+
+            try catalog.record([record("http://h/1", "pins", hashB), record("http://h/2", "pins", hashB)],
+                               at: Date(timeIntervalSince1970: 1000), kept: true)
+
+            let sources = try catalog.cachedSources(for: ["http://h/1", "http://h/2"])
+            #expect(sources["http://h/1"]?.sha256 == hashA)
+            #expect(sources["http://h/2"]?.sha256 == hashB)
+            #expect(Set(try catalog.entries(collection: "pins").map(\.url)) == ["http://h/1", "http://h/2"])
+            let lastAccess = try DatabaseQueue(path: directory.appending("catalog.sqlite")).read { db in
+                try Double.fetchOne(db, sql: "SELECT lastAccessAt FROM object WHERE hash = ?", arguments: [hashA])
+            }
+            #expect(lastAccess == 2000)
+
+            // A kept row newer than what is there replaces it.
+            try catalog.record([record("http://h/2", "pins", hashA)], at: Date(timeIntervalSince1970: 3000), kept: true)
+            #expect(try catalog.cachedSources(for: ["http://h/2"])["http://h/2"]?.sha256 == hashA)
+        }
+    }
+
     @Test func urlsAreRecordedAndLookedUpWithoutTheirPasswords() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))

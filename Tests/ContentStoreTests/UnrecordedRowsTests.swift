@@ -54,6 +54,26 @@ import Glibc
         }
     }
 
+    @Test func aGroupTheCatalogRefusesIsSetAsideAndTheNextIsRecorded() async throws {
+        struct Refused: Error {}
+        try await TemporaryDirectory.with { directory in
+            let rows = UnrecordedRows(root: directory.path)
+            try rows.keep([record("http://h/bad.flac")], fetchedAt: Date(timeIntervalSince1970: 1000))
+            try rows.keep([record("http://h/good.flac")], fetchedAt: Date(timeIntervalSince1970: 2000))
+            var recorded: [String] = []
+
+            let failure = rows.replay({ records, _ in
+                if records.first?.url == "http://h/bad.flac" { throw Refused() }
+                recorded += records.map(\.url)
+            }, stops: { _ in false })
+
+            #expect(failure == nil)
+            #expect(recorded == ["http://h/good.flac"])
+            let left = try FileManager.default.contentsOfDirectory(atPath: rows.directory)
+            #expect(left.count == 1 && left[0].hasSuffix(".jsonl.bad"), "\(left)")
+        }
+    }
+
     @Test func unreadableLinesArePassedOver() {
         let data = Data(("{\"fetchedAt\":1000}\nnot json\n{\"url\":\"http://h/x\"}\n"
             + #"{"collection":"c","fetched":true,"kind":"photo","sha256":"ab","size":3,"url":"http://h/y"}"# + "\n").utf8)

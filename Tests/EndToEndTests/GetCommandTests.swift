@@ -677,7 +677,7 @@ import TestSupport
             #expect(result.status == 0, "\(result.stderr)")
             let object = try #require(try objectPaths(inCache: cache).first)
             let shards = try FileManager.default.contentsOfDirectory(atPath: cache + "/tmp").map { cache + "/tmp/" + $0 }
-            #expect(shards.count == 1)
+            #expect(shards.count == 16)
             for path in [cache, cache + "/tmp", cache + "/objects", cache + "/objects/sha256",
                          URL(fileURLWithPath: object).deletingLastPathComponent().path] + shards {
                 #expect(try permissions(of: path) == 0o775, "\(path)")
