@@ -400,12 +400,11 @@ public final class Catalog: Sendable {
             return
         }
         try database.writeWithoutTransaction { db in
-            // The connection runs one write at a time: the flag covers this one only.
-            lockWait.impatient.store(true, ordering: .relaxed)
-            defer { lockWait.impatient.store(false, ordering: .relaxed) }
-            try db.inTransaction(.immediate) {
-                try Self.touch(hashes, at: date.timeIntervalSince1970, in: db)
-                return .commit
+            try LockWait.withoutWaiting {
+                try db.inTransaction(.immediate) {
+                    try Self.touch(hashes, at: date.timeIntervalSince1970, in: db)
+                    return .commit
+                }
             }
         }
     }

@@ -22,10 +22,18 @@ final class LockWait: Sendable {
     private let noticed = Mutex(false)
     /// How many waits ended at `limit` with the lock still held.
     let givenUp = Atomic(0)
-    /// Set for a write that should not wait at all (see `Catalog.touch`);
-    /// only while the connection runs that write, so no other write of
-    /// this process can be affected.
-    let impatient = Atomic(false)
+    /// Runs `body` (a write, on the writer connection's thread) with lock
+    /// waits that give up at once (see `Catalog.touch`). Marked on the
+    /// thread, not the catalog: the busy handler runs on the thread of the
+    /// connection that waits, so readers of this process, on their own
+    /// threads, still wait as usual.
+    static func withoutWaiting<T>(_ body: () throws -> T) rethrows -> T {
+        Thread.current.threadDictionary[impatientKey] = true
+        defer { Thread.current.threadDictionary.removeObject(forKey: impatientKey) }
+        return try body()
+    }
+
+    private static let impatientKey = "mediafetch.catalog.noLockWait"
     /// When the process is stopping, how long waits may still last: a wait
     /// in progress ends by then, and so does any later one.
     private let stopDeadline = Mutex<ContinuousClock.Instant?>(nil)
@@ -58,7 +66,7 @@ final class LockWait: Sendable {
     /// The busy handler: true to try again after a sleep, false to give up
     /// (the statement then fails with SQLITE_BUSY).
     func shouldTryAgain(tries: Int) -> Bool {
-        if impatient.load(ordering: .relaxed) { return false }
+        if Thread.current.threadDictionary[Self.impatientKey] != nil { return false }
         if let deadline = stopDeadline.withLock({ $0 }), ContinuousClock.now >= deadline { return false }
         let waited = Self.waited(beforeTry: tries)
         if waited >= limit {

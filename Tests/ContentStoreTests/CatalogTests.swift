@@ -305,16 +305,56 @@ import TestSupport
             let other = try DatabaseQueue(path: path, configuration: holding)
             try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
 
-            let writing = Task {
-                try catalog.record([IngestRecord(url: "http://h/1", collection: "c", kind: .file,
-                                                 sha256: String(repeating: "c", count: 64), size: 1)])
+            // On a thread of its own: a pool thread blocked in the wait could starve the test that ends it.
+            let written = DispatchSemaphore(value: 0)
+            let recorded = Mutex(false)
+            DispatchQueue.global().async {
+                let record = IngestRecord(url: "http://h/1", collection: "c", kind: .file,
+                                          sha256: String(repeating: "c", count: 64), size: 1)
+                recorded.withLock { $0 = (try? catalog.record([record])) != nil }
+                written.signal()
             }
             while waits.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(20)) }
             try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
-            try await writing.value
+            written.wait()
+            #expect(recorded.withLock { $0 })
 
             #expect(waits.withLock { $0 } == 1)
             #expect(try catalog.entries().map(\.url) == ["http://h/1"])
+        }
+    }
+
+    /// A last-access update is not worth a wait: under another process's
+    /// lock it gives up at once (a wait would outlast the test's limit),
+    /// while this process's other work still waits as usual.
+    @Test(.timeLimit(.minutes(1)))
+    func touchesDoNotWaitForALockButOtherWritesDo() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let catalog = try Catalog(path: path, lockWaitLimit: .seconds(120))
+            let hash = String(repeating: "d", count: 64)
+            try catalog.record([IngestRecord(url: "http://h/1", collection: "c", kind: .file, sha256: hash, size: 1)])
+            var holding = Configuration()
+            holding.allowsUnsafeTransactions = true // the transaction spans two accesses
+            let other = try DatabaseQueue(path: path, configuration: holding)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+
+            #expect(throws: DatabaseError.self) { try catalog.touch([hash], waitingForLock: false) }
+            #expect(catalog.lockWaitsGivenUp == 0)
+            // Reading is not held up, and a write after the touch still waits for the lock to go.
+            #expect(try catalog.cachedSources(for: ["http://h/1"]).count == 1)
+            // On a thread of its own: a pool thread blocked in the wait could starve the test that ends it.
+            let written = DispatchSemaphore(value: 0)
+            let outcome = Mutex<Bool?>(nil)
+            DispatchQueue.global().async {
+                outcome.withLock { $0 = (try? catalog.touch([hash])) != nil }
+                written.signal()
+            }
+            #expect(written.wait(timeout: .now() + .milliseconds(300)) == .timedOut)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+            written.wait()
+            #expect(outcome.withLock { $0 } == true)
+            #expect(catalog.lockWaitsGivenUp == 0)
         }
     }
 
