@@ -82,13 +82,21 @@ public struct UnrecordedRows: Sendable {
         }
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
-            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            // Not waiting on a FIFO someone put here (it hung the run), nor following a link.
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
             guard fd >= 0 else { continue }
             defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
             // Held by another process recording it now, or gone since the listing.
             guard flock(fd, LOCK_EX | LOCK_NB) == 0, access(path, F_OK) == 0,
                   let data = FileManager.default.contents(atPath: path) else { continue }
             let (records, date) = Self.parse(data)
+            if records.isEmpty, !data.isEmpty {
+                // Not one readable row: not ours to delete unseen.
+                rename(path, path + ".bad")
+                continue
+            }
             if !records.isEmpty {
                 do {
                     try record(records, date)

@@ -80,6 +80,10 @@ public struct FetchReport: Sendable, Equatable {
     /// damaged file), in SQLite's words. The items it could not record are
     /// left, not failed: their objects are stored, and a later run records them.
     public var catalogFailure: String?
+    /// Of `downloaded`, how many are stored but not yet in the catalog: it
+    /// failed (or the run was interrupted while it waited for its lock), and
+    /// their rows wait in `unrecorded/` for the next run (see `UnrecordedRows`).
+    public var awaitingRecord = 0
 
     /// The cache could not take more, and the run stopped (see `outOfSpace` and `catalogFailure`).
     public var stoppedEarly: Bool { outOfSpace != nil || catalogFailure != nil }
@@ -88,7 +92,7 @@ public struct FetchReport: Sendable, Equatable {
     public var left: Int { max(0, total - downloaded - skipped - failures.count) }
 
     /// Everything asked for is in the cache.
-    public var succeeded: Bool { failures.isEmpty && !interrupted && !stoppedEarly }
+    public var succeeded: Bool { failures.isEmpty && !interrupted && !stoppedEarly && awaitingRecord == 0 }
 }
 
 /// Puts items into the cache: skips what is cached, downloads the rest
@@ -211,7 +215,8 @@ public final class FetchJob: Sendable {
                 } catch {
                     throw cache.catalogReadError(error)
                 }
-                await download(toDownload, engine: engine, ingestor: ingestor)
+                // Interrupted while the list was being looked up: nothing is started.
+                if !Task.isCancelled { await download(toDownload, engine: engine, ingestor: ingestor) }
             }
         } catch {
             engine.shutdown()
@@ -232,7 +237,7 @@ public final class FetchJob: Sendable {
             return state.report
         }
         // Interrupted only when something asked for is missing because of it.
-        if Task.isCancelled, report.left > 0, !report.stoppedEarly {
+        if Task.isCancelled, report.left > 0 || report.awaitingRecord > 0, !report.stoppedEarly {
             report.interrupted = true
         }
         reportProgress { _ in }
@@ -454,6 +459,17 @@ public final class FetchJob: Sendable {
                 if reportsEachStoredItem {
                     eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
                 }
+            case .failure(let error) where error.rowsKept:
+                // Stored, its row kept for the next run: downloaded, not left to fetch.
+                state.withLock {
+                    $0.progress.done += 1
+                    $0.report.downloaded += 1
+                    $0.report.awaitingRecord += 1
+                    $0.report.resumedBytes += body.resumedBytes
+                    $0.report.bytesReceived += body.size - body.resumedBytes
+                }
+                fail(item, reason: error.message, outOfSpace: error.outOfSpace, catalogFailure: error.catalogFailure,
+                     lockTimedOut: error.lockTimedOut, ingestor: ingestor)
             case .failure(let error):
                 fail(item, reason: error.message, outOfSpace: error.outOfSpace, catalogFailure: error.catalogFailure,
                      lockTimedOut: error.lockTimedOut, ingestor: ingestor)

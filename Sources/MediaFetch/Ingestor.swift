@@ -295,8 +295,8 @@ final class Ingestor: Sendable {
             return
         }
         if let failure = catalogFailure.withLock({ $0 }) {
-            keepForALaterRun(entries)
-            for entry in entries { entry.completion(.failure(failure)) }
+            let kept = keepForALaterRun(entries)
+            for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
             return
         }
         do {
@@ -315,11 +315,12 @@ final class Ingestor: Sendable {
                 let failure = CacheError("cannot record it in the catalog: \(Catalog.describe(error))", outOfSpace: outOfSpace,
                                          catalogFailure: wholeCatalog && !outOfSpace ? Catalog.describe(error) : nil,
                                          lockTimedOut: Catalog.isLockTimeout(error))
+                var kept = false
                 if wholeCatalog {
                     catalogFailure.withLock { $0 = failure }
-                    keepForALaterRun(entries)
+                    kept = keepForALaterRun(entries)
                 }
-                for entry in entries { entry.completion(.failure(failure)) }
+                for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
             }
             if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures) }
         }
@@ -327,9 +328,10 @@ final class Ingestor: Sendable {
 
     /// Keeps the rows of items whose objects are durable but that the catalog
     /// could not take (see `UnrecordedRows`): the next run records them
-    /// instead of fetching them again. Best effort.
-    private func keepForALaterRun(_ entries: [Pending]) {
-        try? cache.unrecorded.keep(entries.map(\.record), fetchedAt: Date())
+    /// instead of fetching them again. Best effort: returns whether they are kept.
+    private func keepForALaterRun(_ entries: [Pending]) -> Bool {
+        guard !entries.isEmpty else { return false }
+        return (try? cache.unrecorded.keep(entries.map(\.record), fetchedAt: Date())) != nil
     }
 
     /// Completes items that cannot be stored; with `removingStaged`, their

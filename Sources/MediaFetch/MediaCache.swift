@@ -147,11 +147,21 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     /// The catalog failure is a wait for another process's lock that ended
     /// without it (which Ctrl-C also ends, on purpose).
     public let lockTimedOut: Bool
+    /// The item's object is stored and its row kept for the next run (see
+    /// `UnrecordedRows`): it was downloaded, only not recorded yet.
+    public private(set) var rowsKept = false
     public init(_ message: String, outOfSpace: Bool = false, catalogFailure: String? = nil, lockTimedOut: Bool = false) {
         self.message = message
         self.outOfSpace = outOfSpace
         self.catalogFailure = catalogFailure
         self.lockTimedOut = lockTimedOut
+    }
+
+    /// The same error, for an item whose row was kept for the next run.
+    var withRowsKept: CacheError {
+        var error = self
+        error.rowsKept = true
+        return error
     }
     public var description: String { message }
 }

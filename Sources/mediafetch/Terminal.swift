@@ -29,7 +29,10 @@ enum Terminal {
         if progress == .json {
             writeErr(ProgressJSON.note(message) + "\n")
         } else {
-            writeErr("mediafetch: note: \(message)\n")
+            // A status line may be showing (a note comes mid-run, from a lock wait):
+            // the note takes its place, and the next redraw puts it below.
+            let clear = progress == .bar || (progress == .auto && showsStatusLine) ? "\r\u{1B}[K" : ""
+            writeErr("\(clear)mediafetch: note: \(message)\n")
         }
     }
 

@@ -74,6 +74,26 @@ import Glibc
         }
     }
 
+    /// What else may sit in the directory: a FIFO (opening it waited for a
+    /// writer, and hung the run) is passed over, a file with no readable row
+    /// is set aside rather than deleted unseen.
+    @Test(.timeLimit(.minutes(1)))
+    func aFIFOIsPassedOverAndGarbageSetAside() async throws {
+        try await TemporaryDirectory.with { directory in
+            let rows = UnrecordedRows(root: directory.path)
+            try rows.keep([record("http://h/a.flac")], fetchedAt: Date())
+            #expect(mkfifo("\(rows.directory)/0-fifo.jsonl", 0o644) == 0)
+            try Data("\u{7F}ELF garbage".utf8).write(to: URL(fileURLWithPath: "\(rows.directory)/1-garbage.jsonl"))
+            var recorded: [String] = []
+
+            #expect(rows.replay { records, _ in recorded += records.map(\.url) } == nil)
+
+            #expect(recorded == ["http://h/a.flac"])
+            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: rows.directory))
+                    == ["0-fifo.jsonl", "1-garbage.jsonl.bad"])
+        }
+    }
+
     @Test func unreadableLinesArePassedOver() {
         let data = Data(("{\"fetchedAt\":1000}\nnot json\n{\"url\":\"http://h/x\"}\n"
             + #"{"collection":"c","fetched":true,"kind":"photo","sha256":"ab","size":3,"url":"http://h/y"}"# + "\n").utf8)

@@ -115,6 +115,9 @@ public enum ProgressText {
             text += "; stopped with \(report.left) left to fetch: no room left for the cache"
         } else if report.catalogFailure != nil {
             text += "; stopped with \(report.left) left to fetch: the catalog cannot record them"
+        }
+        if report.awaitingRecord > 0 {
+            text += " (\(report.awaitingRecord) stored, for the next run to record)"
         } else if report.interrupted {
             // What the next run will do: the items not finished, partials resuming.
             text += "; interrupted with \(report.left) left to fetch"

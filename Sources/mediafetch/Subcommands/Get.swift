@@ -90,9 +90,13 @@ struct FetchRunner {
         // terminal) do the same: killed outright, a run lost the bodies it had
         // finished but not yet stored. A second signal quits at once (the
         // cache stays consistent: objects and rows are only ever added whole).
+        // A queue of their own: a private serial queue gets a thread even when
+        // every thread of the global queue is blocked (in a wait for another
+        // process's catalog lock, say), which left Ctrl-C unheard until it ended.
+        let signalQueue = DispatchQueue(label: "mediafetch.signals")
         let sources = StopSignals.handled.map { number -> any DispatchSourceSignal in
             signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
             source.setEventHandler {
                 if work.isCancelled {
                     // A status line may be showing: end it, and say why there is no summary.
