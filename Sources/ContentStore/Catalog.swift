@@ -108,7 +108,7 @@ public final class Catalog: Sendable {
         }
         do {
             database = try DatabasePool(path: path, configuration: configuration)
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN {
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN || error.resultCode == .SQLITE_READONLY {
             guard let readOnly = try Self.openOnReadOnlyMedium(path) else { throw error }
             database = readOnly
         }
@@ -136,12 +136,23 @@ public final class Catalog: Sendable {
     /// commits but no shared-memory file cannot be read there at all
     /// (immutable reading would leave the commits out): that throws, saying
     /// what to do where the cache was written.
+    /// The same holds for another user's cache, whose directory this process
+    /// cannot write: once another SQLite client closed the catalog and took
+    /// its log and shared-memory file away, they cannot be made again here.
     private static func openOnReadOnlyMedium(_ path: String) throws -> DatabaseQueue? {
         var info = statvfs()
-        guard statvfs(path, &info) == 0, info.f_flag & UInt(ST_RDONLY) != 0 else { return nil }
+        guard statvfs(path, &info) == 0 else { return nil }
+        let readOnlyFilesystem = info.f_flag & UInt(ST_RDONLY) != 0
+        let directory = (path as NSString).deletingLastPathComponent
+        guard readOnlyFilesystem || access(directory.isEmpty ? "." : directory, W_OK) != 0 else { return nil }
         var log = stat()
         if stat(writeAheadLog(of: path), &log) == 0, log.st_size > 0 {
             guard access(path + "-shm", F_OK) != 0 else { return nil }
+            guard readOnlyFilesystem else {
+                throw StoreError("its directory cannot be written here (another user's cache) and its write-ahead log "
+                    + "holds commits with no shared-memory file beside it, which SQLite cannot read so: a run of "
+                    + "mediafetch by its owner, or sqlite3 catalog.sqlite 'PRAGMA wal_checkpoint(TRUNCATE)', merges the log")
+            }
             throw StoreError("it is on a read-only filesystem with commits in its write-ahead log and no shared-memory "
                 + "file beside it, which SQLite cannot read there: merge the log where the cache was written "
                 + "(sqlite3 catalog.sqlite 'PRAGMA wal_checkpoint(TRUNCATE)') before copying it")

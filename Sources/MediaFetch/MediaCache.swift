@@ -54,7 +54,9 @@ public final class MediaCache: Sendable {
 
     /// `error` from reading the catalog, as one line naming it.
     public func catalogReadError(_ error: any Error) -> CacheError {
-        CacheError("cannot read the catalog at \(catalogPath): \(Catalog.describe(error))", outOfSpace: OutOfSpace.isCause(of: error))
+        // Already one line naming the catalog (it could not be opened): not said twice.
+        if let error = error as? CacheError { return error }
+        return CacheError("cannot read the catalog at \(catalogPath): \(Catalog.describe(error))", outOfSpace: OutOfSpace.isCause(of: error))
     }
 
     /// The catalog's write-ahead log (known without opening the catalog).

@@ -99,7 +99,8 @@ public enum URLList {
             guard !skippingComment else { return }
             pending.append(contentsOf: tail)
             guard pending.count > URLList.maxLineBytes else { return }
-            guard isComment(pending[...]) else { throw tooLong() }
+            // A line that never ends (/dev/zero) must not be read to its end: it stops the reading.
+            guard isComment(pending[...]) else { throw InputError(problems: problems + [tooLong().message]) }
             lineNumber += 1
             skippingComment = true
             pending.removeAll(keepingCapacity: true)
@@ -121,11 +122,16 @@ public enum URLList {
             do {
                 urls.append(try RequestTarget(line).url)
             } catch {
-                problems.append("\(source):\(lineNumber): \(error.message)")
-                if problems.count == Self.maxProblems {
-                    problems.append("\(source): stopped at its \(Self.maxProblems)th bad line")
-                    throw InputError(problems: problems)
-                }
+                try note("\(source):\(lineNumber): \(error.message)")
+            }
+        }
+
+        /// Remembers a bad line; throws them all once there are `maxProblems`.
+        private mutating func note(_ problem: String) throws(InputError) {
+            problems.append(problem)
+            if problems.count == Self.maxProblems {
+                problems.append("\(source): stopped at its \(Self.maxProblems)th bad line")
+                throw InputError(problems: problems)
             }
         }
 
@@ -138,7 +144,12 @@ public enum URLList {
                 lineNumber += 1
                 return
             }
-            guard raw.count <= URLList.maxLineBytes else { throw tooLong() }
+            guard raw.count <= URLList.maxLineBytes else {
+                // Held whole, so its end is known: the lines after it are read too.
+                try note(tooLong().message)
+                lineNumber += 1
+                return
+            }
             var line = raw
             // A byte-order mark opens some files written on Windows.
             if lineNumber == 0, line.starts(with: [0xEF, 0xBB, 0xBF]) { line = line.dropFirst(3) }
@@ -150,7 +161,9 @@ public enum URLList {
                 return
             }
             guard let text = String(validating: line, as: UTF8.self) else {
-                throw InputError("\(source):\(lineNumber + 1): not UTF-8 text")
+                try note("\(source):\(lineNumber + 1): not UTF-8 text")
+                lineNumber += 1
+                return
             }
             // Unicode's own line breaks (U+2028, NEL, VT, FF) end lines too.
             for piece in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline) {

@@ -279,6 +279,15 @@ import TestSupport
             #expect(result.stderrLines == ["mediafetch: \(input):3: unsupported scheme 'ftp' (only http and https): ftp://example.com/c.jpg"])
             #expect(origin.requests(for: "/b.jpg").isEmpty)
             #expect(NSDictionary(dictionary: try await statsJSON(cache)) == NSDictionary(dictionary: before))
+
+            // Every list's bad lines are named, and a bad URL argument too, in one run.
+            let other = directory.appending("more.txt")
+            try "not a url\n".write(toFile: other, atomically: true, encoding: .utf8)
+            let both = try await BuiltProducts.run(["get", "--cache", cache, "gopher://x/", "-i", input, "-i", other])
+            #expect(both.status == 2)
+            #expect(both.stderrLines == ["mediafetch: unsupported scheme 'gopher' (only http and https): gopher://x/",
+                                         "mediafetch: \(input):3: unsupported scheme 'ftp' (only http and https): ftp://example.com/c.jpg",
+                                         "mediafetch: \(other):1: not a URL: not a url"])
         }
     }
 
@@ -418,6 +427,19 @@ import TestSupport
             #expect(cached.status == 0, "\(cached.stderr)")
             #expect(cached.stderrLines.first?.hasPrefix("0 downloaded, 1 already cached, 0 failed") == true)
             #expect(origin.requests(for: "/a.jpg").count == 1)
+
+            // Another SQLite client that closes the catalog takes its log and shared memory away,
+            // which nobody cannot make again there: the catalog is still read.
+            let closing = try await BuiltProducts.runShell(#"""
+                python3 -c 'import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute("PRAGMA wal_checkpoint(TRUNCATE)"); db.close()' "$CATALOG"
+                """#, environment: ["CATALOG": cache + "/catalog.sqlite"])
+            #expect(closing.status == 0, "\(closing.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: cache + "/catalog.sqlite-shm"))
+            let list = try await BuiltProducts.run(["list", "--cache", cache, "--format", "csv"], as: .nobody)
+            #expect(list.status == 0, "\(list.stderr)")
+            #expect(list.stdout.contains(origin.url("/a.jpg")))
+            let again = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")], as: .nobody)
+            #expect(again.status == 0, "\(again.stderr)")
         }
     }
 

@@ -96,6 +96,14 @@ import TestSupport
             #expect(error?.problems == ["\(path):2: not a URL: not a url",
                                         "\(path):3: unsupported scheme 'ftp' (only http and https): ftp://a/2"])
 
+            // Bytes that are not UTF-8, and a line too long, are bad lines among the others.
+            let mixed = Array("ftp://x/y\nhttp://ex".utf8) + [0xE9] + Array(".com/a\n".utf8)
+                + Array(String(repeating: "a", count: URLList.maxLineBytes + 1).utf8) + Array("\nnot a url\n".utf8)
+            try Data(mixed).write(to: URL(fileURLWithPath: path))
+            let several = #expect(throws: InputError.self) { try URLList.read(path: path) }
+            #expect(several?.problems.map { $0.split(separator: ":").dropFirst().first.map(String.init) ?? "" } == ["1", "2", "3", "4"])
+            #expect(several?.problems[1] == "\(path):2: not UTF-8 text")
+
             try (1...30).map { "bad \($0)" }.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
             let many = #expect(throws: InputError.self) { try URLList.read(path: path) }
             #expect(many?.problems.count == 11)

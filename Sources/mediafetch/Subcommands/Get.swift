@@ -37,13 +37,15 @@ struct Get: AsyncParsableCommand {
     /// URL strings ends with this function: a long list is not held twice
     /// for the whole run.
     private func requestedItems() throws -> [FetchItem] {
-        var list: [String]
-        do {
-            list = try URLList.validate(urls)
-            for inputFile in inputFiles { list += try URLList.read(path: inputFile) }
-        } catch {
-            // Every bad line of a list (up to ten), each on its own line.
-            for problem in error.problems { Terminal.error(problem, progress: transfer.progress) }
+        var list: [String] = []
+        var problems: [String] = []
+        // Every bad line of every list (up to ten a list), each on its own line.
+        do { list = try URLList.validate(urls) } catch { problems += error.problems }
+        for inputFile in inputFiles {
+            do { list += try URLList.read(path: inputFile) } catch { problems += error.problems }
+        }
+        guard problems.isEmpty else {
+            for problem in problems { Terminal.error(problem, progress: transfer.progress) }
             throw Exit.badInput
         }
         let name = CollectionName.normalized(collection)
