@@ -124,7 +124,8 @@ final class PartialFile {
     static func writeValidatorFile(_ text: String, to path: String) -> Bool {
         var text = text
         let temporary = path + ".\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, writableMode)
+        // The umask decides who may read it (a group sharing a cache, under 002).
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
         guard fd >= 0 else { return false }
         let written = text.withUTF8 { systemWrite(fd, $0.baseAddress, $0.count) }
         _ = systemClose(fd)
