@@ -7,7 +7,8 @@ public enum ItemKind: String, Sendable, Codable, CaseIterable {
 
 /// One finished download (or an already cached URL) to record: the object,
 /// the source URL that produced it, and the item in a collection.
-public struct IngestRecord: Sendable, Equatable {
+/// Codable: the rows a failed catalog could not take are kept as JSON (see `UnrecordedRows`).
+public struct IngestRecord: Sendable, Equatable, Codable {
     public var url: String
     public var collection: String
     public var kind: ItemKind

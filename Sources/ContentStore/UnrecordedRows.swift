@@ -38,7 +38,7 @@ public struct UnrecordedRows: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         for record in records {
-            var kept = Kept(record)
+            var kept = record
             kept.url = URLPassword.removed(from: kept.url)
             guard let line = try? encoder.encode(kept) else { continue }
             text += String(decoding: line, as: UTF8.self) + "\n"
@@ -123,7 +123,7 @@ public struct UnrecordedRows: Sendable {
                 }
                 continue
             }
-            if let kept = try? decoder.decode(Kept.self, from: line) { records.append(kept.record) }
+            if let record = try? decoder.decode(IngestRecord.self, from: line) { records.append(record) }
         }
         return (records, date)
     }
@@ -143,44 +143,5 @@ public struct UnrecordedRows: Sendable {
 
     private struct Header: Codable {
         var fetchedAt: Double
-    }
-
-    /// An `IngestRecord` as kept on disk.
-    private struct Kept: Codable {
-        var url: String
-        var collection: String
-        var kind: ItemKind
-        var title: String?
-        var sha256: String
-        var size: Int64
-        var contentType: String?
-        var etag: String?
-        var lastModified: String?
-        var metadata: String?
-        var fetched: Bool
-        var replacesMissingObject: String?
-
-        init(_ record: IngestRecord) {
-            url = record.url
-            collection = record.collection
-            kind = record.kind
-            title = record.title
-            sha256 = record.sha256
-            size = record.size
-            contentType = record.contentType
-            etag = record.etag
-            lastModified = record.lastModified
-            metadata = record.metadata
-            fetched = record.fetched
-            replacesMissingObject = record.replacesMissingObject
-        }
-
-        var record: IngestRecord {
-            var record = IngestRecord(url: url, collection: collection, kind: kind, title: title, sha256: sha256,
-                                      size: size, contentType: contentType, etag: etag, lastModified: lastModified,
-                                      metadata: metadata, fetched: fetched)
-            record.replacesMissingObject = replacesMissingObject
-            return record
-        }
     }
 }
