@@ -103,8 +103,8 @@ import Transfer
             #expect(report.downloaded == report.awaitingRecord)
             #expect(report.left == 300 - report.downloaded)
             #expect(origin.requests().count < 300)
-            #expect(ProgressText.summary(report).hasSuffix("stopped with \(report.left) left to fetch: the catalog cannot "
-                + "record them (\(report.awaitingRecord) stored, for the next run to record)"))
+            #expect(ProgressText.summary(report).hasSuffix("; stopped, as the catalog cannot record: \(report.left) left to "
+                + "fetch, \(report.awaitingRecord) stored for the next run to record"))
             // and the lock was waited out once, not again for each group after the first
             #expect(try cache.catalog.lockWaitsGivenUp == 1)
 
@@ -186,6 +186,8 @@ import Transfer
             let stored = try objectPaths(inCache: root).count
             #expect(stored > 0)
             #expect(report.downloaded == stored && report.awaitingRecord == stored)
+            #expect(ProgressText.summary(report).hasSuffix("; interrupted with \(report.left) left to fetch, \(stored) stored "
+                + "for the next run to record"))
 
             // and the next run, the lock let go, records what was stored without fetching it again
             try lock.release()

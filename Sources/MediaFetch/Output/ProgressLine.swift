@@ -114,13 +114,14 @@ public enum ProgressText {
         if report.outOfSpace != nil {
             text += "; stopped with \(report.left) left to fetch: no room left for the cache"
         } else if report.catalogFailure != nil {
-            text += "; stopped with \(report.left) left to fetch: the catalog cannot record them"
-        }
-        if report.awaitingRecord > 0 {
-            text += " (\(report.awaitingRecord) stored, for the next run to record)"
+            text += "; stopped, as the catalog cannot record: \(report.left) left to fetch"
         } else if report.interrupted {
             // What the next run will do: the items not finished, partials resuming.
             text += "; interrupted with \(report.left) left to fetch"
+        }
+        if report.awaitingRecord > 0 {
+            // Stored, with their rows in unrecorded/ (see `UnrecordedRows`).
+            text += ", \(report.awaitingRecord) stored for the next run to record"
         }
         return text
     }

@@ -134,7 +134,8 @@ struct FetchRunner {
         }
         if let reason = report.catalogFailure {
             Terminal.error("cannot record downloads in the catalog at \(cache.catalogPath): \(reason); stopped with "
-                + "\(report.left) left to fetch (what finished is stored, and the next run records it without fetching it again)",
+                + "\(report.left) left to fetch (\(report.awaitingRecord) stored, which the next run records without fetching "
+                + "them again)",
                 progress: transfer.progress)
             throw Exit.cacheUnusable
         }
