@@ -279,9 +279,12 @@ public final class TransferEngine: Sendable {
         let id = first?.id ?? nextTransferID()
         var pendingFirst = first
         var attempt = 0
+        // Requests made, the restart after a 416 included (`attempt` does not count it).
+        var requests = 0
         var restartedAfterRangeError = false
         while true {
             attempt += 1
+            requests += 1
             let offset: Int64
             let outcome: AttemptOutcome
             if let given = pendingFirst {
@@ -340,8 +343,8 @@ public final class TransferEngine: Sendable {
                         + "before trying again; mediafetch waits \(NumberText.wait(configuration.retry.maxRetryAfter)) at most)")
                 }
                 // The last of several tries: say so, or "HTTP 500" reads as if it was tried once.
-                guard attempt > 1 else { throw error }
-                throw TransferError(error.kind, "\(error.message) (after \(attempt) attempts)", retryAfter: error.retryAfter)
+                guard requests > 1 else { throw error }
+                throw TransferError(error.kind, "\(error.message) (after \(requests) attempts)", retryAfter: error.retryAfter)
             }
             eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
             // Counted while it sleeps, so that a display shows the wait (a long
