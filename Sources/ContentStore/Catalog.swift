@@ -406,17 +406,14 @@ public final class Catalog: Sendable {
     /// pruning, not worth a minute of anyone's time.
     public func touch(_ hashes: [String], at date: Date = Date(), waitingForLock: Bool = true) throws {
         guard !hashes.isEmpty else { return }
-        guard !waitingForLock else {
-            try database.write { db in try Self.touch(hashes, at: date.timeIntervalSince1970, in: db) }
-            return
-        }
         try database.writeWithoutTransaction { db in
-            try LockWait.withoutWaiting {
+            let write = {
                 try db.inTransaction(.immediate) {
                     try Self.touch(hashes, at: date.timeIntervalSince1970, in: db)
                     return .commit
                 }
             }
+            if waitingForLock { try write() } else { try LockWait.withoutWaiting(write) }
         }
     }
 

@@ -157,16 +157,16 @@ public final class ObjectStore: BlobStore {
     /// filesystems (a symlink to another disk): bodies are renamed from one
     /// into the other, and each would fail, after its download. Only what
     /// stores bodies needs to ask; reading a cache works either way.
-    /// The subdirectories of `tmp/` that exist (partials' shards) are
-    /// looked at too: one of them linked elsewhere failed its items alike.
-    public func checkOneFilesystem() throws(StoreError) {
+    /// `temporarySubdirectories` of `tmp/` that exist (where partials are)
+    /// are looked at too: one of them linked elsewhere failed its items alike.
+    public func checkOneFilesystem(temporarySubdirectories: [String] = []) throws(StoreError) {
         var temporary = stat()
         var objects = stat()
         guard fstat(temporaryDirectoryDescriptor, &temporary) == 0, fstat(objectsDirectoryDescriptor, &objects) == 0 else {
             return
         }
         var elsewhere: String? = temporary.st_dev != objects.st_dev ? temporaryDirectory : nil
-        for name in "0123456789abcdef".map(String.init) where elsewhere == nil {
+        for name in temporarySubdirectories where elsewhere == nil {
             var shard = stat()
             if fstatat(temporaryDirectoryDescriptor, name, &shard, 0) == 0, shard.st_dev != objects.st_dev {
                 elsewhere = "\(temporaryDirectory)/\(name)"

@@ -450,30 +450,28 @@ public final class FetchJob: Sendable {
             body.file.release()
             switch result {
             case .success:
-                state.withLock {
-                    $0.progress.done += 1
-                    $0.report.downloaded += 1
-                    $0.report.resumedBytes += body.resumedBytes
-                    $0.report.bytesReceived += body.size - body.resumedBytes
-                }
+                countDownloaded(body, awaitingRecord: false)
                 if reportsEachStoredItem {
                     eventSink.yield(.stored(url: item.url, sha256: body.sha256, size: body.size, resumedBytes: body.resumedBytes))
                 }
-            case .failure(let error) where error.rowsKept:
-                // Stored, its row kept for the next run: downloaded, not left to fetch.
-                state.withLock {
-                    $0.progress.done += 1
-                    $0.report.downloaded += 1
-                    $0.report.awaitingRecord += 1
-                    $0.report.resumedBytes += body.resumedBytes
-                    $0.report.bytesReceived += body.size - body.resumedBytes
-                }
-                fail(item, reason: error.message, outOfSpace: error.outOfSpace, catalogFailure: error.catalogFailure,
-                     lockTimedOut: error.lockTimedOut, ingestor: ingestor)
             case .failure(let error):
+                // Stored, its row kept for the next run: downloaded, not left to fetch.
+                if error.rowsKept { countDownloaded(body, awaitingRecord: true) }
                 fail(item, reason: error.message, outOfSpace: error.outOfSpace, catalogFailure: error.catalogFailure,
                      lockTimedOut: error.lockTimedOut, ingestor: ingestor)
             }
+        }
+    }
+
+    /// Counts a body stored in this run; `awaitingRecord` when its row waits
+    /// for the next run (see `UnrecordedRows`).
+    private func countDownloaded(_ body: DownloadedBody, awaitingRecord: Bool) {
+        state.withLock {
+            $0.progress.done += 1
+            $0.report.downloaded += 1
+            if awaitingRecord { $0.report.awaitingRecord += 1 }
+            $0.report.resumedBytes += body.resumedBytes
+            $0.report.bytesReceived += body.size - body.resumedBytes
         }
     }
 

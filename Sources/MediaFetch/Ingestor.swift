@@ -295,8 +295,7 @@ final class Ingestor: Sendable {
             return
         }
         if let failure = catalogFailure.withLock({ $0 }) {
-            let kept = keepForALaterRun(entries)
-            for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
+            failKeepingRows(entries, failure)
             return
         }
         do {
@@ -315,23 +314,25 @@ final class Ingestor: Sendable {
                 let failure = CacheError("cannot record it in the catalog: \(Catalog.describe(error))", outOfSpace: outOfSpace,
                                          catalogFailure: wholeCatalog && !outOfSpace ? Catalog.describe(error) : nil,
                                          lockTimedOut: Catalog.isLockTimeout(error))
-                var kept = false
                 if wholeCatalog {
                     catalogFailure.withLock { $0 = failure }
-                    kept = keepForALaterRun(entries)
+                    failKeepingRows(entries, failure)
+                } else {
+                    for entry in entries { entry.completion(.failure(failure)) }
                 }
-                for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
             }
             if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures) }
         }
     }
 
-    /// Keeps the rows of items whose objects are durable but that the catalog
-    /// could not take (see `UnrecordedRows`): the next run records them
-    /// instead of fetching them again. Best effort: returns whether they are kept.
-    private func keepForALaterRun(_ entries: [Pending]) -> Bool {
-        guard !entries.isEmpty else { return false }
-        return (try? cache.unrecorded.keep(entries.map(\.record), fetchedAt: Date())) != nil
+    /// Fails items whose objects are durable but that the catalog as a whole
+    /// could not take, keeping their rows (see `UnrecordedRows`) so that the
+    /// next run records them instead of fetching them again. Best effort:
+    /// each failure says whether its row was kept.
+    private func failKeepingRows(_ entries: [Pending], _ failure: CacheError) {
+        guard !entries.isEmpty else { return }
+        let kept = (try? cache.unrecorded.keep(entries.map(\.record), fetchedAt: Date())) != nil
+        for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
     }
 
     /// Completes items that cannot be stored; with `removingStaged`, their

@@ -111,7 +111,7 @@ public final class MediaCache: Sendable {
     public func checkWritable() throws(CacheError) {
         let catalogPath = Self.catalogPath(root: root)
         do {
-            try store.checkOneFilesystem()
+            try store.checkOneFilesystem(temporarySubdirectories: TransferEngine.partialShardNames)
         } catch {
             throw CacheError("cannot open the cache at \(root): \(error)")
         }

@@ -211,8 +211,9 @@ final class PartialFile {
     /// away both take the lock of the directory that holds the name; with a
     /// single directory, the thread that creates new partials and the one
     /// that moves finished bodies into the store spun on each other's lock
-    /// (a tenth of the CPU of a run of 2000 small files). Made when first
-    /// needed (see `createLocked`).
+    /// (a tenth of the CPU of a run of 2000 small files). Made together when
+    /// an engine starts (`makeShardDirectories`), and again by the first
+    /// partial that finds its own gone (see `createLocked`).
     static func shardDirectory(_ directory: String, key: Substring) -> String {
         "\(directory)/\(key.prefix(1))"
     }
@@ -231,7 +232,7 @@ final class PartialFile {
 
     /// Whether `name`, in the partial directory, is one of its shard directories.
     private static func isShardName(_ name: String) -> Bool {
-        name.utf8.count == 1 && name.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        shardNames.contains(name)
     }
 
     /// Removes what crashed or killed runs left in `directory` and its shard

@@ -349,10 +349,11 @@ public final class TransferEngine: Sendable {
             eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
             // Counted while it sleeps, so that a display shows the wait (a long
             // Retry-After looked like a hang: nothing active, nothing moving).
-            loop.beginRetryWait(id, until: .now + .milliseconds(Int(delay * 1000)))
+            let wait = Duration.milliseconds(Int(delay * 1000))
+            loop.beginRetryWait(id, until: .now + wait)
             defer { loop.endRetryWait(id) }
             do {
-                try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
+                try await Task.sleep(for: wait)
             } catch {
                 throw TransferError.cancelled
             }

@@ -72,6 +72,11 @@ struct CacheOptions: ParsableArguments {
 /// How progress is shown.
 enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
     case auto, bar, json, none
+
+    /// Whether a status line is drawn on stderr (and must be cleared before other output).
+    var showsStatusLine: Bool {
+        self == .bar || (self == .auto && Terminal.showsStatusLine)
+    }
 }
 
 /// Transfer options shared by every downloading command.

@@ -31,7 +31,7 @@ enum Terminal {
         } else {
             // A status line may be showing (a note comes mid-run, from a lock wait):
             // the note takes its place, and the next redraw puts it below.
-            let clear = progress == .bar || (progress == .auto && showsStatusLine) ? "\r\u{1B}[K" : ""
+            let clear = progress.showsStatusLine ? "\r\u{1B}[K" : ""
             writeErr("\(clear)mediafetch: note: \(message)\n")
         }
     }
@@ -113,7 +113,7 @@ struct ProgressPrinter {
 
     /// Consumes the job's events until `.finished`.
     func consume(_ events: AsyncStream<JobEvent>) async {
-        let live = mode == .bar || (mode == .auto && Terminal.showsStatusLine)
+        let live = mode.showsStatusLine
         var lineShown = false
         /// The progress on the status line, to draw it again under a failure
         /// (the job sends progress only when it changed).

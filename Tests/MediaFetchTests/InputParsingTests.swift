@@ -359,10 +359,7 @@ import TestSupport
 
     @Test func theStatusLineSaysWhenTheNextRetryComes() {
         var progress = RunProgress()
-        progress.total = 3
-        progress.done = 1
-        progress.waitingToRetry = 2
-        progress.nextRetryInSeconds = 95
+        (progress.total, progress.done, progress.waitingToRetry, progress.nextRetryInSeconds) = (3, 1, 2, 95)
         #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s, 2 waiting to retry (next in 95 s)")
         progress.nextRetryInSeconds = 600
         #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s, 2 waiting to retry (next in 10 min)")

@@ -61,7 +61,8 @@ struct FetchRunner {
     func run(_ items: [FetchItem]) async throws {
         // A stale $CURL_CA_BUNDLE failed every https URL on its own line, not naming the variable.
         if let (name, path) = transfer.caCertificatesVariable,
-           items.contains(where: { $0.url.utf8.count > 6 && $0.url.prefix(6).lowercased() == "https:" }),
+           // The URLs' schemes are lower-cased already (`RequestTarget`).
+           items.contains(where: { $0.url.hasPrefix("https:") }),
            let problem = TransferOptions.caCertificatesProblem(path) {
             Terminal.error("\(name): \(problem) (unset it, or give --cacert FILE)", progress: transfer.progress)
             throw ExitCode.validationFailure
@@ -102,9 +103,7 @@ struct FetchRunner {
             source.setEventHandler {
                 if work.isCancelled {
                     // A status line may be showing: end it, and say why there is no summary.
-                    if transfer.progress == .bar || (transfer.progress == .auto && Terminal.showsStatusLine) {
-                        Terminal.writeErr("\r\u{1B}[K")
-                    }
+                    if transfer.progress.showsStatusLine { Terminal.writeErr("\r\u{1B}[K") }
                     Terminal.error("interrupted again: stopped at once (what was stored stays, partial downloads resume)",
                                    progress: transfer.progress)
                     exit(Exit.interrupted.rawValue)
