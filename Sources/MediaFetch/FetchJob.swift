@@ -114,7 +114,7 @@ public final class FetchJob: Sendable {
     private let objectsRemembered: Int
     /// Where bodies go: the cache's own store unless a test breaks it.
     private let ingestStore: (any BlobStore)?
-    private let state = Mutex(State())
+    private let state = SleepingLock(State())
 
     private struct State {
         var progress = RunProgress()

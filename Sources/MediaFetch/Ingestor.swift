@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import Transfer
 import Synchronization
 
 /// Moves finished bodies into the store and records them in the catalog in
@@ -47,7 +48,7 @@ final class Ingestor: Sendable {
     /// Set once the catalog has failed as a whole: later groups fail with
     /// the same error at once, instead of each waiting out a lock again.
     private let catalogFailure = Mutex<CacheError?>(nil)
-    private let queue = Mutex(Queue())
+    private let queue = SleepingLock(Queue())
     private let wake = DispatchSemaphore(value: 0)
     private let exited = DispatchSemaphore(value: 0)
 

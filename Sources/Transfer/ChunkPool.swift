@@ -27,10 +27,10 @@ final class ChunkPool: Sendable {
         var spareBytes = 0
     }
 
-    private let state: Mutex<State>
+    private let state: SleepingLock<State>
 
     init(byteBudget: Int) {
-        state = Mutex(State(budget: max(byteBudget, Self.largest)))
+        state = SleepingLock(State(budget: max(byteBudget, Self.largest)))
     }
 
     /// Raises the budget to at least `bytes` (never lowers it: other engines may rely on it).

@@ -235,7 +235,7 @@ final class CurlLoop: Sendable {
     private let configuration: TransferConfiguration
     /// Whether transfers to one host may share an HTTP/2 connection (see `init`).
     private var multiplexes: Bool { configuration.maxBytesPerSecond == nil }
-    private let inbox = Mutex(Inbox())
+    private let inbox = SleepingLock(Inbox())
     private let events: AsyncStream<TransferEvent>.Continuation
     private let finished = Mutex(false)
     private let exited = DispatchSemaphore(value: 0)

@@ -64,7 +64,7 @@ final class DownloadBatch: Sendable {
     private let url: @Sendable (Int) -> String
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let cursor = Atomic<Int>(0)
-    private let state: Mutex<State>
+    private let state: SleepingLock<State>
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
          completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
@@ -72,7 +72,7 @@ final class DownloadBatch: Sendable {
         self.count = count
         self.url = url
         self.completion = completion
-        state = Mutex(State(remaining: count))
+        state = SleepingLock(State(remaining: count))
     }
 
     /// How many items are in flight at once (see `DescriptorBudget`).

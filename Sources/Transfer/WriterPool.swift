@@ -89,7 +89,7 @@ final class WriterPool: Sendable {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = SleepingLock(State())
     /// Signalled once per thread woken (see `State.shouldWakeOne`).
     private let wakeups = DispatchSemaphore(value: 0)
     let threadCount: Int
