@@ -8,11 +8,12 @@ import Synchronization
 /// bytes of chunks in use never exceed `byteBudget`, which an engine raises to
 /// two of the largest chunks per transfer slot (each running transfer holds
 /// the chunk it is filling, so a smaller budget would starve the writers and
-/// push bytes inline onto the loop thread); `take` returns nil
-/// rather than wait (the loop thread must never block on another transfer).
-/// Returned chunks are kept for reuse, up to `byteBudget` bytes, so their
-/// pages stay warm; beyond that they are freed. Memory is thus bounded by
-/// twice the budget however many files pass through.
+/// hold the loop thread up while a writer catches up); `take` returns nil
+/// rather than wait (the loop thread must never block on another transfer),
+/// unless asked for a chunk past the budget. Returned chunks are kept for
+/// reuse, up to `byteBudget` bytes, so their pages stay warm; beyond that
+/// they are freed. Memory is thus bounded by twice the budget, plus a
+/// chunk per running transfer, however many files pass through.
 final class ChunkPool: Sendable {
     static let smallest = 4 << 10
     static let largest = 256 << 10
@@ -48,10 +49,13 @@ final class ChunkPool: Sendable {
     }
 
     /// A chunk of `size` bytes (one of the pool's sizes), or nil when the
-    /// budget is spent; never waits.
-    func take(size: Int) -> Chunk? {
+    /// budget is spent; never waits. `pastBudget` grants it even then: for
+    /// a writer that holds no other chunk (see `HashingWriter.write`), so
+    /// what the pool hands out past its budget is at most one chunk per
+    /// running transfer.
+    func take(size: Int, pastBudget: Bool = false) -> Chunk? {
         let reused = state.withLock { state -> (granted: Bool, chunk: Chunk?) in
-            guard state.bytesInUse + size <= state.budget else { return (false, nil) }
+            guard pastBudget || state.bytesInUse + size <= state.budget else { return (false, nil) }
             state.bytesInUse += size
             guard let chunk = state.spare[size]?.popLast() else { return (true, nil) }
             state.spareBytes -= size

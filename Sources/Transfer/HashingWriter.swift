@@ -18,9 +18,10 @@ import Darwin
 /// waits for `seal`), goes to a serial queue that hashes and writes it on a
 /// writer thread, so the thread that receives never
 /// waits for the filesystem. The chunks in use across all writers stay within
-/// `pool`'s byte budget, so memory stays bounded however fast the network is;
-/// when the budget is spent a writer catches up inline instead of waiting, so
-/// the loop never blocks on another transfer.
+/// `pool`'s byte budget (plus at most one chunk per transfer), so memory
+/// stays bounded however fast the network is; when the budget is spent a
+/// writer first waits for its own queued chunks, never for another
+/// transfer's, then takes one chunk past the budget.
 ///
 /// A body that arrived whole is `seal`ed by the loop thread itself: its last
 /// chunk and the digest go to the queue in one trip, and the queue resumes
@@ -30,12 +31,11 @@ import Darwin
 /// allows it: the aligned chunks go from memory to the device with no copy
 /// into the page cache, which on a VM means no fresh page to fault in per
 /// 4 KiB, and nothing is left for the store's flush to write back. What
-/// cannot be aligned (the last few bytes of a body, bytes written inline,
-/// a resumed file) goes through the page cache, and the file stays there
+/// cannot be aligned (the last few bytes of a body, a resumed file) goes through the page cache, and the file stays there
 /// until a `reset` empties it.
 ///
 /// `@unchecked Sendable`: `hasher`, `written`, `direct`, `sealed` and the file
-/// offset are touched on `queue` only, except inline catch-up and
+/// offset are touched on `queue` only, except in
 /// `seed`/`reset`/`finish`, which first wait for the queue (or are ordered
 /// after it by the continuation it resumed); `filling` belongs to whoever owns
 /// the transfer at the time (the loop thread during an attempt, the task
@@ -126,13 +126,9 @@ final class HashingWriter: @unchecked Sendable {
         while !rest.isEmpty {
             // A full chunk kept back at the end of the body (below): more came after all.
             if let current = filling, filled == current.size { submitFilling() }
-            guard let chunk = filling ?? pool.take(size: ChunkPool.size(forRemaining: remaining)) else {
-                // Every chunk is in use: rather than wait on other transfers
-                // (which need this very thread to progress), finish this
-                // writer's queued work and handle the bytes inline.
-                queue.sync()
-                if let error = failure.withLock({ $0 }) { return error }
-                return hashAndWrite(rest)
+            let size = ChunkPool.size(forRemaining: remaining)
+            guard let chunk = filling ?? pool.take(size: size) ?? takeAfterCatchingUp(size: size) else {
+                return failure.withLock { $0 }
             }
             let count = min(rest.count, chunk.size - filled)
             UnsafeMutableRawBufferPointer(rebasing: chunk.memory[filled..<(filled + count)])
@@ -146,6 +142,20 @@ final class HashingWriter: @unchecked Sendable {
             if filled == chunk.size, remaining.map({ $0 > 0 }) ?? true { submitFilling() }
         }
         return nil
+    }
+
+    /// Every chunk is in use: rather than wait on other transfers (which
+    /// need this very thread to progress), this writer's queued chunks are
+    /// written first, which gives them back and holds this transfer to the
+    /// writers' pace; then a chunk is taken, past the budget if need be
+    /// (this transfer now holds no other). Writing the bytes inline instead
+    /// would leave direct I/O for the rest of the body, as curl's buffers
+    /// are not aligned: seen for every 64 MiB body of a benchmark, which
+    /// then went through the page cache. Nil when a write has failed.
+    private func takeAfterCatchingUp(size: Int) -> Chunk? {
+        queue.sync()
+        if failure.withLock({ $0 }) != nil { return nil }
+        return pool.take(size: size, pastBudget: true)
     }
 
     /// Hands the chunk being filled to the queue (at the end of an attempt, so

@@ -149,6 +149,21 @@ import Testing
         #expect(pool.take(size: ChunkPool.largest) != nil)
     }
 
+    @Test func aChunkPastTheBudgetIsGrantedOnlyWhenAskedForAndFreedWhenGivenBack() throws {
+        let pool = ChunkPool(byteBudget: ChunkPool.largest)
+        let first = try #require(pool.take(size: ChunkPool.largest))
+        #expect(pool.take(size: 4096) == nil)
+        let past = try #require(pool.take(size: ChunkPool.largest, pastBudget: true))
+        #expect(pool.bytesInUse == 2 * ChunkPool.largest)
+        pool.give(past)
+        pool.give(first)
+        #expect(pool.bytesInUse == 0)
+        // The budget holds again for ordinary takes.
+        let again = try #require(pool.take(size: ChunkPool.largest))
+        #expect(pool.take(size: 4096) == nil)
+        pool.give(again)
+    }
+
     @Test func aChunkIsAlignedForDirectIO() throws {
         let pool = ChunkPool(byteBudget: 1 << 20)
         for size in [4096, 65_536, ChunkPool.largest] {
