@@ -6,9 +6,9 @@ import Synchronization
 /// still has to send, so a 64 KiB photo takes a 64 KiB chunk rather than
 /// 256 KiB, and four times as many small bodies fit in the same memory. The
 /// bytes of chunks in use never exceed `byteBudget`, which an engine raises to
-/// two of the largest chunks per transfer slot (each running transfer holds
-/// the chunk it is filling, so a smaller budget would starve the writers and
-/// hold the loop thread up while a writer catches up); `take` returns nil
+/// four of the largest chunks per transfer slot (each running transfer holds
+/// the chunk it is filling and those queued for its writer, so a smaller
+/// budget would hold the loop thread up while a writer catches up); `take` returns nil
 /// rather than wait (the loop thread must never block on another transfer),
 /// unless asked for a chunk past the budget. Returned chunks are kept for
 /// reuse, up to `byteBudget` bytes, so their pages stay warm; beyond that

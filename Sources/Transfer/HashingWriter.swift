@@ -43,9 +43,9 @@ import Darwin
 /// behind a mutex.
 final class HashingWriter: @unchecked Sendable {
     /// Chunks filling or waiting to be hashed and written, across every
-    /// transfer: 8 MiB (32 chunks of 256 KiB, or 128 small bodies of 64 KiB),
+    /// transfer: 16 MiB (64 chunks of 256 KiB, or 256 small bodies of 64 KiB),
     /// raised by an engine with more than 16 slots (see `ChunkPool`).
-    static let pool = ChunkPool(byteBudget: 8 << 20)
+    static let pool = ChunkPool(byteBudget: 16 << 20)
     /// Direct I/O wants the buffer, the file offset and the length to be
     /// multiples of the device's block size; 4 KiB covers every common device.
     static let directAlignment = 4096
