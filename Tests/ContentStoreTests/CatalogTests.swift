@@ -292,6 +292,30 @@ import TestSupport
 }
 
 @Suite struct CatalogLockTests {
+    /// Opening a catalog whose schema is current takes no write lock, so
+    /// another process's write transaction does not hold the opening up (a
+    /// run would start no download until it ended), and lookups work meanwhile.
+    @Test(.timeLimit(.minutes(1)))
+    func anUpToDateCatalogOpensWhileAnotherProcessHoldsTheWriteLock() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let hash = String(repeating: "d", count: 64)
+            do {
+                let first = try Catalog(path: path)
+                try first.record([IngestRecord(url: "http://h/1", collection: "c", kind: .file, sha256: hash, size: 1)])
+            }
+            var holding = Configuration()
+            holding.allowsUnsafeTransactions = true // the transaction spans two accesses
+            let other = try DatabaseQueue(path: path, configuration: holding)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            // A wait would fail here: the limit is shorter than the hold.
+            let opened = try Catalog(path: path, lockWaitLimit: .milliseconds(300))
+            #expect(opened.lockWaitsGivenUp == 0)
+            #expect(try opened.cachedSources(for: ["http://h/1"]).count == 1)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+        }
+    }
+
     /// A writer waits for another process's write transaction, and says so
     /// once when the wait is long: 60 silent seconds looked like a hang.
     @Test(.timeLimit(.minutes(1)))
