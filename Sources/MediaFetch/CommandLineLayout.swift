@@ -52,6 +52,25 @@ public enum CommandLineLayout {
         return nil
     }
 
+    /// What is wrong with `help <topic>` (`arguments` as laid out by
+    /// `placingGlobalOptions`), or nil when it names one of `commands` or
+    /// nothing. ArgumentParser shows the top-level help, with exit 0, for
+    /// `help frob`: a script that asked about a misspelt command was told
+    /// nothing went wrong.
+    public static func unknownHelpTopic(in arguments: [String], commands: [String]) -> String? {
+        guard arguments.first == "help" else { return nil }
+        let topics = arguments.dropFirst().filter { !$0.hasPrefix("-") }
+        guard let topic = topics.first, topic != "help" else { return nil }
+        guard commands.contains(topic) else {
+            let listed = commands.count > 1
+                ? commands.dropLast().joined(separator: ", ") + " and " + (commands.last ?? "")
+                : commands.joined()
+            return "unknown command '\(topic)' (the commands are \(listed))"
+        }
+        if let extra = topics.dropFirst().first { return "Unexpected argument '\(extra)'" }
+        return nil
+    }
+
     /// The long options that take a value (`--collection`, not `--help`),
     /// read from the JSON that describes a command's arguments (ArgumentParser's
     /// `_dumpHelp()`, printed by `--experimental-dump-help`). Empty when the

@@ -46,6 +46,13 @@ struct MediaFetchCommand: AsyncParsableCommand {
         refuseTextThatIsNotUTF8()
         let arguments = CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst()))
         let command = configuration.subcommands.first { $0._commandName == arguments.first }
+        if let problem = CommandLineLayout.unknownHelpTopic(in: arguments,
+                                                            commands: configuration.subcommands.map { $0._commandName }) {
+            Terminal.writeErr("Error: \(problem)\n"
+                + "Usage: \(usageString(for: Self.self))\n"
+                + "  See 'mediafetch --help' for more information.\n")
+            Self.exit(withError: ExitCode.validationFailure)
+        }
         if let option = CommandLineLayout.optionWithEmptyValue(in: arguments),
            CommandLineLayout.globalOptions.contains(option)
             || CommandLineLayout.longOptionsTakingValues(inHelpDump: (command ?? Self.self)._dumpHelp()).contains(option) {

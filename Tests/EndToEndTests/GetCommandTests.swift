@@ -907,6 +907,11 @@ import TestSupport
         let help = try await BuiltProducts.run(["--cache", "/nonexistent", "help", "get"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("USAGE: mediafetch get"))
+        // A misspelt command is not answered with the top-level help and success.
+        let unknown = try await BuiltProducts.run(["help", "frob"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stdout.isEmpty)
+        #expect(unknown.stderrLines.first == "Error: unknown command 'frob' (the commands are get, list and stats)")
     }
 
     @Test func usageErrorsSayWhatIsWrongWithTheValue() async throws {

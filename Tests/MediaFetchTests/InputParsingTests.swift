@@ -277,6 +277,17 @@ import TestSupport
         #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "help", "get"]) == ["help", "get"])
     }
 
+    @Test func helpAboutAnUnknownCommandIsAnError() {
+        let commands = ["get", "list", "stats"]
+        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "frob"], commands: commands)
+                == "unknown command 'frob' (the commands are get, list and stats)")
+        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "get", "frob"], commands: commands)
+                == "Unexpected argument 'frob'")
+        for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "stats", "--help"], ["get", "frob"], []] {
+            #expect(CommandLineLayout.unknownHelpTopic(in: fine, commands: commands) == nil, "\(fine)")
+        }
+    }
+
     @Test func anOptionWithAnEmptyValueIsFound() {
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=", "http://a/b"]) == "--collection")
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=x", "http://a/b"]) == nil)
