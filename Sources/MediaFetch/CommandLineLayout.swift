@@ -59,7 +59,11 @@ public enum CommandLineLayout {
     /// nothing went wrong.
     public static func unknownHelpTopic(in arguments: [String], commands: [String]) -> String? {
         guard arguments.first == "help" else { return nil }
-        let topics = arguments.dropFirst().filter { !$0.hasPrefix("-") }
+        let words = arguments.dropFirst()
+        // Another option (`help --cache X get`) is the parser's to name: its
+        // value is not a topic.
+        guard words.allSatisfy({ !$0.hasPrefix("-") || ["-h", "--help", "-help"].contains($0) }) else { return nil }
+        let topics = words.filter { !$0.hasPrefix("-") }
         guard let topic = topics.first, topic != "help" else { return nil }
         guard commands.contains(topic) else {
             let listed = commands.count > 1

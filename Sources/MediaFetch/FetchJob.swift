@@ -1,6 +1,5 @@
 import ContentStore
 import Foundation
-import Synchronization
 import Transfer
 import URLText
 

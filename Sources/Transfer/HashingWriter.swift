@@ -18,10 +18,9 @@ import Darwin
 /// waits for `seal`), goes to a serial queue that hashes and writes it on a
 /// writer thread, so the thread that receives never
 /// waits for the filesystem. The chunks in use across all writers stay within
-/// `pool`'s byte budget (plus at most one chunk per transfer), so memory
-/// stays bounded however fast the network is; when the budget is spent a
-/// writer first waits for its own queued chunks, never for another
-/// transfer's, then takes one chunk past the budget.
+/// `pool`'s byte budget and its reserve, so memory stays bounded however
+/// fast the network is; when the budget is spent a writer first waits for
+/// its own queued chunks, then takes one from the reserve.
 ///
 /// A body that arrived whole is `seal`ed by the loop thread itself: its last
 /// chunk and the digest go to the queue in one trip, and the queue resumes
@@ -127,8 +126,14 @@ final class HashingWriter: @unchecked Sendable {
             // A full chunk kept back at the end of the body (below): more came after all.
             if let current = filling, filled == current.size { submitFilling() }
             let size = ChunkPool.size(forRemaining: remaining)
-            guard let chunk = filling ?? pool.take(size: size) ?? takeAfterCatchingUp(size: size) else {
-                return failure.withLock { $0 }
+            let chunk: Chunk
+            if let current = filling ?? pool.take(size: size) {
+                chunk = current
+            } else {
+                switch takeAfterCatchingUp(size: size) {
+                case .success(let taken): chunk = taken
+                case .failure(let error): return error
+                }
             }
             let count = min(rest.count, chunk.size - filled)
             UnsafeMutableRawBufferPointer(rebasing: chunk.memory[filled..<(filled + count)])
@@ -144,18 +149,17 @@ final class HashingWriter: @unchecked Sendable {
         return nil
     }
 
-    /// Every chunk is in use: rather than wait on other transfers (which
-    /// need this very thread to progress), this writer's queued chunks are
-    /// written first, which gives them back and holds this transfer to the
-    /// writers' pace; then a chunk is taken, past the budget if need be
-    /// (this transfer now holds no other). Writing the bytes inline instead
-    /// would leave direct I/O for the rest of the body, as curl's buffers
-    /// are not aligned: seen for every 64 MiB body of a benchmark, which
-    /// then went through the page cache. Nil when a write has failed.
-    private func takeAfterCatchingUp(size: Int) -> Chunk? {
+    /// The budget is spent: this writer's queued chunks are written first,
+    /// which gives them back and holds this transfer to the writers' pace;
+    /// then a chunk comes from the pool's reserve (this transfer now holds
+    /// no other). Writing the bytes inline instead would leave direct I/O
+    /// for the rest of the body, as curl's buffers are not aligned: seen for
+    /// every 64 MiB body of a benchmark, which then went through the page
+    /// cache. The error of a failed write, if one failed.
+    private func takeAfterCatchingUp(size: Int) -> Result<Chunk, TransferError> {
         queue.sync()
-        if failure.withLock({ $0 }) != nil { return nil }
-        return pool.take(size: size, pastBudget: true)
+        if let error = failure.withLock({ $0 }) { return .failure(error) }
+        return .success(pool.takeFromReserve(size: size))
     }
 
     /// Hands the chunk being filled to the queue (at the end of an attempt, so

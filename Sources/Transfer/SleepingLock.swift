@@ -21,8 +21,10 @@ public final class SleepingLock<Value>: @unchecked Sendable {
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline let value: UnsafeMutablePointer<Value>
 
-    /// A lock guarding `value`.
-    public init(_ value: Value) {
+    /// A lock guarding `value`. `sending`, as `Mutex` asks: the value is
+    /// reached from other threads from now on, so no other reference to it
+    /// may stay behind.
+    public init(_ value: sending Value) {
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -41,8 +43,8 @@ public final class SleepingLock<Value>: @unchecked Sendable {
     /// Runs `body` with the value while holding the lock, and returns what it returns.
     @inlinable
     public func withLock<Result, Failure: Error>(
-        _ body: (inout Value) throws(Failure) -> Result
-    ) throws(Failure) -> Result {
+        _ body: (inout sending Value) throws(Failure) -> sending Result
+    ) throws(Failure) -> sending Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value.pointee)

@@ -283,7 +283,7 @@ import TestSupport
                 == "unknown command 'frob' (the commands are get, list and stats)")
         #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "get", "frob"], commands: commands)
                 == "Unexpected argument 'frob'")
-        for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "stats", "--help"], ["get", "frob"], []] {
+        for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "--cache", "X", "get"], ["help", "-h", "get"], ["help", "stats", "--help"], ["get", "frob"], []] {
             #expect(CommandLineLayout.unknownHelpTopic(in: fine, commands: commands) == nil, "\(fine)")
         }
     }

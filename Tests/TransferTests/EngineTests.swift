@@ -123,8 +123,8 @@ import TestSupport
 
     @Test func moreLargeTransfersThanWriterChunksAllComplete() async throws {
         // 40 large pipelined bodies at once, each holding a chunk while it fills
-        // and handing full ones to the writers (the inline catch-up when no
-        // chunk is free is shown on its own in HashingWriterTests).
+        // and handing full ones to the writers (a writer that finds the budget
+        // spent is shown on its own in HashingWriterTests and WriterPoolTests).
         let count = 40
         _ = try await withEngine(adjust: { $0.maxConcurrentTransfers = count; $0.maxTransfersPerHost = count }) { origin, engine, _ in
             var expected: [String: String] = [:]

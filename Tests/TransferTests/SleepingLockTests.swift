@@ -10,7 +10,8 @@ import Testing
 
 /// The lock the hot shared state uses instead of `Mutex`.
 @Suite struct SleepingLockTests {
-    @Test func threadsThatUpdateTheValueTogetherLoseNoUpdate() {
+    @Test(.timeLimit(.minutes(1)))
+    func threadsThatUpdateTheValueTogetherLoseNoUpdate() {
         // A read-modify-write spread over two steps with a yield between
         // them, on threads of their own: without mutual exclusion the
         // threads would interleave inside and overwrite each other's increments.
@@ -42,7 +43,8 @@ import Testing
         #expect(!final.overlapped)
     }
 
-    @Test func anErrorThrownInsideLeavesTheLockFree() {
+    @Test(.timeLimit(.minutes(1)))
+    func anErrorThrownInsideLeavesTheLockFree() {
         struct Refused: Error {}
         let lock = SleepingLock(1)
         #expect(throws: Refused.self) {

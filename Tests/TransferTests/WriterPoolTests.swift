@@ -149,13 +149,28 @@ import Testing
         #expect(pool.take(size: ChunkPool.largest) != nil)
     }
 
-    @Test func aChunkPastTheBudgetIsGrantedOnlyWhenAskedForAndFreedWhenGivenBack() throws {
-        let pool = ChunkPool(byteBudget: ChunkPool.largest)
+    @Test(.timeLimit(.minutes(1)))
+    func theReserveGrantsChunksPastTheBudgetAndPastItAWriterWaitsForOneToComeBack() throws {
+        let pool = ChunkPool(byteBudget: ChunkPool.largest, reserve: ChunkPool.largest)
         let first = try #require(pool.take(size: ChunkPool.largest))
         #expect(pool.take(size: 4096) == nil)
-        let past = try #require(pool.take(size: ChunkPool.largest, pastBudget: true))
+        let past = pool.takeFromReserve(size: ChunkPool.largest)
         #expect(pool.bytesInUse == 2 * ChunkPool.largest)
+        // Budget and reserve spent: the next writer waits until a chunk is given back.
+        let taken = DispatchSemaphore(value: 0)
+        let third = Mutex<Chunk?>(nil)
+        DispatchQueue.global().async {
+            let chunk = pool.takeFromReserve(size: 4096)
+            third.withLock { $0 = chunk }
+            taken.signal()
+        }
+        #expect(taken.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
         pool.give(past)
+        #expect(taken.wait(timeout: .now() + .seconds(30)) == .success)
+        let chunk = try #require(third.withLock { $0 })
+        #expect(chunk.size == 4096)
+        #expect(pool.bytesInUse == ChunkPool.largest + 4096)
+        pool.give(chunk)
         pool.give(first)
         #expect(pool.bytesInUse == 0)
         // The budget holds again for ordinary takes.
