@@ -7,15 +7,15 @@ import Dispatch
 /// 256 KiB, and four times as many small bodies fit in the same memory.
 ///
 /// `take` hands out chunks while those in use stay within `byteBudget`, which
-/// an engine raises to four of the largest chunks per transfer slot (each
-/// running transfer holds the chunk it is filling and those queued for its
-/// writer; with two, the loop thread often waited for a writer), and returns
-/// nil past it rather than wait. A writer that finds it spent uses
-/// `takeFromReserve` (see `HashingWriter`): up to `reserve` bytes more (one
-/// of the largest chunks per slot), and past that it waits for a chunk to
-/// come back. That wait cannot last: at most one chunk per slot is being
-/// filled, so the rest of the budget is chunks queued to the writer
-/// threads, which give them back without the loop thread's help.
+/// an engine raises to at least two of the largest chunks per transfer slot
+/// (four for the first 16 slots: each running transfer holds the chunk it
+/// is filling and those queued for its writer; with two, the loop thread
+/// often waited for a writer), and returns nil past it rather than wait. A
+/// writer that finds it spent uses `takeFromReserve` (see `HashingWriter`):
+/// up to `reserve` bytes more, and past that it waits for a chunk to come
+/// back. That wait cannot last: at most one chunk per slot is being filled,
+/// so the rest of the budget is chunks queued to the writer threads, which
+/// give them back without the loop thread's help.
 /// Returned chunks are kept for reuse, up to `byteBudget` bytes, so their
 /// pages stay warm; beyond that they are freed. Memory is thus bounded by
 /// twice the budget plus the reserve, however many files pass through.
