@@ -13,9 +13,18 @@ enum StopSignals {
     static let handled: [Int32] = [SIGINT, SIGTERM, SIGHUP].filter { !isIgnored($0) }
 
     /// Until a run sets up its own handling, a stop signal ends the process
-    /// with the status `--help` documents for it, not the signal's own.
+    /// with the status `--help` documents for it, not the signal's own, and
+    /// says so (Ctrl-C while `get -i -` waited for the terminal ended it
+    /// without a word). Only `write` and `_exit`: nothing else is safe in a
+    /// signal handler, and the text is a literal, so nothing is allocated.
     static func exitEarly() {
-        for number in handled { signal(number) { _ in _exit(130) } }
+        for number in handled {
+            signal(number) { _ in
+                let text: StaticString = "mediafetch: interrupted\n"
+                _ = write(STDERR_FILENO, text.utf8Start, text.utf8CodeUnitCount)
+                _exit(130)
+            }
+        }
     }
 
     private static func isIgnored(_ number: Int32) -> Bool {

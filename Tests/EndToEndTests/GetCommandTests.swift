@@ -900,6 +900,35 @@ import TestSupport
         }
     }
 
+    /// A stop signal while the list is still being read (`get -i -` waiting
+    /// for the terminal, or for a pipe) ends the run with 130 and says so,
+    /// rather than ending it without a word. SIGTERM: a background job of a
+    /// non-interactive shell starts with SIGINT ignored.
+    @Test(.timeLimit(.minutes(1)))
+    func aStopSignalWhileTheListIsReadSaysSo() async throws {
+        try await TemporaryDirectory.with { directory in
+            // A FIFO held open for writing: standard input that never ends.
+            let result = try await BuiltProducts.runShell(#"""
+                mkfifo "$FIFO" && exec 3<>"$FIFO"
+                "$MEDIAFETCH" get --cache "$CACHE" -i - <"$FIFO" 2>"$ERR" &
+                pid=$!
+                # Until one of its threads waits in read(2) on standard input
+                # (syscall 0, fd 0): past start-up, on a busy machine too.
+                tries=0
+                until cat /proc/$pid/task/*/syscall 2>/dev/null | grep -q '^0 0x0 ' || [ $tries -ge 400 ]; do
+                    sleep 0.05; tries=$((tries + 1))
+                done
+                kill -TERM "$pid"
+                wait "$pid"
+                echo "exit $?"
+                exec 3>&-
+                cat "$ERR"
+                """#, environment: ["CACHE": directory.appending("cache"), "ERR": directory.appending("err"),
+                                  "FIFO": directory.appending("list")])
+            #expect(result.stdout.split(separator: "\n").map(String.init) == ["exit 130", "mediafetch: interrupted"])
+        }
+    }
+
     @Test func noCommandIsAUsageErrorAndHelpTakesTheCacheBeforeIt() async throws {
         let none = try await BuiltProducts.run([])
         #expect(none.status == 64)
