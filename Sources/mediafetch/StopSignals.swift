@@ -17,12 +17,22 @@ enum StopSignals {
     /// says so (Ctrl-C while `get -i -` waited for the terminal ended it
     /// without a word). Only `write` and `_exit`: nothing else is safe in a
     /// signal handler, and the text is a literal, so nothing is allocated.
+    /// On a terminal it starts on a line of its own, after the `^C` echoed there.
     static func exitEarly() {
+        let onTerminal = isatty(STDERR_FILENO) == 1
         for number in handled {
-            signal(number) { _ in
-                let text: StaticString = "mediafetch: interrupted\n"
-                _ = write(STDERR_FILENO, text.utf8Start, text.utf8CodeUnitCount)
-                _exit(130)
+            if onTerminal {
+                signal(number) { _ in
+                    let text: StaticString = "\nmediafetch: interrupted\n"
+                    _ = write(STDERR_FILENO, text.utf8Start, text.utf8CodeUnitCount)
+                    _exit(130)
+                }
+            } else {
+                signal(number) { _ in
+                    let text: StaticString = "mediafetch: interrupted\n"
+                    _ = write(STDERR_FILENO, text.utf8Start, text.utf8CodeUnitCount)
+                    _exit(130)
+                }
             }
         }
     }

@@ -175,6 +175,40 @@ import TestSupport
         }
     }
 
+    /// Ctrl-C while `get -i -` waits for the list on the terminal: the message
+    /// starts on a line of its own after the echoed `^C`, and the exit is 130.
+    @Test func anInterruptWhileTheListIsTypedSaysSoOnItsOwnLine() async throws {
+        try await TemporaryDirectory.with { directory in
+            let session = try startGet(["-i", "-"], columns: 100, rows: 10, in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+            // Past start-up: one of its threads waits in read(2) on standard input.
+            try await waitUntilReadingStandardInput(commandLineContaining: directory.appending("cache"))
+            _ = try tmux(["send-keys", "-t", session, "C-c"], in: directory)
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+            let lines = after.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(lines == ["^C", "mediafetch: interrupted", "EXIT=130"], "\(lines)")
+        }
+    }
+
+    /// Waits (a minute at most) until a process whose command line holds
+    /// `text` has a thread in read(2) on file descriptor 0.
+    private func waitUntilReadingStandardInput(commandLineContaining text: String) async throws {
+        for _ in 0..<1200 {
+            let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            for pid in processes where pid.allSatisfy(\.isNumber) {
+                guard let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
+                      String(decoding: command, as: UTF8.self).contains(text) else { continue }
+                let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+                for thread in threads {
+                    let call = (try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/syscall", encoding: .utf8)) ?? ""
+                    if call.hasPrefix("0 0x0 ") { return }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("no process reading standard input with \(text) in its command line")
+    }
+
     /// A retry's wait shows on the status line: with nothing active and
     /// nothing moving, a long Retry-After looked like a hang.
     @Test func aRetryWaitShowsOnTheStatusLine() async throws {
