@@ -65,12 +65,15 @@ public final class Catalog: Sendable {
     /// Opens (creating and migrating if needed) the catalog at `path`. A
     /// writer waits up to `lockWaitLimit` (`busySeconds`, unless a test
     /// shortens it) for another process's lock; `onLockWait` is called once
-    /// if a wait lasts longer than `noticeAfter`.
+    /// if a wait lasts longer than `noticeAfter`. `givesUp` is asked before
+    /// each try of a wait, and true ends it at once: for an owner that no
+    /// longer wants the catalog (a run stopping, or one done with it before
+    /// it opened).
     public init(path: String, lockWaitLimit: Duration = .seconds(busySeconds), noticeAfter: Duration = .seconds(2),
-                onLockWait: (@Sendable () -> Void)? = nil) throws {
+                onLockWait: (@Sendable () -> Void)? = nil, givesUp: (@Sendable () -> Bool)? = nil) throws {
         self.path = path
         var configuration = Configuration()
-        let lockWait = LockWait(limit: lockWaitLimit, noticeAfter: noticeAfter, onLongWait: onLockWait)
+        let lockWait = LockWait(limit: lockWaitLimit, noticeAfter: noticeAfter, onLongWait: onLockWait, givesUp: givesUp)
         self.lockWait = lockWait
         configuration.busyMode = .callback { tries in lockWait.shouldTryAgain(tries: tries) }
         configuration.foreignKeysEnabled = true

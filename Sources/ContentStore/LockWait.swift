@@ -48,10 +48,15 @@ final class LockWait: Sendable {
         }
     }
 
-    init(limit: Duration, noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?) {
+    /// Asked before each try: true ends the wait at once (see `Catalog.init`).
+    private let givesUp: (@Sendable () -> Bool)?
+
+    init(limit: Duration, noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?,
+         givesUp: (@Sendable () -> Bool)? = nil) {
         self.limit = limit
         self.noticeAfter = noticeAfter
         self.onLongWait = onLongWait
+        self.givesUp = givesUp
     }
 
     /// How long a connection has slept by its try number `tries` (SQLite
@@ -67,6 +72,7 @@ final class LockWait: Sendable {
     /// (the statement then fails with SQLITE_BUSY).
     func shouldTryAgain(tries: Int) -> Bool {
         if Thread.current.threadDictionary[Self.impatientKey] != nil { return false }
+        if let givesUp, givesUp() { return false }
         if let deadline = stopDeadline.withLock({ $0 }), ContinuousClock.now >= deadline { return false }
         let waited = Self.waited(beforeTry: tries)
         if waited >= limit {

@@ -20,6 +20,8 @@ public final class MediaCache: Sendable {
     /// Rows the catalog could not take mid-run, for a later run to record.
     public let unrecorded: UnrecordedRows
     private let opening: CatalogOpening
+    /// Set when the cache is let go (see `deinit`).
+    private let released: ReleaseFlag
     /// Whether the catalog did not exist yet when the cache was opened and
     /// no job has claimed that since (see `claimEmptyCatalog`).
     private let catalogKnownEmpty: Atomic<Bool>
@@ -44,7 +46,19 @@ public final class MediaCache: Sendable {
         }
         let catalogPath = Self.catalogPath(root: absolute)
         catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
-        opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait)
+        let released = ReleaseFlag()
+        self.released = released
+        opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
+                                 givesUp: { released.isSet.load(ordering: .relaxed) })
+    }
+
+    /// The catalog may still be opening on its own thread: any wait there
+    /// for another process's lock ends, and the opening is waited for, so
+    /// that nothing of this cache is written after its owner let it go (a
+    /// test that removed the directory next found catalog files come back).
+    deinit {
+        released.isSet.store(true, ordering: .relaxed)
+        _ = opening.wait()
     }
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
@@ -168,6 +182,11 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
+/// A flag shared with the catalog's lock waits (see `MediaCache.deinit`).
+private final class ReleaseFlag: Sendable {
+    let isSet = Atomic(false)
+}
+
 /// A catalog being opened on a Dispatch thread, with a result that can be
 /// waited for by blocking or by suspending.
 private final class CatalogOpening: Sendable {
@@ -178,12 +197,13 @@ private final class CatalogOpening: Sendable {
     /// Entered until the catalog is open (or has failed to open).
     private let opening = DispatchGroup()
 
-    init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?) {
+    init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?, givesUp: @escaping @Sendable () -> Bool) {
         opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
             do {
-                outcome = .success(try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait))
+                outcome = .success(try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait,
+                                               givesUp: givesUp))
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
                                               outOfSpace: OutOfSpace.isCause(of: error)))

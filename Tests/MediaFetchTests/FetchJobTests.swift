@@ -1,4 +1,4 @@
-import ContentStore
+@testable import ContentStore
 import Foundation
 import GRDB
 import Testing
@@ -8,6 +8,49 @@ import Transfer
 @testable import MediaFetch
 
 @Suite struct FetchJobTests {
+    /// A cache let go while its catalog is still opening (here: waiting
+    /// for another process's lock to migrate an older schema) ends that
+    /// wait and waits for the opening, instead of leaving a thread that opens
+    /// the catalog after its owner is gone (tests that removed their
+    /// directory next found catalog files come back).
+    @Test(.timeLimit(.minutes(1)))
+    func aCacheLetGoWhileItsCatalogWaitsForALockEndsTheWait() async throws {
+        try await TemporaryDirectory.with { directory in
+            let root = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            let path = root + "/catalog.sqlite"
+            var holding = Configuration()
+            holding.allowsUnsafeTransactions = true // the transaction spans two accesses
+            let old = try DatabaseQueue(path: path, configuration: holding)
+            try await old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            try Catalog.migrator.migrate(old, upTo: "v1: objects, sources, collections, items")
+            try await old.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+
+            // On a thread of its own: the release below waits for the opening.
+            // With a wait of ten minutes, a release that did not end it would
+            // outlast the test's time limit.
+            let released = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                do {
+                    let cache = try MediaCache(root: root, catalogLockWaitLimit: .seconds(600))
+                    // Long enough for the opening to be in its wait for the lock.
+                    usleep(300_000)
+                    _ = cache.root
+                } catch {
+                    Issue.record("the cache did not open: \(error)")
+                }
+                released.signal()
+            }
+            while released.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(20)) }
+            try await old.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+            // Time for an opening still waiting (it tries every 100 ms) to get the lock and migrate.
+            try await Task.sleep(for: .milliseconds(500))
+            // The opening gave up: the older schema is still there, unmigrated.
+            let applied = try await old.read { try Catalog.migrator.appliedIdentifiers($0) }
+            #expect(applied == ["v1: objects, sources, collections, items"])
+        }
+    }
+
     private func quickRetries() -> TransferConfiguration {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.01, maxDelay: 0.02)
