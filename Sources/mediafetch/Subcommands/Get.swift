@@ -96,9 +96,12 @@ struct FetchRunner {
         // A queue of their own: a private serial queue gets a thread even when
         // every thread of the global queue is blocked (in a wait for another
         // process's catalog lock, say), which left Ctrl-C unheard until it ended.
+        // No SIG_IGN first: a signal in between was discarded, and the run
+        // went on to the end and exited 0 (seen 11 times in 300 signals sent
+        // 28–40 ms after start). The early handler stays until Dispatch puts
+        // its own in place, so a signal in that gap ends the process with 130.
         let signalQueue = DispatchQueue(label: "mediafetch.signals")
         let sources = StopSignals.handled.map { number -> any DispatchSourceSignal in
-            signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
             source.setEventHandler {
                 if work.isCancelled {
