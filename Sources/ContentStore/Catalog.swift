@@ -65,15 +65,14 @@ public final class Catalog: Sendable {
     /// Opens (creating and migrating if needed) the catalog at `path`. A
     /// writer waits up to `lockWaitLimit` (`busySeconds`, unless a test
     /// shortens it) for another process's lock; `onLockWait` is called once
-    /// if a wait lasts longer than `noticeAfter`. `givesUp` is asked before
-    /// each try of a wait, and true ends it at once: for an owner that no
-    /// longer wants the catalog (a run stopping, or one done with it before
-    /// it opened).
+    /// if a wait lasts longer than `noticeAfter`. `stop` ends the waits
+    /// early, those of the opening too, once its owner stops it (a run
+    /// interrupted, or one done with the catalog before it opened).
     public init(path: String, lockWaitLimit: Duration = .seconds(busySeconds), noticeAfter: Duration = .seconds(2),
-                onLockWait: (@Sendable () -> Void)? = nil, givesUp: (@Sendable () -> Bool)? = nil) throws {
+                onLockWait: (@Sendable () -> Void)? = nil, stop: LockWaitStop = LockWaitStop()) throws {
         self.path = path
         var configuration = Configuration()
-        let lockWait = LockWait(limit: lockWaitLimit, noticeAfter: noticeAfter, onLongWait: onLockWait, givesUp: givesUp)
+        let lockWait = LockWait(limit: lockWaitLimit, noticeAfter: noticeAfter, onLongWait: onLockWait, stop: stop)
         self.lockWait = lockWait
         configuration.busyMode = .callback { tries in lockWait.shouldTryAgain(tries: tries) }
         configuration.foreignKeysEnabled = true
@@ -418,14 +417,6 @@ public final class Catalog: Sendable {
             }
             if waitingForLock { try write() } else { try LockWait.withoutWaiting(write) }
         }
-    }
-
-    /// The process is being interrupted: a write waiting for another
-    /// process's lock gives up within a second (and so does any later one),
-    /// so that Ctrl-C does not wait out the rest of a minute. For a process
-    /// that is stopping: it is not undone.
-    public func stopWaitingForLocks() {
-        lockWait.stop(grace: .seconds(1))
     }
 
     private static func touch(_ hashes: [String], at time: Double, in db: Database) throws {

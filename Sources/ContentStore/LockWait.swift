@@ -34,29 +34,14 @@ final class LockWait: Sendable {
     }
 
     private static let impatientKey = "mediafetch.catalog.noLockWait"
-    /// When the process is stopping, how long waits may still last: a wait
-    /// in progress ends by then, and so does any later one.
-    private let stopDeadline = Mutex<ContinuousClock.Instant?>(nil)
+    /// Ends the waits early once its owner stops them.
+    private let stop: LockWaitStop
 
-    /// Ends waits `grace` from now (see `stopDeadline`). A grace, not zero:
-    /// another process's ordinary commit takes milliseconds, and the last
-    /// groups of an interrupted run should still be recorded past it.
-    func stop(grace: Duration) {
-        stopDeadline.withLock { deadline in
-            let new = ContinuousClock.now + grace
-            deadline = min(deadline ?? new, new)
-        }
-    }
-
-    /// Asked before each try: true ends the wait at once (see `Catalog.init`).
-    private let givesUp: (@Sendable () -> Bool)?
-
-    init(limit: Duration, noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?,
-         givesUp: (@Sendable () -> Bool)? = nil) {
+    init(limit: Duration, noticeAfter: Duration, onLongWait: (@Sendable () -> Void)?, stop: LockWaitStop) {
         self.limit = limit
         self.noticeAfter = noticeAfter
         self.onLongWait = onLongWait
-        self.givesUp = givesUp
+        self.stop = stop
     }
 
     /// How long a connection has slept by its try number `tries` (SQLite
@@ -72,8 +57,7 @@ final class LockWait: Sendable {
     /// (the statement then fails with SQLITE_BUSY).
     func shouldTryAgain(tries: Int) -> Bool {
         if Thread.current.threadDictionary[Self.impatientKey] != nil { return false }
-        if let givesUp, givesUp() { return false }
-        if let deadline = stopDeadline.withLock({ $0 }), ContinuousClock.now >= deadline { return false }
+        if stop.hasPassed { return false }
         let waited = Self.waited(beforeTry: tries)
         if waited >= limit {
             givenUp.add(1, ordering: .relaxed)
@@ -85,5 +69,33 @@ final class LockWait: Sendable {
         let delay = tries < Self.delays.count ? Self.delays[tries] : 100
         usleep(useconds_t(delay * 1000))
         return true
+    }
+}
+
+/// When waits for another process's catalog lock end early: made by the
+/// catalog's owner, possibly before the catalog is open (it may wait for a
+/// lock while it opens), and shared with the catalog's waits.
+public final class LockWaitStop: Sendable {
+    /// How long waits may still last: a wait in progress ends by then, and
+    /// so does any later one.
+    private let deadline = Mutex<ContinuousClock.Instant?>(nil)
+
+    public init() {}
+
+    /// Ends waits `grace` from now (never later than an earlier stop said).
+    /// A run being interrupted gives a second: another process's ordinary
+    /// commit takes milliseconds, and its last groups should still be
+    /// recorded past it. An owner done with the catalog gives none.
+    public func stop(grace: Duration) {
+        deadline.withLock { deadline in
+            let new = ContinuousClock.now + grace
+            deadline = min(deadline ?? new, new)
+        }
+    }
+
+    /// Whether waits are to end now.
+    var hasPassed: Bool {
+        guard let deadline = deadline.withLock({ $0 }) else { return false }
+        return ContinuousClock.now >= deadline
     }
 }

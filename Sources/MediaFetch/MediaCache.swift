@@ -20,8 +20,9 @@ public final class MediaCache: Sendable {
     /// Rows the catalog could not take mid-run, for a later run to record.
     public let unrecorded: UnrecordedRows
     private let opening: CatalogOpening
-    /// Set when the cache is let go (see `deinit`).
-    private let released: ReleaseFlag
+    /// Ends the catalog's waits for another process's lock early (see
+    /// `stopWaitingForCatalogLocks` and `deinit`), those of its opening too.
+    private let lockWaitStop = LockWaitStop()
     /// Whether the catalog did not exist yet when the cache was opened and
     /// no job has claimed that since (see `claimEmptyCatalog`).
     private let catalogKnownEmpty: Atomic<Bool>
@@ -46,10 +47,8 @@ public final class MediaCache: Sendable {
         }
         let catalogPath = Self.catalogPath(root: absolute)
         catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
-        let released = ReleaseFlag()
-        self.released = released
         opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
-                                 givesUp: { released.isSet.load(ordering: .relaxed) })
+                                 stop: lockWaitStop)
     }
 
     /// The catalog may still be opening on its own thread: any wait there
@@ -57,7 +56,7 @@ public final class MediaCache: Sendable {
     /// that nothing of this cache is written after its owner let it go (a
     /// test that removed the directory next found catalog files come back).
     deinit {
-        released.isSet.store(true, ordering: .relaxed)
+        lockWaitStop.stop(grace: .zero)
         _ = opening.wait()
     }
 
@@ -87,24 +86,16 @@ public final class MediaCache: Sendable {
     /// The catalog, once open; waits (blocking the thread) while it is being
     /// opened. Throws when it cannot be opened.
     public var catalog: Catalog {
-        get throws(CacheError) {
-            let catalog = try opening.wait().get()
-            if stopRequested.load(ordering: .relaxed) { catalog.stopWaitingForLocks() }
-            return catalog
-        }
+        get throws(CacheError) { try opening.wait().get() }
     }
 
     /// A run being interrupted: a write waiting for another process's lock
-    /// on the catalog gives up within a second (see
-    /// `Catalog.stopWaitingForLocks`). Never waits for the catalog to open:
-    /// one still opening is stopped when `catalog` is next asked for.
+    /// on the catalog gives up within a second, and so does any later one,
+    /// the catalog's opening included (see `LockWaitStop.stop`). For a
+    /// process that is stopping: it is not undone.
     public func stopWaitingForCatalogLocks() {
-        stopRequested.store(true, ordering: .relaxed)
-        if case .success(let catalog) = opening.outcome { catalog.stopWaitingForLocks() }
+        lockWaitStop.stop(grace: .seconds(1))
     }
-
-    /// Set by `stopWaitingForCatalogLocks`; for a process that is stopping.
-    private let stopRequested = Atomic(false)
 
     /// Whether the catalog is known not to open (without waiting for it).
     public var catalogFailed: Bool {
@@ -182,11 +173,6 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// A flag shared with the catalog's lock waits (see `MediaCache.deinit`).
-private final class ReleaseFlag: Sendable {
-    let isSet = Atomic(false)
-}
-
 /// A catalog being opened on a Dispatch thread, with a result that can be
 /// waited for by blocking or by suspending.
 private final class CatalogOpening: Sendable {
@@ -197,13 +183,13 @@ private final class CatalogOpening: Sendable {
     /// Entered until the catalog is open (or has failed to open).
     private let opening = DispatchGroup()
 
-    init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?, givesUp: @escaping @Sendable () -> Bool) {
+    init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?, stop: LockWaitStop) {
         opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
             do {
                 outcome = .success(try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait,
-                                               givesUp: givesUp))
+                                               stop: stop))
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
                                               outOfSpace: OutOfSpace.isCause(of: error)))
