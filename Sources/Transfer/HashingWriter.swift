@@ -30,8 +30,8 @@ import Darwin
 /// allows it: the aligned chunks go from memory to the device with no copy
 /// into the page cache, which on a VM means no fresh page to fault in per
 /// 4 KiB, and nothing is left for the store's flush to write back. What
-/// cannot be aligned (the last few bytes of a body, a resumed file) goes through the page cache, and the file stays there
-/// until a `reset` empties it.
+/// cannot be aligned (the last few bytes of a body, a resumed file) goes
+/// through the page cache, and the file stays there until a `reset` empties it.
 ///
 /// `@unchecked Sendable`: `hasher`, `written`, `direct`, `sealed` and the file
 /// offset are touched on `queue` only, except in
@@ -127,13 +127,10 @@ final class HashingWriter: @unchecked Sendable {
             if let current = filling, filled == current.size { submitFilling() }
             let size = ChunkPool.size(forRemaining: remaining)
             let chunk: Chunk
-            if let current = filling ?? pool.take(size: size) {
-                chunk = current
+            if let ready = filling ?? pool.take(size: size) {
+                chunk = ready
             } else {
-                switch takeAfterCatchingUp(size: size) {
-                case .success(let taken): chunk = taken
-                case .failure(let error): return error
-                }
+                do { chunk = try takeAfterCatchingUp(size: size) } catch { return error }
             }
             let count = min(rest.count, chunk.size - filled)
             UnsafeMutableRawBufferPointer(rebasing: chunk.memory[filled..<(filled + count)])
@@ -155,11 +152,11 @@ final class HashingWriter: @unchecked Sendable {
     /// no other). Writing the bytes inline instead would leave direct I/O
     /// for the rest of the body, as curl's buffers are not aligned: seen for
     /// every 64 MiB body of a benchmark, which then went through the page
-    /// cache. The error of a failed write, if one failed.
-    private func takeAfterCatchingUp(size: Int) -> Result<Chunk, TransferError> {
+    /// cache. Throws the error of a write that failed.
+    private func takeAfterCatchingUp(size: Int) throws(TransferError) -> Chunk {
         queue.sync()
-        if let error = failure.withLock({ $0 }) { return .failure(error) }
-        return .success(pool.takeFromReserve(size: size))
+        if let error = failure.withLock({ $0 }) { throw error }
+        return pool.takeFromReserve(size: size)
     }
 
     /// Hands the chunk being filled to the queue (at the end of an attempt, so

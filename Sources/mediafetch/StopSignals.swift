@@ -19,23 +19,13 @@ enum StopSignals {
     /// signal handler, and the text is a literal, so nothing is allocated.
     /// On a terminal it starts on a line of its own, after the `^C` echoed there.
     static func exitEarly() {
-        let onTerminal = isatty(STDERR_FILENO) == 1
-        for number in handled {
-            if onTerminal {
-                signal(number) { _ in
-                    let text: StaticString = "\nmediafetch: interrupted\n"
-                    _ = write(STDERR_FILENO, text.utf8Start, text.utf8CodeUnitCount)
-                    _exit(130)
-                }
-            } else {
-                signal(number) { _ in
-                    let text: StaticString = "mediafetch: interrupted\n"
-                    _ = write(STDERR_FILENO, text.utf8Start, text.utf8CodeUnitCount)
-                    _exit(130)
-                }
-            }
-        }
+        // A C handler captures nothing: one per text.
+        let handler: @convention(c) (Int32) -> Void = isatty(STDERR_FILENO) == 1
+            ? { _ in sayAndExit("\nmediafetch: interrupted\n") }
+            : { _ in sayAndExit("mediafetch: interrupted\n") }
+        for number in handled { signal(number, handler) }
     }
+
 
     private static func isIgnored(_ number: Int32) -> Bool {
         var current = sigaction()
@@ -47,4 +37,11 @@ enum StopSignals {
         #endif
         return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
     }
+}
+
+/// Writes `text` to stderr and ends the process with 130, from a signal
+/// handler (a free function: a C handler may call it without capturing).
+private func sayAndExit(_ text: StaticString) -> Never {
+    _ = write(STDERR_FILENO, text.utf8Start, text.utf8CodeUnitCount)
+    _exit(130)
 }
