@@ -73,6 +73,19 @@ static inline CURLcode mf_easy_setopt_prereq_data(CURL *handle, void *value) {
 #endif
 }
 
+/// What a write callback returns to pause its transfer (CURL_WRITEFUNC_PAUSE,
+/// a macro Swift does not import as a `size_t`): libcurl keeps the bytes it
+/// offered and offers them again once the transfer is unpaused.
+static const size_t mf_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+
+/// curl_easy_pause(handle, CURLPAUSE_CONT): unpauses a transfer paused by
+/// its write callback. The bytes libcurl kept are offered to the callback
+/// before this returns; an error from that is returned here (and then the
+/// transfer is not ended by libcurl: the caller ends it).
+static inline CURLcode mf_easy_unpause(CURL *handle) {
+    return curl_easy_pause(handle, CURLPAUSE_CONT);
+}
+
 /// curl_easy_getinfo for CURLINFO_*_LONG values.
 static inline CURLcode mf_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);

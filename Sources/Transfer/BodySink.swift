@@ -6,6 +6,17 @@ import Glibc
 import Darwin
 #endif
 
+/// What a sink did with body bytes handed to it.
+enum BodyWrite: Equatable {
+    /// Every byte was taken.
+    case taken
+    /// None was taken, for lack of memory to queue them for the disk: hand
+    /// the same bytes again when the sink's `wakeWhenRoom` calls back.
+    case full
+    /// None need be handed again: the transfer ends with this error.
+    case refused(TransferError)
+}
+
 /// Where a response body goes. Called on the engine's loop thread only.
 protocol BodySink: AnyObject {
     /// Bytes already held from an earlier attempt or run; asked for with `Range`.
@@ -15,8 +26,13 @@ protocol BodySink: AnyObject {
     /// The final response's head is known and its body is about to arrive.
     /// Returns an error to abort the transfer (the body does not fit the request).
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError?
-    /// Body bytes; returns an error to abort the transfer.
-    func write(_ bytes: UnsafeRawBufferPointer) -> TransferError?
+    /// Body bytes: taken, refused with the error that aborts the transfer,
+    /// or not taken yet (`.full`, see `wakeWhenRoom`).
+    func write(_ bytes: UnsafeRawBufferPointer) -> BodyWrite
+    /// After a `.full` write: calls `wake` (on any thread, once) when the
+    /// sink can take those bytes. Returns false, and never calls `wake`, when
+    /// it can now.
+    func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool
     /// Bytes of the current body so far, including a resumed prefix.
     var bytesHeld: Int64 { get }
     /// Drops what is held so the next attempt starts from byte zero.
@@ -54,7 +70,7 @@ final class FileSink: BodySink {
     private let budget: FinishedFile.Budget
 
     init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64,
-         budget: FinishedFile.Budget, directIO: Bool) throws(TransferError) {
+         budget: FinishedFile.Budget, directIO: Bool, chunkPool: ChunkPool = HashingWriter.pool) throws(TransferError) {
         self.partial = partial
         self.budget = budget
         self.maxFileSize = maxFileSize
@@ -62,7 +78,7 @@ final class FileSink: BodySink {
         // The writer uses direct I/O only from an empty file on: a resumed
         // partial has a tail that is not aligned, and is read back once to seed the hash.
         self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path, directIO: directIO,
-                                    opened: partial.opened)
+                                    opened: partial.opened, pool: chunkPool)
         if let held = partial.resumable {
             // A partial left by an earlier run: its bytes are read once to
             // restore the hash state. Rare, and bounded by what is on disk.
@@ -177,12 +193,16 @@ final class FileSink: BodySink {
         writer.seal(then: resume)
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
-        guard accepting else { return nil }
-        if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .tooLarge(limit: limit) }
-        if let error = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }) { return error }
-        bytesHeld += Int64(bytes.count)
-        return nil
+    func write(_ bytes: UnsafeRawBufferPointer) -> BodyWrite {
+        guard accepting else { return .taken }
+        if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .refused(.tooLarge(limit: limit)) }
+        let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld })
+        if answer == .taken { bytesHeld += Int64(bytes.count) }
+        return answer
+    }
+
+    func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool {
+        writer.wakeWhenRoom(wake)
     }
 
     func restart() {
@@ -251,12 +271,15 @@ final class MemorySink: BodySink {
 
     func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? { nil }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> TransferError? {
+    func write(_ bytes: UnsafeRawBufferPointer) -> BodyWrite {
         guard data.count + bytes.count <= limit else {
-            return TransferError(.tooLarge, "response larger than \(limit) bytes")
+            return .refused(TransferError(.tooLarge, "response larger than \(limit) bytes"))
         }
         data.append(contentsOf: bytes)
-        return nil
+        return .taken
     }
+
+    /// Never full.
+    func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool { false }
 }
 

@@ -6,53 +6,75 @@ import Dispatch
 /// still has to send, so a 64 KiB photo takes a 64 KiB chunk rather than
 /// 256 KiB, and four times as many small bodies fit in the same memory.
 ///
-/// `take` hands out chunks while those in use stay within `byteBudget`, which
-/// an engine raises to at least two of the largest chunks per transfer slot
-/// (four for the first 16 slots: each running transfer holds the chunk it
-/// is filling and those queued for its writer; with two, the loop thread
-/// often waited for a writer), and returns nil past it rather than wait. A
-/// writer that finds it spent uses `takeFromReserve` (see `HashingWriter`):
-/// up to `reserve` bytes more, and past that it waits for a chunk to come
-/// back. That wait cannot last: at most one chunk per slot is being filled,
-/// so the rest of the budget is chunks queued to the writer threads, which
-/// give them back without the loop thread's help.
-/// Returned chunks are kept for reuse, up to `byteBudget` bytes, so their
-/// pages stay warm; beyond that they are freed. Memory is thus bounded by
-/// twice the budget plus the reserve, however many files pass through.
+/// `take` hands out chunks while those in use stay within the byte budget,
+/// and never waits: past the budget it refuses, and the transfer that asked
+/// is paused (see `HashingWriter.write`) until `wakeWhenRoom` calls back.
+/// The loop thread that receives for every transfer thus never waits for a
+/// disk, however slow.
+///
+/// Why a paused transfer always gets going again: each engine adds a share
+/// to the budget of at least two of the largest chunks per transfer slot,
+/// and a running transfer fills one chunk at most. So at most half the
+/// budget is chunks being filled; the rest are queued to the writer
+/// threads, which give them back without any transfer's help, and a wake-up
+/// asks for no more than a quarter of the budget.
+///
+/// Returned chunks are kept for reuse, up to the budget, so their pages
+/// stay warm; beyond that they are freed. Memory is thus bounded by twice
+/// the budget, however many files pass through.
 final class ChunkPool: Sendable {
     static let smallest = 4 << 10
     static let largest = 256 << 10
 
-    /// Bytes of chunks that may be in use at once.
+    /// Bytes of chunks that may be in use at once: the engines' shares, or
+    /// the pool's own floor when they add up to less.
     var byteBudget: Int { state.withLock { $0.budget } }
 
     private struct State {
-        var budget: Int
-        var reserve: Int
+        let floor: Int
+        /// What the engines alive have added (see `addShare`).
+        var shares = 0
+        var budget: Int { max(floor, shares) }
         var bytesInUse = 0
         var spare: [Int: [Chunk]] = [:]
         var spareBytes = 0
-        /// Threads waiting in `takeFromReserve` for a chunk to come back.
-        var waiting = 0
+        /// Called once when room comes back: each with the bytes it waits for.
+        var roomWaiters: [(bytes: Int, wake: @Sendable () -> Void)] = []
+
+        /// Whether `bytes` more fit now. A pool with nothing in use grants
+        /// any request, so that one larger than the budget cannot wait forever.
+        func fits(_ bytes: Int) -> Bool {
+            bytesInUse == 0 || bytesInUse + bytes <= budget
+        }
+
+        /// Whether a waiter for `bytes` should be woken: when they fit with
+        /// a quarter of the budget to spare, so that a paused transfer
+        /// resumes for more than the one chunk just returned.
+        func hasRoom(for bytes: Int) -> Bool {
+            bytesInUse == 0 || budget - bytesInUse >= min(budget, max(bytes, budget / 4))
+        }
     }
 
     private let state: SleepingLock<State>
-    /// Signalled once per waiting thread woken by `give`.
-    private let returned = DispatchSemaphore(value: 0)
 
-    /// A pool for `byteBudget` bytes of chunks in use, and `reserve` more
-    /// for writers that catch up (at least one of the largest chunks each).
-    init(byteBudget: Int, reserve: Int = ChunkPool.largest) {
-        state = SleepingLock(State(budget: max(byteBudget, Self.largest), reserve: max(reserve, Self.largest)))
+    /// A pool whose budget is at least `byteBudget` bytes (one of the
+    /// largest chunks at least).
+    init(byteBudget: Int) {
+        state = SleepingLock(State(floor: max(byteBudget, Self.largest)))
     }
 
-    /// Raises the budget and the reserve to at least these (never lowers
-    /// them: other engines may rely on them).
-    func ensureBudget(atLeast bytes: Int, reserve: Int) {
-        state.withLock { state in
-            state.budget = max(state.budget, bytes)
-            state.reserve = max(state.reserve, reserve)
+    /// Adds `bytes` to the engines' shares of the budget (an engine that
+    /// starts); `removeShare` takes them back when it ends.
+    func addShare(_ bytes: Int) {
+        state.withLock { $0.shares += bytes }
+    }
+
+    func removeShare(_ bytes: Int) {
+        let wake = state.withLock { state in
+            state.shares -= bytes
+            return Self.takeWaiters(in: &state)
         }
+        for waiter in wake { waiter() }
     }
 
     /// The chunk size for a body that still has `remaining` bytes to send
@@ -67,53 +89,77 @@ final class ChunkPool: Sendable {
     /// A chunk of `size` bytes (one of the pool's sizes), or nil when the
     /// budget is spent; never waits.
     func take(size: Int) -> Chunk? {
-        let granted = state.withLock { state in Self.grant(size, within: state.budget, in: &state) }
+        let granted = state.withLock { state -> Chunk?? in
+            guard state.fits(size) else { return nil }
+            state.bytesInUse += size
+            return .some(Self.spare(of: size, in: &state))
+        }
         return granted.map { $0 ?? Chunk(byteCount: size) }
     }
 
-    /// A chunk of `size` bytes past the budget, from the reserve, for a
-    /// writer that holds no other chunk; when the reserve is spent too, it
-    /// waits until enough come back (see the type's comment for why the
-    /// wait ends).
-    func takeFromReserve(size: Int) -> Chunk {
-        while true {
-            let granted = state.withLock { state -> Chunk?? in
-                let granted = Self.grant(size, within: state.budget + state.reserve, in: &state)
-                if granted == nil { state.waiting += 1 }
-                return granted
-            }
-            if let granted { return granted ?? Chunk(byteCount: size) }
-            returned.wait()
+    /// Chunks of these sizes, all or none: nil when they do not all fit the
+    /// budget. Never waits.
+    func take(sizes: [Int]) -> [Chunk]? {
+        let bytes = sizes.reduce(0, +)
+        let spares = state.withLock { state -> [Chunk?]? in
+            guard state.fits(bytes) else { return nil }
+            state.bytesInUse += bytes
+            return sizes.map { Self.spare(of: $0, in: &state) }
+        }
+        guard let spares else { return nil }
+        return zip(sizes, spares).map { size, spare in spare ?? Chunk(byteCount: size) }
+    }
+
+    /// A kept chunk of `size` bytes, if there is one.
+    private static func spare(of size: Int, in state: inout State) -> Chunk? {
+        guard let chunk = state.spare[size]?.popLast() else { return nil }
+        state.spareBytes -= size
+        return chunk
+    }
+
+    /// Arranges for `wake` to be called (once, on the thread that gives a
+    /// chunk back) when `bytes` fit again with room to spare. Returns false,
+    /// and never calls `wake`, when they fit now: the caller tries again at
+    /// once. Checked under the same lock as `give`, so no return is missed.
+    func wakeWhenRoom(for bytes: Int, _ wake: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { state in
+            guard !state.hasRoom(for: bytes) else { return false }
+            state.roomWaiters.append((bytes, wake))
+            return true
         }
     }
 
-    /// Counts `size` bytes as in use if they fit `limit`: nil if not, else
-    /// a spare chunk of that size when there is one.
-    private static func grant(_ size: Int, within limit: Int, in state: inout State) -> Chunk?? {
-        guard state.bytesInUse + size <= limit else { return nil }
-        state.bytesInUse += size
-        guard let chunk = state.spare[size]?.popLast() else { return .some(nil) }
-        state.spareBytes -= size
-        return .some(chunk)
-    }
-
-    /// Gives a chunk from `take` or `takeFromReserve` back.
+    /// Gives a chunk from `take` back.
     func give(_ chunk: Chunk) {
-        let (keep, wake) = state.withLock { state -> (Bool, Int) in
+        let (keep, wake) = state.withLock { state -> (Bool, [@Sendable () -> Void]) in
             state.bytesInUse -= chunk.size
-            // Every waiter looks again: each may need another size.
-            defer { state.waiting = 0 }
-            guard state.spareBytes + chunk.size <= state.budget else { return (false, state.waiting) }
+            let wake = Self.takeWaiters(in: &state)
+            guard state.spareBytes + chunk.size <= state.budget else { return (false, wake) }
             state.spare[chunk.size, default: []].append(chunk)
             state.spareBytes += chunk.size
-            return (true, state.waiting)
+            return (true, wake)
         }
         if !keep { chunk.memory.deallocate() }
-        for _ in 0..<wake { returned.signal() }
+        for waiter in wake { waiter() }
+    }
+
+    /// Removes and returns the waiters that now have room.
+    private static func takeWaiters(in state: inout State) -> [@Sendable () -> Void] {
+        guard !state.roomWaiters.isEmpty else { return [] }
+        var woken: [@Sendable () -> Void] = []
+        var still: [(bytes: Int, wake: @Sendable () -> Void)] = []
+        for waiter in state.roomWaiters {
+            if state.hasRoom(for: waiter.bytes) { woken.append(waiter.wake) } else { still.append(waiter) }
+        }
+        state.roomWaiters = still
+        return woken
     }
 
     /// Bytes of chunks taken and not given back (for tests).
     var bytesInUse: Int { state.withLock { $0.bytesInUse } }
+
+    /// How many wait for room (for tests).
+    var roomWaiterCount: Int { state.withLock { $0.roomWaiters.count } }
 }
 
 /// A buffer of body bytes on its way to the writer queue, reused once written.

@@ -37,6 +37,9 @@ final class Attempt: @unchecked Sendable {
     }
     /// Set when the sink refused the body; the transfer is aborted.
     var abort: TransferError?
+    /// libcurl holds this transfer's last bytes until the sink has room for
+    /// them: a wait for the disk, not for the server, so the stall clock stops.
+    var paused = false
     /// Called once with the outcome: on the loop thread, or on the body's
     /// writer thread when the body arrived whole (see `AttemptOutcome.sealed`).
     var onEnd: (@Sendable (AttemptOutcome) -> Void)?
@@ -76,6 +79,7 @@ final class Attempt: @unchecked Sendable {
     /// hung connect said "stalled" after `--stall-timeout` when that was the
     /// shorter. Past it, the stall clock is a safety net.
     func isStalled(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> Bool {
+        if paused { return false }
         var quietSince = lastActivity
         if !connected, connectingSince + connectLimit > quietSince { quietSince = connectingSince + connectLimit }
         if let bytesPerSecond, bytesPerSecond > 0 {
@@ -118,16 +122,26 @@ final class Attempt: @unchecked Sendable {
         return true
     }
 
-    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// Body bytes from libcurl; returns the write callback's answer: the
+    /// count taken, 0 to abort, or `mf_writefunc_pause` when the sink is
+    /// full (libcurl keeps the bytes, and the loop unpauses the transfer when
+    /// the sink has room).
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         lastActivity = .now
-        if !begun, !beginBody() { return false }
-        receivedThisAttempt += Int64(bytes.count)
-        if let error = sink.write(bytes) {
+        if !begun, !beginBody() { return 0 }
+        switch sink.write(bytes) {
+        case .taken:
+            receivedThisAttempt += Int64(bytes.count)
+            if (200...299).contains(head.status) { counters.bytesReceived += Int64(bytes.count) }
+            return bytes.count
+        case .full:
+            paused = true
+            counters.newlyPaused.append(self)
+            return mf_writefunc_pause
+        case .refused(let error):
             abort = error
-            return false
+            return 0
         }
-        if (200...299).contains(head.status) { counters.bytesReceived += Int64(bytes.count) }
-        return true
     }
 
     /// Lets the sink look at the final head once, before any body byte.
@@ -188,6 +202,8 @@ final class LoopCounters: @unchecked Sendable {
     /// Hosts whose probing transfer's connection has answered since the loop
     /// last looked (see `SlotQueue` and `Attempt.connectionAnswered`).
     var answeredHosts: [String] = []
+    /// Transfers whose sink was full since the loop last looked (see `Attempt.receiveBody`).
+    var newlyPaused: [Attempt] = []
 }
 
 /// The thread that owns the `CURLM` and every easy handle. It waits in
@@ -229,6 +245,8 @@ final class CurlLoop: Sendable {
         /// A wake-up was sent that the loop has not answered yet: further
         /// commands need none (one per command cost a syscall and a wake each).
         var wakePending = false
+        /// A chunk pool has room again for a paused transfer.
+        var roomReturned = false
     }
 
     private let multi: CurlMulti
@@ -295,6 +313,15 @@ final class CurlLoop: Sendable {
         return !inbox.wakePending
     }
 
+    /// A pool has room again for a paused transfer: the loop unpauses them.
+    private func roomReturned() {
+        let wake = inbox.withLock { inbox -> Bool in
+            inbox.roomReturned = true
+            return Self.claimWake(&inbox)
+        }
+        if wake { multi.wakeup() }
+    }
+
     /// Stops the loop: running attempts end as cancelled, the thread exits,
     /// the event stream gets `.finished`. Idempotent; waits for the thread.
     func shutdown() {
@@ -315,6 +342,9 @@ final class CurlLoop: Sendable {
         var byID: [TransferID: UnsafeMutableRawPointer] = [:]
         var spareHandles: [CurlEasy] = []
         var handles: [UnsafeMutableRawPointer: CurlEasy] = [:]
+        /// Transfers paused for a full sink, oldest first (see `resumePaused`).
+        var paused: [Attempt] = []
+        var resumeAtOnce = false
         var lastTick = ContinuousClock.now
         var rateWindow = RateWindow(span: Self.rateWindowSpan(bytesPerSecond: configuration.maxBytesPerSecond), start: lastTick)
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
@@ -326,6 +356,11 @@ final class CurlLoop: Sendable {
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
             byID[attempt.id] = nil
+            let wasPaused = attempt.paused
+            if wasPaused {
+                attempt.paused = false
+                paused.removeAll { $0 === attempt }
+            }
             // A cancelled first transfer says nothing of the host: the next one probes it.
             slots.release(host: attempt.host, endingProbe: !cancelled)
             curl_multi_remove_handle(multi.handle, handle)
@@ -352,7 +387,8 @@ final class CurlLoop: Sendable {
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
             easy.prepareForReuse()
-            if spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
+            // A handle ended while paused may still hold the bytes it kept: not reused.
+            if !wasPaused, spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
             let onEnd = attempt.takeOnEnd()
             if whole {
                 // The last chunk and the digest go to the writer from here,
@@ -400,13 +436,49 @@ final class CurlLoop: Sendable {
             }
         }
 
+        /// Unpauses transfers paused for a full sink, oldest first, until one
+        /// finds it full again (the rest wait for the next wake-up): libcurl
+        /// offers each its kept bytes again before `mf_easy_unpause` returns.
+        func resumePaused() {
+            while let attempt = paused.first {
+                guard attempt.paused, let handle = byID[attempt.id] else {
+                    paused.removeFirst()
+                    continue
+                }
+                attempt.paused = false
+                attempt.lastActivity = .now
+                let code = mf_easy_unpause(handle)
+                if code != CURLE_OK {
+                    // The sink refused the bytes (the attempt says why), or libcurl failed: libcurl does not end it.
+                    attempt.paused = true // so the handle, which may keep bytes, is not reused
+                    finish(handle, code: code, cancelled: false)
+                    continue
+                }
+                if attempt.paused { break }
+                paused.removeFirst()
+            }
+        }
+
+        /// Asks the sinks of transfers paused since the last look to wake the
+        /// loop when they have room. Returns true when one has room now.
+        func awaitRoom() -> Bool {
+            var roomNow = false
+            for attempt in counters.newlyPaused where attempt.paused && byID[attempt.id] != nil {
+                if !paused.contains(where: { $0 === attempt }) { paused.append(attempt) }
+                if !attempt.sink.wakeWhenRoom({ [weak self] in self?.roomReturned() }) { roomNow = true }
+            }
+            counters.newlyPaused.removeAll(keepingCapacity: true)
+            return roomNow
+        }
+
         while true {
-            let (commands, stopping) = inbox.withLock { inbox in
+            let (commands, stopping, room) = inbox.withLock { inbox in
                 defer {
                     inbox.commands.removeAll(keepingCapacity: true)
                     inbox.wakePending = false
+                    inbox.roomReturned = false
                 }
-                return (inbox.commands, inbox.shuttingDown)
+                return (inbox.commands, inbox.shuttingDown, inbox.roomReturned)
             }
             if stopping {
                 // Attempts posted just before the shutdown end as cancelled, like the rest.
@@ -426,6 +498,7 @@ final class CurlLoop: Sendable {
                     }
                 }
             }
+            if room || resumeAtOnce { resumePaused() }
             startReady()
 
             var stillRunning: Int32 = 0
@@ -438,6 +511,7 @@ final class CurlLoop: Sendable {
             // Freed slots go to waiting attempts now; libcurl starts them
             // without waiting in poll (a new handle is due at once).
             startReady()
+            resumeAtOnce = awaitRoom()
 
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
@@ -461,7 +535,7 @@ final class CurlLoop: Sendable {
             }
 
             let untilTick = tickInterval - (ContinuousClock.now - lastTick)
-            let waitMs = max(1, min(1000, Int32(untilTick.components.seconds * 1000 + untilTick.components.attoseconds / 1_000_000_000_000_000)))
+            let waitMs = resumeAtOnce ? 0 : max(1, min(1000, Int32(untilTick.components.seconds * 1000 + untilTick.components.attoseconds / 1_000_000_000_000_000)))
             _ = curl_multi_poll(multi.handle, nil, 0, waitMs, nil)
         }
 
@@ -565,8 +639,7 @@ final class CurlLoop: Sendable {
         try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
             guard let userdata else { return 0 }
             let length = size * count
-            let attempt = Attempt.from(userdata: userdata)
-            return attempt.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+            return Attempt.from(userdata: userdata).receiveBody(UnsafeRawBufferPointer(start: data, count: length))
         })
         // An HTTPS host's other transfers wait for its first to get a
         // connection (see `SlotQueue`): this says when it has one.

@@ -16,11 +16,11 @@ import Darwin
 /// The loop thread only copies the bytes into chunks (see `ChunkPool`); each
 /// chunk, when full or when the attempt ends (a full chunk that ends the body
 /// waits for `seal`), goes to a serial queue that hashes and writes it on a
-/// writer thread, so the thread that receives never
-/// waits for the filesystem. The chunks in use across all writers stay within
-/// `pool`'s byte budget and its reserve, so memory stays bounded however
-/// fast the network is; when the budget is spent a writer first waits for
-/// its own queued chunks, then takes one from the reserve.
+/// writer thread, so the thread that receives never waits for the
+/// filesystem. The chunks in use across all writers stay within `pool`'s
+/// byte budget, so memory stays bounded however fast the network is: when
+/// it is spent, `write` takes nothing and the transfer is paused until
+/// chunks come back.
 ///
 /// A body that arrived whole is `seal`ed by the loop thread itself: its last
 /// chunk and the digest go to the queue in one trip, and the queue resumes
@@ -42,8 +42,9 @@ import Darwin
 /// behind a mutex.
 final class HashingWriter: @unchecked Sendable {
     /// Chunks filling or waiting to be hashed and written, across every
-    /// transfer: 16 MiB (64 chunks of 256 KiB, or 256 small bodies of 64 KiB),
-    /// raised by an engine with more than 16 slots (see `ChunkPool`).
+    /// transfer: the shares of the engines alive (16 MiB for one of 16 slots:
+    /// 64 chunks of 256 KiB, or 256 small bodies of 64 KiB), and 16 MiB at
+    /// least (see `ChunkPool`).
     static let pool = ChunkPool(byteBudget: 16 << 20)
     /// Direct I/O wants the buffer, the file offset and the length to be
     /// multiples of the device's block size; 4 KiB covers every common device.
@@ -67,6 +68,8 @@ final class HashingWriter: @unchecked Sendable {
     /// The chunk being filled on the loop thread, and how much of it is used.
     private var filling: Chunk?
     private var filled = 0
+    /// The bytes of chunks the last `.full` write needed (the loop thread's, like `filling`).
+    private var shortfall = 0
     /// The digest (or the failure) once `seal` has run on the queue. Read it
     /// after `seal`'s `done` was called (on that thread, or after a hand-over
     /// that orders the accesses).
@@ -114,23 +117,39 @@ final class HashingWriter: @unchecked Sendable {
     /// Whether the next write may still bypass the page cache (for tests).
     var writesDirectly: Bool { queue.sync { [self] in direct } }
 
-    /// Takes `bytes` to be hashed and written. `expectedRemaining` is what the
-    /// body still has to send counting these bytes, when known: it sizes a new
-    /// chunk. Returns an error seen so far (a failed write on the queue shows
-    /// up at the next call).
-    func write(_ bytes: UnsafeRawBufferPointer, expectedRemaining: Int64? = nil) -> TransferError? {
-        if let error = failure.withLock({ $0 }) { return error }
-        var rest = bytes
+    /// Takes `bytes` to be hashed and written: all of them, or none.
+    /// `expectedRemaining` is what the body still has to send counting these
+    /// bytes, when known: it sizes a new chunk.
+    ///
+    /// `.full` takes nothing: the chunks these bytes need do not fit the
+    /// pool's budget (the writers are behind: a slow disk). Hand the same
+    /// bytes again after `wakeWhenRoom`'s call; libcurl keeps a paused
+    /// transfer's bytes for that. Waiting here instead would hold up the loop
+    /// thread, and with it every other transfer, for a slow disk.
+    /// `.refused` carries an error seen so far (a failed write on the queue
+    /// shows up at the next call).
+    func write(_ bytes: UnsafeRawBufferPointer, expectedRemaining: Int64? = nil) -> BodyWrite {
+        if let error = failure.withLock({ $0 }) { return .refused(error) }
+        guard !bytes.isEmpty else { return .taken }
+        // A full chunk kept back at the end of the body (below): more came after all.
+        if let current = filling, filled == current.size { submitFilling() }
         var remaining = expectedRemaining.map { max($0, Int64(bytes.count)) }
+        let room = filling.map { $0.size - filled } ?? 0
+        var fresh: [Chunk] = []
+        if bytes.count > room {
+            let sizes = Self.chunkSizes(for: bytes.count - room, remaining: remaining.map { $0 - Int64(room) })
+            let taken = sizes.count == 1 ? pool.take(size: sizes[0]).map { [$0] } : pool.take(sizes: sizes)
+            guard let taken else {
+                shortfall = sizes.reduce(0, +)
+                return .full
+            }
+            fresh = taken
+        }
+        var next = fresh.makeIterator()
+        var rest = bytes
         while !rest.isEmpty {
-            // A full chunk kept back at the end of the body (below): more came after all.
-            if let current = filling, filled == current.size { submitFilling() }
-            let size = ChunkPool.size(forRemaining: remaining)
-            let chunk: Chunk
-            if let ready = filling ?? pool.take(size: size) {
-                chunk = ready
-            } else {
-                do { chunk = try takeAfterCatchingUp(size: size) } catch { return error }
+            guard let chunk = filling ?? next.next() else {
+                preconditionFailure("HashingWriter.write planned too few chunks")
             }
             let count = min(rest.count, chunk.size - filled)
             UnsafeMutableRawBufferPointer(rebasing: chunk.memory[filled..<(filled + count)])
@@ -143,20 +162,30 @@ final class HashingWriter: @unchecked Sendable {
             // with the request for the digest: one trip to the writers, not two.
             if filled == chunk.size, remaining.map({ $0 > 0 }) ?? true { submitFilling() }
         }
-        return nil
+        return .taken
     }
 
-    /// The budget is spent: this writer's queued chunks are written first,
-    /// which gives them back and holds this transfer to the writers' pace;
-    /// then a chunk comes from the pool's reserve (this transfer now holds
-    /// no other). Writing the bytes inline instead would leave direct I/O
-    /// for the rest of the body, as curl's buffers are not aligned: seen for
-    /// every 64 MiB body of a benchmark, which then went through the page
-    /// cache. Throws the error of a write that failed.
-    private func takeAfterCatchingUp(size: Int) throws(TransferError) -> Chunk {
-        queue.sync()
-        if let error = failure.withLock({ $0 }) { throw error }
-        return pool.takeFromReserve(size: size)
+    /// The sizes of the new chunks for `count` bytes past the chunk being
+    /// filled, when the body has `remaining` bytes left from the first of them:
+    /// the same sizes `write`'s copying takes them in.
+    static func chunkSizes(for count: Int, remaining: Int64?) -> [Int] {
+        var sizes: [Int] = []
+        var left = count
+        var remaining = remaining
+        while left > 0 {
+            let size = ChunkPool.size(forRemaining: remaining)
+            sizes.append(size)
+            left -= size
+            remaining = remaining.map { $0 - Int64(size) }
+        }
+        return sizes
+    }
+
+    /// Calls `wake` once the chunks the last `.full` write asked for fit the
+    /// pool (on the thread that gives one back); returns false, and never
+    /// calls it, when they fit now.
+    func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool {
+        pool.wakeWhenRoom(for: shortfall, wake)
     }
 
     /// Hands the chunk being filled to the queue (at the end of an attempt, so

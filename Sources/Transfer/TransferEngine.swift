@@ -59,6 +59,9 @@ public final class TransferEngine: Sendable {
     /// How the limit on open files is shared out; `configuration`'s
     /// transfers are at most its `maxJobs`.
     public let descriptorBudget: DescriptorBudget
+    /// Where bodies' chunks come from, and what this engine adds to its budget while it lives.
+    private let chunkPool: ChunkPool
+    private let chunkShare: Int
 
     /// The subdirectories of the partial directory that partials are spread
     /// over (see `PartialFile.shardDirectory`).
@@ -66,7 +69,13 @@ public final class TransferEngine: Sendable {
 
     /// `configuration.maxConcurrentTransfers` above what the limit on open
     /// files allows is lowered to `descriptorBudget.maxJobs`.
-    public init(configuration requested: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
+    public convenience init(configuration requested: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
+        try self.init(configuration: requested, partialDirectory: partialDirectory, chunkPool: HashingWriter.pool)
+    }
+
+    /// An engine whose bodies take their chunks from `chunkPool` (tests use one of their own).
+    init(configuration requested: TransferConfiguration, partialDirectory: String, chunkPool: ChunkPool) throws {
+        self.chunkPool = chunkPool
         descriptorBudget = DescriptorBudget.current(heldFinishedBodies: requested.maxHeldFinishedBodies)
         var configuration = requested
         configuration.maxConcurrentTransfers = min(requested.maxConcurrentTransfers, descriptorBudget.maxJobs)
@@ -82,15 +91,17 @@ public final class TransferEngine: Sendable {
         // each past them: with two, a 64 MiB body's writer often had them all
         // queued and the loop thread waited for it (8 x 64 MiB: 0.87 s against
         // 0.75 s with four; peak RSS 44 -> 52 MiB), while a wide run (--jobs
-        // 100) keeps to what it took before. The reserve: a chunk a slot, 16 at most.
+        // 100) keeps to what it took before. At least two a slot, so that a
+        // paused transfer always gets going again (see `ChunkPool`).
         let slots = configuration.maxConcurrentTransfers
-        HashingWriter.pool.ensureBudget(atLeast: max(4 * min(slots, 16), 2 * slots) * ChunkPool.largest,
-                                        reserve: min(slots, 16) * ChunkPool.largest)
+        chunkShare = max(4 * min(slots, 16), 2 * slots) * ChunkPool.largest
+        chunkPool.addShare(chunkShare)
     }
 
     deinit {
         assert(isShutDown.load(ordering: .relaxed), "TransferEngine released without shutdown()")
         loop.shutdown()
+        chunkPool.removeShare(chunkShare)
     }
 
     /// Process-wide settings for a program whose main work is transfers; call
@@ -167,7 +178,7 @@ public final class TransferEngine: Sendable {
         do {
             let sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
                                     resumableThreshold: configuration.resumableThreshold, budget: finishedBudget,
-                                    directIO: configuration.directIO)
+                                    directIO: configuration.directIO, chunkPool: chunkPool)
             return PreparedDownload(target: target, sink: sink)
         } catch {
             partial.close(discard: true)

@@ -24,12 +24,14 @@ import TestSupport
     /// the engine's events collected until it shuts down.
     private func withEngine(
         retries: Int = 4, adjust: (inout TransferConfiguration) -> Void = { _ in },
+        chunkPool: ChunkPool = HashingWriter.pool,
         _ body: (TestOrigin, TransferEngine, TemporaryDirectory) async throws -> Void
     ) async throws -> [TransferEvent] {
         try await withOrigin { origin, directory in
             var configuration = configuration(retries: retries)
             adjust(&configuration)
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"),
+                                            chunkPool: chunkPool)
             let collector = Task { () -> [TransferEvent] in
                 var events: [TransferEvent] = []
                 for await event in engine.events {
@@ -140,6 +142,42 @@ import TestSupport
             }
             #expect(hashes == expected)
         }
+    }
+
+    /// A disk slower than the network: the writers hold every chunk. The
+    /// transfer is paused, which is not a stall; the loop goes on serving
+    /// other transfers and a cancel; the body resumes when chunks come back.
+    @Test func aTransferPausedForWantOfChunksIsNoStallAndGoesOnWhenChunksComeBack() async throws {
+        let pool = ChunkPool(byteBudget: ChunkPool.largest)
+        _ = try await withEngine(adjust: { $0.stallTimeout = 1 }, chunkPool: pool) { origin, engine, directory in
+            // Every chunk of the engine's budget is held, as by writers behind on a slow disk.
+            var held: [Chunk] = []
+            while let chunk = pool.take(size: ChunkPool.largest) { held.append(chunk) }
+            let content = fixtureBytes(count: 1_000_000, seed: 61)
+            origin.addResource("/paused.bin", data: content)
+            origin.addResource("/cancelled.bin", data: fixtureBytes(count: 1_000_000, seed: 62))
+            origin.route("/api") { _ in .json(#"{"ok":true}"#) }
+            let paused = Task { try await engine.download(origin.url("/paused.bin")) }
+            let cancelled = Task { try await engine.download(origin.url("/cancelled.bin")) }
+            while origin.requests(for: "/paused.bin").isEmpty || origin.requests(for: "/cancelled.bin").isEmpty {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            // Three times the stall timeout with no byte taken: a stall would have been retried by now.
+            try await Task.sleep(for: .seconds(3))
+            // The loop thread is not held up: an answer kept in memory arrives, and a cancel ends its transfer.
+            let answer = try await engine.fetch(origin.url("/api"))
+            #expect(answer.status == 200)
+            cancelled.cancel()
+            await #expect(throws: TransferError.cancelled) { try await cancelled.value }
+            #expect(pool.bytesInUse == held.reduce(0) { $0 + $1.size })
+            for chunk in held { pool.give(chunk) }
+            let body = try await paused.value
+            #expect(body.sha256 == sha256(content))
+            #expect(body.attempts == 1)
+            #expect(origin.requests(for: "/paused.bin").count == 1)
+            withExtendedLifetime(directory) {}
+        }
+        #expect(pool.bytesInUse == 0)
     }
 
     @Test func aDroppedConnectionResumesWithRangeAndIfRange() async throws {

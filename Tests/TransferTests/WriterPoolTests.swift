@@ -149,34 +149,67 @@ import Testing
         #expect(pool.take(size: ChunkPool.largest) != nil)
     }
 
-    @Test(.timeLimit(.minutes(1)))
-    func theReserveGrantsChunksPastTheBudgetAndPastItAWriterWaitsForOneToComeBack() throws {
-        let pool = ChunkPool(byteBudget: ChunkPool.largest, reserve: ChunkPool.largest)
-        let first = try #require(pool.take(size: ChunkPool.largest))
-        #expect(pool.take(size: 4096) == nil)
-        let past = pool.takeFromReserve(size: ChunkPool.largest)
-        #expect(pool.bytesInUse == 2 * ChunkPool.largest)
-        // Budget and reserve spent: the next writer waits until a chunk is given back.
-        let taken = DispatchSemaphore(value: 0)
-        let third = Mutex<Chunk?>(nil)
-        DispatchQueue.global().async {
-            let chunk = pool.takeFromReserve(size: 4096)
-            third.withLock { $0 = chunk }
-            taken.signal()
-        }
-        #expect(taken.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
-        pool.give(past)
-        #expect(taken.wait(timeout: .now() + .seconds(30)) == .success)
-        let chunk = try #require(third.withLock { $0 })
-        #expect(chunk.size == 4096)
-        #expect(pool.bytesInUse == ChunkPool.largest + 4096)
-        pool.give(chunk)
-        pool.give(first)
+    @Test func severalChunksAreTakenAllOrNone() throws {
+        let pool = ChunkPool(byteBudget: 1 << 20)
+        let first = try #require(pool.take(sizes: [ChunkPool.largest, ChunkPool.largest, 4096]))
+        #expect(first.map(\.size) == [ChunkPool.largest, ChunkPool.largest, 4096])
+        // 508 KiB left: two more of the largest do not fit, and neither is taken.
+        #expect(pool.take(sizes: [ChunkPool.largest, ChunkPool.largest]) == nil)
+        #expect(pool.bytesInUse == 2 * ChunkPool.largest + 4096)
+        let second = try #require(pool.take(sizes: [ChunkPool.largest, 65_536]))
+        for chunk in first + second { pool.give(chunk) }
         #expect(pool.bytesInUse == 0)
-        // The budget holds again for ordinary takes.
-        let again = try #require(pool.take(size: ChunkPool.largest))
+        // An empty pool grants a request larger than its budget, so that it cannot wait forever.
+        let large = try #require(pool.take(sizes: Array(repeating: ChunkPool.largest, count: 5)))
         #expect(pool.take(size: 4096) == nil)
-        pool.give(again)
+        for chunk in large { pool.give(chunk) }
+    }
+
+    @Test func aWaiterIsWokenOnceWhenAQuarterOfTheBudgetIsFreeAgain() throws {
+        let pool = ChunkPool(byteBudget: 1 << 20)
+        var taken: [Chunk] = []
+        while let chunk = pool.take(size: 64 << 10) { taken.append(chunk) }
+        let wakes = Mutex(0)
+        let waits = pool.wakeWhenRoom(for: 64 << 10) { wakes.withLock { $0 += 1 } }
+        #expect(waits)
+        #expect(pool.roomWaiterCount == 1)
+        // Three chunks back: room for the one asked for, but not yet a quarter of the budget.
+        for _ in 0..<3 { pool.give(taken.removeLast()) }
+        #expect(wakes.withLock { $0 } == 0)
+        pool.give(taken.removeLast())
+        #expect(wakes.withLock { $0 } == 1)
+        #expect(pool.roomWaiterCount == 0)
+        // Called once: later returns do not call it again.
+        pool.give(taken.removeLast())
+        #expect(wakes.withLock { $0 } == 1)
+        // With room now, the caller is told so and nothing waits.
+        let waitsAgain = pool.wakeWhenRoom(for: 64 << 10) { wakes.withLock { $0 += 1 } }
+        #expect(!waitsAgain)
+        #expect(pool.roomWaiterCount == 0)
+        for chunk in taken { pool.give(chunk) }
+        #expect(wakes.withLock { $0 } == 1)
+    }
+
+    @Test func enginesAddTheirSharesToTheBudgetAndTakeThemBack() throws {
+        let pool = ChunkPool(byteBudget: 1 << 20)
+        #expect(pool.byteBudget == 1 << 20)
+        pool.addShare(16 << 20)
+        pool.addShare(8 << 20)
+        #expect(pool.byteBudget == 24 << 20)
+        // A waiter whose room comes from a share ending is woken too.
+        var held: [Chunk] = []
+        while let chunk = pool.take(size: ChunkPool.largest) { held.append(chunk) }
+        #expect(held.count == 96)
+        let woken = Mutex(false)
+        let waits = pool.wakeWhenRoom(for: ChunkPool.largest) { woken.withLock { $0 = true } }
+        #expect(waits)
+        pool.removeShare(16 << 20)
+        #expect(pool.byteBudget == 8 << 20)
+        #expect(!woken.withLock { $0 })
+        for chunk in held { pool.give(chunk) }
+        #expect(woken.withLock { $0 })
+        pool.removeShare(8 << 20)
+        #expect(pool.byteBudget == 1 << 20)
     }
 
     @Test func aChunkIsAlignedForDirectIO() throws {
