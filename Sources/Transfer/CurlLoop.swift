@@ -436,9 +436,12 @@ final class CurlLoop: Sendable {
             }
         }
 
-        /// Unpauses transfers paused for a full sink, oldest first, until one
-        /// finds it full again (the rest wait for the next wake-up): libcurl
-        /// offers each its kept bytes again before `mf_easy_unpause` returns.
+        /// Unpauses transfers paused for a full sink, longest paused first,
+        /// until one finds it full again: that one goes to the back, and the
+        /// rest wait for the next wake-up. So the disk's pace is shared in
+        /// turn, and no transfer waits so long that its server gives up on
+        /// it. libcurl offers each its kept bytes again before
+        /// `mf_easy_unpause` returns.
         func resumePaused() {
             while let attempt = paused.first {
                 guard attempt.paused, let handle = byID[attempt.id] else {
@@ -454,8 +457,11 @@ final class CurlLoop: Sendable {
                     finish(handle, code: code, cancelled: false)
                     continue
                 }
-                if attempt.paused { break }
                 paused.removeFirst()
+                if attempt.paused {
+                    paused.append(attempt)
+                    break
+                }
             }
         }
 
