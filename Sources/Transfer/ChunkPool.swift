@@ -19,9 +19,13 @@ import Dispatch
 /// threads, which give them back without any transfer's help, and a wake-up
 /// asks for no more than a quarter of the budget.
 ///
+/// A writer's pool needs room for two of the largest chunks at least: one
+/// write can need room in the chunk being filled and a new one.
+///
 /// Returned chunks are kept for reuse, up to the budget, so their pages
 /// stay warm; beyond that they are freed. Memory is thus bounded by twice
-/// the budget, however many files pass through.
+/// the budget (and what libcurl keeps for each paused transfer: the rest of
+/// one read, 256 KiB at most), however many files pass through.
 final class ChunkPool: Sendable {
     static let smallest = 4 << 10
     static let largest = 256 << 10
@@ -57,10 +61,10 @@ final class ChunkPool: Sendable {
 
     private let state: SleepingLock<State>
 
-    /// A pool whose budget is at least `byteBudget` bytes (one of the
+    /// A pool whose budget is at least `byteBudget` bytes (two of the
     /// largest chunks at least).
     init(byteBudget: Int) {
-        state = SleepingLock(State(floor: max(byteBudget, Self.largest)))
+        state = SleepingLock(State(floor: max(byteBudget, 2 * Self.largest)))
     }
 
     /// Adds `bytes` to the engines' shares of the budget (an engine that

@@ -521,9 +521,22 @@ final class CurlLoop: Sendable {
 
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
-                let stalled = running.filter {
-                    $0.value.isStalled(at: now, limit: stallLimit, connectLimit: connectLimit,
-                                       bytesPerSecond: configuration.maxBytesPerSecond)
+                if !paused.isEmpty {
+                    // A safety net for the wake-ups (the transfer that was to
+                    // register the next one may have ended meanwhile): paused
+                    // transfers are tried again every tick.
+                    resumePaused()
+                    if awaitRoom() { resumeAtOnce = true }
+                }
+                // libcurl 7.88 stops reading an HTTP/2 connection once a paused
+                // stream's buffer is full, so the other streams on it wait for
+                // the disk too, not for the server: not stalls either.
+                let heldHosts = Set(paused.map(\.host))
+                let stalled = running.filter { handle, attempt in
+                    if heldHosts.contains(attempt.host),
+                       handles[handle]?.long(CURLINFO_HTTP_VERSION) == CURL_HTTP_VERSION_2_0 { return false }
+                    return attempt.isStalled(at: now, limit: stallLimit, connectLimit: connectLimit,
+                                             bytesPerSecond: configuration.maxBytesPerSecond)
                 }
                 for (handle, attempt) in stalled {
                     attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")

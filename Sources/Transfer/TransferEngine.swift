@@ -89,7 +89,7 @@ public final class TransferEngine: Sendable {
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
         // Four of the largest chunks a slot for the first 16 slots, two for
         // each past them: with two, a 64 MiB body's writer often had them all
-        // queued and the loop thread waited for it (8 x 64 MiB: 0.87 s against
+        // queued and its transfer had to wait (8 x 64 MiB: 0.87 s against
         // 0.75 s with four; peak RSS 44 -> 52 MiB), while a wide run (--jobs
         // 100) keeps to what it took before. At least two a slot, so that a
         // paused transfer always gets going again (see `ChunkPool`).
