@@ -27,8 +27,9 @@ protocol BodySink: AnyObject {
     /// Returns an error to abort the transfer (the body does not fit the request).
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError?
     /// Body bytes: taken, refused with the error that aborts the transfer,
-    /// or not taken yet (`.full`, see `wakeWhenRoom`).
-    func write(_ bytes: UnsafeRawBufferPointer) -> BodyWrite
+    /// or, when `mayPause`, not taken yet (`.full`, see `wakeWhenRoom`);
+    /// without it the sink waits for room instead.
+    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite
     /// After a `.full` write: calls `wake` (on any thread, once) when the
     /// sink can take those bytes. Returns false, and never calls `wake`, when
     /// it can now.
@@ -193,10 +194,10 @@ final class FileSink: BodySink {
         writer.seal(then: resume)
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> BodyWrite {
+    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite {
         guard accepting else { return .taken }
         if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .refused(.tooLarge(limit: limit)) }
-        let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld })
+        let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }, mayPause: mayPause)
         if answer == .taken { bytesHeld += Int64(bytes.count) }
         return answer
     }
@@ -271,7 +272,7 @@ final class MemorySink: BodySink {
 
     func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? { nil }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> BodyWrite {
+    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite {
         guard data.count + bytes.count <= limit else {
             return .refused(TransferError(.tooLarge, "response larger than \(limit) bytes"))
         }

@@ -124,11 +124,12 @@ final class HashingWriter: @unchecked Sendable {
     /// `.full` takes nothing: the chunks these bytes need do not fit the
     /// pool's budget (the writers are behind: a slow disk). Hand the same
     /// bytes again after `wakeWhenRoom`'s call; libcurl keeps a paused
-    /// transfer's bytes for that. Waiting here instead would hold up the loop
-    /// thread, and with it every other transfer, for a slow disk.
+    /// transfer's bytes for that. Waiting here instead holds up the loop
+    /// thread, and with it every other transfer, for a slow disk; without
+    /// `mayPause` it waits all the same (see `Attempt.receiveBody` for when).
     /// `.refused` carries an error seen so far (a failed write on the queue
     /// shows up at the next call).
-    func write(_ bytes: UnsafeRawBufferPointer, expectedRemaining: Int64? = nil) -> BodyWrite {
+    func write(_ bytes: UnsafeRawBufferPointer, expectedRemaining: Int64? = nil, mayPause: Bool = true) -> BodyWrite {
         if let error = failure.withLock({ $0 }) { return .refused(error) }
         guard !bytes.isEmpty else { return .taken }
         // A full chunk kept back at the end of the body (below): more came after all.
@@ -138,8 +139,7 @@ final class HashingWriter: @unchecked Sendable {
         var fresh: [Chunk] = []
         if bytes.count > room {
             let sizes = Self.chunkSizes(for: bytes.count - room, remaining: remaining.map { $0 - Int64(room) })
-            let taken = sizes.count == 1 ? pool.take(size: sizes[0]).map { [$0] } : pool.take(sizes: sizes)
-            guard let taken else {
+            guard let taken = takeChunks(sizes, waiting: !mayPause) else {
                 shortfall = sizes.reduce(0, +)
                 return .full
             }
@@ -163,6 +163,20 @@ final class HashingWriter: @unchecked Sendable {
             if filled == chunk.size, remaining.map({ $0 > 0 }) ?? true { submitFilling() }
         }
         return .taken
+    }
+
+    /// New chunks of these sizes, all or none: nil when they do not fit the
+    /// budget, or with `waiting`, once room comes back. That wait ends:
+    /// chunks being filled are half the budget at most (see `ChunkPool`),
+    /// and the rest are queued to the writer threads, which give them back.
+    private func takeChunks(_ sizes: [Int], waiting: Bool) -> [Chunk]? {
+        while true {
+            let taken = sizes.count == 1 ? pool.take(size: sizes[0]).map { [$0] } : pool.take(sizes: sizes)
+            if let taken { return taken }
+            guard waiting else { return nil }
+            let room = DispatchSemaphore(value: 0)
+            if pool.wakeWhenRoom(for: sizes.reduce(0, +), { room.signal() }) { room.wait() }
+        }
     }
 
     /// The sizes of the new chunks for `count` bytes past the chunk being

@@ -5,6 +5,9 @@ import Foundation
 struct ResponseHead: Sendable {
     var status = 0
     var reason = ""
+    /// The HTTP major version of the status line: 2 or 3 for a response on a
+    /// connection that other transfers may share (a stream), 1 otherwise.
+    var majorVersion = 1
     /// The values of the fields the engine reads; a repeated field keeps its
     /// last value. Stored inline rather than in a dictionary: they are filled
     /// for every response on the loop thread.
@@ -81,6 +84,8 @@ struct ResponseHead: Sendable {
         if line.starts(with: "HTTP/".utf8) {
             self = ResponseHead()
             let parts = line.split(separator: 32, maxSplits: 2)
+            // "HTTP/2", "HTTP/1.1": the digit after the slash.
+            if let major = line.dropFirst(5).first, (49...57).contains(major) { majorVersion = Int(major - 48) }
             if parts.count >= 2 { status = Int(String(decoding: UnsafeRawBufferPointer(rebasing: parts[1]), as: UTF8.self)) ?? 0 }
             if parts.count == 3 { reason = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self) }
             return

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 @testable import Transfer
@@ -204,6 +205,41 @@ import Glibc
             #expect(FileManager.default.contents(atPath: path) == content)
             #expect(pool.bytesInUse == 0)
             #expect(mostInUse <= 2 * ChunkPool.largest)
+        }
+    }
+
+    /// A write that may not pause (an HTTP/2 stream) waits for room instead,
+    /// and then takes every byte.
+    @Test(.timeLimit(.minutes(1)))
+    func aWriterThatMayNotPauseWaitsForAChunkToComeBack() async throws {
+        try await TemporaryDirectory.with { directory in
+            let pool = ChunkPool(byteBudget: 2 * ChunkPool.largest)
+            let (writer, fd, path) = try openWriter(in: directory, name: "waits.part", directIO: true, pool: pool)
+            defer { _ = close(fd) }
+            let held = try #require(pool.take(size: ChunkPool.largest))
+            // Fills its one chunk but for 1,000 bytes: the budget is spent.
+            let content = fixtureBytes(count: ChunkPool.largest + 100_000, seed: 63)
+            let first = ChunkPool.largest - 1_000
+            let answer = content.withUnsafeBytes { bytes in
+                writer.write(UnsafeRawBufferPointer(rebasing: bytes[0..<first]), mayPause: false)
+            }
+            #expect(answer == .taken)
+            // The rest needs a new chunk: the write waits on another thread until one comes back.
+            let done = DispatchSemaphore(value: 0)
+            let rest = content[first...]
+            let late = Mutex<BodyWrite?>(nil)
+            DispatchQueue.global().async {
+                let answer = rest.withUnsafeBytes { writer.write($0, mayPause: false) }
+                late.withLock { $0 = answer }
+                done.signal()
+            }
+            #expect(done.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+            pool.give(held)
+            #expect(done.wait(timeout: .now() + .seconds(30)) == .success)
+            #expect(late.withLock { $0 } == .taken)
+            #expect(try await writer.finish() == sha256(content))
+            #expect(FileManager.default.contents(atPath: path) == content)
+            #expect(pool.bytesInUse == 0)
         }
     }
 

@@ -24,6 +24,17 @@ import Testing
         #expect(range("items 1-2/3") == nil)
     }
 
+    /// An HTTP/2 stream is never paused (see `Attempt.receiveBody`): the version comes from the final status line.
+    @Test func theStatusLineSaysWhetherTheResponseIsAStream() {
+        #expect(head(["HTTP/2 200", ""]).majorVersion == 2)
+        #expect(head(["HTTP/1.1 200 OK", ""]).majorVersion == 1)
+        #expect(head(["HTTP/1.0 200 OK", ""]).majorVersion == 1)
+        #expect(head(["HTTP/3 200", ""]).majorVersion == 3)
+        // A redirect over HTTP/1.1 to an HTTP/2 host: the final response counts.
+        #expect(head(["HTTP/1.1 302 Found", "Location: https://b.test/x", "", "HTTP/2 200", ""]).majorVersion == 2)
+        #expect(head(["HTTP/2 301", "Location: http://c.test/x", "", "HTTP/1.1 200 OK", ""]).majorVersion == 1)
+    }
+
     @Test func anEmptyContentTypeIsNone() {
         #expect(head(["HTTP/1.1 200 OK", "Content-Type:", ""]).contentType == nil)
         #expect(head(["HTTP/1.1 200 OK", "Content-Type:   ", ""]).contentType == nil)
