@@ -43,6 +43,9 @@ protocol BodySink: AnyObject {
     /// The attempt failed and the transfer may wait for a retry: release
     /// what is only needed while bytes arrive.
     func attemptFailed()
+    /// The attempt was cancelled, and the transfer with it: bytes not yet
+    /// written may be dropped. Must not wait.
+    func attemptCancelled()
     /// The attempt delivered the whole body: make it ready for the task, and
     /// call `resume` (on any thread) once it is, to wake the task.
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void)
@@ -188,6 +191,10 @@ final class FileSink: BodySink {
         writer.submitFilling()
     }
 
+    func attemptCancelled() {
+        writer.cancelUnwritten()
+    }
+
     /// Hashing and writing the last chunk happen on the writer queue, which
     /// wakes the task when the digest is ready.
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
@@ -233,9 +240,11 @@ final class FileSink: BodySink {
         return (file, digest, bytesHeld)
     }
 
-    /// Gives up on the body; a resumable partial is kept for a later run unless `discard`.
-    func close(discard: Bool) {
-        writer.drain()
+    /// Gives up on the body; a resumable partial is kept for a later run
+    /// unless `discard`. With `cancelled`, bytes not yet on their way to the
+    /// disk are dropped rather than waited for (the partial keeps a prefix).
+    func close(discard: Bool, cancelled: Bool = false) {
+        if cancelled { writer.abandonUnwritten() } else { writer.drain() }
         partial.close(discard: discard)
     }
 }
@@ -265,6 +274,8 @@ final class MemorySink: BodySink {
     var expectedTotal: Int64? { nil }
 
     func attemptFailed() {}
+
+    func attemptCancelled() {}
 
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
         resume()

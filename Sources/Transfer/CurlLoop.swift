@@ -404,8 +404,8 @@ final class CurlLoop: Sendable {
                 sink.attemptSucceeded { onEnd?(outcome) }
             } else {
                 // The last bytes go to the writer now, so a transfer waiting
-                // to retry holds no chunk.
-                sink.attemptFailed()
+                // to retry holds no chunk; a cancelled one's are dropped.
+                if cancelled { sink.attemptCancelled() } else { sink.attemptFailed() }
                 onEnd?(outcome)
             }
         }

@@ -57,7 +57,7 @@ final class HashingWriter: @unchecked Sendable {
     private let descriptor: Int32
     private let path: String
     /// This body's jobs, in order, on the writer threads (see `WriterPool`).
-    private let queue = WriterPool.shared.lane()
+    private let queue: WriterPool.Lane
     private var hasher = SHA256()
     /// Bytes written so far, and how far disk writeback has been started.
     private var written: Int64 = 0
@@ -75,7 +75,7 @@ final class HashingWriter: @unchecked Sendable {
     /// that orders the accesses).
     private(set) var sealed: Result<String, TransferError>?
 
-    /// The chunks this writer fills (the shared pool, but for tests).
+    /// The chunks this writer fills, and the threads that write them (the shared ones, but for tests).
     private let pool: ChunkPool
 
     /// Whether direct I/O may be used at all (it is used while the file is
@@ -95,10 +95,11 @@ final class HashingWriter: @unchecked Sendable {
     /// `opened` spares the system calls that find out whether the file is
     /// empty and already open for direct I/O.
     init(descriptor: Int32, path: String, directIO: Bool, opened: OpenedFile = .unknown,
-         pool: ChunkPool = HashingWriter.pool) {
+         pool: ChunkPool = HashingWriter.pool, writers: WriterPool = .shared) {
         self.descriptor = descriptor
         self.path = path
         self.pool = pool
+        queue = writers.lane()
         directAllowed = directIO
         switch opened {
         case .fresh(direct: true) where directIO:
@@ -293,6 +294,26 @@ final class HashingWriter: @unchecked Sendable {
         if let error = failure.withLock({ $0 }) { return .failure(error) }
         if written >= Self.writebackThreshold { startWriteback() }
         return .success(hasher.finalize().hexString)
+    }
+
+    /// Gives up on the bytes not yet written, for a transfer that was
+    /// cancelled, and waits only for a write under way. The file keeps what
+    /// reached it, a prefix of the body that the next run resumes from; on a
+    /// slow disk, writing the rest first held up the end of an interrupted
+    /// run by seconds (the whole chunk budget at the disk's pace).
+    func abandonUnwritten() {
+        if sealed != nil { return }
+        cancelUnwritten()
+        queue.sync()
+    }
+
+    /// `abandonUnwritten` without the wait: called by the loop thread for
+    /// every transfer a stop cancels, so that the writers skip all their
+    /// queued chunks at once instead of one transfer's at a time as each
+    /// is closed.
+    func cancelUnwritten() {
+        failure.withLock { if $0 == nil { $0 = .cancelled } }
+        if let last = takeFilling() { pool.give(last.chunk) }
     }
 
     /// Waits until every byte handed over is hashed and written (blocking).

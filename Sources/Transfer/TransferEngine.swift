@@ -221,7 +221,7 @@ public final class TransferEngine: Sendable {
     /// Closes a download that failed: a transient failure or a cancel keeps
     /// the partial for the next run.
     func abandon(_ prepared: PreparedDownload, after error: TransferError) {
-        prepared.sink.close(discard: !Self.keepsPartial(after: error))
+        prepared.sink.close(discard: !Self.keepsPartial(after: error), cancelled: error.kind == .cancelled)
     }
 
     /// Whether a partial is worth keeping after `error` (it is kept only if

@@ -243,6 +243,42 @@ import Glibc
         }
     }
 
+    /// A cancelled transfer's queued chunks are dropped, not waited for: the
+    /// file keeps what reached it, a prefix, and the next run resumes from there.
+    @Test(.timeLimit(.minutes(1)))
+    func aCancelledWriterDropsItsQueuedChunksAndWaitsOnlyForTheWriteUnderWay() async throws {
+        try await TemporaryDirectory.with { directory in
+            // One writer thread, held by another body's job: this writer's chunks queue behind it.
+            let writers = WriterPool(threads: 1)
+            let release = DispatchSemaphore(value: 0)
+            writers.lane().async { release.wait() }
+            let path = directory.appending("cancelled.part")
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            try #require(fd >= 0)
+            defer { _ = close(fd) }
+            let pool = ChunkPool(byteBudget: 4 << 20)
+            let writer = HashingWriter(descriptor: fd, path: path, directIO: true, pool: pool, writers: writers)
+            let content = fixtureBytes(count: 3 * ChunkPool.largest + 5_000, seed: 67)
+            let taken = content.withUnsafeBytes { take($0, by: writer) }
+            #expect(taken == nil)
+            #expect(pool.bytesInUse == 4 * ChunkPool.largest) // three queued, one filling
+            let abandoned = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                writer.abandonUnwritten()
+                abandoned.signal()
+            }
+            // Once the writer refuses bytes, the cancel is in place: let the writer thread go.
+            let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+            for _ in 0..<2_000 where writer.write(empty) == .taken { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(writer.write(empty) == .refused(.cancelled))
+            release.signal()
+            #expect(abandoned.wait(timeout: .now() + .seconds(30)) == .success)
+            // Nothing queued was written, and every chunk is back in the pool.
+            #expect(fileSize(path) == 0)
+            #expect(pool.bytesInUse == 0)
+        }
+    }
+
     private func fileSize(_ path: String) -> Int64 {
         var info = stat()
         return stat(path, &info) == 0 ? Int64(info.st_size) : -1
