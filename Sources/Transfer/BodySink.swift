@@ -79,8 +79,9 @@ final class FileSink: BodySink {
         self.budget = budget
         self.maxFileSize = maxFileSize
         self.resumableThreshold = resumableThreshold
-        // The writer uses direct I/O only from an empty file on: a resumed
-        // partial has a tail that is not aligned, and is read back once to seed the hash.
+        // The writer uses direct I/O from an empty file on, or from a resumed
+        // partial that ends on a block boundary; a resumed partial is read
+        // back once to seed the hash.
         self.writer = HashingWriter(descriptor: partial.descriptor, path: partial.path, directIO: directIO,
                                     opened: partial.opened, pool: chunkPool)
         if let held = partial.resumable {

@@ -30,8 +30,9 @@ import Darwin
 /// allows it: the aligned chunks go from memory to the device with no copy
 /// into the page cache, which on a VM means no fresh page to fault in per
 /// 4 KiB, and nothing is left for the store's flush to write back. What
-/// cannot be aligned (the last few bytes of a body, a resumed file) goes
-/// through the page cache, and the file stays there until a `reset` empties it.
+/// cannot be aligned (the last few bytes of a body, a resumed file that ends
+/// off a block boundary) goes through the page cache, and the file stays
+/// there until a `reset` empties it.
 ///
 /// `@unchecked Sendable`: `hasher`, `written`, `direct`, `sealed` and the file
 /// offset are touched on `queue` only, except in
@@ -90,8 +91,8 @@ final class HashingWriter: @unchecked Sendable {
     }
 
     /// `directIO` allows writes that bypass the page cache; they are used
-    /// where the filesystem supports them, from an empty file on (a file with
-    /// bytes in it, a resumed partial, ends unaligned and is read back once).
+    /// where the filesystem supports them, from an empty file on, or after
+    /// `seed` when the bytes held end on a block boundary.
     /// `opened` spares the system calls that find out whether the file is
     /// empty and already open for direct I/O.
     init(descriptor: Int32, path: String, directIO: Bool, opened: OpenedFile = .unknown,
@@ -248,6 +249,13 @@ final class HashingWriter: @unchecked Sendable {
         _ = lseek(descriptor, off_t(length), SEEK_SET)
         written = length
         writebackStarted = length
+        // A partial that ends on a block boundary (one a stop cut between
+        // chunks) goes on past the page cache: on a slow disk, a resumed
+        // body written through it held up the run's last flush by tens of
+        // seconds. Set after reading: direct reads would need aligned buffers.
+        if directAllowed, !direct, length % Int64(Self.directAlignment) == 0 {
+            direct = mf_set_direct_io(descriptor, 1) == 0
+        }
     }
 
     /// Forgets every byte: the file is emptied and the hash starts over.

@@ -311,6 +311,34 @@ import Glibc
         }
     }
 
+    /// A partial cut between chunks (a stop) ends on a block boundary: the
+    /// rest of the body goes past the page cache, and the bytes are exact.
+    @Test func aResumedPartialThatEndsOnABlockBoundaryGoesOnWithDirectIO() async throws {
+        try await TemporaryDirectory.with { directory in
+            let probe = try openWriter(in: directory, name: "probe.part", directIO: true)
+            let directWherePossible = probe.writer.writesDirectly
+            _ = close(probe.descriptor)
+
+            let content = fixtureBytes(count: 3 * ChunkPool.largest + 777, seed: 71)
+            for held in [ChunkPool.largest, 8192, 1000] {
+                let path = directory.appending("resumed-\(held).part")
+                try content.prefix(held).write(to: URL(fileURLWithPath: path))
+                let fd = open(path, O_RDWR | O_CLOEXEC)
+                try #require(fd >= 0)
+                defer { _ = close(fd) }
+                let writer = HashingWriter(descriptor: fd, path: path, directIO: true)
+                try writer.seed(fromFileLength: Int64(held))
+                // Direct where the held bytes end on a block boundary; a 1,000-byte partial stays buffered.
+                #expect(writer.writesDirectly == (directWherePossible && held % HashingWriter.directAlignment == 0))
+                let rest = content.dropFirst(held)
+                let taken = rest.withUnsafeBytes { take($0, by: writer, expectedRemaining: Int64($0.count)) }
+                #expect(taken == nil)
+                #expect(try await writer.finish() == sha256(content))
+                #expect(FileManager.default.contents(atPath: path) == content)
+            }
+        }
+    }
+
     @Test func aWriterAskedForBufferedWritesNeverUsesDirectIO() async throws {
         try await TemporaryDirectory.with { directory in
             let (writer, fd, _) = try openWriter(in: directory, name: "buffered.part", directIO: false)
