@@ -1,5 +1,3 @@
-import Dispatch
-
 /// Buffers for body bytes on their way from the loop thread to the writers.
 ///
 /// Chunks come in powers of two from 4 KiB to 256 KiB, sized to what a body
@@ -93,12 +91,7 @@ final class ChunkPool: Sendable {
     /// A chunk of `size` bytes (one of the pool's sizes), or nil when the
     /// budget is spent; never waits.
     func take(size: Int) -> Chunk? {
-        let granted = state.withLock { state -> Chunk?? in
-            guard state.fits(size) else { return nil }
-            state.bytesInUse += size
-            return .some(Self.spare(of: size, in: &state))
-        }
-        return granted.map { $0 ?? Chunk(byteCount: size) }
+        take(sizes: [size])?.first
     }
 
     /// Chunks of these sizes, all or none: nil when they do not all fit the

@@ -173,8 +173,7 @@ final class HashingWriter: @unchecked Sendable {
     /// and the rest are queued to the writer threads, which give them back.
     private func takeChunks(_ sizes: [Int], waiting: Bool) -> [Chunk]? {
         while true {
-            let taken = sizes.count == 1 ? pool.take(size: sizes[0]).map { [$0] } : pool.take(sizes: sizes)
-            if let taken { return taken }
+            if let taken = pool.take(sizes: sizes) { return taken }
             guard waiting else { return nil }
             let room = DispatchSemaphore(value: 0)
             if pool.wakeWhenRoom(for: sizes.reduce(0, +), { room.signal() }) { room.wait() }
