@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 
 /// The files in `directory` (an engine's partial directory) and in its
@@ -31,4 +32,24 @@ public func holdsResumablePartial(_ directory: String) -> Bool {
         else { return false }
         return size > 0
     }
+}
+
+/// Where a download cut off after `bytes` resumes when its partial is in
+/// `directory`: at the last 4 KiB boundary before it where the filesystem
+/// takes direct I/O (the writer keeps whole blocks only, so that the rest
+/// of the body goes on past the page cache), else right there.
+public func resumeOffset(afterCutAt bytes: Int, in directory: String) -> Int {
+    takesDirectIO(directory) ? bytes - bytes % 4096 : bytes
+}
+
+/// Whether files in `directory` can be written with `O_DIRECT`.
+public func takesDirectIO(_ directory: String) -> Bool {
+    let path = "\(directory)/direct-io-probe-\(UUID().uuidString)"
+    let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return false }
+    defer {
+        _ = close(fd)
+        _ = unlink(path)
+    }
+    return mf_set_direct_io(fd, 1) == 0
 }

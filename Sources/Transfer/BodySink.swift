@@ -87,8 +87,7 @@ final class FileSink: BodySink {
         if let held = partial.resumable {
             // A partial left by an earlier run: its bytes are read once to
             // restore the hash state. Rare, and bounded by what is on disk.
-            try writer.seed(fromFileLength: held.size)
-            bytesHeld = held.size
+            bytesHeld = try writer.seed(fromFileLength: held.size)
             validator = held.validator
         }
     }
@@ -189,7 +188,7 @@ final class FileSink: BodySink {
     private(set) var expectedTotal: Int64?
 
     func attemptFailed() {
-        writer.submitFilling()
+        bytesHeld -= Int64(writer.submitFilling(endingAt: bytesHeld))
     }
 
     func attemptCancelled() {

@@ -82,6 +82,12 @@ final class HashingWriter: @unchecked Sendable {
     /// Whether direct I/O may be used at all (it is used while the file is
     /// written from its start with aligned chunks).
     private let directAllowed: Bool
+    /// Whether the body went past the page cache when its writing began (at
+    /// `init`, `seed` or `reset`), so that a cut-off body is kept to whole
+    /// blocks (see `submitFilling(endingAt:)`). The caller's copy of
+    /// `direct`, which lives on the queue; it misses only a fall back to the
+    /// page cache on EINVAL, after which whole blocks merely cost a few bytes.
+    private var blockAligned = false
 
     /// What the opener knows of a descriptor: a file it created empty just
     /// now (opened with O_DIRECT or not), or nothing, so the writer looks.
@@ -114,6 +120,7 @@ final class HashingWriter: @unchecked Sendable {
             let empty = fstat(descriptor, &info) == 0 && info.st_size == 0
             direct = directIO && empty && mf_set_direct_io(descriptor, 1) == 0
         }
+        blockAligned = direct
     }
 
     /// Whether the next write may still bypass the page cache (for tests).
@@ -211,6 +218,37 @@ final class HashingWriter: @unchecked Sendable {
         queue.async { [self] in writeChunk(last.chunk, count: last.count) }
     }
 
+    /// `submitFilling` for an attempt that was cut off, when `held` bytes of
+    /// the body have been handed over: a body written past the page cache
+    /// keeps whole blocks only, and the bytes after the last block boundary
+    /// (under 4 KiB) are dropped, to be asked for again. The file then ends
+    /// on a boundary, and the retry, or the next run's resume, goes on with
+    /// direct I/O; an unaligned tail would send the rest of the body through
+    /// the page cache. Returns how many bytes were dropped.
+    func submitFilling(endingAt held: Int64) -> Int {
+        guard blockAligned, let current = filling else {
+            submitFilling()
+            return 0
+        }
+        let alignment = Self.directAlignment
+        // Every chunk before this one was whole, and chunk sizes are
+        // multiples of a block, so this one starts on a boundary.
+        guard (held - Int64(filled)) % Int64(alignment) == 0 else {
+            submitFilling()
+            return 0
+        }
+        let kept = filled - filled % alignment
+        let dropped = filled - kept
+        filling = nil
+        filled = 0
+        if kept == 0 {
+            pool.give(current)
+        } else {
+            queue.async { [self] in writeChunk(current, count: kept) }
+        }
+        return dropped
+    }
+
     /// The chunk being filled and its length, now owned by the caller.
     private func takeFilling() -> (chunk: Chunk, count: Int)? {
         defer {
@@ -229,9 +267,28 @@ final class HashingWriter: @unchecked Sendable {
         }
     }
 
-    /// Hashes bytes already in the file (a partial from an earlier run) without writing them.
-    func seed(fromFileLength length: Int64) throws(TransferError) {
+    /// Hashes bytes already in the file (a partial from an earlier run)
+    /// without writing them, and returns how many it kept: all of them, or,
+    /// where the file can be written past the page cache, those up to the
+    /// last block boundary. The rest (under 4 KiB) is cut off, to be fetched
+    /// again, so that the body goes on with direct I/O: on a slow disk, one
+    /// written through the page cache held up the run's last flush, and a
+    /// stop, by tens of seconds.
+    func seed(fromFileLength length: Int64) throws(TransferError) -> Int64 {
         drain()
+        let alignment = Int64(Self.directAlignment)
+        var length = length
+        if directAllowed, !direct, length % alignment != 0, mf_set_direct_io(descriptor, 1) == 0 {
+            // The filesystem takes direct I/O; the bytes are read back through the page cache.
+            _ = mf_set_direct_io(descriptor, 0)
+            let whole = length - length % alignment
+            guard ftruncate(descriptor, off_t(whole)) == 0 else {
+                let code = errno
+                throw TransferError(.fileSystem(errno: code),
+                                    "cannot shorten the partial file \(path): \(String(cString: strerror(code)))")
+            }
+            length = whole
+        }
         let chunkSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
         defer { buffer.deallocate() }
@@ -248,13 +305,12 @@ final class HashingWriter: @unchecked Sendable {
         _ = lseek(descriptor, off_t(length), SEEK_SET)
         written = length
         writebackStarted = length
-        // A partial that ends on a block boundary (one a stop cut between
-        // chunks) goes on past the page cache: on a slow disk, a resumed
-        // body written through it held up the run's last flush by tens of
-        // seconds. Set after reading: direct reads would need aligned buffers.
-        if directAllowed, !direct, length % Int64(Self.directAlignment) == 0 {
+        // Set after reading: direct reads would need aligned buffers.
+        if directAllowed, !direct, length % alignment == 0 {
             direct = mf_set_direct_io(descriptor, 1) == 0
         }
+        blockAligned = direct
+        return length
     }
 
     /// Forgets every byte: the file is emptied and the hash starts over.
@@ -270,6 +326,7 @@ final class HashingWriter: @unchecked Sendable {
         _ = lseek(descriptor, 0, SEEK_SET)
         // Empty again: the new body can go past the page cache from its first byte.
         direct = directAllowed && mf_set_direct_io(descriptor, 1) == 0
+        blockAligned = direct
     }
 
     /// Sends the last bytes and the request for the digest to the queue in

@@ -313,29 +313,63 @@ import Glibc
 
     /// A partial cut between chunks (a stop) ends on a block boundary: the
     /// rest of the body goes past the page cache, and the bytes are exact.
-    @Test func aResumedPartialThatEndsOnABlockBoundaryGoesOnWithDirectIO() async throws {
+    /// One that ends elsewhere (from an older version, or a buffered write)
+    /// is cut back to its last boundary where the filesystem takes direct
+    /// I/O, and the rest is fetched again.
+    @Test func aResumedPartialGoesOnWithDirectIOFromItsLastBlockBoundary() async throws {
         try await TemporaryDirectory.with { directory in
             let probe = try openWriter(in: directory, name: "probe.part", directIO: true)
             let directWherePossible = probe.writer.writesDirectly
             _ = close(probe.descriptor)
 
             let content = fixtureBytes(count: 3 * ChunkPool.largest + 777, seed: 71)
-            for held in [ChunkPool.largest, 8192, 1000] {
+            for held in [ChunkPool.largest, 8192, 1000, 3 * 4096 + 5] {
                 let path = directory.appending("resumed-\(held).part")
                 try content.prefix(held).write(to: URL(fileURLWithPath: path))
                 let fd = open(path, O_RDWR | O_CLOEXEC)
                 try #require(fd >= 0)
                 defer { _ = close(fd) }
                 let writer = HashingWriter(descriptor: fd, path: path, directIO: true)
-                try writer.seed(fromFileLength: Int64(held))
-                // Direct where the held bytes end on a block boundary; a 1,000-byte partial stays buffered.
-                #expect(writer.writesDirectly == (directWherePossible && held % HashingWriter.directAlignment == 0))
-                let rest = content.dropFirst(held)
+                let kept = Int(try writer.seed(fromFileLength: Int64(held)))
+                let alignment = HashingWriter.directAlignment
+                #expect(kept == (directWherePossible ? held - held % alignment : held))
+                #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == kept)
+                #expect(writer.writesDirectly == directWherePossible)
+                let rest = content.dropFirst(kept)
                 let taken = rest.withUnsafeBytes { take($0, by: writer, expectedRemaining: Int64($0.count)) }
                 #expect(taken == nil)
                 #expect(try await writer.finish() == sha256(content))
                 #expect(FileManager.default.contents(atPath: path) == content)
             }
+        }
+    }
+
+    /// A body cut off mid-chunk keeps whole blocks only: the bytes after the
+    /// last boundary are dropped (and asked for again), so the retry goes on
+    /// past the page cache instead of through it, and the body is exact.
+    @Test(arguments: [true, false])
+    func aCutOffBodyKeepsWholeBlocksSoItsRetryGoesOnDirectly(directIO: Bool) async throws {
+        try await TemporaryDirectory.with { directory in
+            let (writer, fd, path) = try openWriter(in: directory, name: "cut.part", directIO: directIO)
+            defer { _ = close(fd) }
+            let direct = writer.writesDirectly
+            let content = fixtureBytes(count: 2 * ChunkPool.largest + 5000, seed: 73)
+            let cut = ChunkPool.largest + 3 * 4096 + 1234 // inside the second chunk, off a boundary
+            content.prefix(cut).withUnsafeBytes { bytes in
+                #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count)) == nil)
+            }
+            let dropped = writer.submitFilling(endingAt: Int64(cut)) // the attempt ended here
+            #expect(dropped == (direct ? 1234 : 0))
+            let held = cut - dropped
+            writer.drain()
+            #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == held)
+            #expect(writer.writesDirectly == direct)
+            // The retry asks for the rest from `held` on.
+            content.dropFirst(held).withUnsafeBytes { bytes in
+                #expect(take(bytes, by: writer, expectedRemaining: Int64(bytes.count)) == nil)
+            }
+            #expect(try await writer.finish() == sha256(content))
+            #expect(FileManager.default.contents(atPath: path) == content)
         }
     }
 
