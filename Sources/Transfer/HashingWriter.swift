@@ -314,7 +314,12 @@ final class HashingWriter: @unchecked Sendable {
     }
 
     /// Forgets every byte: the file is emptied and the hash starts over.
+    /// The chunks still queued are skipped rather than written (they belong
+    /// to the body being dropped), so the caller, the loop thread when a
+    /// server answers a range request with the whole body, waits only for a
+    /// write under way, not for a slow disk to take them all.
     func reset() {
+        failure.withLock { if $0 == nil { $0 = .cancelled } }
         if let last = takeFilling() { pool.give(last.chunk) }
         drain()
         sealed = nil

@@ -279,6 +279,60 @@ import Glibc
         }
     }
 
+    /// A 200 in answer to a range request drops the body held: its queued
+    /// chunks are skipped, not written first, so the loop thread that resets
+    /// the writer waits only for a write under way.
+    @Test func aResetSkipsTheQueuedChunksOfTheBodyItDrops() async throws {
+        // One writer thread, held by another body's job: this writer's chunks queue behind it.
+        let writers = WriterPool(threads: 1)
+        let release = DispatchSemaphore(value: 0)
+        writers.lane().async { release.wait() }
+        // A pipe stands in for the file, so that every byte written is counted.
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        let (readEnd, writeEnd) = (ends[0], ends[1])
+        // Not inherited by the processes other tests start: the reader waits for the last writer to close.
+        for end in [readEnd, writeEnd] { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let counted = Mutex(0)
+        let drained = DispatchSemaphore(value: 0)
+        // Threads of their own: blocked on Dispatch's few, they would wait for more to be made.
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count = read(readEnd, &buffer, buffer.count)
+                guard count > 0 else { break }
+                counted.withLock { $0 += count }
+            }
+            drained.signal()
+        }.start()
+        defer { _ = close(readEnd) }
+        let pool = ChunkPool(byteBudget: 4 << 20)
+        let writer = HashingWriter(descriptor: writeEnd, path: "pipe", directIO: false, pool: pool, writers: writers)
+        let old = fixtureBytes(count: 3 * ChunkPool.largest + 5_000, seed: 81)
+        #expect(old.withUnsafeBytes { take($0, by: writer) } == nil)
+        #expect(pool.bytesInUse == 4 * ChunkPool.largest) // three queued, one filling
+
+        let resetDone = DispatchSemaphore(value: 0)
+        Thread {
+            writer.reset()
+            resetDone.signal()
+        }.start()
+        // Once the writer refuses bytes, the reset has marked the queued chunks: let the writer thread go.
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+        for _ in 0..<2_000 where writer.write(empty) == .taken { try await Task.sleep(for: .milliseconds(5)) }
+        release.signal()
+        #expect(resetDone.wait(timeout: .now() + .seconds(30)) == .success)
+        #expect(pool.bytesInUse == 0)
+
+        // The new body alone reaches the file, whole, with its own digest.
+        let new = fixtureBytes(count: 100_000, seed: 82)
+        #expect(new.withUnsafeBytes { take($0, by: writer) } == nil)
+        #expect(try await writer.finish() == sha256(new))
+        _ = close(writeEnd)
+        #expect(drained.wait(timeout: .now() + .seconds(30)) == .success)
+        #expect(counted.withLock { $0 } == new.count)
+    }
+
     private func fileSize(_ path: String) -> Int64 {
         var info = stat()
         return stat(path, &info) == 0 ? Int64(info.st_size) : -1
