@@ -38,8 +38,36 @@ final class Attempt: @unchecked Sendable {
     /// Set when the sink refused the body; the transfer is aborted.
     var abort: TransferError?
     /// libcurl holds this transfer's last bytes until the sink has room for
-    /// them: a wait for the disk, not for the server, so the stall clock stops.
-    var paused = false
+    /// them: a wait for the disk, not for the server, so the stall clock
+    /// stops, and the time does not count against `--timeout`.
+    var paused = false {
+        didSet {
+            guard paused != oldValue else { return }
+            let now = ContinuousClock.now
+            if paused {
+                pausedSince = now
+            } else if let since = pausedSince {
+                pausedFor += now - since
+                pausedSince = nil
+            }
+        }
+    }
+    /// Time spent paused (see `paused`), and when the current pause began.
+    private var pausedFor: Duration = .zero
+    private var pausedSince: ContinuousClock.Instant?
+
+    /// How long the attempt has run, its pauses for the disk left out.
+    func activeTime(at now: ContinuousClock.Instant) -> Duration {
+        now - startedAt - pausedFor - (pausedSince.map { now - $0 } ?? .zero)
+    }
+
+    /// What an attempt stopped by `--timeout` (`limit` seconds) had got.
+    func timedOut(after limit: Double) -> String {
+        let time = NumberText.seconds(limit)
+        guard begun else { return "timed out: no answer in \(time)" }
+        let total = expectedSize.map { " of \($0 - requestedOffset)" } ?? ""
+        return "timed out: \(receivedThisAttempt)\(total) bytes received in \(time)"
+    }
     /// Called once with the outcome: on the loop thread, or on the body's
     /// writer thread when the body arrived whole (see `AttemptOutcome.sealed`).
     var onEnd: (@Sendable (AttemptOutcome) -> Void)?
@@ -360,6 +388,10 @@ final class CurlLoop: Sendable {
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
         let stallLimit = Duration.milliseconds(Int(configuration.stallTimeout * 1000))
         let connectLimit = Duration.milliseconds(Int(configuration.connectTimeout * 1000))
+        // `--timeout` is kept on this clock, not libcurl's (CURLOPT_TIMEOUT),
+        // which counts the time a transfer is paused for the disk: on a slow
+        // disk, transfers failed as timed out for waiting on our own writes.
+        let attemptLimit = configuration.attemptTimeout.map { Duration.milliseconds(max(1, Int($0 * 1000))) }
 
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
@@ -544,6 +576,12 @@ final class CurlLoop: Sendable {
                     attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
+                if let attemptLimit {
+                    for (handle, attempt) in running where attempt.activeTime(at: now) > attemptLimit {
+                        attempt.abort = TransferError(.timeout, attempt.timedOut(after: configuration.attemptTimeout ?? 0))
+                        finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
+                    }
+                }
                 let rate = rateWindow.record(counters.bytesReceived, at: now)
                 lastTick = now
                 let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
@@ -640,11 +678,9 @@ final class CurlLoop: Sendable {
         try easy.set(CURLOPT_MAXREDIRS, configuration.maxRedirects)
         try easy.set(CURLOPT_USERAGENT, configuration.userAgent)
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout * 1000))
-        // Stalls are detected on the loop's own clock (see `abortStalled`): libcurl's
-        // low-speed check averages over a window and reacts seconds late.
-        if let timeout = configuration.attemptTimeout {
-            try easy.set(CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
-        }
+        // Stalls and `--timeout` are watched on the loop's own clock (see the
+        // progress tick): libcurl's low-speed check averages over a window and
+        // reacts seconds late, and its CURLOPT_TIMEOUT counts paused time.
         if let limit = configuration.maxFileSize {
             try easy.set(CURLOPT_MAXFILESIZE_LARGE, large: limit)
         }

@@ -146,12 +146,13 @@ import TestSupport
     }
 
     /// A disk slower than the network: the writers hold every chunk. The
-    /// transfer is paused, which is not a stall; the loop goes on serving
-    /// other transfers and a cancel; the body resumes when chunks come back.
+    /// transfer is paused, which is neither a stall nor time against
+    /// `--timeout`; the loop goes on serving other transfers and a cancel;
+    /// the body resumes when chunks come back.
     @Test(.timeLimit(.minutes(1)))
     func aTransferPausedForWantOfChunksIsNoStallAndGoesOnWhenChunksComeBack() async throws {
         let pool = ChunkPool(byteBudget: 2 * ChunkPool.largest)
-        _ = try await withEngine(adjust: { $0.stallTimeout = 1 }, chunkPool: pool) { origin, engine, directory in
+        _ = try await withEngine(adjust: { $0.stallTimeout = 1; $0.attemptTimeout = 2 }, chunkPool: pool) { origin, engine, directory in
             // Every chunk of the engine's budget is held, as by writers behind on a slow disk.
             var held: [Chunk] = []
             while let chunk = pool.take(size: ChunkPool.largest) { held.append(chunk) }
@@ -164,7 +165,8 @@ import TestSupport
             while origin.requests(for: "/paused.bin").isEmpty || origin.requests(for: "/cancelled.bin").isEmpty {
                 try await Task.sleep(for: .milliseconds(20))
             }
-            // Three times the stall timeout with no byte taken: a stall would have been retried by now.
+            // Three times the stall timeout with no byte taken, past the attempt's
+            // time limit too: a stall or a timeout would have been retried by now.
             try await Task.sleep(for: .seconds(3))
             // The loop thread is not held up: an answer kept in memory arrives, and a cancel ends its transfer.
             let answer = try await engine.fetch(origin.url("/api"))
@@ -381,6 +383,23 @@ import TestSupport
             #expect(body.sha256 == sha256(content))
             #expect(body.size == 500_000)
             #expect(body.resumedBytes == 0)
+        }
+    }
+
+    /// `--timeout` bounds one attempt, kept on the loop's clock: a body that
+    /// takes longer fails as timed out, and is retried like any timeout.
+    @Test(.timeLimit(.minutes(1)))
+    func anAttemptThatTakesLongerThanItsTimeLimitTimesOut() async throws {
+        _ = try await withEngine(retries: 1, adjust: { $0.attemptTimeout = 1 }) { origin, engine, _ in
+            // Ten seconds' worth at this pace, with no pause long enough to be a stall.
+            origin.addResource("/slow.wav", data: fixtureBytes(count: 400_000, seed: 90))
+            origin.setFault("/slow.wav", .slow(bytesPerSecond: 40_000))
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/slow.wav")) }
+            #expect(error?.kind == .timeout)
+            // What arrived in the time, as in "timed out: 40000 of 363136 bytes received in 1 s".
+            let message = error?.message ?? ""
+            #expect(message.hasPrefix("timed out: ") && message.hasSuffix(" bytes received in 1 s (after 2 attempts)"), "\(message)")
+            #expect(origin.requests(for: "/slow.wav").count == 2)
         }
     }
 
