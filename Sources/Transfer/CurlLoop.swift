@@ -56,16 +56,22 @@ final class Attempt: @unchecked Sendable {
     private var pausedFor: Duration = .zero
     private var pausedSince: ContinuousClock.Instant?
 
-    /// How long the attempt has run, its pauses for the disk left out.
+    /// `counters.heldByWrites` when the attempt started.
+    var heldAtStart: Duration = .zero
+
+    /// How long the attempt has run, its waits for the disk left out: its
+    /// own pauses, and the time the loop thread was held by writes that may
+    /// not pause (see `receiveBody`), when no transfer could move.
     func activeTime(at now: ContinuousClock.Instant) -> Duration {
-        now - startedAt - pausedFor - (pausedSince.map { now - $0 } ?? .zero)
+        now - startedAt - pausedFor - (pausedSince.map { now - $0 } ?? .zero) - (counters.heldByWrites - heldAtStart)
     }
 
-    /// What an attempt stopped by `--timeout` (`limit` seconds) had got.
+    /// What an attempt stopped by `--timeout` (`limit` seconds) had got:
+    /// the bytes of this response, of its length when known.
     func timedOut(after limit: Double) -> String {
         let time = NumberText.seconds(limit)
         guard begun else { return "timed out: no answer in \(time)" }
-        let total = expectedSize.map { " of \($0 - requestedOffset)" } ?? ""
+        let total = head.contentLength.map { " of \($0)" } ?? ""
         return "timed out: \(receivedThisAttempt)\(total) bytes received in \(time)"
     }
     /// Called once with the outcome: on the loop thread, or on the body's
@@ -165,7 +171,11 @@ final class Attempt: @unchecked Sendable {
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         lastActivity = .now
         if !begun, !beginBody() { return 0 }
-        switch sink.write(bytes, mayPause: head.majorVersion < 2) {
+        let mayPause = head.majorVersion < 2
+        let heldSince = mayPause ? nil : ContinuousClock.now
+        let answer = sink.write(bytes, mayPause: mayPause)
+        if let heldSince { counters.heldByWrites += .now - heldSince }
+        switch answer {
         case .taken:
             receivedThisAttempt += Int64(bytes.count)
             if (200...299).contains(head.status) { counters.bytesReceived += Int64(bytes.count) }
@@ -221,6 +231,9 @@ struct AttemptOutcome: Sendable {
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
     var sealed = false
+    /// Body bytes the sink held when the attempt ended, before a cut-off one
+    /// dropped its last partial block (see `FileSink.attemptFailed`).
+    var bodyBytes: Int64 = 0
 }
 
 extension AttemptOutcome {
@@ -240,6 +253,10 @@ final class LoopCounters: @unchecked Sendable {
     var answeredHosts: [String] = []
     /// Transfers whose sink was full since the loop last looked (see `Attempt.receiveBody`).
     var newlyPaused: [Attempt] = []
+    /// Time the loop thread spent in body writes that may not pause (HTTP/2),
+    /// which wait for the disk when the chunks run out: no transfer could
+    /// move meanwhile, so none is charged for it against `--timeout`.
+    var heldByWrites: Duration = .zero
 }
 
 /// The thread that owns the `CURLM` and every easy handle. It waits in
@@ -423,7 +440,8 @@ final class CurlLoop: Sendable {
                 effectiveURL: easy.string(CURLINFO_EFFECTIVE_URL),
                 redirects: easy.long(CURLINFO_REDIRECT_COUNT),
                 cancelled: cancelled,
-                sealed: whole)
+                sealed: whole,
+                bodyBytes: sink.bytesHeld)
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
             easy.prepareForReuse()
@@ -450,6 +468,7 @@ final class CurlLoop: Sendable {
                 guard code == CURLM_OK else { throw CurlError(CURLE_FAILED_INIT, detail: String(cString: curl_multi_strerror(code))) }
                 attempt.lastActivity = .now
                 attempt.startedAt = attempt.lastActivity
+                attempt.heldAtStart = counters.heldByWrites
                 attempt.connectingSince = attempt.lastActivity
                 running[easy.handle] = attempt
                 handles[easy.handle] = easy

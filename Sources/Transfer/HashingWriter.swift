@@ -316,8 +316,8 @@ final class HashingWriter: @unchecked Sendable {
     /// Forgets every byte: the file is emptied and the hash starts over.
     /// The chunks still queued are skipped rather than written (they belong
     /// to the body being dropped), so the caller, the loop thread when a
-    /// server answers a range request with the whole body, waits only for a
-    /// write under way, not for a slow disk to take them all.
+    /// server answers a range request with the whole body, waits for a writer
+    /// thread to take this body's turn, not for a slow disk to take them all.
     func reset() {
         failure.withLock { if $0 == nil { $0 = .cancelled } }
         if let last = takeFilling() { pool.give(last.chunk) }
@@ -327,7 +327,12 @@ final class HashingWriter: @unchecked Sendable {
         written = 0
         writebackStarted = 0
         failure.withLock { $0 = nil }
-        _ = ftruncate(descriptor, 0)
+        // Old bytes past the new body's end would not match its hash: fail it.
+        // EINVAL is a descriptor that is no regular file (a pipe), with no old bytes to remove.
+        if ftruncate(descriptor, 0) != 0, errno != EINVAL {
+            let code = errno
+            failure.withLock { $0 = TransferError(.fileSystem(errno: code), "cannot empty \(path): \(String(cString: strerror(code)))") }
+        }
         _ = lseek(descriptor, 0, SEEK_SET)
         // Empty again: the new body can go past the page cache from its first byte.
         direct = directAllowed && mf_set_direct_io(descriptor, 1) == 0

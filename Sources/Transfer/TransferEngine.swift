@@ -319,9 +319,8 @@ public final class TransferEngine: Sendable {
             var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
                 // A body that ended early without libcurl noticing (a short 206, say).
-                let held = sink.bytesHeld
                 sink.restart()
-                result = .failure(TransferError(.protocolViolation, "body ended at \(held) of \(expected) bytes"))
+                result = .failure(TransferError(.protocolViolation, "body ended at \(outcome.bodyBytes) of \(expected) bytes"))
             }
             var error: TransferError
             switch result {

@@ -1,0 +1,84 @@
+import CCurl
+import Foundation
+import Testing
+@testable import Transfer
+
+/// The clock `--timeout` is kept on: an attempt's waits for the disk are not its time.
+@Suite struct AttemptClockTests {
+    /// A sink whose writes that may not pause take `wait` first, as one does
+    /// when the writers hold every chunk (an HTTP/2 stream on a slow disk).
+    private final class WaitingSink: BodySink {
+        let wait: Duration
+        init(wait: Duration) { self.wait = wait }
+        var resumeOffset: Int64 { 0 }
+        var resumeValidator: String? { nil }
+        var bytesHeld: Int64 = 0
+        var expectedTotal: Int64? { nil }
+        func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? { nil }
+        func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite {
+            if mayPause { return .full }
+            Thread.sleep(forTimeInterval: Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18)
+            bytesHeld += Int64(bytes.count)
+            return .taken
+        }
+        func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool { false }
+        func restart() { bytesHeld = 0 }
+        func attemptFailed() {}
+        func attemptCancelled() {}
+        func attemptSucceeded(then resume: @escaping @Sendable () -> Void) { resume() }
+        func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? { nil }
+    }
+
+    private func attempt(statusLine: String, sink: any BodySink, counters: LoopCounters) throws -> Attempt {
+        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.flac"),
+                              number: 1, sink: sink, counters: counters)
+        attempt.startedAt = .now
+        for line in [statusLine, "Content-Length: 10", ""] {
+            let bytes = Array((line + "\r\n").utf8)
+            _ = bytes.withUnsafeBytes { attempt.receiveHeader($0) }
+        }
+        return attempt
+    }
+
+    /// An HTTP/2 write that waits for the disk holds the loop thread: that
+    /// time is left out of every attempt's clock, the writer's own and the
+    /// others' (none could move meanwhile), but not of one started after it.
+    @Test func theLoopsWaitsInWritesThatMayNotPauseAreNoAttemptsTime() throws {
+        let counters = LoopCounters()
+        let other = try attempt(statusLine: "HTTP/1.1 200 OK", sink: WaitingSink(wait: .zero), counters: counters)
+        let stream = try attempt(statusLine: "HTTP/2 200", sink: WaitingSink(wait: .milliseconds(300)), counters: counters)
+        let body = [UInt8](repeating: 7, count: 10)
+        #expect(body.withUnsafeBytes { stream.receiveBody($0) } == 10)
+        let held = counters.heldByWrites
+        #expect(held >= .milliseconds(300))
+        let later = try attempt(statusLine: "HTTP/1.1 200 OK", sink: WaitingSink(wait: .zero), counters: counters)
+        later.heldAtStart = counters.heldByWrites
+
+        let now = ContinuousClock.now
+        #expect(stream.activeTime(at: now) == now - stream.startedAt - held)
+        #expect(other.activeTime(at: now) == now - other.startedAt - held)
+        #expect(later.activeTime(at: now) == now - later.startedAt)
+    }
+
+    /// A transfer paused for want of chunks (HTTP/1.1) stops its own clock
+    /// while paused, and only its own.
+    @Test func aPausedAttemptsClockStopsWhileItIsPaused() throws {
+        let counters = LoopCounters()
+        let paused = try attempt(statusLine: "HTTP/1.1 200 OK", sink: WaitingSink(wait: .zero), counters: counters)
+        let body = [UInt8](repeating: 7, count: 10)
+        #expect(body.withUnsafeBytes { paused.receiveBody($0) } == Int(mf_writefunc_pause))
+        #expect(paused.paused)
+        Thread.sleep(forTimeInterval: 0.2)
+        let whilePaused = ContinuousClock.now
+        // Paused since before the sleep: its clock has stood still since then.
+        #expect(paused.activeTime(at: whilePaused) < whilePaused - paused.startedAt - .milliseconds(200))
+        paused.paused = false
+        let resumed = ContinuousClock.now
+        let stood = (resumed - paused.startedAt) - paused.activeTime(at: resumed)
+        #expect(stood >= .milliseconds(200))
+        // Running again: the clock goes on from where it stood.
+        let later = resumed + .seconds(1)
+        #expect(paused.activeTime(at: later) == later - paused.startedAt - stood)
+        #expect(counters.heldByWrites == .zero)
+    }
+}
