@@ -18,11 +18,19 @@ enum StopSignals {
     /// without a word). Only `write` and `_exit`: nothing else is safe in a
     /// signal handler, and the text is a literal, so nothing is allocated.
     /// On a terminal it starts on a line of its own, after the `^C` echoed there.
-    static func exitEarly() {
+    /// With `json` (`--progress json`, known once the options are read), the
+    /// text is a JSON line, `{"event":"error","message":"interrupted"}`, as
+    /// every stderr line is then: a stop while `get -i -` waited for its list
+    /// gave a plain one.
+    static func exitEarly(json: Bool = false) {
         // A C handler captures nothing: one per text.
-        let handler: @convention(c) (Int32) -> Void = isatty(STDERR_FILENO) == 1
-            ? { _ in sayAndExit("\nmediafetch: interrupted\n") }
-            : { _ in sayAndExit("mediafetch: interrupted\n") }
+        let handler: @convention(c) (Int32) -> Void = if json {
+            { _ in sayAndExit("{\"event\":\"error\",\"message\":\"interrupted\"}\n") }
+        } else if isatty(STDERR_FILENO) == 1 {
+            { _ in sayAndExit("\nmediafetch: interrupted\n") }
+        } else {
+            { _ in sayAndExit("mediafetch: interrupted\n") }
+        }
         for number in handled { signal(number, handler) }
     }
 

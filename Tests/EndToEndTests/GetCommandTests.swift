@@ -917,13 +917,14 @@ import TestSupport
     /// for the terminal, or for a pipe) ends the run with 130 and says so,
     /// rather than ending it without a word. SIGTERM: a background job of a
     /// non-interactive shell starts with SIGINT ignored.
-    @Test(.timeLimit(.minutes(1)))
-    func aStopSignalWhileTheListIsReadSaysSo() async throws {
+    /// Under `--progress json` the line is JSON, as every stderr line then is.
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func aStopSignalWhileTheListIsReadSaysSo(json: Bool) async throws {
         try await TemporaryDirectory.with { directory in
             // A FIFO held open for writing: standard input that never ends.
             let result = try await BuiltProducts.runShell(#"""
                 mkfifo "$FIFO" && exec 3<>"$FIFO"
-                "$MEDIAFETCH" get --cache "$CACHE" -i - <"$FIFO" 2>"$ERR" &
+                "$MEDIAFETCH" get --cache "$CACHE" --progress "$PROGRESS" -i - <"$FIFO" 2>"$ERR" &
                 pid=$!
                 # Until one of its threads waits in read(2) on standard input
                 # (syscall 0, fd 0): past start-up, on a busy machine too.
@@ -937,8 +938,9 @@ import TestSupport
                 exec 3>&-
                 cat "$ERR"
                 """#, environment: ["CACHE": directory.appending("cache"), "ERR": directory.appending("err"),
-                                  "FIFO": directory.appending("list")])
-            #expect(result.stdout.split(separator: "\n").map(String.init) == ["exit 130", "mediafetch: interrupted"])
+                                  "FIFO": directory.appending("list"), "PROGRESS": json ? "json" : "auto"])
+            let said = json ? #"{"event":"error","message":"interrupted"}"# : "mediafetch: interrupted"
+            #expect(result.stdout.split(separator: "\n").map(String.init) == ["exit 130", said])
         }
     }
 

@@ -30,6 +30,7 @@ struct Get: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if transfer.progress == .json { StopSignals.exitEarly(json: true) }
         try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(try requestedItems())
     }
 
