@@ -70,6 +70,8 @@ final class FileSink: BodySink {
     private var accepting = false
     /// What the last accepted response said about the body.
     private(set) var head: ResponseHead?
+    /// The bytes held when that response's body began (after a restart, 0).
+    private var heldAtBegin: Int64 = 0
 
     private let budget: FinishedFile.Budget
 
@@ -137,6 +139,7 @@ final class FileSink: BodySink {
         }
         accepting = true
         self.head = head
+        heldAtBegin = bytesHeld
         if head.status != 206 {
             // If-Range takes a strong ETag or a date; a weak ETag would never match.
             let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
@@ -188,7 +191,7 @@ final class FileSink: BodySink {
     private(set) var expectedTotal: Int64?
 
     func attemptFailed() {
-        bytesHeld -= Int64(writer.submitFilling(endingAt: bytesHeld))
+        bytesHeld -= Int64(writer.submitFilling(endingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     func attemptCancelled() {

@@ -84,7 +84,7 @@ final class HashingWriter: @unchecked Sendable {
     private let directAllowed: Bool
     /// Whether the body went past the page cache when its writing began (at
     /// `init`, `seed` or `reset`), so that a cut-off body is kept to whole
-    /// blocks (see `submitFilling(endingAt:)`). The caller's copy of
+    /// blocks (see `submitFilling(endingAt:attemptStart:)`). The caller's copy of
     /// `direct`, which lives on the queue; it misses only a fall back to the
     /// page cache on EINVAL, after which whole blocks merely cost a few bytes.
     private var blockAligned = false
@@ -224,8 +224,11 @@ final class HashingWriter: @unchecked Sendable {
     /// (under 4 KiB) are dropped, to be asked for again. The file then ends
     /// on a boundary, and the retry, or the next run's resume, goes on with
     /// direct I/O; an unaligned tail would send the rest of the body through
-    /// the page cache. Returns how many bytes were dropped.
-    func submitFilling(endingAt held: Int64) -> Int {
+    /// the page cache. Unless that would drop all the attempt brought (it
+    /// began at `start` and ended within a block of it): every attempt keeps
+    /// its progress, or a server that always broke off that soon would never
+    /// let the body finish. Returns how many bytes were dropped.
+    func submitFilling(endingAt held: Int64, attemptStart start: Int64) -> Int {
         guard blockAligned, let current = filling else {
             submitFilling()
             return 0
@@ -233,12 +236,12 @@ final class HashingWriter: @unchecked Sendable {
         let alignment = Self.directAlignment
         // Every chunk before this one was whole, and chunk sizes are
         // multiples of a block, so this one starts on a boundary.
-        guard (held - Int64(filled)) % Int64(alignment) == 0 else {
+        let kept = filled - filled % alignment
+        let dropped = filled - kept
+        guard (held - Int64(filled)) % Int64(alignment) == 0, held - Int64(dropped) > start else {
             submitFilling()
             return 0
         }
-        let kept = filled - filled % alignment
-        let dropped = filled - kept
         filling = nil
         filled = 0
         if kept == 0 {

@@ -412,7 +412,7 @@ import Glibc
             content.prefix(cut).withUnsafeBytes { bytes in
                 #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count)) == nil)
             }
-            let dropped = writer.submitFilling(endingAt: Int64(cut)) // the attempt ended here
+            let dropped = writer.submitFilling(endingAt: Int64(cut), attemptStart: 0) // the attempt ended here
             #expect(dropped == (direct ? 1234 : 0))
             let held = cut - dropped
             writer.drain()
@@ -420,6 +420,35 @@ import Glibc
             #expect(writer.writesDirectly == direct)
             // The retry asks for the rest from `held` on.
             content.dropFirst(held).withUnsafeBytes { bytes in
+                #expect(take(bytes, by: writer, expectedRemaining: Int64(bytes.count)) == nil)
+            }
+            #expect(try await writer.finish() == sha256(content))
+            #expect(FileManager.default.contents(atPath: path) == content)
+        }
+    }
+
+    /// An attempt cut off before it brought a whole block keeps its bytes
+    /// all the same (and the rest goes through the page cache): dropping
+    /// them would leave it nothing, and a server that always broke off that
+    /// soon would never let the body finish.
+    @Test func anAttemptCutOffWithinItsFirstBlockKeepsItsBytes() async throws {
+        try await TemporaryDirectory.with { directory in
+            let (writer, fd, path) = try openWriter(in: directory, name: "short.part", directIO: true)
+            defer { _ = close(fd) }
+            let content = fixtureBytes(count: ChunkPool.largest + 5000, seed: 74)
+            let start = 2 * 4096 // where this attempt began: a boundary
+            let cut = start + 1000
+            content.prefix(start).withUnsafeBytes { bytes in
+                #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count)) == nil)
+            }
+            #expect(writer.submitFilling(endingAt: Int64(start), attemptStart: 0) == 0)
+            content[start..<cut].withUnsafeBytes { bytes in
+                #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count - start)) == nil)
+            }
+            #expect(writer.submitFilling(endingAt: Int64(cut), attemptStart: Int64(start)) == 0)
+            writer.drain()
+            #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == cut)
+            content.dropFirst(cut).withUnsafeBytes { bytes in
                 #expect(take(bytes, by: writer, expectedRemaining: Int64(bytes.count)) == nil)
             }
             #expect(try await writer.finish() == sha256(content))
