@@ -408,22 +408,10 @@ import Glibc
             defer { _ = close(fd) }
             let direct = writer.writesDirectly
             let content = fixtureBytes(count: 2 * ChunkPool.largest + 5000, seed: 73)
-            let cut = ChunkPool.largest + 3 * 4096 + 1234 // inside the second chunk, off a boundary
-            content.prefix(cut).withUnsafeBytes { bytes in
-                #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count)) == nil)
-            }
-            let dropped = writer.submitFilling(endingAt: Int64(cut), attemptStart: 0) // the attempt ended here
-            #expect(dropped == (direct ? 1234 : 0))
-            let held = cut - dropped
-            writer.drain()
-            #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == held)
-            #expect(writer.writesDirectly == direct)
-            // The retry asks for the rest from `held` on.
-            content.dropFirst(held).withUnsafeBytes { bytes in
-                #expect(take(bytes, by: writer, expectedRemaining: Int64(bytes.count)) == nil)
-            }
-            #expect(try await writer.finish() == sha256(content))
-            #expect(FileManager.default.contents(atPath: path) == content)
+            // Cut inside the second chunk, 1,234 bytes past a boundary.
+            let dropped = try await attempts(cutAt: [ChunkPool.largest + 3 * 4096 + 1234], of: content,
+                                             by: writer, path: path, staysDirect: direct)
+            #expect(dropped == [direct ? 1234 : 0])
         }
     }
 
@@ -436,24 +424,37 @@ import Glibc
             let (writer, fd, path) = try openWriter(in: directory, name: "short.part", directIO: true)
             defer { _ = close(fd) }
             let content = fixtureBytes(count: ChunkPool.largest + 5000, seed: 74)
-            let start = 2 * 4096 // where this attempt began: a boundary
-            let cut = start + 1000
-            content.prefix(start).withUnsafeBytes { bytes in
-                #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count)) == nil)
-            }
-            #expect(writer.submitFilling(endingAt: Int64(start), attemptStart: 0) == 0)
-            content[start..<cut].withUnsafeBytes { bytes in
-                #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count - start)) == nil)
-            }
-            #expect(writer.submitFilling(endingAt: Int64(cut), attemptStart: Int64(start)) == 0)
-            writer.drain()
-            #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == cut)
-            content.dropFirst(cut).withUnsafeBytes { bytes in
-                #expect(take(bytes, by: writer, expectedRemaining: Int64(bytes.count)) == nil)
-            }
-            #expect(try await writer.finish() == sha256(content))
-            #expect(FileManager.default.contents(atPath: path) == content)
+            // The first attempt ends on a boundary; the second brings 1,000 bytes.
+            let dropped = try await attempts(cutAt: [2 * 4096, 2 * 4096 + 1000], of: content, by: writer, path: path)
+            #expect(dropped == [0, 0])
         }
+    }
+
+    /// Feeds `content` to `writer` in attempts that break off at `cuts`, each
+    /// retry going on from what the last one kept, then the rest, and checks
+    /// the file after each cut and the whole body and digest at the end.
+    /// Returns the bytes each cut dropped.
+    private func attempts(cutAt cuts: [Int], of content: Data, by writer: HashingWriter, path: String,
+                          staysDirect: Bool? = nil) async throws -> [Int] {
+        var held = 0
+        var dropped: [Int] = []
+        for cut in cuts {
+            content[held..<cut].withUnsafeBytes { bytes in
+                #expect(take(bytes, by: writer, expectedRemaining: Int64(content.count - held)) == nil)
+            }
+            dropped.append(writer.submitFilling(endingAt: Int64(cut), attemptStart: Int64(held))) // the attempt ended here
+            held = cut - dropped[dropped.count - 1]
+            writer.drain()
+            #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == held)
+            if let staysDirect { #expect(writer.writesDirectly == staysDirect) }
+        }
+        // The retry asks for the rest from `held` on.
+        content.dropFirst(held).withUnsafeBytes { bytes in
+            #expect(take(bytes, by: writer, expectedRemaining: Int64(bytes.count)) == nil)
+        }
+        #expect(try await writer.finish() == sha256(content))
+        #expect(FileManager.default.contents(atPath: path) == content)
+        return dropped
     }
 
     @Test func aWriterAskedForBufferedWritesNeverUsesDirectIO() async throws {
