@@ -41,11 +41,8 @@ private final class HTTP2Origin: Sendable {
             let configuration = home + "/nginx.conf"
             try Self.configuration(port: port, home: home, root: www, bytesPerSecond: bytesPerSecond)
                 .write(toFile: configuration, atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Self.nginx ?? "/usr/sbin/nginx")
-            process.arguments = ["-p", home + "/", "-e", home + "/error.log", "-c", configuration]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
+            let process = TLSFixtures.helperServer([Self.nginx ?? "/usr/sbin/nginx",
+                                                    "-p", home + "/", "-e", home + "/error.log", "-c", configuration])
             try process.run()
             for _ in 0..<500 where process.isRunning {
                 if Self.accepts(port) {
@@ -223,7 +220,7 @@ private final class SilentListener: @unchecked Sendable {
         }
     }
 
-    @Test(.enabled(if: HTTP2Origin.nginx != nil, "needs nginx for the HTTP/2 origin"))
+    @Test(.enabled(if: HTTP2Origin.nginx != nil && TLSFixtures.python != nil, "needs nginx and python3 for the HTTP/2 origin"))
     func http2TransfersShareOneConnection() async throws {
         try await TemporaryDirectory.with { directory in
             let origin = try await HTTP2Origin(files: 24, bytes: 40_000, seed: 400, in: directory)
@@ -262,7 +259,7 @@ private final class SilentListener: @unchecked Sendable {
         }
     }
 
-    @Test(.enabled(if: HTTP2Origin.nginx != nil, "needs nginx for the HTTP/2 origin"))
+    @Test(.enabled(if: HTTP2Origin.nginx != nil && TLSFixtures.python != nil, "needs nginx and python3 for the HTTP/2 origin"))
     func underARateLimitEachTransferHasAConnectionOfItsOwn() async throws {
         // libcurl limits a stream's rate by not reading its connection; streams
         // sharing it would starve (one advancing, the others silent, then retried as stalled).
@@ -280,7 +277,7 @@ private final class SilentListener: @unchecked Sendable {
         }
     }
 
-    @Test(.enabled(if: HTTP2Origin.nginx != nil, "needs nginx for the HTTP/2 origin"))
+    @Test(.enabled(if: HTTP2Origin.nginx != nil && TLSFixtures.python != nil, "needs nginx and python3 for the HTTP/2 origin"))
     func moreThanAHundredTransfersAtOnceStillShareOneConnection() async throws {
         // Slow responses, so that all 120 are in flight together: past libcurl's
         // default of 100 streams a connection, each would open one of its own.

@@ -7,18 +7,14 @@ import TestSupport
 /// An HTTPS origin whose certificate a test CA signed (Tests/Fixtures/tls):
 /// Python's TLS server, started per test, stopped when the test ends.
 private final class TLSOrigin: Sendable {
-    static let python = ["/usr/bin/python3", "/usr/local/bin/python3"].first { FileManager.default.isExecutableFile(atPath: $0) }
-
     let port: Int
     private let process: Process
 
     init(bodyBytes: Int, in directory: TemporaryDirectory) async throws {
         let portFile = directory.appending("tls-origin.port")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.python ?? "/usr/bin/python3")
-        process.arguments = [TLSFixtures.directory.appendingPathComponent("serve.py").path, String(bodyBytes), portFile]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        let process = TLSFixtures.helperServer([TLSFixtures.python ?? "/usr/bin/python3",
+                                                TLSFixtures.directory.appendingPathComponent("serve.py").path,
+                                                String(bodyBytes), portFile])
         try process.run()
         // The server writes its port (by a rename, so never half a line) once it listens.
         var port: Int?
@@ -52,7 +48,7 @@ private final class TLSOrigin: Sendable {
     }
 }
 
-@Suite(.enabled(if: TLSOrigin.python != nil, "needs python3 for the TLS origin"))
+@Suite(.enabled(if: TLSFixtures.python != nil, "needs python3 for the TLS origin"))
 struct TLSTests {
     private func sha256(_ data: Data) -> String {
         SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
