@@ -408,7 +408,7 @@ final class CurlLoop: Sendable {
         // `--timeout` is kept on this clock, not libcurl's (CURLOPT_TIMEOUT),
         // which counts the time a transfer is paused for the disk: on a slow
         // disk, transfers failed as timed out for waiting on our own writes.
-        let attemptLimit = configuration.attemptTimeout.map { Duration.milliseconds(max(1, Int($0 * 1000))) }
+        let attemptLimit = configuration.attemptTimeout.map { (seconds: $0, duration: Duration.milliseconds(max(1, Int($0 * 1000)))) }
 
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
@@ -596,8 +596,8 @@ final class CurlLoop: Sendable {
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
                 if let attemptLimit {
-                    for (handle, attempt) in running where attempt.activeTime(at: now) > attemptLimit {
-                        attempt.abort = TransferError(.timeout, attempt.timedOut(after: configuration.attemptTimeout ?? 0))
+                    for (handle, attempt) in running where attempt.activeTime(at: now) > attemptLimit.duration {
+                        attempt.abort = TransferError(.timeout, attempt.timedOut(after: attemptLimit.seconds))
                         finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                     }
                 }

@@ -229,25 +229,20 @@ final class HashingWriter: @unchecked Sendable {
     /// its progress, or a server that always broke off that soon would never
     /// let the body finish. Returns how many bytes were dropped.
     func submitFilling(endingAt held: Int64, attemptStart start: Int64) -> Int {
-        guard blockAligned, let current = filling else {
-            submitFilling()
-            return 0
-        }
         let alignment = Self.directAlignment
+        let dropped = filled % alignment
         // Every chunk before this one was whole, and chunk sizes are
         // multiples of a block, so this one starts on a boundary.
-        let kept = filled - filled % alignment
-        let dropped = filled - kept
-        guard (held - Int64(filled)) % Int64(alignment) == 0, held - Int64(dropped) > start else {
+        guard blockAligned, (held - Int64(filled)) % Int64(alignment) == 0, held - Int64(dropped) > start,
+              let last = takeFilling() else {
             submitFilling()
             return 0
         }
-        filling = nil
-        filled = 0
+        let kept = last.count - dropped
         if kept == 0 {
-            pool.give(current)
+            pool.give(last.chunk)
         } else {
-            queue.async { [self] in writeChunk(current, count: kept) }
+            queue.async { [self] in writeChunk(last.chunk, count: kept) }
         }
         return dropped
     }
@@ -281,16 +276,19 @@ final class HashingWriter: @unchecked Sendable {
         drain()
         let alignment = Int64(Self.directAlignment)
         var length = length
-        if directAllowed, !direct, length % alignment != 0, mf_set_direct_io(descriptor, 1) == 0 {
-            // The filesystem takes direct I/O; the bytes are read back through the page cache.
+        // Whether the filesystem takes direct I/O; the bytes are read back through the page cache first.
+        let goesDirect = directAllowed && !direct && mf_set_direct_io(descriptor, 1) == 0
+        if goesDirect {
             _ = mf_set_direct_io(descriptor, 0)
-            let whole = length - length % alignment
-            guard ftruncate(descriptor, off_t(whole)) == 0 else {
-                let code = errno
-                throw TransferError(.fileSystem(errno: code),
-                                    "cannot shorten the partial file \(path): \(String(cString: strerror(code)))")
+            if length % alignment != 0 {
+                let whole = length - length % alignment
+                guard ftruncate(descriptor, off_t(whole)) == 0 else {
+                    let code = errno
+                    throw TransferError(.fileSystem(errno: code),
+                                        "cannot shorten the partial file \(path): \(String(cString: strerror(code)))")
+                }
+                length = whole
             }
-            length = whole
         }
         let chunkSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
@@ -309,9 +307,7 @@ final class HashingWriter: @unchecked Sendable {
         written = length
         writebackStarted = length
         // Set after reading: direct reads would need aligned buffers.
-        if directAllowed, !direct, length % alignment == 0 {
-            direct = mf_set_direct_io(descriptor, 1) == 0
-        }
+        if goesDirect { direct = mf_set_direct_io(descriptor, 1) == 0 }
         blockAligned = direct
         return length
     }
@@ -322,8 +318,7 @@ final class HashingWriter: @unchecked Sendable {
     /// server answers a range request with the whole body, waits for a writer
     /// thread to take this body's turn, not for a slow disk to take them all.
     func reset() {
-        failure.withLock { if $0 == nil { $0 = .cancelled } }
-        if let last = takeFilling() { pool.give(last.chunk) }
+        cancelUnwritten()
         drain()
         sealed = nil
         hasher = SHA256()
