@@ -28,8 +28,10 @@ protocol BodySink: AnyObject {
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError?
     /// Body bytes: taken, refused with the error that aborts the transfer,
     /// or, when `mayPause`, not taken yet (`.full`, see `wakeWhenRoom`);
-    /// without it the sink waits for room instead.
-    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite
+    /// without it the sink waits for room instead, until `giveUp` returns
+    /// true (the transfer is being stopped), and then refuses them as
+    /// `.cancelled`.
+    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite
     /// After a `.full` write: calls `wake` (on any thread, once) when the
     /// sink can take those bytes. Returns false, and never calls `wake`, when
     /// it can now.
@@ -204,10 +206,11 @@ final class FileSink: BodySink {
         writer.seal(then: resume)
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite {
+    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         guard accepting else { return .taken }
         if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .refused(.tooLarge(limit: limit)) }
-        let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }, mayPause: mayPause)
+        let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }, mayPause: mayPause,
+                                  giveUp: giveUp)
         if answer == .taken { bytesHeld += Int64(bytes.count) }
         return answer
     }
@@ -286,7 +289,7 @@ final class MemorySink: BodySink {
 
     func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? { nil }
 
-    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite {
+    func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         guard data.count + bytes.count <= limit else {
             return .refused(TransferError(.tooLarge, "response larger than \(limit) bytes"))
         }

@@ -167,13 +167,17 @@ final class Attempt: @unchecked Sendable {
     /// the transfer as out of memory past 64 MiB (seen: 600 MiB to 2.4 GB
     /// peak with 16 to 117 streams on a slow disk, and failed downloads).
     /// The sink waits for room instead, which holds up the loop thread and
-    /// with it the connection: the disk's pace, as before pausing.
+    /// with it the connection: the disk's pace, as before pausing. A stop
+    /// (Ctrl-C, a cancel, the engine shutting down) ends that wait within a
+    /// tenth of a second: the transfer is aborted as cancelled, and the
+    /// loop goes on to the other stops (it took seconds before, as long as
+    /// the writers needed to free a quarter of the chunk budget).
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         lastActivity = .now
         if !begun, !beginBody() { return 0 }
         let mayPause = head.majorVersion < 2
         let heldSince = mayPause ? nil : ContinuousClock.now
-        let answer = sink.write(bytes, mayPause: mayPause)
+        let answer = sink.write(bytes, mayPause: mayPause, giveUp: { [counters, id] in counters.stopRequested(id) })
         if let heldSince { counters.heldByWrites += .now - heldSince }
         switch answer {
         case .taken:
@@ -257,6 +261,10 @@ final class LoopCounters: @unchecked Sendable {
     /// which wait for the disk when the chunks run out: no transfer could
     /// move meanwhile, so none is charged for it against `--timeout`.
     var heldByWrites: Duration = .zero
+    /// Whether transfer `id` is being stopped: a cancel of it, or the loop's
+    /// shutdown, waits in the inbox. Asked (on the loop thread) by a body
+    /// write that waits for the disk, which holds the loop up meanwhile.
+    var stopRequested: @Sendable (TransferID) -> Bool = { _ in false }
 }
 
 /// The thread that owns the `CURLM` and every easy handle. It waits in
@@ -331,6 +339,7 @@ final class CurlLoop: Sendable {
         // connection for each transfer past that: let --per-host decide (the
         // server's own limit still applies).
         multi.set(CURLMOPT_MAX_CONCURRENT_STREAMS, max(100, configuration.maxTransfersPerHost))
+        counters.stopRequested = { [weak self] id in self?.hasStop(for: id) ?? true }
         let thread = Thread { [self] in self.run() }
         thread.name = "mediafetch.curl"
         thread.start()
@@ -357,6 +366,16 @@ final class CurlLoop: Sendable {
             return Self.claimWake(&inbox)
         }
         if wake { multi.wakeup() }
+    }
+
+    /// Whether a cancel of `id`, or the shutdown, waits for the loop.
+    private func hasStop(for id: TransferID) -> Bool {
+        inbox.withLock { inbox in
+            inbox.shuttingDown || inbox.commands.contains { command in
+                if case .cancel(id) = command { return true }
+                return false
+            }
+        }
     }
 
     /// Whether the caller must wake the loop: only the first command since
@@ -412,6 +431,8 @@ final class CurlLoop: Sendable {
 
         func finish(_ handle: UnsafeMutableRawPointer, code: CURLcode, cancelled: Bool) {
             guard let attempt = running.removeValue(forKey: handle), let easy = handles.removeValue(forKey: handle) else { return }
+            // A write that stopped waiting for the disk because of a stop ends the attempt as that stop would.
+            let cancelled = cancelled || attempt.abort?.kind == .cancelled
             byID[attempt.id] = nil
             let wasPaused = attempt.paused
             if wasPaused {

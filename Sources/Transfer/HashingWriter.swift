@@ -137,8 +137,12 @@ final class HashingWriter: @unchecked Sendable {
     /// thread, and with it every other transfer, for a slow disk; without
     /// `mayPause` it waits all the same (see `Attempt.receiveBody` for when).
     /// `.refused` carries an error seen so far (a failed write on the queue
-    /// shows up at the next call).
-    func write(_ bytes: UnsafeRawBufferPointer, expectedRemaining: Int64? = nil, mayPause: Bool = true) -> BodyWrite {
+    /// shows up at the next call), or `.cancelled` when a write that may
+    /// not pause stopped waiting because `giveUp` said so: it is asked
+    /// every tenth of a second while the writers free chunks, so that a stop
+    /// is not held up for as long as a slow disk needs.
+    func write(_ bytes: UnsafeRawBufferPointer, expectedRemaining: Int64? = nil, mayPause: Bool = true,
+               giveUp: () -> Bool = { false }) -> BodyWrite {
         if let error = failure.withLock({ $0 }) { return .refused(error) }
         guard !bytes.isEmpty else { return .taken }
         // A full chunk kept back at the end of the body (below): more came after all.
@@ -148,7 +152,8 @@ final class HashingWriter: @unchecked Sendable {
         var fresh: [Chunk] = []
         if bytes.count > room {
             let sizes = Self.chunkSizes(for: bytes.count - room, remaining: remaining.map { $0 - Int64(room) })
-            guard let taken = takeChunks(sizes, waiting: !mayPause) else {
+            guard let taken = takeChunks(sizes, waiting: !mayPause, giveUp: giveUp) else {
+                if !mayPause { return .refused(.cancelled) }
                 shortfall = sizes.reduce(0, +)
                 return .full
             }
@@ -175,17 +180,25 @@ final class HashingWriter: @unchecked Sendable {
     }
 
     /// New chunks of these sizes, all or none: nil when they do not fit the
-    /// budget, or with `waiting`, once room comes back. That wait ends:
-    /// chunks being filled are half the budget at most (see `ChunkPool`),
-    /// and the rest are queued to the writer threads, which give them back.
-    private func takeChunks(_ sizes: [Int], waiting: Bool) -> [Chunk]? {
+    /// budget, or with `waiting`, once room comes back, unless `giveUp` says
+    /// to stop first. That wait ends: chunks being filled are half the budget
+    /// at most (see `ChunkPool`), and the rest are queued to the writer
+    /// threads, which give them back.
+    private func takeChunks(_ sizes: [Int], waiting: Bool, giveUp: () -> Bool = { false }) -> [Chunk]? {
         while true {
             if let taken = pool.take(sizes: sizes) { return taken }
-            guard waiting else { return nil }
+            guard waiting, !giveUp() else { return nil }
             let room = DispatchSemaphore(value: 0)
-            if pool.wakeWhenRoom(for: sizes.reduce(0, +), { room.signal() }) { room.wait() }
+            guard pool.wakeWhenRoom(for: sizes.reduce(0, +), { room.signal() }) else { continue }
+            while room.wait(timeout: .now() + Self.stopCheckInterval) == .timedOut {
+                // A late call of the wake-up only signals a semaphore nobody waits on.
+                if giveUp() { return nil }
+            }
         }
     }
+
+    /// How often a write waiting for chunks asks whether to give up.
+    static let stopCheckInterval = DispatchTimeInterval.milliseconds(100)
 
     /// The sizes of the new chunks for `count` bytes past the chunk being
     /// filled, when the body has `remaining` bytes left from the first of them:

@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import Synchronization
 import Testing
 @testable import Transfer
 
@@ -15,7 +16,7 @@ import Testing
         var bytesHeld: Int64 = 0
         var expectedTotal: Int64? { nil }
         func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? { nil }
-        func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool) -> BodyWrite {
+        func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
             if mayPause { return .full }
             Thread.sleep(forTimeInterval: Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18)
             bytesHeld += Int64(bytes.count)
@@ -23,6 +24,26 @@ import Testing
         }
         func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool { false }
         func restart() { bytesHeld = 0 }
+        func attemptFailed() {}
+        func attemptCancelled() {}
+        func attemptSucceeded(then resume: @escaping @Sendable () -> Void) { resume() }
+        func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? { nil }
+    }
+
+    /// A sink that may not pause and has no room, ever: it waits until told to give up.
+    private final class NeverRoomSink: BodySink {
+        var resumeOffset: Int64 { 0 }
+        var resumeValidator: String? { nil }
+        var bytesHeld: Int64 { 0 }
+        var expectedTotal: Int64? { nil }
+        func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? { nil }
+        func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
+            if mayPause { return .full }
+            while !giveUp() { Thread.sleep(forTimeInterval: 0.01) }
+            return .refused(.cancelled)
+        }
+        func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool { true }
+        func restart() {}
         func attemptFailed() {}
         func attemptCancelled() {}
         func attemptSucceeded(then resume: @escaping @Sendable () -> Void) { resume() }
@@ -60,6 +81,33 @@ import Testing
         #expect(later.activeTime(at: now) == now - later.startedAt)
     }
 
+    /// An HTTP/2 write waiting for the disk asks the loop whether its own
+    /// transfer is being stopped, and when it is, ends the attempt as
+    /// cancelled instead of holding the loop until the disk catches up.
+    @Test(.timeLimit(.minutes(1)))
+    func aWriteThatWaitsForTheDiskEndsWhenItsTransferIsStopped() throws {
+        let counters = LoopCounters()
+        let stopped = Mutex<Set<TransferID>>([])
+        counters.stopRequested = { id in stopped.withLock { $0.contains(id) } }
+        let stream = try attempt(statusLine: "HTTP/2 200", sink: NeverRoomSink(), counters: counters)
+        let answer = Mutex<Int?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let body = [UInt8](repeating: 7, count: 10)
+        let handed = UncheckedBox(stream)
+        Thread.detachNewThread {
+            let count = body.withUnsafeBytes { handed.value.receiveBody($0) }
+            answer.withLock { $0 = count }
+            done.signal()
+        }
+        // Another transfer's stop is not this one's: it goes on waiting.
+        stopped.withLock { _ = $0.insert(TransferID(rawValue: 2)) }
+        #expect(done.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+        stopped.withLock { _ = $0.insert(stream.id) }
+        #expect(done.wait(timeout: .now() + .seconds(30)) == .success)
+        #expect(answer.withLock { $0 } == 0)
+        #expect(stream.abort == .cancelled)
+    }
+
     /// A transfer paused for want of chunks (HTTP/1.1) stops its own clock
     /// while paused, and only its own.
     @Test func aPausedAttemptsClockStopsWhileItIsPaused() throws {
@@ -81,4 +129,10 @@ import Testing
         #expect(paused.activeTime(at: later) == later - paused.startedAt - stood)
         #expect(counters.heldByWrites == .zero)
     }
+}
+
+/// Hands a loop-thread object to the one other thread a test plays the loop on.
+private struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

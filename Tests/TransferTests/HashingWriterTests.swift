@@ -243,6 +243,56 @@ import Glibc
         }
     }
 
+    /// A write that may not pause gives up its wait for chunks when asked
+    /// to (a stop), taking nothing: a slow disk does not hold up a Ctrl-C.
+    @Test(.timeLimit(.minutes(1)))
+    func aWriterThatMayNotPauseStopsWaitingWhenToldToGiveUp() async throws {
+        try await TemporaryDirectory.with { directory in
+            let pool = ChunkPool(byteBudget: 2 * ChunkPool.largest)
+            let (writer, fd, path) = try openWriter(in: directory, name: "gives-up.part", directIO: true, pool: pool)
+            defer { _ = close(fd) }
+            // Held for the whole test, as a disk that never finishes would hold it.
+            let held = try #require(pool.take(size: ChunkPool.largest))
+            let content = fixtureBytes(count: ChunkPool.largest + 100_000, seed: 64)
+            let first = ChunkPool.largest - 1_000
+            let answer = content.withUnsafeBytes { bytes in
+                writer.write(UnsafeRawBufferPointer(rebasing: bytes[0..<first]), mayPause: false)
+            }
+            #expect(answer == .taken)
+            let stop = Atomic<Bool>(false)
+            let asked = Atomic<Int>(0)
+            let done = DispatchSemaphore(value: 0)
+            let rest = content[first...]
+            let late = Mutex<BodyWrite?>(nil)
+            Thread.detachNewThread {
+                let answer = rest.withUnsafeBytes { bytes in
+                    writer.write(bytes, mayPause: false, giveUp: {
+                        asked.add(1, ordering: .relaxed)
+                        return stop.load(ordering: .relaxed)
+                    })
+                }
+                late.withLock { $0 = answer }
+                done.signal()
+            }
+            // It asks before it waits, then again as it waits: no answer meanwhile.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while asked.load(ordering: .relaxed) < 3, ContinuousClock.now < deadline { usleep(10_000) }
+            #expect(asked.load(ordering: .relaxed) >= 3)
+            #expect(done.wait(timeout: .now()) == .timedOut)
+            stop.store(true, ordering: .relaxed)
+            #expect(done.wait(timeout: .now() + .seconds(30)) == .success)
+            #expect(late.withLock { $0 } == .refused(.cancelled))
+            // Nothing of the refused bytes was taken: the one chunk in use is still the first one's.
+            #expect(pool.bytesInUse == 2 * ChunkPool.largest)
+            writer.cancelUnwritten()
+            writer.drain()
+            pool.give(held)
+            #expect(pool.bytesInUse == 0)
+            // The file holds no more than the bytes handed over before the stop.
+            #expect((FileManager.default.contents(atPath: path)?.count ?? 0) <= first)
+        }
+    }
+
     /// A cancelled transfer's queued chunks are dropped, not waited for: the
     /// file keeps what reached it, a prefix, and the next run resumes from there.
     @Test(.timeLimit(.minutes(1)))
