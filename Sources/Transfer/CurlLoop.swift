@@ -177,7 +177,11 @@ final class Attempt: @unchecked Sendable {
         if !begun, !beginBody() { return 0 }
         let mayPause = head.majorVersion < 2
         let heldSince = mayPause ? nil : ContinuousClock.now
-        let answer = sink.write(bytes, mayPause: mayPause, giveUp: { [counters, id] in counters.stopRequested(id) })
+        let answer = sink.write(bytes, mayPause: mayPause, giveUp: { [counters, id] in
+            // Asked every tenth of a second while the write waits: progress goes on meanwhile.
+            counters.reportProgressWhileHeld()
+            return counters.stopRequested(id)
+        })
         if let heldSince { counters.heldByWrites += .now - heldSince }
         switch answer {
         case .taken:
@@ -265,6 +269,10 @@ final class LoopCounters: @unchecked Sendable {
     /// shutdown, waits in the inbox. Asked (on the loop thread) by a body
     /// write that waits for the disk, which holds the loop up meanwhile.
     var stopRequested: @Sendable (TransferID) -> Bool = { _ in false }
+    /// Sends the progress snapshot when one is due, from within a body write
+    /// that holds the loop while it waits for the disk (the loop's own tick
+    /// cannot run then): the status line and the JSON lines go on.
+    var reportProgressWhileHeld: () -> Void = {}
 }
 
 /// The thread that owns the `CURLM` and every easy handle. It waits in
@@ -557,6 +565,25 @@ final class CurlLoop: Sendable {
             return roomNow
         }
 
+        /// The progress snapshot: every tick, and while a write holds the loop.
+        func reportProgress(at now: ContinuousClock.Instant) {
+            let rate = rateWindow.record(counters.bytesReceived, at: now)
+            lastTick = now
+            let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
+                TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
+            }
+            var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
+                                          bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
+            (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaitState(at: now)
+            events.yield(.progress(snapshot))
+        }
+        // Only reads what the loop holds (no libcurl call), so it may run inside a libcurl callback.
+        counters.reportProgressWhileHeld = {
+            let now = ContinuousClock.now
+            if now - lastTick >= tickInterval { reportProgress(at: now) }
+        }
+        defer { counters.reportProgressWhileHeld = {} }
+
         while true {
             let (commands, stopping, room) = inbox.withLock { inbox in
                 defer {
@@ -622,15 +649,7 @@ final class CurlLoop: Sendable {
                         finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                     }
                 }
-                let rate = rateWindow.record(counters.bytesReceived, at: now)
-                lastTick = now
-                let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
-                    TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
-                }
-                var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
-                                              bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
-                (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaitState(at: now)
-                events.yield(.progress(snapshot))
+                reportProgress(at: now)
             }
 
             let untilTick = tickInterval - (ContinuousClock.now - lastTick)

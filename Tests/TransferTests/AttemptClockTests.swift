@@ -83,12 +83,15 @@ import Testing
 
     /// An HTTP/2 write waiting for the disk asks the loop whether its own
     /// transfer is being stopped, and when it is, ends the attempt as
-    /// cancelled instead of holding the loop until the disk catches up.
+    /// cancelled instead of holding the loop until the disk catches up;
+    /// meanwhile the loop's progress goes on.
     @Test(.timeLimit(.minutes(1)))
     func aWriteThatWaitsForTheDiskEndsWhenItsTransferIsStopped() throws {
         let counters = LoopCounters()
         let stopped = Mutex<Set<TransferID>>([])
         counters.stopRequested = { id in stopped.withLock { $0.contains(id) } }
+        let reports = Atomic<Int>(0)
+        counters.reportProgressWhileHeld = { reports.add(1, ordering: .relaxed) }
         let stream = try attempt(statusLine: "HTTP/2 200", sink: NeverRoomSink(), counters: counters)
         let answer = Mutex<Int?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -106,6 +109,8 @@ import Testing
         #expect(done.wait(timeout: .now() + .seconds(30)) == .success)
         #expect(answer.withLock { $0 } == 0)
         #expect(stream.abort == .cancelled)
+        // The loop's progress was asked for while the write held it.
+        #expect(reports.load(ordering: .relaxed) >= 2)
     }
 
     /// A transfer paused for want of chunks (HTTP/1.1) stops its own clock
