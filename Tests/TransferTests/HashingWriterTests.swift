@@ -208,22 +208,31 @@ import Glibc
         }
     }
 
+    /// A writer whose pool has room for two chunks, one of them `held`
+    /// elsewhere, and the other filled with all but 1,000 bytes of
+    /// `content`'s first `first`: the budget is spent, and the rest of
+    /// `content` needs a chunk that is not there.
+    private func writerWithItsBudgetSpent(in directory: TemporaryDirectory, seed: UInt64) throws
+        -> (writer: HashingWriter, descriptor: Int32, path: String, pool: ChunkPool, held: Chunk, content: Data, first: Int) {
+        let pool = ChunkPool(byteBudget: 2 * ChunkPool.largest)
+        let (writer, fd, path) = try openWriter(in: directory, name: "spent-\(seed).part", directIO: true, pool: pool)
+        let held = try #require(pool.take(size: ChunkPool.largest))
+        let content = fixtureBytes(count: ChunkPool.largest + 100_000, seed: seed)
+        let first = ChunkPool.largest - 1_000
+        let answer = content.withUnsafeBytes { bytes in
+            writer.write(UnsafeRawBufferPointer(rebasing: bytes[0..<first]), mayPause: false)
+        }
+        #expect(answer == .taken)
+        return (writer, fd, path, pool, held, content, first)
+    }
+
     /// A write that may not pause (an HTTP/2 stream) waits for room instead,
     /// and then takes every byte.
     @Test(.timeLimit(.minutes(1)))
     func aWriterThatMayNotPauseWaitsForAChunkToComeBack() async throws {
         try await TemporaryDirectory.with { directory in
-            let pool = ChunkPool(byteBudget: 2 * ChunkPool.largest)
-            let (writer, fd, path) = try openWriter(in: directory, name: "waits.part", directIO: true, pool: pool)
+            let (writer, fd, path, pool, held, content, first) = try writerWithItsBudgetSpent(in: directory, seed: 63)
             defer { _ = close(fd) }
-            let held = try #require(pool.take(size: ChunkPool.largest))
-            // Fills its one chunk but for 1,000 bytes: the budget is spent.
-            let content = fixtureBytes(count: ChunkPool.largest + 100_000, seed: 63)
-            let first = ChunkPool.largest - 1_000
-            let answer = content.withUnsafeBytes { bytes in
-                writer.write(UnsafeRawBufferPointer(rebasing: bytes[0..<first]), mayPause: false)
-            }
-            #expect(answer == .taken)
             // The rest needs a new chunk: the write waits on another thread until one comes back.
             let done = DispatchSemaphore(value: 0)
             let rest = content[first...]
@@ -248,17 +257,9 @@ import Glibc
     @Test(.timeLimit(.minutes(1)))
     func aWriterThatMayNotPauseStopsWaitingWhenToldToGiveUp() async throws {
         try await TemporaryDirectory.with { directory in
-            let pool = ChunkPool(byteBudget: 2 * ChunkPool.largest)
-            let (writer, fd, path) = try openWriter(in: directory, name: "gives-up.part", directIO: true, pool: pool)
+            // The other chunk is held for the whole test, as a disk that never finishes would hold it.
+            let (writer, fd, path, pool, held, content, first) = try writerWithItsBudgetSpent(in: directory, seed: 64)
             defer { _ = close(fd) }
-            // Held for the whole test, as a disk that never finishes would hold it.
-            let held = try #require(pool.take(size: ChunkPool.largest))
-            let content = fixtureBytes(count: ChunkPool.largest + 100_000, seed: 64)
-            let first = ChunkPool.largest - 1_000
-            let answer = content.withUnsafeBytes { bytes in
-                writer.write(UnsafeRawBufferPointer(rebasing: bytes[0..<first]), mayPause: false)
-            }
-            #expect(answer == .taken)
             let stop = Atomic<Bool>(false)
             let asked = Atomic<Int>(0)
             let done = DispatchSemaphore(value: 0)
