@@ -432,7 +432,8 @@ public final class FetchJob: Sendable {
     }
 
     /// Hands a downloaded body to the ingestor; the group commit happens on
-    /// the ingest thread.
+    /// the ingest thread (and its rows on the one beside it, see `Ingestor.step`):
+    /// the completion may run on either, so it touches only what is thread-safe.
     private func store(_ body: DownloadedBody, of item: FetchItem, ingestor: Ingestor,
                        whenRoom: @escaping @Sendable () -> Void) {
         var record = IngestRecord(

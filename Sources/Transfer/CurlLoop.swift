@@ -303,12 +303,14 @@ final class CurlLoop: Sendable {
         }
     }
 
-    private enum Command {
+    /// What other threads ask of the loop (internal for tests).
+    enum Command {
         case start(Attempt)
         case cancel(TransferID)
     }
 
-    private struct Inbox {
+    /// Commands waiting for the loop, and what else it must look at (internal for tests).
+    struct Inbox {
         var commands: [Command] = []
         var shuttingDown = false
         /// A wake-up was sent that the loop has not answered yet: further
@@ -316,6 +318,14 @@ final class CurlLoop: Sendable {
         var wakePending = false
         /// A chunk pool has room again for a paused transfer.
         var roomReturned = false
+
+        /// Whether transfer `id` is being stopped: a cancel of it, or the shutdown, waits here.
+        func stops(_ id: TransferID) -> Bool {
+            shuttingDown || commands.contains { command in
+                if case .cancel(id) = command { return true }
+                return false
+            }
+        }
     }
 
     private let multi: CurlMulti
@@ -378,12 +388,7 @@ final class CurlLoop: Sendable {
 
     /// Whether a cancel of `id`, or the shutdown, waits for the loop.
     private func hasStop(for id: TransferID) -> Bool {
-        inbox.withLock { inbox in
-            inbox.shuttingDown || inbox.commands.contains { command in
-                if case .cancel(id) = command { return true }
-                return false
-            }
-        }
+        inbox.withLock { $0.stops(id) }
     }
 
     /// Whether the caller must wake the loop: only the first command since
@@ -426,6 +431,10 @@ final class CurlLoop: Sendable {
         var paused: [Attempt] = []
         var resumeAtOnce = false
         var lastTick = ContinuousClock.now
+        /// When the last progress snapshot went out: a write that holds the
+        /// loop may send one between ticks, which must not put off the
+        /// tick's own checks (stalls, `--timeout`, paused transfers).
+        var lastReport = lastTick
         var rateWindow = RateWindow(span: Self.rateWindowSpan(bytesPerSecond: configuration.maxBytesPerSecond), start: lastTick)
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
@@ -568,7 +577,7 @@ final class CurlLoop: Sendable {
         /// The progress snapshot: every tick, and while a write holds the loop.
         func reportProgress(at now: ContinuousClock.Instant) {
             let rate = rateWindow.record(counters.bytesReceived, at: now)
-            lastTick = now
+            lastReport = now
             let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
                 TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
             }
@@ -580,9 +589,8 @@ final class CurlLoop: Sendable {
         // Only reads what the loop holds (no libcurl call), so it may run inside a libcurl callback.
         counters.reportProgressWhileHeld = {
             let now = ContinuousClock.now
-            if now - lastTick >= tickInterval { reportProgress(at: now) }
+            if now - lastReport >= tickInterval { reportProgress(at: now) }
         }
-        defer { counters.reportProgressWhileHeld = {} }
 
         while true {
             let (commands, stopping, room) = inbox.withLock { inbox in
@@ -628,6 +636,7 @@ final class CurlLoop: Sendable {
 
             let now = ContinuousClock.now
             if now - lastTick >= tickInterval {
+                lastTick = now
                 if !paused.isEmpty {
                     // A safety net for the wake-ups (the transfer that was to
                     // register the next one may have ended meanwhile): paused
@@ -657,6 +666,8 @@ final class CurlLoop: Sendable {
             _ = curl_multi_poll(multi.handle, nil, 0, waitMs, nil)
         }
 
+        // Nothing holds the loop any more; the closure held the loop's state (and the loop).
+        counters.reportProgressWhileHeld = {}
         for handle in Array(running.keys) { finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
         // Attempts still waiting for a slot, or posted after the last drain, end as cancelled too.
         for attempt in slots.removeAllWaiting() { Self.endCancelled(attempt) }

@@ -92,6 +92,8 @@ import Testing
         counters.stopRequested = { id in stopped.withLock { $0.contains(id) } }
         let reports = Atomic<Int>(0)
         counters.reportProgressWhileHeld = { reports.add(1, ordering: .relaxed) }
+        // Another transfer's stop is not this one's.
+        stopped.withLock { _ = $0.insert(TransferID(rawValue: 2)) }
         let stream = try attempt(statusLine: "HTTP/2 200", sink: NeverRoomSink(), counters: counters)
         let answer = Mutex<Int?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -102,15 +104,29 @@ import Testing
             answer.withLock { $0 = count }
             done.signal()
         }
-        // Another transfer's stop is not this one's: it goes on waiting.
-        stopped.withLock { _ = $0.insert(TransferID(rawValue: 2)) }
-        #expect(done.wait(timeout: .now() + .milliseconds(200)) == .timedOut)
+        // It looks (and reports progress) again and again, and goes on waiting.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while reports.load(ordering: .relaxed) < 3, ContinuousClock.now < deadline { usleep(10_000) }
+        #expect(reports.load(ordering: .relaxed) >= 3)
+        #expect(done.wait(timeout: .now()) == .timedOut)
         stopped.withLock { _ = $0.insert(stream.id) }
         #expect(done.wait(timeout: .now() + .seconds(30)) == .success)
         #expect(answer.withLock { $0 } == 0)
         #expect(stream.abort == .cancelled)
-        // The loop's progress was asked for while the write held it.
-        #expect(reports.load(ordering: .relaxed) >= 2)
+    }
+
+    /// What the loop's inbox says of a transfer: stopped by a cancel of it
+    /// or by the shutdown, not by another transfer's cancel.
+    @Test func theInboxStopsATransferForItsOwnCancelOrTheShutdown() {
+        var inbox = CurlLoop.Inbox()
+        #expect(!inbox.stops(TransferID(rawValue: 1)))
+        inbox.commands = [.cancel(TransferID(rawValue: 2)), .cancel(TransferID(rawValue: 1))]
+        #expect(inbox.stops(TransferID(rawValue: 1)))
+        #expect(inbox.stops(TransferID(rawValue: 2)))
+        #expect(!inbox.stops(TransferID(rawValue: 3)))
+        inbox.commands = []
+        inbox.shuttingDown = true
+        #expect(inbox.stops(TransferID(rawValue: 3)))
     }
 
     /// A transfer paused for want of chunks (HTTP/1.1) stops its own clock
