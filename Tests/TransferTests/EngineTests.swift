@@ -51,6 +51,50 @@ import TestSupport
         }
     }
 
+    /// A sink that refuses every body byte as cancelled, as a write does
+    /// that stopped waiting for the disk because its transfer was stopped.
+    private final class StoppedSink: BodySink {
+        let ends = Mutex<[String]>([])
+        var resumeOffset: Int64 { 0 }
+        var resumeValidator: String? { nil }
+        var bytesHeld: Int64 { 0 }
+        var expectedTotal: Int64? { nil }
+        func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? { nil }
+        func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite { .refused(.cancelled) }
+        func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool { false }
+        func restart() {}
+        func attemptFailed() { ends.withLock { $0.append("failed") } }
+        func attemptCancelled() { ends.withLock { $0.append("cancelled") } }
+        func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
+            ends.withLock { $0.append("succeeded") }
+            resume()
+        }
+        func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? { nil }
+    }
+
+    /// An attempt whose body write gave up because its transfer is being
+    /// stopped ends as cancelled, not failed: the sink drops what it has
+    /// queued instead of writing it, and the attempt is not retried.
+    @Test func anAttemptWhoseWriteGaveUpForAStopEndsAsCancelled() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            origin.addResource("/stopped.bin", data: fixtureBytes(count: 100_000, seed: 71))
+            let sink = StoppedSink()
+            let attempt = engine.makeAttempt(id: engine.nextTransferID(), target: try RequestTarget(origin.url("/stopped.bin")),
+                                             number: 1, sink: sink)
+            let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<AttemptOutcome, Never>) in
+                attempt.onEnd = { continuation.resume(returning: $0) }
+                if !engine.submit(attempt) { attempt.takeOnEnd()?(.cancelled()) }
+            }
+            #expect(outcome.cancelled)
+            #expect(sink.ends.withLock { $0 } == ["cancelled"])
+            if case .failure(let error) = TransferEngine.classify(outcome) {
+                #expect(error.kind == .cancelled)
+            } else {
+                Issue.record("a stopped attempt classified as a success")
+            }
+        }
+    }
+
     /// A run without retries that fails on `url` (a fault set up by the caller) and keeps its partial.
     private func failOnce(_ url: String, partials: String) async throws {
         try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
