@@ -357,7 +357,7 @@ final class CurlLoop: Sendable {
         // connection for each transfer past that: let --per-host decide (the
         // server's own limit still applies).
         multi.set(CURLMOPT_MAX_CONCURRENT_STREAMS, max(100, configuration.maxTransfersPerHost))
-        counters.stopRequested = { [weak self] id in self?.hasStop(for: id) ?? true }
+        counters.stopRequested = { [weak self] id in self?.inbox.withLock { $0.stops(id) } ?? true }
         let thread = Thread { [self] in self.run() }
         thread.name = "mediafetch.curl"
         thread.start()
@@ -384,11 +384,6 @@ final class CurlLoop: Sendable {
             return Self.claimWake(&inbox)
         }
         if wake { multi.wakeup() }
-    }
-
-    /// Whether a cancel of `id`, or the shutdown, waits for the loop.
-    private func hasStop(for id: TransferID) -> Bool {
-        inbox.withLock { $0.stops(id) }
     }
 
     /// Whether the caller must wake the loop: only the first command since

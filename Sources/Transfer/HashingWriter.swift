@@ -184,7 +184,7 @@ final class HashingWriter: @unchecked Sendable {
     /// to stop first. That wait ends: chunks being filled are half the budget
     /// at most (see `ChunkPool`), and the rest are queued to the writer
     /// threads, which give them back.
-    private func takeChunks(_ sizes: [Int], waiting: Bool, giveUp: () -> Bool = { false }) -> [Chunk]? {
+    private func takeChunks(_ sizes: [Int], waiting: Bool, giveUp: () -> Bool) -> [Chunk]? {
         while true {
             if let taken = pool.take(sizes: sizes) { return taken }
             guard waiting, !giveUp() else { return nil }

@@ -2,6 +2,7 @@ import CCurl
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 @testable import Transfer
 
 /// The clock `--timeout` is kept on: an attempt's waits for the disk are not its time.
@@ -105,9 +106,7 @@ import Testing
             done.signal()
         }
         // It looks (and reports progress) again and again, and goes on waiting.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while reports.load(ordering: .relaxed) < 3, ContinuousClock.now < deadline { usleep(10_000) }
-        #expect(reports.load(ordering: .relaxed) >= 3)
+        #expect(waitUntil { reports.load(ordering: .relaxed) >= 3 })
         #expect(done.wait(timeout: .now()) == .timedOut)
         stopped.withLock { _ = $0.insert(stream.id) }
         #expect(done.wait(timeout: .now() + .seconds(30)) == .success)
