@@ -26,9 +26,12 @@ final class Attempt: @unchecked Sendable {
     /// connection has answered (see `SlotQueue`).
     var isProbe = false
 
-    /// The connection is set up and has said what it speaks: called by libcurl
-    /// just before the request goes out (CURLOPT_PREREQFUNCTION), or, with a
-    /// libcurl too old for that, when the response head is complete.
+    /// The connection has said what it speaks: called when the response head
+    /// is complete. Not earlier, when the request goes out: an HTTP/2
+    /// connection's limit on streams is the server's SETTINGS frame, and
+    /// until libcurl has read it, it assumes 100; a host's other transfers
+    /// started then (at `--per-host` above 100) opened connections of their
+    /// own past the hundredth (seen once in CI: 120 transfers on 21 connections).
     func connectionAnswered() {
         connected = true
         guard isProbe else { return }
@@ -97,7 +100,7 @@ final class Attempt: @unchecked Sendable {
     /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
     func connectionReady() {
         lastActivity = .now
-        connectionAnswered()
+        connected = true
     }
     /// When libcurl took the attempt, and the body bytes it has received
     /// since: under `--limit-rate` they say how long libcurl may hold it back.
@@ -763,8 +766,7 @@ final class CurlLoop: Sendable {
             let length = size * count
             return Attempt.from(userdata: userdata).receiveBody(UnsafeRawBufferPointer(start: data, count: length))
         })
-        // An HTTPS host's other transfers wait for its first to get a
-        // connection (see `SlotQueue`): this says when it has one.
+        // The stall clock counts from here: the connection is made.
         _ = easy.setConnectionReady { clientp, _, _, _, _ in
             if let clientp { Attempt.from(userdata: clientp).connectionReady() }
             return 0 // CURL_PREREQFUNC_OK
