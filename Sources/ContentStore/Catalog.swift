@@ -301,24 +301,33 @@ public final class Catalog: Sendable {
         let now = date.timeIntervalSince1970
         try database.write { db in
             var collectionIDs: [String: Int64] = [:]
+            // Looked up once a group, not once a row: the cache finds a
+            // statement by hashing its whole text.
+            let insertObject = try db.cachedStatement(sql: """
+                INSERT INTO object (hash, size, mediaType, storedAt, lastAccessAt) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(hash) DO UPDATE SET lastAccessAt = max(lastAccessAt, excluded.lastAccessAt)
+                """)
+            let insertSource = try db.cachedStatement(sql: """
+                INSERT INTO source (url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt)
+                VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)
+                ON CONFLICT(url) DO UPDATE SET hash = excluded.hash, etag = excluded.etag,
+                  lastModified = excluded.lastModified, contentType = excluded.contentType,
+                  fetchedAt = excluded.fetchedAt, lastError = NULL, lastErrorAt = NULL
+                WHERE NOT ? OR source.hash IS NULL OR source.fetchedAt IS NULL
+                  OR source.fetchedAt <= excluded.fetchedAt
+                """)
+            let insertItem = try db.cachedStatement(sql: """
+                INSERT INTO item (collectionId, url, kind, title, addedAt, metadata) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(collectionId, url) DO UPDATE SET kind = excluded.kind,
+                  title = coalesce(excluded.title, item.title), metadata = coalesce(excluded.metadata, item.metadata)
+                """)
             for record in records {
                 let url = URLPassword.removed(from: record.url)
                 // Recency never moves back (a late row's date is older than a use since).
-                try db.cachedStatement(sql: """
-                    INSERT INTO object (hash, size, mediaType, storedAt, lastAccessAt) VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT(hash) DO UPDATE SET lastAccessAt = max(lastAccessAt, excluded.lastAccessAt)
-                    """).execute(arguments: [record.sha256, record.size, record.contentType, now, now])
+                try insertObject.execute(arguments: [record.sha256, record.size, record.contentType, now, now])
                 if record.fetched {
-                    try db.cachedStatement(sql: """
-                        INSERT INTO source (url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt)
-                        VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)
-                        ON CONFLICT(url) DO UPDATE SET hash = excluded.hash, etag = excluded.etag,
-                          lastModified = excluded.lastModified, contentType = excluded.contentType,
-                          fetchedAt = excluded.fetchedAt, lastError = NULL, lastErrorAt = NULL
-                        WHERE NOT ? OR source.hash IS NULL OR source.fetchedAt IS NULL
-                          OR source.fetchedAt <= excluded.fetchedAt
-                        """).execute(arguments: [url, record.sha256, record.etag, record.lastModified,
-                                         record.contentType, now, kept])
+                    try insertSource.execute(arguments: [url, record.sha256, record.etag, record.lastModified,
+                                                         record.contentType, now, kept])
                 }
                 if let missing = record.replacesMissingObject, missing != record.sha256 {
                     // Fetched again with other bytes: the old object has no file, and now maybe no URL.
@@ -326,11 +335,7 @@ public final class Catalog: Sendable {
                 }
                 let collectionID = try collectionIDs[record.collection] ?? Self.collectionID(named: record.collection, in: db, now: now)
                 collectionIDs[record.collection] = collectionID
-                try db.cachedStatement(sql: """
-                    INSERT INTO item (collectionId, url, kind, title, addedAt, metadata) VALUES (?, ?, ?, ?, ?, ?)
-                    ON CONFLICT(collectionId, url) DO UPDATE SET kind = excluded.kind,
-                      title = coalesce(excluded.title, item.title), metadata = coalesce(excluded.metadata, item.metadata)
-                    """).execute(arguments: [collectionID, url, record.kind.rawValue, record.title, now, record.metadata])
+                try insertItem.execute(arguments: [collectionID, url, record.kind.rawValue, record.title, now, record.metadata])
             }
             for failure in failures {
                 let url = URLPassword.removed(from: failure.url)
