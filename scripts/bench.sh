@@ -6,8 +6,10 @@
 # Serves generated files from nginx on 127.0.0.1 and downloads every workload
 # with each tool in turn (mediafetch, curl, curl+sync, aria2c, then again), so all
 # see the same machine state. curl+sync is curl then sync(1): curl's cost with its
-# files on disk at the end, as mediafetch's are; it is shown for context. Prints a table of wall time, CPU time and peak RSS, writes
-# the same numbers as JSON lines to $BENCH_DIR/results.jsonl.
+# files on disk at the end, as mediafetch's are; it is shown for context. Prints a table of wall time, CPU time,
+# the server's CPU time during the run and peak RSS, writes the same numbers as JSON lines to
+# $BENCH_DIR/results.jsonl, and mediafetch's CPU floor: its CPU time and the server's spread
+# over every core, the least wall time that much work can take on this machine.
 #
 # This measures; it does not judge. It exits 0 when every tool run succeeded,
 # whatever the ratios, and non-zero when a tool failed or the setup did.
@@ -214,6 +216,11 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 curl -sf -o /dev/null "$probe" || die "nginx does not answer on 127.0.0.1:$PORT"
+# The server shares the cores with the tool under test: its CPU time per run
+# (from the worker's schedstat, in nanoseconds) shows how much of the machine
+# each tool left to itself.
+NGINX_WORKER="$(pgrep -P "$NGINX_PID" | head -n1 || true)"
+server_cpu_ns() { if [[ -r /proc/$NGINX_WORKER/schedstat ]]; then awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat"; else echo 0; fi; }
 
 # --- Per-workload inputs -----------------------------------------------------
 
@@ -273,7 +280,7 @@ printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","curl
 measure() { # workload run tool
     local w="$1" run="$2" tool="$3"
     local dest="$OUT/$w-$tool-$run" logf="$LOGS/$w-$tool-$run.log" timef="$LOGS/$w-$tool-$run.time"
-    local status=0 wall rss user sys files bytes ok=true objects load
+    local status=0 wall rss user sys files bytes ok=true objects load server_before server_after
     mkdir -p "$dest"
     # Flush the previous run's writeback so it isn't billed to this one.
     sync
@@ -282,7 +289,9 @@ measure() { # workload run tool
     read -r load _ </proc/loadavg
     command_for "$tool" "$w" "$dest"
     # CPU seconds too: on a 2-core box they tell a lean tool from a lucky one.
+    server_before=$(server_cpu_ns)
     /usr/bin/time -f '%e %M %U %S' -o "$timef" -- "${CMD[@]}" >"$logf" 2>&1 || status=$?
+    server_after=$(server_cpu_ns)
     # GNU time puts "Command exited with non-zero status N" before the numbers.
     read -r wall rss user sys < <(tail -n1 "$timef")
     objects="$dest"
@@ -297,8 +306,9 @@ measure() { # workload run tool
     fi
     printf '    %-10s run %d: %7.2f s  %7.1f MiB  load %s  %s\n' "$tool" "$run" "$wall" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
         "$load" "$($ok && echo ok || echo FAILED)" >&2
-    printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s,"cpu_user_s":%s,"cpu_sys_s":%s,"loadavg_1m":%s}\n' \
-        "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" "$user" "$sys" "$load" >>"$RESULTS"
+    printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s,"cpu_user_s":%s,"cpu_sys_s":%s,"server_cpu_s":%s,"loadavg_1m":%s}\n' \
+        "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" "$user" "$sys" \
+        "$(awk -v a="$server_before" -v b="$server_after" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')" "$load" >>"$RESULTS"
     # Outputs stay until the workload is done (see KEEP_OUTPUTS below).
     $KEEP_OUTPUTS || rm -rf "$dest"
 }
@@ -353,25 +363,29 @@ for w in workloads:
     total_mib = count * each / (1 << 20)
     print()
     print(f"{w}: {count} x {size(each)} ({total_mib:.0f} MiB)")
-    print(f"  {'tool':<11}{'median s':>9}{'min s':>8}{'max s':>8}{'MiB/s':>9}{'CPU s':>8}{'RSS MiB':>9}  failed")
+    print(f"  {'tool':<11}{'median s':>9}{'min s':>8}{'max s':>8}{'MiB/s':>9}{'CPU s':>8}{'srv CPU':>8}{'RSS MiB':>9}  failed")
     medians = {}
+    cpus = {}
     for tool in tools:
         good = [r for r in rows if r["tool"] == tool and r["ok"]]
         failed = sum(1 for r in rows if r["tool"] == tool and not r["ok"])
         if not good:
-            print(f"  {tool:<11}{'-':>9}{'-':>8}{'-':>8}{'-':>9}{'-':>8}{'-':>9}  {failed}")
+            print(f"  {tool:<11}{'-':>9}{'-':>8}{'-':>8}{'-':>9}{'-':>8}{'-':>8}{'-':>9}  {failed}")
             continue
         walls = [r["wall_s"] for r in good]
         median = statistics.median(walls)
         rss = statistics.median(r["peak_rss_kib"] for r in good) / 1024
         rate = total_mib / median if median > 0 else float("inf")
         cpu = statistics.median(r["cpu_user_s"] + r["cpu_sys_s"] for r in good)
+        server = statistics.median(r.get("server_cpu_s", 0) for r in good)
         medians[tool] = median
-        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{cpu:>8.2f}{rss:>9.1f}  {failed}")
+        cpus[tool] = (cpu, server)
+        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{cpu:>8.2f}{server:>8.2f}{rss:>9.1f}  {failed}")
         summaries.append({"type": "summary", "run_id": meta["run_id"], "workload": w, "tool": tool,
                           "runs_ok": len(good), "runs_failed": failed,
                           "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
-                          "median_peak_rss_mib": round(rss, 1), "median_cpu_s": round(cpu, 2), "median_mib_per_s": round(rate, 1)})
+                          "median_peak_rss_mib": round(rss, 1), "median_cpu_s": round(cpu, 2),
+                          "median_server_cpu_s": round(server, 3), "median_mib_per_s": round(rate, 1)})
     ratios = {}
     for other in ("curl", "aria2c", "curl+sync"):
         if "mediafetch" in medians and medians.get(other):
@@ -381,6 +395,12 @@ for w in workloads:
               + "  (below 1: mediafetch faster)")
         summaries.append({"type": "ratio", "run_id": meta["run_id"], "workload": w,
                           **{f"mediafetch_over_{k.replace('+', '_')}": round(v, 3) for k, v in ratios.items()}})
+    if "mediafetch" in cpus and meta["cores"] > 0:
+        # No run can take less wall time than its CPU time and the server's
+        # spread over every core: what the machine had to give, at best.
+        cpu, server = cpus["mediafetch"]
+        print(f"  mediafetch's CPU floor: ({cpu:.2f} s + server {server:.2f} s) / {meta['cores']} cores = "
+              f"{(cpu + server) / meta['cores']:.2f} s, the least wall time that CPU allows on this machine")
 with open(path, "a") as f:
     for s in summaries:
         f.write(json.dumps(s, separators=(",", ":")) + "\n")
