@@ -219,8 +219,11 @@ curl -sf -o /dev/null "$probe" || die "nginx does not answer on 127.0.0.1:$PORT"
 # The server shares the cores with the tool under test: its CPU time per run
 # (from the worker's schedstat, in nanoseconds) shows how much of the machine
 # each tool left to itself.
-NGINX_WORKER="$(pgrep -P "$NGINX_PID" | head -n1 || true)"
-server_cpu_ns() { if [[ -r /proc/$NGINX_WORKER/schedstat ]]; then awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat"; else echo 0; fi; }
+# The worker is the master's child (field 4 of /proc/PID/stat; nginx's comm has no spaces).
+NGINX_WORKER="$(awk -v master="$NGINX_PID" '$4 == master { print $1; exit }' /proc/[0-9]*/stat 2>/dev/null || true)"
+[[ -n "$NGINX_WORKER" ]] || log "nginx's worker process not found: the server's CPU is not measured"
+# Empty when it cannot be read; the report then shows "-".
+server_cpu_ns() { [[ -n "$NGINX_WORKER" && -r /proc/$NGINX_WORKER/schedstat ]] && awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat"; true; }
 
 # --- Per-workload inputs -----------------------------------------------------
 
@@ -308,7 +311,9 @@ measure() { # workload run tool
         "$load" "$($ok && echo ok || echo FAILED)" >&2
     printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s,"cpu_user_s":%s,"cpu_sys_s":%s,"server_cpu_s":%s,"loadavg_1m":%s}\n' \
         "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" "$user" "$sys" \
-        "$(awk -v a="$server_before" -v b="$server_after" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')" "$load" >>"$RESULTS"
+        "$(if [[ -n "$server_before" && -n "$server_after" ]]; then
+               awk -v a="$server_before" -v b="$server_after" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
+           else echo null; fi)" "$load" >>"$RESULTS"
     # Outputs stay until the workload is done (see KEEP_OUTPUTS below).
     $KEEP_OUTPUTS || rm -rf "$dest"
 }
@@ -377,15 +382,18 @@ for w in workloads:
         rss = statistics.median(r["peak_rss_kib"] for r in good) / 1024
         rate = total_mib / median if median > 0 else float("inf")
         cpu = statistics.median(r["cpu_user_s"] + r["cpu_sys_s"] for r in good)
-        server = statistics.median(r.get("server_cpu_s", 0) for r in good)
+        measured = [r["server_cpu_s"] for r in good if r.get("server_cpu_s") is not None]
+        server = statistics.median(measured) if measured else None
         medians[tool] = median
         cpus[tool] = (cpu, server)
-        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{cpu:>8.2f}{server:>8.2f}{rss:>9.1f}  {failed}")
+        shown = f"{server:>8.2f}" if server is not None else f"{'-':>8}"
+        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{cpu:>8.2f}{shown}{rss:>9.1f}  {failed}")
         summaries.append({"type": "summary", "run_id": meta["run_id"], "workload": w, "tool": tool,
                           "runs_ok": len(good), "runs_failed": failed,
                           "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
                           "median_peak_rss_mib": round(rss, 1), "median_cpu_s": round(cpu, 2),
-                          "median_server_cpu_s": round(server, 3), "median_mib_per_s": round(rate, 1)})
+                          "median_server_cpu_s": None if server is None else round(server, 3),
+                          "median_mib_per_s": round(rate, 1)})
     ratios = {}
     for other in ("curl", "aria2c", "curl+sync"):
         if "mediafetch" in medians and medians.get(other):
@@ -395,7 +403,7 @@ for w in workloads:
               + "  (below 1: mediafetch faster)")
         summaries.append({"type": "ratio", "run_id": meta["run_id"], "workload": w,
                           **{f"mediafetch_over_{k.replace('+', '_')}": round(v, 3) for k, v in ratios.items()}})
-    if "mediafetch" in cpus and meta["cores"] > 0:
+    if "mediafetch" in cpus and cpus["mediafetch"][1] is not None and meta["cores"] > 0:
         # No run can take less wall time than its CPU time and the server's
         # spread over every core: what the machine had to give, at best.
         cpu, server = cpus["mediafetch"]
