@@ -180,6 +180,11 @@ final class PartialFile {
         }
         let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
         let finished = "\(path).\(getpid())-\(sequence).done"
+        // Unlocked from here on: dated now, or another process's sweep would
+        // take a body resumed from an old partial (a 416 proved it complete,
+        // so no byte was written) for one left by a crash, and remove it
+        // before it is stored. Best effort: the file is ours to date.
+        _ = futimens(descriptor, nil)
         guard rename(path, finished) == 0 else { throw Self.error("cannot rename", path) }
         return FinishedFile(path: finished, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
     }

@@ -47,6 +47,27 @@ import Glibc
         }
     }
 
+    /// A finished body renamed to a private name (past the holding budget)
+    /// is unlocked until the store takes it; one resumed from an old partial
+    /// gets no new bytes, and must not look a day old to another process's sweep.
+    @Test func aFinishedBodyPastTheBudgetIsDatedNowForTheSweep() async throws {
+        try await TemporaryDirectory.with { directory in
+            let partial = try PartialFile(directory: directory.path, url: "http://example.test/old")
+            partial.recordValidator("\"v1\"")
+            let body = [UInt8](repeating: 9, count: 5000)
+            #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == body.count)
+            // Written a week ago, as a partial left by an earlier run.
+            let weekAgo = timespec(tv_sec: time(nil) - 8 * 86_400, tv_nsec: 0)
+            let times = [weekAgo, weekAgo]
+            #expect(futimens(partial.descriptor, times) == 0)
+            let finished = try partial.complete(budget: FinishedFile.Budget(limit: 0))
+            defer { finished.release() }
+            #expect(finished.path.hasSuffix(".done"))
+            #expect(PartialFile.sweep(directory: directory.path) == 0)
+            #expect(FileManager.default.contents(atPath: finished.path) == Data(body))
+        }
+    }
+
     /// Leaves a partial of `bytes` bytes for `url` with its validator, as an interrupted run does.
     private func leavePartial(in directory: String, url: String, bytes: Int, validator: String) throws -> String {
         let partial = try PartialFile(directory: directory, url: url)
