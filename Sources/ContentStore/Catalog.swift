@@ -48,14 +48,16 @@ public final class Catalog: Sendable {
     }
 
     /// Whether `error` came from the catalog as a whole rather than from one
-    /// row: a lock held past the wait, a full disk, a damaged file. Trying
-    /// each row of a group on its own then only repeats it, once a row (a
-    /// lock that stayed cost another minute per item).
+    /// row: a lock held past the wait, a full disk, a damaged file, no
+    /// permission, no memory. Trying each row of a group on its own then only
+    /// repeats it, once a row (a lock that stayed cost another minute per
+    /// item), and the rows are not kept for the next run.
     public static func failsEveryRow(_ error: any Error) -> Bool {
         guard let error = error as? DatabaseError else { return true }
         switch error.resultCode {
         case .SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_NOTADB,
-             .SQLITE_READONLY, .SQLITE_CANTOPEN:
+             .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_NOMEM, .SQLITE_PROTOCOL, .SQLITE_NOLFS,
+             .SQLITE_INTERRUPT:
             return true
         default:
             return false

@@ -257,7 +257,8 @@ import TestSupport
     /// A group whose transaction failed is tried row by row only when a row
     /// may be the cause: a lock held past its minute cost another minute an item.
     @Test func onlyARowsOwnErrorIsTriedRowByRow() {
-        for code in [ResultCode.SQLITE_BUSY, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_READONLY] {
+        for code in [ResultCode.SQLITE_BUSY, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_CORRUPT, .SQLITE_READONLY,
+                     .SQLITE_PERM, .SQLITE_NOMEM, .SQLITE_PROTOCOL, .SQLITE_NOLFS, .SQLITE_INTERRUPT] {
             #expect(Catalog.failsEveryRow(DatabaseError(resultCode: code)), "\(code)")
         }
         #expect(!Catalog.failsEveryRow(DatabaseError(resultCode: .SQLITE_CONSTRAINT)))
