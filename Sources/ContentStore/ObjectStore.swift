@@ -354,10 +354,8 @@ public final class ObjectStore: BlobStore {
         for fanOut in pending.fanOuts.sorted() {
             try sync(objectsDirectoryDescriptor, fanOut, shown: "\(objectsDirectory)/\(fanOut)")
         }
-        let firstTime = parentsSynced.withLock { synced in
-            defer { synced = true }
-            return !synced
-        }
+        // Flushes run one at a time (`flushing`): nothing changes the flag between here and the end.
+        let firstTime = !parentsSynced.withLock { $0 }
         if pending.objectsDirectory || firstTime, fsync(objectsDirectoryDescriptor) != 0 {
             throw StoreError.system("cannot flush", objectsDirectory)
         }
@@ -366,6 +364,8 @@ public final class ObjectStore: BlobStore {
             for directory in [root + "/objects", root] {
                 try sync(AT_FDCWD, directory, shown: directory)
             }
+            // Only once they are durable: after a failure the next flush tries them again.
+            parentsSynced.withLock { $0 = true }
         }
     }
 
