@@ -69,9 +69,12 @@ public struct UnrecordedRows: Sendable {
     /// (`record` returned) is removed. Lines that cannot be read are passed
     /// over. An error for which `stops` is true (the catalog failing as a
     /// whole) ends the replay, the file kept, and is returned; any other
-    /// (a row the catalog refuses) sets the file aside as `.bad`, so that
-    /// it does not hold up the files after it run after run. Temporary files
-    /// a crash left while writing are removed once a day old.
+    /// (a row the catalog refuses) has each row of the group tried on its
+    /// own, so that one bad row does not cost the rest, and then sets the
+    /// file aside as `.bad` (for a look by hand; it is not replayed), so that
+    /// it does not hold up the files after it run after run. Recording a
+    /// row twice is harmless: the rows are upserts. Temporary files a crash
+    /// left while writing are removed once a day old.
     public func replay(_ record: ([IngestRecord], Date) throws -> Void,
                        stops: (any Error) -> Bool = { _ in true }) -> (any Error)? {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
@@ -102,6 +105,15 @@ public struct UnrecordedRows: Sendable {
                     try record(records, date)
                 } catch {
                     if stops(error) { return error }
+                    for row in records {
+                        do {
+                            try record([row], date)
+                        } catch where stops(error) {
+                            return error
+                        } catch {
+                            // This one stays in the file set aside.
+                        }
+                    }
                     rename(path, path + ".bad")
                     continue
                 }

@@ -58,17 +58,19 @@ import Glibc
         struct Refused: Error {}
         try await TemporaryDirectory.with { directory in
             let rows = UnrecordedRows(root: directory.path)
-            try rows.keep([record("http://h/bad.flac")], fetchedAt: Date(timeIntervalSince1970: 1000))
+            // A bad row beside a good one: the good one is recorded on its own.
+            try rows.keep([record("http://h/bad.flac"), record("http://h/fine.flac")],
+                          fetchedAt: Date(timeIntervalSince1970: 1000))
             try rows.keep([record("http://h/good.flac")], fetchedAt: Date(timeIntervalSince1970: 2000))
             var recorded: [String] = []
 
             let failure = rows.replay({ records, _ in
-                if records.first?.url == "http://h/bad.flac" { throw Refused() }
+                if records.contains(where: { $0.url == "http://h/bad.flac" }) { throw Refused() }
                 recorded += records.map(\.url)
             }, stops: { _ in false })
 
             #expect(failure == nil)
-            #expect(recorded == ["http://h/good.flac"])
+            #expect(recorded == ["http://h/fine.flac", "http://h/good.flac"])
             let left = try FileManager.default.contentsOfDirectory(atPath: rows.directory)
             #expect(left.count == 1 && left[0].hasSuffix(".jsonl.bad"), "\(left)")
         }
