@@ -296,7 +296,9 @@ public final class Catalog: Sendable {
     /// `kept`: the rows are an earlier run's, recorded late (see
     /// `UnrecordedRows`), with `date` when they were fetched: a URL fetched
     /// since keeps its newer source row (checked in the same transaction, so
-    /// a process recording it meanwhile wins too).
+    /// a process recording it meanwhile wins too), and an item that is there
+    /// keeps its kind, title and metadata (the late row only fills in what
+    /// it lacks).
     public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], touching touched: [String] = [],
                        at date: Date = Date(), kept: Bool = false) throws {
         guard !records.isEmpty || !failures.isEmpty || !touched.isEmpty else { return }
@@ -318,10 +320,16 @@ public final class Catalog: Sendable {
                 WHERE NOT ? OR source.hash IS NULL OR source.fetchedAt IS NULL
                   OR source.fetchedAt <= excluded.fetchedAt
                 """)
+            // A late row (`kept`) only fills in what an item lacks: what is
+            // there may have been recorded since, by this process or another.
             let insertItem = try db.cachedStatement(sql: """
                 INSERT INTO item (collectionId, url, kind, title, addedAt, metadata) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT(collectionId, url) DO UPDATE SET kind = excluded.kind,
-                  title = coalesce(excluded.title, item.title), metadata = coalesce(excluded.metadata, item.metadata)
+                ON CONFLICT(collectionId, url) DO UPDATE SET
+                  kind = CASE WHEN ? THEN item.kind ELSE excluded.kind END,
+                  title = CASE WHEN ? THEN coalesce(item.title, excluded.title)
+                          ELSE coalesce(excluded.title, item.title) END,
+                  metadata = CASE WHEN ? THEN coalesce(item.metadata, excluded.metadata)
+                             ELSE coalesce(excluded.metadata, item.metadata) END
                 """)
             for record in records {
                 let url = URLPassword.removed(from: record.url)
@@ -337,7 +345,8 @@ public final class Catalog: Sendable {
                 }
                 let collectionID = try collectionIDs[record.collection] ?? Self.collectionID(named: record.collection, in: db, now: now)
                 collectionIDs[record.collection] = collectionID
-                try insertItem.execute(arguments: [collectionID, url, record.kind.rawValue, record.title, now, record.metadata])
+                try insertItem.execute(arguments: [collectionID, url, record.kind.rawValue, record.title, now, record.metadata,
+                                                   kept, kept, kept])
             }
             for failure in failures {
                 let url = URLPassword.removed(from: failure.url)

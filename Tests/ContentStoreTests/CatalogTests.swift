@@ -40,6 +40,41 @@ import TestSupport
         }
     }
 
+    /// An item's kind, title and metadata may have been recorded since a
+    /// kept row was written: the late row only fills in what is missing.
+    @Test func keptRowsOnlyFillInWhatAnItemLacks() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            var newer = record("http://h/1", "pins", hashA)
+            newer.kind = .sound
+            newer.title = "newer"
+            var bare = record("http://h/2", "pins", hashA)
+            bare.title = nil
+            bare.metadata = nil
+            try catalog.record([newer, bare], at: Date(timeIntervalSince1970: 2000))
+
+            var late1 = record("http://h/1", "pins", hashA)
+            late1.title = "older"
+            late1.metadata = #"{"photoId":"old"}"#
+            var late2 = record("http://h/2", "pins", hashA)
+            late2.title = "kept title"
+            try catalog.record([late1, late2], at: Date(timeIntervalSince1970: 1000), kept: true)
+
+            let entries = Dictionary(uniqueKeysWithValues: try catalog.entries(collection: "pins").map { ($0.url, $0) })
+            #expect(entries["http://h/1"]?.kind == .sound)
+            #expect(entries["http://h/1"]?.title == "newer")
+            #expect(entries["http://h/1"]?.metadata == #"{"photoId":"1"}"#)
+            #expect(entries["http://h/2"]?.title == "kept title")
+            #expect(entries["http://h/2"]?.metadata == #"{"photoId":"1"}"#)
+
+            // A row of this run still replaces them.
+            try catalog.record([late1], at: Date(timeIntervalSince1970: 3000))
+            let now = try catalog.entries(collection: "pins").first { $0.url == "http://h/1" }
+            #expect(now?.title == "older")
+            #expect(now?.kind == .photo)
+        }
+    }
+
     @Test func urlsAreRecordedAndLookedUpWithoutTheirPasswords() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
