@@ -23,8 +23,11 @@ import Darwin
 public struct UnrecordedRows: Sendable {
     /// `<cache root>/unrecorded`.
     public let directory: String
+    /// The cache root, which holds the directory's name.
+    private let root: String
 
     public init(root: String) {
+        self.root = root
         directory = root + "/unrecorded"
     }
 
@@ -33,7 +36,13 @@ public struct UnrecordedRows: Sendable {
     /// fetched again, as before.
     public func keep(_ records: [IngestRecord], fetchedAt date: Date) throws(StoreError) {
         guard !records.isEmpty else { return }
-        if mkdir(directory, 0o777) != 0, errno != EEXIST { throw StoreError.system("cannot create", directory) }
+        if mkdir(directory, 0o777) == 0 {
+            // A new directory's name is in the cache root: durable too, or a
+            // power cut could take the kept file with it.
+            Self.syncDirectory(root)
+        } else if errno != EEXIST {
+            throw StoreError.system("cannot create", directory)
+        }
         var text = "{\"fetchedAt\":\(date.timeIntervalSince1970)}\n"
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
@@ -56,11 +65,15 @@ public struct UnrecordedRows: Sendable {
             unlink(temporary)
             throw failure
         }
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            _ = fsync(directoryDescriptor)
-            close(directoryDescriptor)
-        }
+        Self.syncDirectory(directory)
+    }
+
+    /// `fsync` of a directory, so the names in it are durable. Best effort, as `keep` is.
+    private static func syncDirectory(_ path: String) {
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        close(descriptor)
     }
 
     /// Hands each kept group to `record` (its records and when they were
