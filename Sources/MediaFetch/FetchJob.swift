@@ -558,10 +558,3 @@ public final class FetchJob: Sendable {
             + items[(firstRepeat + 1)...].filter { seen[$0.collection, default: []].insert($0.catalogURL).inserted }
     }
 }
-
-extension Duration {
-    /// The duration in seconds as a Double.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}

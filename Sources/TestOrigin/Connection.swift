@@ -185,10 +185,12 @@ struct Connection {
         var dropAt: Int?
         var stall: (at: Int, seconds: Double)?
         var bytesPerSecond: Int?
+        var trickle: Double?
         switch fault {
         case .dropAfter(let bytes): dropAt = max(0, bytes)
         case .stallAfter(let bytes, let seconds): stall = (max(0, bytes), seconds)
         case .slow(let rate): bytesPerSecond = max(1, rate)
+        case .trickle(let seconds): trickle = max(0, seconds)
         default: break
         }
 
@@ -208,6 +210,7 @@ struct Connection {
             if let pause = stall { count = min(count, pause.at - sent) }
             // About 20 paced chunks per second.
             if let bytesPerSecond { count = min(count, max(1, bytesPerSecond / 20)) }
+            if trickle != nil { count = 1 }
 
             let offset = range.lowerBound + sent
             switch body {
@@ -229,6 +232,9 @@ struct Connection {
             }
             sent += count
 
+            if let trickle, sent < range.count {
+                guard sleep(seconds: trickle) else { return false }
+            }
             if let bytesPerSecond {
                 let due = Double(sent) / Double(bytesPerSecond)
                 let elapsed = started.duration(to: clock.now)

@@ -16,6 +16,9 @@ public enum Fault: Sendable, Equatable {
     /// Send `bytes` bytes of the body, pause for `seconds` (a stalled transfer), then send
     /// the rest. With `bytes: 0` the pause comes right after the headers.
     case stallAfter(bytes: Int, seconds: Double)
+    /// Send the body one byte at a time, `seconds` apart: a server that never
+    /// falls silent for long, yet sends next to nothing.
+    case trickle(seconds: Double)
     /// Answer `200 text/html` with a small HTML page instead of the resource (like a
     /// captive portal or an error page served with a success status).
     case html
@@ -36,7 +39,7 @@ extension Fault {
     /// Whether this fault alters how a body is written (as opposed to what is answered).
     var affectsBodyDelivery: Bool {
         switch self {
-        case .dropAfter, .slow, .stallAfter: true
+        case .dropAfter, .slow, .stallAfter, .trickle: true
         case .status, .html, .ignoreRange: false
         }
     }

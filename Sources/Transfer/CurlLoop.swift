@@ -101,6 +101,16 @@ final class Attempt: @unchecked Sendable {
     func connectionReady() {
         lastActivity = .now
         connected = true
+        restartSpeedWindow(at: lastActivity)
+    }
+    /// The low-speed window (see `stallReason`): when it began, and the
+    /// header and body bytes that arrived since.
+    var speedWindowStart = ContinuousClock.now
+    var speedWindowBytes: Int64 = 0
+
+    func restartSpeedWindow(at now: ContinuousClock.Instant) {
+        speedWindowStart = now
+        speedWindowBytes = 0
     }
     /// When libcurl took the attempt, and the body bytes it has received
     /// since: under `--limit-rate` they say how long libcurl may hold it back.
@@ -115,15 +125,38 @@ final class Attempt: @unchecked Sendable {
     /// While connecting, libcurl's connect timeout (`connectLimit`) rules: a
     /// hung connect said "stalled" after `--stall-timeout` when that was the
     /// shorter. Past it, the stall clock is a safety net.
-    func isStalled(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> Bool {
-        if paused { return false }
+    ///
+    /// Nor may a server hold a slot by trickling: once connected, a window
+    /// as long as `limit` with fewer bytes than one a second (libcurl's
+    /// low-speed rule, which this clock replaced; half the rate limit under
+    /// a limit below 2 bytes a second) is a stall too. A byte every 29 s
+    /// kept a 30 s stall clock from ever running out.
+    /// Returns why the attempt counts as stalled, or nil.
+    func stallReason(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> String? {
+        if paused {
+            restartSpeedWindow(at: now)
+            return nil
+        }
         var quietSince = lastActivity
         if !connected, connectingSince + connectLimit > quietSince { quietSince = connectingSince + connectLimit }
+        var allowedAgain: ContinuousClock.Instant?
         if let bytesPerSecond, bytesPerSecond > 0 {
-            let allowedAgain = startedAt + .seconds(Double(receivedThisAttempt) / Double(bytesPerSecond))
-            if allowedAgain > quietSince { quietSince = allowedAgain }
+            allowedAgain = startedAt + .seconds(Double(receivedThisAttempt) / Double(bytesPerSecond))
+            if let allowedAgain, allowedAgain > quietSince { quietSince = allowedAgain }
         }
-        return now - quietSince > limit
+        if now - quietSince > limit { return "no data for \(NumberText.seconds(limit.seconds))" }
+        if let allowedAgain, allowedAgain > speedWindowStart {
+            // The limiter held it back in this window: the window starts when it lets go.
+            restartSpeedWindow(at: min(now, allowedAgain))
+            return nil
+        }
+        guard connected, now - speedWindowStart >= limit else { return nil }
+        let windowSeconds = (now - speedWindowStart).seconds
+        let least = min(1, bytesPerSecond.map { Double($0) / 2 } ?? 1) * windowSeconds
+        let received = speedWindowBytes
+        restartSpeedWindow(at: now)
+        guard Double(received) < least else { return nil }
+        return "under 1 byte a second for \(NumberText.seconds(limit.seconds))"
     }
     var headerList: UnsafeMutablePointer<curl_slist>?
 
@@ -146,6 +179,7 @@ final class Attempt: @unchecked Sendable {
 
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
+        speedWindowBytes += Int64(line.count)
         head.consume(bytes: line)
         if head.endedInRedirect, connected {
             // libcurl follows it, maybe to another host: connecting again.
@@ -189,6 +223,7 @@ final class Attempt: @unchecked Sendable {
         switch answer {
         case .taken:
             receivedThisAttempt += Int64(bytes.count)
+            speedWindowBytes += Int64(bytes.count)
             if (200...299).contains(head.status) { counters.bytesReceived += Int64(bytes.count) }
             return bytes.count
         case .full:
@@ -300,9 +335,7 @@ final class CurlLoop: Sendable {
     func retryWaitState(at now: ContinuousClock.Instant) -> (count: Int, nextInSeconds: Int?) {
         retryWaits.withLock { waits in
             guard let first = waits.values.min() else { return (0, nil) }
-            let left = first - now
-            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            return (waits.count, max(0, Int(seconds.rounded(.up))))
+            return (waits.count, max(0, Int((first - now).seconds.rounded(.up))))
         }
     }
 
@@ -545,6 +578,7 @@ final class CurlLoop: Sendable {
                 }
                 attempt.paused = false
                 attempt.lastActivity = .now
+                attempt.restartSpeedWindow(at: attempt.lastActivity)
                 let code = mf_easy_unpause(handle)
                 if code != CURLE_OK {
                     // The sink refused the bytes (the attempt says why), or libcurl failed: libcurl does not end it.
@@ -642,12 +676,12 @@ final class CurlLoop: Sendable {
                     resumePaused()
                     if awaitRoom() { resumeAtOnce = true }
                 }
-                let stalled = running.filter {
-                    $0.value.isStalled(at: now, limit: stallLimit, connectLimit: connectLimit,
-                                       bytesPerSecond: configuration.maxBytesPerSecond)
+                let stalled = running.compactMap { handle, attempt in
+                    attempt.stallReason(at: now, limit: stallLimit, connectLimit: connectLimit,
+                                        bytesPerSecond: configuration.maxBytesPerSecond).map { (handle, attempt, $0) }
                 }
-                for (handle, attempt) in stalled {
-                    attempt.abort = TransferError(.timeout, "stalled: no data for \(NumberText.seconds(configuration.stallTimeout))")
+                for (handle, attempt, reason) in stalled {
+                    attempt.abort = TransferError(.timeout, "stalled: \(reason)")
                     finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                 }
                 if let attemptLimit {

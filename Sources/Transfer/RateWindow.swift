@@ -27,8 +27,7 @@ struct RateWindow {
         samples.append((now, bytes))
         while samples.count > 2, now - samples[1].at >= span { samples.removeFirst() }
         let first = samples[0]
-        let elapsed = now - first.at
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = (now - first.at).seconds
         guard seconds > 0 else { return 0 }
         return max(0, Double(bytes - first.bytes) / seconds)
     }

@@ -13,7 +13,8 @@ public struct TransferConfiguration: Sendable, Equatable {
     public var retry = RetryPolicy()
     /// Seconds allowed to establish a connection.
     public var connectTimeout: Double = 15
-    /// A transfer that receives less than one byte a second for this many seconds is stalled.
+    /// A connected transfer that receives nothing for this many seconds, or
+    /// less than one byte a second over that long, is stalled (and retried).
     public var stallTimeout: Double = 30
     /// Seconds one attempt may take in total (`--timeout`); nil for no limit.
     public var attemptTimeout: Double?

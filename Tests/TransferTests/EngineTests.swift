@@ -708,6 +708,25 @@ import TestSupport
         }
     }
 
+    /// A server that never falls silent for a whole stall timeout, yet sends
+    /// under a byte a second, is stalled all the same: a byte now and then
+    /// kept the stall clock from running out, and the transfer held its slots
+    /// for as long as the server liked.
+    @Test func aTricklingServerIsStalled() async throws {
+        _ = try await withEngine(retries: 0, adjust: { $0.stallTimeout = 2 }) { origin, engine, _ in
+            // A byte every 1.5 s: 60 s for the whole body, never 2 s without a byte.
+            origin.addResource("/trickle", data: fixtureBytes(count: 40, seed: 3))
+            origin.setFault("/trickle", .trickle(seconds: 1.5))
+            do throws(TransferError) {
+                let body = try await engine.download(origin.url("/trickle"))
+                Issue.record("stored a trickled body of \(body.size) bytes")
+            } catch {
+                #expect(error.kind == .timeout)
+                #expect(error.message.contains("stalled: under 1 byte a second for 2 s"), "\(error.message)")
+            }
+        }
+    }
+
     @Test func aTransferCancelledWhileWaitingForASlotNeverReachesTheServer() async throws {
         _ = try await withEngine(adjust: { $0.maxConcurrentTransfers = 1; $0.stallTimeout = 120 }) { origin, engine, directory in
             // The first transfer holds the only slot until the test cancels it.
