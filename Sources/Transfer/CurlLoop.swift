@@ -251,10 +251,12 @@ final class Attempt: @unchecked Sendable {
     }
 
     /// The whole body's size as the response announces it: a 206 carries the
-    /// rest after `requestedOffset`. Nil when unknown, or when the sum does
-    /// not fit (a server's number, read on every progress tick).
+    /// rest after `requestedOffset`. Nil when unknown, when the sum does
+    /// not fit (a server's number, read on every progress tick), or when the
+    /// response is not a body's (a redirect, or an error page: its length set
+    /// against a resumed prefix showed 10 MB of 512 bytes).
     static func expectedSize(contentLength: Int64?, status: Int, requestedOffset: Int64) -> Int64? {
-        guard let length = contentLength else { return nil }
+        guard let length = contentLength, (200...299).contains(status) else { return nil }
         guard status == 206 else { return length }
         let (sum, overflow) = length.addingReportingOverflow(requestedOffset)
         return overflow ? nil : sum

@@ -50,6 +50,9 @@ import Testing
         #expect(Attempt.expectedSize(contentLength: 100, status: 206, requestedOffset: 50) == 150)
         #expect(Attempt.expectedSize(contentLength: 100, status: 200, requestedOffset: 50) == 100)
         #expect(Attempt.expectedSize(contentLength: nil, status: 206, requestedOffset: 50) == nil)
+        // An error page or a redirect says nothing of the body's size.
+        #expect(Attempt.expectedSize(contentLength: 512, status: 503, requestedOffset: 10_000_000) == nil)
+        #expect(Attempt.expectedSize(contentLength: 150, status: 302, requestedOffset: 0) == nil)
         // A server's Content-Length near the limit: unknown rather than a trap on the loop thread.
         #expect(Attempt.expectedSize(contentLength: .max, status: 206, requestedOffset: 300_000) == nil)
     }
