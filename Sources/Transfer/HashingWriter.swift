@@ -436,6 +436,11 @@ final class HashingWriter: @unchecked Sendable {
                 let code = errno
                 return TransferError(.fileSystem(errno: code), "cannot write \(path): \(String(cString: strerror(code)))")
             }
+            // A regular file never takes nothing of a write; a filesystem that
+            // does (some FUSE ones) would have this loop spin for ever.
+            guard count > 0 else {
+                return TransferError(.fileSystem(errno: EIO), "cannot write \(path): the filesystem took no bytes")
+            }
             offset += count
         }
         written += Int64(bytes.count)
