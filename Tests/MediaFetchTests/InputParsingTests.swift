@@ -255,6 +255,10 @@ import TestSupport
         #expect(EntryFormatter.csvField("plain") == "plain")
         #expect(EntryFormatter.csvField("a,b") == "\"a,b\"")
         #expect(EntryFormatter.csvField("say \"hi\"") == "\"say \"\"hi\"\"\"")
+        // CRLF is one Character, and so is a comma or quote with a combining mark after it.
+        #expect(EntryFormatter.csvField("Trip\r\nDay 1") == "\"Trip\r\nDay 1\"")
+        #expect(EntryFormatter.csvField("http://h/a,\u{301}b") == "\"http://h/a,\u{301}b\"")
+        #expect(EntryFormatter.csvField("\"\u{301}") == "\"\"\"\u{301}\"")
     }
 }
 

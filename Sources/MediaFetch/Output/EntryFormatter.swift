@@ -96,9 +96,19 @@ public struct EntryFormatter: Sendable {
     }
 
     /// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
+    /// Looked for scalar by scalar: as `Character`s, CRLF is one that is neither
+    /// CR nor LF, and a comma or quote with a combining mark after it is neither.
     static func csvField(_ text: String) -> String {
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        let special: Set<Unicode.Scalar> = [",", "\"", "\n", "\r"]
+        guard text.unicodeScalars.contains(where: special.contains) else { return text }
+        var quoted = String.UnicodeScalarView()
+        quoted.append("\"")
+        for scalar in text.unicodeScalars {
+            quoted.append(scalar)
+            if scalar == "\"" { quoted.append("\"") }
+        }
+        quoted.append("\"")
+        return String(quoted)
     }
 }
 
