@@ -961,6 +961,13 @@ import TestSupport
     @Test func usageErrorsSayWhatIsWrongWithTheValue() async throws {
         let empty = try await BuiltProducts.run(["get", "--collection=", "http://127.0.0.1:1/x", "http://127.0.0.1:1/y"])
         #expect(empty.stderrLines.first == "Error: --collection needs a value (--collection= gives none)")
+        // A name read from a CRLF file ends in CR: a second collection that looks like the first.
+        let carriageReturn = try await BuiltProducts.run(["get", "--collection", "bratislava\r", "http://127.0.0.1:1/x"])
+        #expect(carriageReturn.status == 64)
+        #expect(carriageReturn.stderrLines.first
+                == "Error: --collection must not hold control characters (got 'bratislava\\u{D}')")
+        let blank = try await BuiltProducts.run(["get", "--collection", "  ", "http://127.0.0.1:1/x"])
+        #expect(blank.stderrLines.first == "Error: --collection must not be empty")
         // An unset variable in --cache "$DIR": not ./Cache by surprise.
         let noCache = try await BuiltProducts.run(["get", "--cache", "", "http://127.0.0.1:1/x"])
         #expect(noCache.status == 64)

@@ -191,6 +191,16 @@ public enum CollectionName {
         name.precomposedStringWithCanonicalMapping
     }
 
+    /// Why `name` cannot name a new collection, or nil. It must hold more
+    /// than white space, and no control character (nor a line separator or
+    /// bidirectional control): a name read from a CRLF file ended in CR and
+    /// made a second collection that looked like the first.
+    public static func problem(_ name: String) -> String? {
+        if name.allSatisfy(\.isWhitespace) { return "must not be empty" }
+        guard name.unicodeScalars.contains(where: TerminalText.isControl) else { return nil }
+        return "must not hold control characters (got '\(TerminalText.escapingControls(name))')"
+    }
+
     /// The stored name among `names` that `name` means: the same bytes, or
     /// else the same text in another Unicode form (a name stored before
     /// names were normalized). Nil when there is none.

@@ -26,7 +26,7 @@ struct Get: AsyncParsableCommand {
 
     mutating func validate() throws {
         if urls.isEmpty, inputFiles.isEmpty { throw ValidationError("give URLs or --input-file FILE") }
-        if collection.allSatisfy(\.isWhitespace) { throw ValidationError("--collection must not be empty") }
+        if let problem = CollectionName.problem(collection) { throw ValidationError("--collection \(problem)") }
     }
 
     func run() async throws {
