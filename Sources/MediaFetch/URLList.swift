@@ -187,6 +187,8 @@ public enum URLList {
     /// <(grep … list)`) is read like a regular file: to its end, without
     /// asking for its size first.
     public static func read(path: String) throws(InputError) -> [String] {
+        // `-i "$LIST"` with the variable unset said ": cannot read the file".
+        if path.isEmpty { throw InputError("--input-file: an empty file name (an unset variable?)") }
         if path == "-" { return try read(STDIN_FILENO, name: "standard input", source: "standard input") }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw unreadable(path) }
@@ -219,6 +221,8 @@ public enum URLList {
     public static func validate(_ arguments: [String]) throws(InputError) -> [String] {
         var urls: [String] = []
         for argument in arguments {
+            // `get "$URL"` with the variable unset said "not a URL: " and nothing after it.
+            if argument.isEmpty { throw InputError("an empty argument is not a URL (an unset variable?)") }
             do {
                 urls.append(try RequestTarget(argument).url)
             } catch {

@@ -37,6 +37,14 @@ import TestSupport
                 == ["http://a/1", "https://b/2"])
     }
 
+    /// An unset variable in `-i "$LIST"` or `get "$URL"`: the error says what was empty.
+    @Test func anEmptyFileNameOrURLIsNamedAsEmpty() {
+        #expect(throws: InputError("--input-file: an empty file name (an unset variable?)")) { try URLList.read(path: "") }
+        #expect(throws: InputError("an empty argument is not a URL (an unset variable?)")) {
+            try URLList.validate(["http://a/1", ""])
+        }
+    }
+
     @Test func oldMacLineEndingsStillSplitLines() throws {
         #expect(try URLList.parse("http://a/1\rhttp://a/2\r# c\rhttps://b/3\r", source: "u")
                 == ["http://a/1", "http://a/2", "https://b/3"])
