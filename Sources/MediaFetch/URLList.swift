@@ -137,6 +137,11 @@ public enum URLList {
 
         /// One line, without its line break.
         private mutating func line(_ raw: ArraySlice<UInt8>) throws(InputError) {
+            // Notepad's "Unicode": every other byte a NUL, which gave two
+            // baffling errors a URL until the cap, and never said why.
+            if lineNumber == 0, raw.starts(with: [0xFF, 0xFE]) || raw.starts(with: [0xFE, 0xFF]) {
+                throw InputError(problems: problems + ["\(source): UTF-16 text, not UTF-8 (iconv -f UTF-16 -t UTF-8 converts it)"])
+            }
             // A comment is not read: neither its length, its encoding (café in
             // Latin-1) nor a Unicode line break in it matters; LF, CR or CRLF
             // ends it, whether it is held whole or passed over (`hold`).

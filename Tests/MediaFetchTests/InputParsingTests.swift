@@ -56,6 +56,18 @@ import TestSupport
         #expect(try URLList.parse("\n\n", source: "u").isEmpty)
     }
 
+    @Test func aUTF16ListIsNamedAsSuch() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("notepad.txt")
+            var bytes: [UInt8] = [0xFF, 0xFE]
+            for unit in "http://a/1\r\nhttp://a/2\r\n".utf16 { bytes += [UInt8(unit & 0xFF), UInt8(unit >> 8)] }
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): UTF-16 text, not UTF-8 (iconv -f UTF-16 -t UTF-8 converts it)")) {
+                try URLList.read(path: path)
+            }
+        }
+    }
+
     @Test func aCommentInAnotherEncodingIsSkipped() throws {
         // "# café photos" in Latin-1: a comment is not read, so its encoding does not matter.
         try TemporaryDirectory.using { directory in
