@@ -19,10 +19,12 @@ struct MediaFetchCommand: AsyncParsableCommand {
             Exit status:
               0    everything asked for is in the cache
               1    some items failed (one line each on stderr); the rest stay cached
-              2    bad input: an unreadable or malformed input file, or a bad URL
+              2    bad input: an unreadable or malformed input file, a bad URL,
+                   or a collection the cache does not have (list)
               3    the cache cannot be opened or written (a full disk, or a catalog
                    locked by another process past 60 s, stops a run)
-              64   command-line usage error (unknown flag, bad flag value)
+              64   command-line usage error (unknown flag, bad flag value,
+                   a CA file from --cacert or $CURL_CA_BUNDLE with no certificate)
               74   the output could not be written (e.g. a full disk behind > FILE)
               130  interrupted (Ctrl-C, SIGTERM or SIGHUP); what finished is stored,
                    partial downloads resume on the next run
