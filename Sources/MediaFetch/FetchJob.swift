@@ -315,6 +315,15 @@ public final class FetchJob: Sendable {
         var missing: [String: String] = [:]
         var skipped = 0
         var objects: [String: Bool] = [:]
+        // Also when a part fails (Ctrl-C in a wait for another process's
+        // lock, say): the parts before it are recorded, and count as cached.
+        defer {
+            state.withLock {
+                $0.missingObjects = missing
+                $0.progress.skipped = skipped
+                $0.report.skipped = skipped
+            }
+        }
         for start in stride(from: 0, to: items.count, by: settlePart) {
             var part = Array(items[start..<min(start + settlePart, items.count)])
             for index in part.indices {
@@ -330,11 +339,6 @@ public final class FetchJob: Sendable {
             // A list of distinct objects would keep an entry per URL: looking again costs a system call.
             if objects.count > objectsRemembered { objects.removeAll() }
             if Task.isCancelled { break }
-        }
-        state.withLock {
-            $0.missingObjects = missing
-            $0.progress.skipped = skipped
-            $0.report.skipped = skipped
         }
         return remaining
     }

@@ -242,6 +242,42 @@ import Transfer
         }
     }
 
+    /// Ctrl-C in a wait for the lock while a long list is settled part by
+    /// part: the parts settled before it count as cached (they said 0).
+    @Test(.timeLimit(.minutes(1)))
+    func partsSettledBeforeAnInterruptedLockWaitCountAsCached() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 6, size: 1000, firstSeed: 720)
+            let root = directory.appending("cache")
+            // The first three are in "pins" already; the last three are cached, in "alps" only.
+            let first = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries())
+                .run(urls.prefix(3).map { FetchItem(url: $0, collection: "pins") }
+                     + urls.suffix(3).map { FetchItem(url: $0, collection: "alps") })
+            #expect(first.succeeded)
+            let lock = try CatalogLockHolder(root + "/catalog.sqlite")
+            let waiting = DispatchSemaphore(value: 0)
+            let cache = try MediaCache(root: root, catalogLockWaitLimit: .seconds(90)) { waiting.signal() }
+
+            // Parts of three: the first needs no write, the second waits for the lock and is interrupted.
+            let job = Task {
+                try await FetchJob(cache: cache, configuration: self.quickRetries(), reportsEachStoredItem: false,
+                         settlePart: 3, objectsRemembered: 16)
+                    .run(urls.map { FetchItem(url: $0, collection: "pins") })
+            }
+            DispatchQueue.global().async {
+                waiting.wait()
+                job.cancel()
+            }
+            let report = try await job.value
+            try lock.release()
+
+            #expect(report.interrupted)
+            #expect(report.skipped == 3)
+            #expect(report.downloaded == 0)
+            #expect(origin.requests().count == 6)
+        }
+    }
+
     /// A catalog damaged on disk is named, with SQLite's reason in a few
     /// words: the lookup of a long list quoted a kilobyte of SQL.
     @Test func aDamagedCatalogIsNamedInOneShortLine() async throws {
