@@ -1,7 +1,7 @@
 /// A misbehaviour the origin can be told to show for one path (see ``TestOrigin/setFault(_:_:times:)``).
 ///
-/// `status` and `html` replace the whole response. `dropAfter`, `slow` and `stallAfter`
-/// change how the body of the normal response is sent (they do nothing for `HEAD`).
+/// `status` and `html` replace the whole response. `dropAfter`, `slow`, `stallAfter` and
+/// `trickle` change how the body of the normal response is sent (they do nothing for `HEAD`).
 /// `ignoreRange` changes how resources and files answer a `Range` request.
 public enum Fault: Sendable, Equatable {
     /// Answer with this status and a small text body, e.g. 429 or 503 with
