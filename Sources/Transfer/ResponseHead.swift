@@ -70,9 +70,16 @@ struct ResponseHead: Sendable {
     /// block, so the headers of a redirect do not leak into the final response.
     /// Works on bytes: it runs for every header of every transfer, and only a
     /// wanted field's value becomes a string.
+    ///
+    /// Only an empty line ends a head: one of spaces (a broken server's empty
+    /// folded line) is passed over, or the body began before `Content-Range`
+    /// and `ETag` came. Fields after the end (trailers, which libcurl hands
+    /// over as header lines after the body) are not the response's. A value
+    /// with a control byte in it (a bare CR, say) is malformed and taken as
+    /// absent: a validator is sent back in `If-Range`.
     mutating func consume(bytes raw: UnsafeRawBufferPointer) {
         var line = raw[...]
-        while let last = line.last, last == 13 || last == 10 || last == 32 || last == 9 { line = line.dropLast() }
+        while let last = line.last, last == 13 || last == 10 { line = line.dropLast() }
         if line.isEmpty {
             // 1xx answers and redirects are followed by another block.
             let redirect = (300...399).contains(status) && values[.location] != nil
@@ -81,6 +88,8 @@ struct ResponseHead: Sendable {
             endedInRedirect = redirect
             return
         }
+        while let last = line.last, last == 32 || last == 9 { line = line.dropLast() }
+        if line.isEmpty { return }
         if line.starts(with: "HTTP/".utf8) {
             self = ResponseHead()
             let parts = line.split(separator: 32, maxSplits: 2)
@@ -90,10 +99,11 @@ struct ResponseHead: Sendable {
             if parts.count == 3 { reason = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self) }
             return
         }
-        guard let colon = line.firstIndex(of: 58),
+        guard !isComplete, let colon = line.firstIndex(of: 58),
               let field = Self.wantedField(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
         var value = line[line.index(after: colon)...]
         while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
+        guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else { return }
         values[field] = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
     }
 

@@ -9,6 +9,26 @@ import Testing
         return head
     }
 
+    /// Only an empty line ends a head; fields after it (trailers) are not the
+    /// response's; a value with a control byte in it is taken as absent.
+    @Test func onlyAnEmptyLineEndsTheHeadAndTrailersAreNotItsFields() {
+        var partial = head(["HTTP/1.1 206 Partial Content", "Content-Length: 10", " \t", "ETag: \"v1\"",
+                            "Content-Range: bytes 5-14/15"])
+        #expect(!partial.isComplete)
+        partial.consume(line: "\r\n")
+        #expect(partial.isComplete)
+        #expect(partial.etag == "\"v1\"")
+        #expect(partial.contentRange.map { [$0.start, $0.end] } == [5, 14])
+        // Trailers after the body.
+        partial.consume(line: "ETag: \"other\"\r\n")
+        partial.consume(line: "Retry-After: 60\r\n")
+        #expect(partial.etag == "\"v1\"")
+        #expect(partial.retryAfter(now: Date()) == nil)
+        // A bare CR inside a value: no validator to echo back.
+        #expect(head(["HTTP/1.1 200 OK", "ETag: \"a\rb\"", ""]).etag == nil)
+        #expect(head(["HTTP/1.1 200 OK", "ETag: \"a\tb\"", ""]).etag == "\"a\tb\"")
+    }
+
     @Test func aContentRangeMustBeOrderedAndInsideTheFile() {
         func range(_ value: String) -> (start: Int64, end: Int64, total: Int64?)? {
             head(["HTTP/1.1 206 Partial Content", "Content-Range: \(value)", ""]).contentRange
