@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MediaFetch
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -55,9 +56,12 @@ enum Terminal {
 
     /// Writes all of `text` to `fd`; false, with `errno` set, when the
     /// descriptor refuses it. (FileHandle's `write(_: Data)` traps instead.)
+    /// One message at a time: a pipe takes a write whole only up to 4 KiB,
+    /// and a JSON progress line (which lists the running URLs) may be longer,
+    /// so a note from another thread could land inside it.
     private static func write(_ text: String, to fd: Int32) -> Bool {
         var text = text
-        return text.withUTF8 { bytes -> Bool in
+        return writing.withLock { _ in text.withUTF8 { bytes -> Bool in
             guard let base = bytes.baseAddress else { return true }
             var offset = 0
             while offset < bytes.count {
@@ -69,8 +73,10 @@ enum Terminal {
                 offset += count
             }
             return true
-        }
+        } }
     }
+
+    private static let writing = Mutex(())
 
     /// The bytes of a C string, as the kernel passed them (arguments, the environment).
     static func bytes(of text: UnsafePointer<CChar>) -> UnsafeBufferPointer<UInt8> {

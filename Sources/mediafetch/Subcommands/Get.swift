@@ -110,7 +110,10 @@ struct FetchRunner {
                     if transfer.progress.showsStatusLine { Terminal.writeErr("\r\u{1B}[K") }
                     Terminal.error("interrupted again: stopped at once (what was stored stays, partial downloads resume)",
                                    progress: transfer.progress)
-                    exit(Exit.interrupted.rawValue)
+                    // Not exit(): its handlers (OpenSSL's cleanup among them) would
+                    // run while the transfer thread may be in a TLS call.
+                    fflush(nil)
+                    _exit(Exit.interrupted.rawValue)
                 }
                 work.cancel()
             }
