@@ -109,13 +109,15 @@ public enum BuiltProducts {
     }
 
     /// Starts `command` with the test process's environment, less
-    /// `MEDIAFETCH_CACHE`, plus `environment`; stdin is empty.
+    /// `MEDIAFETCH_CACHE` and the proxy variables (a CI image's proxy would
+    /// take every loopback request elsewhere), plus `environment`; stdin is empty.
     private static func launch(_ command: [String], environment: [String: String]) throws -> RunningCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["MEDIAFETCH_CACHE"] = nil
+        for name in ["http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] { env[name] = nil }
         for (key, value) in environment { env[key] = value }
         process.environment = env
         process.standardInput = FileHandle.nullDevice

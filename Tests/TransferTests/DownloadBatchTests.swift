@@ -222,10 +222,11 @@ import TestSupport
     @Test func itemsWaitingToRetryDoNotHoldUpTheRest() async throws {
         try await withOrigin { origin, directory in
             // Given as many items as the batch keeps in flight (8 with 2 slots),
-            // each told to come back in a second, and twenty good ones after them
+            // each told to come back in 5 s (time enough for twenty small
+            // files on a loaded machine), and twenty good ones after them
             for index in 0..<8 {
                 origin.addResource("/busy\(index)", data: fixtureBytes(count: 4000, seed: UInt64(index)))
-                origin.setFault("/busy\(index)", .status(503, retryAfter: 1), times: 1)
+                origin.setFault("/busy\(index)", .status(503, retryAfter: 5), times: 1)
             }
             for index in 0..<20 { origin.addResource("/ok\(index)", data: fixtureBytes(count: 4000, seed: UInt64(50 + index))) }
             let urls = (0..<8).map { origin.url("/busy\($0)") } + (0..<20).map { origin.url("/ok\($0)") }

@@ -546,8 +546,11 @@ import TestSupport
         try await Task.sleep(for: .milliseconds(200))
         let port = Int(UInt16(bigEndian: address.sin_port))
         _ = try await withEngine(retries: 0, adjust: {
-            $0.connectTimeout = 1.5
-            $0.stallTimeout = 0.3
+            // A stall timeout well under the connect timeout, yet long enough
+            // that a loop thread kept off its core just after libcurl's own
+            // deadline still sees libcurl's timeout first.
+            $0.connectTimeout = 3
+            $0.stallTimeout = 1
             $0.progressInterval = 0.1
         }) { _, engine, _ in
             let error = await #expect(throws: TransferError.self) { try await engine.download("http://127.0.0.1:\(port)/x.jpg") }
