@@ -248,18 +248,18 @@ struct Connection {
         return dropAt == nil
     }
 
-    /// Sleeps in short steps so shutdown() is not held up; false if the server is shutting down.
-    /// Sleeps until `seconds` from now, in steps that notice a shutdown. To a
+    /// Sleeps until `seconds` from now, in steps of 50 ms at most so that
+    /// shutdown() is not held up; false if the server is shutting down. To a
     /// deadline: on a loaded machine each wake-up comes late, and summed
     /// steps made a 1.5 s pause 2 s long.
     private func sleep(seconds: Double) -> Bool {
         let clock = ContinuousClock()
-        let deadline = clock.now + .milliseconds(Int64((max(0, seconds) * 1000).rounded()))
+        let deadline = clock.now + .seconds(max(0, seconds))
         while !server.isShutdown {
             let left = clock.now.duration(to: deadline)
             guard left > .zero else { return true }
-            let step = min(left, .milliseconds(50))
-            usleep(UInt32(max(1, step.components.attoseconds / 1_000_000_000_000 + step.components.seconds * 1_000_000)))
+            let microseconds = left.components.seconds * 1_000_000 + left.components.attoseconds / 1_000_000_000_000
+            usleep(UInt32(max(1, min(microseconds, 50_000))))
         }
         return false
     }
