@@ -131,7 +131,8 @@ final class Attempt: @unchecked Sendable {
     /// low-speed rule, which this clock replaced; half the rate limit under
     /// a limit below 2 bytes a second) is a stall too. A byte every 29 s
     /// kept a 30 s stall clock from ever running out.
-    /// Returns why the attempt counts as stalled, or nil.
+    /// Returns why the attempt counts as stalled, or nil; moves the
+    /// low-speed window on (a check is one step of it).
     func stallReason(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> String? {
         if paused {
             restartSpeedWindow(at: now)
@@ -139,11 +140,10 @@ final class Attempt: @unchecked Sendable {
         }
         var quietSince = lastActivity
         if !connected, connectingSince + connectLimit > quietSince { quietSince = connectingSince + connectLimit }
-        var allowedAgain: ContinuousClock.Instant?
-        if let bytesPerSecond, bytesPerSecond > 0 {
-            allowedAgain = startedAt + .seconds(Double(receivedThisAttempt) / Double(bytesPerSecond))
-            if let allowedAgain, allowedAgain > quietSince { quietSince = allowedAgain }
+        let allowedAgain = bytesPerSecond.flatMap { rate in
+            rate > 0 ? startedAt + .seconds(Double(receivedThisAttempt) / Double(rate)) : nil
         }
+        if let allowedAgain, allowedAgain > quietSince { quietSince = allowedAgain }
         if now - quietSince > limit { return "no data for \(NumberText.seconds(limit.seconds))" }
         if let allowedAgain, allowedAgain > speedWindowStart {
             // The limiter held it back in this window: the window starts when it lets go.
