@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import MediaFetch
-import Synchronization
+import Transfer
 
 #if canImport(Glibc)
 import Glibc
@@ -60,8 +60,15 @@ enum Terminal {
     /// and a JSON progress line (which lists the running URLs) may be longer,
     /// so a note from another thread could land inside it.
     private static func write(_ text: String, to fd: Int32) -> Bool {
+        writing.withLock { _ in writeAll(text, to: fd) }
+    }
+
+    /// The project's sleeping lock, not `Mutex`, which spins before it sleeps.
+    private static let writing = SleepingLock(())
+
+    private static func writeAll(_ text: String, to fd: Int32) -> Bool {
         var text = text
-        return writing.withLock { _ in text.withUTF8 { bytes -> Bool in
+        return text.withUTF8 { bytes -> Bool in
             guard let base = bytes.baseAddress else { return true }
             var offset = 0
             while offset < bytes.count {
@@ -73,10 +80,8 @@ enum Terminal {
                 offset += count
             }
             return true
-        } }
+        }
     }
-
-    private static let writing = Mutex(())
 
     /// The bytes of a C string, as the kernel passed them (arguments, the environment).
     static func bytes(of text: UnsafePointer<CChar>) -> UnsafeBufferPointer<UInt8> {
