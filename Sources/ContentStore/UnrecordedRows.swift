@@ -118,20 +118,26 @@ public struct UnrecordedRows: Sendable {
                     try record(records, date)
                 } catch {
                     if stops(error) { return error }
-                    for row in records {
-                        do {
-                            try record([row], date)
-                        } catch where stops(error) {
-                            return error
-                        } catch {
-                            // This one stays in the file set aside.
-                        }
-                    }
+                    if let stop = Self.recordEach(records, date, record, stops: stops) { return stop }
                     rename(path, path + ".bad")
                     continue
                 }
             }
             unlink(path)
+        }
+        return nil
+    }
+
+    /// Records each row on its own; returns an error that `stops` the replay.
+    /// A row refused for itself stays in the file set aside.
+    private static func recordEach(_ records: [IngestRecord], _ date: Date, _ record: ([IngestRecord], Date) throws -> Void,
+                                   stops: (any Error) -> Bool) -> (any Error)? {
+        for row in records {
+            do {
+                try record([row], date)
+            } catch where stops(error) {
+                return error
+            } catch {}
         }
         return nil
     }
