@@ -99,8 +99,7 @@ public struct EntryFormatter: Sendable {
     /// Looked for scalar by scalar: as `Character`s, CRLF is one that is neither
     /// CR nor LF, and a comma or quote with a combining mark after it is neither.
     static func csvField(_ text: String) -> String {
-        let special: Set<Unicode.Scalar> = [",", "\"", "\n", "\r"]
-        guard text.unicodeScalars.contains(where: special.contains) else { return text }
+        guard text.unicodeScalars.contains(where: csvSpecial.contains) else { return text }
         var quoted = String.UnicodeScalarView()
         quoted.append("\"")
         for scalar in text.unicodeScalars {
@@ -110,6 +109,9 @@ public struct EntryFormatter: Sendable {
         quoted.append("\"")
         return String(quoted)
     }
+
+    /// What makes a CSV field need quotes (built once: a field is checked per cell).
+    private static let csvSpecial: Set<Unicode.Scalar> = [",", "\"", "\n", "\r"]
 }
 
 /// Renders `stats`.
