@@ -318,7 +318,7 @@ final class Ingestor: Sendable {
             return
         }
         do {
-            try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches)
+            try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
             for entry in entries { entry.completion(.success(())) }
         } catch {
             // One bad row must not sink the rest; a catalog that failed as a
@@ -340,7 +340,7 @@ final class Ingestor: Sendable {
                     for entry in entries { entry.completion(.failure(failure)) }
                 }
             }
-            if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures) }
+            if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures, objectFiles: cache.store) }
         }
     }
 

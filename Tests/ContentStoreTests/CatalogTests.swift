@@ -231,6 +231,27 @@ import TestSupport
         }
     }
 
+    /// A URL whose object's file was gone and whose fetch then failed is
+    /// cleared, unless the file is back with its size when the failure is
+    /// recorded: another process fetched and stored it meanwhile.
+    @Test func aFailedRefetchKeepsTheURLWhenItsFileIsBackMeanwhile() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            try catalog.record([record("http://h/back", "c", hashA, size: 100), record("http://h/gone", "c", hashB, size: 40)])
+            // hashA is back whole; hashB is back cut short, which is no object.
+            let files = FilesOnHand(sizes: [hashA: 100, hashB: 39])
+
+            try catalog.record([], failures: [
+                FailureRecord(url: "http://h/back", message: "HTTP 503", missingObject: hashA),
+                FailureRecord(url: "http://h/gone", message: "HTTP 503", missingObject: hashB),
+            ], objectFiles: files)
+
+            let cached = try catalog.cachedSources(for: ["http://h/back", "http://h/gone"])
+            #expect(Array(cached.keys) == ["http://h/back"])
+            #expect(try catalog.stats().objects == 1)
+        }
+    }
+
     @Test func reopeningKeepsDataAndMigratesOnce() async throws {
         try await TemporaryDirectory.with { directory in
             let path = directory.appending("catalog.sqlite")
@@ -444,4 +465,16 @@ import TestSupport
             #expect(opened == 8)
         }
     }
+}
+
+/// A `BlobStore` that only answers `contains`, from a table of sizes.
+private struct FilesOnHand: BlobStore {
+    let sizes: [String: Int64]
+    func contains(_ sha256: String, size: Int64?) -> Bool {
+        guard let found = sizes[sha256] else { return false }
+        return size.map { $0 == found } ?? true
+    }
+    func flush(staged: [StagedBlob], files: [String]) throws(StoreError) {}
+    func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool { false }
+    func remove(_ sha256: String) throws(StoreError) {}
 }
