@@ -160,6 +160,7 @@ struct Connection {
         }
         if let length = reply.body.length {
             head += "Content-Length: \(length)\r\n"
+            if case .secondLength(let claimed) = bodyFault { head += "Content-Length: \(claimed)\r\n" }
         }
         if !keepAlive {
             head += "Connection: close\r\n"
@@ -172,7 +173,7 @@ struct Connection {
         return writeBody(reply.body, fault: bodyFault)
     }
 
-    /// Sends the body, shaped by a `dropAfter`, `slow` or `stallAfter` fault if given.
+    /// Sends the body, shaped by a `dropAfter`, `slow`, `stallAfter`, `trickle` or `secondLength` fault if given.
     /// Returns false if the connection must be closed (the client left, the file changed
     /// under us, the fault dropped it, or the server is shutting down).
     private func writeBody(_ body: Reply.Body, fault: Fault?) -> Bool {
@@ -186,11 +187,14 @@ struct Connection {
         var stall: (at: Int, seconds: Double)?
         var bytesPerSecond: Int?
         var trickle: Double?
+        // What follows a body of ambiguous length cannot be read as the next response.
+        var closeAfter = false
         switch fault {
         case .dropAfter(let bytes): dropAt = max(0, bytes)
         case .stallAfter(let bytes, let seconds): stall = (max(0, bytes), seconds)
         case .slow(let rate): bytesPerSecond = max(1, rate)
         case .trickle(let seconds): trickle = max(0, seconds)
+        case .secondLength: closeAfter = true
         default: break
         }
 
@@ -245,7 +249,7 @@ struct Connection {
             }
         }
         // A dropAfter beyond the body's end still ends the connection, as the fault promises.
-        return dropAt == nil
+        return dropAt == nil && !closeAfter
     }
 
     /// Sleeps until `seconds` from now, in steps of 50 ms at most so that

@@ -26,6 +26,10 @@ public enum Fault: Sendable, Equatable {
     /// without range support. `Accept-Ranges: bytes` is still advertised, so a client
     /// that trusts it must cope with the `200`.
     case ignoreRange
+    /// After the true `Content-Length`, send a second one claiming `bytes` (a
+    /// broken server, or a proxy adding its own): the body's length is
+    /// ambiguous. The whole body is sent, then the connection is closed.
+    case secondLength(bytes: Int)
 }
 
 /// A fault installed for a path, with how many more requests it applies to.
@@ -39,7 +43,7 @@ extension Fault {
     /// Whether this fault alters how a body is written (as opposed to what is answered).
     var affectsBodyDelivery: Bool {
         switch self {
-        case .dropAfter, .slow, .stallAfter, .trickle: true
+        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength: true
         case .status, .html, .ignoreRange: false
         }
     }

@@ -9,7 +9,7 @@ struct ResponseHead: Sendable {
     /// connection that other transfers may share (a stream), 1 otherwise.
     var majorVersion = 1
     /// The values of the fields the engine reads; a repeated field keeps its
-    /// last value. Stored inline rather than in a dictionary: they are filled
+    /// last value, but for `Content-Length`, whose values are all kept (see `lengthsDisagree`). Stored inline rather than in a dictionary: they are filled
     /// for every response on the loop thread.
     private var values = FieldValues()
     /// True once the blank line ending a final (not 1xx, not followed redirect) block was seen.
@@ -25,8 +25,32 @@ struct ResponseHead: Sendable {
         return fields
     }
 
-    /// `Content-Length`; nil when absent or not a count of bytes (negative).
-    var contentLength: Int64? { values[.contentLength].flatMap { Int64($0) }.flatMap { $0 >= 0 ? $0 : nil } }
+    /// `Content-Length`; nil when absent, not a count of bytes (negative), or
+    /// when the response gave two different counts (see `lengthsDisagree`).
+    /// A list of one count repeated (`10, 10`) is that count.
+    var contentLength: Int64? {
+        guard let counts = lengthCounts, let first = counts.first, counts.allSatisfy({ $0 == first }) else { return nil }
+        return first
+    }
+    /// Whether the response gave different byte counts in two `Content-Length`
+    /// fields or in one's list: which one frames the body is anybody's guess
+    /// (libcurl takes the last), and RFC 9112 makes it an unrecoverable error.
+    var lengthsDisagree: Bool {
+        guard let counts = lengthCounts, let first = counts.first else { return false }
+        return counts.contains { $0 != first }
+    }
+    /// The counts in `Content-Length` (every value given, in order, joined by
+    /// commas as repeated fields combine: RFC 9110 5.3); nil when absent or
+    /// when one is not a count of bytes.
+    private var lengthCounts: [Int64]? {
+        guard let text = values[.contentLength] else { return nil }
+        var counts: [Int64] = []
+        for member in text.split(separator: ",", omittingEmptySubsequences: false) {
+            guard let count = Int64(member.trimmingCharacters(in: .whitespaces)), count >= 0 else { return nil }
+            counts.append(count)
+        }
+        return counts
+    }
     var etag: String? { values[.etag] }
     var lastModified: String? { values[.lastModified] }
     /// The media type; nil when the header is missing or empty (`Content-Type:`).
@@ -104,7 +128,12 @@ struct ResponseHead: Sendable {
         var value = line[line.index(after: colon)...]
         while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
         guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else { return }
-        values[field] = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
+        if field == .contentLength, let earlier = values[field] {
+            values[field] = earlier + ", " + text
+        } else {
+            values[field] = text
+        }
     }
 
     /// The wanted field whose name is `bytes` in any case; nil for the others.

@@ -276,6 +276,20 @@ import TestSupport
         }
     }
 
+    /// A response with two different `Content-Length`s (libcurl frames the
+    /// body by the last, here the shorter) is refused, not stored cut short.
+    @Test func twoDifferentLengthsAreRefusedNotStoredCutShort() async throws {
+        _ = try await withEngine(retries: 0) { origin, engine, directory in
+            origin.addResource("/doubled.jpg", data: fixtureBytes(count: 5000, seed: 61))
+            origin.setFault("/doubled.jpg", .secondLength(bytes: 4000))
+            await #expect(throws: TransferError(.protocolViolation,
+                                                "the server gave two different lengths (Content-Length: 5000, 4000)")) {
+                try await engine.download(origin.url("/doubled.jpg"))
+            }
+            #expect(leftovers(directory).isEmpty)
+        }
+    }
+
     @Test func notFoundIsFinalAndLeavesNothingBehind() async throws {
         _ = try await withEngine { origin, engine, directory in
             await #expect(throws: TransferError(.http(status: 404), "HTTP 404 Not Found")) {

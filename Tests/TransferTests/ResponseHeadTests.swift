@@ -66,6 +66,25 @@ import Testing
         #expect(head(["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807", ""]).contentLength == .max)
     }
 
+    /// Two different lengths make the body's end a guess; one length given
+    /// twice (in two fields or a list) is that length.
+    @Test func twoDifferentLengthsAreNoLength() {
+        let twoFields = head(["HTTP/1.1 200 OK", "Content-Length: 5000", "Content-Length: 4000", ""])
+        #expect(twoFields.lengthsDisagree)
+        #expect(twoFields.contentLength == nil)
+        #expect(twoFields.fields["content-length"] == "5000, 4000")
+        #expect(head(["HTTP/1.1 200 OK", "Content-Length: 10,20", ""]).lengthsDisagree)
+
+        let repeated = head(["HTTP/1.1 200 OK", "Content-Length: 10", "Content-Length: 10, 10", ""])
+        #expect(!repeated.lengthsDisagree)
+        #expect(repeated.contentLength == 10)
+        // A redirect's length is not the final response's.
+        let redirected = head(["HTTP/1.1 302 Found", "Location: /b", "Content-Length: 3", "",
+                               "HTTP/1.1 200 OK", "Content-Length: 10", ""])
+        #expect(!redirected.lengthsDisagree)
+        #expect(redirected.contentLength == 10)
+    }
+
     @Test func theExpectedSizeOfARangeAnswerNeverOverflows() {
         #expect(Attempt.expectedSize(contentLength: 100, status: 206, requestedOffset: 50) == 150)
         #expect(Attempt.expectedSize(contentLength: 100, status: 200, requestedOffset: 50) == 100)
