@@ -158,7 +158,10 @@ struct Connection {
         for (name, value) in reply.headers {
             head += "\(name): \(value)\r\n"
         }
-        if let length = reply.body.length {
+        if case .chunked(let claimed) = bodyFault, reply.body.length != nil {
+            head += "Transfer-Encoding: chunked\r\n"
+            if let claimed { head += "Content-Length: \(claimed)\r\n" }
+        } else if let length = reply.body.length {
             head += "Content-Length: \(length)\r\n"
             if case .secondLength(let claimed) = bodyFault { head += "Content-Length: \(claimed)\r\n" }
         }
@@ -173,7 +176,7 @@ struct Connection {
         return writeBody(reply.body, fault: bodyFault)
     }
 
-    /// Sends the body, shaped by a `dropAfter`, `slow`, `stallAfter`, `trickle` or `secondLength` fault if given.
+    /// Sends the body, shaped by a `dropAfter`, `slow`, `stallAfter`, `trickle`, `secondLength` or `chunked` fault if given.
     /// Returns false if the connection must be closed (the client left, the file changed
     /// under us, the fault dropped it, or the server is shutting down).
     private func writeBody(_ body: Reply.Body, fault: Fault?) -> Bool {
@@ -189,12 +192,14 @@ struct Connection {
         var trickle: Double?
         // What follows a body of ambiguous length cannot be read as the next response.
         var closeAfter = false
+        var chunked = false
         switch fault {
         case .dropAfter(let bytes): dropAt = max(0, bytes)
         case .stallAfter(let bytes, let seconds): stall = (max(0, bytes), seconds)
         case .slow(let rate): bytesPerSecond = max(1, rate)
         case .trickle(let seconds): trickle = max(0, seconds)
         case .secondLength: closeAfter = true
+        case .chunked: chunked = true
         default: break
         }
 
@@ -217,6 +222,7 @@ struct Connection {
             if trickle != nil { count = 1 }
 
             let offset = range.lowerBound + sent
+            if chunked, !Socket.sendAll(fd, Array((String(count, radix: 16) + "\r\n").utf8)) { return false }
             switch body {
             case .none:
                 return true
@@ -229,11 +235,13 @@ struct Connection {
                 if fileBuffer.count < count { fileBuffer = [UInt8](repeating: 0, count: count) }
                 let read = fileBuffer.withUnsafeMutableBytes { pread(file.fd, $0.baseAddress, count, off_t(offset)) }
                 // The file shrank under us: the promised Content-Length cannot be kept.
-                guard read > 0 else { return false }
+                // In chunks, the size line is sent already: a short read cannot be told.
+                guard read > 0, !chunked || read == count else { return false }
                 count = read
                 guard fileBuffer.withUnsafeBytes({ Socket.sendAll(fd, UnsafeRawBufferPointer(rebasing: $0[0..<read])) })
                 else { return false }
             }
+            if chunked, !Socket.sendAll(fd, Array("\r\n".utf8)) { return false }
             sent += count
 
             if let trickle, sent < range.count {
@@ -248,6 +256,7 @@ struct Connection {
                 }
             }
         }
+        if chunked, !Socket.sendAll(fd, Array("0\r\n\r\n".utf8)) { return false }
         // A dropAfter beyond the body's end still ends the connection, as the fault promises.
         return dropAt == nil && !closeAfter
     }

@@ -30,6 +30,10 @@ public enum Fault: Sendable, Equatable {
     /// broken server, or a proxy adding its own): the body's length is
     /// ambiguous. The whole body is sent, then the connection is closed.
     case secondLength(bytes: Int)
+    /// Send the body in chunks (`Transfer-Encoding: chunked`), and with it a
+    /// `Content-Length` claiming `claimedLength` when given (a misconfigured
+    /// server or proxy: the chunks frame the body, RFC 9112 6.3).
+    case chunked(claimedLength: Int?)
 }
 
 /// A fault installed for a path, with how many more requests it applies to.
@@ -43,7 +47,7 @@ extension Fault {
     /// Whether this fault alters how a body is written (as opposed to what is answered).
     var affectsBodyDelivery: Bool {
         switch self {
-        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength: true
+        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .chunked: true
         case .status, .html, .ignoreRange: false
         }
     }

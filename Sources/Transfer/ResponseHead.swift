@@ -25,9 +25,11 @@ struct ResponseHead: Sendable {
         return fields
     }
 
-    /// `Content-Length`; nil when absent, not a count of bytes (negative), or
-    /// when the response gave two different counts (see `lengthsDisagree`).
-    /// A list of one count repeated (`10, 10`) is that count.
+    /// `Content-Length`; nil when absent, not a count of bytes (negative),
+    /// when the response gave two different counts (see `lengthsDisagree`),
+    /// or beside a `Transfer-Encoding`, which frames the body instead (RFC
+    /// 9112 6.3; libcurl reads such a body by its chunks, as curl does). A
+    /// list of one count repeated (`10, 10`) is that count.
     var contentLength: Int64? {
         guard let counts = lengthCounts, let first = counts.first, counts.allSatisfy({ $0 == first }) else { return nil }
         return first
@@ -41,9 +43,9 @@ struct ResponseHead: Sendable {
     }
     /// The counts in `Content-Length` (every value given, in order, joined by
     /// commas as repeated fields combine: RFC 9110 5.3); nil when absent or
-    /// when one is not a count of bytes.
+    /// when one is not a count of bytes, or when a `Transfer-Encoding` overrides them.
     private var lengthCounts: [Int64]? {
-        guard let text = values[.contentLength] else { return nil }
+        guard let text = values[.contentLength], values[.transferEncoding] == nil else { return nil }
         var counts: [Int64] = []
         for member in text.split(separator: ",", omittingEmptySubsequences: false) {
             guard let count = Int64(member.trimmingCharacters(in: .whitespaces)), count >= 0 else { return nil }
@@ -155,12 +157,13 @@ struct ResponseHead: Sendable {
 /// skipped without building strings.
 private enum Field: String, CaseIterable {
     case contentLength = "content-length", contentType = "content-type", contentRange = "content-range",
-         etag, lastModified = "last-modified", location, retryAfter = "retry-after"
+         etag, lastModified = "last-modified", location, retryAfter = "retry-after",
+         transferEncoding = "transfer-encoding"
 }
 
 /// One optional value per `Field`, stored inline (no allocation per response).
 private struct FieldValues: Sendable {
-    private var contentLength, contentType, contentRange, etag, lastModified, location, retryAfter: String?
+    private var contentLength, contentType, contentRange, etag, lastModified, location, retryAfter, transferEncoding: String?
 
     subscript(field: Field) -> String? {
         get {
@@ -172,6 +175,7 @@ private struct FieldValues: Sendable {
             case .lastModified: lastModified
             case .location: location
             case .retryAfter: retryAfter
+            case .transferEncoding: transferEncoding
             }
         }
         set {
@@ -183,6 +187,7 @@ private struct FieldValues: Sendable {
             case .lastModified: lastModified = newValue
             case .location: location = newValue
             case .retryAfter: retryAfter = newValue
+            case .transferEncoding: transferEncoding = newValue
             }
         }
     }

@@ -290,6 +290,21 @@ import TestSupport
         }
     }
 
+    /// A chunked body with a `Content-Length` beside it that is wrong (a
+    /// misconfigured server) is read by its chunks, as curl reads it.
+    @Test func aChunkedBodyIsWholeWhateverItsContentLengthSays() async throws {
+        _ = try await withEngine(retries: 0) { origin, engine, _ in
+            let bytes = fixtureBytes(count: 150_000, seed: 62)
+            origin.addResource("/chunked.jpg", data: bytes)
+            origin.setFault("/chunked.jpg", .chunked(claimedLength: 200_000), times: 1)
+            let body = try await engine.download(origin.url("/chunked.jpg"))
+            #expect(FileManager.default.contents(atPath: body.path) == bytes)
+            #expect(body.sha256 == sha256(bytes))
+            origin.setFault("/chunked.jpg", .chunked(claimedLength: nil), times: 1)
+            #expect(try await engine.download(origin.url("/chunked.jpg")).size == 150_000)
+        }
+    }
+
     @Test func notFoundIsFinalAndLeavesNothingBehind() async throws {
         _ = try await withEngine { origin, engine, directory in
             await #expect(throws: TransferError(.http(status: 404), "HTTP 404 Not Found")) {

@@ -85,6 +85,14 @@ import Testing
         #expect(redirected.contentLength == 10)
     }
 
+    /// Chunks frame a body whatever `Content-Length` says beside them (RFC 9112 6.3).
+    @Test func aTransferEncodingOverridesTheLength() {
+        let chunked = head(["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", "Content-Length: 7000", ""])
+        #expect(chunked.contentLength == nil)
+        #expect(!head(["HTTP/1.1 200 OK", "Content-Length: 7", "Content-Length: 9", "Transfer-Encoding: chunked", ""])
+            .lengthsDisagree)
+    }
+
     @Test func theExpectedSizeOfARangeAnswerNeverOverflows() {
         #expect(Attempt.expectedSize(contentLength: 100, status: 206, requestedOffset: 50) == 150)
         #expect(Attempt.expectedSize(contentLength: 100, status: 200, requestedOffset: 50) == 100)
