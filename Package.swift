@@ -76,6 +76,8 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "SampleMediaTests", dependencies: ["SampleMedia", "TestSupport"]),
+        // The executable's own logic (argument layout, the status line), through `@testable import`.
+        .testTarget(name: "CommandLineTests", dependencies: ["mediafetch", "MediaFetch"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "TestSupport", "SampleMedia", "mediafetch"]),
     ]
 )

@@ -77,7 +77,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
         for index in 1..<Int(CommandLine.argc) {
             guard let argument = CommandLine.unsafeArgv[index],
                   let shown = CommandLineLayout.textShowingInvalidUTF8(Terminal.bytes(of: argument)) else { continue }
-            Terminal.writeErr("Error: argument \(index) is not valid UTF-8: \(TerminalText.escapingControls(shown))\n"
+            Terminal.writeErr("Error: argument \(index) is not valid UTF-8: \(DisplayText.escapingControls(shown))\n"
                 + "  mediafetch takes paths, URLs and names in UTF-8.\n")
             Self.exit(withError: ExitCode.validationFailure)
         }

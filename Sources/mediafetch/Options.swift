@@ -15,7 +15,7 @@ struct CacheOptions: ParsableArguments {
         // Read as U+FFFD in place of the bad bytes, it would name another directory.
         if cache == nil, let variable = getenv("MEDIAFETCH_CACHE"),
            let shown = CommandLineLayout.textShowingInvalidUTF8(Terminal.bytes(of: variable)) {
-            throw ValidationError("MEDIAFETCH_CACHE is not valid UTF-8: \(TerminalText.escapingControls(shown))")
+            throw ValidationError("MEDIAFETCH_CACHE is not valid UTF-8: \(DisplayText.escapingControls(shown))")
         }
     }
 

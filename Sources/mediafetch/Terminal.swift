@@ -19,7 +19,7 @@ enum Terminal {
             // Under --progress json every stderr line is a JSON object, the run's end too (redacted there).
             writeErr(ProgressJSON.error(oneLine) + "\n")
         } else {
-            writeErr("mediafetch: \(TerminalText.escapingControls(RedactedURL.inText(oneLine)))\n")
+            writeErr("mediafetch: \(DisplayText.escapingControls(RedactedURL.inText(oneLine)))\n")
         }
     }
 
@@ -116,6 +116,30 @@ func flushBufferedOutputAtExit() {
     guard fflush(nil) != 0 else { return }
     Terminal.error("cannot write the output: \(String(cString: strerror(errno)))")
     _exit(Exit.outputFailed.rawValue)
+}
+
+extension ProgressText {
+    /// `line` cut to fit a terminal `columns` wide, with three columns to
+    /// spare: a status line that wraps leaves its first row behind on every
+    /// redraw (`\r` and erase-line reach only the last row), and so does one
+    /// that the `^C` a terminal echoes on Ctrl-C pushes over the edge. Nil
+    /// columns (unknown width) leaves it whole; a terminal too narrow for
+    /// anything gets nothing.
+    static func fitted(_ line: String, columns: Int?) -> String {
+        guard let columns else { return line }
+        let room = columns - 3
+        guard DisplayText.displayWidth(line) > room else { return line }
+        guard room >= 2 else { return "" }
+        var fitted = ""
+        var width = 0
+        for character in line {
+            let next = DisplayText.displayWidth(character)
+            if width + next > room - 1 { break }
+            fitted.append(character)
+            width += next
+        }
+        return fitted + "…"
+    }
 }
 
 /// Shows job events as the chosen progress mode asks, and the summary.

@@ -254,7 +254,7 @@ import TestSupport
             for screen in [during, later] {
                 let statusRows = screen.split(separator: "\n").filter { $0.contains("/3 items") }
                 #expect(statusRows.count == 1, "\(screen)")
-                #expect(statusRows.allSatisfy { TerminalText.displayWidth(String($0)) < 40 }, "\(screen)")
+                #expect(statusRows.allSatisfy { DisplayText.displayWidth(String($0)) < 40 }, "\(screen)")
             }
             // The run ends before the test removes its cache; no status row is left.
             let after = try await screen(session, in: directory) { $0.contains("EXIT=") }

@@ -290,104 +290,30 @@ import TestSupport
     }
 }
 
-@Suite struct CommandLineLayoutTests {
-    @Test func theCacheMayComeBeforeTheCommand() {
-        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "stats", "--format", "json"])
-                == ["stats", "--cache", "/c", "--format", "json"])
-        #expect(CommandLineLayout.placingGlobalOptions(["--cache=/c", "list"]) == ["list", "--cache=/c"])
-    }
-
-    @Test func helpNeedsNoCache() {
-        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "help", "get"]) == ["help", "get"])
-    }
-
-    @Test func helpAboutAnUnknownCommandIsAnError() {
-        let commands = ["get", "list", "stats"]
-        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "frob"], commands: commands)
-                == "unknown command 'frob' (the commands are get, list and stats)")
-        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "get", "frob"], commands: commands)
-                == "Unexpected argument 'frob'")
-        for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "--cache", "X", "get"], ["help", "-h", "get"], ["help", "stats", "--help"], ["get", "frob"], []] {
-            #expect(CommandLineLayout.unknownHelpTopic(in: fine, commands: commands) == nil, "\(fine)")
-        }
-    }
-
-    @Test func anOptionWithAnEmptyValueIsFound() {
-        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=", "http://a/b"]) == "--collection")
-        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=x", "http://a/b"]) == nil)
-        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--", "--odd="]) == nil)
-        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=aGk=", "http://h/x?a="]) == nil)
-    }
-
-    @Test func optionsTakingValuesAreReadFromTheCommandsDescription() {
-        // The shape of ArgumentParser's `--experimental-dump-help`, cut down.
-        let dump = """
-            {"command": {"commandName": "list", "arguments": [
-              {"kind": "option", "names": [{"kind": "long", "name": "collection"}, {"kind": "short", "name": "c"}]},
-              {"kind": "option", "names": [{"kind": "long", "name": "input-file"}]},
-              {"kind": "flag", "names": [{"kind": "long", "name": "help"}]},
-              {"kind": "positional", "names": [{"kind": "long", "name": "urls"}]}
-            ]}}
-            """
-        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: dump) == ["--collection", "--input-file"])
-        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: "USAGE: mediafetch list").isEmpty)
-        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: #"{"command": {"arguments": 3}}"#).isEmpty)
-    }
-
-    @Test(arguments: [
-        ([0x63, 0x61, 0x66, 0xE9], #"caf\xE9"#),
-        // A sequence cut short at the end, an overlong '/', a UTF-16 surrogate.
-        ([0x61, 0xE6, 0x9D], #"a\xE6\x9D"#),
-        ([0xC0, 0xAF, 0x62], #"\xC0\xAF"# + "b"),
-        ([0xED, 0xA0, 0x80], #"\xED\xA0\x80"#),
-        // Valid text around a bad byte is kept as it is.
-        (Array("東京".utf8) + [0xFF] + Array("/x".utf8), #"東京\xFF/x"#),
-    ] as [([UInt8], String)])
-    func bytesThatAreNotUTF8AreShownAsEscapes(bytes: [UInt8], shown: String) {
-        #expect(CommandLineLayout.textShowingInvalidUTF8(bytes) == shown)
-    }
-
-    @Test func validUTF8IsNotFlagged() {
-        for text in ["", "/tmp/café", "東京 🗺️", "http://h/a?b=c"] {
-            #expect(CommandLineLayout.textShowingInvalidUTF8(Array(text.utf8)) == nil)
-        }
-    }
-
-    @Test func everythingElseIsLeftForTheParser() {
-        for arguments in [["stats", "--cache", "/c"], ["--cache"], ["--help"], ["get", "--cache", "/c", "http://a/b"]] {
-            #expect(CommandLineLayout.placingGlobalOptions(arguments) == arguments)
-        }
-        // The cache with no command after it is dropped: the parser then asks for a command.
-        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c"]) == [])
-        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "--help"]) == ["--help"])
-        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "--jobs", "2", "get"]) == ["--jobs", "2", "get"])
-    }
-}
-
-@Suite struct TerminalTextTests {
+@Suite struct DisplayTextTests {
     @Test func controlCharactersAreShownAsEscapes() {
-        #expect(TerminalText.escapingControls("bratislava") == "bratislava")
-        #expect(TerminalText.escapingControls("a\u{1B}[2Jb") == "a\\u{1B}[2Jb")
-        #expect(TerminalText.escapingControls("two\nlines\ttab") == "two\\u{A}lines\\u{9}tab")
-        #expect(TerminalText.escapingControls("del\u{7F} c1\u{9B}") == "del\\u{7F} c1\\u{9B}")
-        #expect(TerminalText.escapingControls("Žilina — ok") == "Žilina — ok")
+        #expect(DisplayText.escapingControls("bratislava") == "bratislava")
+        #expect(DisplayText.escapingControls("a\u{1B}[2Jb") == "a\\u{1B}[2Jb")
+        #expect(DisplayText.escapingControls("two\nlines\ttab") == "two\\u{A}lines\\u{9}tab")
+        #expect(DisplayText.escapingControls("del\u{7F} c1\u{9B}") == "del\\u{7F} c1\\u{9B}")
+        #expect(DisplayText.escapingControls("Žilina — ok") == "Žilina — ok")
         // A right-to-left override would turn the rest of a row around; separators break lines.
-        #expect(TerminalText.escapingControls("ab\u{202E}cd\u{2066}\u{200F}\u{2028}") == "ab\\u{202E}cd\\u{2066}\\u{200F}\\u{2028}")
-        #expect(TerminalText.escapingControls("👨\u{200D}👩 a\u{200B}b") == "👨\u{200D}👩 a\u{200B}b")
+        #expect(DisplayText.escapingControls("ab\u{202E}cd\u{2066}\u{200F}\u{2028}") == "ab\\u{202E}cd\\u{2066}\\u{200F}\\u{2028}")
+        #expect(DisplayText.escapingControls("👨\u{200D}👩 a\u{200B}b") == "👨\u{200D}👩 a\u{200B}b")
     }
 
     @Test func wideCharactersTakeTwoColumns() {
-        #expect(TerminalText.displayWidth("tatry") == 5)
-        #expect(TerminalText.displayWidth("東京") == 4)
-        #expect(TerminalText.displayWidth("서울") == 4)
-        #expect(TerminalText.displayWidth("e\u{301}te\u{301}") == 3)
-        #expect(TerminalText.displayWidth("a\u{200B}b\u{FEFF}") == 2)
+        #expect(DisplayText.displayWidth("tatry") == 5)
+        #expect(DisplayText.displayWidth("東京") == 4)
+        #expect(DisplayText.displayWidth("서울") == 4)
+        #expect(DisplayText.displayWidth("e\u{301}te\u{301}") == 3)
+        #expect(DisplayText.displayWidth("a\u{200B}b\u{FEFF}") == 2)
         let table = TextTable.render(header: ["COLLECTION", "URL"], rows: [["写真写真", "http://a/1"], ["abcdefgh", "http://a/2"]],
                                      rightAligned: [])
         let lines = table.split(separator: "\n").map(String.init)
         // The URL column starts in the same terminal column on every row.
         let starts = lines.map { line in
-            TerminalText.displayWidth(String(line[..<((line.range(of: "URL") ?? line.range(of: "http://"))?.lowerBound ?? line.endIndex)]))
+            DisplayText.displayWidth(String(line[..<((line.range(of: "URL") ?? line.range(of: "http://"))?.lowerBound ?? line.endIndex)]))
         }
         #expect(Set(starts).count == 1, "\(lines)")
     }
@@ -400,20 +326,6 @@ import TestSupport
         #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s, 2 waiting to retry (next in 10 min)")
         progress.waitingToRetry = 0
         #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s")
-    }
-
-    @Test func aStatusLineIsCutToTheTerminal() {
-        let line = "1234/5000 items, 120 cached, 3 failed, 1023.9 MiB at 1020.0 KiB/s, 16 active"
-        #expect(ProgressText.fitted(line, columns: nil) == line)
-        #expect(ProgressText.fitted(line, columns: 200) == line)
-        // Three columns to spare: the `^C` echoed on Ctrl-C must not wrap it either.
-        let cut = ProgressText.fitted(line, columns: 40)
-        #expect(cut == "1234/5000 items, 120 cached, 3 faile…")
-        #expect(TerminalText.displayWidth(cut) == 37)
-        #expect(TerminalText.displayWidth(ProgressText.fitted("東京 " + line, columns: 20)) <= 17)
-        #expect(ProgressText.fitted(line, columns: 4) == "")
-        #expect(ProgressText.fitted(line, columns: 1) == "")
-        #expect(ProgressText.fitted(line, columns: 5) == "1…")
     }
 
     @Test func aCollectionNameIsTheSameInEitherUnicodeForm() {

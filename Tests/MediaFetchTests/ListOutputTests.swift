@@ -164,9 +164,9 @@ import TestSupport
                 """#)
             // The escape sequence is shown, not sent to the terminal; 東京 takes four columns.
             #expect(!text.contains("\u{1B}"))
-            let lastCells = ["TITLE / URL"] + rows.map { TerminalText.escapingControls($0[4]) }
+            let lastCells = ["TITLE / URL"] + rows.map { DisplayText.escapingControls($0[4]) }
             let starts = zip(text.split(separator: "\n"), lastCells).map { line, cell in
-                line.range(of: cell, options: .backwards).map { TerminalText.displayWidth(String(line[..<$0.lowerBound])) }
+                line.range(of: cell, options: .backwards).map { DisplayText.displayWidth(String(line[..<$0.lowerBound])) }
             }
             #expect(starts.count == 4)
             #expect(Set(starts).count == 1)

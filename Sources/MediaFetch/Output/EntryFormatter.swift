@@ -76,7 +76,7 @@ public struct EntryFormatter: Sendable {
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
         case .table:
-            var widths = Self.tableHeader.map(TerminalText.displayWidth)
+            var widths = Self.tableHeader.map(DisplayText.displayWidth)
             // The last column is not padded: its cells are left out of the first pass.
             try forEach { entry in TextTable.widen(&widths, toFit: Self.tableRow(entry, paddedOnly: true)) }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
@@ -92,7 +92,7 @@ public struct EntryFormatter: Sendable {
     static func tableRow(_ entry: CatalogEntry, paddedOnly: Bool = false) -> [String] {
         var cells = [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue, entry.collection]
         if !paddedOnly { cells.append(entry.title ?? RedactedURL.of(entry.url)) }
-        return cells.map(TerminalText.escapingControls)
+        return cells.map(DisplayText.escapingControls)
     }
 
     /// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
@@ -147,7 +147,7 @@ public enum StatsFormatter {
 /// Plain aligned columns.
 enum TextTable {
     static func render(header: [String]?, rows: [[String]], rightAligned: Set<Int>) -> String {
-        let all = (header.map { [$0] } ?? []) + rows.map { $0.map(TerminalText.escapingControls) }
+        let all = (header.map { [$0] } ?? []) + rows.map { $0.map(DisplayText.escapingControls) }
         guard let columns = all.first?.count else { return "" }
         var widths = Array(repeating: 0, count: columns)
         for row in all { widen(&widths, toFit: row) }
@@ -157,7 +157,7 @@ enum TextTable {
     /// Widens `widths` to fit `row`'s cells, in columns on the screen.
     static func widen(_ widths: inout [Int], toFit row: [String]) {
         for (index, cell) in row.enumerated() where index < widths.count {
-            widths[index] = max(widths[index], TerminalText.displayWidth(cell))
+            widths[index] = max(widths[index], DisplayText.displayWidth(cell))
         }
     }
 
@@ -165,7 +165,7 @@ enum TextTable {
     static func line(_ row: [String], widths: [Int], rightAligned: Set<Int>) -> String {
         row.enumerated().map { index, cell in
             // Columns, not characters: a wide character (東京) takes two.
-            let padding = String(repeating: " ", count: max(0, widths[index] - TerminalText.displayWidth(cell)))
+            let padding = String(repeating: " ", count: max(0, widths[index] - DisplayText.displayWidth(cell)))
             if index == row.count - 1 { return cell }
             return rightAligned.contains(index) ? padding + cell : cell + padding
         }.joined(separator: "  ")
@@ -178,9 +178,9 @@ public enum ListMessages {
     /// name, with the names there are, so that a typo shows itself.
     public static func noCollection(named name: String, among names: [String]) -> String {
         let shown = 10
-        var known = names.prefix(shown).map { "'\(TerminalText.escapingControls($0))'" }.joined(separator: ", ")
+        var known = names.prefix(shown).map { "'\(DisplayText.escapingControls($0))'" }.joined(separator: ", ")
         if names.count > shown { known += " and \(names.count - shown) more" }
-        return "no collection named '\(TerminalText.escapingControls(name))' (" + (names.isEmpty ? "the cache has none" : "the cache has \(known)") + ")"
+        return "no collection named '\(DisplayText.escapingControls(name))' (" + (names.isEmpty ? "the cache has none" : "the cache has \(known)") + ")"
     }
 }
 
@@ -199,8 +199,8 @@ public enum CollectionName {
     /// made a second collection that looked like the first.
     public static func problem(_ name: String) -> String? {
         if name.allSatisfy(\.isWhitespace) { return "must not be empty" }
-        guard name.unicodeScalars.contains(where: TerminalText.isControl) else { return nil }
-        return "must not hold control characters (got '\(TerminalText.escapingControls(name))')"
+        guard name.unicodeScalars.contains(where: DisplayText.isControl) else { return nil }
+        return "must not hold control characters (got '\(DisplayText.escapingControls(name))')"
     }
 
     /// The stored name among `names` that `name` means: the same bytes, or

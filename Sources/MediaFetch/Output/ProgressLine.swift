@@ -80,28 +80,6 @@ public enum ProgressText {
         return text
     }
 
-    /// `line` cut to fit a terminal `columns` wide, with three columns to
-    /// spare: a status line that wraps leaves its first row behind on every
-    /// redraw (`\r` and erase-line reach only the last row), and so does one
-    /// that the `^C` a terminal echoes on Ctrl-C pushes over the edge. Nil
-    /// columns (unknown width) leaves it whole; a terminal too narrow for
-    /// anything gets nothing.
-    public static func fitted(_ line: String, columns: Int?) -> String {
-        guard let columns else { return line }
-        let room = columns - 3
-        guard TerminalText.displayWidth(line) > room else { return line }
-        guard room >= 2 else { return "" }
-        var fitted = ""
-        var width = 0
-        for character in line {
-            let next = TerminalText.displayWidth(character)
-            if width + next > room - 1 { break }
-            fitted.append(character)
-            width += next
-        }
-        return fitted + "…"
-    }
-
     /// The one-line summary at the end.
     public static func summary(_ report: FetchReport) -> String {
         var parts = ["\(report.downloaded) downloaded"]

@@ -1,17 +1,19 @@
+import MediaFetch
+
 /// Where options that belong to every command may be written.
 ///
 /// The command line is `mediafetch [--cache DIR] <command> ...`: the cache
 /// root may come before the command name. The parser knows `--cache` as an
 /// option of each command, so options written before the command are moved
 /// to just after it.
-public enum CommandLineLayout {
+enum CommandLineLayout {
     /// Options of every command that may precede the command name, each taking one value.
-    public static let globalOptions: Set<String> = ["--cache"]
+    static let globalOptions: Set<String> = ["--cache"]
 
     /// `arguments` (without the program name) with any leading global options
     /// (`--cache DIR` or `--cache=DIR`) moved after the command name. Anything
     /// else is left as it is, for the parser to judge.
-    public static func placingGlobalOptions(_ arguments: [String]) -> [String] {
+    static func placingGlobalOptions(_ arguments: [String]) -> [String] {
         var leading: [String] = []
         var index = 0
         while index < arguments.count {
@@ -40,7 +42,7 @@ public enum CommandLineLayout {
     /// the value: `--collection="$NAME"` with `NAME` unset named a
     /// collection after the first URL, and `--cache="$DIR"` made a cache
     /// in a directory named after it.
-    public static func optionWithEmptyValue(in arguments: [String]) -> String? {
+    static func optionWithEmptyValue(in arguments: [String]) -> String? {
         for argument in arguments {
             if argument == "--" { return nil }
             // Only an '=' with nothing after it: `--collection=aGk=` has a value.
@@ -57,7 +59,7 @@ public enum CommandLineLayout {
     /// nothing. ArgumentParser shows the top-level help, with exit 0, for
     /// `help frob`: a script that asked about a misspelt command was told
     /// nothing went wrong.
-    public static func unknownHelpTopic(in arguments: [String], commands: [String]) -> String? {
+    static func unknownHelpTopic(in arguments: [String], commands: [String]) -> String? {
         guard arguments.first == "help" else { return nil }
         let words = arguments.dropFirst()
         // Another option (`help --cache X get`) is the parser's to name: its
@@ -80,7 +82,7 @@ public enum CommandLineLayout {
     /// `_dumpHelp()`, printed by `--experimental-dump-help`). Empty when the
     /// text is not such a description. Lets `--bogus=` stay an unknown option
     /// rather than one that "needs a value".
-    public static func longOptionsTakingValues(inHelpDump text: String) -> Set<String> {
+    static func longOptionsTakingValues(inHelpDump text: String) -> Set<String> {
         guard case .object(let command)? = JSONValue.members(ofObject: text)?["command"],
               case .array(let arguments)? = command["arguments"] else { return [] }
         var options: Set<String> = []
@@ -97,7 +99,7 @@ public enum CommandLineLayout {
     /// as `\xHH`, or nil when all of it is valid. Swift reads arguments and
     /// the environment with such bytes replaced by U+FFFD: a `--cache` of
     /// `caf\xE9` would silently become another directory, so such text is refused and shown.
-    public static func textShowingInvalidUTF8(_ bytes: some Collection<UInt8>) -> String? {
+    static func textShowingInvalidUTF8(_ bytes: some Collection<UInt8>) -> String? {
         var parser = Unicode.UTF8.ForwardParser()
         var iterator = bytes.makeIterator()
         var shown = ""

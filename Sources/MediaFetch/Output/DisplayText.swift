@@ -1,9 +1,10 @@
-/// Text for a terminal: control characters (C0, DEL, C1; newlines and tabs
-/// too), line and paragraph separators and the bidirectional controls
+/// Text as it shows in fixed-width output (the `list` table, messages, the
+/// executable's status line): control characters (C0, DEL, C1; newlines and
+/// tabs too), line and paragraph separators and the bidirectional controls
 /// written as `\u{1B}` escapes, so a name or URL from a feed, a file or the
 /// command line can neither clear the screen, nor break a row or a line, nor
-/// turn the rest of a row around (U+202E).
-public enum TerminalText {
+/// turn the rest of a row around (U+202E); and the columns text takes.
+public enum DisplayText {
     public static func escapingControls(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
         var escaped = ""
@@ -17,7 +18,7 @@ public enum TerminalText {
         return escaped
     }
 
-    /// Columns `text` takes on a terminal: two for a wide character (CJK,
+    /// Columns `text` takes in fixed-width output: two for a wide character (CJK,
     /// Hangul, full-width forms, most emoji), one for any other character
     /// (a base letter and its combining marks are one character).
     public static func displayWidth(_ text: String) -> Int {

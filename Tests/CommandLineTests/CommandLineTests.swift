@@ -1,0 +1,94 @@
+import Testing
+@testable import mediafetch
+import MediaFetch
+
+@Suite struct CommandLineLayoutTests {
+    @Test func theCacheMayComeBeforeTheCommand() {
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "stats", "--format", "json"])
+                == ["stats", "--cache", "/c", "--format", "json"])
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache=/c", "list"]) == ["list", "--cache=/c"])
+    }
+
+    @Test func helpNeedsNoCache() {
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "help", "get"]) == ["help", "get"])
+    }
+
+    @Test func helpAboutAnUnknownCommandIsAnError() {
+        let commands = ["get", "list", "stats"]
+        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "frob"], commands: commands)
+                == "unknown command 'frob' (the commands are get, list and stats)")
+        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "get", "frob"], commands: commands)
+                == "Unexpected argument 'frob'")
+        for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "--cache", "X", "get"], ["help", "-h", "get"], ["help", "stats", "--help"], ["get", "frob"], []] {
+            #expect(CommandLineLayout.unknownHelpTopic(in: fine, commands: commands) == nil, "\(fine)")
+        }
+    }
+
+    @Test func anOptionWithAnEmptyValueIsFound() {
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=", "http://a/b"]) == "--collection")
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=x", "http://a/b"]) == nil)
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--", "--odd="]) == nil)
+        #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=aGk=", "http://h/x?a="]) == nil)
+    }
+
+    @Test func optionsTakingValuesAreReadFromTheCommandsDescription() {
+        // The shape of ArgumentParser's `--experimental-dump-help`, cut down.
+        let dump = """
+            {"command": {"commandName": "list", "arguments": [
+              {"kind": "option", "names": [{"kind": "long", "name": "collection"}, {"kind": "short", "name": "c"}]},
+              {"kind": "option", "names": [{"kind": "long", "name": "input-file"}]},
+              {"kind": "flag", "names": [{"kind": "long", "name": "help"}]},
+              {"kind": "positional", "names": [{"kind": "long", "name": "urls"}]}
+            ]}}
+            """
+        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: dump) == ["--collection", "--input-file"])
+        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: "USAGE: mediafetch list").isEmpty)
+        #expect(CommandLineLayout.longOptionsTakingValues(inHelpDump: #"{"command": {"arguments": 3}}"#).isEmpty)
+    }
+
+    @Test(arguments: [
+        ([0x63, 0x61, 0x66, 0xE9], #"caf\xE9"#),
+        // A sequence cut short at the end, an overlong '/', a UTF-16 surrogate.
+        ([0x61, 0xE6, 0x9D], #"a\xE6\x9D"#),
+        ([0xC0, 0xAF, 0x62], #"\xC0\xAF"# + "b"),
+        ([0xED, 0xA0, 0x80], #"\xED\xA0\x80"#),
+        // Valid text around a bad byte is kept as it is.
+        (Array("東京".utf8) + [0xFF] + Array("/x".utf8), #"東京\xFF/x"#),
+    ] as [([UInt8], String)])
+    func bytesThatAreNotUTF8AreShownAsEscapes(bytes: [UInt8], shown: String) {
+        #expect(CommandLineLayout.textShowingInvalidUTF8(bytes) == shown)
+    }
+
+    @Test func validUTF8IsNotFlagged() {
+        for text in ["", "/tmp/café", "東京 🗺️", "http://h/a?b=c"] {
+            #expect(CommandLineLayout.textShowingInvalidUTF8(Array(text.utf8)) == nil)
+        }
+    }
+
+    @Test func everythingElseIsLeftForTheParser() {
+        for arguments in [["stats", "--cache", "/c"], ["--cache"], ["--help"], ["get", "--cache", "/c", "http://a/b"]] {
+            #expect(CommandLineLayout.placingGlobalOptions(arguments) == arguments)
+        }
+        // The cache with no command after it is dropped: the parser then asks for a command.
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c"]) == [])
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "--help"]) == ["--help"])
+        #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "--jobs", "2", "get"]) == ["--jobs", "2", "get"])
+    }
+}
+
+/// The status line as the executable draws it.
+@Suite struct StatusLineTests {
+    @Test func aStatusLineIsCutToTheTerminal() {
+        let line = "1234/5000 items, 120 cached, 3 failed, 1023.9 MiB at 1020.0 KiB/s, 16 active"
+        #expect(ProgressText.fitted(line, columns: nil) == line)
+        #expect(ProgressText.fitted(line, columns: 200) == line)
+        // Three columns to spare: the `^C` echoed on Ctrl-C must not wrap it either.
+        let cut = ProgressText.fitted(line, columns: 40)
+        #expect(cut == "1234/5000 items, 120 cached, 3 faile…")
+        #expect(DisplayText.displayWidth(cut) == 37)
+        #expect(DisplayText.displayWidth(ProgressText.fitted("東京 " + line, columns: 20)) <= 17)
+        #expect(ProgressText.fitted(line, columns: 4) == "")
+        #expect(ProgressText.fitted(line, columns: 1) == "")
+        #expect(ProgressText.fitted(line, columns: 5) == "1…")
+    }
+}
