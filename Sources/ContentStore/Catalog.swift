@@ -446,7 +446,6 @@ public final class Catalog: Sendable {
         }
     }
 
-    /// Deletes the row of an object no URL points at any more.
     /// Whether the file of `hash`, found gone (or not its size) before a
     /// fetch that then failed, is in `files` again with its catalogued size:
     /// another process fetched and stored it meanwhile. Its row, if not
@@ -458,6 +457,7 @@ public final class Catalog: Sendable {
         return files.contains(hash, size: size)
     }
 
+    /// Deletes the row of an object no URL points at any more.
     private static func dropUnreferencedObject(_ hash: String, in db: Database) throws {
         try db.execute(sql: "DELETE FROM object WHERE hash = ? AND NOT EXISTS (SELECT 1 FROM source WHERE hash = ?)",
                        arguments: [hash, hash])

@@ -13,7 +13,10 @@ import Darwin
 ///
 ///     <root>/objects/sha256/ab/<hash>   complete, read-only objects
 ///     <root>/tmp/                       bodies being written, partials to resume
-///     <root>/catalog.sqlite             the SQLite catalog (WAL)
+///     <root>/unrecorded/                rows the catalog could not take, for the next run
+///     <root>/catalog.sqlite             the SQLite catalog (WAL; .lock serializes opening)
+///
+/// `Cache/README.md` describes each of them.
 public final class MediaCache: Sendable {
     public let root: String
     public let store: ObjectStore

@@ -29,10 +29,12 @@ import Darwin
 /// A fresh body is written with direct I/O (`O_DIRECT`) where the filesystem
 /// allows it: the aligned chunks go from memory to the device with no copy
 /// into the page cache, which on a VM means no fresh page to fault in per
-/// 4 KiB, and nothing is left for the store's flush to write back. What
-/// cannot be aligned (the last few bytes of a body, a resumed file that ends
-/// off a block boundary) goes through the page cache, and the file stays
-/// there until a `reset` empties it.
+/// 4 KiB, and nothing is left for the store's flush to write back. A
+/// resumed body goes on the same way (`seed` cuts a partial back to a block
+/// boundary). What cannot be aligned (the last few bytes of a body, the rest
+/// of one whose attempt broke off within its first block) goes through the
+/// page cache, as everything does where the filesystem refuses `O_DIRECT`;
+/// a file that left direct I/O stays out of it until a `reset` empties it.
 ///
 /// `@unchecked Sendable`: `hasher`, `written`, `direct`, `sealed` and the file
 /// offset are touched on `queue` only, except in

@@ -63,8 +63,9 @@ public struct TransferConfiguration: Sendable, Equatable {
     }
 }
 
-/// When and how a failed attempt is tried again: exponential backoff with full
-/// jitter, and `Retry-After` honoured when the server sends it.
+/// When and how a failed attempt is tried again: exponential backoff with
+/// jitter (half of each wait fixed, half random), and `Retry-After`
+/// honoured when the server sends it.
 public struct RetryPolicy: Sendable, Equatable {
     /// Attempts after the first (`--retries`).
     public var maxRetries: Int = 4

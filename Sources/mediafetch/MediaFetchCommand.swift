@@ -13,6 +13,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mediafetch",
         abstract: "Prefetch media for map pins into a content-addressed cache that works offline.",
+        // The cache may be named before the command too (see CommandLineLayout).
+        usage: "mediafetch [--cache <dir>] <subcommand> [<options>]",
         discussion: """
             The cache root is --cache DIR, else $MEDIAFETCH_CACHE, else ./Cache.
 
@@ -24,7 +26,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
               3    the cache cannot be opened or written (a full disk, or a catalog
                    locked by another process past 60 s, stops a run)
               64   command-line usage error (unknown flag, bad flag value,
-                   a CA file from --cacert or $CURL_CA_BUNDLE with no certificate)
+                   a CA file from --cacert, $CURL_CA_BUNDLE or $SSL_CERT_FILE
+                   with no certificate)
               74   the output could not be written (e.g. a full disk behind > FILE)
               130  interrupted (Ctrl-C, SIGTERM or SIGHUP); what finished is stored,
                    partial downloads resume on the next run

@@ -146,7 +146,7 @@ struct TransferOptions: ParsableArguments {
         return nil
     }
 
-    @Option(name: .long, help: "Progress display: auto (a status line on a terminal; elsewhere only failures and the summary), bar, json (lines on stderr), none (failures only).")
+    @Option(name: .long, help: "Progress display: auto (a status line on a terminal; elsewhere only failures and the summary), bar (the status line even off a terminal), json (lines on stderr), none (failures only).")
     var progress: ProgressMode = .auto
 
     mutating func validate() throws {

@@ -948,6 +948,8 @@ import TestSupport
         let none = try await BuiltProducts.run([])
         #expect(none.status == 64)
         #expect(none.stderrLines.first == "Error: give a command: get, list or stats (mediafetch --help lists them)")
+        // The usage shows where else the cache may be named.
+        #expect(none.stderrLines.dropFirst().first == "Usage: mediafetch [--cache <dir>] <subcommand> [<options>]")
         let help = try await BuiltProducts.run(["--cache", "/nonexistent", "help", "get"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("USAGE: mediafetch get"))
