@@ -109,15 +109,18 @@ public enum BuiltProducts {
     }
 
     /// Starts `command` with the test process's environment, less
-    /// `MEDIAFETCH_CACHE` and the proxy variables (a CI image's proxy would
-    /// take every loopback request elsewhere), plus `environment`; stdin is empty.
+    /// `MEDIAFETCH_CACHE`, the proxy variables (a CI image's proxy would
+    /// take every loopback request elsewhere) and the CA variables (a stale
+    /// one fails every https test with a usage error), plus `environment`;
+    /// stdin is empty.
     private static func launch(_ command: [String], environment: [String: String]) throws -> RunningCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["MEDIAFETCH_CACHE"] = nil
-        for name in ["http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] { env[name] = nil }
+        for name in ["http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                     "CURL_CA_BUNDLE", "SSL_CERT_FILE"] { env[name] = nil }
         for (key, value) in environment { env[key] = value }
         process.environment = env
         process.standardInput = FileHandle.nullDevice

@@ -1,6 +1,7 @@
 import Testing
 @testable import mediafetch
 import MediaFetch
+import Transfer
 
 @Suite struct CommandLineLayoutTests {
     @Test func theCacheMayComeBeforeTheCommand() {
@@ -90,5 +91,45 @@ import MediaFetch
         #expect(ProgressText.fitted(line, columns: 4) == "")
         #expect(ProgressText.fitted(line, columns: 1) == "")
         #expect(ProgressText.fitted(line, columns: 5) == "1…")
+    }
+}
+
+/// The transfer flags as the engine gets them.
+@Suite struct TransferOptionsTests {
+    @Test func flagsBecomeTheEnginesSettings() throws {
+        let options = try TransferOptions.parse([
+            "--jobs", "3", "--per-host", "2", "--retries", "0", "--timeout", "5", "--connect-timeout", "2.5",
+            "--stall-timeout", "7", "--max-filesize", "200K", "--limit-rate", "1M",
+        ])
+        let configuration = options.configuration
+        #expect(configuration.maxConcurrentTransfers == 3)
+        #expect(configuration.maxTransfersPerHost == 2)
+        #expect(configuration.retry.maxRetries == 0)
+        #expect(configuration.attemptTimeout == 5)
+        #expect(configuration.connectTimeout == 2.5)
+        #expect(configuration.stallTimeout == 7)
+        #expect(configuration.maxFileSize == Int64(204_800))
+        #expect(configuration.maxBytesPerSecond == Int64(1_048_576))
+    }
+
+    @Test(arguments: [
+        (["--per-host", "0"], "--per-host must be at least 1 (got 0)"),
+        (["--retries", "-1"], "--retries must not be negative (got -1)"),
+        (["--connect-timeout", "0"], "--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got 0.0)"),
+        (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a rate of at least 1 byte a second and below 8 EiB (try 500K)"),
+        (["--limit-rate", "0"], "--limit-rate: '0' is not a rate of at least 1 byte a second and below 8 EiB (try 500K)"),
+        (["--max-filesize", "9E"], "--max-filesize: '9E' is not a size of at least 1 byte and below 8 EiB (try 200M)"),
+    ])
+    func aBadValueSaysWhatIsWrong(arguments: [String], message: String) {
+        #expect(TransferOptions.message(for: failure(arguments)) == message)
+    }
+
+    private func failure(_ arguments: [String]) -> any Error {
+        do {
+            _ = try TransferOptions.parse(arguments)
+        } catch {
+            return error
+        }
+        return CancellationError()
     }
 }

@@ -35,6 +35,45 @@ import TestSupport
         #expect(result.stderr.hasPrefix("mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: "))
     }
 
+    /// A list piped in (`-i -`), then `stats` as a person reads it, and as JSON.
+    @Test func aListOnStandardInputIsFetchedAndStatsShowsTheCache() async throws {
+        try await withOrigin { origin, directory in
+            let bytes = fixtureBytes(count: 3000, seed: 64)
+            origin.addResource("/a.jpg", data: bytes)
+            origin.addResource("/copy.jpg", data: bytes)
+            origin.addResource("/b.jpg", data: fixtureBytes(count: 1000, seed: 65))
+            let cache = directory.appending("cache")
+
+            let fetched = try await BuiltProducts.runShell(
+                #"printf '%s\n' '# photos' "$A" "$COPY" '' "$B" | "$MEDIAFETCH" get --cache "$CACHE" -i - --collection trip"#,
+                environment: ["CACHE": cache, "A": origin.url("/a.jpg"), "COPY": origin.url("/copy.jpg"), "B": origin.url("/b.jpg")])
+
+            #expect(fetched.status == 0, "\(fetched.stderr)")
+            #expect(fetched.stderr.hasPrefix("3 downloaded, 0 already cached, 0 failed"), "\(fetched.stderr)")
+            let table = try await BuiltProducts.run(["stats", "--cache", cache])
+            #expect(table.status == 0)
+            #expect(table.stdout == """
+                cache                    \(cache)
+                objects                  2 (3.9 KiB)
+                items                    3 (6.8 KiB)
+                collections              1
+                sources                  3 (0 failed last time)
+                saved by de-duplication  2.9 KiB
+
+                """)
+            let json = try await statsJSON(cache)
+            #expect(json["cache"] as? String == cache)
+            #expect(json["objects"] as? Int == 2)
+            #expect(json["bytes"] as? Int == 4000)
+            #expect(json["items"] as? Int == 3)
+            #expect(json["logicalBytes"] as? Int == 7000)
+            #expect(json["collections"] as? Int == 1)
+            #expect(json["sources"] as? Int == 3)
+            #expect(json["failedSources"] as? Int == 0)
+            #expect(json["bytesSavedByDeduplication"] as? Int == 3000)
+        }
+    }
+
     @Test func getStoresEveryURLAndListShowsThem() async throws {
         try await withOrigin { origin, directory in
             let first = fixtureBytes(count: 120_000, seed: 1)
@@ -301,7 +340,9 @@ import TestSupport
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "-i", input])
 
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stderr.contains("5 downloaded"))
+            // The URL listed twice is one item, fetched once.
+            #expect(result.stderr.hasPrefix("5 downloaded, 0 already cached, 0 failed"), "\(result.stderr)")
+            #expect(origin.requests(for: "/p0.jpg").count == 1)
         }
     }
 
@@ -961,23 +1002,31 @@ import TestSupport
     }
 
     @Test func usageErrorsSayWhatIsWrongWithTheValue() async throws {
-        let empty = try await BuiltProducts.run(["get", "--collection=", "http://127.0.0.1:1/x", "http://127.0.0.1:1/y"])
+        // A cache of its own, never made: a usage error changes nothing, and a
+        // check that let the run go on must not find the developer's ./Cache.
+        let cache = NSTemporaryDirectory() + "mediafetch-usage-\(getpid())-never-made"
+        defer { #expect(access(cache, F_OK) != 0) }
+        let empty = try await BuiltProducts.run(["get", "--cache", cache, "--collection=", "http://127.0.0.1:1/x", "http://127.0.0.1:1/y"])
+        #expect(empty.status == 64)
         #expect(empty.stderrLines.first == "Error: --collection needs a value (--collection= gives none)")
         // A name read from a CRLF file ends in CR: a second collection that looks like the first.
-        let carriageReturn = try await BuiltProducts.run(["get", "--collection", "bratislava\r", "http://127.0.0.1:1/x"])
+        let carriageReturn = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "bratislava\r", "http://127.0.0.1:1/x"])
         #expect(carriageReturn.status == 64)
         #expect(carriageReturn.stderrLines.first
                 == "Error: --collection must not hold control characters (got 'bratislava\\u{D}')")
-        let blank = try await BuiltProducts.run(["get", "--collection", "  ", "http://127.0.0.1:1/x"])
+        let blank = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "  ", "http://127.0.0.1:1/x"])
+        #expect(blank.status == 64)
         #expect(blank.stderrLines.first == "Error: --collection must not be empty")
         // An unset variable in --cache "$DIR": not ./Cache by surprise.
         let noCache = try await BuiltProducts.run(["get", "--cache", "", "http://127.0.0.1:1/x"])
         #expect(noCache.status == 64)
         #expect(noCache.stderrLines.first == "Error: --cache must not be empty")
-        let negative = try await BuiltProducts.run(["get", "--jobs", "-1", "http://127.0.0.1:1/x"])
+        let negative = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "-1", "http://127.0.0.1:1/x"])
+        #expect(negative.status == 64)
         #expect(negative.stderrLines.first == "Error: --jobs must be at least 1 (got -1)")
         // A bound, not the sign, is what a tiny or huge number misses.
-        let tiny = try await BuiltProducts.run(["get", "--timeout", "0.0001", "http://127.0.0.1:1/x"])
+        let tiny = try await BuiltProducts.run(["get", "--cache", cache, "--timeout", "0.0001", "http://127.0.0.1:1/x"])
+        #expect(tiny.status == 64)
         #expect(tiny.stderrLines.first == "Error: --timeout must be from 0.001 to 31536000 seconds (a year) (got 0.0001)")
     }
 

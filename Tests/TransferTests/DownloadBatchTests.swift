@@ -104,6 +104,7 @@ import TestSupport
             // their partials kept, and no item past those in flight reached the server
             let byIndex = results.byIndex.withLock { $0 }
             let outcomes = byIndex.values.flatMap { $0 }
+            #expect(!outcomes.isEmpty)
             #expect(outcomes.allSatisfy { if case .failure(let error) = $0 { error.kind == .cancelled } else { false } })
             #expect(byIndex.count <= 8)
             let leftovers = partialDirectoryFiles(directory.appending("tmp"))

@@ -105,17 +105,18 @@ import Testing
     @Test func aBusyLaneDoesNotHoldUpAnother() {
         let pool = WriterPool(threads: 2)
         let slow = pool.lane()
-        let gate = Mutex(false)
-        // One lane's job waits for a gate that only a job on another lane opens:
-        // with lanes served by different threads, that job still runs.
-        slow.async {
-            while !gate.withLock({ $0 }) {}
-        }
+        let gate = DispatchSemaphore(value: 0)
+        let otherRan = DispatchSemaphore(value: 0)
+        // One lane's job waits for a gate that the test opens only after a
+        // job on another lane has run: with lanes served by different
+        // threads, that job runs while the first is still busy.
+        slow.async { gate.wait() }
         let other = pool.lane()
-        other.async { gate.withLock { $0 = true } }
-        other.sync()
+        other.async { otherRan.signal() }
+        let ranWhileBusy = otherRan.wait(timeout: .now() + 30) == .success
+        gate.signal()
         slow.sync()
-        #expect(gate.withLock { $0 })
+        #expect(ranWhileBusy)
     }
 }
 
