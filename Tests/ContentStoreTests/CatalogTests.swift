@@ -258,6 +258,7 @@ import TestSupport
             try Catalog(path: path).record([record("http://h/1", "c", hashA)])
             let reopened = try Catalog(path: path)
             #expect(try reopened.entries().count == 1)
+            #expect(try appliedMigrations(path) == Catalog.migrator.migrations)
         }
     }
 
@@ -463,7 +464,16 @@ import TestSupport
                 return await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
             }
             #expect(opened == 8)
+            let applied = try appliedMigrations(path)
+            #expect(applied == Catalog.migrator.migrations)
         }
+    }
+}
+
+/// The migrations recorded in the catalog at `path`, in the order applied.
+private func appliedMigrations(_ path: String) throws -> [String] {
+    try DatabaseQueue(path: path).read { db in
+        try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
     }
 }
 

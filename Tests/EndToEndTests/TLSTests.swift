@@ -61,7 +61,9 @@ struct TLSTests {
                                                       origin.url("/photo.jpg")], environment: TLSOrigin.noCAVariables)
             #expect(result.status == 1)
             #expect(!result.stderr.contains("\"retrying\""), "a certificate error was retried")
-            #expect(result.stderr.lowercased().contains("certificate"))
+            let failed = result.stderrLines.filter { $0.hasPrefix(#"{"event":"failed","#) }
+            #expect(failed.count == 1, "\(result.stderrLines)")
+            #expect(failed.first?.lowercased().contains("certificate") == true, "\(failed)")
         }
     }
 
