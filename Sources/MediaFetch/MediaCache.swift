@@ -40,6 +40,12 @@ public final class MediaCache: Sendable {
         let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
         self.root = absolute
         unrecorded = UnrecordedRows(root: absolute)
+        let others = Self.filesOfOthers(in: absolute)
+        guard others.isEmpty else {
+            let shown = others.sorted().prefix(3).map { "'\($0)'" }.joined(separator: ", ") + (others.count > 3 ? ", …" : "")
+            throw CacheError("\(absolute) is not a mediafetch cache (it has no catalog.sqlite) and holds other files "
+                + "(\(shown)): give a new or empty directory for a cache")
+        }
         do {
             store = try ObjectStore(root: absolute)
         } catch {
@@ -64,6 +70,23 @@ public final class MediaCache: Sendable {
     }
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
+
+    /// What a cache holds, or may (`Cache/README.md`): anything else in a
+    /// directory without a catalog belongs to someone else.
+    private static let ownNames: Set<String> = [
+        "objects", "tmp", "unrecorded", "catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm",
+        "catalog.sqlite-journal", "catalog.sqlite.lock", "README.md", ".gitignore", ".DS_Store",
+    ]
+
+    /// The names in `root` that are not a cache's, when `root` has no catalog
+    /// (a cache it is not yet, or no more): a mistyped `--cache ~/thesis`
+    /// must not get a cache's files mixed into it. Empty when `root` is a
+    /// cache, is empty, or does not exist (or cannot be read: opening says why).
+    static func filesOfOthers(in root: String) -> [String] {
+        guard access(catalogPath(root: root), F_OK) != 0,
+              let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
+        return names.filter { !ownNames.contains($0) }
+    }
 
     /// The catalog's file (known without opening the catalog).
     public var catalogPath: String { Self.catalogPath(root: root) }

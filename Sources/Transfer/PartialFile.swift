@@ -235,6 +235,18 @@ final class PartialFile {
         for name in shardNames { _ = makeDirectory("\(directory)/\(name)") }
     }
 
+    /// Whether `name` is one this program gives files in the partial
+    /// directory: a URL's 40-hex-digit key (or, in early versions, a UUID)
+    /// and a dot (`.part`, `.part.validator`, `.tmp`, `.done` and their
+    /// temporaries). The sweep removes nothing else: a directory given as a
+    /// cache by mistake, or a `tmp/` linked elsewhere, keeps its own files.
+    static func isOwnName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        let isHex: (UInt8) -> Bool = { (48...57).contains($0) || (97...102).contains($0) }
+        if bytes.count > 41, bytes[40] == UInt8(ascii: "."), bytes[..<40].allSatisfy(isHex) { return true }
+        return bytes.count > 37 && bytes[36] == UInt8(ascii: ".") && UUID(uuidString: String(name.prefix(36))) != nil
+    }
+
     /// Whether `name`, in the partial directory, is one of its shard directories.
     private static func isShardName(_ name: String) -> Bool {
         shardNames.contains(name)
@@ -263,11 +275,12 @@ final class PartialFile {
                                resumableFor: resumableFor, now: now)
     }
 
-    /// `sweep` for the files `names` of one directory (directories among them are passed over).
+    /// `sweep` for the files `names` of one directory (directories among them
+    /// are passed over, and so are files not named as this program names them).
     private static func sweep(names: [String], in directory: String, root: String, staleAfter: Double,
                               resumableFor: Double, now: Date) -> Int {
         var removed = 0
-        for name in names {
+        for name in names where isOwnName(name) {
             let path = "\(directory)/\(name)"
             var info = stat()
             guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }

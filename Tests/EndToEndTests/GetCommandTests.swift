@@ -74,6 +74,39 @@ import TestSupport
         }
     }
 
+    /// A directory given as a cache by mistake (`--cache ~/thesis`) is
+    /// refused, not filled with a cache's files, and nothing in it is
+    /// touched; one that only has a `tmp/` of its own keeps what is in it.
+    @Test func aDirectoryThatIsNotACacheKeepsItsFiles() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 2000, seed: 66))
+            let old = Date().addingTimeInterval(-3 * 86_400)
+            let project = directory.appending("thesis")
+            try FileManager.default.createDirectory(atPath: project + "/tmp/c", withIntermediateDirectories: true)
+            for name in ["notes.txt", "tmp/draft.txt", "tmp/c/chapter1.tex"] {
+                try Data(name.utf8).write(to: URL(fileURLWithPath: project + "/" + name))
+                try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: project + "/" + name)
+            }
+
+            let refused = try await BuiltProducts.run(["get", "--cache", project, origin.url("/a.jpg")])
+
+            #expect(refused.status == 3)
+            #expect(refused.stderrLines == ["mediafetch: \(project) is not a mediafetch cache (it has no catalog.sqlite) and "
+                + "holds other files ('notes.txt'): give a new or empty directory for a cache"])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: project).sorted() == ["notes.txt", "tmp"])
+            #expect(try FileManager.default.subpathsOfDirectory(atPath: project + "/tmp").sorted()
+                    == ["c", "c/chapter1.tex", "draft.txt"])
+            #expect(origin.requests(for: "/a.jpg").isEmpty)
+
+            // Only a tmp/ of its own: a cache is made there, and the old files in tmp/ are not swept.
+            try FileManager.default.removeItem(atPath: project + "/notes.txt")
+            let made = try await BuiltProducts.run(["get", "--cache", project, origin.url("/a.jpg")])
+            #expect(made.status == 0, "\(made.stderr)")
+            #expect(FileManager.default.contents(atPath: project + "/tmp/draft.txt") == Data("tmp/draft.txt".utf8))
+            #expect(FileManager.default.contents(atPath: project + "/tmp/c/chapter1.tex") == Data("tmp/c/chapter1.tex".utf8))
+        }
+    }
+
     @Test func getStoresEveryURLAndListShowsThem() async throws {
         try await withOrigin { origin, directory in
             let first = fixtureBytes(count: 120_000, seed: 1)

@@ -1102,8 +1102,23 @@ import TestSupport
         try await TemporaryDirectory.with { directory in
             let tmp = directory.appending("tmp")
             try FileManager.default.createDirectory(atPath: tmp + "/3", withIntermediateDirectories: true)
-            func file(_ name: String, ageDays: Double) {
-                let path = "\(tmp)/\(name)"
+            // Names as the engine gives them: a URL's 40-hex-digit key, or a UUID (early versions).
+            func key(_ digit: Character) -> String { String(repeating: digit, count: 40) }
+            let names: [String: String] = [
+                "old.done": key("1") + ".part.4242-1.done", "old.tmp": key("2") + ".4242-2.tmp",
+                "fresh.done": key("3") + ".part.4242-3.done", "orphan.part": key("4") + ".part",
+                "kept.part": key("5") + ".part", "kept.part.validator": key("5") + ".part.validator",
+                "ancient.part": key("6") + ".part", "ancient.part.validator": key("6") + ".part.validator",
+                "lost.part.validator": key("7") + ".part.validator", "busy.tmp": key("8") + ".4242-4.tmp",
+                "early.done": "0F2C9E4A-7B1D-4E3F-9A8B-5C6D7E8F9A0B.done",
+                "3/old.done": "3/" + key("a") + ".part.4242-5.done", "3/orphan.part": "3/" + key("b") + ".part",
+                "3/kept.part": "3/" + key("c") + ".part", "3/kept.part.validator": "3/" + key("c") + ".part.validator",
+                "3/fresh.tmp": "3/" + key("d") + ".4242-6.tmp",
+                // Not the engine's: a directory given as a cache by mistake keeps them, however old.
+                "notes.txt": "notes.txt", "3/thesis.tex": "3/thesis.tex", "short.part": "abc.part",
+            ]
+            func file(_ label: String, ageDays: Double) {
+                let path = "\(tmp)/\(names[label] ?? label)"
                 _ = FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
                 let when = Date().addingTimeInterval(-ageDays * 86_400)
                 try? FileManager.default.setAttributes([.modificationDate: when], ofItemAtPath: path)
@@ -1118,22 +1133,27 @@ import TestSupport
             file("ancient.part.validator", ageDays: 9)
             file("lost.part.validator", ageDays: 2)
             file("busy.tmp", ageDays: 2)
+            file("early.done", ageDays: 2)
             // The same rules hold in the shard directories partials are in.
             file("3/old.done", ageDays: 2)
             file("3/orphan.part", ageDays: 2)
             file("3/kept.part", ageDays: 2)
             file("3/kept.part.validator", ageDays: 2)
             file("3/fresh.tmp", ageDays: 0)
-            let busy = open("\(tmp)/busy.tmp", O_RDWR)
+            file("notes.txt", ageDays: 30)
+            file("3/thesis.tex", ageDays: 30)
+            file("short.part", ageDays: 30)
+            let busy = open("\(tmp)/\(names["busy.tmp"] ?? "")", O_RDWR)
             defer { close(busy) }
             #expect(flock(busy, LOCK_EX) == 0)
 
             let removed = PartialFile.sweep(directory: tmp)
 
             let left = Set(partialDirectoryFiles(tmp))
-            #expect(left == ["fresh.done", "kept.part", "kept.part.validator", "busy.tmp",
-                             "3/kept.part", "3/kept.part.validator", "3/fresh.tmp"])
-            #expect(removed == 8)
+            let expected = ["fresh.done", "kept.part", "kept.part.validator", "busy.tmp", "3/kept.part",
+                            "3/kept.part.validator", "3/fresh.tmp", "notes.txt", "3/thesis.tex", "short.part"]
+            #expect(left == Set(expected.compactMap { names[$0] }))
+            #expect(removed == 9)
         }
     }
 }
