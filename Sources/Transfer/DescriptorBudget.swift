@@ -8,6 +8,17 @@
 public struct DescriptorBudget: Sendable, Equatable {
     /// Kept back for descriptors that are not per item.
     public static let reserved = 64
+    /// The least limit a download runs under: about 20 descriptors are the
+    /// run's own (the catalog's connections, the store's directories,
+    /// libcurl's, the standard streams), and one transfer needs its socket,
+    /// the partials of 8 items in flight and 16 finished bodies held until
+    /// stored. Running short is worse than failed items: libdispatch aborts
+    /// the process (SIGILL) when it cannot open a file of its own (its thread
+    /// pool's monitor reads /proc), so a run under a lower limit is refused.
+    public static let minimumLimit = 64
+
+    /// Whether the limit is under `minimumLimit`.
+    public var isTooLow: Bool { limit < Self.minimumLimit }
     /// What one running transfer needs at the least: its socket and a cached
     /// connection, two items in flight and two waiting to retry.
     static let leastPerJob = 6

@@ -24,7 +24,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
               2    bad input: an unreadable or malformed input file, a bad URL,
                    or a collection the cache does not have (list)
               3    the cache cannot be opened or written (a full disk, or a catalog
-                   locked by another process past 60 s, stops a run)
+                   locked by another process past 60 s, stops a run), or the
+                   limit on open files is under 64
               64   command-line usage error (unknown flag, bad flag value,
                    a CA file from --cacert, $CURL_CA_BUNDLE or $SSL_CERT_FILE
                    with no certificate)

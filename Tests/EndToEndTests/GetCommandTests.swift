@@ -563,6 +563,30 @@ import TestSupport
         }
     }
 
+    /// Under a very low limit on open files items failed with "Too many
+    /// open files" by the hundred, and libdispatch sometimes aborted the
+    /// process (SIGILL) when it could not open a file of its own: a run
+    /// under 64 is refused before anything is made, and one at 64 fetches all.
+    @Test func aLimitOnOpenFilesUnder64IsRefusedAnd64Suffices() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 300, size: 2000, firstSeed: 900, prefix: "/fd/")
+            let input = directory.appending("urls.txt")
+            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            let cache = directory.appending("cache")
+
+            let refused = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 40)
+            #expect(refused.status == 3)
+            #expect(refused.stderrLines == ["mediafetch: the limit on open files is 40, and a download needs at least 64: "
+                + "raise it (ulimit -n 1024) and run again"])
+            #expect(access(cache, F_OK) != 0)
+            #expect(origin.requests().isEmpty)
+
+            let fetched = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 64)
+            #expect(fetched.status == 0, "\(fetched.stderr)")
+            #expect(fetched.stderrLines.last?.hasPrefix("300 downloaded, 0 already cached, 0 failed") == true, "\(fetched.stderr)")
+        }
+    }
+
     @Test func retryAfterOn429IsHonoured() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))

@@ -60,6 +60,14 @@ struct FetchRunner {
     let transfer: TransferOptions
 
     func run(_ items: [FetchItem]) async throws {
+        let configuration = transfer.configuration
+        // Before the cache is opened: nothing is made that the run cannot go on with.
+        let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
+        if budget.isTooLow {
+            Terminal.error("the limit on open files is \(budget.limit), and a download needs at least "
+                + "\(DescriptorBudget.minimumLimit): raise it (ulimit -n 1024) and run again", progress: transfer.progress)
+            throw Exit.cacheUnusable
+        }
         // A stale $CURL_CA_BUNDLE failed every https URL on its own line, not naming the variable.
         if let (name, path) = transfer.caCertificatesVariable,
            // The URLs' schemes are lower-cased already (`RequestTarget`).
@@ -73,9 +81,7 @@ struct FetchRunner {
             try await checkCached(items, in: cache, notWritable: notWritable)
             return
         }
-        let configuration = transfer.configuration
         // The engine runs no more transfers than the open-file limit allows: say so.
-        let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
         if configuration.maxConcurrentTransfers > budget.maxJobs {
             Terminal.notice("--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
                 + "\(budget.limit) allows: running \(budget.maxJobs) at once (raise the limit with ulimit -n)",
