@@ -185,6 +185,8 @@ public final class FetchJob: Sendable {
         }
         let forwarding = Task { await forward(engine.events) }
         engine.sweepPartials()
+        // Before the downloads can fill the disk.
+        cache.reserve.hold()
 
         do {
             if cache.claimEmptyCatalog() {

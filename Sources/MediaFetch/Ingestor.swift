@@ -318,7 +318,12 @@ final class Ingestor: Sendable {
             return
         }
         do {
-            try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
+            do {
+                try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
+            } catch where OutOfSpace.isCause(of: error) && cache.reserve.release() {
+                // The disk filled: the room held back for the catalog is given up, and the group tried again.
+                try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
+            }
             for entry in entries { entry.completion(.success(())) }
         } catch {
             // One bad row must not sink the rest; a catalog that failed as a
@@ -350,7 +355,12 @@ final class Ingestor: Sendable {
     /// each failure says whether its row was kept.
     private func failKeepingRows(_ entries: [Pending], _ failure: CacheError) {
         guard !entries.isEmpty else { return }
-        let kept = (try? cache.unrecorded.keep(entries.map(\.record), fetchedAt: Date())) != nil
+        let records = entries.map(\.record)
+        var kept = (try? cache.unrecorded.keep(records, fetchedAt: Date())) != nil
+        // A full disk: the room held back for the catalog, if still held, takes them.
+        if !kept, failure.outOfSpace, cache.reserve.release() {
+            kept = (try? cache.unrecorded.keep(records, fetchedAt: Date())) != nil
+        }
         for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
     }
 

@@ -22,6 +22,8 @@ public final class MediaCache: Sendable {
     public let store: ObjectStore
     /// Rows the catalog could not take mid-run, for a later run to record.
     public let unrecorded: UnrecordedRows
+    /// Room held back on the disk for the catalog (see `CatalogReserve`).
+    public let reserve: CatalogReserve
     private let opening: CatalogOpening
     /// Ends the catalog's waits for another process's lock early (see
     /// `stopWaitingForCatalogLocks` and `deinit`), those of its opening too.
@@ -40,6 +42,7 @@ public final class MediaCache: Sendable {
         let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
         self.root = absolute
         unrecorded = UnrecordedRows(root: absolute)
+        reserve = CatalogReserve(root: absolute)
         let others = Self.filesOfOthers(in: absolute)
         guard others.isEmpty else {
             let shown = others.sorted().prefix(3).map { "'\($0)'" }.joined(separator: ", ") + (others.count > 3 ? ", …" : "")
@@ -55,9 +58,12 @@ public final class MediaCache: Sendable {
             throw CacheError(problem, outOfSpace: true)
         }
         let catalogPath = Self.catalogPath(root: absolute)
-        catalogKnownEmpty = Atomic(access(catalogPath, F_OK) != 0)
+        let isNew = access(catalogPath, F_OK) != 0
+        catalogKnownEmpty = Atomic(isNew)
+        // A new catalog is made while the downloads start (see `CatalogOpening`): its room is taken first.
+        if isNew { reserve.hold() }
         opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
-                                 stop: lockWaitStop)
+                                 stop: lockWaitStop, reserve: reserve)
     }
 
     /// The catalog may still be opening on its own thread: any wait there
@@ -75,7 +81,7 @@ public final class MediaCache: Sendable {
     /// directory without a catalog belongs to someone else.
     private static let ownNames: Set<String> = [
         "objects", "tmp", "unrecorded", "catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm",
-        "catalog.sqlite-journal", "catalog.sqlite.lock", "README.md", ".gitignore", ".DS_Store",
+        "catalog.sqlite-journal", "catalog.sqlite.lock", "catalog.reserve", "README.md", ".gitignore", ".DS_Store",
     ]
 
     /// The names in `root` that are not a cache's, when `root` has no catalog
@@ -209,13 +215,21 @@ private final class CatalogOpening: Sendable {
     /// Entered until the catalog is open (or has failed to open).
     private let opening = DispatchGroup()
 
-    init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?, stop: LockWaitStop) {
+    /// Opens the catalog at `path` on a thread of its own. A new catalog on a
+    /// disk that filled meanwhile (the downloads start while it is made) gets
+    /// the room `reserve` held back, and a second try.
+    init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?, stop: LockWaitStop,
+         reserve: CatalogReserve) {
         opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
+            let open = { try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait, stop: stop) }
             do {
-                outcome = .success(try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait,
-                                               stop: stop))
+                do {
+                    outcome = .success(try open())
+                } catch where OutOfSpace.isCause(of: error) && reserve.release() {
+                    outcome = .success(try open())
+                }
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
                                               outOfSpace: OutOfSpace.isCause(of: error)))

@@ -114,6 +114,42 @@ import TestSupport
         }
     }
 
+    /// Bodies stored on a disk that then filled: a new catalog's log has no
+    /// room for their rows, and nor has `unrecorded/`. The room held back for
+    /// the catalog is given up and the rows are written; without it, the
+    /// objects stayed on the full disk with nothing pointing at them.
+    @Test(.enabled(if: SmallFilesystem.canMount), .timeLimit(.minutes(1)))
+    func theRoomHeldBackLetsTheRowsOfStoredBodiesBeWrittenOnAFullDisk() async throws {
+        try await SmallFilesystem.with(kilobytes: 4096) { mountPoint, _ in
+            let cache = try MediaCache(root: mountPoint + "/cache")
+            _ = try cache.catalog
+            cache.reserve.hold()
+            var info = stat()
+            #expect(stat(cache.reserve.path, &info) == 0 && Int(info.st_blocks) * 512 >= CatalogReserve.defaultBytes)
+            let items = try (0..<20).map { try staged($0, in: cache) }
+            // The disk fills up (another program, or the downloads still running).
+            let filler = open(mountPoint + "/filler", O_WRONLY | O_CREAT, 0o644)
+            try #require(filler >= 0)
+            let block = [UInt8](repeating: 1, count: 4096)
+            while block.withUnsafeBytes({ write(filler, $0.baseAddress, $0.count) }) > 0 {}
+            close(filler)
+
+            let ingestor = Ingestor(cache: cache)
+            let outcomes = Outcomes()
+            for (index, (blob, record)) in items.enumerated() {
+                ingestor.submit(blob, record, whenRoom: {}) { result in
+                    outcomes.results.withLock { $0["\(index)"] = (try? result.get()) != nil }
+                }
+            }
+            #expect(ingestor.finish() == nil)
+
+            #expect(outcomes.results.withLock { $0 } == Dictionary(uniqueKeysWithValues: (0..<20).map { ("\($0)", true) }))
+            #expect(try cache.catalog.entries().count == 20)
+            #expect(try objectPaths(inCache: cache.root).count == 20)
+            #expect(access(cache.reserve.path, F_OK) != 0)
+        }
+    }
+
     @Test func anItemSubmittedAfterTheRunEndedFailsInsteadOfVanishing() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))

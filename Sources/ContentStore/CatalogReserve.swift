@@ -1,0 +1,47 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Room held back on the cache's disk for the catalog: a file of its own
+/// (`catalog.reserve`), allocated but never written, that is given up when
+/// the disk fills.
+///
+/// A run that fills the disk has objects moved into place whose rows are
+/// still to be written, and SQLite needs fresh pages for them (a new
+/// catalog's log starts empty). Without room for them the objects stayed on
+/// the full disk with nothing pointing at them, the run said "0 downloaded",
+/// and the next run fetched them all again. Giving the reserve up lets those
+/// rows (or, failing that, the kept rows of `UnrecordedRows`) be written.
+public struct CatalogReserve: Sendable {
+    /// Enough for the rows of a few full groups: a group of 512 small items
+    /// touches some hundred 4 KiB pages of the catalog.
+    public static let defaultBytes = 1 << 20
+
+    public let path: String
+    public let bytes: Int
+
+    public init(root: String, bytes: Int = defaultBytes) {
+        path = root + "/catalog.reserve"
+        self.bytes = bytes
+    }
+
+    /// Takes the room, unless it is held already. Best effort: on a disk that
+    /// is full already, or a read-only one, there is none to take.
+    public func hold() {
+        var info = stat()
+        if stat(path, &info) == 0, Int(info.st_blocks) * 512 >= bytes { return }
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        // Not half a reserve: what could not be allocated is let go at once.
+        if posix_fallocate(fd, 0, off_t(bytes)) != 0 { _ = unlink(path) }
+    }
+
+    /// Gives the room up; true when there was some to give (the caller then
+    /// tries once more what the full disk refused).
+    public func release() -> Bool {
+        unlink(path) == 0
+    }
+}
