@@ -60,6 +60,13 @@ public enum OutOfSpace {
         }
     }
 
+    /// Whether `directory` is on a filesystem of blocks smaller than a page
+    /// (see `catalogOpeningProblem`).
+    public static func hasSmallBlocks(directory: String) -> Bool {
+        var info = statvfs()
+        return statvfs(directory, &info) == 0 && hasSmallBlocks(info)
+    }
+
     /// Blocks smaller than a page, on a filesystem that can be written.
     private static func hasSmallBlocks(_ info: statvfs) -> Bool {
         info.f_frsize < 4096 && info.f_flag & UInt(ST_RDONLY) == 0
