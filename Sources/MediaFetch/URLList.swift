@@ -108,7 +108,7 @@ public enum URLList {
 
         /// Whether the line's first byte other than spaces and tabs (and a byte-order mark) is `#`.
         private func isComment(_ line: ArraySlice<UInt8>) -> Bool {
-            let line = lineNumber == 0 && line.starts(with: [0xEF, 0xBB, 0xBF]) ? line.dropFirst(3) : line
+            let line = line.starts(with: [0xEF, 0xBB, 0xBF]) ? line.dropFirst(3) : line
             return line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#")
         }
 
@@ -156,8 +156,9 @@ public enum URLList {
                 return
             }
             var line = raw
-            // A byte-order mark opens some files written on Windows.
-            if lineNumber == 0, line.starts(with: [0xEF, 0xBB, 0xBF]) { line = line.dropFirst(3) }
+            // A byte-order mark opens some files written on Windows, and lists
+            // joined with `cat` have one wherever such a file began.
+            if line.starts(with: [0xEF, 0xBB, 0xBF]) { line = line.dropFirst(3) }
             if line.allSatisfy(URLList.isPlain) {
                 var trimmed = line
                 while let first = trimmed.first, URLList.isBlank(first) { trimmed.removeFirst() }
@@ -228,8 +229,12 @@ public enum URLList {
         for argument in arguments {
             // `get "$URL"` with the variable unset said "not a URL: " and nothing after it.
             if argument.isEmpty { throw InputError("an empty argument is not a URL (an unset variable?)") }
+            // Trimmed as a list's lines are: a blank pasted around a URL (a
+            // no-break or zero-width space) made it another URL than in a file.
+            let trimmed = argument.utf8.allSatisfy { $0 < 0x80 } ? argument
+                : argument.trimmingCharacters(in: .whitespacesAndNewlines)
             do {
-                urls.append(try RequestTarget(argument).url)
+                urls.append(try RequestTarget(trimmed).url)
             } catch {
                 throw InputError(error.message)
             }

@@ -535,9 +535,13 @@ public struct RequestTarget: Sendable, Equatable {
         guard scheme == "http" || scheme == "https" else {
             throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(shown)")
         }
-        guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/"),
-              !bytes.contains(where: { $0 <= 0x20 || $0 == 0x7f }) else {
+        guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
             throw TransferError(.unsupportedURL, "not a URL: \(shown)")
+        }
+        if let blank = bytes.first(where: { $0 <= 0x20 || $0 == 0x7f }) {
+            // Said, not just refused: "not a URL" for a URL with a space in it read as a bug.
+            let what = blank == 0x20 ? "a space (write it as %20)" : "a control character"
+            throw TransferError(.unsupportedURL, "not a URL, it holds \(what): \(shown)")
         }
         let authorityStart = colon + 3
         let authorityEnd = bytes[authorityStart...].firstIndex(where: {

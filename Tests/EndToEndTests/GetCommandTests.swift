@@ -255,7 +255,8 @@ import TestSupport
             // A URL refused for a space in its password is quoted without it.
             let refused = try await BuiltProducts.run(["get", "--cache", cache, "http://ann:hunter 2@127.0.0.1:\(port)/x.jpg"])
             #expect(refused.status != 0)
-            #expect(refused.stderrLines == ["mediafetch: not a URL: http://ann:***@127.0.0.1:\(port)/x.jpg"])
+            #expect(refused.stderrLines == ["mediafetch: not a URL, it holds a space (write it as %20): "
+                + "http://ann:***@127.0.0.1:\(port)/x.jpg"])
         }
     }
 

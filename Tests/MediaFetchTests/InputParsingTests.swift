@@ -6,6 +6,28 @@ import TestSupport
 @testable import MediaFetch
 
 @Suite struct URLListTests {
+    /// Lists joined with `cat` keep a byte-order mark wherever a Windows
+    /// file began: it is no part of the line, a comment's or a URL's.
+    @Test func aByteOrderMarkOpeningAnyLineIsSkipped() throws {
+        let text = "http://a/1.jpg\n\u{FEFF}# from Notepad\n\u{FEFF}http://b/2.jpg\n"
+        #expect(try URLList.parse(text, source: "all.txt") == ["http://a/1.jpg", "http://b/2.jpg"])
+    }
+
+    /// A URL given as an argument is trimmed as a list's line is, and one
+    /// with a space in it says so.
+    @Test func argumentsAreTrimmedAsListLinesAndASpaceIsNamed() throws {
+        let pasted = "http://a/z.jpg\u{200B}"
+        #expect(try URLList.validate([pasted]) == ["http://a/z.jpg"])
+        #expect(try URLList.parse(pasted + "\n", source: "list") == ["http://a/z.jpg"])
+        #expect(try URLList.validate(["\u{A0}http://a/z.jpg "]) == ["http://a/z.jpg"])
+        #expect(throws: InputError("not a URL, it holds a space (write it as %20): http://a/my photo.jpg")) {
+            try URLList.validate(["http://a/my photo.jpg"])
+        }
+        #expect(throws: InputError("list:1: not a URL, it holds a control character: http://a/x\u{7F}.jpg")) {
+            try URLList.parse("http://a/x\u{7F}.jpg\n", source: "list")
+        }
+    }
+
     @Test func commentsAndBlankLinesAreSkipped() throws {
         let text = "# photos\nhttp://a/1.jpg\n\n   \n  https://b/2.jpg  \r\n# end\n"
         #expect(try URLList.parse(text, source: "urls.txt") == ["http://a/1.jpg", "https://b/2.jpg"])
