@@ -21,17 +21,23 @@ public struct CatalogReserve: Sendable {
 
     public let path: String
     public let bytes: Int
+    private let root: String
 
     public init(root: String, bytes: Int = defaultBytes) {
+        self.root = root
         path = root + "/catalog.reserve"
         self.bytes = bytes
     }
 
     /// Takes the room, unless it is held already. Best effort: on a disk that
-    /// is full already, or a read-only one, there is none to take.
+    /// is full already, or a read-only one, there is none to take; nor on
+    /// one with less than four times the room free, where taking it could
+    /// fill the disk for a moment under a catalog being made.
     public func hold() {
         var info = stat()
         if stat(path, &info) == 0, Int(info.st_blocks) * 512 >= bytes { return }
+        var disk = statvfs()
+        guard statvfs(root, &disk) == 0, Int64(disk.f_bavail) * Int64(disk.f_frsize) >= 4 * Int64(bytes) else { return }
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
         guard fd >= 0 else { return }
         defer { close(fd) }

@@ -120,7 +120,7 @@ import TestSupport
     /// objects stayed on the full disk with nothing pointing at them.
     @Test(.enabled(if: SmallFilesystem.canMount), .timeLimit(.minutes(1)))
     func theRoomHeldBackLetsTheRowsOfStoredBodiesBeWrittenOnAFullDisk() async throws {
-        try await SmallFilesystem.with(kilobytes: 4096) { mountPoint, _ in
+        try await SmallFilesystem.with(kilobytes: 8192) { mountPoint, _ in
             let cache = try MediaCache(root: mountPoint + "/cache")
             _ = try cache.catalog
             cache.reserve.hold()
