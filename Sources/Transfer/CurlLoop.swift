@@ -712,8 +712,11 @@ final class CurlLoop: Sendable {
         for case .start(let attempt) in leftovers { Self.endCancelled(attempt) }
         spareHandles.removeAll()
         // The last word on the counts: nothing runs or waits any more, and
-        // every byte is counted (the last tick may be up to a tick old).
-        events.yield(.progress(EngineSnapshot(active: [], queued: 0, bytesReceived: counters.bytesReceived, bytesPerSecond: 0)))
+        // every byte is counted (the last tick may be up to a tick old). The
+        // rate is still the window's: a last frame of "3.0 MiB at 0 B/s" read
+        // as a stall.
+        let rate = rateWindow.record(counters.bytesReceived, at: .now)
+        events.yield(.progress(EngineSnapshot(active: [], queued: 0, bytesReceived: counters.bytesReceived, bytesPerSecond: rate)))
         events.yield(.finished)
         events.finish()
         exited.signal()

@@ -480,6 +480,33 @@ import TestSupport
         }
     }
 
+    /// The engine's last progress report counts every byte, and keeps the
+    /// rate of the last seconds rather than dropping to nothing.
+    @Test func theLastProgressReportKeepsTheRate() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/last.bin", data: fixtureBytes(count: 300_000, seed: 67))
+            let engine = try TransferEngine(configuration: configuration(), partialDirectory: directory.appending("tmp"))
+            let collector = Task { () -> EngineSnapshot? in
+                var last: EngineSnapshot?
+                for await event in engine.events {
+                    if case .progress(let snapshot) = event { last = snapshot }
+                }
+                return last
+            }
+            do {
+                _ = try await engine.download(origin.url("/last.bin"))
+            } catch {
+                engine.shutdown()
+                throw error
+            }
+            engine.shutdown()
+            let last = await collector.value
+            #expect(last?.bytesReceived == 300_000)
+            #expect(last?.active.isEmpty == true)
+            #expect((last?.bytesPerSecond ?? 0) > 0, "\(String(describing: last))")
+        }
+    }
+
     @Test func theRateLimitersPausesAreNotStalls() async throws {
         // libcurl holds a transfer back whenever it got ahead of --limit-rate;
         // with a stall timeout shorter than those pauses, each was taken for a
