@@ -486,6 +486,7 @@ import TestSupport
         try await withOrigin { origin, directory in
             origin.addResource("/last.bin", data: fixtureBytes(count: 300_000, seed: 67))
             let engine = try TransferEngine(configuration: configuration(), partialDirectory: directory.appending("tmp"))
+            let started = ContinuousClock.now
             let collector = Task { () -> EngineSnapshot? in
                 var last: EngineSnapshot?
                 for await event in engine.events {
@@ -500,10 +501,15 @@ import TestSupport
                 throw error
             }
             engine.shutdown()
+            let took = ContinuousClock.now - started
             let last = await collector.value
             #expect(last?.bytesReceived == 300_000)
             #expect(last?.active.isEmpty == true)
-            #expect((last?.bytesPerSecond ?? 0) > 0, "\(String(describing: last))")
+            // Every byte came within the rate's window of 5 s, unless a loaded
+            // machine held the run longer (then 0 B/s over the last 5 s is right).
+            if took < .seconds(4) {
+                #expect((last?.bytesPerSecond ?? 0) > 0, "\(String(describing: last))")
+            }
         }
     }
 
