@@ -63,14 +63,10 @@ import TestSupport
                 """)
             let json = try await statsJSON(cache)
             #expect(json["cache"] as? String == cache)
-            #expect(json["objects"] as? Int == 2)
-            #expect(json["bytes"] as? Int == 4000)
-            #expect(json["items"] as? Int == 3)
-            #expect(json["logicalBytes"] as? Int == 7000)
-            #expect(json["collections"] as? Int == 1)
-            #expect(json["sources"] as? Int == 3)
-            #expect(json["failedSources"] as? Int == 0)
-            #expect(json["bytesSavedByDeduplication"] as? Int == 3000)
+            #expect(json.compactMapValues { $0 as? Int } == [
+                "objects": 2, "bytes": 4000, "items": 3, "logicalBytes": 7000, "collections": 1, "sources": 3,
+                "failedSources": 0, "bytesSavedByDeduplication": 3000,
+            ])
         }
     }
 
@@ -540,13 +536,27 @@ import TestSupport
     }
 
     /// More jobs than the open-file limit allows ran out of descriptors and
-    /// failed items; now the run uses fewer transfers and says so.
+    /// failed items; now the run uses fewer transfers and says so. Under a
+    /// very low limit items failed by the hundred, and libdispatch sometimes
+    /// aborted the process (SIGILL) when it could not open a file of its
+    /// own: a run under 64 is refused before anything is made, and one at 64
+    /// fetches all.
     @Test func moreJobsThanTheOpenFileLimitAllowsAreCappedWithANote() async throws {
         try await withOrigin { origin, directory in
             let urls = origin.addFixtures(count: 300, size: 2000, firstSeed: 500, prefix: "/n/")
             let input = directory.appending("urls.txt")
             try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
             let cache = directory.appending("cache")
+
+            let refused = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 40)
+            #expect(refused.status == 3)
+            #expect(refused.stderrLines == ["mediafetch: the limit on open files is 40, and a download needs at least 64: "
+                + "raise it (ulimit -n 1024) and run again"])
+            #expect(access(cache, F_OK) != 0)
+            #expect(origin.requests().isEmpty)
+            let least = try await BuiltProducts.run(["get", "--cache", cache + "-64", "-i", input], openFileLimit: 64)
+            #expect(least.status == 0, "\(least.stderr)")
+            #expect(least.stderrLines.last?.hasPrefix("300 downloaded, 0 already cached, 0 failed") == true, "\(least.stderr)")
 
             let result = try await BuiltProducts.run(["get", "--cache", cache, "-i", input, "--jobs", "400", "--per-host", "400"],
                                                      openFileLimit: 256)
@@ -561,30 +571,6 @@ import TestSupport
             #expect(json.status == 0)
             #expect(jsonLines(json.stderr).count == json.stderrLines.count)
             #expect(jsonLines(json.stderr).contains { $0["event"] as? String == "note" })
-        }
-    }
-
-    /// Under a very low limit on open files items failed with "Too many
-    /// open files" by the hundred, and libdispatch sometimes aborted the
-    /// process (SIGILL) when it could not open a file of its own: a run
-    /// under 64 is refused before anything is made, and one at 64 fetches all.
-    @Test func aLimitOnOpenFilesUnder64IsRefusedAnd64Suffices() async throws {
-        try await withOrigin { origin, directory in
-            let urls = origin.addFixtures(count: 300, size: 2000, firstSeed: 900, prefix: "/fd/")
-            let input = directory.appending("urls.txt")
-            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
-            let cache = directory.appending("cache")
-
-            let refused = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 40)
-            #expect(refused.status == 3)
-            #expect(refused.stderrLines == ["mediafetch: the limit on open files is 40, and a download needs at least 64: "
-                + "raise it (ulimit -n 1024) and run again"])
-            #expect(access(cache, F_OK) != 0)
-            #expect(origin.requests().isEmpty)
-
-            let fetched = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 64)
-            #expect(fetched.status == 0, "\(fetched.stderr)")
-            #expect(fetched.stderrLines.last?.hasPrefix("300 downloaded, 0 already cached, 0 failed") == true, "\(fetched.stderr)")
         }
     }
 
