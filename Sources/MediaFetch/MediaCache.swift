@@ -77,11 +77,14 @@ public final class MediaCache: Sendable {
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
 
-    /// What a cache holds, or may (`Cache/README.md`): anything else in a
-    /// directory without a catalog belongs to someone else.
+    /// What a cache holds, or may (`Cache/README.md`), and what a directory
+    /// of its own may hold besides (a disk of its own mounted there has a
+    /// `lost+found`): anything else in a directory without a catalog
+    /// belongs to someone else.
     private static let ownNames: Set<String> = [
         "objects", "tmp", "unrecorded", "catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm",
         "catalog.sqlite-journal", "catalog.sqlite.lock", "catalog.reserve", "README.md", ".gitignore", ".DS_Store",
+        "lost+found",
     ]
 
     /// The names in `root` that are not a cache's, when `root` has no catalog

@@ -100,6 +100,12 @@ import TestSupport
             #expect(made.status == 0, "\(made.stderr)")
             #expect(FileManager.default.contents(atPath: project + "/tmp/draft.txt") == Data("tmp/draft.txt".utf8))
             #expect(FileManager.default.contents(atPath: project + "/tmp/c/chapter1.tex") == Data("tmp/c/chapter1.tex".utf8))
+
+            // A disk of its own mounted as the cache has a lost+found: that is no one else's.
+            let disk = directory.appending("disk")
+            try FileManager.default.createDirectory(atPath: disk + "/lost+found", withIntermediateDirectories: true)
+            let onDisk = try await BuiltProducts.run(["get", "--cache", disk, origin.url("/a.jpg")])
+            #expect(onDisk.status == 0, "\(onDisk.stderr)")
         }
     }
 
