@@ -5,8 +5,8 @@ import Darwin
 #endif
 
 /// Room held back on the cache's disk for the catalog: a file of its own
-/// (`catalog.reserve`), allocated but never written, that is given up when
-/// the disk fills.
+/// (`catalog.reserve`), allocated (not written, where the filesystem can
+/// allocate) and given up when the disk fills.
 ///
 /// A run that fills the disk has objects moved into place whose rows are
 /// still to be written, and SQLite needs fresh pages for them (a new
@@ -32,22 +32,41 @@ public struct CatalogReserve: Sendable {
     /// Takes the room, unless it is held already. Best effort: on a disk that
     /// is full already, or a read-only one, there is none to take; nor on
     /// one with less than four times the room free, where taking it could
-    /// fill the disk for a moment under a catalog being made.
+    /// fill the disk for a moment under a catalog being made. Only a regular
+    /// file of its own is grown: a link put in its place (a cache a group
+    /// shares) is not followed into someone else's file.
     public func hold() {
         var info = stat()
-        if stat(path, &info) == 0, Int(info.st_blocks) * 512 >= bytes { return }
+        if lstat(path, &info) == 0, Int(info.st_blocks) * 512 >= bytes { return }
         var disk = statvfs()
         guard statvfs(root, &disk) == 0, Int64(disk.f_bavail) * Int64(disk.f_frsize) >= 4 * Int64(bytes) else { return }
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o666)
+        var created = true
+        var fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o666)
+        if fd < 0, errno == EEXIST {
+            created = false
+            fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)
+        }
         guard fd >= 0 else { return }
         defer { close(fd) }
-        // Not half a reserve: what could not be allocated is let go at once.
-        if posix_fallocate(fd, 0, off_t(bytes)) != 0 { _ = unlink(path) }
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
+        // Not half a reserve: one this process made and could not allocate goes at once
+        // (one another process made is that process's to keep).
+        if posix_fallocate(fd, 0, off_t(bytes)) != 0, created { _ = unlink(path) }
     }
 
     /// Gives the room up; true when there was some to give (the caller then
     /// tries once more what the full disk refused).
     public func release() -> Bool {
         unlink(path) == 0
+    }
+
+    /// Runs `body`; when it fails for a full disk and the room is still
+    /// held, gives the room up and runs it once more.
+    public func retryingOnFullDisk<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch where OutOfSpace.isCause(of: error) && release() {
+            return try body()
+        }
     }
 }

@@ -299,7 +299,7 @@ public final class FetchJob: Sendable {
         guard !Task.isCancelled, let catalog = try? cache.catalog else { return }
         _ = cache.unrecorded.replay({ records, fetchedAt in
             let present = records.filter { cache.store.contains($0.sha256, size: $0.size) }
-            try catalog.record(present, at: fetchedAt, kept: true)
+            try cache.reserve.retryingOnFullDisk { try catalog.record(present, at: fetchedAt, kept: true) }
             try catalog.makeDurable()
         }, stops: Catalog.failsEveryRow)
     }
@@ -397,7 +397,7 @@ public final class FetchJob: Sendable {
             return found.count
         }
         do {
-            try cache.catalog.record(newInCollection)
+            try cache.reserve.retryingOnFullDisk { try cache.catalog.record(newInCollection) }
         } catch {
             throw CatalogWriteFailure(underlying: error)
         }

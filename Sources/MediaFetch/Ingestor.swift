@@ -318,10 +318,8 @@ final class Ingestor: Sendable {
             return
         }
         do {
-            do {
-                try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
-            } catch where OutOfSpace.isCause(of: error) && cache.reserve.release() {
-                // The disk filled: the room held back for the catalog is given up, and the group tried again.
+            // A disk that filled: the room held back for the catalog is given up, and the group tried again.
+            try cache.reserve.retryingOnFullDisk {
                 try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
             }
             for entry in entries { entry.completion(.success(())) }
@@ -356,11 +354,8 @@ final class Ingestor: Sendable {
     private func failKeepingRows(_ entries: [Pending], _ failure: CacheError) {
         guard !entries.isEmpty else { return }
         let records = entries.map(\.record)
-        var kept = (try? cache.unrecorded.keep(records, fetchedAt: Date())) != nil
         // A full disk: the room held back for the catalog, if still held, takes them.
-        if !kept, failure.outOfSpace, cache.reserve.release() {
-            kept = (try? cache.unrecorded.keep(records, fetchedAt: Date())) != nil
-        }
+        let kept = (try? cache.reserve.retryingOnFullDisk { try cache.unrecorded.keep(records, fetchedAt: Date()) }) != nil
         for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
     }
 

@@ -15,6 +15,7 @@ import Darwin
 ///     <root>/tmp/                       bodies being written, partials to resume
 ///     <root>/unrecorded/                rows the catalog could not take, for the next run
 ///     <root>/catalog.sqlite             the SQLite catalog (WAL; .lock serializes opening)
+///     <root>/catalog.reserve            room held back for the catalog on a disk that fills
 ///
 /// `Cache/README.md` describes each of them.
 public final class MediaCache: Sendable {
@@ -83,19 +84,24 @@ public final class MediaCache: Sendable {
     /// belongs to someone else.
     private static let ownNames: Set<String> = [
         "objects", "tmp", "unrecorded", "catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm",
-        "catalog.sqlite-journal", "catalog.sqlite.lock", "catalog.reserve", "README.md", ".gitignore", ".DS_Store",
-        "lost+found",
+        "catalog.sqlite-journal", "catalog.sqlite.lock", "catalog.reserve", "README.md", "lost+found",
     ]
 
     /// The names in `root` that are not a cache's, when `root` has no catalog
     /// (a cache it is not yet, or no more): a mistyped `--cache ~/thesis`
     /// must not get a cache's files mixed into it. Empty when `root` is a
     /// cache, is empty, or does not exist (or cannot be read: opening says why).
+    /// Hidden names, and what Windows puts at the top of a disk, do not
+    /// count: a card or a USB disk formatted elsewhere has them, and so has a
+    /// folder a desktop has shown (`.Trash-1000`, `.DS_Store`).
     static func filesOfOthers(in root: String) -> [String] {
         guard access(catalogPath(root: root), F_OK) != 0,
               let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
-        return names.filter { !ownNames.contains($0) }
+        return names.filter { !ownNames.contains($0) && !$0.hasPrefix(".") && !diskNames.contains($0) }
     }
+
+    /// What Windows keeps at the top of a disk it has used.
+    private static let diskNames: Set<String> = ["System Volume Information", "$RECYCLE.BIN"]
 
     /// The catalog's file (known without opening the catalog).
     public var catalogPath: String { Self.catalogPath(root: root) }
@@ -226,13 +232,10 @@ private final class CatalogOpening: Sendable {
         opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
-            let open = { try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait, stop: stop) }
             do {
-                do {
-                    outcome = .success(try open())
-                } catch where OutOfSpace.isCause(of: error) && reserve.release() {
-                    outcome = .success(try open())
-                }
+                outcome = .success(try reserve.retryingOnFullDisk {
+                    try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait, stop: stop)
+                })
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
                                               outOfSpace: OutOfSpace.isCause(of: error)))

@@ -236,15 +236,43 @@ final class PartialFile {
     }
 
     /// Whether `name` is one this program gives files in the partial
-    /// directory: a URL's 40-hex-digit key (or, in early versions, a UUID)
-    /// and a dot (`.part`, `.part.validator`, `.tmp`, `.done` and their
-    /// temporaries). The sweep removes nothing else: a directory given as a
+    /// directory, in this version or an earlier one: a URL's 40-hex-digit
+    /// key with `.part`, `.part.validator` (and its temporary,
+    /// `.part.validator.<pid>`), `.<pid>-<n>.tmp`, or either of those first
+    /// two with `.<pid>-<n>.done`; or, in early versions, a UUID with `.tmp`
+    /// or `.done`. The sweep removes nothing else: a directory given as a
     /// cache by mistake, or a `tmp/` linked elsewhere, keeps its own files.
     static func isOwnName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard let first = parts.first else { return false }
+        let rest = Array(parts.dropFirst())
         let isHex: (UInt8) -> Bool = { (48...57).contains($0) || (97...102).contains($0) }
-        if bytes.count > 41, bytes[40] == UInt8(ascii: "."), bytes[..<40].allSatisfy(isHex) { return true }
-        return bytes.count > 37 && bytes[36] == UInt8(ascii: ".") && UUID(uuidString: String(name.prefix(36))) != nil
+        if first.utf8.count == 40, first.utf8.allSatisfy(isHex) {
+            return isPartialSuffix(rest) || isPartialSuffix(Array(rest.dropLast(2))) && isDoneSuffix(Array(rest.suffix(2)))
+                || rest.count == 3 && rest[0] == "part" && rest[1] == "validator" && isNumber(rest[2])
+                || rest == ["part", "validator"]
+        }
+        return first.utf8.count == 36 && UUID(uuidString: first) != nil && (rest == ["tmp"] || rest == ["done"])
+    }
+
+    /// `part`, or `<pid>-<n>` `tmp`: a partial's name after its key.
+    private static func isPartialSuffix(_ parts: [String]) -> Bool {
+        parts == ["part"] || parts.count == 2 && isSequence(parts[0]) && parts[1] == "tmp"
+    }
+
+    /// `<pid>-<n>` `done`: a finished body's name after its partial's.
+    private static func isDoneSuffix(_ parts: [String]) -> Bool {
+        parts.count == 2 && isSequence(parts[0]) && parts[1] == "done"
+    }
+
+    /// `<pid>-<n>`.
+    private static func isSequence(_ text: String) -> Bool {
+        let halves = text.split(separator: "-", omittingEmptySubsequences: false)
+        return halves.count == 2 && halves.allSatisfy { isNumber(String($0)) }
+    }
+
+    private static func isNumber(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { (48...57).contains($0) }
     }
 
     /// Whether `name`, in the partial directory, is one of its shard directories.

@@ -37,8 +37,12 @@ struct ResponseHead: Sendable {
     /// Whether the response gave different byte counts in two `Content-Length`
     /// fields or in one's list: which one frames the body is anybody's guess
     /// (libcurl takes the last), and RFC 9112 makes it an unrecoverable error.
+    /// A value that is not a count beside another one counts as different.
     var lengthsDisagree: Bool {
-        guard let counts = lengthCounts, let first = counts.first else { return false }
+        guard let text = values[.contentLength], values[.transferEncoding] == nil else { return false }
+        let members = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard members.count > 1 else { return false }
+        guard let counts = lengthCounts, let first = counts.first else { return true }
         return counts.contains { $0 != first }
     }
     /// The counts in `Content-Length` (every value given, in order, joined by

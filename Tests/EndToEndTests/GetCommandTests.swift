@@ -101,9 +101,13 @@ import TestSupport
             #expect(FileManager.default.contents(atPath: project + "/tmp/draft.txt") == Data("tmp/draft.txt".utf8))
             #expect(FileManager.default.contents(atPath: project + "/tmp/c/chapter1.tex") == Data("tmp/c/chapter1.tex".utf8))
 
-            // A disk of its own mounted as the cache has a lost+found: that is no one else's.
+            // A disk of its own mounted as the cache has a lost+found, and one used elsewhere
+            // hidden files and Windows' folders: those are no one else's.
             let disk = directory.appending("disk")
-            try FileManager.default.createDirectory(atPath: disk + "/lost+found", withIntermediateDirectories: true)
+            for name in ["lost+found", "System Volume Information", ".Trash-1000"] {
+                try FileManager.default.createDirectory(atPath: disk + "/" + name, withIntermediateDirectories: true)
+            }
+            try Data().write(to: URL(fileURLWithPath: disk + "/.DS_Store"))
             let onDisk = try await BuiltProducts.run(["get", "--cache", disk, origin.url("/a.jpg")])
             #expect(onDisk.status == 0, "\(onDisk.stderr)")
         }
@@ -556,8 +560,8 @@ import TestSupport
 
             let refused = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 40)
             #expect(refused.status == 3)
-            #expect(refused.stderrLines == ["mediafetch: the limit on open files is 40, and a download needs at least 64: "
-                + "raise it (ulimit -n 1024) and run again"])
+            #expect(refused.stderrLines == ["mediafetch: the limit on open files is 40 (the hard limit, ulimit -Hn), and a "
+                + "download needs at least 64: raise it where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"])
             #expect(access(cache, F_OK) != 0)
             #expect(origin.requests().isEmpty)
             let least = try await BuiltProducts.run(["get", "--cache", cache + "-64", "-i", input], openFileLimit: 64)

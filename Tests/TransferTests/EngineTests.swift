@@ -1149,6 +1149,7 @@ import TestSupport
                 "3/fresh.tmp": "3/" + key("d") + ".4242-6.tmp",
                 // Not the engine's: a directory given as a cache by mistake keeps them, however old.
                 "notes.txt": "notes.txt", "3/thesis.tex": "3/thesis.tex", "short.part": "abc.part",
+                "keyed.jpg": key("e") + ".jpg", "3/early.png": "3/0F2C9E4A-7B1D-4E3F-9A8B-5C6D7E8F9A0B.png",
             ]
             func file(_ label: String, ageDays: Double) {
                 let path = "\(tmp)/\(names[label] ?? label)"
@@ -1176,6 +1177,8 @@ import TestSupport
             file("notes.txt", ageDays: 30)
             file("3/thesis.tex", ageDays: 30)
             file("short.part", ageDays: 30)
+            file("keyed.jpg", ageDays: 30)
+            file("3/early.png", ageDays: 30)
             let busy = open("\(tmp)/\(names["busy.tmp"] ?? "")", O_RDWR)
             defer { close(busy) }
             #expect(flock(busy, LOCK_EX) == 0)
@@ -1184,7 +1187,8 @@ import TestSupport
 
             let left = Set(partialDirectoryFiles(tmp))
             let expected = ["fresh.done", "kept.part", "kept.part.validator", "busy.tmp", "3/kept.part",
-                            "3/kept.part.validator", "3/fresh.tmp", "notes.txt", "3/thesis.tex", "short.part"]
+                            "3/kept.part.validator", "3/fresh.tmp", "notes.txt", "3/thesis.tex", "short.part",
+                            "keyed.jpg", "3/early.png"]
             #expect(left == Set(expected.compactMap { names[$0] }))
             #expect(removed == 9)
         }

@@ -74,6 +74,10 @@ import Testing
         #expect(twoFields.contentLength == nil)
         #expect(twoFields.fields["content-length"] == "5000, 4000")
         #expect(head(["HTTP/1.1 200 OK", "Content-Length: 10,20", ""]).lengthsDisagree)
+        // A second value that is no count is no agreement either.
+        #expect(head(["HTTP/1.1 200 OK", "Content-Length: 5000", "Content-Length: 5000x", ""]).lengthsDisagree)
+        #expect(head(["HTTP/1.1 200 OK", "Content-Length: 5000", "Content-Length:", ""]).lengthsDisagree)
+        #expect(!head(["HTTP/1.1 200 OK", "Content-Length: abc", ""]).lengthsDisagree)
 
         let repeated = head(["HTTP/1.1 200 OK", "Content-Length: 10", "Content-Length: 10, 10", ""])
         #expect(!repeated.lengthsDisagree)

@@ -64,8 +64,10 @@ struct FetchRunner {
         // Before the cache is opened: nothing is made that the run cannot go on with.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
         if budget.isTooLow {
-            Terminal.error("the limit on open files is \(budget.limit), and a download needs at least "
-                + "\(DescriptorBudget.minimumLimit): raise it (ulimit -n 1024) and run again", progress: transfer.progress)
+            // The soft limit was raised to the hard one already: only whoever set that can raise it.
+            Terminal.error("the limit on open files is \(budget.limit) (the hard limit, ulimit -Hn), and a download needs at "
+                + "least \(DescriptorBudget.minimumLimit): raise it where it is set (limits.conf, LimitNOFILE=, "
+                + "docker --ulimit)", progress: transfer.progress)
             throw Exit.cacheUnusable
         }
         // A stale $CURL_CA_BUNDLE failed every https URL on its own line, not naming the variable.
