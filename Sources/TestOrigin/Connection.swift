@@ -176,9 +176,11 @@ struct Connection {
         return writeBody(reply.body, fault: bodyFault)
     }
 
-    /// Sends the body, shaped by a `dropAfter`, `slow`, `stallAfter`, `trickle`, `secondLength` or `chunked` fault if given.
-    /// Returns false if the connection must be closed (the client left, the file changed
-    /// under us, the fault dropped it, or the server is shutting down).
+    /// Sends the body, shaped by a `dropAfter`, `slow`, `stallAfter`, `trickle`,
+    /// `secondLength` or `chunked` fault if given. Returns false if the
+    /// connection must be closed (the client left, the file changed under
+    /// us, the fault dropped it or made what follows unreadable, or the
+    /// server is shutting down).
     private func writeBody(_ body: Reply.Body, fault: Fault?) -> Bool {
         let range: Range<Int>
         switch body {

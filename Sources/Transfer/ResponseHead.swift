@@ -9,8 +9,9 @@ struct ResponseHead: Sendable {
     /// connection that other transfers may share (a stream), 1 otherwise.
     var majorVersion = 1
     /// The values of the fields the engine reads; a repeated field keeps its
-    /// last value, but for `Content-Length`, whose values are all kept (see `lengthsDisagree`). Stored inline rather than in a dictionary: they are filled
-    /// for every response on the loop thread.
+    /// last value, but for `Content-Length`, whose values are all kept (see
+    /// `lengthsDisagree`). Stored inline rather than in a dictionary: they
+    /// are filled for every response on the loop thread.
     private var values = FieldValues()
     /// True once the blank line ending a final (not 1xx, not followed redirect) block was seen.
     var isComplete = false
@@ -39,20 +40,23 @@ struct ResponseHead: Sendable {
     /// (libcurl takes the last), and RFC 9112 makes it an unrecoverable error.
     /// A value that is not a count beside another one counts as different.
     var lengthsDisagree: Bool {
-        guard let text = values[.contentLength], values[.transferEncoding] == nil else { return false }
-        let members = text.split(separator: ",", omittingEmptySubsequences: false)
-        guard members.count > 1 else { return false }
+        guard let given = lengthValues, given.count > 1 else { return false }
         guard let counts = lengthCounts, let first = counts.first else { return true }
         return counts.contains { $0 != first }
     }
-    /// The counts in `Content-Length` (every value given, in order, joined by
-    /// commas as repeated fields combine: RFC 9110 5.3); nil when absent or
-    /// when one is not a count of bytes, or when a `Transfer-Encoding` overrides them.
-    private var lengthCounts: [Int64]? {
+    /// Every `Content-Length` value given, in order (repeated fields combine
+    /// as a list: RFC 9110 5.3); nil when absent, or when a
+    /// `Transfer-Encoding` frames the body instead.
+    private var lengthValues: [Substring]? {
         guard let text = values[.contentLength], values[.transferEncoding] == nil else { return nil }
+        return text.split(separator: ",", omittingEmptySubsequences: false)
+    }
+    /// The counts of `lengthValues`; nil when one is not a count of bytes.
+    private var lengthCounts: [Int64]? {
+        guard let given = lengthValues else { return nil }
         var counts: [Int64] = []
-        for member in text.split(separator: ",", omittingEmptySubsequences: false) {
-            guard let count = Int64(member.trimmingCharacters(in: .whitespaces)), count >= 0 else { return nil }
+        for value in given {
+            guard let count = Int64(value.trimmingCharacters(in: .whitespaces)), count >= 0 else { return nil }
             counts.append(count)
         }
         return counts
