@@ -370,6 +370,28 @@ import TestSupport
         }
     }
 
+    /// A list of only comments and blank lines asks for nothing: one note,
+    /// exit 0, and no cache made for it.
+    @Test func aListWithNoURLIsANoteAndMakesNoCache() async throws {
+        try await TemporaryDirectory.with { directory in
+            let input = directory.appending("empty.txt")
+            try "# nothing yet\n\n".write(toFile: input, atomically: true, encoding: .utf8)
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "-i", input])
+
+            #expect(result.status == 0)
+            #expect(result.stderrLines == ["mediafetch: note: nothing to fetch: no URL in \(input)"])
+            #expect(access(cache, F_OK) != 0)
+            // Nothing piped in (a grep that found nothing): the same, naming standard input.
+            let piped = try await BuiltProducts.runShell(#"printf '' | "$MEDIAFETCH" get --cache "$CACHE" -i -"#,
+                                                         environment: ["CACHE": cache])
+            #expect(piped.status == 0)
+            #expect(piped.stderrLines == ["mediafetch: note: nothing to fetch: no URL in standard input"])
+            #expect(access(cache, F_OK) != 0)
+        }
+    }
+
     @Test func anInputFileWithCommentsIsRead() async throws {
         try await withOrigin { origin, directory in
             for index in 0..<5 { origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 2000, seed: UInt64(10 + index))) }

@@ -31,7 +31,14 @@ struct Get: AsyncParsableCommand {
 
     func run() async throws {
         if transfer.progress == .json { StopSignals.exitEarly(json: true) }
-        try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(try requestedItems())
+        let items = try requestedItems()
+        // Lists of only comments and blank lines ask for nothing: said, and no cache is made for it.
+        guard !items.isEmpty else {
+            let lists = inputFiles.map { $0 == "-" ? "standard input" : $0 }.joined(separator: ", ")
+            Terminal.notice("nothing to fetch: no URL in \(lists)", progress: transfer.progress)
+            return
+        }
+        try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items)
     }
 
     /// The URLs given and those in the input files, as items. The list of
