@@ -32,35 +32,55 @@ struct ResponseHead: Sendable {
     /// 9112 6.3; libcurl reads such a body by its chunks, as curl does). A
     /// list of one count repeated (`10, 10`) is that count.
     var contentLength: Int64? {
-        guard let counts = lengthCounts, let first = counts.first, counts.allSatisfy({ $0 == first }) else { return nil }
-        return first
+        values[.transferEncoding] == nil && !lengths.conflict ? lengths.first : nil
     }
     /// Whether the response gave different byte counts in two `Content-Length`
     /// fields or in one's list: which one frames the body is anybody's guess
     /// (libcurl takes the last), and RFC 9112 makes it an unrecoverable error.
     /// A value that is not a count beside another one counts as different.
-    var lengthsDisagree: Bool {
-        guard let given = lengthValues, given.count > 1 else { return false }
-        guard let counts = lengthCounts, let first = counts.first else { return true }
-        return counts.contains { $0 != first }
-    }
-    /// Every `Content-Length` value given, in order (repeated fields combine
-    /// as a list: RFC 9110 5.3); nil when absent, or when a
-    /// `Transfer-Encoding` frames the body instead.
-    private var lengthValues: [Substring]? {
-        guard let text = values[.contentLength], values[.transferEncoding] == nil else { return nil }
-        return text.split(separator: ",", omittingEmptySubsequences: false)
-    }
-    /// The counts of `lengthValues`; nil when one is not a count of bytes.
-    private var lengthCounts: [Int64]? {
-        guard let given = lengthValues else { return nil }
-        var counts: [Int64] = []
-        for value in given {
-            guard let count = Int64(value.trimmingCharacters(in: .whitespaces)), count >= 0 else { return nil }
-            counts.append(count)
+    var lengthsDisagree: Bool { values[.transferEncoding] == nil && lengths.conflict }
+
+    /// The `Content-Length` values as they came, read once (on the loop
+    /// thread, per response) rather than parsed again at each question.
+    private struct Lengths: Sendable {
+        /// Values seen (repeated fields and list members alike: RFC 9110 5.3).
+        var seen = 0
+        /// The first value, when it is a count of bytes.
+        var first: Int64?
+        /// A later value that is not the first one's count (or not a count).
+        var conflict = false
+
+        mutating func note(_ value: some BidirectionalCollection<UInt8>) {
+            for member in value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                let count = Self.count(member)
+                seen += 1
+                if seen == 1 {
+                    first = count
+                } else if count == nil || count != first {
+                    conflict = true
+                }
+            }
         }
-        return counts
+
+        /// Decimal digits between optional blanks, within `Int64`; nil otherwise (a sign included).
+        private static func count<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> Int64?
+            where Bytes.SubSequence == Bytes {
+            var digits = bytes[...]
+            while let first = digits.first, first == 32 || first == 9 { digits = digits.dropFirst() }
+            while let last = digits.last, last == 32 || last == 9 { digits = digits.dropLast() }
+            guard !digits.isEmpty else { return nil }
+            var count: Int64 = 0
+            for byte in digits {
+                guard (48...57).contains(byte) else { return nil }
+                let (times, overflowTimes) = count.multipliedReportingOverflow(by: 10)
+                let (sum, overflowSum) = times.addingReportingOverflow(Int64(byte - 48))
+                guard !overflowTimes, !overflowSum else { return nil }
+                count = sum
+            }
+            return count
+        }
     }
+    private var lengths = Lengths()
     var etag: String? { values[.etag] }
     var lastModified: String? { values[.lastModified] }
     /// The media type; nil when the header is missing or empty (`Content-Type:`).
@@ -139,8 +159,9 @@ struct ResponseHead: Sendable {
         while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
         guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else { return }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
-        if field == .contentLength, let earlier = values[field] {
-            values[field] = earlier + ", " + text
+        if field == .contentLength {
+            lengths.note(value)
+            values[field] = values[field].map { $0 + ", " + text } ?? text
         } else {
             values[field] = text
         }
