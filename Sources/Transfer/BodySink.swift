@@ -104,11 +104,6 @@ final class FileSink: BodySink {
             accepting = false
             return nil
         }
-        if head.lengthsDisagree {
-            // Where the body ends is a guess: storing it would store a guess.
-            return TransferError(.protocolViolation,
-                                 "the server gave two different lengths (Content-Length: \(head.fields["content-length"] ?? ""))")
-        }
         if head.status == 206 {
             // `contentRange` is ordered and inside the file, so `total - 1` and
             // the range's length cannot overflow whatever the server sent.

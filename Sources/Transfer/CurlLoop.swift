@@ -239,6 +239,12 @@ final class Attempt: @unchecked Sendable {
     /// Lets the sink look at the final head once, before any body byte.
     func beginBody() -> Bool {
         begun = true
+        if (200...299).contains(head.status), head.lengthsDisagree {
+            // Where the body ends is a guess, for every sink: keeping it would keep a guess.
+            abort = TransferError(.protocolViolation,
+                                  "the server gave two different lengths (Content-Length: \(head.fields["content-length"] ?? ""))")
+            return false
+        }
         if let error = sink.begin(head, requestedOffset: requestedOffset) {
             abort = error
             return false
