@@ -50,7 +50,7 @@ struct ResponseHead: Sendable {
         /// A later value that is not the first one's count (or not a count).
         var conflict = false
 
-        mutating func note(_ value: some BidirectionalCollection<UInt8>) {
+        mutating func note(_ value: Slice<UnsafeRawBufferPointer>) {
             for member in value.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
                 let count = Self.count(member)
                 seen += 1
@@ -63,11 +63,8 @@ struct ResponseHead: Sendable {
         }
 
         /// Decimal digits between optional blanks, within `Int64`; nil otherwise (a sign included).
-        private static func count<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> Int64?
-            where Bytes.SubSequence == Bytes {
-            var digits = bytes[...]
-            while let first = digits.first, first == 32 || first == 9 { digits = digits.dropFirst() }
-            while let last = digits.last, last == 32 || last == 9 { digits = digits.dropLast() }
+        private static func count(_ bytes: Slice<UnsafeRawBufferPointer>) -> Int64? {
+            let digits = bytes.trimmingBlanks()
             guard !digits.isEmpty else { return nil }
             var count: Int64 = 0
             for byte in digits {
@@ -155,8 +152,7 @@ struct ResponseHead: Sendable {
         }
         guard !isComplete, let colon = line.firstIndex(of: 58),
               let field = Self.wantedField(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
-        var value = line[line.index(after: colon)...]
-        while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
+        let value = line[line.index(after: colon)...].trimmingBlanks()
         guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else { return }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
         if field == .contentLength {
@@ -179,6 +175,16 @@ struct ResponseHead: Sendable {
     mutating func consume(line: Substring) {
         var copy = String(line)
         copy.withUTF8 { consume(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}
+
+private extension Slice<UnsafeRawBufferPointer> {
+    /// Without the spaces and tabs around it.
+    func trimmingBlanks() -> Self {
+        var trimmed = self
+        while let first = trimmed.first, first == 32 || first == 9 { trimmed = trimmed.dropFirst() }
+        while let last = trimmed.last, last == 32 || last == 9 { trimmed = trimmed.dropLast() }
+        return trimmed
     }
 }
 
