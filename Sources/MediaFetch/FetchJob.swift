@@ -59,8 +59,14 @@ public struct FetchReport: Sendable, Equatable {
     public var total = 0
     public var downloaded = 0
     public var skipped = 0
-    /// Each failed URL with its reason, in the order they failed.
+    /// How many items failed.
+    public var failed = 0
+    /// The first failed URLs (up to `failuresKept`) with their reasons, in the
+    /// order they failed: each was said as it happened, and a list whose
+    /// host is gone would otherwise keep a record per URL for the whole run.
     public var failures: [FailureRecord] = []
+    /// How many failures `failures` keeps.
+    public static let failuresKept = 100
     /// Body bytes received in this run: of the bodies stored, and of those
     /// kept to resume later or thrown away.
     public var bytesReceived: Int64 = 0
@@ -88,10 +94,10 @@ public struct FetchReport: Sendable, Equatable {
     public var stoppedEarly: Bool { outOfSpace != nil || catalogFailure != nil }
 
     /// Items neither stored, found cached nor failed: not tried, or cut off.
-    public var left: Int { max(0, total - downloaded - skipped - failures.count) }
+    public var left: Int { max(0, total - downloaded - skipped - failed) }
 
     /// Everything asked for is in the cache.
-    public var succeeded: Bool { failures.isEmpty && !interrupted && !stoppedEarly && awaitingRecord == 0 }
+    public var succeeded: Bool { failed == 0 && !interrupted && !stoppedEarly && awaitingRecord == 0 }
 }
 
 /// Puts items into the cache: skips what is cached, downloads the rest
@@ -513,7 +519,8 @@ public final class FetchJob: Sendable {
         ingestor.noteFailure(failure)
         state.withLock {
             $0.progress.failed += 1
-            $0.report.failures.append(failure)
+            $0.report.failed += 1
+            if $0.report.failures.count < FetchReport.failuresKept { $0.report.failures.append(failure) }
         }
         // When the catalog cannot be opened the run fails as a whole, with
         // one line: the items that fail because of it are not listed.

@@ -510,6 +510,33 @@ import Transfer
         }
     }
 
+    /// Every failure is counted, and said as it happens; the report keeps
+    /// the first `failuresKept` in full, not a record per URL of a list
+    /// whose host is gone.
+    @Test func theReportCountsEveryFailureAndKeepsTheFirstOnes() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let job = FetchJob(cache: cache, configuration: quickRetries())
+            let said = Task { () -> Int in
+                var count = 0
+                for await event in job.events { if case .failed = event { count += 1 } }
+                return count
+            }
+            let count = FetchReport.failuresKept + 20
+            let items = (0..<count).map { FetchItem(url: origin.url("/gone/\($0)"), collection: "c") }
+
+            let report = try await job.run(items)
+
+            #expect(report.failed == count)
+            #expect(report.failures.count == FetchReport.failuresKept)
+            #expect(Set(report.failures.map(\.url)).count == FetchReport.failuresKept)
+            #expect(report.left == 0)
+            #expect(!report.succeeded)
+            #expect(await said.value == count)
+            #expect(try cache.catalog.stats().failedSources == count)
+        }
+    }
+
     @Test func anObjectDeletedByHandIsDownloadedAgain() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/a", data: fixtureBytes(count: 1000, seed: 1))

@@ -17,6 +17,7 @@ import Testing
         var report = FetchReport()
         report.total = 3
         report.downloaded = 2
+        report.failed = 1
         report.failures = [FailureRecord(url: "http://h/b", message: "HTTP 404")]
         report.bytesReceived = 1 << 20
         report.seconds = 1.5

@@ -44,7 +44,7 @@ public enum ProgressJSON {
         case .finished(let report):
             fields = [
                 "event": .string("finished"), "total": .integer(report.total), "downloaded": .integer(report.downloaded),
-                "skipped": .integer(report.skipped), "failed": .integer(report.failures.count),
+                "skipped": .integer(report.skipped), "failed": .integer(report.failed),
                 "bytes": .integer(report.bytesReceived), "resumedBytes": .integer(report.resumedBytes),
                 "seconds": .number(report.seconds), "interrupted": .bool(report.interrupted),
                 "outOfSpace": .bool(report.outOfSpace != nil), "catalogFailed": .bool(report.catalogFailure != nil),
@@ -84,7 +84,7 @@ public enum ProgressText {
     public static func summary(_ report: FetchReport) -> String {
         var parts = ["\(report.downloaded) downloaded"]
         parts.append("\(report.skipped) already cached")
-        parts.append("\(report.failures.count) failed")
+        parts.append("\(report.failed) failed")
         var text = parts.joined(separator: ", ")
         text += " (\(ByteSize.format(report.bytesReceived)) in \(ByteSize.oneDecimal(report.seconds)) s"
         if report.resumedBytes > 0 { text += ", \(ByteSize.format(report.resumedBytes)) resumed" }
