@@ -165,7 +165,7 @@ public final class FetchJob: Sendable {
     /// Cancelling it also ends a wait for another process's catalog lock:
     /// what could not be recorded then is kept for the next run (see
     /// `UnrecordedRows`), and the run ends as interrupted.
-    public func run(_ requested: [FetchItem]) async throws -> FetchReport {
+    public func run(_ requested: any FetchList) async throws -> FetchReport {
         try await withTaskCancellationHandler {
             try await runUntilCancelled(requested)
         } onCancel: {
@@ -174,11 +174,11 @@ public final class FetchJob: Sendable {
         }
     }
 
-    private func runUntilCancelled(_ requested: [FetchItem]) async throws -> FetchReport {
+    private func runUntilCancelled(_ requested: any FetchList) async throws -> FetchReport {
         let clock = ContinuousClock()
         let started = clock.now
         defer { eventSink.finish() }
-        let items = Self.unique(requested)
+        let items = requested.withoutRepeats()
         state.withLock { $0.progress.total = items.count; $0.report.total = items.count }
 
         let ingestor = Ingestor(cache: cache, store: ingestStore)
@@ -211,14 +211,14 @@ public final class FetchJob: Sendable {
             } else {
                 // Waits for the catalog without holding a thread of the pool.
                 _ = try await cache.openedCatalog()
-                let toDownload: [FetchItem]
+                let toDownload: any FetchList
                 recordKeptRows()
                 do {
                     toDownload = try settleCached(items, ingestor: ingestor)
                 } catch let error as CatalogWriteFailure
                             where state.withLock({ $0.cancelled }) && Catalog.isLockTimeout(error.underlying) {
                     // Interrupted while waiting for the catalog's lock: nothing was fetched, all is left.
-                    toDownload = []
+                    toDownload = [FetchItem]()
                 } catch let error as CatalogWriteFailure {
                     throw CacheError("cannot record in the catalog at \(cache.catalogPath): "
                         + "\(Catalog.describe(error.underlying)); nothing was fetched",
@@ -262,11 +262,11 @@ public final class FetchJob: Sendable {
     /// they were all cached (the objects' last access is not updated). Nil
     /// when anything would need fetching or recording; the events then end
     /// without a report. Reads the catalog only.
-    public func runWithoutWriting(_ requested: [FetchItem]) throws -> FetchReport? {
+    public func runWithoutWriting(_ requested: any FetchList) throws -> FetchReport? {
         let started = ContinuousClock.now
         defer { eventSink.finish() }
-        let items = Self.unique(requested)
-        let remaining: [FetchItem]
+        let items = requested.withoutRepeats()
+        let remaining: any FetchList
         do {
             remaining = try settleCached(items, writing: false)
         } catch is NeedsWriting {
@@ -274,7 +274,7 @@ public final class FetchJob: Sendable {
         } catch {
             throw cache.catalogReadError(error)
         }
-        guard remaining.isEmpty else { return nil }
+        guard remaining.count == 0 else { return nil }
         let report = state.withLock { state -> FetchReport in
             state.progress.total = items.count
             state.report.total = items.count
@@ -320,10 +320,10 @@ public final class FetchJob: Sendable {
     /// but new in its collection throws `NeedsWriting`.
     /// `ingestor` takes the last-access updates of the objects found (none
     /// without it).
-    private func settleCached(_ items: [FetchItem], writing: Bool = true, ingestor: Ingestor? = nil) throws -> [FetchItem] {
+    private func settleCached(_ items: any FetchList, writing: Bool = true, ingestor: Ingestor? = nil) throws -> any FetchList {
         let names = try cache.catalog.collectionNames()
         var storedNames: [String: String] = [:]
-        var remaining: [FetchItem] = []
+        var remaining: [Int32] = []
         var missing: [String: String] = [:]
         var skipped = 0
         var objects: [String: Bool] = [:]
@@ -337,7 +337,7 @@ public final class FetchJob: Sendable {
             }
         }
         for start in stride(from: 0, to: items.count, by: settlePart) {
-            var part = Array(items[start..<min(start + settlePart, items.count)])
+            var part = (start..<min(start + settlePart, items.count)).map { items[$0] }
             for index in part.indices {
                 // A name stored in another Unicode form (café with e + accent)
                 // is the same collection, not a second one that looks the same.
@@ -346,31 +346,40 @@ public final class FetchJob: Sendable {
                 storedNames[name] = stored
                 part[index].collection = stored
             }
-            skipped += try settleCachedPart(part, remaining: &remaining, missing: &missing, objects: &objects,
+            skipped += try settleCachedPart(part, from: start, remaining: &remaining, missing: &missing, objects: &objects,
                                             writing: writing, ingestor: ingestor)
             // A list of distinct objects would keep an entry per URL: looking again costs a system call.
             if objects.count > objectsRemembered { objects.removeAll() }
             if Task.isCancelled { break }
         }
-        return remaining
+        // Positions, not copies: the items left are read from the list again as they start
+        // (in the list the repeats were taken from, not through a second selection).
+        // Compared by their bytes: Swift's == holds café and cafe + accent equal.
+        let renamed = storedNames.filter { !$0.key.utf8.elementsEqual($0.value.utf8) }
+        if let withoutRepeats = items as? FetchListSelection {
+            return FetchListSelection(base: withoutRepeats.base, positions: remaining.map { withoutRepeats.positions[Int($0)] },
+                                      storedCollectionNames: renamed)
+        }
+        return FetchListSelection(base: items, positions: remaining, storedCollectionNames: renamed)
     }
 
-    /// `settleCached` for one part of the list: appends the items to fetch to
-    /// `remaining` and those whose object's file is gone (or damaged) to `missing` as
-    /// well; returns how many were cached. Many URLs may share one object:
+    /// `settleCached` for one part of the list (the items from position
+    /// `start` on): appends the positions of the items to fetch to
+    /// `remaining`, and the URLs of those whose object's file is gone (or
+    /// damaged) to `missing` as well; returns how many were cached. Many URLs may share one object:
     /// `objects` holds whether the file of each object seen so far is there,
     /// so it is looked for, and touched, once (again only after
     /// `settleCached` has forgotten it, past `objectsRemembered` objects).
-    private func settleCachedPart(_ part: [FetchItem], remaining: inout [FetchItem], missing: inout [String: String],
+    private func settleCachedPart(_ part: [FetchItem], from start: Int, remaining: inout [Int32], missing: inout [String: String],
                                   objects: inout [String: Bool], writing: Bool, ingestor: Ingestor?) throws -> Int {
         // Each URL as the catalog keeps it, worked out once.
         let keys = part.map(\.catalogURL)
         let cached = try cache.catalog.cachedSources(for: keys)
         var found: [(item: FetchItem, key: String, source: CachedSource)] = []
         var firstSeen: [String] = []
-        for (item, key) in zip(part, keys) {
+        for (offset, (item, key)) in zip(part, keys).enumerated() {
             guard let source = cached[key] else {
-                remaining.append(item)
+                remaining.append(Int32(start + offset))
                 continue
             }
             let hasFile: Bool
@@ -384,7 +393,7 @@ public final class FetchJob: Sendable {
             guard hasFile else {
                 // Catalogued, but the file is gone or not its size: fetched again (and forgotten if that fails).
                 missing[item.url] = source.sha256
-                remaining.append(item)
+                remaining.append(Int32(start + offset))
                 continue
             }
             found.append((item, key, source))
@@ -418,7 +427,7 @@ public final class FetchJob: Sendable {
     /// A full disk or a failed catalog stops them: the items not started are
     /// left for a later run (as after Ctrl-C) rather than each requested and
     /// failed in turn.
-    private func download(_ items: [FetchItem], engine: TransferEngine, ingestor: Ingestor) async {
+    private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor) async {
         let downloads = Task { [self] in
             await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
                 switch result {
@@ -559,19 +568,5 @@ public final class FetchJob: Sendable {
                 break
             }
         }
-    }
-
-    /// Drops repeated (collection, URL) pairs, keeping the first. URLs that
-    /// differ only in their passwords are one item, as in the catalog. The
-    /// sets hold the items' own URL strings (no new key per item, but for
-    /// URLs with a password).
-    static func unique(_ items: [FetchItem]) -> [FetchItem] {
-        var seen: [String: Set<String>] = [:]
-        guard let firstRepeat = items.firstIndex(where: { !seen[$0.collection, default: []].insert($0.catalogURL).inserted }) else {
-            // The usual case: the list itself, not a copy of it beside it for the whole run.
-            return items
-        }
-        return Array(items[..<firstRepeat])
-            + items[(firstRepeat + 1)...].filter { seen[$0.collection, default: []].insert($0.catalogURL).inserted }
     }
 }

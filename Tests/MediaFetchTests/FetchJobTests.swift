@@ -311,11 +311,16 @@ import Transfer
         let aElsewhere = FetchItem(url: "http://h/a", collection: "y")
         let c = FetchItem(url: "http://h/c", collection: "x")
 
-        #expect(FetchJob.unique([a, b, aElsewhere, FetchItem(url: "http://h/a", collection: "x", title: "again"), c, b])
-                == [a, b, aElsewhere, c])
-        #expect(FetchJob.unique([b, b, b]) == [b])
-        #expect(FetchJob.unique([a, b, aElsewhere, c]) == [a, b, aElsewhere, c])
-        #expect(FetchJob.unique([]).isEmpty)
+        let list = [a, b, aElsewhere, FetchItem(url: "http://h/a", collection: "x", title: "again"), c, b]
+        #expect(list.withoutRepeats().items == [a, b, aElsewhere, c])
+        #expect([b, b, b].withoutRepeats().items == [b])
+        #expect([a, b, aElsewhere, c].withoutRepeats().items == [a, b, aElsewhere, c])
+        #expect([FetchItem]().withoutRepeats().items.isEmpty)
+        // Items are told apart by a hash first: when every hash is the same,
+        // the items themselves decide, and the answer is the same.
+        #expect(list.withoutRepeats(hash: { _, _ in 7 }).items == [a, b, aElsewhere, c])
+        #expect((list + list + [FetchItem(url: "http://h/d", collection: "x")]).withoutRepeats(hash: { _, _ in 7 }).items
+                == [a, b, aElsewhere, c, FetchItem(url: "http://h/d", collection: "x")])
     }
 
     /// A list is settled a few items at a time: cached items in every part

@@ -408,7 +408,7 @@ import TestSupport
         #expect(URLPassword.removed(from: "http://host/x?mail=a:b@c") == "http://host/x?mail=a:b@c")
         #expect(URLPassword.removed(from: "no scheme:pw@host") == "no scheme:pw@host")
         let item = FetchItem(url: "http://a:b@h/1", collection: "c")
-        #expect(FetchJob.unique([item, FetchItem(url: "http://a:z@h/1", collection: "c"), FetchItem(url: "http://h/1", collection: "c")])
+        #expect([item, FetchItem(url: "http://a:z@h/1", collection: "c"), FetchItem(url: "http://h/1", collection: "c")].withoutRepeats().items
                 == [item, FetchItem(url: "http://h/1", collection: "c")])
     }
 }

@@ -1,0 +1,80 @@
+/// The items of a job, by position. A job holds its list for the whole run,
+/// so a list may keep its items more compactly than as `FetchItem`s (a
+/// `URLBlock` keeps a URL's bytes and little else), and what the job sets
+/// aside (repeats, cached items) is a list of positions, not of copies.
+public protocol FetchList: Sendable {
+    var count: Int { get }
+    /// The item at `index`, in `0 ..< count`.
+    subscript(_ index: Int) -> FetchItem { get }
+}
+
+extension Array: FetchList where Element == FetchItem {}
+
+/// Some items of another list, in their order; collection names may be
+/// replaced by their stored forms (see `FetchJob.settleCached`).
+struct FetchListSelection: FetchList {
+    let base: any FetchList
+    /// Positions in `base`: four bytes an item left, against a `FetchItem`'s 72.
+    let positions: [Int32]
+    /// A collection name as given, and the catalog's own form of it.
+    var storedCollectionNames: [String: String] = [:]
+
+    var count: Int { positions.count }
+
+    subscript(_ index: Int) -> FetchItem {
+        var item = base[Int(positions[index])]
+        if let stored = storedCollectionNames[item.collection] { item.collection = stored }
+        return item
+    }
+
+    /// The position in `base` of the item at `index`.
+    func basePosition(of index: Int) -> Int32 { positions[index] }
+}
+
+extension FetchList {
+    /// The items as an array (tests, and short lists).
+    public var items: [FetchItem] { (0..<count).map { self[$0] } }
+
+    /// The list without repeated (collection, URL) pairs, keeping the first.
+    /// URLs that differ only in their passwords are one item, as in the
+    /// catalog. Without repeats (the usual case) it is the list itself.
+    ///
+    /// Held while it works: a hash and a position per item (about 16 bytes),
+    /// not the items; the rare items whose hash an earlier, different item
+    /// had are compared whole.
+    /// `hash` is the hash of a collection name and a URL (a test's may collide on purpose).
+    func withoutRepeats(hash: (String, String) -> Int = Self.hash) -> any FetchList {
+        var firstWithHash: [Int: Int32] = [:]
+        firstWithHash.reserveCapacity(count)
+        var sharingAHash: Set<[String]> = []
+        var kept: [Int32]?
+        for index in 0..<count {
+            let item = self[index]
+            let url = item.catalogURL
+            let hash = hash(item.collection, url)
+            let isRepeat: Bool
+            if let first = firstWithHash[hash] {
+                let earlier = self[Int(first)]
+                isRepeat = (earlier.collection == item.collection && earlier.catalogURL == url)
+                    || !sharingAHash.insert([item.collection, url]).inserted
+            } else {
+                firstWithHash[hash] = Int32(index)
+                isRepeat = false
+            }
+            if isRepeat {
+                if kept == nil { kept = (0..<index).map { Int32($0) } }
+            } else {
+                kept?.append(Int32(index))
+            }
+        }
+        guard let kept else { return self }
+        return FetchListSelection(base: self, positions: kept)
+    }
+
+    private static func hash(_ collection: String, _ url: String) -> Int {
+        var hasher = Hasher()
+        hasher.combine(collection)
+        hasher.combine(url)
+        return hasher.finalize()
+    }
+}
