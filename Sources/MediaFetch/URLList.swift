@@ -20,7 +20,7 @@ public enum URLList {
     public static func parse(_ text: String, source: String) throws(InputError) -> [String] {
         var reader = LineReader(source: source)
         try reader.feed(Array(text.utf8)[...])
-        return try reader.finish()
+        return Array(try reader.finish())
     }
 
     /// The longest line a list may hold: a URL at its longest, and room for blanks around it.
@@ -36,7 +36,7 @@ public enum URLList {
     /// line separators and whitespace are honoured as well.
     struct LineReader {
         let source: String
-        private(set) var urls: [String] = []
+        private(set) var urls = URLBlock()
         /// Lines that are not URLs, said together at the end (or once there
         /// are `maxProblems`), so a list is not fixed one rerun a line.
         private var problems: [String] = []
@@ -73,7 +73,7 @@ public enum URLList {
         }
 
         /// The URLs, once the last line (which may lack its line break) is read.
-        mutating func finish() throws(InputError) -> [String] {
+        mutating func finish() throws(InputError) -> URLBlock {
             if !pending.isEmpty, !skippingComment { try line(pending[...]) }
             pending = []
             if !problems.isEmpty { throw InputError(problems: problems) }
@@ -119,6 +119,10 @@ public enum URLList {
         private mutating func take(_ line: String) throws(InputError) {
             lineNumber += 1
             if line.isEmpty || line.hasPrefix("#") { return }
+            // Not reached by any list a machine can hold, but positions are counted in 32 bits.
+            guard urls.count < URLBlock.maxCount else {
+                throw InputError(problems: problems + ["\(source):\(lineNumber): more than \(URLBlock.maxCount) URLs"])
+            }
             do {
                 urls.append(try RequestTarget(line).url)
             } catch {
@@ -192,7 +196,7 @@ public enum URLList {
     /// block at a time. A pipe or a process substitution (`--input-file
     /// <(grep … list)`) is read like a regular file: to its end, without
     /// asking for its size first.
-    public static func read(path: String) throws(InputError) -> [String] {
+    public static func read(path: String) throws(InputError) -> URLBlock {
         // `-i "$LIST"` with the variable unset said ": cannot read the file".
         if path.isEmpty { throw InputError("--input-file: an empty file name (an unset variable?)") }
         if path == "-" { return try read(STDIN_FILENO, name: "standard input", source: "standard input") }
@@ -203,7 +207,7 @@ public enum URLList {
     }
 
     /// Reads `fd` until end of file; `name` is what read errors call it, `source` what line errors do.
-    private static func read(_ fd: Int32, name: String, source: String) throws(InputError) -> [String] {
+    private static func read(_ fd: Int32, name: String, source: String) throws(InputError) -> URLBlock {
         var reader = LineReader(source: source)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -224,8 +228,8 @@ public enum URLList {
     }
 
     /// Checks URLs given on the command line.
-    public static func validate(_ arguments: [String]) throws(InputError) -> [String] {
-        var urls: [String] = []
+    public static func validate(_ arguments: [String]) throws(InputError) -> URLBlock {
+        var urls = URLBlock()
         for argument in arguments {
             // `get "$URL"` with the variable unset said "not a URL: " and nothing after it.
             if argument.isEmpty { throw InputError("an empty argument is not a URL (an unset variable?)") }

@@ -278,6 +278,37 @@ import Transfer
         }
     }
 
+    /// A list of URLs kept as their bytes, with repeats and cached items
+    /// spread over the lookup's parts: each URL is fetched once, the cached
+    /// ones not at all, and the items left are read from the list again by
+    /// their positions (through the repeats' selection) into the right collection.
+    @Test func repeatsAndCachedItemsAcrossPartsLeaveEachOtherURLToOneDownload() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 6, size: 1000, firstSeed: 760)
+            let root = directory.appending("cache")
+            let cached = [urls[1], urls[3]]
+            #expect(try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries())
+                .run(cached.map { FetchItem(url: $0, collection: "trip") }).succeeded)
+
+            let list: URLBlock = [urls[0], urls[1], urls[0], urls[2], urls[3], urls[1], urls[4], urls[2], urls[5], urls[4]]
+            let report = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries(),
+                                            reportsEachStoredItem: false, settlePart: 3, objectsRemembered: 16)
+                .run(URLItems(urls: list, collection: "trip", kind: .photo))
+
+            #expect(report.total == 6)
+            #expect(report.skipped == 2)
+            #expect(report.downloaded == 4)
+            #expect(report.succeeded)
+            for url in urls {
+                let path = try #require(URL(string: url)?.path)
+                #expect(origin.requests(for: path).count == 1, "\(url)")
+            }
+            let entries = try MediaCache(root: root).catalog.entries(collection: "trip")
+            #expect(Set(entries.map(\.url)) == Set(urls))
+            #expect(entries.filter { !cached.contains($0.url) }.allSatisfy { $0.kind == .photo })
+        }
+    }
+
     /// A catalog damaged on disk is named, with SQLite's reason in a few
     /// words: the lookup of a long list quoted a kilobyte of SQL.
     @Test func aDamagedCatalogIsNamedInOneShortLine() async throws {

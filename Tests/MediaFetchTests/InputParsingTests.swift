@@ -109,7 +109,7 @@ import TestSupport
             // 1,000 lines of 44 bytes: 44 KB with no LF, more than one line may hold.
             let urls = (1...1000).map { String(format: "http://example.test/photos/%09d.jpg", $0) }
             try Data(urls.joined(separator: "\r").utf8).write(to: URL(fileURLWithPath: path))
-            #expect(try URLList.read(path: path) == urls)
+            #expect(Array(try URLList.read(path: path)) == urls)
             // A Latin-1 comment, then a bad byte on line 3.
             let bytes: [UInt8] = Array("# caf".utf8) + [0xE9] + Array("\rhttp://a/1.jpg\rhttp://a/".utf8) + [0xFF] + [0x0D]
             try Data(bytes).write(to: URL(fileURLWithPath: path))
@@ -247,7 +247,7 @@ import TestSupport
             }
             writer.start()
             let read = try URLList.read(path: fifo)
-            #expect(read == lines)
+            #expect(Array(read) == lines)
         }
     }
 }
@@ -410,5 +410,26 @@ import TestSupport
         let item = FetchItem(url: "http://a:b@h/1", collection: "c")
         #expect([item, FetchItem(url: "http://a:z@h/1", collection: "c"), FetchItem(url: "http://h/1", collection: "c")].withoutRepeats().items
                 == [item, FetchItem(url: "http://h/1", collection: "c")])
+    }
+}
+
+@Suite struct URLBlockTests {
+    @Test func aBlockGivesBackItsURLsInOrder() {
+        var block: URLBlock = ["http://a/1", "https://b/é?x=1"]
+        block += ["http://c/3", ""]
+        block.append("http://d/4")
+        #expect(Array(block) == ["http://a/1", "https://b/é?x=1", "http://c/3", "", "http://d/4"])
+        #expect(block.count == 5)
+        #expect(block[1] == "https://b/é?x=1")
+        #expect(URLBlock() == [])
+        #expect(block != ["http://a/1"])
+    }
+
+    @Test func urlItemsAreItemsOfOneCollectionAndKind() {
+        let items = URLItems(urls: ["http://a/1", "http://a/2", "http://a/1"], collection: "trip", kind: .photo)
+        #expect(items.count == 3)
+        #expect(items[1] == FetchItem(url: "http://a/2", collection: "trip", kind: .photo))
+        #expect(items.withoutRepeats().items == [FetchItem(url: "http://a/1", collection: "trip", kind: .photo),
+                                                 FetchItem(url: "http://a/2", collection: "trip", kind: .photo)])
     }
 }

@@ -33,7 +33,7 @@ struct Get: AsyncParsableCommand {
         if transfer.progress == .json { StopSignals.exitEarly(json: true) }
         let items = try requestedItems()
         // Lists of only comments and blank lines ask for nothing: said, and no cache is made for it.
-        guard !items.isEmpty else {
+        guard items.count > 0 else {
             let lists = inputFiles.map { $0 == "-" ? "standard input" : $0 }.joined(separator: ", ")
             Terminal.notice("nothing to fetch: no URL in \(lists)", progress: transfer.progress)
             return
@@ -41,23 +41,23 @@ struct Get: AsyncParsableCommand {
         try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items)
     }
 
-    /// The URLs given and those in the input files, as items. The list of
-    /// URL strings ends with this function: a long list is not held twice
-    /// for the whole run.
-    private func requestedItems() throws -> [FetchItem] {
-        var list: [String] = []
+    /// The URLs given and those in the input files, as items (kept as the
+    /// URLs' bytes: a list of a million URLs is held for the whole run).
+    private func requestedItems() throws -> URLItems {
+        var list = URLBlock()
         var problems: [String] = []
         // Every bad line of every list (up to ten a list), each on its own line.
         do { list = try URLList.validate(urls) } catch { problems += error.problems }
         for inputFile in inputFiles {
             do { list += try URLList.read(path: inputFile) } catch { problems += error.problems }
         }
+        if list.count > URLBlock.maxCount { problems.append("more than \(URLBlock.maxCount) URLs in all") }
         guard problems.isEmpty else {
             for problem in problems { Terminal.error(problem, progress: transfer.progress) }
             throw Exit.badInput
         }
         let name = CollectionName.normalized(collection)
-        return list.map { FetchItem(url: $0, collection: name, kind: .file) }
+        return URLItems(urls: list, collection: name, kind: .file)
     }
 }
 
@@ -66,7 +66,7 @@ struct FetchRunner {
     let cacheOptions: CacheOptions
     let transfer: TransferOptions
 
-    func run(_ items: [FetchItem]) async throws {
+    func run(_ items: any FetchList) async throws {
         let configuration = transfer.configuration
         // Before the cache is opened: nothing is made that the run cannot go on with.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
@@ -80,7 +80,7 @@ struct FetchRunner {
         // A stale $CURL_CA_BUNDLE failed every https URL on its own line, not naming the variable.
         if let (name, path) = transfer.caCertificatesVariable,
            // The URLs' schemes are lower-cased already (`RequestTarget`).
-           items.contains(where: { $0.url.hasPrefix("https:") }),
+           (0..<items.count).contains(where: { items[$0].url.hasPrefix("https:") }),
            let problem = TransferOptions.caCertificatesProblem(path) {
             Terminal.error("\(name): \(problem) (unset it, or give --cacert FILE)", progress: transfer.progress)
             throw ExitCode.validationFailure
@@ -168,7 +168,7 @@ struct FetchRunner {
     /// serves a run that finds everything cached: it says so, as a run that
     /// downloaded nothing would. Anything to fetch or record fails the run
     /// with the reason the cache cannot be written (exit 3).
-    private func checkCached(_ items: [FetchItem], in cache: MediaCache, notWritable: CacheError) async throws {
+    private func checkCached(_ items: any FetchList, in cache: MediaCache, notWritable: CacheError) async throws {
         let job = FetchJob(cache: cache, reportsEachStoredItem: transfer.progress == .json)
         let display = Task { await ProgressPrinter(mode: transfer.progress).consume(job.events) }
         let report: FetchReport?
