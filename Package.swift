@@ -78,6 +78,10 @@ let package = Package(
         .testTarget(name: "SampleMediaTests", dependencies: ["SampleMedia", "TestSupport"]),
         // The executable's own logic (argument layout, the status line), through `@testable import`.
         .testTarget(name: "CommandLineTests", dependencies: ["mediafetch", "MediaFetch"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestOrigin", "TestSupport", "SampleMedia", "mediafetch"]),
+        .testTarget(name: "EndToEndTests", dependencies: [
+            "TestOrigin", "TestSupport", "SampleMedia", "mediafetch",
+            // Catalogs made damaged, foreign or newer, as a person or another version would leave them.
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
     ]
 )

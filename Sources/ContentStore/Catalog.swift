@@ -70,8 +70,17 @@ public final class Catalog: Sendable {
     /// if a wait lasts longer than `noticeAfter`. `stop` ends the waits
     /// early, those of the opening too, once its owner stops it (a run
     /// interrupted, or one done with the catalog before it opened).
+    ///
+    /// A file that holds no catalog (no tables) is given one, unless
+    /// `refusingNewSchema` says why not (a cache whose objects the catalog
+    /// should know, or a command that only reads). A file with tables of
+    /// something else, or with migrations of a newer mediafetch, is refused
+    /// before anything is written to it. `readingOnly`: the opening makes no
+    /// lock file of its own (another user's cache, or root listing it, must
+    /// not leave one its owner cannot open).
     public init(path: String, lockWaitLimit: Duration = .seconds(busySeconds), noticeAfter: Duration = .seconds(2),
-                onLockWait: (@Sendable () -> Void)? = nil, stop: LockWaitStop = LockWaitStop()) throws {
+                onLockWait: (@Sendable () -> Void)? = nil, stop: LockWaitStop = LockWaitStop(),
+                readingOnly: Bool = false, refusingNewSchema: () -> String? = { nil }) throws {
         self.path = path
         var configuration = Configuration()
         let lockWait = LockWait(limit: lockWaitLimit, noticeAfter: noticeAfter, onLongWait: onLockWait, stop: stop)
@@ -101,10 +110,36 @@ public final class Catalog: Sendable {
         // which the umask cannot widen): a group's shared cache (umask 002)
         // needs the catalog writable by the group, and SQLite gives its log
         // and shared-memory file the catalog's mode.
-        let lock = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
+        let lock = readingOnly ? open(path + ".lock", O_RDONLY | O_CLOEXEC) : open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
         if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { close(lock) } }
         createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
+        // A file with a header but no tables was a database before, whose
+        // log may be lost (GRDB's opening writes a log of its own, so the log
+        // found beside it proves nothing); one being made here, while
+        // downloads may store objects, is empty until the opening below.
+        var main = stat()
+        let mayHaveLostItsLog = stat(path, &main) == 0 && main.st_size > 0
+        // SQLite's own journal: not a file this catalog made (it is always in
+        // WAL mode), and opening it would switch it to WAL, a write: looked at first.
+        if Self.isInRollbackJournalMode(path) {
+            let other = try DatabaseQueue(path: path, configuration: Self.readOnlyConfiguration)
+            let problem = try other.read { try Self.schemaProblem($0) }
+            try other.close()
+            if let problem { throw CatalogRefusal(problem) }
+        }
+        if readingOnly, let reader = try Self.openReadingOnly(path, configuration,
+                                                              ifNoSchema: { refusingNewSchema() ?? "it holds no catalog" }) {
+            database = reader
+            return
+        }
+        // GRDB's pool gives a missing or empty log a commit of its own: a
+        // catalog copied without its log is looked at before, read-only.
+        var log = stat()
+        if mayHaveLostItsLog, stat(Self.writeAheadLog(of: path), &log) != 0 || log.st_size == 0,
+           let reader = try Self.openReadingOnly(path, configuration, ifNoSchema: refusingNewSchema) {
+            try reader.close()
+        }
         if access(path, F_OK) != 0 {
             // An empty file is an empty database to SQLite. Where it cannot be made, SQLite says why.
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
@@ -116,9 +151,12 @@ public final class Catalog: Sendable {
             guard let readOnly = try Self.openOnReadOnlyMedium(path) else { throw error }
             database = readOnly
         }
-        let removesPasswords = try database.read { db in
-            try db.tableExists("source") && !Self.migrator.appliedIdentifiers(db).contains(Self.passwordsMigration)
+        let (problem, hasSchema, removesPasswords) = try database.read { db in
+            (try Self.schemaProblem(db), try db.tableExists("grdb_migrations"),
+             try db.tableExists("source") && !Self.migrator.appliedIdentifiers(db).contains(Self.passwordsMigration))
         }
+        if let problem { throw CatalogRefusal(problem) }
+        if !hasSchema, readingOnly || mayHaveLostItsLog, let refusal = refusingNewSchema() { throw CatalogRefusal(refusal) }
         try Self.migrator.migrate(database)
         // Opening made the shared-memory file: its holes are filled now, while there is room.
         try OutOfSpace.allocateSharedMemory(path + "-shm")
@@ -131,6 +169,69 @@ public final class Catalog: Sendable {
     }
 
     private static let passwordsMigration = "v2: URLs without passwords"
+
+    /// The catalog opened to be read only (`list`, `stats`), on a read-only
+    /// connection: nothing is written to it (GRDB's pool gives an empty log
+    /// a commit of its own, and a read-only medium is opened as before). Nil
+    /// when the catalog needs migrating first, or has no tables and
+    /// `ifNoSchema` has no reason to refuse it: the caller opens it to write.
+    private static func openReadingOnly(_ path: String, _ configuration: Configuration,
+                                        ifNoSchema: () -> String?) throws -> DatabaseQueue? {
+        var configuration = configuration
+        configuration.readonly = true
+        let reader: DatabaseQueue
+        do {
+            reader = try DatabaseQueue(path: path, configuration: configuration)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CANTOPEN || error.resultCode == .SQLITE_READONLY {
+            guard let readOnly = try openOnReadOnlyMedium(path) else { throw error }
+            reader = readOnly
+        }
+        let (problem, hasSchema, isMigrated) = try reader.read { db in
+            (try schemaProblem(db), try db.tableExists("grdb_migrations"), try migrator.hasCompletedMigrations(db))
+        }
+        if let problem { throw CatalogRefusal(problem) }
+        if !hasSchema, let refusal = ifNoSchema() { throw CatalogRefusal(refusal) }
+        guard hasSchema, isMigrated else {
+            try reader.close()
+            return nil
+        }
+        return reader
+    }
+
+    /// Why the database `db` is not a catalog this version may use, or nil:
+    /// one with tables of something else, or one a newer mediafetch
+    /// migrated further than this version knows (its rows would not fit
+    /// this version's statements). No tables at all is no problem: a new catalog.
+    static func schemaProblem(_ db: Database) throws -> String? {
+        guard try db.tableExists("grdb_migrations") else {
+            let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name")
+            guard !tables.isEmpty else { return nil }
+            let shown = tables.prefix(3).joined(separator: ", ") + (tables.count > 3 ? ", …" : "")
+            return "it is not a mediafetch catalog (it holds other tables: \(shown)); give another cache directory"
+        }
+        let known = Set(migrator.migrations)
+        let unknown = try migrator.appliedIdentifiers(db).filter { !known.contains($0) }.sorted()
+        guard !unknown.isEmpty else { return nil }
+        return "it was written by a newer mediafetch (its schema has \(unknown.map { "'\($0)'" }.joined(separator: ", ")), "
+            + "which this version does not know): use that version"
+    }
+
+    /// Whether the file at `path` is an SQLite database in rollback-journal
+    /// mode (byte 18 of its header is 1; a WAL database has 2).
+    private static func isInRollbackJournalMode(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 20)
+        guard pread(fd, &header, 20, 0) == 20 else { return false }
+        return header.starts(with: Array("SQLite format 3".utf8)) && header[18] == 1
+    }
+
+    private static var readOnlyConfiguration: Configuration {
+        var configuration = Configuration()
+        configuration.readonly = true
+        return configuration
+    }
 
     /// A catalog on a filesystem mounted read-only (a cache copied to a card
     /// or a disc for offline use) whose write-ahead log was checkpointed away:

@@ -94,3 +94,9 @@ public struct CatalogStats: Sendable, Equatable, Codable {
     /// Bytes not stored twice thanks to content addressing.
     public var bytesSavedByDeduplication: Int64 { max(0, logicalBytes - bytes) }
 }
+
+/// Why a file will not be opened as the catalog, in a few words for a person.
+public struct CatalogRefusal: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -136,6 +136,20 @@ public final class ObjectStore: BlobStore {
     private let temporaryDirectoryDescriptor: Int32
     private let objectsDirectoryDescriptor: Int32
 
+    /// Opens the store under `root` to read it only: nothing is created (a
+    /// cache on a read-only disk, or copied without its empty `tmp/`, is
+    /// listed as it is; root listing another user's cache leaves no
+    /// directory its owner cannot write). Objects are looked for; nothing
+    /// can be stored. Without an `objects/` directory, no object is there.
+    public init(readingAt root: String) {
+        self.root = root
+        pendingWriteback = { nil }
+        temporaryDirectory = root + "/tmp"
+        objectsDirectory = root + "/objects/sha256"
+        temporaryDirectoryDescriptor = -1
+        objectsDirectoryDescriptor = open(objectsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    }
+
     /// Opens (creating if needed) the store under `root`. `pendingWriteback`
     /// says how many bytes the system has yet to write back (tests pass their own).
     public init(root: String, pendingWriteback: @escaping @Sendable () -> Int64? = SystemMemory.pendingWriteback) throws(StoreError) {
@@ -179,8 +193,8 @@ public final class ObjectStore: BlobStore {
     }
 
     deinit {
-        close(temporaryDirectoryDescriptor)
-        close(objectsDirectoryDescriptor)
+        if temporaryDirectoryDescriptor >= 0 { close(temporaryDirectoryDescriptor) }
+        if objectsDirectoryDescriptor >= 0 { close(objectsDirectoryDescriptor) }
     }
 
     /// `mkdir -p`, with the system's reason in the error ("Not a directory"

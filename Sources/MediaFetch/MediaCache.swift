@@ -38,7 +38,9 @@ public final class MediaCache: Sendable {
     /// schema, several fsyncs), and `catalog` waits for it. `onCatalogLockWait`
     /// is called once if the catalog waits long for another process's lock;
     /// it waits `catalogLockWaitLimit` at most (see `Catalog.init`).
-    public init(root: String, catalogLockWaitLimit: Duration = .seconds(Catalog.busySeconds),
+    /// `readingOnly` (`list`, `stats`): nothing is created, neither
+    /// directories nor a catalog, and only a catalog that exists is opened.
+    public init(root: String, readingOnly: Bool = false, catalogLockWaitLimit: Duration = .seconds(Catalog.busySeconds),
                 onCatalogLockWait: (@Sendable () -> Void)? = nil) throws(CacheError) {
         let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
         self.root = absolute
@@ -50,21 +52,32 @@ public final class MediaCache: Sendable {
             throw CacheError("\(absolute) is not a mediafetch cache (it has no catalog.sqlite) and holds other files "
                 + "(\(shown)): give a new or empty directory for a cache")
         }
-        do {
-            store = try ObjectStore(root: absolute)
-        } catch {
-            throw CacheError("cannot open the cache at \(absolute): \(error)")
+        if readingOnly {
+            store = ObjectStore(readingAt: absolute)
+        } else {
+            do {
+                store = try ObjectStore(root: absolute)
+            } catch {
+                throw CacheError("cannot open the cache at \(absolute): \(error)")
+            }
         }
         if let problem = OutOfSpace.catalogOpeningProblem(directory: absolute) {
             throw CacheError(problem, outOfSpace: true)
         }
         let catalogPath = Self.catalogPath(root: absolute)
+        if let problem = Self.damageBeforeOpening(catalogPath: catalogPath) {
+            throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
+        }
         let isNew = access(catalogPath, F_OK) != 0
+        if readingOnly, isNew { throw CacheError("no catalog at \(catalogPath)") }
         catalogKnownEmpty = Atomic(isNew)
         // A new catalog is made while the downloads start (see `CatalogOpening`): its room is taken first.
         if isNew { reserve.hold() }
+        let objectsDirectory = store.objectsDirectory
         opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
-                                 stop: lockWaitStop, reserve: reserve)
+                                 stop: lockWaitStop, reserve: reserve, readingOnly: readingOnly) {
+            Self.newCatalogRefusal(readingOnly: readingOnly, objectsDirectory: objectsDirectory)
+        }
     }
 
     /// The catalog may still be opening on its own thread: any wait there
@@ -77,6 +90,41 @@ public final class MediaCache: Sendable {
     }
 
     private static func catalogPath(root: String) -> String { root + "/catalog.sqlite" }
+
+    /// Damage seen before SQLite opens the catalog, which would otherwise
+    /// make the best of it and lose what is left: a main file emptied
+    /// (`: > catalog.sqlite`) beside a log that holds commits. SQLite read
+    /// that as a new database and wrote a new log over the old one.
+    static func damageBeforeOpening(catalogPath: String) -> String? {
+        var main = stat()
+        var log = stat()
+        guard stat(catalogPath, &main) == 0, main.st_size == 0,
+              stat(Catalog.writeAheadLog(of: catalogPath), &log) == 0, log.st_size > 0 else { return nil }
+        return "the file is empty, but its write-ahead log (catalog.sqlite-wal) holds \(log.st_size) bytes: the "
+            + "catalog was damaged (both files belong together); restore them from a copy"
+    }
+
+    /// Why a catalog file that holds no tables must not be given a new
+    /// schema now, or nil: a reading command has nothing to read, and
+    /// objects without a catalog mean it was lost (copied without its
+    /// write-ahead log, which holds every commit since the last checkpoint):
+    /// a new one would forget them all.
+    static func newCatalogRefusal(readingOnly: Bool, objectsDirectory: String) -> String? {
+        if holdsObjects(objectsDirectory) {
+            return "it holds no catalog, but objects/ holds files: its write-ahead log (catalog.sqlite-wal) is "
+                + "missing, or the file was replaced; copy the log back beside it (or move catalog.sqlite away to "
+                + "start a new catalog)"
+        }
+        return readingOnly ? "it holds no catalog yet (nothing has been recorded in it)" : nil
+    }
+
+    /// Whether a fan-out directory of `objectsDirectory` holds anything.
+    private static func holdsObjects(_ objectsDirectory: String) -> Bool {
+        guard let fanOuts = try? FileManager.default.contentsOfDirectory(atPath: objectsDirectory) else { return false }
+        return fanOuts.contains { name in
+            name.utf8.count == 2 && !((try? FileManager.default.contentsOfDirectory(atPath: "\(objectsDirectory)/\(name)"))?.isEmpty ?? true)
+        }
+    }
 
     /// What a cache holds, or may (`Cache/README.md`), and what a directory
     /// of its own may hold besides (a disk of its own mounted there has a
@@ -228,13 +276,14 @@ private final class CatalogOpening: Sendable {
     /// disk that filled meanwhile (the downloads start while it is made) gets
     /// the room `reserve` held back, and a second try.
     init(path: String, lockWaitLimit: Duration, onLockWait: (@Sendable () -> Void)?, stop: LockWaitStop,
-         reserve: CatalogReserve) {
+         reserve: CatalogReserve, readingOnly: Bool, refusingNewSchema: @escaping @Sendable () -> String?) {
         opening.enter()
         DispatchQueue.global(qos: .userInitiated).async { [self] in
             let outcome: Outcome
             do {
                 outcome = .success(try reserve.retryingOnFullDisk {
-                    try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait, stop: stop)
+                    try Catalog(path: path, lockWaitLimit: lockWaitLimit, onLockWait: onLockWait, stop: stop,
+                                readingOnly: readingOnly, refusingNewSchema: refusingNewSchema)
                 })
             } catch {
                 outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",

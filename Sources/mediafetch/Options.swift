@@ -37,6 +37,12 @@ struct CacheOptions: ParsableArguments {
     /// to write after all.
     func openForDownloads(mustExist: Bool = false, progress: ProgressMode?) throws -> (MediaCache, CacheError?) {
         let root = MediaCache.resolveRoot(explicit: cache)
+        var info = stat()
+        if mustExist, stat(root + "/catalog.sqlite", &info) != 0, errno != ENOENT, errno != ENOTDIR {
+            // A directory this user may not enter is not a missing cache.
+            Terminal.error("cannot read the cache at \(root): \(String(cString: strerror(errno)))", progress: progress)
+            throw Exit.cacheUnusable
+        }
         if mustExist, !FileManager.default.fileExists(atPath: root + "/catalog.sqlite") {
             var isDirectory: ObjCBool = false
             let exists = FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory)
@@ -46,7 +52,7 @@ struct CacheOptions: ParsableArguments {
             throw Exit.cacheUnusable
         }
         do {
-            let cache = try MediaCache(root: root) {
+            let cache = try MediaCache(root: root, readingOnly: mustExist) {
                 // A silent minute would look like a hang: another program holds the catalog.
                 Terminal.notice("waiting for another process that holds the catalog's lock (for up to "
                     + "\(Catalog.busySeconds) s)", progress: progress ?? .auto)

@@ -1,0 +1,129 @@
+import Foundation
+import GRDB
+import Testing
+import TestOrigin
+import TestSupport
+
+/// A catalog that is not what this version wrote (damaged, copied without
+/// its log, another program's, a newer version's) is refused with one line
+/// and exit 3, and left as it was: neither `list` nor `get` makes a new
+/// catalog over what could still be recovered.
+@Suite struct CatalogSafetyTests {
+    /// A cache with one photo, and the bytes of its files.
+    private func cacheWithOnePhoto(_ origin: TestOrigin, _ directory: TemporaryDirectory) async throws -> String {
+        origin.addResource("/a.jpg", data: fixtureBytes(count: 4_000, seed: 61))
+        let cache = directory.appending("cache")
+        let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+        #expect(result.status == 0, "\(result.stderr)")
+        return cache
+    }
+
+    private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+    /// Runs `stats`, `list` and a `get` of the cached photo: each must fail
+    /// with `message` in its one line, and ask the origin for nothing.
+    private func expectRefused(_ cache: String, _ origin: TestOrigin, saying message: String) async throws {
+        let before = origin.requests().count
+        for arguments in [["stats"], ["list"], ["get", origin.url("/a.jpg")]] {
+            let result = try await BuiltProducts.run(arguments + ["--cache", cache])
+            #expect(result.status == 3, "\(arguments[0]): \(result.stderr)")
+            let lines = result.stderr.split(separator: "\n")
+            #expect(lines.count == 1 && result.stderr.contains(message), "\(arguments[0]): \(result.stderr)")
+        }
+        #expect(origin.requests().count == before)
+    }
+
+    @Test func aCatalogCopiedWithoutItsLogIsNotTakenForAnEmptyOne() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            // What `cp catalog.sqlite` takes after a run: the main file, whose commits are all in the log.
+            try FileManager.default.removeItem(atPath: cache + "/catalog.sqlite-wal")
+            try? FileManager.default.removeItem(atPath: cache + "/catalog.sqlite-shm")
+            let main = contents(cache + "/catalog.sqlite")
+
+            try await expectRefused(cache, origin, saying: "its write-ahead log (catalog.sqlite-wal) is missing")
+            #expect(contents(cache + "/catalog.sqlite") == main)
+            // SQLite may have made an empty log while the catalog was opened: nothing was written to it.
+            #expect((contents(cache + "/catalog.sqlite-wal") ?? Data()).isEmpty)
+        }
+    }
+
+    @Test func anEmptiedCatalogBesideItsLogIsRefusedAndTheLogKept() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            try Data().write(to: URL(fileURLWithPath: cache + "/catalog.sqlite"))
+            let log = contents(cache + "/catalog.sqlite-wal")
+            #expect((log?.count ?? 0) > 0)
+
+            try await expectRefused(cache, origin, saying: "the file is empty, but its write-ahead log")
+            #expect(contents(cache + "/catalog.sqlite-wal") == log)
+        }
+    }
+
+    @Test func anotherProgramsDatabaseIsNotMadeACatalog() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            for name in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
+                try? FileManager.default.removeItem(atPath: "\(cache)/\(name)")
+            }
+            // Rollback-journal mode, as sqlite3 makes a database: opening it as a catalog switched it to WAL.
+            let other = try DatabaseQueue(path: cache + "/catalog.sqlite")
+            try await other.write { try $0.execute(sql: "CREATE TABLE foo (x); INSERT INTO foo VALUES (1)") }
+            try other.close()
+            let before = contents(cache + "/catalog.sqlite")
+
+            try await expectRefused(cache, origin, saying: "it is not a mediafetch catalog (it holds other tables: foo)")
+            #expect(contents(cache + "/catalog.sqlite") == before)
+        }
+    }
+
+    @Test func aCatalogOfANewerVersionIsRefusedBeforeAnyRequest() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            let catalog = try DatabasePool(path: cache + "/catalog.sqlite")
+            try await catalog.write { try $0.execute(sql: "INSERT INTO grdb_migrations VALUES ('v9: from the future')") }
+            try catalog.close()
+
+            try await expectRefused(cache, origin, saying: "written by a newer mediafetch (its schema has 'v9: from the future'")
+        }
+    }
+
+    /// `list` and `stats` make nothing: a cache copied without its empty
+    /// `tmp/` (archivers drop empty directories) is listed as it is.
+    @Test func readingACacheCreatesNothingInIt() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            try FileManager.default.removeItem(atPath: cache + "/tmp")
+            try? FileManager.default.removeItem(atPath: cache + "/catalog.sqlite.lock")
+            // Every commit merged into the main file, as before copying a cache: the log is empty.
+            let catalog = try DatabasePool(path: cache + "/catalog.sqlite")
+            try await catalog.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            try catalog.close()
+            let main = contents(cache + "/catalog.sqlite")
+
+            let entries = try await listJSON(cache)
+            let stats = try await BuiltProducts.run(["stats", "--cache", cache])
+
+            #expect(entries.count == 1)
+            #expect(stats.status == 0, "\(stats.stderr)")
+            // Read, not written: opening a pool had given the empty log a commit of its own.
+            #expect(contents(cache + "/catalog.sqlite") == main)
+            #expect((contents(cache + "/catalog.sqlite-wal") ?? Data()).isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: cache + "/tmp"))
+            #expect(!FileManager.default.fileExists(atPath: cache + "/catalog.sqlite.lock"))
+        }
+    }
+
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func aCacheThatCannotBeEnteredIsNotCalledMissing() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            #expect(chmod(cache, 0o700) == 0)
+
+            let result = try await BuiltProducts.run(["stats", "--cache", cache], as: .nobody)
+
+            #expect(result.status == 3)
+            #expect(result.stderr == "mediafetch: cannot read the cache at \(cache): Permission denied\n", "\(result.stderr)")
+        }
+    }
+}
