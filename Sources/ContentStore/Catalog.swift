@@ -618,6 +618,15 @@ public final class Catalog: Sendable {
     }
 
     /// Totals over the whole catalog.
+    /// Calls `visit` with the hash and size of every object, read as they
+    /// come (a catalog of millions of objects is not held).
+    public func forEachObject(_ visit: (_ sha256: String, _ size: Int64) throws -> Void) throws {
+        try database.read { db in
+            let rows = try Row.fetchCursor(db, sql: "SELECT hash, size FROM object")
+            while let row = try rows.next() { try visit(row[0], row[1]) }
+        }
+    }
+
     public func stats() throws -> CatalogStats {
         try database.read { db in
             let objects = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM object")

@@ -227,6 +227,17 @@ public final class MediaCache: Sendable {
         return "Cache"
     }
 
+    /// How many of the catalog's objects have no file in the store, or one
+    /// not of their size (removed or cut by hand): `get` fetches their URLs
+    /// again. A look per object; `verify` reads the bytes too.
+    public func missingObjects() throws -> Int {
+        var missing = 0
+        try catalog.forEachObject { sha256, size in
+            if !store.contains(sha256, size: size) { missing += 1 }
+        }
+        return missing
+    }
+
     /// Where an object lives on disk, for `list`.
     public func path(for sha256: String) -> String? { store.path(for: sha256) }
 }

@@ -114,6 +114,31 @@ import TestSupport
         }
     }
 
+    /// A file removed by hand is not listed as cached: `list` marks it and
+    /// says so in a note, `stats` counts it, and `get` fetches it again.
+    @Test func aFileRemovedByHandIsShownMissing() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            let entry = try #require(try await listJSON(cache).first)
+            #expect(entry["missing"] as? Bool == false)
+            try FileManager.default.removeItem(atPath: try #require(entry["path"] as? String))
+
+            let list = try await BuiltProducts.run(["list", "--cache", cache])
+            let stats = try await BuiltProducts.run(["stats", "--cache", cache, "--format", "json"])
+            let parsed = try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any]
+
+            #expect(list.status == 0)
+            #expect(list.stdout.split(separator: "\n").last?.contains(" missing ") == true, "\(list.stdout)")
+            #expect(list.stderr == "mediafetch: note: 1 of the items listed have no file in the cache (removed, or cut "
+                + "short): get fetches them again\n")
+            #expect(parsed?["missingObjects"] as? Int == 1)
+            #expect(try await listJSON(cache).first?["missing"] as? Bool == true)
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)
+            #expect(try await listJSON(cache).first?["missing"] as? Bool == false)
+            #expect(origin.requests(for: "/a.jpg").count == 2)
+        }
+    }
+
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
     func aCacheThatCannotBeEnteredIsNotCalledMissing() async throws {
         try await withOrigin { origin, directory in

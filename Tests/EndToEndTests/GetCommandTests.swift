@@ -65,7 +65,7 @@ import TestSupport
             #expect(json["cache"] as? String == cache)
             #expect(json.compactMapValues { $0 as? Int } == [
                 "objects": 2, "bytes": 4000, "items": 3, "logicalBytes": 7000, "collections": 1, "sources": 3,
-                "failedSources": 0, "bytesSavedByDeduplication": 3000,
+                "failedSources": 0, "bytesSavedByDeduplication": 3000, "missingObjects": 0,
             ])
         }
     }
@@ -909,7 +909,7 @@ import TestSupport
             #expect(try await listJSON(cache, ["--kind", "sound"]).isEmpty)
             let csv = try await BuiltProducts.run(["list", "--cache", cache, "--format", "csv", "--collection", "alps"])
             let rows = csv.stdout.split(separator: "\n")
-            #expect(rows.first == "hash,size,kind,collection,title,url,path")
+            #expect(rows.first == "hash,size,kind,collection,title,url,path,missing")
             #expect(rows.count == 2)
             #expect(rows.last?.contains("\"\(origin.url("/x,1.jpg"))\"") == true)
             let table = try await BuiltProducts.run(["list", "--cache", cache])

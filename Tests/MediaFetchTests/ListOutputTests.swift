@@ -23,8 +23,19 @@ import TestSupport
                 IngestRecord(url: "http://h/c", collection: "alps", kind: .file, title: "quote \" and\u{1B}[31m red",
                              sha256: Self.hash("c"), size: 5 << 30, metadata: #"{"kind":"not this","flag":true,"one":1}"#),
             ])
-            try body(cache, try cache.catalog.entries())
+            let entries = try cache.catalog.entries()
+            // Their files, of their sizes (5 GiB as a hole): an entry without one is listed as missing.
+            for entry in entries { try Self.placeFile(of: entry, in: cache) }
+            try body(cache, entries)
         }
+    }
+
+    private static func placeFile(of entry: CatalogEntry, in cache: MediaCache) throws {
+        let path = try #require(cache.path(for: entry.sha256))
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        #expect(truncate(path, off_t(entry.size)) == 0)
     }
 
     /// What `format` writes, in pieces of `pieceSize`; the pieces are checked too.
@@ -52,7 +63,7 @@ import TestSupport
             func common(_ digit: Character) throws -> [String: Any] {
                 let entry = try #require(byHash[Self.hash(digit)])
                 return ["hash": entry.sha256, "size": entry.size, "path": cache.path(for: entry.sha256) ?? "",
-                        "collection": entry.collection, "addedAt": dates.string(from: entry.addedAt)]
+                        "collection": entry.collection, "addedAt": dates.string(from: entry.addedAt), "missing": false]
             }
             let expected: [String: [String: Any]] = [
                 Self.hash("a"): try common("a").merging([
@@ -178,7 +189,8 @@ import TestSupport
             let text = try written(cache, .csv, pieceSize: 16)
 
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            #expect(lines.first == "hash,size,kind,collection,title,url,path")
+            #expect(lines.first == "hash,size,kind,collection,title,url,path,missing")
+            #expect(lines.dropFirst().dropLast().allSatisfy { $0.hasSuffix(",false") })
             #expect(lines.count == entries.count + 2)
             #expect(lines.last == "")
             #expect(text.contains(#","quote "" and"#))
@@ -203,6 +215,44 @@ import TestSupport
                 }
             }
             #expect(calls == 2)
+        }
+    }
+
+    /// An entry whose file was removed, or cut short, is listed as missing
+    /// in every format, and counted.
+    @Test func anEntryWithoutItsFileIsListedAsMissing() async throws {
+        try await withListedCache { cache, entries in
+            let gone = try #require(entries.first { $0.sha256 == Self.hash("b") })
+            let cut = try #require(entries.first { $0.sha256 == Self.hash("a") })
+            try FileManager.default.removeItem(atPath: try #require(cache.path(for: gone.sha256)))
+            #expect(truncate(try #require(cache.path(for: cut.sha256)), 1000) == 0)
+
+            var counts: [Int] = []
+            func written(_ format: OutputFormat) throws -> String {
+                var text = ""
+                try cache.catalog.readEntries { forEach in
+                    counts.append(try EntryFormatter(cache: cache).write(forEach, as: format, to: { text += $0 }))
+                }
+                return text
+            }
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(try written(.json).utf8)) as? [[String: Any]])
+            let csv = try written(.csv)
+            let table = try written(.table)
+
+            #expect(counts == [2, 2, 2])
+            let missing = Dictionary(uniqueKeysWithValues: json.map { ($0["hash"] as? String ?? "", $0["missing"] as? Bool) })
+            #expect(missing == [Self.hash("a"): true, Self.hash("b"): true, Self.hash("c"): false])
+            #expect(csv.split(separator: "\n").filter { $0.hasSuffix(",true") }.count == 2)
+            #expect(table == #"""
+                HASH             SIZE  KIND   COLLECTION  TITLE / URL
+                aaaaaaaaaaaa  missing  photo  alps        Matterhorn, north face
+                cccccccccccc  5.0 GiB  file   alps        quote " and\u{1B}[31m red
+                bbbbbbbbbbbb  missing  sound  東京        http://ann@h/b.wav
+
+                """#)
+            #expect(try cache.missingObjects() == 2)
+            let stats = try StatsFormatter.render(try cache.catalog.stats(), missingObjects: 2, root: "/c", as: .table)
+            #expect(stats.contains("objects                  3 (5.0 GiB); 2 with no file in the cache\n"))
         }
     }
 

@@ -16,8 +16,10 @@ public struct EntryFormatter: Sendable {
     /// (`durationSeconds`, `sampleRate`, `channels`, `format`) and other
     /// facts come from the item's metadata, where they do not clash with
     /// these. `dates` formats `addedAt` (making a formatter is dear: a long
-    /// list shares one).
-    public func fields(of entry: CatalogEntry, dates: ISO8601DateFormatter = ISO8601DateFormatter()) -> [String: JSONValue] {
+    /// list shares one). `missing`: the entry's file is not in the cache (or
+    /// not its size): `path` names where it would be.
+    public func fields(of entry: CatalogEntry, missing: Bool = false,
+                       dates: ISO8601DateFormatter = ISO8601DateFormatter()) -> [String: JSONValue] {
         var fields: [String: JSONValue] = [
             "hash": .string(entry.sha256),
             "size": .integer(entry.size),
@@ -27,6 +29,7 @@ public struct EntryFormatter: Sendable {
             "collection": .string(entry.collection),
             "title": entry.title.map(JSONValue.string) ?? .null,
             "addedAt": .string(dates.string(from: entry.addedAt)),
+            "missing": .bool(missing),
         ]
         if let contentType = entry.contentType { fields["contentType"] = .string(contentType) }
         if let metadata = entry.metadata, let members = JSONValue.members(ofObject: metadata) {
@@ -36,7 +39,13 @@ public struct EntryFormatter: Sendable {
     }
 
     static let tableHeader = ["HASH", "SIZE", "KIND", "COLLECTION", "TITLE / URL"]
-    static let csvHeader = "hash,size,kind,collection,title,url,path"
+    static let csvHeader = "hash,size,kind,collection,title,url,path,missing"
+
+    /// Whether the entry's file is gone from the store, or is not its size
+    /// (`get` fetches such an item again; `verify` looks at the bytes too).
+    func isMissing(_ entry: CatalogEntry) -> Bool {
+        !cache.store.contains(entry.sha256, size: entry.size)
+    }
 
     /// Writes the entries that `forEach` goes through, in `format`, handing
     /// `output` a piece of about `pieceSize` bytes whenever one fills: the
@@ -45,10 +54,13 @@ public struct EntryFormatter: Sendable {
     /// entries twice, first for the column widths, so `forEach` must give
     /// the same entries each time (`Catalog.readEntries` does). `output` is
     /// only called during this call; it is `@escaping` because the entries'
-    /// closures, passed to `forEach`, call it.
+    /// closures, passed to `forEach`, call it. Returns how many entries
+    /// have no file in the cache: the listing shows them as missing.
+    @discardableResult
     public func write(_ forEach: (_ visit: (CatalogEntry) throws -> Void) throws -> Void,
                       as format: OutputFormat, pieceSize: Int = 64 << 10,
-                      to output: @escaping (String) throws -> Void) throws {
+                      to output: @escaping (String) throws -> Void) throws -> Int {
+        var missing = 0
         var piece = ""
         func emit(_ text: String) throws {
             piece += text
@@ -63,7 +75,9 @@ public struct EntryFormatter: Sendable {
             var first = true
             try forEach { entry in
                 var object = first ? "[\n  " : ",\n  "
-                JSONText.write(.object(fields(of: entry, dates: dates)), level: 1, into: &object)
+                let isMissing = isMissing(entry)
+                if isMissing { missing += 1 }
+                JSONText.write(.object(fields(of: entry, missing: isMissing, dates: dates)), level: 1, into: &object)
                 try emit(object)
                 first = false
             }
@@ -71,26 +85,39 @@ public struct EntryFormatter: Sendable {
         case .csv:
             try emit(Self.csvHeader + "\n")
             try forEach { entry in
+                let isMissing = isMissing(entry)
+                if isMissing { missing += 1 }
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
-                               entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? ""]
+                               entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
+                               String(isMissing)]
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
         case .table:
             var widths = Self.tableHeader.map(DisplayText.displayWidth)
             // The last column is not padded: its cells are left out of the first pass.
-            try forEach { entry in TextTable.widen(&widths, toFit: Self.tableRow(entry, paddedOnly: true)) }
+            // Each file is looked for in both passes: a size and "missing" differ in width.
+            try forEach { entry in
+                TextTable.widen(&widths, toFit: Self.tableRow(entry, missing: isMissing(entry), paddedOnly: true))
+            }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
-                try emit(TextTable.line(Self.tableRow(entry), widths: widths, rightAligned: [1]) + "\n")
+                let isMissing = isMissing(entry)
+                if isMissing { missing += 1 }
+                try emit(TextTable.line(Self.tableRow(entry, missing: isMissing), widths: widths, rightAligned: [1]) + "\n")
             }
         }
         if !piece.isEmpty { try output(piece) }
+        return missing
     }
+
+    /// What a table shows for the size of an entry whose file is missing.
+    static let missingCell = "missing"
 
     /// One entry's cells in a table, control characters shown as escapes;
     /// `paddedOnly` leaves out the last one.
-    static func tableRow(_ entry: CatalogEntry, paddedOnly: Bool = false) -> [String] {
-        var cells = [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue, entry.collection]
+    static func tableRow(_ entry: CatalogEntry, missing: Bool, paddedOnly: Bool = false) -> [String] {
+        var cells = [String(entry.sha256.prefix(12)), missing ? missingCell : ByteSize.format(entry.size),
+                     entry.kind.rawValue, entry.collection]
         if !paddedOnly { cells.append(entry.title ?? RedactedURL.of(entry.url)) }
         return cells.map(DisplayText.escapingControls)
     }
@@ -116,7 +143,9 @@ public struct EntryFormatter: Sendable {
 
 /// Renders `stats`.
 public enum StatsFormatter {
-    public static func render(_ stats: CatalogStats, root: String, as format: OutputFormat) throws -> String {
+    /// `missingObjects`: how many of the catalog's objects have no file in
+    /// the cache (or not one of their size; see `MediaCache.missingObjects`).
+    public static func render(_ stats: CatalogStats, missingObjects: Int = 0, root: String, as format: OutputFormat) throws -> String {
         switch format {
         case .json, .csv:
             let fields: [String: JSONValue] = [
@@ -126,6 +155,7 @@ public enum StatsFormatter {
                 "collections": .integer(Int64(stats.collections)),
                 "sources": .integer(Int64(stats.sources)), "failedSources": .integer(Int64(stats.failedSources)),
                 "bytesSavedByDeduplication": .integer(stats.bytesSavedByDeduplication),
+                "missingObjects": .integer(Int64(missingObjects)),
             ]
             var text = ""
             JSONText.write(.object(fields), into: &text)
@@ -133,7 +163,8 @@ public enum StatsFormatter {
         case .table:
             let rows = [
                 ["cache", root],
-                ["objects", "\(stats.objects) (\(ByteSize.format(stats.bytes)))"],
+                ["objects", "\(stats.objects) (\(ByteSize.format(stats.bytes)))"
+                    + (missingObjects > 0 ? "; \(missingObjects) with no file in the cache" : "")],
                 ["items", "\(stats.items) (\(ByteSize.format(stats.logicalBytes)))"],
                 ["collections", "\(stats.collections)"],
                 ["sources", "\(stats.sources) (\(stats.failedSources) failed last time)"],

@@ -33,8 +33,14 @@ struct List: AsyncParsableCommand {
                 stored = name
             }
             // Written as it is read: a long list is never held whole.
+            var missing = 0
             try cache.catalog.readEntries(collection: stored, kind: kind) { forEach in
-                try EntryFormatter(cache: cache).write(forEach, as: format, to: { try Terminal.writeOut($0) })
+                missing = try EntryFormatter(cache: cache).write(forEach, as: format, to: { try Terminal.writeOut($0) })
+            }
+            if missing > 0 {
+                // Listed all the same: the catalog knows them, and a run of get fetches them again.
+                Terminal.notice("\(missing) of the items listed have no file in the cache (removed, or cut short): "
+                    + "get fetches them again", progress: .none)
             }
         } catch let exit as ExitCode {
             throw exit

@@ -21,7 +21,8 @@ struct Stats: AsyncParsableCommand {
         let cache = try cacheOptions.open(mustExist: true)
         let text: String
         do {
-            text = try StatsFormatter.render(cache.catalog.stats(), root: cache.root, as: format.output)
+            text = try StatsFormatter.render(cache.catalog.stats(), missingObjects: cache.missingObjects(), root: cache.root,
+                                             as: format.output)
         } catch {
             Terminal.error(cache.catalogReadError(error).message)
             throw Exit.cacheUnusable
