@@ -111,8 +111,16 @@ public final class Catalog: Sendable {
         // needs the catalog writable by the group, and SQLite gives its log
         // and shared-memory file the catalog's mode.
         let lock = readingOnly ? open(path + ".lock", O_RDONLY | O_CLOEXEC) : open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
-        if lock >= 0 { _ = flock(lock, LOCK_EX) }
         defer { if lock >= 0 { close(lock) } }
+        // Waited for as for the catalog's own lock: a process stuck while it
+        // held this one had every later opening wait in silence, for ever.
+        var tries = 0
+        while lock >= 0, flock(lock, LOCK_EX | LOCK_NB) != 0, errno == EWOULDBLOCK || errno == EINTR {
+            guard lockWait.shouldTryAgain(tries: tries) else {
+                throw DatabaseError(resultCode: .SQLITE_BUSY, message: "catalog.sqlite.lock is held while it is opened")
+            }
+            tries += 1
+        }
         createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
         // A file with a header but no tables was a database before, whose
         // log may be lost (GRDB's opening writes a log of its own, so the log

@@ -17,6 +17,34 @@ import TestSupport
     /// Rows an earlier run kept (see `UnrecordedRows`), recorded late: a URL
     /// fetched since keeps its newer source; the item joins its collection
     /// all the same; recency does not move back.
+    /// The lock that serialises openings is waited for as the catalog's own
+    /// is: with a notice once the wait is long, and up to the limit (a
+    /// process stuck while holding it kept every later opening waiting in
+    /// silence); released within the wait, the opening goes on.
+    @Test(.timeLimit(.minutes(1))) // the blocking wait it replaced would hang here
+    func theOpeningLockIsWaitedForWithANoticeAndALimit() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            _ = try Catalog(path: path)
+            let holder = open(path + ".lock", O_RDWR | O_CLOEXEC)
+            #expect(holder >= 0)
+            #expect(flock(holder, LOCK_EX) == 0)
+            let notices = Atomic(0)
+
+            let error = #expect(throws: DatabaseError.self) {
+                try Catalog(path: path, lockWaitLimit: .milliseconds(600), noticeAfter: .milliseconds(100),
+                            onLockWait: { notices.add(1, ordering: .relaxed) })
+            }
+            #expect(error?.resultCode == .SQLITE_BUSY)
+            #expect(Catalog.isLockTimeout(try #require(error)))
+            #expect(notices.load(ordering: .relaxed) == 1)
+
+            // Released while the next opening waits: it opens.
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) { close(holder) }
+            _ = try Catalog(path: path, lockWaitLimit: .seconds(30))
+        }
+    }
+
     @Test func keptRowsDoNotOverwriteWhatWasRecordedSince() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
