@@ -581,6 +581,25 @@ public final class Catalog: Sendable {
         return entries
     }
 
+    /// The URLs whose last fetch failed, oldest failure first, read as
+    /// `readEntries` reads entries (one snapshot, a row at a time, as often
+    /// as `body` goes through them). A failed URL is no item of any
+    /// collection: only a stored object makes one.
+    public func readFailures(_ body: (_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void) throws -> Void) throws {
+        try database.read { db in
+            try body { visit in
+                let rows = try Row.fetchCursor(db, sql: """
+                    SELECT url, lastError, lastErrorAt, hash IS NOT NULL FROM source
+                    WHERE lastError IS NOT NULL ORDER BY lastErrorAt, url
+                    """)
+                while let row = try rows.next() {
+                    try visit(CatalogFailure(url: row[0], message: row[1],
+                                             failedAt: Date(timeIntervalSince1970: row[2] ?? 0), isCached: row[3]))
+                }
+            }
+        }
+    }
+
     /// The entries `entries` gives, without holding them all: `body` gets a
     /// function that goes through them one at a time, each time it is
     /// called, all from the same snapshot of the catalog (one read

@@ -58,6 +58,16 @@ public struct FailureRecord: Sendable, Equatable {
     }
 }
 
+/// A URL whose last fetch failed, as `list --failed` shows it.
+public struct CatalogFailure: Sendable, Equatable {
+    public let url: String
+    /// The reason, as it was said when it failed (passwords redacted).
+    public let message: String
+    public let failedAt: Date
+    /// Whether the URL still has an object (it failed when fetched again).
+    public let isCached: Bool
+}
+
 /// A URL the catalog already has an object for.
 public struct CachedSource: Sendable, Equatable {
     public let url: String

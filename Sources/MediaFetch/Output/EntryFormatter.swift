@@ -61,27 +61,16 @@ public struct EntryFormatter: Sendable {
                       as format: OutputFormat, pieceSize: Int = 64 << 10,
                       to output: @escaping (String) throws -> Void) throws -> Int {
         var missing = 0
-        var piece = ""
-        func emit(_ text: String) throws {
-            piece += text
-            if piece.utf8.count >= pieceSize {
-                try output(piece)
-                piece = ""
-            }
-        }
+        var pieces = OutputPieces(size: pieceSize, output: output)
+        func emit(_ text: String) throws { try pieces.emit(text) }
         switch format {
         case .json:
             let dates = ISO8601DateFormatter()
-            var first = true
-            try forEach { entry in
-                var object = first ? "[\n  " : ",\n  "
+            try pieces.emitJSONArray(forEach) { entry in
                 let isMissing = isMissing(entry)
                 if isMissing { missing += 1 }
-                JSONText.write(.object(fields(of: entry, missing: isMissing, dates: dates)), level: 1, into: &object)
-                try emit(object)
-                first = false
+                return .object(fields(of: entry, missing: isMissing, dates: dates))
             }
-            try emit(first ? "[]\n" : "\n]\n")
         case .csv:
             try emit(Self.csvHeader + "\n")
             try forEach { entry in
@@ -106,7 +95,7 @@ public struct EntryFormatter: Sendable {
                 try emit(TextTable.line(Self.tableRow(entry, missing: isMissing), widths: widths, rightAligned: [1]) + "\n")
             }
         }
-        if !piece.isEmpty { try output(piece) }
+        try pieces.finish()
         return missing
     }
 
@@ -139,6 +128,49 @@ public struct EntryFormatter: Sendable {
 
     /// What makes a CSV field need quotes (built once: a field is checked per cell).
     private static let csvSpecial: Set<Unicode.Scalar> = [",", "\"", "\n", "\r"]
+}
+
+/// Output handed on in pieces of about `size` bytes as it is made: a long
+/// listing is never held whole.
+struct OutputPieces {
+    let size: Int
+    let output: (String) throws -> Void
+    private var piece = ""
+
+    init(size: Int, output: @escaping (String) throws -> Void) {
+        self.size = size
+        self.output = output
+    }
+
+    mutating func emit(_ text: String) throws {
+        piece += text
+        if piece.utf8.count >= size {
+            try output(piece)
+            piece = ""
+        }
+    }
+
+    /// One JSON array of what `forEach` goes through, an object a row (see
+    /// `JSONText` for the layout).
+    mutating func emitJSONArray<Row>(_ forEach: (_ visit: (Row) throws -> Void) throws -> Void,
+                                     _ value: (Row) -> JSONValue) throws {
+        var first = true
+        try withoutActuallyEscaping(value) { value in
+            try forEach { row in
+                var object = first ? "[\n  " : ",\n  "
+                JSONText.write(value(row), level: 1, into: &object)
+                try emit(object)
+                first = false
+            }
+        }
+        try emit(first ? "[]\n" : "\n]\n")
+    }
+
+    /// Hands on what is left.
+    mutating func finish() throws {
+        if !piece.isEmpty { try output(piece) }
+        piece = ""
+    }
 }
 
 /// Renders `stats`.

@@ -19,9 +19,24 @@ struct List: AsyncParsableCommand {
     @Option(name: .long, help: "table, json (one array) or csv.")
     var format: OutputFormat = .table
 
+    @Flag(name: .long, help: "The URLs whose last fetch failed, with the reason and when (not items: only a stored object makes one).")
+    var failed = false
+
+    mutating func validate() throws {
+        if failed, collection != nil || kind != nil {
+            throw ValidationError("--failed lists URLs, which belong to no collection or kind: give it without --collection or --kind")
+        }
+    }
+
     func run() async throws {
         let cache = try cacheOptions.open(mustExist: true)
         do {
+            if failed {
+                try cache.catalog.readFailures { forEach in
+                    try FailureFormatter.write(forEach, as: format, to: { try Terminal.writeOut($0) })
+                }
+                return
+            }
             var stored: String?
             if let collection {
                 let names = try cache.catalog.collectionNames()

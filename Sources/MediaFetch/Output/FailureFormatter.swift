@@ -1,0 +1,55 @@
+import ContentStore
+import Foundation
+
+/// Renders `list --failed`: the URLs whose last fetch failed, a row at a
+/// time (the same piecewise output as `EntryFormatter`).
+public enum FailureFormatter {
+    static let tableHeader = ["FAILED AT", "URL", "REASON"]
+    static let csvHeader = "url,failedAt,reason,cached"
+
+    /// The fields of one failure as `--format json` prints them.
+    public static func fields(of failure: CatalogFailure, dates: ISO8601DateFormatter) -> [String: JSONValue] {
+        [
+            "url": .string(RedactedURL.of(failure.url)),
+            "reason": .string(RedactedURL.inText(failure.message)),
+            "failedAt": .string(dates.string(from: failure.failedAt)),
+            "cached": .bool(failure.isCached),
+        ]
+    }
+
+    /// Writes the failures `forEach` goes through in `format` (see
+    /// `EntryFormatter.write`: a table goes through them twice).
+    public static func write(_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void,
+                             as format: OutputFormat, pieceSize: Int = 64 << 10,
+                             to output: @escaping (String) throws -> Void) throws {
+        var pieces = OutputPieces(size: pieceSize, output: output)
+        func emit(_ text: String) throws { try pieces.emit(text) }
+        let dates = ISO8601DateFormatter()
+        switch format {
+        case .json:
+            try pieces.emitJSONArray(forEach) { .object(fields(of: $0, dates: dates)) }
+        case .csv:
+            try emit(csvHeader + "\n")
+            try forEach { failure in
+                let columns = [RedactedURL.of(failure.url), dates.string(from: failure.failedAt),
+                               RedactedURL.inText(failure.message), String(failure.isCached)]
+                try emit(columns.map(EntryFormatter.csvField).joined(separator: ",") + "\n")
+            }
+        case .table:
+            var widths = tableHeader.map(DisplayText.displayWidth)
+            try forEach { failure in TextTable.widen(&widths, toFit: tableRow(failure, dates: dates, paddedOnly: true)) }
+            try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
+            try forEach { failure in
+                try emit(TextTable.line(tableRow(failure, dates: dates), widths: widths, rightAligned: []) + "\n")
+            }
+        }
+        try pieces.finish()
+    }
+
+    /// One failure's cells, control characters shown as escapes; `paddedOnly` leaves out the last.
+    static func tableRow(_ failure: CatalogFailure, dates: ISO8601DateFormatter, paddedOnly: Bool = false) -> [String] {
+        var cells = [dates.string(from: failure.failedAt), RedactedURL.of(failure.url)]
+        if !paddedOnly { cells.append(RedactedURL.inText(failure.message)) }
+        return cells.map(DisplayText.escapingControls)
+    }
+}
