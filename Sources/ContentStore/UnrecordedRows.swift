@@ -31,6 +31,25 @@ public struct UnrecordedRows: Sendable {
         directory = root + "/unrecorded"
     }
 
+    /// How many rows wait to be recorded (by the next run that writes the
+    /// catalog): the records of the files waiting, read without changing
+    /// anything. Files set aside as `.bad` do not count.
+    public func waitingCount() -> Int {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        var count = 0
+        for name in names where name.hasSuffix(".jsonl") {
+            let path = "\(directory)/\(name)"
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+                  let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
+            count += Self.parse(data).0.count
+        }
+        return count
+    }
+
     /// Keeps `records`, fetched at `date`, in a new file. Best effort: a
     /// failure (the disk that filled the catalog) leaves the objects to be
     /// fetched again, as before.

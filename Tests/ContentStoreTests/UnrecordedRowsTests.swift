@@ -34,6 +34,22 @@ import Glibc
         }
     }
 
+    /// `stats` says how many rows wait: counted without recording or removing anything.
+    @Test func theRowsWaitingAreCountedWithoutTakingThem() async throws {
+        try await TemporaryDirectory.with { directory in
+            let rows = UnrecordedRows(root: directory.path)
+            #expect(rows.waitingCount() == 0)
+            try rows.keep([record("http://h/1"), record("http://h/2"), record("http://h/3")], fetchedAt: Date())
+            try rows.keep([record("http://h/4"), record("http://h/5")], fetchedAt: Date())
+            // A group set aside as bad is not waiting.
+            try Data("garbage\n".utf8).write(to: URL(fileURLWithPath: "\(rows.directory)/9.jsonl.bad"))
+            let before = try FileManager.default.contentsOfDirectory(atPath: rows.directory).sorted()
+
+            #expect(rows.waitingCount() == 5)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).sorted() == before)
+        }
+    }
+
     @Test func aGroupThatCannotBeRecordedStaysAndOneHeldByAnotherProcessIsLeftAlone() async throws {
         struct Locked: Error {}
         try await TemporaryDirectory.with { directory in

@@ -253,6 +253,9 @@ import TestSupport
             #expect(try cache.missingObjects() == 2)
             let stats = try StatsFormatter.render(try cache.catalog.stats(), missingObjects: 2, root: "/c", as: .table)
             #expect(stats.contains("objects                  3 (5.0 GiB); 2 with no file in the cache\n"))
+            #expect(!stats.contains("waiting to be recorded"))
+            let waiting = try StatsFormatter.render(try cache.catalog.stats(), awaitingRecord: 4, root: "/c", as: .table)
+            #expect(waiting.hasSuffix("waiting to be recorded   4 (stored; the next get records them)\n"))
         }
     }
 

@@ -176,8 +176,11 @@ struct OutputPieces {
 /// Renders `stats`.
 public enum StatsFormatter {
     /// `missingObjects`: how many of the catalog's objects have no file in
-    /// the cache (or not one of their size; see `MediaCache.missingObjects`).
-    public static func render(_ stats: CatalogStats, missingObjects: Int = 0, root: String, as format: OutputFormat) throws -> String {
+    /// the cache (or not one of their size; see `MediaCache.missingObjects`);
+    /// `awaitingRecord`: rows of stored objects waiting in `unrecorded/`
+    /// for the next run to record (see `UnrecordedRows`).
+    public static func render(_ stats: CatalogStats, missingObjects: Int = 0, awaitingRecord: Int = 0, root: String,
+                              as format: OutputFormat) throws -> String {
         switch format {
         case .json, .csv:
             let fields: [String: JSONValue] = [
@@ -188,12 +191,13 @@ public enum StatsFormatter {
                 "sources": .integer(Int64(stats.sources)), "failedSources": .integer(Int64(stats.failedSources)),
                 "bytesSavedByDeduplication": .integer(stats.bytesSavedByDeduplication),
                 "missingObjects": .integer(Int64(missingObjects)),
+                "awaitingRecord": .integer(Int64(awaitingRecord)),
             ]
             var text = ""
             JSONText.write(.object(fields), into: &text)
             return text + "\n"
         case .table:
-            let rows = [
+            var rows = [
                 ["cache", root],
                 ["objects", "\(stats.objects) (\(ByteSize.format(stats.bytes)))"
                     + (missingObjects > 0 ? "; \(missingObjects) with no file in the cache" : "")],
@@ -202,6 +206,9 @@ public enum StatsFormatter {
                 ["sources", "\(stats.sources) (\(stats.failedSources) failed last time)"],
                 ["saved by de-duplication", ByteSize.format(stats.bytesSavedByDeduplication)],
             ]
+            if awaitingRecord > 0 {
+                rows.append(["waiting to be recorded", "\(awaitingRecord) (stored; the next get records them)"])
+            }
             return TextTable.render(header: nil, rows: rows, rightAligned: [])
         }
     }

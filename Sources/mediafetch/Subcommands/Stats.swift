@@ -21,7 +21,8 @@ struct Stats: AsyncParsableCommand {
         let cache = try cacheOptions.open(mustExist: true)
         let text: String
         do {
-            text = try StatsFormatter.render(cache.catalog.stats(), missingObjects: cache.missingObjects(), root: cache.root,
+            text = try StatsFormatter.render(cache.catalog.stats(), missingObjects: cache.missingObjects(),
+                                             awaitingRecord: cache.unrecorded.waitingCount(), root: cache.root,
                                              as: format.output)
         } catch {
             Terminal.error(cache.catalogReadError(error).message)
