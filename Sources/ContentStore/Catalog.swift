@@ -72,8 +72,9 @@ public final class Catalog: Sendable {
     /// interrupted, or one done with the catalog before it opened).
     ///
     /// A file that holds no catalog (no tables) is given one, unless
-    /// `refusingNewSchema` says why not (a cache whose objects the catalog
-    /// should know, or a command that only reads). A file with tables of
+    /// `refusingNewSchema` says why not; it is asked when reading only, and
+    /// when the file has a header but no log beside it (or an empty one),
+    /// as a copy made without its log has. A file with tables of
     /// something else, or with migrations of a newer mediafetch, is refused
     /// before anything is written to it. `readingOnly`: the opening makes no
     /// lock file of its own (another user's cache, or root listing it, must
@@ -122,12 +123,14 @@ public final class Catalog: Sendable {
             tries += 1
         }
         createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
-        // A file with a header but no tables was a database before, whose
-        // log may be lost (GRDB's opening writes a log of its own, so the log
-        // found beside it proves nothing); one being made here, while
-        // downloads may store objects, is empty until the opening below.
+        // A main file with a header and no log beside it (or an empty one:
+        // SQLite makes one when it only reads) may be a copy without its
+        // log. A first opening cut off after its switch to WAL has a log
+        // already (GRDB's first commit), and one being made here is empty.
         var main = stat()
+        var log = stat()
         let mayHaveLostItsLog = stat(path, &main) == 0 && main.st_size > 0
+            && (stat(Self.writeAheadLog(of: path), &log) != 0 || log.st_size == 0)
         // SQLite's own journal: not a file this catalog made (it is always in
         // WAL mode), and opening it would switch it to WAL, a write: looked at first.
         if Self.isInRollbackJournalMode(path) {
@@ -143,9 +146,7 @@ public final class Catalog: Sendable {
         }
         // GRDB's pool gives a missing or empty log a commit of its own: a
         // catalog copied without its log is looked at before, read-only.
-        var log = stat()
-        if mayHaveLostItsLog, stat(Self.writeAheadLog(of: path), &log) != 0 || log.st_size == 0,
-           let reader = try Self.openReadingOnly(path, configuration, ifNoSchema: refusingNewSchema) {
+        if mayHaveLostItsLog, let reader = try Self.openReadingOnly(path, configuration, ifNoSchema: refusingNewSchema) {
             try reader.close()
         }
         if access(path, F_OK) != 0 {
@@ -180,8 +181,11 @@ public final class Catalog: Sendable {
 
     /// The catalog opened to be read only (`list`, `stats`), on a read-only
     /// connection: nothing is written to it (GRDB's pool gives an empty log
-    /// a commit of its own, and a read-only medium is opened as before). Nil
-    /// when the catalog needs migrating first, or has no tables and
+    /// a commit of its own, and a read-only medium is opened as before;
+    /// SQLite itself may make an empty log and shared-memory file beside
+    /// it). An older catalog is read as it is, not migrated: the migrations
+    /// so far change nothing these commands read (v2 only removes
+    /// passwords, which they never show). Nil when it has no tables and
     /// `ifNoSchema` has no reason to refuse it: the caller opens it to write.
     private static func openReadingOnly(_ path: String, _ configuration: Configuration,
                                         ifNoSchema: () -> String?) throws -> DatabaseQueue? {
@@ -194,12 +198,12 @@ public final class Catalog: Sendable {
             guard let readOnly = try openOnReadOnlyMedium(path) else { throw error }
             reader = readOnly
         }
-        let (problem, hasSchema, isMigrated) = try reader.read { db in
-            (try schemaProblem(db), try db.tableExists("grdb_migrations"), try migrator.hasCompletedMigrations(db))
+        let (problem, hasSchema) = try reader.read { db in
+            (try schemaProblem(db), try db.tableExists("grdb_migrations"))
         }
         if let problem { throw CatalogRefusal(problem) }
         if !hasSchema, let refusal = ifNoSchema() { throw CatalogRefusal(refusal) }
-        guard hasSchema, isMigrated else {
+        guard hasSchema else {
             try reader.close()
             return nil
         }
@@ -217,8 +221,15 @@ public final class Catalog: Sendable {
             let shown = tables.prefix(3).joined(separator: ", ") + (tables.count > 3 ? ", …" : "")
             return "it is not a mediafetch catalog (it holds other tables: \(shown)); give another cache directory"
         }
+        let applied = try migrator.appliedIdentifiers(db)
+        // Another program that migrates with GRDB has this table too, without our first migration.
+        guard let first = migrator.migrations.first, applied.contains(first) else {
+            let shown = applied.sorted().prefix(3).map { "'\($0)'" }.joined(separator: ", ")
+            return "it is not a mediafetch catalog (its schema has \(shown.isEmpty ? "no migration" : shown)); "
+                + "give another cache directory"
+        }
         let known = Set(migrator.migrations)
-        let unknown = try migrator.appliedIdentifiers(db).filter { !known.contains($0) }.sorted()
+        let unknown = applied.filter { !known.contains($0) }.sorted()
         guard !unknown.isEmpty else { return nil }
         return "it was written by a newer mediafetch (its schema has \(unknown.map { "'\($0)'" }.joined(separator: ", ")), "
             + "which this version does not know): use that version"
@@ -644,7 +655,6 @@ public final class Catalog: Sendable {
         }
     }
 
-    /// Totals over the whole catalog.
     /// Calls `visit` with the hash and size of every object, read as they
     /// come (a catalog of millions of objects is not held).
     public func forEachObject(_ visit: (_ sha256: String, _ size: Int64) throws -> Void) throws {
@@ -654,6 +664,7 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Totals over the whole catalog.
     public func stats() throws -> CatalogStats {
         try database.read { db in
             let objects = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM object")

@@ -354,13 +354,13 @@ public final class FetchJob: Sendable {
         }
         // Positions, not copies: the items left are read from the list again as they start
         // (in the list the repeats were taken from, not through a second selection).
-        // Compared by their bytes: Swift's == holds café and cafe + accent equal.
-        let renamed = storedNames.filter { !$0.key.utf8.elementsEqual($0.value.utf8) }
+        // Every name looked up, not only those stored in another form: Swift's
+        // == holds café and cafe + accent equal, so one entry serves both spellings.
         if let withoutRepeats = items as? FetchListSelection {
             return FetchListSelection(base: withoutRepeats.base, positions: remaining.map { withoutRepeats.positions[Int($0)] },
-                                      storedCollectionNames: renamed)
+                                      storedCollectionNames: storedNames)
         }
-        return FetchListSelection(base: items, positions: remaining, storedCollectionNames: renamed)
+        return FetchListSelection(base: items, positions: remaining, storedCollectionNames: storedNames)
     }
 
     /// `settleCached` for one part of the list (the items from position

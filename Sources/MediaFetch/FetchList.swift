@@ -27,8 +27,6 @@ struct FetchListSelection: FetchList {
         return item
     }
 
-    /// The position in `base` of the item at `index`.
-    func basePosition(of index: Int) -> Int32 { positions[index] }
 }
 
 extension FetchList {
@@ -39,8 +37,8 @@ extension FetchList {
     /// URLs that differ only in their passwords are one item, as in the
     /// catalog. Without repeats (the usual case) it is the list itself.
     ///
-    /// Held while it works: a hash and a position per item (about 16 bytes),
-    /// not the items; the rare items whose hash an earlier, different item
+    /// Held while it works: a hash and a position per item (16–32 bytes
+    /// with the table's room to spare) and the positions kept, not the items; the rare items whose hash an earlier, different item
     /// had are compared whole.
     /// `hash` is the hash of a collection name and a URL (a test's may collide on purpose).
     func withoutRepeats(hash: (String, String) -> Int = Self.hash) -> any FetchList {

@@ -76,7 +76,8 @@ public final class MediaCache: Sendable {
         let objectsDirectory = store.objectsDirectory
         opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
                                  stop: lockWaitStop, reserve: reserve, readingOnly: readingOnly) {
-            Self.newCatalogRefusal(readingOnly: readingOnly, objectsDirectory: objectsDirectory)
+            // A catalog this process makes (a second try on a full disk, say) is never one that was lost.
+            isNew ? nil : Self.newCatalogRefusal(readingOnly: readingOnly, objectsDirectory: objectsDirectory)
         }
     }
 
@@ -93,14 +94,19 @@ public final class MediaCache: Sendable {
 
     /// Damage seen before SQLite opens the catalog, which would otherwise
     /// make the best of it and lose what is left: a main file emptied
-    /// (`: > catalog.sqlite`) beside a log that holds commits. SQLite read
-    /// that as a new database and wrote a new log over the old one.
-    static func damageBeforeOpening(catalogPath: String) -> String? {
+    /// (`: > catalog.sqlite`) or removed beside a log that holds commits.
+    /// SQLite read the first as a new database and wrote a new log over the
+    /// old one, and replays the log onto a new file for the second.
+    public static func damageBeforeOpening(catalogPath: String) -> String? {
         var main = stat()
         var log = stat()
-        guard stat(catalogPath, &main) == 0, main.st_size == 0,
-              stat(Catalog.writeAheadLog(of: catalogPath), &log) == 0, log.st_size > 0 else { return nil }
-        return "the file is empty, but its write-ahead log (catalog.sqlite-wal) holds \(log.st_size) bytes: the "
+        guard stat(Catalog.writeAheadLog(of: catalogPath), &log) == 0, log.st_mode & S_IFMT == S_IFREG, log.st_size > 0 else {
+            return nil
+        }
+        let exists = stat(catalogPath, &main) == 0
+        guard !exists || main.st_size == 0 else { return nil }
+        return (exists ? "the file is empty" : "the file is missing")
+            + ", but its write-ahead log (catalog.sqlite-wal) holds \(log.st_size) bytes: the "
             + "catalog was damaged (both files belong together); restore them from a copy"
     }
 
@@ -111,9 +117,9 @@ public final class MediaCache: Sendable {
     /// a new one would forget them all.
     static func newCatalogRefusal(readingOnly: Bool, objectsDirectory: String) -> String? {
         if holdsObjects(objectsDirectory) {
-            return "it holds no catalog, but objects/ holds files: its write-ahead log (catalog.sqlite-wal) is "
-                + "missing, or the file was replaced; copy the log back beside it (or move catalog.sqlite away to "
-                + "start a new catalog)"
+            return "it holds no catalog, but objects/ holds files: its write-ahead log (catalog.sqlite-wal) was "
+                + "not copied with it, or the file was replaced; copy the log back beside it (or move "
+                + "catalog.sqlite away to start a new catalog: the objects are found again as their URLs are fetched)"
         }
         return readingOnly ? "it holds no catalog yet (nothing has been recorded in it)" : nil
     }

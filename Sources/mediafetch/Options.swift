@@ -43,7 +43,9 @@ struct CacheOptions: ParsableArguments {
             Terminal.error("cannot read the cache at \(root): \(String(cString: strerror(errno)))", progress: progress)
             throw Exit.cacheUnusable
         }
-        if mustExist, !FileManager.default.fileExists(atPath: root + "/catalog.sqlite") {
+        // A catalog removed beside its log is damage to say, not a missing cache (the opening says it).
+        if mustExist, !FileManager.default.fileExists(atPath: root + "/catalog.sqlite"),
+           MediaCache.damageBeforeOpening(catalogPath: root + "/catalog.sqlite") == nil {
             var isDirectory: ObjCBool = false
             let exists = FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory)
             // A file given for the directory is named as such, not as a missing cache.

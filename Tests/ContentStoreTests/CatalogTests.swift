@@ -14,9 +14,6 @@ import TestSupport
                      contentType: "image/jpeg", etag: "\"e\"", metadata: #"{"photoId":"1"}"#, fetched: fetched)
     }
 
-    /// Rows an earlier run kept (see `UnrecordedRows`), recorded late: a URL
-    /// fetched since keeps its newer source; the item joins its collection
-    /// all the same; recency does not move back.
     /// The lock that serialises openings is waited for as the catalog's own
     /// is: with a notice once the wait is long, and up to the limit (a
     /// process stuck while holding it kept every later opening waiting in
@@ -45,6 +42,9 @@ import TestSupport
         }
     }
 
+    /// Rows an earlier run kept (see `UnrecordedRows`), recorded late: a URL
+    /// fetched since keeps its newer source; the item joins its collection
+    /// all the same; recency does not move back.
     @Test func keptRowsDoNotOverwriteWhatWasRecordedSince() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))

@@ -41,7 +41,7 @@ import TestSupport
             try? FileManager.default.removeItem(atPath: cache + "/catalog.sqlite-shm")
             let main = contents(cache + "/catalog.sqlite")
 
-            try await expectRefused(cache, origin, saying: "its write-ahead log (catalog.sqlite-wal) is missing")
+            try await expectRefused(cache, origin, saying: "its write-ahead log (catalog.sqlite-wal) was not copied with it")
             #expect(contents(cache + "/catalog.sqlite") == main)
             // SQLite may have made an empty log while the catalog was opened: nothing was written to it.
             #expect((contents(cache + "/catalog.sqlite-wal") ?? Data()).isEmpty)
@@ -85,6 +85,64 @@ import TestSupport
             try catalog.close()
 
             try await expectRefused(cache, origin, saying: "written by a newer mediafetch (its schema has 'v9: from the future'")
+        }
+    }
+
+    @Test func aCatalogRemovedBesideItsLogIsRefusedAndTheLogKept() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            try FileManager.default.removeItem(atPath: cache + "/catalog.sqlite")
+            let log = contents(cache + "/catalog.sqlite-wal")
+
+            try await expectRefused(cache, origin, saying: "the file is missing, but its write-ahead log")
+            #expect(contents(cache + "/catalog.sqlite-wal") == log)
+            #expect(!FileManager.default.fileExists(atPath: cache + "/catalog.sqlite"))
+        }
+    }
+
+    @Test func anotherGRDBProgramsDatabaseIsNotTakenForANewerCatalog() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            for name in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
+                try? FileManager.default.removeItem(atPath: "\(cache)/\(name)")
+            }
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("notes v1") { try $0.execute(sql: "CREATE TABLE note (text)") }
+            let other = try DatabasePool(path: cache + "/catalog.sqlite")
+            try migrator.migrate(other)
+            try other.close()
+
+            try await expectRefused(cache, origin, saying: "it is not a mediafetch catalog (its schema has 'notes v1')")
+        }
+    }
+
+    /// A first run cut off while it made the catalog (after SQLite's switch
+    /// to WAL, before the tables), with objects its downloads had stored:
+    /// the next run makes the catalog and goes on, as with a new one.
+    @Test func aCatalogWhoseMakingWasCutOffIsMadeByTheNextRun() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            for name in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
+                try? FileManager.default.removeItem(atPath: "\(cache)/\(name)")
+            }
+            // A process that switched to WAL, committed once (as GRDB does on opening), and was killed.
+            let script = """
+                import os, sqlite3, sys
+                db = sqlite3.connect(sys.argv[1], isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("CREATE TABLE grdb_issue_102 (id INTEGER PRIMARY KEY)")
+                db.execute("DROP TABLE grdb_issue_102")
+                os._exit(0)
+                """
+            let python = try await BuiltProducts.runShell(#"python3 -c "$SCRIPT" "$CATALOG""#,
+                                                          environment: ["SCRIPT": script, "CATALOG": cache + "/catalog.sqlite"])
+            #expect(python.status == 0, "\(python.stderr)")
+            #expect((contents(cache + "/catalog.sqlite-wal")?.count ?? 0) > 0)
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try await listJSON(cache).count == 1)
         }
     }
 

@@ -51,6 +51,29 @@ import Transfer
         }
     }
 
+    /// `list` and `stats` read an older catalog as it is: not migrated (a
+    /// write, which a read-only copy or another user's cache would refuse).
+    @Test func aReadingCacheReadsAnOlderCatalogWithoutMigratingIt() async throws {
+        try await TemporaryDirectory.with { directory in
+            let root = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            let path = root + "/catalog.sqlite"
+            let old = try DatabaseQueue(path: path)
+            try await old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            try Catalog.migrator.migrate(old, upTo: "v1: objects, sources, collections, items")
+            try old.close()
+            let before = [path, path + "-wal"].map { FileManager.default.contents(atPath: $0) }
+
+            let cache = try MediaCache(root: root, readingOnly: true)
+            #expect(try cache.catalog.stats().objects == 0)
+            #expect(try cache.catalog.collectionNames().isEmpty)
+
+            #expect([path, path + "-wal"].map { FileManager.default.contents(atPath: $0) ?? Data() } == before.map { $0 ?? Data() })
+            let applied = try await DatabaseQueue(path: path).read { try Catalog.migrator.appliedIdentifiers($0) }
+            #expect(applied == ["v1: objects, sources, collections, items"])
+        }
+    }
+
     private func quickRetries() -> TransferConfiguration {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.01, maxDelay: 0.02)
@@ -435,6 +458,28 @@ import Transfer
             #expect(report.succeeded)
             #expect(try cache.catalog.collectionNames().map { Array($0.utf8) } == [Array(decomposed.utf8)])
             #expect(try cache.catalog.entries(collection: decomposed).count == 2)
+        }
+    }
+
+    /// Both spellings of one name in one list, the stored one first: every
+    /// item goes into the stored collection (the second spelling had made a
+    /// second collection that looked the same).
+    @Test func bothSpellingsOfACollectionInOneListGoToTheStoredOne() async throws {
+        try await withOrigin { origin, directory in
+            for name in ["a", "b", "c"] { origin.addResource("/\(name).jpg", data: fixtureBytes(count: 3000, seed: UInt64(name.utf8.first ?? 0))) }
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let decomposed = "cafe\u{301}", composed = "caf\u{E9}"
+            _ = try await FetchJob(cache: cache, configuration: quickRetries())
+                .run([FetchItem(url: origin.url("/a.jpg"), collection: composed), FetchItem(url: origin.url("/b.jpg"), collection: composed)])
+
+            // b is cached (no download), so c's row is recorded in a group of its own, with the name it is given.
+            let report = try await FetchJob(cache: cache, configuration: quickRetries())
+                .run([FetchItem(url: origin.url("/b.jpg"), collection: composed), FetchItem(url: origin.url("/c.jpg"), collection: decomposed)])
+
+            #expect(report.succeeded)
+            #expect(report.downloaded == 1)
+            #expect(try cache.catalog.collectionNames().map { Array($0.utf8) } == [Array(composed.utf8)])
+            #expect(try cache.catalog.entries(collection: composed).count == 3)
         }
     }
 

@@ -84,13 +84,17 @@ public struct EntryFormatter: Sendable {
         case .table:
             var widths = Self.tableHeader.map(DisplayText.displayWidth)
             // The last column is not padded: its cells are left out of the first pass.
-            // Each file is looked for in both passes: a size and "missing" differ in width.
+            // A size and "missing" differ in width: the files are looked for in the first pass,
+            // and those missing remembered (few, unless the store is gone) for the second.
+            var missingHashes: Set<String> = []
             try forEach { entry in
-                TextTable.widen(&widths, toFit: Self.tableRow(entry, missing: isMissing(entry), paddedOnly: true))
+                let isMissing = isMissing(entry)
+                if isMissing { missingHashes.insert(entry.sha256) }
+                TextTable.widen(&widths, toFit: Self.tableRow(entry, missing: isMissing, paddedOnly: true))
             }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
-                let isMissing = isMissing(entry)
+                let isMissing = missingHashes.contains(entry.sha256)
                 if isMissing { missing += 1 }
                 try emit(TextTable.line(Self.tableRow(entry, missing: isMissing), widths: widths, rightAligned: [1]) + "\n")
             }
