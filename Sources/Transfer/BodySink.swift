@@ -66,6 +66,11 @@ final class FileSink: BodySink {
     private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
     private(set) var validator: String?
+    /// The body's whole length as the response `validator` came with gave
+    /// it: a range answer for another length is another version, whatever
+    /// its validator says (a file replaced by a longer one, its ETag or date
+    /// kept, had its tail stitched to the old head). Nil when not given.
+    private var validatorTotal: Int64?
     private let maxFileSize: Int64?
     private let resumableThreshold: Int64
     /// Whether this attempt's body is being written (a 2xx); error bodies are dropped.
@@ -93,6 +98,7 @@ final class FileSink: BodySink {
             // restore the hash state. Rare, and bounded by what is on disk.
             bytesHeld = try writer.seed(fromFileLength: held.size)
             validator = held.validator
+            validatorTotal = held.total
         }
     }
 
@@ -123,6 +129,11 @@ final class FileSink: BodySink {
                 return TransferError(.protocolViolation, said ? "the file changed on the server while resuming"
                     : "the server's range answer did not say which version of the file it is from")
             }
+            if let known = validatorTotal, known != total {
+                restart()
+                return TransferError(.protocolViolation, "the file changed on the server while resuming "
+                    + "(\(total) bytes long now, \(known) before, under the same validator)")
+            }
             expectedTotal = total
         } else {
             if bytesHeld > 0 {
@@ -143,19 +154,34 @@ final class FileSink: BodySink {
         self.head = head
         heldAtBegin = bytesHeld
         if head.status != 206 {
-            // If-Range takes a strong ETag or a date; a weak ETag would never match.
+            // If-Range takes a strong ETag or a strong date; a weak ETag would never match.
             let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
-            let newValidator = strongETag ?? head.lastModified
+            let newValidator = strongETag ?? Self.strongLastModified(head)
             validator = newValidator
+            validatorTotal = expectedTotal
             if let newValidator, (expectedTotal ?? .max) >= resumableThreshold {
-                partial.recordValidator(newValidator)
+                partial.recordValidator(newValidator, total: expectedTotal)
             }
         }
         return nil
     }
 
+    /// `Last-Modified` when it may be sent as `If-Range`: RFC 9110 (8.8.2.2,
+    /// 13.1.5) counts a date as a strong validator only when the response
+    /// says it was made a second or more after it (`Date`), so that a file
+    /// changed twice within one second cannot pass for the first version.
+    static func strongLastModified(_ head: ResponseHead) -> String? {
+        guard let value = head.lastModified, let modified = HTTPDate.parse(value),
+              let made = head.date.flatMap(HTTPDate.parse), made.timeIntervalSince(modified) >= 1 else { return nil }
+        return value
+    }
+
     func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? {
-        guard bytesHeld > 0, let validator, head.status == 416, head.unsatisfiedRangeLength == bytesHeld,
+        // Only a body known to be that long: a partial cut off (by a dropped
+        // connection, or from a body of unknown length) is not the whole file
+        // because a server says its length is what we hold.
+        guard bytesHeld > 0, let validator, validatorTotal == bytesHeld,
+              head.status == 416, head.unsatisfiedRangeLength == bytesHeld,
               // A server that ignores If-Range answers 416 for a changed file of
               // the same length too. One that honours it answers 416 only when the
               // validator matched, and need not repeat it in a 416: absent is trusted.
@@ -224,6 +250,7 @@ final class FileSink: BodySink {
         partial.forgetValidator()
         bytesHeld = 0
         validator = nil
+        validatorTotal = nil
     }
 
     /// The finished body, still guarded from other processes, with its digest.

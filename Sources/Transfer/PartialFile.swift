@@ -40,8 +40,10 @@ final class PartialFile {
     private let validatorPath: String?
     private var isOpen = true
 
-    /// What an earlier run left that can be resumed.
-    let resumable: (size: Int64, validator: String)?
+    /// What an earlier run left that can be resumed: the bytes held, the
+    /// validator they came with, and the body's whole length as that
+    /// response gave it (nil when it did not, or an older version wrote the file).
+    let resumable: (size: Int64, validator: String, total: Int64?)?
     /// How the file was opened, when it was created empty just now (the
     /// common case): spares the writer a look at the descriptor.
     let opened: HashingWriter.OpenedFile
@@ -71,7 +73,7 @@ final class PartialFile {
             let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
             let saved = Self.readValidator(sharedPath + ".validator", url: url)
             if size > 0, let saved {
-                resumable = (size, saved)
+                resumable = (size, saved.validator, saved.total)
             } else {
                 resumable = nil
                 _ = ftruncate(fd, 0)
@@ -112,10 +114,13 @@ final class PartialFile {
     /// A validator is only a hint: one lost or cut short by a crash is
     /// refused by `readValidator` (it must end with a newline), and the
     /// partial then starts over.
-    func recordValidator(_ validator: String) {
+    /// `total` is the body's length as the response gave it: a later range
+    /// answer for another length is another version of the file, whatever
+    /// its validator says.
+    func recordValidator(_ validator: String, total: Int64?) {
         guard let validatorPath else { return }
         hasValidator = true
-        Self.writeValidatorFile("\(url)\n\(validator)\n", to: validatorPath)
+        Self.writeValidatorFile("\(url)\n\(validator)\n\(total.map(String.init) ?? "")\n", to: validatorPath)
     }
 
     /// Writes a validator file whole or not at all (a temporary file renamed
@@ -500,13 +505,18 @@ final class PartialFile {
     /// The mode of a partial made writable again.
     private static let writableMode: mode_t = 0o644
 
-    private static func readValidator(_ path: String, url: String) -> String? {
+    private static func readValidator(_ path: String, url: String) -> (validator: String, total: Int64?)? {
         // Most partials are new: a cheap existence check before the read.
         guard access(path, F_OK) == 0, let text = readValidatorFile(path) else { return nil }
-        // "<url>\n<validator>\n": without the final newline the write was cut short.
+        // "<url>\n<validator>\n<total>\n" (the total empty when unknown; older
+        // versions wrote no total line): without the final newline the write was cut short.
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count == 3, lines[0] == url, !lines[1].isEmpty, lines[2].isEmpty else { return nil }
-        return String(lines[1])
+        guard lines.count == 3 || lines.count == 4, lines[0] == url, !lines[1].isEmpty, lines.last?.isEmpty == true else {
+            return nil
+        }
+        guard lines.count == 4, !lines[2].isEmpty else { return (String(lines[1]), nil) }
+        guard let total = Int64(lines[2]), total > 0 else { return nil }
+        return (String(lines[1]), total)
     }
 
     private static func error(_ what: String, _ path: String) -> TransferError {

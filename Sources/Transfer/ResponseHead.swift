@@ -80,6 +80,8 @@ struct ResponseHead: Sendable {
     private var lengths = Lengths()
     var etag: String? { values[.etag] }
     var lastModified: String? { values[.lastModified] }
+    /// When the response was made (`Date`).
+    var date: String? { values[.date] }
     /// The media type; nil when the header is missing or empty (`Content-Type:`).
     var contentType: String? { values[.contentType].flatMap { $0.isEmpty ? nil : $0 } }
 
@@ -192,13 +194,13 @@ private extension Slice<UnsafeRawBufferPointer> {
 /// skipped without building strings.
 private enum Field: String, CaseIterable {
     case contentLength = "content-length", contentType = "content-type", contentRange = "content-range",
-         etag, lastModified = "last-modified", location, retryAfter = "retry-after",
+         date, etag, lastModified = "last-modified", location, retryAfter = "retry-after",
          transferEncoding = "transfer-encoding"
 }
 
 /// One optional value per `Field`, stored inline (no allocation per response).
 private struct FieldValues: Sendable {
-    private var contentLength, contentType, contentRange, etag, lastModified, location, retryAfter, transferEncoding: String?
+    private var contentLength, contentType, contentRange, date, etag, lastModified, location, retryAfter, transferEncoding: String?
 
     subscript(field: Field) -> String? {
         get {
@@ -206,6 +208,7 @@ private struct FieldValues: Sendable {
             case .contentLength: contentLength
             case .contentType: contentType
             case .contentRange: contentRange
+            case .date: date
             case .etag: etag
             case .lastModified: lastModified
             case .location: location
@@ -218,6 +221,7 @@ private struct FieldValues: Sendable {
             case .contentLength: contentLength = newValue
             case .contentType: contentType = newValue
             case .contentRange: contentRange = newValue
+            case .date: date = newValue
             case .etag: etag = newValue
             case .lastModified: lastModified = newValue
             case .location: location = newValue

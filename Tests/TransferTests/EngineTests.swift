@@ -383,7 +383,8 @@ import TestSupport
         try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
         let path = "\(shard)/\(key).part"
         try bytes.write(to: URL(fileURLWithPath: path))
-        try Data("\(url)\n\(validator)\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+        // The length the response gave comes with its validator.
+        try Data("\(url)\n\(validator)\n\(bytes.count)\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
     }
 
     @Test func a416FromAServerThatIgnoresIfRangeDoesNotKeepAStaleBody() async throws {
@@ -440,6 +441,106 @@ import TestSupport
             #expect(body.sha256 == sha256(newContent))
             #expect(body.size == 700_000)
             #expect(body.resumedBytes == 0)
+        }
+    }
+
+    /// A file replaced by a longer one under the same ETag (a server that
+    /// derives it from something else, or a file copied with its date kept):
+    /// the range answer's length is not the one the held bytes came with,
+    /// so they are dropped, not stitched to the new tail.
+    @Test func aLengthThatChangedUnderTheSameValidatorIsNeverStitched() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/grow.bin", data: fixtureBytes(count: 1_048_576, seed: 51), etag: "\"same\"")
+            origin.setFault("/grow.bin", .dropAfter(bytes: 400_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await failOnce(origin.url("/grow.bin"), partials: partials)
+
+            let grown = fixtureBytes(count: 1_500_000, seed: 52)
+            origin.addResource("/grow.bin", data: grown, etag: "\"same\"")
+            let body = try await downloadInNewRun(origin.url("/grow.bin"), partials: partials)
+
+            let requests = origin.requests(for: "/grow.bin")
+            #expect(requests.count == 3)
+            #expect(requests[1].header("if-range") == "\"same\"")
+            #expect(requests[2].header("range") == nil)
+            #expect(body.sha256 == sha256(grown))
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
+    /// The same within one run: the first answer's length was 1 MiB, the
+    /// retry's range answer says 1.5 MB, under the same ETag.
+    @Test func aLengthThatChangedBetweenAttemptsIsNeverStitched() async throws {
+        try await withOrigin { origin, directory in
+            let first = fixtureBytes(count: 1_048_576, seed: 53), second = fixtureBytes(count: 1_500_000, seed: 54)
+            origin.route("/swap.bin") { request in
+                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
+                    // The first answer is the old file (cut off below); later whole answers the new one.
+                    let isFirst = origin.requests(for: "/swap.bin").count == 1
+                    return OriginResponse(headers: [("ETag", "\"same\"")], body: isFirst ? first : second)
+                }
+                return OriginResponse(status: 206, headers: [("ETag", "\"same\""),
+                                                             ("Content-Range", "bytes \(start)-\(second.count - 1)/\(second.count)")],
+                                      body: second[start...])
+            }
+            origin.setFault("/swap.bin", .dropAfter(bytes: 400_000), times: 1)
+
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: directory.appending("tmp")) { engine in
+                try await engine.download(origin.url("/swap.bin"))
+            }
+
+            #expect(origin.requests(for: "/swap.bin").count == 3)
+            #expect(body.sha256 == sha256(second))
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
+    /// A 416 naming the length of bytes held does not make a partial cut
+    /// off short of the length its response gave into the whole file.
+    @Test func a416ForTheBytesHeldOfACutOffBodyStartsOver() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 1_048_576, seed: 55)
+            origin.route("/cut.bin") { request in
+                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
+                    return OriginResponse(headers: [("ETag", "\"v1\"")], body: content)
+                }
+                return OriginResponse(status: 416, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes */\(start)")])
+            }
+            origin.setFault("/cut.bin", .dropAfter(bytes: 400_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await failOnce(origin.url("/cut.bin"), partials: partials)
+
+            let body = try await downloadInNewRun(origin.url("/cut.bin"), partials: partials)
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.size == 1_048_576)
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
+    /// A date made in the same second as the response (RFC 9110: not a
+    /// strong validator) is not sent as If-Range: the retry starts over.
+    @Test func aLastModifiedOfTheSameSecondIsNoValidator() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 600_000, seed: 56)
+            origin.route("/fresh.bin") { _ in
+                let format = DateFormatter()
+                format.locale = Locale(identifier: "en_US_POSIX")
+                format.timeZone = TimeZone(identifier: "GMT")
+                format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+                return OriginResponse(headers: [("Last-Modified", format.string(from: Date()))], body: content)
+            }
+            origin.setFault("/fresh.bin", .dropAfter(bytes: 300_000), times: 1)
+
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: directory.appending("tmp")) { engine in
+                try await engine.download(origin.url("/fresh.bin"))
+            }
+
+            let requests = origin.requests(for: "/fresh.bin")
+            #expect(requests.count == 2)
+            #expect(requests[1].header("if-range") == nil)
+            #expect(requests[1].header("range") == nil)
+            #expect(body.sha256 == sha256(content))
         }
     }
 

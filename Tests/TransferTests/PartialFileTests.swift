@@ -53,7 +53,7 @@ import Glibc
     @Test func aFinishedBodyPastTheBudgetIsDatedNowForTheSweep() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/old")
-            partial.recordValidator("\"v1\"")
+            partial.recordValidator("\"v1\"", total: 5000)
             let body = [UInt8](repeating: 9, count: 5000)
             #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == body.count)
             // Written a week ago, as a partial left by an earlier run.
@@ -69,9 +69,10 @@ import Glibc
     }
 
     /// Leaves a partial of `bytes` bytes for `url` with its validator, as an interrupted run does.
-    private func leavePartial(in directory: String, url: String, bytes: Int, validator: String) throws -> String {
+    private func leavePartial(in directory: String, url: String, bytes: Int, validator: String,
+                              total: Int64? = 4000) throws -> String {
         let partial = try PartialFile(directory: directory, url: url)
-        partial.recordValidator(validator)
+        partial.recordValidator(validator, total: total)
         let body = [UInt8](repeating: 7, count: bytes)
         #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == bytes)
         partial.close(discard: false)
@@ -105,6 +106,31 @@ import Glibc
             defer { again.close(discard: true) }
             #expect(again.resumable?.size == 1000)
             #expect(again.resumable?.validator == "\"v1\"")
+            #expect(again.resumable?.total == 4000)
+        }
+    }
+
+    /// The body's length is kept with its validator; a length not given is
+    /// kept as unknown, and a file an older version wrote (no length line) is read.
+    @Test func theLengthIsKeptWithTheValidatorWhenKnown() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/chunked.wav"
+            let path = try leavePartial(in: directory.path, url: url, bytes: 1000, validator: "\"v1\"", total: nil)
+            #expect(try String(contentsOfFile: path + ".validator", encoding: .utf8) == "\(url)\n\"v1\"\n\n")
+            let unknown = try PartialFile(directory: directory.path, url: url)
+            #expect(unknown.resumable?.validator == "\"v1\"" && unknown.resumable?.size == 1000)
+            #expect(unknown.resumable?.total == nil)
+            unknown.close(discard: false)
+
+            try Data("\(url)\n\"v1\"\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+            let older = try PartialFile(directory: directory.path, url: url)
+            #expect(older.resumable?.validator == "\"v1\"" && older.resumable?.total == nil)
+            older.close(discard: false)
+
+            try Data("\(url)\n\"v1\"\nlots\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+            let garbled = try PartialFile(directory: directory.path, url: url)
+            defer { garbled.close(discard: true) }
+            #expect(garbled.resumable == nil)
         }
     }
 
@@ -127,11 +153,11 @@ import Glibc
             let url = "http://ann:hunter2@example.test/a.jpg"
             #expect(PartialFile.key(for: url) == PartialFile.key(for: "http://ann@example.test/a.jpg"))
             let partial = try PartialFile(directory: directory.path, url: url)
-            partial.recordValidator("\"v1\"")
+            partial.recordValidator("\"v1\"", total: 3)
             #expect(partial.descriptor >= 0 && write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)
             let validator = try String(contentsOfFile: partial.path + ".validator", encoding: .utf8)
-            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n")
+            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n3\n")
             // Resumed under either password: the bytes belong to the resource, the validator decides.
             let again = try PartialFile(directory: directory.path, url: "http://ann:other@example.test/a.jpg")
             defer { again.close(discard: true) }
@@ -152,7 +178,7 @@ import Glibc
             let moved = try leftByAnOlderVersion("http://ann:hunter2@example.test/a.jpg", bytes: "abc")
             // This one's new name is taken by a partial of the same URL: it goes.
             let taken = try PartialFile(directory: directory.path, url: "http://bob@example.test/b.jpg")
-            taken.recordValidator("\"v2\"")
+            taken.recordValidator("\"v2\"", total: nil)
             #expect(write(taken.descriptor, "xy", 2) == 2)
             taken.close(discard: false)
             let dropped = try leftByAnOlderVersion("http://bob:hunter2@example.test/b.jpg", bytes: "abcdef")
