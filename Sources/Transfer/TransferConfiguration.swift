@@ -93,9 +93,13 @@ public struct RetryPolicy: Sendable, Equatable {
         // Half fixed, half random: spreads clients apart without collapsing to zero.
         let backoff = ceiling / 2 + random() * ceiling / 2
         if let retryAfter = error.retryAfter {
+            guard retryAfter <= maxRetryAfter else { return nil }
+            // Spread by up to a tenth of the wait (a second at most): the items
+            // one 429 sent away came back in the same instant, and were sent away again.
+            let spread = random() * min(1, max(0, retryAfter) / 10)
             // Never sooner than the backoff: `Retry-After: 0`, a negative number
             // or a date gone by spent every retry within milliseconds.
-            return retryAfter <= maxRetryAfter ? max(retryAfter, backoff) : nil
+            return max(retryAfter + spread, backoff)
         }
         return backoff
     }

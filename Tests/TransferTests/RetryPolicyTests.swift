@@ -52,6 +52,12 @@ import Testing
     @Test func retryAfterIsHonouredUpToTheCap() {
         let asked = TransferError(.http(status: 429), "HTTP 429", retryAfter: 7)
         #expect(policy.delay(beforeRetry: 1, after: asked, random: { 0 }) == 7)
+        // Spread by up to a tenth of the wait, and a second at most: the items
+        // one 429 sent away do not all come back in the same instant.
+        let five = TransferError(.http(status: 429), "HTTP 429", retryAfter: 5)
+        #expect(policy.delay(beforeRetry: 1, after: five, random: { 0.5 }) == 5.25)
+        let longer = TransferError(.http(status: 429), "HTTP 429", retryAfter: 120)
+        #expect(policy.delay(beforeRetry: 1, after: longer, random: { 0.5 }) == 120.5)
         let tooLong = TransferError(.http(status: 503), "HTTP 503", retryAfter: 3600)
         #expect(policy.delay(beforeRetry: 1, after: tooLong) == nil)
         // Why it gave up is told; not when it gave up for another reason.
