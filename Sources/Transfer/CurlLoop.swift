@@ -25,6 +25,12 @@ final class Attempt: @unchecked Sendable {
     /// Whether this is its host's first transfer, which says when the
     /// connection has answered (see `SlotQueue`).
     var isProbe = false
+    /// A probe may end once its connection is made (TLS done, the protocol
+    /// chosen): the others need not wait for its response, which a slow
+    /// server may take seconds to give (a whole host waited 8 s behind one
+    /// such URL). Not where more than 100 may run against the host: see
+    /// `connectionAnswered`.
+    var probeEndsWhenConnected = false
 
     /// The connection has said what it speaks: called when the response head
     /// is complete. Not earlier, when the request goes out: an HTTP/2
@@ -102,6 +108,7 @@ final class Attempt: @unchecked Sendable {
         lastActivity = .now
         connected = true
         restartSpeedWindow(at: lastActivity)
+        if probeEndsWhenConnected { connectionAnswered() }
     }
     /// The low-speed window (see `stallReason`): when it began, and the
     /// header and body bytes that arrived since.
@@ -574,6 +581,7 @@ final class CurlLoop: Sendable {
             counters.answeredHosts.removeAll(keepingCapacity: true)
             while let (attempt, host) = slots.next() {
                 attempt.isProbe = slots.isProbing(host)
+                attempt.probeEndsWhenConnected = attempt.isProbe && configuration.maxTransfersPerHost <= 100
                 start(attempt)
             }
         }

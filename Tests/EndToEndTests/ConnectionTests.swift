@@ -19,8 +19,9 @@ private final class HTTP2Origin: Sendable {
 
     /// Serves `count` generated files of about `bytes` each (no two alike), from
     /// `directory`/www, each response at most `bytesPerSecond` fast when given;
-    /// runs from `directory`/nginx.
-    init(files count: Int, bytes: Int, seed: UInt64, bytesPerSecond: Int? = nil,
+    /// paths under `/origin/` are passed on to plain HTTP on `proxiedPort`
+    /// when given; runs from `directory`/nginx.
+    init(files count: Int, bytes: Int, seed: UInt64, bytesPerSecond: Int? = nil, proxiedPort: UInt16? = nil,
          in directory: TemporaryDirectory) async throws {
         let www = directory.appending("www")
         try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
@@ -39,7 +40,7 @@ private final class HTTP2Origin: Sendable {
         for _ in 0..<5 {
             let port = try Self.freePort()
             let configuration = home + "/nginx.conf"
-            try Self.configuration(port: port, home: home, root: www, bytesPerSecond: bytesPerSecond)
+            try Self.configuration(port: port, home: home, root: www, bytesPerSecond: bytesPerSecond, proxiedPort: proxiedPort)
                 .write(toFile: configuration, atomically: true, encoding: .utf8)
             let process = TLSFixtures.helperServer([Self.nginx ?? "/usr/sbin/nginx",
                                                     "-p", home + "/", "-e", home + "/error.log", "-c", configuration])
@@ -76,7 +77,7 @@ private final class HTTP2Origin: Sendable {
         }
     }
 
-    private static func configuration(port: Int, home: String, root: String, bytesPerSecond: Int?) -> String {
+    private static func configuration(port: Int, home: String, root: String, bytesPerSecond: Int?, proxiedPort: UInt16?) -> String {
         """
         daemon off;
         master_process off;
@@ -98,6 +99,7 @@ private final class HTTP2Origin: Sendable {
                 ssl_certificate_key \(TLSFixtures.serverKey);
                 root \(root);
                 \(bytesPerSecond.map { "limit_rate \($0);" } ?? "")
+                \(proxiedPort.map { "location /origin/ { proxy_pass http://127.0.0.1:\($0); }" } ?? "")
             }
         }
 
@@ -238,6 +240,34 @@ private final class SilentListener: @unchecked Sendable {
             // say it multiplexes rather than each opening a connection of its own.
             let connections = Set(requests.map(\.connection))
             #expect(connections.count == 1, "24 requests came on \(connections.count) connections")
+        }
+    }
+
+    /// The host's first transfer goes alone only until its connection is
+    /// made: a first URL whose answer takes seconds (here 3 s, from the
+    /// origin behind nginx) no longer holds up the host's other transfers,
+    /// which share its HTTP/2 connection and finish first.
+    @Test(.enabled(if: HTTP2Origin.nginx != nil && TLSFixtures.python != nil, "needs nginx and python3 for the HTTP/2 origin"))
+    func aSlowFirstAnswerDoesNotHoldUpTheHost() async throws {
+        try await withOrigin { backend, directory in
+            backend.route("/origin/slow.bin") { _ in
+                Thread.sleep(forTimeInterval: 3)
+                return OriginResponse(body: fixtureBytes(count: 5_000, seed: 700))
+            }
+            let origin = try await HTTP2Origin(files: 8, bytes: 20_000, seed: 710, proxiedPort: backend.port, in: directory)
+            let slow = "https://localhost:\(origin.port)/origin/slow.bin"
+
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                      "--cacert", TLSFixtures.caCertificates, slow] + origin.urls)
+
+            #expect(result.status == 0, "\(result.stderr)")
+            // nginx logs a request when its answer is sent: every other file before the slow one.
+            let requests = try origin.requests()
+            #expect(requests.count == 9)
+            #expect(requests.allSatisfy { $0.status == "200" }, "\(requests)")
+            #expect(try String(contentsOfFile: origin.accessLog, encoding: .utf8).split(separator: "\n").last?
+                .hasSuffix("/origin/slow.bin") == true, "\(requests)")
+            #expect(Set(requests.map(\.connection)).count == 1, "\(requests)")
         }
     }
 
