@@ -80,6 +80,8 @@ struct ResponseHead: Sendable {
     private var lengths = Lengths()
     var etag: String? { values[.etag] }
     var lastModified: String? { values[.lastModified] }
+    /// Where a redirect points (`Location`), as sent.
+    var location: String? { values[.location] }
     /// When the response was made (`Date`).
     var date: String? { values[.date] }
     /// The media type; nil when the header is missing or empty (`Content-Type:`).

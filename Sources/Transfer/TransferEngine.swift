@@ -356,8 +356,14 @@ public final class TransferEngine: Sendable {
             }
             guard let delay = configuration.retry.delay(beforeRetry: attempt, after: error) else {
                 if let asked = configuration.retry.refusedWait(before: attempt, after: error) {
-                    throw TransferError(error.kind, "\(error.message) (the server asked to wait \(NumberText.wait(asked)) "
-                        + "before trying again; mediafetch waits \(NumberText.wait(configuration.retry.maxRetryAfter)) at most)")
+                    // In seconds where the rounded texts would be the same ("10 min" and "10 min").
+                    var askedText = NumberText.wait(asked), limitText = NumberText.wait(configuration.retry.maxRetryAfter)
+                    if askedText == limitText {
+                        askedText = NumberText.seconds(asked)
+                        limitText = NumberText.seconds(configuration.retry.maxRetryAfter)
+                    }
+                    throw TransferError(error.kind, "\(error.message) (the server asked to wait \(askedText) "
+                        + "before trying again; mediafetch waits \(limitText) at most)")
                 }
                 // The last of several tries: say so, or "HTTP 500" reads as if it was tried once.
                 guard requests > 1 else { throw error }
@@ -465,7 +471,9 @@ public final class TransferEngine: Sendable {
         }
         let status = outcome.head.status
         if (200...299).contains(status) { return .success(()) }
-        let reason = outcome.head.reason.isEmpty ? "" : " \(outcome.head.reason)"
+        var reason = outcome.head.reason.isEmpty ? "" : " \(outcome.head.reason)"
+        // A redirect libcurl did not follow: "HTTP 302 Found" alone read as if it had gone somewhere.
+        if [301, 302, 303, 307, 308].contains(status), outcome.head.location == nil { reason += " (with no Location to follow)" }
         return .failure(TransferError(.http(status: status), "HTTP \(status)\(reason)", retryAfter: outcome.head.retryAfter()))
     }
 }
@@ -570,7 +578,11 @@ public struct RequestTarget: Sendable, Equatable {
         guard !host.isEmpty else { throw TransferError(.unsupportedURL, "no host in URL: \(shown)") }
         // What libcurl would refuse once the list is under way (and the run
         // then ends as if an item failed): refused here, before anything is fetched.
-        guard Self.isUsableHost(host) else { throw TransferError(.unsupportedURL, "bad host in URL: \(shown)") }
+        guard Self.isUsableHost(host) else {
+            // `u:p@ss@host`: the first '@' ended the password, and the rest is no host.
+            let why = host.contains(UInt8(ascii: "@")) ? " (an @ in a user name or password is written %40)" : ""
+            throw TransferError(.unsupportedURL, "bad host in URL: \(shown)\(why)")
+        }
         var port = scheme == "https" ? 443 : 80
         if !portText.isEmpty {
             guard portText.count <= 5, portText.allSatisfy({ (48...57).contains($0) }),

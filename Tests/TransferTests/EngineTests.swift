@@ -708,6 +708,36 @@ import TestSupport
         }
     }
 
+    /// Just over the limit, in seconds: both rounded to "10 min" read as a contradiction.
+    @Test func aRetryAfterJustBeyondTheLimitIsSaidInSeconds() async throws {
+        _ = try await withEngine(retries: 2) { origin, engine, _ in
+            origin.addResource("/soon.jpg", data: fixtureBytes(count: 1000, seed: 47))
+            origin.setFault("/soon.jpg", .status(503, retryAfter: 601))
+
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/soon.jpg")) }
+
+            #expect(error?.message == "HTTP 503 Service Unavailable (the server asked to wait 601 s before trying again; "
+                + "mediafetch waits 600 s at most)")
+        }
+    }
+
+    @Test func aRedirectWithNoLocationSaysSo() async throws {
+        _ = try await withEngine(retries: 0) { origin, engine, _ in
+            origin.route("/moved") { _ in OriginResponse(status: 302) }
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/moved")) }
+            #expect(error?.message == "HTTP 302 Found (with no Location to follow)")
+        }
+    }
+
+    /// A raw '@' in a password ends it early, and what follows is no host: said how to write it.
+    @Test func anAtInAPasswordIsSaidHowToWrite() async throws {
+        _ = try await withEngine { _, engine, _ in
+            let error = await #expect(throws: TransferError.self) { try await engine.download("http://u:p@ss@127.0.0.1:1/a.jpg") }
+            #expect(error?.message.hasSuffix("(an @ in a user name or password is written %40)") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("p@ss") == false)
+        }
+    }
+
     /// While connecting, the connect timeout rules: a connect that hung said
     /// "stalled" after a shorter --stall-timeout. A listener whose queue is
     /// full leaves a connect waiting, as a host that drops packets does.
