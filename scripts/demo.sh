@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end on this machine, against the project's own loopback
 # origin (no internet needed): serve a folder of media, prefetch it with
-# `mediafetch get`, interrupt nothing, re-run (zero downloads), list, stats.
+# `mediafetch get`, interrupt nothing, re-run (zero downloads), list, list --failed, stats.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,5 +40,7 @@ echo; echo "== a missing file fails with a clear line and exit status 1"
 "$bin/mediafetch" get --cache "$cache" --retries 0 "$base/photos/missing.jpg" && exit 1 || echo "exit status $?"
 echo; echo "== list (first 5 rows)"
 "$bin/mediafetch" list --cache "$cache" | head -6
+echo; echo "== list --failed (what failed last time, and why)"
+"$bin/mediafetch" list --cache "$cache" --failed
 echo; echo "== stats"
 "$bin/mediafetch" stats --cache "$cache"
