@@ -504,12 +504,6 @@ final class CurlLoop: Sendable {
             }
             // A cancelled first transfer says nothing of the host: the next one probes it.
             slots.release(host: attempt.host, endingProbe: !cancelled)
-            // Sent away with a wait (429, 503): the host gets nothing more until
-            // then, before its slot goes to the next transfer in this very turn.
-            if [429, 503].contains(attempt.head.status), let asked = attempt.head.retryAfter(), asked > 0,
-               asked <= configuration.retry.maxRetryAfter {
-                slots.pause(host: attempt.host, until: .now + .milliseconds(Int(asked * 1000)))
-            }
             curl_multi_remove_handle(multi.handle, handle)
             if code == CURLE_OK, !attempt.begun, attempt.head.isComplete, attempt.abort == nil {
                 _ = attempt.beginBody() // an empty body never calls the write callback

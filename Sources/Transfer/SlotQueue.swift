@@ -31,8 +31,6 @@ struct SlotQueue<Element> {
     /// whose connection has answered (or whose first transfer ended).
     private var probing: Set<String> = []
     private var probed: Set<String> = []
-    /// Hosts that asked to be left alone (429 or 503 with `Retry-After`), until when.
-    private var pausedUntil: [String: ContinuousClock.Instant] = [:]
 
     init(total: Int, perHost: Int) {
         self.total = max(1, total)
@@ -48,26 +46,13 @@ struct SlotQueue<Element> {
         waitingCount += 1
     }
 
-    /// Starts nothing more against `host` until `deadline` (a later pause
-    /// asked before stays): a server that answered 429 or 503 with
-    /// `Retry-After` is not sent the other waiting transfers meanwhile, each
-    /// of which would be sent away too, and use up an attempt.
-    mutating func pause(host: String, until deadline: ContinuousClock.Instant) {
-        pausedUntil[host] = max(deadline, pausedUntil[host] ?? deadline)
-    }
-
     /// Takes a slot for the element that waited longest among the hosts with
-    /// room (and not paused at `now`, by default the clock's), or returns nil
-    /// when nothing waiting fits.
-    mutating func next(at now: ContinuousClock.Instant? = nil) -> (element: Element, host: String)? {
+    /// room, or returns nil when nothing waiting fits.
+    mutating func next() -> (element: Element, host: String)? {
         guard running < total, waitingCount > 0 else { return nil }
-        // The clock is read only while some host is paused.
-        let now = pausedUntil.isEmpty ? nil : now ?? .now
-        if let now { pausedUntil = pausedUntil.filter { $0.value > now } }
         var best: (host: String, sequence: UInt64)?
         // Linear in the number of hosts with waiters: a handful in practice.
         for (host, queue) in waiting {
-            if pausedUntil[host] != nil { continue }
             let limit = probing.contains(host) ? 1 : perHost
             guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
             if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }

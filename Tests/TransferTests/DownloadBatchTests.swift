@@ -224,16 +224,13 @@ import TestSupport
         try await withOrigin { origin, directory in
             // Given as many items as the batch keeps in flight (8 with 2 slots),
             // each told to come back in 5 s (time enough for twenty small
-            // files on a loaded machine), and twenty good ones after them, on
-            // another host name (a Retry-After pauses its own host: the busy
-            // ones are sent away two at a time, five seconds apart)
+            // files on a loaded machine), and twenty good ones after them
             for index in 0..<8 {
                 origin.addResource("/busy\(index)", data: fixtureBytes(count: 4000, seed: UInt64(index)))
                 origin.setFault("/busy\(index)", .status(503, retryAfter: 5), times: 1)
             }
             for index in 0..<20 { origin.addResource("/ok\(index)", data: fixtureBytes(count: 4000, seed: UInt64(50 + index))) }
-            let urls = (0..<8).map { origin.url("/busy\($0)") }
-                + (0..<20).map { origin.url("/ok\($0)").replacingOccurrences(of: "127.0.0.1", with: "localhost") }
+            let urls = (0..<8).map { origin.url("/busy\($0)") } + (0..<20).map { origin.url("/ok\($0)") }
             let engine = try engine(directory, jobs: 2)
             defer { engine.shutdown() }
             let order = Mutex<[Int]>([])

@@ -546,32 +546,6 @@ import TestSupport
         }
     }
 
-    /// A 429 with Retry-After keeps the other transfers waiting for that host
-    /// from being sent meanwhile: against a server that answers 429 to every
-    /// request in the second after its first, only that first request is
-    /// sent away (without the pause, each waiting URL got a 429 in turn and
-    /// used up an attempt on it).
-    @Test func aRetryAfterPausesTheHost() async throws {
-        let opened = Mutex<Date?>(nil)
-        _ = try await withEngine(adjust: { $0.maxConcurrentTransfers = 1; $0.maxTransfersPerHost = 1 }) { origin, engine, _ in
-            origin.route("/limited") { _ in
-                let now = Date()
-                let limited = opened.withLock { opened -> Bool in
-                    if opened == nil { opened = now }
-                    return now.timeIntervalSince(opened ?? now) < 1
-                }
-                return limited ? OriginResponse(status: 429, headers: [("Retry-After", "1")])
-                               : OriginResponse(body: Data("fine".utf8))
-            }
-            let urls = (0..<6).map { origin.url("/limited?n=\($0)") }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for url in urls { group.addTask { _ = try await engine.download(url) } }
-                try await group.waitForAll()
-            }
-            #expect(origin.requests(for: "/limited").count == 7)
-        }
-    }
-
     @Test func aServerThatIgnoresRangesStartsOverCleanly() async throws {
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 500_000, seed: 7)

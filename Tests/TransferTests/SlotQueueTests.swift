@@ -118,22 +118,3 @@ import Testing
         #expect(started == (0..<1000).map { "\($0)" })
     }
 }
-
-@Suite struct SlotQueuePauseTests {
-    /// A paused host's waiters stay queued until the pause ends; other hosts go on.
-    @Test func aPausedHostWaitsAndTheOthersGoOn() {
-        var slots = SlotQueue<String>(total: 4, perHost: 2)
-        let start = ContinuousClock.now
-        slots.enqueue("a1", host: "a:80")
-        slots.enqueue("a2", host: "a:80")
-        slots.enqueue("b1", host: "b:80")
-        slots.pause(host: "a:80", until: start + .seconds(2))
-        // A shorter pause asked later does not end the longer one.
-        slots.pause(host: "a:80", until: start + .seconds(1))
-
-        #expect(slots.next(at: start)?.element == "b1")
-        #expect(slots.next(at: start + .milliseconds(1500)) == nil)
-        #expect(slots.next(at: start + .seconds(2))?.element == "a1")
-        #expect(slots.next(at: start + .seconds(2))?.element == "a2")
-    }
-}
