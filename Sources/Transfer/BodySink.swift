@@ -134,6 +134,11 @@ final class FileSink: BodySink {
                 return TransferError(.protocolViolation, "the file changed on the server while resuming "
                     + "(\(total) bytes long now, \(known) before, under the same validator)")
             }
+            if validatorTotal == nil, let validator {
+                // The first length given (the body began chunked, with none): later range answers are held to it.
+                validatorTotal = total
+                partial.recordValidator(validator, total: total)
+            }
             expectedTotal = total
         } else {
             if bytesHeld > 0 {

@@ -508,12 +508,13 @@ final class PartialFile {
     private static func readValidator(_ path: String, url: String) -> (validator: String, total: Int64?)? {
         // Most partials are new: a cheap existence check before the read.
         guard access(path, F_OK) == 0, let text = readValidatorFile(path) else { return nil }
-        // "<url>\n<validator>\n<total>\n" (the total empty when unknown; older
-        // versions wrote no total line): without the final newline the write was cut short.
+        // "<url>\n<validator>\n<total>\n" (the total empty when unknown): without
+        // the final newline the write was cut short. A file of an older version,
+        // without the total line, is trusted with an ETag only: its date may not
+        // be one this version would send (see `FileSink.strongLastModified`).
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count == 3 || lines.count == 4, lines[0] == url, !lines[1].isEmpty, lines.last?.isEmpty == true else {
-            return nil
-        }
+        guard lines.count == 4 || (lines.count == 3 && lines[1].hasPrefix("\"")), lines[0] == url, !lines[1].isEmpty,
+              lines.last?.isEmpty == true else { return nil }
         guard lines.count == 4, !lines[2].isEmpty else { return (String(lines[1]), nil) }
         guard let total = Int64(lines[2]), total > 0 else { return nil }
         return (String(lines[1]), total)

@@ -359,7 +359,7 @@ public final class TransferEngine: Sendable {
                     // In seconds where the rounded texts would be the same ("10 min" and "10 min").
                     var askedText = NumberText.wait(asked), limitText = NumberText.wait(configuration.retry.maxRetryAfter)
                     if askedText == limitText {
-                        askedText = NumberText.seconds(asked)
+                        askedText = NumberText.seconds(asked.rounded(.up))
                         limitText = NumberText.seconds(configuration.retry.maxRetryAfter)
                     }
                     throw TransferError(error.kind, "\(error.message) (the server asked to wait \(askedText) "

@@ -127,6 +127,14 @@ import Glibc
             #expect(older.resumable?.validator == "\"v1\"" && older.resumable?.total == nil)
             older.close(discard: false)
 
+            // An older version's date is not trusted (it may not be a strong validator).
+            try Data("\(url)\nSun, 06 Nov 1994 08:49:37 GMT\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+            let dated = try PartialFile(directory: directory.path, url: url)
+            #expect(dated.resumable == nil)
+            dated.close(discard: false)
+
+            // The bytes again (the refused partial was emptied), and a length that is no number.
+            try Data(repeating: 7, count: 1000).write(to: URL(fileURLWithPath: path))
             try Data("\(url)\n\"v1\"\nlots\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
             let garbled = try PartialFile(directory: directory.path, url: url)
             defer { garbled.close(discard: true) }

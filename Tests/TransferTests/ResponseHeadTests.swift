@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Transfer
 
 @Suite struct ResponseHeadTests {
@@ -234,5 +235,58 @@ import Testing
         #expect(!CACertificates.holdsPEMCertificate(Data()))
         #expect(!CACertificates.holdsPEMCertificate(Data("-----BEGIN PRIVATE KEY-----\n".utf8)))
         #expect(!CACertificates.holdsPEMCertificate(Data([0x30, 0x82, 0x01, 0x0A])))
+    }
+}
+
+@Suite struct ValidatorLengthTests {
+    private func head(_ lines: [String]) -> ResponseHead {
+        var head = ResponseHead()
+        for line in lines + [""] { head.consume(line: Substring(line + "\r\n")) }
+        return head
+    }
+
+    /// The usual date form is read without a `DateFormatter`, to the same
+    /// date as the formatter reads it; the older forms still are read.
+    @Test func datesAreReadInEveryForm() {
+        let expected = Date(timeIntervalSince1970: 784_111_777)
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == expected)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == expected)
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == expected)
+        #expect(HTTPDate.parse("Tue, 29 Feb 2028 23:59:59 GMT") == Date(timeIntervalSince1970: 1_835_481_599))
+        for bad in ["Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 0x Nov 1994 08:49:37 GMT", "yesterday", ""] {
+            #expect(HTTPDate.parse(bad) == nil, "\(bad)")
+        }
+    }
+
+    /// A body that began chunked (no length) is held to the first length a
+    /// range answer gives: a later range answer for another length is
+    /// another version under the same ETag, and is not stitched on.
+    @Test func aBodyOfNoLengthIsHeldToTheFirstLengthARangeAnswerGives() async throws {
+        try await TemporaryDirectory.with { directory in
+            let partial = try PartialFile(directory: directory.path, url: "http://example.test/chunked.bin")
+            let sink = try FileSink(partial: partial, maxFileSize: nil, resumableThreshold: 0,
+                                    budget: FinishedFile.Budget(limit: 4), directIO: false)
+            let bytes = [UInt8](repeating: 1, count: 1000)
+            func write() { _ = bytes.withUnsafeBytes { sink.write($0, mayPause: false, giveUp: { true }) } }
+
+            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"same\"", "Transfer-Encoding: chunked"]), requestedOffset: 0) == nil)
+            write()
+            sink.attemptFailed()
+            let held = sink.bytesHeld
+            #expect(held > 0)
+            let first = head(["HTTP/1.1 206 Partial Content", "ETag: \"same\"", "Content-Range: bytes \(held)-4999/5000"])
+            #expect(sink.begin(first, requestedOffset: held) == nil)
+            write()
+            sink.attemptFailed()
+            let more = sink.bytesHeld
+            let other = head(["HTTP/1.1 206 Partial Content", "ETag: \"same\"", "Content-Range: bytes \(more)-7999/8000"])
+
+            let error = sink.begin(other, requestedOffset: more)
+
+            #expect(error?.message.hasPrefix("the file changed on the server while resuming (8000 bytes long now, 5000 before") == true,
+                    "\(error?.message ?? "accepted")")
+            #expect(sink.bytesHeld == 0)
+            partial.close(discard: true)
+        }
     }
 }
