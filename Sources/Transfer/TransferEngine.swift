@@ -55,6 +55,8 @@ public final class TransferEngine: Sendable {
     private let nextID = Atomic<UInt64>(0)
     private let isShutDown = Atomic<Bool>(false)
     private let finishedBudget: FinishedFile.Budget
+    /// The proxies the environment names, to name in a failure to reach one.
+    private let proxies = ProxyEnvironment()
 
     /// How the limit on open files is shared out; `configuration`'s
     /// transfers are at most its `maxJobs`.
@@ -317,6 +319,11 @@ public final class TransferEngine: Sendable {
             }
 
             var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
+            if case .failure(let failure) = result, failure.kind == .network(curlCode: Int(CURLE_COULDNT_CONNECT.rawValue)) {
+                // A proxy from the environment that is down: named, or it read as the server being down.
+                let named = proxies.named(in: failure.message, scheme: target.url.hasPrefix("https:") ? "https" : "http")
+                if named != failure.message { result = .failure(TransferError(failure.kind, named, retryAfter: failure.retryAfter)) }
+            }
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
                 // A body that ended early without libcurl noticing (a short 206, say).
                 sink.restart()

@@ -611,6 +611,19 @@ import TestSupport
         }
     }
 
+    /// A proxy from the environment that is down is named, with its variable:
+    /// libcurl's words alone named an address the user never typed.
+    @Test func aProxyThatIsDownIsNamed() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 90))
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0",
+                                                      origin.url("/a.jpg")], environment: ["http_proxy": "http://127.0.0.1:1"])
+            #expect(result.status == 1)
+            #expect(result.stderrLines.first?.hasSuffix("(the proxy 127.0.0.1:1, from $http_proxy)") == true, "\(result.stderr)")
+            #expect(origin.requests().isEmpty)
+        }
+    }
+
     @Test func retryAfterOn429IsHonoured() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))
