@@ -161,7 +161,7 @@ public final class Catalog: Sendable {
             database = readOnly
         }
         let (problem, hasSchema, removesPasswords) = try database.read { db in
-            (try Self.schemaProblem(db), try db.tableExists("grdb_migrations"),
+            (try Self.schemaProblem(db), try Self.hasSchema(db),
              try db.tableExists("source") && !Self.migrator.appliedIdentifiers(db).contains(Self.passwordsMigration))
         }
         if let problem { throw CatalogRefusal(problem) }
@@ -198,9 +198,7 @@ public final class Catalog: Sendable {
             guard let readOnly = try openOnReadOnlyMedium(path) else { throw error }
             reader = readOnly
         }
-        let (problem, hasSchema) = try reader.read { db in
-            (try schemaProblem(db), try db.tableExists("grdb_migrations"))
-        }
+        let (problem, hasSchema) = try reader.read { db in (try schemaProblem(db), try Self.hasSchema(db)) }
         if let problem { throw CatalogRefusal(problem) }
         if !hasSchema, let refusal = ifNoSchema() { throw CatalogRefusal(refusal) }
         guard hasSchema else {
@@ -215,17 +213,21 @@ public final class Catalog: Sendable {
     /// migrated further than this version knows (its rows would not fit
     /// this version's statements). No tables at all is no problem: a new catalog.
     static func schemaProblem(_ db: Database) throws -> String? {
-        guard try db.tableExists("grdb_migrations") else {
-            let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name")
+        // GRDB makes its table of migrations before the first one's
+        // transaction: an opening cut off in between leaves it empty, and
+        // that is a new catalog still.
+        let applied = try db.tableExists("grdb_migrations") ? try migrator.appliedIdentifiers(db) : []
+        guard !applied.isEmpty else {
+            let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' "
+                + "AND name != 'grdb_migrations' ORDER BY name")
             guard !tables.isEmpty else { return nil }
             let shown = tables.prefix(3).joined(separator: ", ") + (tables.count > 3 ? ", …" : "")
             return "it is not a mediafetch catalog (it holds other tables: \(shown)); give another cache directory"
         }
-        let applied = try migrator.appliedIdentifiers(db)
         // Another program that migrates with GRDB has this table too, without our first migration.
         guard let first = migrator.migrations.first, applied.contains(first) else {
             let shown = applied.sorted().prefix(3).map { "'\($0)'" }.joined(separator: ", ")
-            return "it is not a mediafetch catalog (its schema has \(shown.isEmpty ? "no migration" : shown)); "
+            return "it is not a mediafetch catalog (its schema has \(shown)); "
                 + "give another cache directory"
         }
         let known = Set(migrator.migrations)
@@ -233,6 +235,11 @@ public final class Catalog: Sendable {
         guard !unknown.isEmpty else { return nil }
         return "it was written by a newer mediafetch (its schema has \(unknown.map { "'\($0)'" }.joined(separator: ", ")), "
             + "which this version does not know): use that version"
+    }
+
+    /// Whether `db` holds a catalog: a migration of ours, at least, was applied.
+    static func hasSchema(_ db: Database) throws -> Bool {
+        try db.tableExists("grdb_migrations") && !migrator.appliedIdentifiers(db).isEmpty
     }
 
     /// Whether the file at `path` is an SQLite database in rollback-journal

@@ -119,7 +119,10 @@ import TestSupport
     /// A first run cut off while it made the catalog (after SQLite's switch
     /// to WAL, before the tables), with objects its downloads had stored:
     /// the next run makes the catalog and goes on, as with a new one.
-    @Test func aCatalogWhoseMakingWasCutOffIsMadeByTheNextRun() async throws {
+    /// Cut off before GRDB's table of migrations was made, or after it and
+    /// before the first migration's transaction.
+    @Test(arguments: [false, true])
+    func aCatalogWhoseMakingWasCutOffIsMadeByTheNextRun(withMigrationsTable: Bool) async throws {
         try await withOrigin { origin, directory in
             let cache = try await cacheWithOnePhoto(origin, directory)
             for name in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
@@ -132,10 +135,13 @@ import TestSupport
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE grdb_issue_102 (id INTEGER PRIMARY KEY)")
                 db.execute("DROP TABLE grdb_issue_102")
+                if sys.argv[2] == "yes":
+                    db.execute("CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
                 os._exit(0)
                 """
-            let python = try await BuiltProducts.runShell(#"python3 -c "$SCRIPT" "$CATALOG""#,
-                                                          environment: ["SCRIPT": script, "CATALOG": cache + "/catalog.sqlite"])
+            let python = try await BuiltProducts.runShell(#"python3 -c "$SCRIPT" "$CATALOG" "$TABLE""#,
+                                                          environment: ["SCRIPT": script, "CATALOG": cache + "/catalog.sqlite",
+                                                                        "TABLE": withMigrationsTable ? "yes" : "no"])
             #expect(python.status == 0, "\(python.stderr)")
             #expect((contents(cache + "/catalog.sqlite-wal")?.count ?? 0) > 0)
 
