@@ -302,6 +302,8 @@ public final class TransferEngine: Sendable {
         // Requests made, the restart after a 416 included (`attempt` does not count it).
         var requests = 0
         var restartedAfterRangeError = false
+        // Seconds of waiting servers have asked for (429 and 503 with Retry-After) that used up no retry.
+        var scheduledWaits = 0.0
         while true {
             attempt += 1
             requests += 1
@@ -376,7 +378,16 @@ public final class TransferEngine: Sendable {
                 guard requests > 1 else { throw error }
                 throw TransferError(error.kind, "\(error.message) (after \(requests) attempts)", retryAfter: error.retryAfter)
             }
-            eventSink.yield(.retrying(id, url: target.url, attempt: attempt + 1, delay: delay, reason: error))
+            // A 429 or 503 that says when to come back is the server's schedule,
+            // not a failed attempt: it uses up no retry while the waits asked
+            // for add up to `maxRetryAfter` (items a rate-limited host sent away
+            // in turn had run out of attempts within seconds, 51 of 60 failed).
+            if error.kind == .http(status: 429) || error.kind == .http(status: 503), let asked = error.retryAfter, asked > 0,
+               scheduledWaits + delay <= configuration.retry.maxRetryAfter {
+                scheduledWaits += delay
+                attempt -= 1
+            }
+            eventSink.yield(.retrying(id, url: target.url, attempt: requests + 1, delay: delay, reason: error))
             // Counted while it sleeps, so that a display shows the wait (a long
             // Retry-After looked like a hang: nothing active, nothing moving).
             let wait = Duration.milliseconds(Int(delay * 1000))

@@ -269,6 +269,34 @@ import TestSupport
         #expect(delays.allSatisfy { $0 >= 1 && $0 <= 1.1 }, "\(delays)")
     }
 
+    /// A 429 that says when to come back uses up no retry: with one retry
+    /// allowed, three such answers in a row still end in the body (they
+    /// had failed the item after two).
+    @Test func aRetryAfterUsesUpNoRetry() async throws {
+        _ = try await withEngine(retries: 1) { origin, engine, _ in
+            origin.addResource("/busy.jpg", data: fixtureBytes(count: 1000, seed: 57))
+            origin.setFault("/busy.jpg", .status(429, retryAfter: 1), times: 3)
+
+            let body = try await engine.download(origin.url("/busy.jpg"))
+
+            #expect(body.size == 1000)
+            #expect(origin.requests(for: "/busy.jpg").count == 4)
+        }
+    }
+
+    /// Without a Retry-After, a 429 is a failed attempt like any other.
+    @Test func a429WithoutRetryAfterUsesUpARetry() async throws {
+        _ = try await withEngine(retries: 1) { origin, engine, _ in
+            origin.addResource("/busy.jpg", data: fixtureBytes(count: 1000, seed: 58))
+            origin.setFault("/busy.jpg", .status(429), times: 3)
+
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/busy.jpg")) }
+
+            #expect(error?.message.hasSuffix("(after 2 attempts)") == true, "\(error?.message ?? "")")
+            #expect(origin.requests(for: "/busy.jpg").count == 2)
+        }
+    }
+
     @Test func a503IsRetriedUntilItPasses() async throws {
         _ = try await withEngine { origin, engine, _ in
             origin.addResource("/flaky", data: Data("ok".utf8))
