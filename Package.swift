@@ -58,7 +58,7 @@ let package = Package(
             ]),
 
         // A real HTTP origin on loopback with fault switches, for tests and the demo.
-        .target(name: "TestOrigin"),
+        .target(name: "TestOrigin", dependencies: ["URLText"]),
         // Real media for tests and the demo: JPEG photos, and sounds written through libsndfile.
         .target(name: "SampleMedia", dependencies: ["CSndFile"]),
         .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin", "SampleMedia"]),

@@ -1,4 +1,5 @@
 import Foundation
+import URLText
 #if canImport(Glibc)
 import Glibc
 #endif

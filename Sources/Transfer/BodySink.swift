@@ -1,4 +1,5 @@
 import Foundation
+import URLText
 
 #if canImport(Glibc)
 import Glibc
@@ -176,8 +177,8 @@ final class FileSink: BodySink {
     /// says it was made a second or more after it (`Date`), so that a file
     /// changed twice within one second cannot pass for the first version.
     static func strongLastModified(_ head: ResponseHead) -> String? {
-        guard let value = head.lastModified, let modified = HTTPDate.parse(value),
-              let made = head.date.flatMap(HTTPDate.parse), made.timeIntervalSince(modified) >= 1 else { return nil }
+        guard let value = head.lastModified, let modified = HTTPDate.date(value),
+              let made = head.date.flatMap(HTTPDate.date), made.timeIntervalSince(modified) >= 1 else { return nil }
         return value
     }
 

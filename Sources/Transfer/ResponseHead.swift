@@ -1,4 +1,5 @@
 import Foundation
+import URLText
 
 /// The status line and the headers of the final response (after redirects),
 /// collected line by line from libcurl's header callback.
@@ -91,7 +92,7 @@ struct ResponseHead: Sendable {
     func retryAfter(now: Date = Date()) -> Double? {
         guard let value = values[.retryAfter] else { return nil }
         if let seconds = Double(value) { return max(0, seconds) }
-        if let date = HTTPDate.parse(value) { return max(0, date.timeIntervalSince(now)) }
+        if let date = HTTPDate.date(value) { return max(0, date.timeIntervalSince(now)) }
         return nil
     }
 
@@ -231,57 +232,5 @@ private struct FieldValues: Sendable {
             case .transferEncoding: transferEncoding = newValue
             }
         }
-    }
-}
-
-/// HTTP dates (RFC 9110 IMF-fixdate, and the obsolete RFC 850 and asctime forms).
-enum HTTPDate {
-    private static let formats = [
-        "EEE, dd MMM yyyy HH:mm:ss zzz",
-        "EEEE, dd-MMM-yy HH:mm:ss zzz",
-        "EEE MMM d HH:mm:ss yyyy",
-    ]
-
-    static func parse(_ text: String) -> Date? {
-        if let date = parseFixdate(text) { return date }
-        for format in formats {
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.timeZone = TimeZone(identifier: "GMT")
-            formatter.dateFormat = format
-            if let date = formatter.date(from: text) { return date }
-        }
-        return nil
-    }
-
-    /// The usual form, "Sun, 06 Nov 1994 08:49:37 GMT", read byte by byte:
-    /// a `DateFormatter` (three, for the other forms) is dear to make, and a
-    /// response's dates are read on the loop thread.
-    private static func parseFixdate(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
-        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
-              bytes[16] == 0x20, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"),
-              bytes[25...].elementsEqual(" GMT".utf8) else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for byte in bytes[range] {
-                guard (48...57).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - 48)
-            }
-            return value
-        }
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard let month = months.firstIndex(where: { $0.utf8.elementsEqual(bytes[8..<11]) }),
-              let day = number(5..<7), let year = number(12..<16), let hour = number(17..<19),
-              let minute = number(20..<22), let second = number(23..<25),
-              (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
-        var parts = tm()
-        parts.tm_year = Int32(year - 1900)
-        parts.tm_mon = Int32(month)
-        parts.tm_mday = Int32(day)
-        parts.tm_hour = Int32(hour)
-        parts.tm_min = Int32(minute)
-        parts.tm_sec = Int32(second)
-        return Date(timeIntervalSince1970: TimeInterval(timegm(&parts)))
     }
 }

@@ -2,17 +2,18 @@ import Foundation
 
 /// HTTP dates (RFC 9110 §5.6.7) in whole seconds since 1970, without DateFormatter:
 /// the conversions are pure arithmetic, so they are locale-independent and thread-safe.
-enum HTTPDate {
+/// The engine reads them (Retry-After, Last-Modified, Date) and the test origin writes them.
+public enum HTTPDate {
     private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// Whole seconds since 1970 (rounded down), the precision HTTP dates carry.
-    static func seconds(_ date: Date) -> Int {
+    public static func seconds(_ date: Date) -> Int {
         Int(date.timeIntervalSince1970.rounded(.down))
     }
 
     /// Formats as IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
-    static func format(seconds: Int) -> String {
+    public static func format(seconds: Int) -> String {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = civil(fromDays: days)
@@ -21,13 +22,13 @@ enum HTTPDate {
             + "\(pad(secondOfDay / 3600)):\(pad(secondOfDay / 60 % 60)):\(pad(secondOfDay % 60)) GMT"
     }
 
-    static func format(_ date: Date) -> String {
+    public static func format(_ date: Date) -> String {
         format(seconds: seconds(date))
     }
 
     /// Parses IMF-fixdate, the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`)
     /// and asctime (`Sun Nov  6 08:49:37 1994`), as recipients must. Nil if invalid.
-    static func parse(_ text: String) -> Int? {
+    public static func parse(_ text: String) -> Int? {
         let tokens = text.split(whereSeparator: { " ,-:".contains($0) }).map(String.init)
         // Drop the weekday; it is redundant.
         guard tokens.count >= 7 else { return nil }
@@ -51,6 +52,11 @@ enum HTTPDate {
               (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second)
         else { return nil }
         return days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+    }
+
+    /// `parse`, as a `Date`.
+    public static func date(_ text: String) -> Date? {
+        parse(text).map { Date(timeIntervalSince1970: TimeInterval($0)) }
     }
 
     private static func monthNumber(_ name: String) -> Int? {
