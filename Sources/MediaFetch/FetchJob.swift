@@ -352,15 +352,10 @@ public final class FetchJob: Sendable {
             if objects.count > objectsRemembered { objects.removeAll() }
             if Task.isCancelled { break }
         }
-        // Positions, not copies: the items left are read from the list again as they start
-        // (in the list the repeats were taken from, not through a second selection).
+        // Positions, not copies: the items left are read from the list again as they start.
         // Every name looked up, not only those stored in another form: Swift's
         // == holds café and cafe + accent equal, so one entry serves both spellings.
-        if let withoutRepeats = items as? FetchListSelection {
-            return FetchListSelection(base: withoutRepeats.base, positions: remaining.map { withoutRepeats.positions[Int($0)] },
-                                      storedCollectionNames: storedNames)
-        }
-        return FetchListSelection(base: items, positions: remaining, storedCollectionNames: storedNames)
+        return FetchListSelection(selecting: remaining, of: items, storedCollectionNames: storedNames)
     }
 
     /// `settleCached` for one part of the list (the items from position

@@ -26,7 +26,20 @@ struct FetchListSelection: FetchList {
         if let stored = storedCollectionNames[item.collection] { item.collection = stored }
         return item
     }
+}
 
+extension FetchListSelection {
+    /// The items at `positions` of `list`; when `list` is a selection itself
+    /// (the list without its repeats), of the list under it, so that an item
+    /// is read through one selection, not two.
+    init(selecting positions: [Int32], of list: any FetchList, storedCollectionNames: [String: String]) {
+        if let selection = list as? FetchListSelection {
+            self.init(base: selection.base, positions: positions.map { selection.positions[Int($0)] },
+                      storedCollectionNames: storedCollectionNames)
+        } else {
+            self.init(base: list, positions: positions, storedCollectionNames: storedCollectionNames)
+        }
+    }
 }
 
 extension FetchList {

@@ -61,24 +61,24 @@ public struct EntryFormatter: Sendable {
                       as format: OutputFormat, pieceSize: Int = 64 << 10,
                       to output: @escaping (String) throws -> Void) throws -> Int {
         var missing = 0
+        /// Whether the entry's file is missing, counted.
+        func lookedFor(_ entry: CatalogEntry) -> Bool {
+            let isMissing = isMissing(entry)
+            if isMissing { missing += 1 }
+            return isMissing
+        }
         var pieces = OutputPieces(size: pieceSize, output: output)
         func emit(_ text: String) throws { try pieces.emit(text) }
         switch format {
         case .json:
             let dates = ISO8601DateFormatter()
-            try pieces.emitJSONArray(forEach) { entry in
-                let isMissing = isMissing(entry)
-                if isMissing { missing += 1 }
-                return .object(fields(of: entry, missing: isMissing, dates: dates))
-            }
+            try pieces.emitJSONArray(forEach) { .object(fields(of: $0, missing: lookedFor($0), dates: dates)) }
         case .csv:
             try emit(Self.csvHeader + "\n")
             try forEach { entry in
-                let isMissing = isMissing(entry)
-                if isMissing { missing += 1 }
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
                                entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
-                               String(isMissing)]
+                               String(lookedFor(entry))]
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
         case .table:
