@@ -38,16 +38,25 @@ public struct UnrecordedRows: Sendable {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
         var count = 0
         for name in names where name.hasSuffix(".jsonl") {
-            let path = "\(directory)/\(name)"
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-            guard fd >= 0 else { continue }
+            guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
             defer { close(fd) }
-            var info = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
-                  let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
+            guard let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
             count += Self.parse(data).0.count
         }
         return count
+    }
+
+    /// A descriptor of the regular file at `path`, not waiting on a FIFO
+    /// someone put here (it hung the run), nor following a link; nil otherwise.
+    private static func openRegularFile(_ path: String) -> Int32? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            return nil
+        }
+        return fd
     }
 
     /// Keeps `records`, fetched at `date`, in a new file. Best effort: a
@@ -117,12 +126,8 @@ public struct UnrecordedRows: Sendable {
         }
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
-            // Not waiting on a FIFO someone put here (it hung the run), nor following a link.
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-            guard fd >= 0 else { continue }
+            guard let fd = Self.openRegularFile(path) else { continue }
             defer { close(fd) }
-            var info = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
             // Held by another process recording it now, or gone since the listing.
             guard flock(fd, LOCK_EX | LOCK_NB) == 0, access(path, F_OK) == 0,
                   let data = FileManager.default.contents(atPath: path) else { continue }
