@@ -484,6 +484,9 @@ final class CurlLoop: Sendable {
         var rateWindow = RateWindow(span: Self.rateWindowSpan(bytesPerSecond: configuration.maxBytesPerSecond), start: lastTick)
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
+        var reachability = configuration.unreachableHostPatience.map {
+            HostReachability(patience: .milliseconds(Int($0 * 1000)))
+        }
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
         let stallLimit = Duration.milliseconds(Int(configuration.stallTimeout * 1000))
         let connectLimit = Duration.milliseconds(Int(configuration.connectTimeout * 1000))
@@ -526,6 +529,7 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled,
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
+            if !cancelled { noteReachability(of: attempt, outcome, code: code) }
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
             easy.prepareForReuse()
@@ -569,11 +573,30 @@ final class CurlLoop: Sendable {
             }
         }
 
-        /// Hands every waiting attempt that now has a slot to libcurl.
+        /// Tells `reachability` what an attempt at its host found: a
+        /// connection (or any answer, or a redirect to elsewhere), or none.
+        func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode) {
+            guard reachability != nil else { return }
+            if attempt.connected || attempt.head.status != 0 || outcome.redirects > 0 {
+                reachability?.connected(attempt.host)
+            } else if code != CURLE_OK, HostReachability.isUnreachable(code: code, abort: attempt.abort) {
+                reachability?.failedToConnect(attempt.host, reason: outcome.abort?.message ?? outcome.curlMessage, at: .now)
+            }
+        }
+
+        /// Hands every waiting attempt that now has a slot to libcurl; one
+        /// whose host was given up ends at once instead.
         func startReady() {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
             while let (attempt, host) = slots.next() {
+                if let refusal = reachability?.refusal(for: host) {
+                    slots.release(host: host)
+                    attempt.takeOnEnd()?(AttemptOutcome(
+                        curlCode: Int(CURLE_COULDNT_CONNECT.rawValue), curlMessage: refusal.message,
+                        head: attempt.head, abort: refusal, effectiveURL: nil))
+                    continue
+                }
                 attempt.isProbe = slots.isProbing(host)
                 attempt.probeEndsWhenConnected = attempt.isProbe && configuration.maxTransfersPerHost <= 100
                 start(attempt)

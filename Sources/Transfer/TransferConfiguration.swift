@@ -44,6 +44,10 @@ public struct TransferConfiguration: Sendable, Equatable {
     /// allows it: no copy into the page cache and no writeback left for the
     /// store's flush. Off, every byte goes through the page cache.
     public var directIO = true
+    /// Seconds in which every attempt at a host (five at least) must have
+    /// failed to connect before its other URLs end untried (see
+    /// `HostReachability`); nil tries every URL in full, however dead its host.
+    public var unreachableHostPatience: Double? = 30
 
     public init() {}
 

@@ -28,6 +28,9 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// The server's TLS certificate is not trusted (or the local TLS setup
         /// is broken): asking again gets the same certificate.
         case certificate(curlCode: Int)
+        /// Not tried (or not tried again): every attempt at the host has
+        /// failed to connect for a while (see `HostReachability`).
+        case hostUnreachable
     }
 
     public let kind: Kind
@@ -48,7 +51,8 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         switch kind {
         case .http(let status): return status == 408 || status == 429 || (500...599).contains(status)
         case .network, .timeout, .protocolViolation: return true
-        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate: return false
+        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate, .hostUnreachable:
+            return false
         }
     }
 

@@ -1,0 +1,139 @@
+import CCurl
+import Foundation
+import Synchronization
+import Testing
+import TestOrigin
+import TestSupport
+@testable import Transfer
+
+/// A host that cannot be reached is given up after a while, so its other
+/// URLs end at once instead of each running through its retries.
+@Suite struct HostReachabilityTests {
+    private let start = ContinuousClock.now
+
+    @Test func aHostIsGivenUpOnlyAfterItsPatienceAndEnoughFailures() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        // Many failures within the patience: not yet.
+        for second in 0..<10 {
+            let gaveUp = reachability.failedToConnect("dead.test:80", reason: "Could not resolve host: dead.test",
+                                                      at: start + .seconds(second))
+            #expect(!gaveUp)
+        }
+        #expect(reachability.refusal(for: "dead.test:80") == nil)
+        // Past the patience, with enough failures: given up, with why.
+        let gaveUp = reachability.failedToConnect("dead.test:80", reason: "Could not resolve host: dead.test", at: start + .seconds(31))
+        #expect(gaveUp)
+        let refusal = reachability.refusal(for: "dead.test:80")
+        #expect(refusal?.kind == .hostUnreachable)
+        #expect(refusal?.isRetryable == false)
+        #expect(refusal?.message == "given up: no connection to dead.test:80 in 31 s of trying "
+            + "(Could not resolve host: dead.test); the host's other URLs are not tried in this run")
+        // Other hosts are not affected.
+        #expect(reachability.refusal(for: "alive.test:80") == nil)
+    }
+
+    @Test func fewFailuresOverALongTimeDoNotGiveAHostUp() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        for second in [0, 20, 40, 60] {
+            reachability.failedToConnect("slow.test:443", reason: "timed out", at: start + .seconds(second))
+        }
+        #expect(reachability.refusal(for: "slow.test:443") == nil)
+        reachability.failedToConnect("slow.test:443", reason: "timed out", at: start + .seconds(80))
+        #expect(reachability.refusal(for: "slow.test:443") != nil)
+    }
+
+    @Test func aConnectionEndsTheStreakAndTakesAGivenUpHostBack() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        for second in 0..<5 { reachability.failedToConnect("flaky.test:80", reason: "refused", at: start + .seconds(second)) }
+        // A connection in between: the failures before it no longer count.
+        reachability.connected("flaky.test:80")
+        for second in 40..<44 { reachability.failedToConnect("flaky.test:80", reason: "refused", at: start + .seconds(second)) }
+        #expect(reachability.refusal(for: "flaky.test:80") == nil)
+        for second in 44..<80 { reachability.failedToConnect("flaky.test:80", reason: "refused", at: start + .seconds(second)) }
+        #expect(reachability.refusal(for: "flaky.test:80") != nil)
+        // An attempt still running when the host was given up connects after all.
+        reachability.connected("flaky.test:80")
+        #expect(reachability.refusal(for: "flaky.test:80") == nil)
+    }
+
+    @Test func onlyFailuresToFindOrReachTheHostCount() {
+        #expect(HostReachability.isUnreachable(code: CURLE_COULDNT_RESOLVE_HOST, abort: nil))
+        #expect(HostReachability.isUnreachable(code: CURLE_COULDNT_CONNECT, abort: nil))
+        #expect(HostReachability.isUnreachable(code: CURLE_OPERATION_TIMEDOUT, abort: nil))
+        #expect(HostReachability.isUnreachable(code: CURLE_ABORTED_BY_CALLBACK, abort: TransferError(.timeout, "stalled")))
+        #expect(!HostReachability.isUnreachable(code: CURLE_SSL_CONNECT_ERROR, abort: nil))
+        #expect(!HostReachability.isUnreachable(code: CURLE_PEER_FAILED_VERIFICATION, abort: nil))
+        #expect(!HostReachability.isUnreachable(code: CURLE_RECV_ERROR, abort: nil))
+    }
+
+    @Test func aGivenUpItemKeepsWhatItHadDownloaded() {
+        #expect(TransferEngine.keepsPartial(after: TransferError(.hostUnreachable, "given up")))
+    }
+
+    private final class Results: Sendable {
+        let byIndex = Mutex<[Int: Result<DownloadedBody, TransferError>]>([:])
+    }
+
+    private func runBatch(_ urls: [String], patience: Double?, directory: TemporaryDirectory) async throws -> [Int: Result<DownloadedBody, TransferError>] {
+        var configuration = TransferConfiguration()
+        configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
+        configuration.maxConcurrentTransfers = 4
+        configuration.maxTransfersPerHost = 4
+        configuration.unreachableHostPatience = patience
+        let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+        defer { engine.shutdown() }
+        let results = Results()
+        await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+            if case .success(let body) = result { body.file.release() }
+            results.byIndex.withLock { $0[index] = result }
+            ready()
+        }
+        return results.byIndex.withLock { $0 }
+    }
+
+    @Test func theURLsOfARefusingHostEndUntriedOnceItIsGivenUpAndOtherHostsGoOn() async throws {
+        try await withOrigin { origin, directory in
+            // Given 200 URLs of a port nothing listens on, and 20 of a live origin after them
+            var urls = (0..<200).map { "http://127.0.0.1:1/photo\($0).jpg" }
+            for index in 0..<20 {
+                origin.addResource("/live\(index)", data: fixtureBytes(count: 5_000, seed: UInt64(index)))
+                urls.append(origin.url("/live\(index)"))
+            }
+
+            // When they are downloaded with a short patience
+            let results = try await runBatch(urls, patience: 0.05, directory: directory)
+
+            // Then every dead URL failed, most of them given up (untried, or
+            // in their retries), saying why; the live host's all arrived
+            #expect(results.count == urls.count)
+            var givenUp = 0
+            for index in 0..<200 {
+                guard case .failure(let error) = results[index] else { Issue.record("dead URL \(index) succeeded"); continue }
+                switch error.kind {
+                case .hostUnreachable:
+                    givenUp += 1
+                    #expect(error.message.hasPrefix("given up: no connection to 127.0.0.1:1 in "))
+                case .network(let code):
+                    #expect(code == Int(CURLE_COULDNT_CONNECT.rawValue))
+                    #expect(error.message.hasSuffix("(after 4 attempts)"))
+                default: Issue.record("dead URL \(index): \(error)")
+                }
+            }
+            #expect(givenUp >= 100)
+            for index in 200..<220 {
+                #expect((try? results[index]?.get()) != nil, "live URL \(index) failed")
+            }
+        }
+    }
+
+    @Test func withoutPatienceEveryURLRunsThroughItsRetries() async throws {
+        try await TemporaryDirectory.with { directory in
+            let urls = (0..<30).map { "http://127.0.0.1:1/photo\($0).jpg" }
+            let results = try await runBatch(urls, patience: nil, directory: directory)
+            for index in urls.indices {
+                guard case .failure(let error) = results[index] else { Issue.record("dead URL \(index) succeeded"); continue }
+                #expect(error.kind == .network(curlCode: Int(CURLE_COULDNT_CONNECT.rawValue)))
+            }
+        }
+    }
+}
