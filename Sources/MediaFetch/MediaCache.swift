@@ -42,7 +42,7 @@ public final class MediaCache: Sendable {
     /// directories nor a catalog, and only a catalog that exists is opened.
     public init(root: String, readingOnly: Bool = false, catalogLockWaitLimit: Duration = .seconds(Catalog.busySeconds),
                 onCatalogLockWait: (@Sendable () -> Void)? = nil) throws(CacheError) {
-        let absolute = URL(fileURLWithPath: root).standardizedFileURL.path
+        let absolute = Self.absolutePath(root)
         self.root = absolute
         unrecorded = UnrecordedRows(root: absolute)
         reserve = CatalogReserve(root: absolute)
@@ -224,6 +224,25 @@ public final class MediaCache: Sendable {
         for place in places where access(place, W_OK) != 0 {
             throw CacheError("cannot write to the cache at \(root): \(place): \(String(cString: strerror(errno)))")
         }
+    }
+
+    /// `path` made absolute against the working directory, without its `.`
+    /// components and repeated slashes, and `..` taken off lexically. Not
+    /// Foundation's `standardizedFileURL`, which also expands a leading `~`
+    /// as a shell would: `--cache '~/c'` (quoted, or from a unit file) went
+    /// to the home directory, where `list` and `stats` did not look. A `~`
+    /// left by the shell is a directory's name, as it is to curl and ls.
+    public static func absolutePath(_ path: String) -> String {
+        let joined = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var components: [Substring] = []
+        for component in joined.split(separator: "/") {
+            switch component {
+            case ".": continue
+            case "..": _ = components.popLast()
+            default: components.append(component)
+            }
+        }
+        return "/" + components.joined(separator: "/")
     }
 
     /// The cache root to use: `explicit` (`--cache`), else `MEDIAFETCH_CACHE`, else `./Cache`.

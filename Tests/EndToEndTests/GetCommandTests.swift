@@ -70,6 +70,35 @@ import TestSupport
         }
     }
 
+    /// A `~` the shell left (quoted, or from a unit file) names a directory,
+    /// as it does to curl: `get` once wrote to the home directory, where
+    /// `list` and `stats` did not look.
+    @Test func aTildeTheShellLeftNamesADirectoryForEveryCommand() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 2000, seed: 67))
+            let home = directory.appending("home")
+            let work = directory.appending("work")
+            try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            let environment = ["HOME": home, "WORK": work, "URL": origin.url("/a.jpg")]
+
+            let fetched = try await BuiltProducts.runShell(#"cd "$WORK" && "$MEDIAFETCH" get --cache '~/photos' "$URL""#,
+                                                           environment: environment)
+            let listed = try await BuiltProducts.runShell(#"cd "$WORK" && "$MEDIAFETCH" list --cache '~/photos' --format csv"#,
+                                                          environment: environment)
+            let fromVariable = try await BuiltProducts.runShell(#"cd "$WORK" && MEDIAFETCH_CACHE='~/photos' "$MEDIAFETCH" stats"#,
+                                                                environment: environment)
+
+            #expect(fetched.status == 0, "\(fetched.stderr)")
+            #expect(FileManager.default.fileExists(atPath: work + "/~/photos/catalog.sqlite"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: home).isEmpty)
+            #expect(listed.status == 0, "\(listed.stderr)")
+            #expect(listed.stdout.contains(origin.url("/a.jpg")))
+            #expect(fromVariable.status == 0, "\(fromVariable.stderr)")
+            #expect(fromVariable.stdout.hasPrefix("cache                    \(work)/~/photos\n"), "\(fromVariable.stdout)")
+        }
+    }
+
     /// A directory given as a cache by mistake (`--cache ~/thesis`) is
     /// refused, not filled with a cache's files, and nothing in it is
     /// touched; one that only has a `tmp/` of its own keeps what is in it.
