@@ -29,17 +29,27 @@ public struct CatalogReserve: Sendable {
         self.bytes = bytes
     }
 
-    /// Takes the room, unless it is held already. Best effort: on a disk that
-    /// is full already, or a read-only one, there is none to take; nor on
-    /// one with less than four times the room free, where taking it could
-    /// fill the disk for a moment under a catalog being made. Only a regular
-    /// file of its own is grown: a link put in its place (a cache a group
-    /// shares) is not followed into someone else's file.
+    /// The least room worth holding (when `bytes` is more): the rows of a few dozen items.
+    public static let leastBytes = 64 << 10
+
+    /// Takes the room, unless it is held already: `bytes`, or a quarter of
+    /// the room free where that is less, so that a catalog being made still
+    /// has the rest. A disk with room for a fraction of the reserve needs it
+    /// most: on a 2 MiB tmpfs, the rows of 20 photos found no room once a
+    /// sound filled the disk, and the run stored them without a row (the
+    /// next one fetched them again). Best effort: a disk that is full
+    /// already (under `leastBytes` to give), or a read-only one, has none to
+    /// take. Only a regular file of its own is grown: a link put in its place
+    /// (a cache a group shares) is not followed into someone else's file.
     public func hold() {
         var info = stat()
-        if lstat(path, &info) == 0, Int(info.st_blocks) * 512 >= bytes { return }
+        let held = lstat(path, &info) == 0 ? Int64(info.st_blocks) * 512 : 0
+        if held >= Int64(bytes) { return }
         var disk = statvfs()
-        guard statvfs(root, &disk) == 0, Int64(disk.f_bavail) * Int64(disk.f_frsize) >= 4 * Int64(bytes) else { return }
+        guard statvfs(root, &disk) == 0 else { return }
+        // Whole 4 KiB blocks.
+        let target = min(Int64(bytes), Int64(disk.f_bavail) * Int64(disk.f_frsize) / 4) & ~4095
+        guard target >= min(Int64(bytes), Int64(Self.leastBytes)), held < target else { return }
         var created = true
         var fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o666)
         if fd < 0, errno == EEXIST {
@@ -51,7 +61,7 @@ public struct CatalogReserve: Sendable {
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
         // Not half a reserve: one this process made and could not allocate goes at once
         // (one another process made is that process's to keep).
-        if posix_fallocate(fd, 0, off_t(bytes)) != 0, created { _ = unlink(path) }
+        if posix_fallocate(fd, 0, off_t(target)) != 0, created { _ = unlink(path) }
     }
 
     /// Gives the room up; true when there was some to give (the caller then
