@@ -229,7 +229,7 @@ final class FileSink: BodySink {
     }
 
     func attemptCancelled() {
-        writer.cancelUnwritten()
+        bytesHeld -= Int64(writer.cancelUnwritten(keepingFillingEndingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     /// Hashing and writing the last chunk happen on the writer queue, which

@@ -34,6 +34,17 @@ enum StopSignals {
         for number in handled { signal(number, handler) }
     }
 
+    /// Whether a stop signal that comes while a run is already stopping asks
+    /// to quit at once (see `FetchRunner`): only Ctrl-C or SIGTERM, and only
+    /// a second or more after the first stop. One action often sends two
+    /// signals: a closed terminal sends SIGHUP twice within microseconds, and
+    /// `timeout -s INT` signals the child and then its group. Those quit runs
+    /// at once (5 closed tmux sessions in 6), leaving finished objects
+    /// unrecorded and partials behind. A hang-up never does: nobody is
+    /// there to be impatient.
+    static func quitsAtOnce(_ number: Int32, sinceFirstStop elapsed: Duration) -> Bool {
+        number != SIGHUP && elapsed >= .seconds(1)
+    }
 
     private static func isIgnored(_ number: Int32) -> Bool {
         var current = sigaction()

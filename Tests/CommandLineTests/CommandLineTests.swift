@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 @testable import mediafetch
 import MediaFetch
@@ -131,5 +132,16 @@ import Transfer
             return error
         }
         return CancellationError()
+    }
+
+    /// A stop signal during a stop quits at once only when it is Ctrl-C or
+    /// SIGTERM a second or more after the first: one action's two signals
+    /// are one stop, and a hang-up is nobody's impatience.
+    @Test func onlyALaterSecondInterruptQuitsAtOnce() {
+        #expect(!StopSignals.quitsAtOnce(SIGINT, sinceFirstStop: .zero))
+        #expect(!StopSignals.quitsAtOnce(SIGINT, sinceFirstStop: .milliseconds(300)))
+        #expect(StopSignals.quitsAtOnce(SIGINT, sinceFirstStop: .seconds(1)))
+        #expect(StopSignals.quitsAtOnce(SIGTERM, sinceFirstStop: .seconds(5)))
+        #expect(!StopSignals.quitsAtOnce(SIGHUP, sinceFirstStop: .seconds(5)))
     }
 }

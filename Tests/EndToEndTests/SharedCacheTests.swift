@@ -72,6 +72,41 @@ import TestSupport
         }
     }
 
+    /// One action often sends a stop signal twice within microseconds (a
+    /// closed terminal's SIGHUP; `timeout -s INT`, to the child and then its
+    /// group): that is one stop, which stores what finished, not a second
+    /// one that quits at once and leaves it unrecorded.
+    @Test(arguments: [SIGHUP, SIGINT])
+    func aStopSignalSentTwiceAtOnceStopsTheRunAsOneDoes(signal: Int32) async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/done.jpg", data: fixtureBytes(count: 20_000, seed: 73))
+            origin.addResource("/long.wav", data: fixtureBytes(count: 3_000_000, seed: 74))
+            origin.setFault("/long.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
+            let cache = directory.appending("cache")
+            let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300",
+                                                   origin.url("/done.jpg"), origin.url("/long.wav")])
+            func partialSize() -> Int {
+                guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
+                return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
+            }
+            for _ in 0..<3000 where partialSize() < 500_000 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+
+            running.send(signal)
+            running.send(signal)
+            let stopped = await running.wait()
+
+            #expect(stopped.status == 130)
+            #expect(!stopped.stderr.contains("interrupted again"), "\(stopped.stderr)")
+            #expect(stopped.stderr.hasPrefix("1 downloaded, 0 already cached, 0 failed ("), "\(stopped.stderr)")
+            #expect(stopped.stderr.contains("interrupted with 1 left to fetch"), "\(stopped.stderr)")
+            let listed = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
+            #expect(listed.stdout.contains(origin.url("/done.jpg")))
+            #expect(files(in: cache + "/tmp").contains { $0.hasSuffix(".part") })
+        }
+    }
+
     @Test func twoProcessesShareOneCache() async throws {
         try await withOrigin { origin, directory in
             var urls: [String] = []

@@ -228,6 +228,41 @@ import TestSupport
         #expect(pool.bytesInUse == 0)
     }
 
+    /// A stop keeps the whole blocks that arrived of a transfer whose earlier
+    /// chunks are all written (a slow network, not a slow disk): the chunk
+    /// being filled was dropped with the queued ones, and at 20 KB/s a
+    /// Ctrl-C threw away up to 256 KiB, 13 s of download.
+    @Test func aStopKeepsTheBlocksThatArrivedOfASlowTransfer() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/slow.wav", data: fixtureBytes(count: 1_000_000, seed: 81))
+            origin.setFault("/slow.wav", .stallAfter(bytes: 100_000, seconds: 60), times: 1)
+            var configuration = configuration()
+            configuration.stallTimeout = 120
+            let partials = directory.appending("tmp")
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: partials)
+            let arrived = Task { () -> Bool in
+                for await event in engine.events {
+                    if case .progress(let snapshot) = event, snapshot.bytesReceived >= 100_000 { return true }
+                }
+                return false
+            }
+            let download = Task { try await engine.download(origin.url("/slow.wav")) }
+            let sawAll = await arrived.value
+            download.cancel()
+            let result = await download.result
+            engine.shutdown()
+
+            #expect(sawAll)
+            guard case .failure(let error as TransferError) = result else { Issue.record("not cancelled: \(result)"); return }
+            #expect(error.kind == .cancelled)
+            let names = partialDirectoryFiles(partials)
+            let partial = try #require(names.first { $0.hasSuffix(".part") }, "\(names)")
+            #expect(names.contains(partial + ".validator"))
+            let size = try FileManager.default.attributesOfItem(atPath: partials + "/" + partial)[.size] as? Int
+            #expect(size == resumeOffset(afterCutAt: 100_000, in: partials))
+        }
+    }
+
     @Test func aDroppedConnectionResumesWithRangeAndIfRange() async throws {
         let events = try await withEngine { origin, engine, directory in
             let content = fixtureBytes(count: 1_000_000, seed: 2)

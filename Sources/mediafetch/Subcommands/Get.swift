@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import MediaFetch
 import Transfer
 
@@ -61,6 +62,11 @@ struct Get: AsyncParsableCommand {
     }
 }
 
+/// When the first stop signal of a run came (see `StopSignals.quitsAtOnce`).
+private final class FirstStop: Sendable {
+    let instant = Mutex<ContinuousClock.Instant?>(nil)
+}
+
 /// Runs a fetch job with progress display, Ctrl-C handling and the exit status.
 struct FetchRunner {
     let cacheOptions: CacheOptions
@@ -107,8 +113,9 @@ struct FetchRunner {
         // stored and recorded, partials stay for the next run. SIGTERM
         // (`timeout`, `systemctl stop`, `docker stop`) and SIGHUP (a closed
         // terminal) do the same: killed outright, a run lost the bodies it had
-        // finished but not yet stored. A second signal quits at once (the
-        // cache stays consistent: objects and rows are only ever added whole).
+        // finished but not yet stored. A second Ctrl-C or SIGTERM, a second or
+        // more later, quits at once (see `StopSignals.quitsAtOnce`; the cache
+        // stays consistent: objects and rows are only ever added whole).
         // A queue of their own: a private serial queue gets a thread even when
         // every thread of the global queue is blocked (in a wait for another
         // process's catalog lock, say), which left Ctrl-C unheard until it ended.
@@ -117,10 +124,17 @@ struct FetchRunner {
         // 28–40 ms after start). The early handler stays until Dispatch puts
         // its own in place, so a signal in that gap ends the process with 130.
         let signalQueue = DispatchQueue(label: "mediafetch.signals")
+        let firstStop = FirstStop()
         let sources = StopSignals.handled.map { number -> any DispatchSourceSignal in
             let source = DispatchSource.makeSignalSource(signal: number, queue: signalQueue)
             source.setEventHandler {
+                let now = ContinuousClock.now
+                let first = firstStop.instant.withLock { first in
+                    if first == nil { first = now }
+                    return first ?? now
+                }
                 if work.isCancelled {
+                    guard StopSignals.quitsAtOnce(number, sinceFirstStop: now - first) else { return }
                     // A status line may be showing: end it, and say why there is no summary.
                     if transfer.progress.showsStatusLine { Terminal.writeErr("\r\u{1B}[K") }
                     Terminal.error("interrupted again: stopped at once (what was stored stays, partial downloads resume)",
