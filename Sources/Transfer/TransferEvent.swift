@@ -14,6 +14,13 @@ public struct TransferSnapshot: Sendable, Equatable {
     public let bytesReceived: Int64
     /// The full size when the server said it.
     public let bytesExpected: Int64?
+
+    public init(id: TransferID, url: String, bytesReceived: Int64, bytesExpected: Int64?) {
+        self.id = id
+        self.url = url
+        self.bytesReceived = bytesReceived
+        self.bytesExpected = bytesExpected
+    }
 }
 
 /// The engine as a whole at a progress tick.

@@ -119,6 +119,15 @@ func flushBufferedOutputAtExit() {
 }
 
 extension ProgressText {
+    /// The status line for a terminal `columns` wide: its fields shortened
+    /// or dropped, the least useful first, until it fits (see `fitted`);
+    /// only a terminal too narrow for the item count alone gets it cut.
+    static func fittedStatus(_ progress: RunProgress, columns: Int?) -> String {
+        guard let columns else { return status(progress) }
+        let line = StatusField.shortened(statusFields(progress)) { DisplayText.displayWidth($0) <= columns - 3 }
+        return fitted(line, columns: columns)
+    }
+
     /// `line` cut to fit a terminal `columns` wide, with three columns to
     /// spare: a status line that wraps leaves its first row behind on every
     /// redraw (`\r` and erase-line reach only the last row), and so does one
@@ -158,7 +167,7 @@ struct ProgressPrinter {
             lineShown = false
         }
         func showStatus(_ progress: RunProgress) {
-            Terminal.writeErr("\r\u{1B}[K" + ProgressText.fitted(ProgressText.status(progress), columns: Terminal.stderrColumns))
+            Terminal.writeErr("\r\u{1B}[K" + ProgressText.fittedStatus(progress, columns: Terminal.stderrColumns))
             lineShown = true
             shownProgress = progress
         }

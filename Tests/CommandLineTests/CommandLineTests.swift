@@ -1,8 +1,8 @@
 import Glibc
 import Testing
 @testable import mediafetch
-import MediaFetch
-import Transfer
+@testable import MediaFetch
+@testable import Transfer
 
 @Suite struct CommandLineLayoutTests {
     @Test func theCacheMayComeBeforeTheCommand() {
@@ -92,6 +92,54 @@ import Transfer
         #expect(ProgressText.fitted(line, columns: 4) == "")
         #expect(ProgressText.fitted(line, columns: 1) == "")
         #expect(ProgressText.fitted(line, columns: 5) == "1…")
+    }
+
+    private func progress(active: [(received: Int64, expected: Int64?)] = []) -> RunProgress {
+        var progress = RunProgress()
+        (progress.total, progress.done, progress.skipped, progress.failed) = (40, 8, 3, 1)
+        (progress.bytesReceived, progress.bytesPerSecond) = (2_202_009, 860_160)
+        (progress.waitingToRetry, progress.nextRetryInSeconds) = (1, 12)
+        progress.active = active.enumerated().map { index, transfer in
+            TransferSnapshot(id: TransferID(rawValue: UInt64(index)), url: "http://h/\(index)",
+                             bytesReceived: transfer.received, bytesExpected: transfer.expected)
+        }
+        return progress
+    }
+
+    /// A narrow terminal shortens or drops whole fields, the least useful
+    /// first, and keeps the counts and the retry wait: at 80 columns the
+    /// wait was cut off ("…, 4 w…"), at 20 the failures ("201/223 items, 1…").
+    @Test func aNarrowTerminalDropsTheLeastUsefulFieldsFirst() {
+        let running = progress(active: Array(repeating: (100, nil), count: 8))
+        #expect(ProgressText.fittedStatus(running, columns: 120)
+                == "12/40 items, 3 cached, 1 failed, 2.1 MiB at 840.0 KiB/s, 8 active, 1 waiting to retry (next in 12 s)")
+        #expect(ProgressText.fittedStatus(running, columns: 90)
+                == "12/40 items, 1 failed, 2.1 MiB at 840.0 KiB/s, 1 waiting to retry (next in 12 s)")
+        #expect(ProgressText.fittedStatus(running, columns: 80)
+                == "12/40 items, 1 failed, 840.0 KiB/s, 1 waiting to retry (next in 12 s)")
+        #expect(ProgressText.fittedStatus(running, columns: 60) == "12/40 items, 1 failed, 1 waiting to retry (next in 12 s)")
+        #expect(ProgressText.fittedStatus(running, columns: 40) == "12/40 items, 1 failed, retry in 12 s")
+        #expect(ProgressText.fittedStatus(running, columns: 20) == "12/40 items")
+        // Only the count left, and too wide: cut.
+        #expect(ProgressText.fittedStatus(running, columns: 10) == "12/40 …")
+        #expect(ProgressText.fittedStatus(running, columns: nil) == ProgressText.status(running))
+    }
+
+    /// Transfers whose lengths are known and that will take a while say how
+    /// far they are and how long is left (a 3 MB file at 20 KB/s showed its
+    /// bytes so far, for minutes); short ones, or any of unknown length, do not.
+    @Test func longTransfersSayHowFarTheyAreAndWhatIsLeft() {
+        var slow = progress(active: [(196_608, 3_000_000)])
+        (slow.waitingToRetry, slow.skipped, slow.bytesPerSecond) = (0, 0, 20_000)
+        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active: 6% of 2.9 MiB, 2 min left")
+        #expect(ProgressText.fittedStatus(slow, columns: 60) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 min left")
+        slow.bytesPerSecond = 100_000
+        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 97.7 KiB/s, 1 active: 6% of 2.9 MiB, 29 s left")
+        slow.bytesPerSecond = 2_000_000
+        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active")
+        slow.bytesPerSecond = 20_000
+        slow.active.append(TransferSnapshot(id: TransferID(rawValue: 9), url: "http://h/9", bytesReceived: 5, bytesExpected: nil))
+        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 active")
     }
 }
 

@@ -231,6 +231,26 @@ import TestSupport
         }
     }
 
+    /// A large file on a slow link says how far it is and how long is left,
+    /// as curl and aria2c do: its bytes so far alone said nothing for minutes.
+    @Test func aSlowLargeFileSaysHowFarItIsAndWhatIsLeft() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/walk.wav", data: fixtureBytes(count: 800_000, seed: 5))
+            origin.setFault("/walk.wav", .slow(bytesPerSecond: 50_000))
+            let session = try startGet([origin.url("/walk.wav")], columns: 120, rows: 10, in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+
+            let during = try await screen(session, in: directory) { $0.contains(" left") }
+            _ = try tmux(["send-keys", "-t", session, "C-c"], in: directory)
+            _ = try await screen(session, in: directory) { $0.contains("EXIT=") }
+
+            let row = try #require(during.split(separator: "\n").first { $0.contains("0/1 items") }, "\(during)")
+            let shown = row.trimmingCharacters(in: .whitespaces)
+            #expect(shown.wholeMatch(of: /0\/1 items, [0-9.]+ KiB at [0-9.]+ KiB\/s, 1 active: [0-9]+% of 781\.3 KiB, [0-9]+ s left/) != nil,
+                    "\(shown)")
+        }
+    }
+
     /// A status line wider than the terminal wraps, and `\r` with erase-line
     /// clears only its last row: every redraw left a row behind.
     @Test func aNarrowTerminalKeepsTheStatusLineOnOneRow() async throws {
@@ -246,7 +266,7 @@ import TestSupport
 
             // Wait until the status line has been drawn for a while (a second of bytes at least).
             let during = try await screen(session, in: directory) { text in
-                text.split(separator: "\n").contains { $0.contains("items") && ($0.contains("KiB at") || $0.contains("MiB at")) }
+                text.split(separator: "\n").contains { $0.contains("items") && ($0.contains("KiB/s") || $0.contains("MiB/s")) }
             }
             try await Task.sleep(for: .seconds(1.5))
             let later = try tmux(["capture-pane", "-p", "-t", session], in: directory)

@@ -64,20 +64,55 @@ public enum ProgressJSON {
 
 /// Human lines for a terminal: a status line redrawn in place, and the summary.
 public enum ProgressText {
-    /// The live status line (no newline).
+    /// The live status line (no newline): every field at its longest.
     public static func status(_ progress: RunProgress) -> String {
+        StatusField.joined(statusFields(progress))
+    }
+
+    /// The status line's fields, in their order: `12/40 items, 3 cached,
+    /// 1 failed, 2.1 MiB at 840.0 KiB/s, 8 active: 64% of 3.0 MiB, 25 s left,
+    /// 1 waiting to retry (next in 12 s)`. A narrow terminal shortens or
+    /// drops the least useful first (see `StatusField`).
+    public static func statusFields(_ progress: RunProgress) -> [StatusField] {
         let finished = progress.done + progress.failed + progress.skipped
-        var text = "\(finished)/\(progress.total) items"
-        if progress.skipped > 0 { text += ", \(progress.skipped) cached" }
-        if progress.failed > 0 { text += ", \(progress.failed) failed" }
-        text += ", \(ByteSize.format(progress.bytesReceived)) at \(ByteSize.format(Int64(progress.bytesPerSecond)))/s"
-        if !progress.active.isEmpty { text += ", \(progress.active.count) active" }
+        var fields = [StatusField(.items, keep: .max, ["\(finished)/\(progress.total) items"])]
+        if progress.skipped > 0 { fields.append(StatusField(.cached, keep: 1, ["\(progress.skipped) cached"])) }
+        if progress.failed > 0 { fields.append(StatusField(.failed, keep: 6, ["\(progress.failed) failed"])) }
+        let rate = "\(ByteSize.format(Int64(progress.bytesPerSecond)))/s"
+        fields.append(StatusField(.transferred, keep: 4, ["\(ByteSize.format(progress.bytesReceived)) at \(rate)", rate]))
+        if !progress.active.isEmpty {
+            fields.append(StatusField(.active, keep: 2, ["\(progress.active.count) active"]))
+            if let left = activeLeft(progress) { fields.append(left) }
+        }
         if progress.waitingToRetry > 0 {
             // When: a long Retry-After otherwise looks like a hang (curl says "Will retry in N seconds").
-            text += ", \(progress.waitingToRetry) waiting to retry"
-            if let seconds = progress.nextRetryInSeconds { text += " (next in \(NumberText.wait(Double(seconds))))" }
+            let waiting = "\(progress.waitingToRetry) waiting to retry"
+            if let seconds = progress.nextRetryInSeconds {
+                let next = NumberText.wait(Double(seconds))
+                fields.append(StatusField(.retrying, keep: 5, ["\(waiting) (next in \(next))", "retry in \(next)"]))
+            } else {
+                fields.append(StatusField(.retrying, keep: 5, [waiting]))
+            }
         }
-        return text
+        return fields
+    }
+
+    /// How far the running transfers are, when each has said its length and
+    /// they will take a while at the present rate (5 s or more): a large
+    /// file otherwise showed only its bytes so far, for minutes.
+    private static func activeLeft(_ progress: RunProgress) -> StatusField? {
+        var expected: Int64 = 0, received: Int64 = 0
+        for transfer in progress.active {
+            guard let total = transfer.bytesExpected, total > 0 else { return nil }
+            expected += total
+            received += min(transfer.bytesReceived, total)
+        }
+        guard progress.bytesPerSecond > 0 else { return nil }
+        let seconds = (Double(expected - received) / progress.bytesPerSecond).rounded(.up)
+        guard seconds >= 5 else { return nil }
+        let percent = Int(Double(received) * 100 / Double(expected))
+        let left = "\(NumberText.wait(seconds)) left"
+        return StatusField(.activeLeft, keep: 3, ["\(percent)% of \(ByteSize.format(expected)), \(left)", left])
     }
 
     /// The one-line summary at the end.
@@ -102,5 +137,57 @@ public enum ProgressText {
             text += ", \(report.awaitingRecord) stored for the next run to record"
         }
         return text
+    }
+}
+
+/// One field of the status line, with its shorter forms: a terminal too
+/// narrow for the whole line shortens, then drops, the fields it keeps
+/// least (the lowest `keep`) first, rather than cutting the line mid-field
+/// ("201/223 items, 1…" for 10 failed), or losing the retry wait at the
+/// end of it at 80 columns.
+public struct StatusField: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case items, cached, failed, transferred, active, activeLeft, retrying
+    }
+
+    public let kind: Kind
+    /// Kept longer than fields of a lower value; `.max` is never dropped.
+    public let keep: Int
+    /// Its text, longest form first.
+    public var forms: [String]
+
+    public init(_ kind: Kind, keep: Int, _ forms: [String]) {
+        self.kind = kind
+        self.keep = keep
+        self.forms = forms
+    }
+
+    /// The fields as one line: ", " between them, but ": " between the
+    /// running transfers and how far they are.
+    public static func joined(_ fields: [StatusField]) -> String {
+        var text = ""
+        for (index, field) in fields.enumerated() {
+            guard let form = field.forms.first else { continue }
+            if index > 0 { text += field.kind == .activeLeft && fields[index - 1].kind == .active ? ": " : ", " }
+            text += form
+        }
+        return text
+    }
+
+    /// The line at its longest that `fits`: the field kept least is
+    /// shortened to its next form, or dropped after its last, until the
+    /// line fits or only fields never dropped are left.
+    public static func shortened(_ fields: [StatusField], toFit fits: (String) -> Bool) -> String {
+        var fields = fields
+        while !fits(joined(fields)) {
+            guard let index = fields.indices.filter({ fields[$0].keep < .max })
+                    .min(by: { fields[$0].keep < fields[$1].keep }) else { break }
+            if fields[index].forms.count > 1 {
+                fields[index].forms.removeFirst()
+            } else {
+                fields.remove(at: index)
+            }
+        }
+        return joined(fields)
     }
 }
