@@ -100,6 +100,10 @@ public final class MediaCache: Sendable {
     public static func damageBeforeOpening(catalogPath: String) -> String? {
         var main = stat()
         var log = stat()
+        // SQLite says only "disk I/O error" of a directory in the catalog's place.
+        if stat(catalogPath, &main) == 0, main.st_mode & S_IFMT != S_IFREG {
+            return main.st_mode & S_IFMT == S_IFDIR ? "it is a directory, not a file" : "it is not a regular file"
+        }
         guard stat(Catalog.writeAheadLog(of: catalogPath), &log) == 0, log.st_mode & S_IFMT == S_IFREG, log.st_size > 0 else {
             return nil
         }

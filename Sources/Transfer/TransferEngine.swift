@@ -604,8 +604,10 @@ public struct RequestTarget: Sendable, Equatable {
         }
         var port = scheme == "https" ? 443 : 80
         if !portText.isEmpty {
-            guard portText.count <= 5, portText.allSatisfy({ (48...57).contains($0) }),
-                  let number = Int(String(decoding: portText, as: UTF8.self)), (1...65535).contains(number) else {
+            // Leading zeros are allowed (RFC 3986), as libcurl allows them.
+            let significant = portText.drop { $0 == UInt8(ascii: "0") }
+            guard portText.allSatisfy({ (48...57).contains($0) }), significant.count <= 5,
+                  let number = Int(String(decoding: significant, as: UTF8.self)), (1...65535).contains(number) else {
                 throw TransferError(.unsupportedURL, "bad port in URL: \(shown)")
             }
             port = number

@@ -108,10 +108,10 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data, or under a byte a second, before a transfer counts as stalled.", valueName: "seconds"))
     var stallTimeout: Double = 30
 
-    @Option(name: .customLong("max-filesize"), help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))
+    @Option(name: .customLong("max-filesize"), parsing: .unconditional, help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))
     var maxFileSize: String?
 
-    @Option(name: .customLong("limit-rate"), help: ArgumentHelp("Per-transfer rate limit in bytes a second, e.g. 500K.", valueName: "rate"))
+    @Option(name: .customLong("limit-rate"), parsing: .unconditional, help: ArgumentHelp("Per-transfer rate limit in bytes a second, e.g. 500K.", valueName: "rate"))
     var limitRate: String?
 
     @Option(name: .long, help: ArgumentHelp(
@@ -168,10 +168,12 @@ struct TransferOptions: ParsableArguments {
         }
         if let maxFileSize, (ByteSize.parse(maxFileSize) ?? 0) <= 0 {
             // 0 would fail every download.
-            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size of at least 1 byte and below 8 EiB (try 200M)")
+            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size of at least 1 byte and below 8 EiB "
+                + "(a whole number of bytes, or with K, M, G, T, P or E, as in 200M or 1.5G)")
         }
         if let limitRate, (ByteSize.parse(limitRate) ?? 0) <= 0 {
-            throw ValidationError("--limit-rate: '\(limitRate)' is not a rate of at least 1 byte a second and below 8 EiB (try 500K)")
+            throw ValidationError("--limit-rate: '\(limitRate)' is not a rate of at least 1 byte a second and below 8 EiB "
+                + "(a whole number of bytes, or with K, M, G, T, P or E, as in 500K)")
         }
         // Said once here, not as a certificate error on every https URL. The
         // variables are checked only when the list holds an https URL (see

@@ -165,9 +165,9 @@ import Testing
         (["--per-host", "0"], "--per-host must be at least 1 (got 0)"),
         (["--retries", "-1"], "--retries must not be negative (got -1)"),
         (["--connect-timeout", "0"], "--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got 0.0)"),
-        (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a rate of at least 1 byte a second and below 8 EiB (try 500K)"),
-        (["--limit-rate", "0"], "--limit-rate: '0' is not a rate of at least 1 byte a second and below 8 EiB (try 500K)"),
-        (["--max-filesize", "9E"], "--max-filesize: '9E' is not a size of at least 1 byte and below 8 EiB (try 200M)"),
+        (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),
+        (["--limit-rate", "0"], "--limit-rate: '0' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),
+        (["--max-filesize", "9E"], "--max-filesize: '9E' is not a size of at least 1 byte and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 200M or 1.5G)"),
     ])
     func aBadValueSaysWhatIsWrong(arguments: [String], message: String) {
         #expect(TransferOptions.message(for: failure(arguments)) == message)

@@ -322,6 +322,24 @@ import TestSupport
         }
     }
 
+    /// A directory where the catalog goes is named as such: SQLite said only
+    /// "disk I/O error".
+    @Test func aDirectoryInTheCatalogsPlaceIsNamed() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 31))
+            let cache = directory.appending("cache")
+            try FileManager.default.createDirectory(atPath: cache + "/catalog.sqlite", withIntermediateDirectories: true)
+
+            for command in [["get", origin.url("/a.jpg")], ["list"], ["stats"]] {
+                let result = try await BuiltProducts.run(Array(command.prefix(1)) + ["--cache", cache] + command.dropFirst())
+                #expect(result.status == 3)
+                #expect(result.stderrLines == ["mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: it is a "
+                    + "directory, not a file"], "\(command)")
+            }
+            #expect(origin.requests(for: "/a.jpg").isEmpty)
+        }
+    }
+
     @Test func aNewCatalogThatCannotBeCreatedStopsTheDownloadsItOverlapped() async throws {
         try await withOrigin { origin, directory in
             // A new cache starts downloading while its catalog is created:
@@ -1182,6 +1200,11 @@ import TestSupport
         let negative = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "-1", "http://127.0.0.1:1/x"])
         #expect(negative.status == 64)
         #expect(negative.stderrLines.first == "Error: --jobs must be at least 1 (got -1)")
+        // A size option takes a value that starts with '-' as its value: "Missing value" named no problem.
+        let negativeSize = try await BuiltProducts.run(["get", "--cache", cache, "--max-filesize", "-1", "http://127.0.0.1:1/x"])
+        #expect(negativeSize.status == 64)
+        #expect(negativeSize.stderrLines.first == "Error: --max-filesize: '-1' is not a size of at least 1 byte and below "
+            + "8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 200M or 1.5G)")
         // A bound, not the sign, is what a tiny or huge number misses.
         let tiny = try await BuiltProducts.run(["get", "--cache", cache, "--timeout", "0.0001", "http://127.0.0.1:1/x"])
         #expect(tiny.status == 64)

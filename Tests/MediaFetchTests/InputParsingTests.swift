@@ -267,6 +267,12 @@ import TestSupport
         // What Double would take but nobody means by a size.
         for text in ["0x10", "1e3", "inf", "nan", ".", "1.2.3", "K", "+5", "5i", "5ib"] { #expect(ByteSize.parse(text) == nil, "\(text)") }
         #expect(ByteSize.parse(".5K") == 512)
+        // Every unit below 8 EiB; a count of bytes is whole, and one word.
+        #expect(ByteSize.parse("1P") == 1 << 50)
+        #expect(ByteSize.parse("1E") == 1 << 60)
+        #expect(ByteSize.parse("7EiB") == 7 << 60)
+        #expect(ByteSize.parse("8E") == nil)
+        for text in ["1.5", "0.5", " 5", "5 ", "5 K"] { #expect(ByteSize.parse(text) == nil, "\(text)") }
     }
 
     @Test func formatting() {
@@ -321,7 +327,11 @@ import TestSupport
         #expect(DisplayText.escapingControls("Žilina — ok") == "Žilina — ok")
         // A right-to-left override would turn the rest of a row around; separators break lines.
         #expect(DisplayText.escapingControls("ab\u{202E}cd\u{2066}\u{200F}\u{2028}") == "ab\\u{202E}cd\\u{2066}\\u{200F}\\u{2028}")
-        #expect(DisplayText.escapingControls("👨\u{200D}👩 a\u{200B}b") == "👨\u{200D}👩 a\u{200B}b")
+        // Joiners stay (emoji sequences need them); invisible spaces and a
+        // byte-order mark are shown, or a URL or name looks like another.
+        #expect(DisplayText.escapingControls("👨\u{200D}👩 ok") == "👨\u{200D}👩 ok")
+        #expect(DisplayText.escapingControls("\u{FEFF}http://h/a b\u{200B}c\u{2060}") == "\\u{FEFF}http://h/a b\\u{200B}c\\u{2060}")
+        #expect(CollectionName.problem("\u{200B}") == "must not hold control characters (got '\\u{200B}')")
     }
 
     @Test func wideCharactersTakeTwoColumns() {

@@ -187,6 +187,12 @@ import URLText
         #expect(try RequestTarget("https://example.com:8443/a").hostKey == "example.com:8443")
         #expect(try RequestTarget("https://example.com/a").hostKey == "example.com:443")
         #expect(try RequestTarget("http://user:pw@Host.example:8080?q=1").hostKey == "host.example:8080")
+        // Leading zeros in a port are allowed (RFC 3986), as libcurl allows them.
+        #expect(try RequestTarget("http://example.com:018080/a").hostKey == "example.com:18080")
+        #expect(try RequestTarget("http://example.com:00080/a").hostKey == "example.com:80")
+        for bad in ["http://example.com:0000/a", "http://example.com:065536/a", "http://example.com:1x/a"] {
+            #expect(throws: TransferError.self, "\(bad)") { try RequestTarget(bad) }
+        }
         #expect(try RequestTarget("http://[::1]:9000/x").hostKey == "[::1]:9000")
         #expect(try RequestTarget("  http://h/x  ").url == "http://h/x")
     }

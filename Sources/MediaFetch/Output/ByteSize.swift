@@ -5,9 +5,11 @@ import Transfer
 public enum ByteSize {
     /// Parses a size; nil when the text is not one.
     public static func parse(_ text: String) -> Int64? {
-        var number = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
+        // No blanks: `--jobs ' 5'` is refused too, and a size is one word.
+        var number = Substring(text.lowercased())
         if number.hasSuffix("b") { number = number.dropLast() }
-        let multipliers: [Character: Double] = ["k": 1024, "m": 1_048_576, "g": 1_073_741_824, "t": 1_099_511_627_776]
+        let multipliers: [Character: Double] = ["k": 1024, "m": 1_048_576, "g": 1_073_741_824, "t": 1_099_511_627_776,
+                                                "p": 1_125_899_906_842_624, "e": 1_152_921_504_606_846_976]
         // The i of KiB, MiB…, only after a unit letter: "5i" is not a size.
         if number.hasSuffix("i"), let unit = number.dropLast().last, multipliers[unit] != nil { number = number.dropLast() }
         var multiplier = 1.0
@@ -19,7 +21,8 @@ public enum ByteSize {
         guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
               let value = Double(number), value.isFinite else { return nil }
         let bytes = value * multiplier
-        guard bytes < Double(Int64.max) else { return nil }
+        // A count of bytes is whole: "1.5" was taken as 2.
+        guard bytes < Double(Int64.max), multiplier > 1 || bytes == bytes.rounded() else { return nil }
         return Int64(bytes.rounded())
     }
 

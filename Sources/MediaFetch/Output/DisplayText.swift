@@ -3,7 +3,11 @@
 /// tabs too), line and paragraph separators and the bidirectional controls
 /// written as `\u{1B}` escapes, so a name or URL from a feed, a file or the
 /// command line can neither clear the screen, nor break a row or a line, nor
-/// turn the rest of a row around (U+202E); and the columns text takes.
+/// turn the rest of a row around (U+202E), and the invisible spaces and
+/// marks (U+200B, U+2060 to U+2064, a byte-order mark U+FEFF) that made a
+/// URL or a name look like another (a second BOM before a URL read "not a
+/// URL: http://…"); and the columns text takes. The joiners U+200C and
+/// U+200D are not among them: emoji sequences and some scripts need them.
 public enum DisplayText {
     public static func escapingControls(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
@@ -57,7 +61,8 @@ public enum DisplayText {
 
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case ..<0x20, 0x7F...0x9F, 0x061C, 0x200E...0x200F, 0x2028...0x202E, 0x2066...0x2069: true
+        case ..<0x20, 0x7F...0x9F, 0x061C, 0x200B, 0x200E...0x200F, 0x2028...0x202E, 0x2060...0x2064, 0x2066...0x2069,
+             0xFEFF: true
         default: false
         }
     }
