@@ -22,7 +22,13 @@ import Testing
         report.bytesReceived = 1 << 20
         report.seconds = 1.5
         #expect(ProgressJSON.line(for: .finished(report))
-                == #"{"bytes":1048576,"catalogFailed":false,"downloaded":2,"event":"finished","failed":1,"interrupted":false,"outOfSpace":false,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
+                == #"{"awaitingRecord":0,"bytes":1048576,"catalogFailed":false,"downloaded":2,"event":"finished","failed":1,"interrupted":false,"left":0,"outOfSpace":false,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
+        // An interrupted run says what it leaves, as the summary does.
+        report.total = 20
+        report.interrupted = true
+        let interrupted = ProgressJSON.line(for: .finished(report))
+        #expect(interrupted.contains(#""interrupted":true"#) && interrupted.contains(#""left":\#(report.left)"#), "\(interrupted)")
+        #expect(report.left == 17)
         #expect(ProgressJSON.note("running 117 at once") == #"{"event":"note","message":"running 117 at once"}"#)
         #expect(ProgressJSON.error("cannot open http://ann:secret@h/list: \"gone\"")
                 == #"{"event":"error","message":"cannot open http://ann:***@h/list: \"gone\""}"#)
@@ -42,7 +48,11 @@ import Testing
 
         let line = ProgressJSON.line(for: .progress(progress))
 
-        #expect(line == #"{"active":[{"bytes":100,"total":1000,"url":"http://h/big"},{"bytes":50,"url":"http://h/chunked"}],"bytes":4096,"bytesPerSecond":1000,"done":4,"event":"progress","failed":0,"queued":3,"skipped":0,"total":10}"#)
+        #expect(line == #"{"active":[{"bytes":100,"total":1000,"url":"http://h/big"},{"bytes":50,"url":"http://h/chunked"}],"bytes":4096,"bytesPerSecond":1000,"done":4,"event":"progress","failed":0,"queued":3,"skipped":0,"total":10,"waitingToRetry":0}"#)
+        // Items sleeping before a retry are counted, with when the next comes.
+        (progress.waitingToRetry, progress.nextRetryInSeconds) = (2, 12)
+        let waiting = ProgressJSON.line(for: .progress(progress))
+        #expect(waiting.hasSuffix(#""nextRetryInSeconds":12,"queued":3,"skipped":0,"total":10,"waitingToRetry":2}"#), "\(waiting)")
         #expect(!line.contains("\n"))
     }
 

@@ -20,7 +20,7 @@ public enum ProgressJSON {
         let fields: [String: JSONValue]
         switch event {
         case .progress(let progress):
-            fields = [
+            var progressFields: [String: JSONValue] = [
                 "event": .string("progress"), "total": .integer(progress.total), "done": .integer(progress.done),
                 "failed": .integer(progress.failed), "skipped": .integer(progress.skipped),
                 "bytes": .integer(progress.bytesReceived), "bytesPerSecond": .integer(Int64(progress.bytesPerSecond)),
@@ -31,7 +31,11 @@ public enum ProgressJSON {
                     if let expected = transfer.bytesExpected { item["total"] = .integer(expected) }
                     return .object(item)
                 }),
+                // Items sleeping before their next attempt: neither active nor queued.
+                "waitingToRetry": .integer(progress.waitingToRetry),
             ]
+            if let seconds = progress.nextRetryInSeconds { progressFields["nextRetryInSeconds"] = .integer(seconds) }
+            fields = progressFields
         case .stored(let url, let sha256, let size, let resumedBytes):
             fields = ["event": .string("stored"), "url": .string(RedactedURL.of(url)), "hash": .string(sha256),
                       "size": .integer(size), "resumedBytes": .integer(resumedBytes)]
@@ -48,6 +52,8 @@ public enum ProgressJSON {
                 "bytes": .integer(report.bytesReceived), "resumedBytes": .integer(report.resumedBytes),
                 "seconds": .number(report.seconds), "interrupted": .bool(report.interrupted),
                 "outOfSpace": .bool(report.outOfSpace != nil), "catalogFailed": .bool(report.catalogFailure != nil),
+                // What a stopped run leaves for the next: the summary's "N left to fetch" and "M stored for the next run to record".
+                "left": .integer(report.left), "awaitingRecord": .integer(report.awaitingRecord),
             ]
         }
         return encode(fields)
