@@ -213,6 +213,7 @@ public final class FetchJob: Sendable {
                 _ = try await cache.openedCatalog()
                 let toDownload: any FetchList
                 recordKeptRows()
+                removePartialsOfCachedURLs(engine)
                 do {
                     toDownload = try settleCached(items, ingestor: ingestor)
                 } catch let error as CatalogWriteFailure
@@ -308,6 +309,18 @@ public final class FetchJob: Sendable {
             try cache.reserve.retryingOnFullDisk { try catalog.record(present, at: fetchedAt, kept: true) }
             try catalog.makeDurable()
         }, stops: Catalog.failsEveryRow)
+    }
+
+    /// Removes the partials of URLs cached since they were left (by a run
+    /// killed while another process cached them): none would be resumed.
+    /// Only where the object's file is there; a catalog that fails now is
+    /// left to the run's own reads to report.
+    private func removePartialsOfCachedURLs(_ engine: TransferEngine) {
+        guard !Task.isCancelled, let catalog = try? cache.catalog else { return }
+        engine.removePartials { urls in
+            guard let sources = try? catalog.cachedSources(for: urls) else { return [] }
+            return Set(sources.filter { cache.store.contains($0.value.sha256, size: $0.value.size) }.keys)
+        }
     }
 
     /// Items whose URL is cached are not downloaded: they are recorded in

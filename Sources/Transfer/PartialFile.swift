@@ -332,22 +332,55 @@ final class PartialFile {
                 continue
             }
             guard age > (resumable ? resumableFor : staleAfter) else { continue }
-            // A partial may be read-only; a read-only descriptor can lock it
-            // (except on NFS, where flock needs one that writes: tried first).
-            var fd = open(path, O_RDWR | O_CLOEXEC)
-            if fd < 0, errno == EACCES { fd = open(path, O_RDONLY | O_CLOEXEC) }
-            guard fd >= 0 else { continue }
-            defer { _ = systemClose(fd) }
-            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
-            // Only the file judged stale above, and only while it is still at
-            // its name: a new partial made there meanwhile is left alone.
-            var locked = stat()
-            guard fstat(fd, &locked) == 0, locked.st_ino == info.st_ino, locked.st_dev == info.st_dev,
-                  isFile(fd, at: path) else { continue }
-            if unlink(path) == 0 { removed += 1 }
-            if isPart, unlink(path + ".validator") == 0 { removed += 1 }
+            removed += removeUnlessHeld(path, judged: info, withValidator: isPart)
         }
         return removed
+    }
+
+    /// Removes the file at `path` (and its validator, `withValidator`) when no
+    /// process holds it and it is still the file judged by `info`: a new
+    /// partial made at that name meanwhile is left alone. Returns how many
+    /// files were removed.
+    private static func removeUnlessHeld(_ path: String, judged info: stat, withValidator: Bool) -> Int {
+        // A partial may be read-only; a read-only descriptor can lock it
+        // (except on NFS, where flock needs one that writes: tried first).
+        var fd = open(path, O_RDWR | O_CLOEXEC)
+        if fd < 0, errno == EACCES { fd = open(path, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { return 0 }
+        defer { _ = systemClose(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return 0 }
+        var locked = stat()
+        guard fstat(fd, &locked) == 0, locked.st_ino == info.st_ino, locked.st_dev == info.st_dev,
+              isFile(fd, at: path) else { return 0 }
+        var removed = unlink(path) == 0 ? 1 : 0
+        if withValidator, unlink(path + ".validator") == 0 { removed += 1 }
+        return removed
+    }
+
+    /// Removes the resumable partials (and their validators) in `directory`
+    /// whose URLs `stored` says are cached now, unless a process holds them:
+    /// a run killed while another process cached the same URLs left them to
+    /// wait out the sweep's week (two of 512 KiB each in a black-box review),
+    /// though no run would resume them. `stored` gets the partials' URLs (as
+    /// their validators name them, without passwords) and returns those
+    /// cached. Returns how many files were removed.
+    static func removeStored(directory: String, stored: ([String]) -> Set<String>) -> Int {
+        var found: [(url: String, path: String, info: stat)] = []
+        let shards = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(isShardName)
+        for shard in shards.map({ "\(directory)/\($0)" }) {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: shard)) ?? [] where name.hasSuffix(".part") {
+                let path = "\(shard)/\(name)"
+                var info = stat()
+                guard isOwnName(name), stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+                      let text = readValidatorFile(path + ".validator"),
+                      let firstLine = text.split(separator: "\n", omittingEmptySubsequences: false).first else { continue }
+                found.append((URLPassword.removed(from: String(firstLine)), path, info))
+            }
+        }
+        guard !found.isEmpty else { return 0 }
+        let cached = stored(found.map(\.url))
+        return found.filter { cached.contains($0.url) }
+            .reduce(0) { $0 + removeUnlessHeld($1.path, judged: $1.info, withValidator: true) }
     }
 
     /// A partial whose name is not the one its validator's URL gives it

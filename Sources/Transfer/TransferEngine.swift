@@ -139,6 +139,14 @@ public final class TransferEngine: Sendable {
         PartialFile.sweep(directory: partialDirectory, staleAfter: staleAfter)
     }
 
+    /// Removes the partials whose URLs are cached now, unless a process holds
+    /// them (see `PartialFile.removeStored`). `stored` gets their URLs and
+    /// returns those cached. Returns how many files were removed.
+    @discardableResult
+    public func removePartials(ofStored stored: ([String]) -> Set<String>) -> Int {
+        PartialFile.removeStored(directory: partialDirectory, stored: stored)
+    }
+
     /// Stops the loop thread; transfers still running end as cancelled.
     public func shutdown() {
         isShutDown.store(true, ordering: .relaxed)

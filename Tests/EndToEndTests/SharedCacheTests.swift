@@ -107,6 +107,44 @@ import TestSupport
         }
     }
 
+    /// A run killed while another process cached the same URL left its
+    /// partial to wait out the sweep's week: the next run removes it, since
+    /// nothing would resume it.
+    @Test func aPartialWhoseURLWasCachedSinceIsRemoved() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/walk.wav", data: fixtureBytes(count: 1_000_000, seed: 75))
+            origin.setFault("/walk.wav", .stallAfter(bytes: 300_000, seconds: 60), times: 1)
+            let cache = directory.appending("cache")
+            let killed = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/walk.wav")])
+            var partial: String?
+            for _ in 0..<3000 {
+                partial = partialDirectoryFiles(cache + "/tmp").first { $0.hasSuffix(".part") }
+                if let name = partial, let size = try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int,
+                   size >= 200_000 { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            killed.send(SIGKILL)
+            _ = await killed.wait()
+            let name = try #require(partial)
+            let kept = directory.appending("kept")
+            try FileManager.default.createDirectory(atPath: kept, withIntermediateDirectories: true)
+            for suffix in ["", ".validator"] {
+                try FileManager.default.copyItem(atPath: cache + "/tmp/" + name + suffix, toPath: kept + "/p" + suffix)
+            }
+            // Another process caches the URL; the killed run's partial is back where it left it.
+            let finished = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/walk.wav")])
+            #expect(finished.status == 0, "\(finished.stderr)")
+            for suffix in ["", ".validator"] {
+                try FileManager.default.copyItem(atPath: kept + "/p" + suffix, toPath: cache + "/tmp/" + name + suffix)
+            }
+
+            let next = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/walk.wav")])
+
+            #expect(next.status == 0, "\(next.stderr)")
+            #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
+        }
+    }
+
     @Test func twoProcessesShareOneCache() async throws {
         try await withOrigin { origin, directory in
             var urls: [String] = []

@@ -247,6 +247,42 @@ import Glibc
         }
     }
 
+    /// A partial whose URL is cached now (another process finished it while
+    /// the run that left it was killed) goes, unless a process holds it; one
+    /// whose URL is not cached stays to be resumed.
+    @Test func thePartialsOfCachedURLsGoUnlessHeld() async throws {
+        try await TemporaryDirectory.with { directory in
+            func leave(_ url: String) throws -> String {
+                let partial = try PartialFile(directory: directory.path, url: url)
+                partial.recordValidator("\"v1\"", total: nil)
+                #expect(write(partial.descriptor, "abcd", 4) == 4)
+                let path = partial.path
+                partial.close(discard: false)
+                return path
+            }
+            let cached = try leave("http://ann:pw@example.test/cached.flac")
+            let notCached = try leave("http://example.test/other.flac")
+            let held = try leave("http://example.test/held.flac")
+            let holder = open(held, O_RDONLY)
+            defer { close(holder) }
+            #expect(flock(holder, LOCK_EX) == 0)
+            var asked: [String] = []
+
+            let removed = PartialFile.removeStored(directory: directory.path) { urls in
+                asked = urls
+                return ["http://ann@example.test/cached.flac", "http://example.test/held.flac"]
+            }
+
+            // Asked once, with the URLs as the catalog keeps them (no password).
+            #expect(Set(asked) == ["http://ann@example.test/cached.flac", "http://example.test/other.flac",
+                                   "http://example.test/held.flac"])
+            #expect(removed == 2)
+            #expect(!FileManager.default.fileExists(atPath: cached) && !FileManager.default.fileExists(atPath: cached + ".validator"))
+            #expect(FileManager.default.fileExists(atPath: notCached) && FileManager.default.fileExists(atPath: notCached + ".validator"))
+            #expect(FileManager.default.fileExists(atPath: held))
+        }
+    }
+
     @Test func newPartialsAreSpreadOverSixteenShardDirectories() async throws {
         try await TemporaryDirectory.with { directory in
             var shards = Set<String>()
