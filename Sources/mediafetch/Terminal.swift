@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import MediaFetch
 import Transfer
 
@@ -19,7 +20,8 @@ enum Terminal {
             // Under --progress json every stderr line is a JSON object, the run's end too (redacted there).
             writeErr(ProgressJSON.error(oneLine) + "\n")
         } else {
-            writeErr("mediafetch: \(DisplayText.escapingControls(RedactedURL.inText(oneLine)))\n")
+            // Above the status line, where one is shown (a failure mid-run).
+            StatusLine.shared.writeAbove("mediafetch: \(DisplayText.escapingControls(RedactedURL.inText(oneLine)))\n")
         }
     }
 
@@ -30,10 +32,10 @@ enum Terminal {
         if progress == .json {
             writeErr(ProgressJSON.note(message) + "\n")
         } else {
-            // A status line may be showing (a note comes mid-run, from a lock wait):
-            // the note takes its place, and the next redraw puts it below.
-            let clear = progress.showsStatusLine ? "\r\u{1B}[K" : ""
-            writeErr("\(clear)mediafetch: note: \(message)\n")
+            // A status line may be showing (a note comes mid-run, from a lock
+            // wait): the note goes above it, and it is drawn again at once
+            // (during the wait nothing changes that would redraw it).
+            StatusLine.shared.writeAbove("mediafetch: note: \(message)\n")
         }
     }
 
@@ -151,6 +153,51 @@ extension ProgressText {
     }
 }
 
+/// The status line on stderr: drawn in place, cleared before other output,
+/// and drawn again below a line written above it. One for the process,
+/// behind a lock: notes come from other threads than the printer's.
+final class StatusLine: Sendable {
+    static let shared = StatusLine()
+    /// The text on the line now, nil when none is drawn.
+    private let shown = Mutex<String?>(nil)
+    /// Whether stderr erases a line on `ESC [ K` (a terminal, not `TERM=dumb`).
+    /// Elsewhere (`--progress bar` into a file, a pipe or a dumb terminal) a
+    /// shorter line is padded with blanks over the longer one instead: no
+    /// escape sequence ends up in a log, where `less` showed `ESC[K` on every
+    /// line, as curl's own progress meter writes none.
+    private let canErase = Terminal.showsStatusLine
+
+    /// Draws `text` in place of the line shown.
+    func draw(_ text: String) {
+        shown.withLock { shown in
+            Terminal.writeErr(erasing(shown) + text)
+            shown = text
+        }
+    }
+
+    /// Erases the line shown, if any.
+    func clear() {
+        shown.withLock { shown in
+            if shown != nil { Terminal.writeErr(erasing(shown)) }
+            shown = nil
+        }
+    }
+
+    /// Writes `lines` (ending in a newline) where the status line is, and the
+    /// status line again below them.
+    func writeAbove(_ lines: String) {
+        shown.withLock { shown in
+            Terminal.writeErr(erasing(shown) + lines + (shown ?? ""))
+        }
+    }
+
+    private func erasing(_ shown: String?) -> String {
+        guard let shown else { return "" }
+        if canErase { return "\r\u{1B}[K" }
+        return "\r" + String(repeating: " ", count: DisplayText.displayWidth(shown)) + "\r"
+    }
+}
+
 /// Shows job events as the chosen progress mode asks, and the summary.
 struct ProgressPrinter {
     let mode: ProgressMode
@@ -158,18 +205,8 @@ struct ProgressPrinter {
     /// Consumes the job's events until `.finished`.
     func consume(_ events: AsyncStream<JobEvent>) async {
         let live = mode.showsStatusLine
-        var lineShown = false
-        /// The progress on the status line, to draw it again under a failure
-        /// (the job sends progress only when it changed).
-        var shownProgress: RunProgress?
-        func clearLine() {
-            if lineShown { Terminal.writeErr("\r\u{1B}[K") }
-            lineShown = false
-        }
         func showStatus(_ progress: RunProgress) {
-            Terminal.writeErr("\r\u{1B}[K" + ProgressText.fittedStatus(progress, columns: Terminal.stderrColumns))
-            lineShown = true
-            shownProgress = progress
+            StatusLine.shared.draw(ProgressText.fittedStatus(progress, columns: Terminal.stderrColumns))
         }
         for await event in events {
             if mode == .json {
@@ -181,17 +218,15 @@ struct ProgressPrinter {
             case .progress(let progress) where live:
                 showStatus(progress)
             case .failed(let url, let reason):
-                let wasShown = lineShown
-                clearLine()
+                // Above the status line, which stays (the job sends progress only when it changed).
                 Terminal.error("failed \(url): \(reason)")
-                if wasShown, let shownProgress { showStatus(shownProgress) }
             case .finished(let report):
-                clearLine()
+                StatusLine.shared.clear()
                 if mode != .none { Terminal.writeErr(ProgressText.summary(report) + "\n") }
             default:
                 break
             }
         }
-        clearLine()
+        StatusLine.shared.clear()
     }
 }

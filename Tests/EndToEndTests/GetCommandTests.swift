@@ -322,6 +322,25 @@ import TestSupport
         }
     }
 
+    /// `--progress bar` into a file or a pipe redraws with carriage returns
+    /// and blanks only: `ESC [ K` showed on every line of a log in `less`.
+    @Test func aStatusLineIntoAFileHoldsNoEscapeSequences() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/slow.wav", data: fixtureBytes(count: 150_000, seed: 32))
+            origin.setFault("/slow.wav", .slow(bytesPerSecond: 150_000))
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "bar", origin.url("/slow.wav"),
+                                                      origin.url("/missing.jpg"), "--retries", "0"])
+
+            #expect(result.status == 1)
+            #expect(result.stderr.contains("\r"), "\(result.stderr.debugDescription)")
+            #expect(result.stderr.contains("/2 items"), "\(result.stderr.debugDescription)")
+            #expect(!result.stderr.contains("\u{1B}"), "\(result.stderr.debugDescription)")
+            #expect(result.stderr.contains("mediafetch: failed \(origin.url("/missing.jpg")): HTTP 404"))
+        }
+    }
+
     /// A directory where the catalog goes is named as such: SQLite said only
     /// "disk I/O error".
     @Test func aDirectoryInTheCatalogsPlaceIsNamed() async throws {

@@ -231,6 +231,46 @@ import TestSupport
         }
     }
 
+    /// A note mid-run (a wait for another process's catalog lock) goes above
+    /// the status line, which is drawn again below it at once: during the
+    /// wait nothing changes that would redraw it, and the screen stayed
+    /// blank for up to a minute.
+    @Test func aNoteMidRunKeepsTheStatusLineBelowIt() async throws {
+        try await withOrigin { origin, directory in
+            for index in 0..<3 { origin.addResource("/p\(index).jpg", data: fixtureBytes(count: 5_000, seed: UInt64(40 + index))) }
+            let cache = directory.appending("cache")
+            let seeded = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/p0.jpg")])
+            #expect(seeded.status == 0, "\(seeded.stderr)")
+            // Another program holds the catalog's write lock for a few seconds.
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            holder.arguments = ["python3", "-c", """
+                import sqlite3, sys, time
+                db = sqlite3.connect(sys.argv[1], isolation_level=None)
+                db.execute("BEGIN IMMEDIATE")
+                print("held", flush=True)
+                time.sleep(6)
+                db.execute("COMMIT")
+                """, cache + "/catalog.sqlite"]
+            let output = Pipe()
+            holder.standardOutput = output
+            try holder.run()
+            defer { holder.terminate() }
+            _ = output.fileHandleForReading.availableData
+
+            let session = try startGet([origin.url("/p1.jpg"), origin.url("/p2.jpg")], columns: 160, rows: 20, in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+            let during = try await screen(session, in: directory) { $0.contains("waiting for another process") }
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+
+            let rows = during.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let note = try #require(rows.firstIndex { $0.contains("waiting for another process") }, "\(rows)")
+            #expect(rows.count == note + 2 && rows[note + 1].hasPrefix("0/2 items"), "\(rows)")
+            #expect(after.contains("2 downloaded, 0 already cached, 0 failed ("), "\(after)")
+            #expect(after.contains("EXIT=0"), "\(after)")
+        }
+    }
+
     /// A large file on a slow link says how far it is and how long is left,
     /// as curl and aria2c do: its bytes so far alone said nothing for minutes.
     @Test func aSlowLargeFileSaysHowFarItIsAndWhatIsLeft() async throws {

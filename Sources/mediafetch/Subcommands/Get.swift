@@ -136,7 +136,7 @@ struct FetchRunner {
                 if work.isCancelled {
                     guard StopSignals.quitsAtOnce(number, sinceFirstStop: now - first) else { return }
                     // A status line may be showing: end it, and say why there is no summary.
-                    if transfer.progress.showsStatusLine { Terminal.writeErr("\r\u{1B}[K") }
+                    StatusLine.shared.clear()
                     Terminal.error("interrupted again: stopped at once (what was stored stays, partial downloads resume)",
                                    progress: transfer.progress)
                     // Not exit(): its handlers (OpenSSL's cleanup among them) would
