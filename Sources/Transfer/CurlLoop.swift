@@ -529,7 +529,7 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled,
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
-            if !cancelled { noteReachability(of: attempt, outcome, code: code) }
+            noteReachability(of: attempt, outcome, code: code, cancelled: cancelled)
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
             easy.prepareForReuse()
@@ -542,7 +542,8 @@ final class CurlLoop: Sendable {
                 sink.attemptSucceeded { onEnd?(outcome) }
             } else {
                 // The last bytes go to the writer now, so a transfer waiting
-                // to retry holds no chunk; a cancelled one's are dropped.
+                // to retry holds no chunk; a cancelled one keeps only what
+                // follows on from the disk (see `FileSink.attemptCancelled`).
                 if cancelled { sink.attemptCancelled() } else { sink.attemptFailed() }
                 onEnd?(outcome)
             }
@@ -575,13 +576,24 @@ final class CurlLoop: Sendable {
 
         /// Tells `reachability` what an attempt at its host found: a
         /// connection (or any answer, or a redirect to elsewhere), or none.
-        func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode) {
+        /// A failure while another transfer of the host is connected says
+        /// only that the host takes fewer connections (a firewall's limit).
+        func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) {
             guard reachability != nil else { return }
-            if attempt.connected || attempt.head.status != 0 || outcome.redirects > 0 {
+            let now = ContinuousClock.now
+            if attempt.connected || attempt.head.status != 0 || outcome.redirects > 0 || hasConnection(attempt.host) {
                 reachability?.connected(attempt.host)
-            } else if code != CURLE_OK, HostReachability.isUnreachable(code: code, abort: attempt.abort) {
-                reachability?.failedToConnect(attempt.host, reason: outcome.abort?.message ?? outcome.curlMessage, at: .now)
+            } else if !cancelled, code != CURLE_OK, HostReachability.isUnreachable(code: code, abort: attempt.abort) {
+                reachability?.failedToConnect(attempt.host, reason: outcome.abort?.message ?? outcome.curlMessage,
+                                              started: attempt.startedAt, at: now)
+            } else {
+                reachability?.endedWithoutAnswer(attempt.host, at: now)
             }
+        }
+
+        /// Whether a running transfer of `host` is connected.
+        func hasConnection(_ host: String) -> Bool {
+            running.values.contains { $0.host == host && $0.connected }
         }
 
         /// Hands every waiting attempt that now has a slot to libcurl; one
@@ -590,7 +602,8 @@ final class CurlLoop: Sendable {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
             while let (attempt, host) = slots.next() {
-                if let refusal = reachability?.refusal(for: host) {
+                if reachability?.isGivenUp(host) == true, hasConnection(host) { reachability?.connected(host) }
+                if let refusal = reachability?.refusal(for: host, at: .now) {
                     slots.release(host: host)
                     attempt.takeOnEnd()?(AttemptOutcome(
                         curlCode: Int(CURLE_COULDNT_CONNECT.rawValue), curlMessage: refusal.message,

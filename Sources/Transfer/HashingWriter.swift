@@ -426,11 +426,14 @@ final class HashingWriter: @unchecked Sendable {
     /// are written too instead of dropped. At 20 KB/s a Ctrl-C threw away
     /// up to 256 KiB a transfer, 13 s of download. With chunks still queued
     /// it goes with them, or the file would have a hole. The stop does not
-    /// wait for that write; closing the file does. Returns the bytes dropped.
+    /// wait for that write; closing the file does. Returns the bytes of the
+    /// chunk being filled that were dropped (those of queued chunks are not
+    /// counted: nothing reads the count of a cancelled transfer).
     func cancelUnwritten(keepingFillingEndingAt held: Int64, attemptStart start: Int64) -> Int {
         guard filling != nil, chunksQueued.load(ordering: .acquiring) == 0 else {
+            let dropped = filled
             cancelUnwritten()
-            return filled
+            return dropped
         }
         let dropped = submitFilling(endingAt: held, attemptStart: start, evenIfStopped: true)
         failure.withLock { if $0 == nil { $0 = .cancelled } }

@@ -1,7 +1,7 @@
 import CCurl
 
-/// Notices a host that cannot be reached at all, and gives it up for the
-/// rest of the run.
+/// Notices a host that cannot be reached at all, and holds its attempts
+/// back until it can be.
 ///
 /// Each URL retries a failed connection on its own (`RetryPolicy`), as it
 /// should for a passing fault. But when a name does not resolve (the machine
@@ -9,26 +9,40 @@ import CCurl
 /// its attempts in turn: 300 URLs of a name that did not resolve took five
 /// minutes, so a list of 10,000 would have taken hours to say the same thing
 /// 10,000 times. Once every attempt at a host has failed to connect for
-/// `patience`, and at least `leastFailures` of them, the host's other
-/// attempts end at once, without a request, and say why; what they had
-/// downloaded before stays for the next run. Any connection made to the host
-/// (an attempt still running when it was given up, say) takes it back.
+/// `patience`, at least `leastFailures` of them, with no connection made
+/// meanwhile (not even by a transfer still running), the host is given up:
+/// its attempts end at once, without a request, and say why; what they had
+/// downloaded stays for the next run. One attempt every `patience` is still
+/// let through, so a host that comes back (the network did) is found again,
+/// and any connection made to it takes it back.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks.
 struct HostReachability {
-    /// How long every attempt at a host must have failed to connect.
+    /// How long every attempt at a host must have failed to connect, and how
+    /// often a given-up host gets an attempt through to see whether it is back.
     let patience: Duration
     /// How many attempts must have failed in that time (one URL's default tries).
     let leastFailures: Int
 
     /// Hosts whose attempts have failed to connect since their last connection.
     private var failing: [String: Streak] = [:]
-    /// Hosts given up, and what their attempts end with.
-    private var givenUp: [String: TransferError] = [:]
+    /// Hosts given up.
+    private var givenUp: [String: GivenUp] = [:]
 
     private struct Streak {
-        let since: ContinuousClock.Instant
+        /// When the first failed attempt of the streak began.
+        var since: ContinuousClock.Instant
+        /// When the last one ended.
+        var last: ContinuousClock.Instant
         var failures: Int
+    }
+
+    private struct GivenUp {
+        /// What the attempts held back end with.
+        let refusal: TransferError
+        /// When the next attempt may go through, unless one is on its way.
+        var nextTrial: ContinuousClock.Instant
+        var trialUnderWay = false
     }
 
     init(patience: Duration = .seconds(30), leastFailures: Int = 5) {
@@ -36,10 +50,21 @@ struct HostReachability {
         self.leastFailures = max(1, leastFailures)
     }
 
-    /// What an attempt at `host` ends with instead of a request, when the host was given up.
-    func refusal(for host: String) -> TransferError? {
-        givenUp[host]
+    /// What an attempt at `host`, about to start, ends with instead: nil when
+    /// it may go (the host is not given up, or it is time to see whether the
+    /// host is back: one attempt every `patience`).
+    mutating func refusal(for host: String, at now: ContinuousClock.Instant) -> TransferError? {
+        guard var entry = givenUp[host] else { return nil }
+        guard entry.trialUnderWay || now < entry.nextTrial else {
+            entry.trialUnderWay = true
+            givenUp[host] = entry
+            return nil
+        }
+        return entry.refusal
     }
+
+    /// Whether `host` is given up (for tests and the loop's checks).
+    func isGivenUp(_ host: String) -> Bool { givenUp[host] != nil }
 
     /// An attempt at `host` made a connection (or got any answer): the host is reachable.
     mutating func connected(_ host: String) {
@@ -47,20 +72,43 @@ struct HostReachability {
         givenUp[host] = nil
     }
 
-    /// An attempt at `host` could not connect (`reason`, libcurl's words).
-    /// Returns true when this gives the host up.
+    /// An attempt at `host` that began at `started` could not connect
+    /// (`reason`, libcurl's words). Returns true when this gives the host up.
     @discardableResult
-    mutating func failedToConnect(_ host: String, reason: String, at now: ContinuousClock.Instant) -> Bool {
-        guard givenUp[host] == nil else { return false }
-        var streak = failing[host] ?? Streak(since: now, failures: 0)
+    mutating func failedToConnect(_ host: String, reason: String, started: ContinuousClock.Instant,
+                                  at now: ContinuousClock.Instant) -> Bool {
+        if givenUp[host] != nil {
+            endedWithoutAnswer(host, at: now)
+            return false
+        }
+        var streak = failing[host] ?? Streak(since: started, last: now, failures: 0)
+        // Failures further apart than the patience are not one outage: the streak starts again.
+        if now - streak.last > patience { streak = Streak(since: started, last: now, failures: 0) }
+        streak.since = min(streak.since, started)
         streak.failures += 1
+        streak.last = now
         failing[host] = streak
         let tried = now - streak.since
         guard streak.failures >= leastFailures, tried >= patience else { return false }
-        givenUp[host] = TransferError(.hostUnreachable,
-            "given up: no connection to \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) "
-            + "of trying (\(reason)); the host's other URLs are not tried in this run")
+        failing[host] = nil
+        let every = NumberText.wait(patience.seconds)
+        givenUp[host] = GivenUp(
+            refusal: TransferError(.hostUnreachable,
+                "given up: no connection to \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying "
+                + "(\(reason)); its URLs fail at once until it answers again (one is let through every \(every))"),
+            nextTrial: now + patience)
         return true
+    }
+
+    /// An attempt at a given-up `host` ended with no answer, for whatever
+    /// reason: the next may go through a `patience` from now.
+    mutating func endedWithoutAnswer(_ host: String, at now: ContinuousClock.Instant) {
+        guard var entry = givenUp[host] else { return }
+        if entry.trialUnderWay {
+            entry.trialUnderWay = false
+            entry.nextTrial = now + patience
+        }
+        givenUp[host] = entry
     }
 
     /// Whether an attempt that ended with `code` (libcurl's result) or

@@ -132,7 +132,8 @@ import Testing
         var slow = progress(active: [(196_608, 3_000_000)])
         (slow.waitingToRetry, slow.skipped, slow.bytesPerSecond) = (0, 0, 20_000)
         #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active: 6% of 2.9 MiB, 2 min left")
-        #expect(ProgressText.fittedStatus(slow, columns: 60) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 min left")
+        #expect(ProgressText.fittedStatus(slow, columns: 68) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active: 2 min left")
+        #expect(ProgressText.fittedStatus(slow, columns: 60) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active")
         slow.bytesPerSecond = 100_000
         #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 97.7 KiB/s, 1 active: 6% of 2.9 MiB, 29 s left")
         slow.bytesPerSecond = 2_000_000

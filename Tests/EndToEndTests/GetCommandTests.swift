@@ -1208,7 +1208,7 @@ import TestSupport
         let carriageReturn = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "bratislava\r", "http://127.0.0.1:1/x"])
         #expect(carriageReturn.status == 64)
         #expect(carriageReturn.stderrLines.first
-                == "Error: --collection must not hold control characters (got 'bratislava\\u{D}')")
+                == "Error: --collection must not hold control or invisible characters (got 'bratislava\\u{D}')")
         let blank = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "  ", "http://127.0.0.1:1/x"])
         #expect(blank.status == 64)
         #expect(blank.stderrLines.first == "Error: --collection must not be empty")

@@ -331,7 +331,7 @@ import TestSupport
         // byte-order mark are shown, or a URL or name looks like another.
         #expect(DisplayText.escapingControls("👨\u{200D}👩 ok") == "👨\u{200D}👩 ok")
         #expect(DisplayText.escapingControls("\u{FEFF}http://h/a b\u{200B}c\u{2060}") == "\\u{FEFF}http://h/a b\\u{200B}c\\u{2060}")
-        #expect(CollectionName.problem("\u{200B}") == "must not hold control characters (got '\\u{200B}')")
+        #expect(CollectionName.problem("\u{200B}") == "must not hold control or invisible characters (got '\\u{200B}')")
     }
 
     @Test func wideCharactersTakeTwoColumns() {

@@ -16,44 +16,86 @@ import TestSupport
         // Many failures within the patience: not yet.
         for second in 0..<10 {
             let gaveUp = reachability.failedToConnect("dead.test:80", reason: "Could not resolve host: dead.test",
-                                                      at: start + .seconds(second))
+                                                      started: start + .seconds(second), at: start + .seconds(second))
             #expect(!gaveUp)
         }
-        #expect(reachability.refusal(for: "dead.test:80") == nil)
+        #expect(reachability.refusal(for: "dead.test:80", at: start + .seconds(10)) == nil)
         // Past the patience, with enough failures: given up, with why.
-        let gaveUp = reachability.failedToConnect("dead.test:80", reason: "Could not resolve host: dead.test", at: start + .seconds(31))
+        let gaveUp = reachability.failedToConnect("dead.test:80", reason: "Could not resolve host: dead.test",
+                                                  started: start + .seconds(30), at: start + .seconds(31))
         #expect(gaveUp)
-        let refusal = reachability.refusal(for: "dead.test:80")
+        let refusal = reachability.refusal(for: "dead.test:80", at: start + .seconds(31))
         #expect(refusal?.kind == .hostUnreachable)
         #expect(refusal?.isRetryable == false)
         #expect(refusal?.message == "given up: no connection to dead.test:80 in 31 s of trying "
-            + "(Could not resolve host: dead.test); the host's other URLs are not tried in this run")
+            + "(Could not resolve host: dead.test); its URLs fail at once until it answers again (one is let through every 30 s)")
         // Other hosts are not affected.
-        #expect(reachability.refusal(for: "alive.test:80") == nil)
+        #expect(reachability.refusal(for: "alive.test:80", at: start + .seconds(31)) == nil)
     }
 
-    @Test func fewFailuresOverALongTimeDoNotGiveAHostUp() {
+    private func fail(_ reachability: inout HostReachability, _ host: String, at second: Int) {
+        reachability.failedToConnect(host, reason: "refused", started: start + .seconds(second), at: start + .seconds(second))
+    }
+
+    @Test func fewFailuresOverALongTimeStillGiveAHostUp() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
-        for second in [0, 20, 40, 60] {
-            reachability.failedToConnect("slow.test:443", reason: "timed out", at: start + .seconds(second))
-        }
-        #expect(reachability.refusal(for: "slow.test:443") == nil)
-        reachability.failedToConnect("slow.test:443", reason: "timed out", at: start + .seconds(80))
-        #expect(reachability.refusal(for: "slow.test:443") != nil)
+        for second in [0, 20, 40, 60] { fail(&reachability, "slow.test:443", at: second) }
+        #expect(!reachability.isGivenUp("slow.test:443"))
+        fail(&reachability, "slow.test:443", at: 80)
+        #expect(reachability.isGivenUp("slow.test:443"))
+    }
+
+    /// Failures further apart than the patience are separate outages: an
+    /// hour-old failure made four quick ones look like an hour of trying.
+    @Test func failuresFarApartStartTheStreakAgain() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        fail(&reachability, "h.test:80", at: 0)
+        for second in 3600..<3604 { fail(&reachability, "h.test:80", at: second) }
+        #expect(!reachability.isGivenUp("h.test:80"))
+        // The time counted starts when the first failed attempt began, not when it ended.
+        reachability.failedToConnect("h.test:80", reason: "timed out", started: start + .seconds(3604), at: start + .seconds(3619))
+        reachability.failedToConnect("h.test:80", reason: "timed out", started: start + .seconds(3605), at: start + .seconds(3634))
+        #expect(reachability.isGivenUp("h.test:80"))
+        #expect(reachability.refusal(for: "h.test:80", at: start + .seconds(3634))?.message.contains(" in 34 s of trying ") == true)
     }
 
     @Test func aConnectionEndsTheStreakAndTakesAGivenUpHostBack() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
-        for second in 0..<5 { reachability.failedToConnect("flaky.test:80", reason: "refused", at: start + .seconds(second)) }
+        for second in 0..<5 { fail(&reachability, "flaky.test:80", at: second) }
         // A connection in between: the failures before it no longer count.
         reachability.connected("flaky.test:80")
-        for second in 40..<44 { reachability.failedToConnect("flaky.test:80", reason: "refused", at: start + .seconds(second)) }
-        #expect(reachability.refusal(for: "flaky.test:80") == nil)
-        for second in 44..<80 { reachability.failedToConnect("flaky.test:80", reason: "refused", at: start + .seconds(second)) }
-        #expect(reachability.refusal(for: "flaky.test:80") != nil)
+        for second in 40..<44 { fail(&reachability, "flaky.test:80", at: second) }
+        #expect(!reachability.isGivenUp("flaky.test:80"))
+        for second in 44..<80 { fail(&reachability, "flaky.test:80", at: second) }
+        #expect(reachability.isGivenUp("flaky.test:80"))
         // An attempt still running when the host was given up connects after all.
         reachability.connected("flaky.test:80")
-        #expect(reachability.refusal(for: "flaky.test:80") == nil)
+        #expect(!reachability.isGivenUp("flaky.test:80"))
+        #expect(reachability.refusal(for: "flaky.test:80", at: start + .seconds(80)) == nil)
+    }
+
+    /// A given-up host gets one attempt through every patience, so a host
+    /// that comes back (the network did) is found again within the run.
+    @Test func aGivenUpHostLetsOneAttemptThroughEveryPatience() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        for second in stride(from: 0, through: 30, by: 5) { fail(&reachability, "back.test:80", at: second) }
+        #expect(reachability.isGivenUp("back.test:80"))
+        // Held back until the patience has passed; then one goes, and the others wait for it.
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(59)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(60)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(61)) != nil)
+        // It fails too: the next goes a patience later.
+        fail(&reachability, "back.test:80", at: 62)
+        #expect(reachability.isGivenUp("back.test:80"))
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(91)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(92)) == nil)
+        // One that ends another way (a TLS error, a cancel) frees the turn the same way.
+        reachability.endedWithoutAnswer("back.test:80", at: start + .seconds(93))
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(123)) == nil)
+        // This one connects: the host is back.
+        reachability.connected("back.test:80")
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(124)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(124)) == nil)
     }
 
     @Test func onlyFailuresToFindOrReachTheHostCount() {

@@ -274,7 +274,7 @@ public enum CollectionName {
     public static func problem(_ name: String) -> String? {
         if name.allSatisfy(\.isWhitespace) { return "must not be empty" }
         guard name.unicodeScalars.contains(where: DisplayText.isControl) else { return nil }
-        return "must not hold control characters (got '\(DisplayText.escapingControls(name))')"
+        return "must not hold control or invisible characters (got '\(DisplayText.escapingControls(name))')"
     }
 
     /// The stored name among `names` that `name` means: the same bytes, or

@@ -87,7 +87,7 @@ public enum ProgressText {
         let rate = "\(ByteSize.format(Int64(progress.bytesPerSecond)))/s"
         fields.append(StatusField(.transferred, keep: 4, ["\(ByteSize.format(progress.bytesReceived)) at \(rate)", rate]))
         if !progress.active.isEmpty {
-            fields.append(StatusField(.active, keep: 2, ["\(progress.active.count) active"]))
+            fields.append(StatusField(.active, keep: 3, ["\(progress.active.count) active"]))
             if let left = activeLeft(progress) { fields.append(left) }
         }
         if progress.waitingToRetry > 0 {
@@ -118,7 +118,8 @@ public enum ProgressText {
         guard seconds >= 5 else { return nil }
         let percent = Int(Double(received) * 100 / Double(expected))
         let left = "\(NumberText.wait(seconds)) left"
-        return StatusField(.activeLeft, keep: 3, ["\(percent)% of \(ByteSize.format(expected)), \(left)", left])
+        // Dropped before the active count it belongs to: alone, "2 min left" read as the whole run's.
+        return StatusField(.activeLeft, keep: 2, ["\(percent)% of \(ByteSize.format(expected)), \(left)", left])
     }
 
     /// The one-line summary at the end.

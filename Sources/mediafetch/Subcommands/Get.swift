@@ -65,6 +65,8 @@ struct Get: AsyncParsableCommand {
 /// When the first stop signal of a run came (see `StopSignals.quitsAtOnce`).
 private final class FirstStop: Sendable {
     let instant = Mutex<ContinuousClock.Instant?>(nil)
+    /// Whether a Ctrl-C too soon after it was answered with a note.
+    let noted = Mutex(false)
 }
 
 /// Runs a fetch job with progress display, Ctrl-C handling and the exit status.
@@ -134,7 +136,14 @@ struct FetchRunner {
                     return first ?? now
                 }
                 if work.isCancelled {
-                    guard StopSignals.quitsAtOnce(number, sinceFirstStop: now - first) else { return }
+                    guard StopSignals.quitsAtOnce(number, sinceFirstStop: now - first) else {
+                        // A Ctrl-C pressed twice on purpose, too soon: say how to quit at once (once).
+                        if number == SIGINT, firstStop.noted.withLock({ noted in defer { noted = true }; return !noted }) {
+                            Terminal.notice("stopping: what finished is being stored (Ctrl-C again, a second from now, "
+                                + "quits at once)", progress: transfer.progress)
+                        }
+                        return
+                    }
                     // A status line may be showing: end it, and say why there is no summary.
                     StatusLine.shared.clear()
                     Terminal.error("interrupted again: stopped at once (what was stored stays, partial downloads resume)",
