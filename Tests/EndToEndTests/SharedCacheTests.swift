@@ -43,24 +43,30 @@ import TestSupport
         }
     }
 
+    /// Starts `get` of a small body (`/done.jpg`) and a long one that stalls
+    /// after 1 MB (`/long.wav`), and returns once half a megabyte of the long
+    /// one is on the disk: a run with something finished and a partial to keep.
+    private func runStoppingMidDownload(_ origin: TestOrigin, cache: String) async throws -> RunningCommand {
+        origin.addResource("/done.jpg", data: fixtureBytes(count: 20_000, seed: 71))
+        origin.addResource("/long.wav", data: fixtureBytes(count: 3_000_000, seed: 72))
+        origin.setFault("/long.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
+        let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300",
+                                               origin.url("/done.jpg"), origin.url("/long.wav")])
+        func partialSize() -> Int {
+            guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
+            return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
+        }
+        for _ in 0..<3000 where partialSize() < 500_000 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return running
+    }
+
     @Test(arguments: [SIGTERM, SIGHUP])
     func terminationStoresWhatFinishedAndKeepsThePartial(signal: Int32) async throws {
         try await withOrigin { origin, directory in
-            let small = fixtureBytes(count: 20_000, seed: 71)
-            origin.addResource("/done.jpg", data: small)
-            origin.addResource("/long.wav", data: fixtureBytes(count: 3_000_000, seed: 72))
-            origin.setFault("/long.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
             let cache = directory.appending("cache")
-
-            let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300",
-                                                   origin.url("/done.jpg"), origin.url("/long.wav")])
-            func partialSize() -> Int {
-                guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
-                return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
-            }
-            for _ in 0..<3000 where partialSize() < 500_000 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let running = try await runStoppingMidDownload(origin, cache: cache)
             running.send(signal)
             let stopped = await running.wait()
 
@@ -79,19 +85,8 @@ import TestSupport
     @Test(arguments: [SIGHUP, SIGINT])
     func aStopSignalSentTwiceAtOnceStopsTheRunAsOneDoes(signal: Int32) async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/done.jpg", data: fixtureBytes(count: 20_000, seed: 73))
-            origin.addResource("/long.wav", data: fixtureBytes(count: 3_000_000, seed: 74))
-            origin.setFault("/long.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
             let cache = directory.appending("cache")
-            let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300",
-                                                   origin.url("/done.jpg"), origin.url("/long.wav")])
-            func partialSize() -> Int {
-                guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
-                return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
-            }
-            for _ in 0..<3000 where partialSize() < 500_000 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let running = try await runStoppingMidDownload(origin, cache: cache)
 
             running.send(signal)
             running.send(signal)

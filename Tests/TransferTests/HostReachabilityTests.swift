@@ -135,21 +135,22 @@ import TestSupport
 
     @Test func theURLsOfARefusingHostEndUntriedOnceItIsGivenUpAndOtherHostsGoOn() async throws {
         try await withOrigin { origin, directory in
-            // Given 200 URLs of a port nothing listens on, and 20 of a live origin after them
-            var urls = (0..<200).map { "http://127.0.0.1:1/photo\($0).jpg" }
+            // Given 1000 URLs of a port nothing listens on, and 20 of a live origin after them
+            var urls = (0..<1000).map { "http://127.0.0.1:1/photo\($0).jpg" }
             for index in 0..<20 {
                 origin.addResource("/live\(index)", data: fixtureBytes(count: 5_000, seed: UInt64(index)))
                 urls.append(origin.url("/live\(index)"))
             }
 
             // When they are downloaded with a short patience
-            let results = try await runBatch(urls, patience: 0.05, directory: directory)
+            // (long enough that one attempt let through each patience is a few in all, however slow the machine)
+            let results = try await runBatch(urls, patience: 0.3, directory: directory)
 
             // Then every dead URL failed, most of them given up (untried, or
             // in their retries), saying why; the live host's all arrived
             #expect(results.count == urls.count)
             var givenUp = 0
-            for index in 0..<200 {
+            for index in 0..<1000 {
                 guard case .failure(let error) = results[index] else { Issue.record("dead URL \(index) succeeded"); continue }
                 switch error.kind {
                 case .hostUnreachable:
@@ -161,8 +162,8 @@ import TestSupport
                 default: Issue.record("dead URL \(index): \(error)")
                 }
             }
-            #expect(givenUp >= 100)
-            for index in 200..<220 {
+            #expect(givenUp >= 500, "\(givenUp)")
+            for index in 1000..<1020 {
                 #expect((try? results[index]?.get()) != nil, "live URL \(index) failed")
             }
         }
