@@ -1,4 +1,4 @@
-import ContentStore
+@testable import ContentStore
 import Foundation
 import Testing
 import TestSupport
@@ -268,5 +268,26 @@ import TestSupport
             #expect(try written(cache, .csv, pieceSize: 1 << 16) == EntryFormatter.csvHeader + "\n")
             #expect(try written(cache, .table, pieceSize: 1 << 16) == "HASH  SIZE  KIND  COLLECTION  TITLE / URL\n")
         }
+    }
+}
+
+/// `list --failed` as a table.
+@Suite struct FailureTableTests {
+    /// A very long URL runs into its reason on its own row: the URL column is
+    /// padded to 100 columns at most, and the other rows stay readable.
+    @Test func aVeryLongURLDoesNotPushEveryReasonOffTheScreen() throws {
+        let when = Date(timeIntervalSince1970: 1_795_000_000)
+        let long = "http://h.test/" + String(repeating: "a", count: 300)
+        let failures = [CatalogFailure(url: "http://h.test/a.jpg", message: "HTTP 404", failedAt: when, isCached: false),
+                        CatalogFailure(url: long, message: "HTTP 410", failedAt: when, isCached: false)]
+        var text = ""
+        try FailureFormatter.write({ visit in try failures.forEach(visit) }, as: .table) { text += $0 }
+        let rows = text.split(separator: "\n").map(String.init)
+        #expect(rows.count == 3)
+        // The short URL's reason starts at column 20 + 100 + 2 (two blanks between columns).
+        let stamp = ISO8601DateFormatter().string(from: when)
+        #expect(rows[1] == stamp + "  " + "http://h.test/a.jpg".padding(toLength: 100, withPad: " ", startingAt: 0) + "  HTTP 404")
+        #expect(rows[2] == stamp + "  " + long + "  HTTP 410")
+        #expect(rows[0].hasPrefix("FAILED AT") && rows[0].hasSuffix("REASON"))
     }
 }

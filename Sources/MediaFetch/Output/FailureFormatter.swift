@@ -5,6 +5,10 @@ import Foundation
 /// time (the same piecewise output as `EntryFormatter`).
 public enum FailureFormatter {
     static let tableHeader = ["FAILED AT", "URL", "REASON"]
+    /// The widest the URL column is padded to: a longer URL runs into its
+    /// reason on its own row, rather than pushing every row's reason off the
+    /// screen (a 32 KB URL padded them all to 32 KB). CSV and JSON hold it whole.
+    static let widestPaddedURL = 100
     static let csvHeader = "url,failedAt,reason,cached"
 
     /// The fields of one failure as `--format json` prints them.
@@ -38,6 +42,7 @@ public enum FailureFormatter {
         case .table:
             var widths = tableHeader.map(DisplayText.displayWidth)
             try forEach { failure in TextTable.widen(&widths, toFit: tableRow(failure, dates: dates, paddedOnly: true)) }
+            widths[1] = min(widths[1], widestPaddedURL)
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 try emit(TextTable.line(tableRow(failure, dates: dates), widths: widths, rightAligned: []) + "\n")
