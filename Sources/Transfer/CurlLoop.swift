@@ -289,6 +289,11 @@ struct AttemptOutcome: Sendable {
     /// libcurl writes `http://h` as `http://h/`).
     var redirects = 0
     var cancelled = false
+    /// The attempt made no connection for want of the host (its name did
+    /// not resolve, nothing answered), with none of the host's transfers
+    /// connected meanwhile, in an outage other URLs of the host see too
+    /// (see `HostReachability.isOutage`).
+    var hostUnreachable = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
     var sealed = false
@@ -519,7 +524,7 @@ final class CurlLoop: Sendable {
             }
             let whole = code == CURLE_OK && attempt.abort == nil && (200...299).contains(attempt.head.status)
                 && (sink.expectedTotal.map { $0 == sink.bytesHeld } ?? true)
-            let outcome = AttemptOutcome(
+            var ended = AttemptOutcome(
                 curlCode: Int(code.rawValue),
                 curlMessage: code == CURLE_OK ? "" : CurlError(code, detail: easy.errorText).message,
                 head: attempt.head,
@@ -529,7 +534,8 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled,
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
-            noteReachability(of: attempt, outcome, code: code, cancelled: cancelled)
+            ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
+            let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
             easy.prepareForReuse()
@@ -578,17 +584,22 @@ final class CurlLoop: Sendable {
         /// connection (or any answer, or a redirect to elsewhere), or none.
         /// A failure while another transfer of the host is connected says
         /// only that the host takes fewer connections (a firewall's limit).
-        func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) {
-            guard reachability != nil else { return }
+        /// Returns true when the attempt failed for want of the host, in an
+        /// outage other URLs of the host see too.
+        func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) -> Bool {
+            guard reachability != nil else { return false }
             let now = ContinuousClock.now
             if attempt.connected || attempt.head.status != 0 || outcome.redirects > 0 || hasConnection(attempt.host) {
                 reachability?.connected(attempt.host)
             } else if !cancelled, code != CURLE_OK, HostReachability.isUnreachable(code: code, abort: attempt.abort) {
-                reachability?.failedToConnect(attempt.host, reason: outcome.abort?.message ?? outcome.curlMessage,
+                reachability?.failedToConnect(attempt.host, transfer: attempt.id,
+                                              reason: outcome.abort?.message ?? outcome.curlMessage,
                                               started: attempt.startedAt, at: now)
+                return reachability?.isOutage(attempt.host) == true
             } else {
                 reachability?.endedWithoutAnswer(attempt.host, at: now)
             }
+            return false
         }
 
         /// Whether a running transfer of `host` is connected.

@@ -12,17 +12,21 @@ import CCurl
 /// `patience`, at least `leastFailures` of them, with no connection made
 /// meanwhile (not even by a transfer still running), the host is given up:
 /// its attempts end at once, without a request, and say why; what they had
-/// downloaded stays for the next run. One attempt every `patience` is still
-/// let through, so a host that comes back (the network did) is found again,
-/// and any connection made to it takes it back.
+/// downloaded stays for the next run. One attempt every `trialInterval` is
+/// still let through, so a host that comes back (the network did) is found
+/// again, and any connection made to it takes it back. Until then, such
+/// failures use up no retry of their URL (see `TransferEngine.perform`):
+/// the host's patience is their budget, so a server that restarts for 20 s
+/// no longer fails every URL that tried it meanwhile.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks.
 struct HostReachability {
-    /// How long every attempt at a host must have failed to connect, and how
-    /// often a given-up host gets an attempt through to see whether it is back.
+    /// How long every attempt at a host must have failed to connect before it is given up.
     let patience: Duration
     /// How many attempts must have failed in that time (one URL's default tries).
     let leastFailures: Int
+    /// How often a given-up host lets one attempt through.
+    let trialInterval: Duration
 
     /// Hosts whose attempts have failed to connect since their last connection.
     private var failing: [String: Streak] = [:]
@@ -35,6 +39,9 @@ struct HostReachability {
         /// When the last one ended.
         var last: ContinuousClock.Instant
         var failures: Int
+        /// The transfer (URL) of the first failure, and whether another one failed too.
+        var firstTransfer: TransferID
+        var otherTransfers = false
     }
 
     private struct GivenUp {
@@ -48,11 +55,13 @@ struct HostReachability {
     init(patience: Duration = .seconds(30), leastFailures: Int = 5) {
         self.patience = patience
         self.leastFailures = max(1, leastFailures)
+        // Often enough that a host back after an outage is found while its URLs are still being tried.
+        trialInterval = min(patience, .seconds(5))
     }
 
     /// What an attempt at `host`, about to start, ends with instead: nil when
     /// it may go (the host is not given up, or it is time to see whether the
-    /// host is back: one attempt every `patience`).
+    /// host is back: one attempt every `trialInterval`).
     mutating func refusal(for host: String, at now: ContinuousClock.Instant) -> TransferError? {
         guard var entry = givenUp[host] else { return nil }
         guard entry.trialUnderWay || now < entry.nextTrial else {
@@ -72,18 +81,26 @@ struct HostReachability {
         givenUp[host] = nil
     }
 
-    /// An attempt at `host` that began at `started` could not connect
-    /// (`reason`, libcurl's words). Returns true when this gives the host up.
+    /// Whether the host is out for more than one of its URLs: given up, or
+    /// failing to connect for several transfers since its last connection.
+    /// Their failures then use up no retry (see `TransferEngine.perform`).
+    func isOutage(_ host: String) -> Bool {
+        givenUp[host] != nil || failing[host]?.otherTransfers == true
+    }
+
+    /// An attempt of `transfer` at `host` that began at `started` could not
+    /// connect (`reason`, libcurl's words). Returns true when this gives the host up.
     @discardableResult
-    mutating func failedToConnect(_ host: String, reason: String, started: ContinuousClock.Instant,
-                                  at now: ContinuousClock.Instant) -> Bool {
+    mutating func failedToConnect(_ host: String, transfer: TransferID = TransferID(rawValue: 0), reason: String,
+                                  started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
             endedWithoutAnswer(host, at: now)
             return false
         }
-        var streak = failing[host] ?? Streak(since: started, last: now, failures: 0)
+        var streak = failing[host] ?? Streak(since: started, last: now, failures: 0, firstTransfer: transfer)
         // Failures further apart than the patience are not one outage: the streak starts again.
-        if now - streak.last > patience { streak = Streak(since: started, last: now, failures: 0) }
+        if now - streak.last > patience { streak = Streak(since: started, last: now, failures: 0, firstTransfer: transfer) }
+        if transfer != streak.firstTransfer { streak.otherTransfers = true }
         streak.since = min(streak.since, started)
         streak.failures += 1
         streak.last = now
@@ -91,22 +108,22 @@ struct HostReachability {
         let tried = now - streak.since
         guard streak.failures >= leastFailures, tried >= patience else { return false }
         failing[host] = nil
-        let every = NumberText.wait(patience.seconds)
+        let every = NumberText.wait(trialInterval.seconds)
         givenUp[host] = GivenUp(
             refusal: TransferError(.hostUnreachable,
                 "given up: no connection to \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying "
                 + "(\(reason)); its URLs fail at once until it answers again (one is let through every \(every))"),
-            nextTrial: now + patience)
+            nextTrial: now + trialInterval)
         return true
     }
 
     /// An attempt at a given-up `host` ended with no answer, for whatever
-    /// reason: the next may go through a `patience` from now.
+    /// reason: the next may go through a `trialInterval` from now.
     mutating func endedWithoutAnswer(_ host: String, at now: ContinuousClock.Instant) {
         guard var entry = givenUp[host] else { return }
         if entry.trialUnderWay {
             entry.trialUnderWay = false
-            entry.nextTrial = now + patience
+            entry.nextTrial = now + trialInterval
         }
         givenUp[host] = entry
     }

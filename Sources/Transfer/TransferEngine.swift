@@ -312,6 +312,9 @@ public final class TransferEngine: Sendable {
         var restartedAfterRangeError = false
         // Seconds of waiting servers have asked for (429 and 503 with Retry-After) that used up no retry.
         var scheduledWaits = 0.0
+        // Failures for want of the host (see `freeRetry` below): how many, and since when.
+        var hostFailures = 0
+        var hostFailingSince: ContinuousClock.Instant?
         while true {
             attempt += 1
             requests += 1
@@ -371,7 +374,26 @@ public final class TransferEngine: Sendable {
                 attempt -= 1
                 continue
             }
-            guard let delay = configuration.retry.delay(beforeRetry: attempt, after: error) else {
+            // A failure for want of the host (no connection made, none of its
+            // transfers connected) in an outage other URLs of it see too uses
+            // up no retry while the host's patience lasts (one URL of a dead
+            // host fails after its own retries, as it did): the host as a whole is given up when it runs out (see
+            // `HostReachability`). A server that restarted for 20 s failed
+            // every URL that tried it meanwhile, each of its 5 attempts spent
+            // in about 6 s. Twice the patience at most, in case the host is
+            // never given up; the backoff grows as for counted retries.
+            var freeRetry = false
+            if outcome.hostUnreachable, error.isRetryable, configuration.retry.maxRetries > 0,
+               let patience = configuration.unreachableHostPatience {
+                let since = hostFailingSince ?? .now
+                hostFailingSince = since
+                freeRetry = ContinuousClock.now - since < .milliseconds(Int(2 * patience * 1000))
+            }
+            if freeRetry { hostFailures += 1 }
+            let computedDelay = freeRetry
+                ? configuration.retry.delay(beforeRetry: min(hostFailures, configuration.retry.maxRetries), after: error)
+                : configuration.retry.delay(beforeRetry: attempt, after: error)
+            guard let delay = computedDelay else {
                 if let asked = configuration.retry.refusedWait(before: attempt, after: error) {
                     // In seconds where the rounded texts would be the same ("10 min" and "10 min").
                     var askedText = NumberText.wait(asked), limitText = NumberText.wait(configuration.retry.maxRetryAfter)
@@ -391,7 +413,9 @@ public final class TransferEngine: Sendable {
             // not a failed attempt: it uses up no retry while the waits asked
             // for add up to `maxRetryAfter` (items a rate-limited host sent away
             // in turn had run out of attempts within seconds, 51 of 60 failed).
-            if error.kind == .http(status: 429) || error.kind == .http(status: 503), let asked = error.retryAfter, asked > 0,
+            if freeRetry {
+                attempt -= 1
+            } else if error.kind == .http(status: 429) || error.kind == .http(status: 503), let asked = error.retryAfter, asked > 0,
                scheduledWaits + delay <= configuration.retry.maxRetryAfter {
                 scheduledWaits += delay
                 attempt -= 1

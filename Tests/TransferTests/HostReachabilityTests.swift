@@ -28,7 +28,7 @@ import TestSupport
         #expect(refusal?.kind == .hostUnreachable)
         #expect(refusal?.isRetryable == false)
         #expect(refusal?.message == "given up: no connection to dead.test:80 in 31 s of trying "
-            + "(Could not resolve host: dead.test); its URLs fail at once until it answers again (one is let through every 30 s)")
+            + "(Could not resolve host: dead.test); its URLs fail at once until it answers again (one is let through every 5 s)")
         // Other hosts are not affected.
         #expect(reachability.refusal(for: "alive.test:80", at: start + .seconds(31)) == nil)
     }
@@ -74,28 +74,49 @@ import TestSupport
         #expect(reachability.refusal(for: "flaky.test:80", at: start + .seconds(80)) == nil)
     }
 
-    /// A given-up host gets one attempt through every patience, so a host
-    /// that comes back (the network did) is found again within the run.
-    @Test func aGivenUpHostLetsOneAttemptThroughEveryPatience() {
+    /// A given-up host gets one attempt through every 5 s (its patience, if
+    /// shorter), so a host that comes back (the network did) is found again
+    /// while its URLs are still being tried.
+    @Test func aGivenUpHostLetsOneAttemptThroughEveryFewSeconds() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         for second in stride(from: 0, through: 30, by: 5) { fail(&reachability, "back.test:80", at: second) }
         #expect(reachability.isGivenUp("back.test:80"))
-        // Held back until the patience has passed; then one goes, and the others wait for it.
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(59)) != nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(60)) == nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(61)) != nil)
-        // It fails too: the next goes a patience later.
-        fail(&reachability, "back.test:80", at: 62)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(30))?.message.hasSuffix(
+            "its URLs fail at once until it answers again (one is let through every 5 s)") == true)
+        // Held back until the interval has passed; then one goes, and the others wait for it.
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(34)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(35)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(36)) != nil)
+        // It fails too: the next goes 5 s later.
+        fail(&reachability, "back.test:80", at: 37)
         #expect(reachability.isGivenUp("back.test:80"))
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(91)) != nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(92)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(41)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(42)) == nil)
         // One that ends another way (a TLS error, a cancel) frees the turn the same way.
-        reachability.endedWithoutAnswer("back.test:80", at: start + .seconds(93))
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(123)) == nil)
+        reachability.endedWithoutAnswer("back.test:80", at: start + .seconds(43))
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(47)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(48)) == nil)
         // This one connects: the host is back.
         reachability.connected("back.test:80")
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(124)) == nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(124)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(49)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(49)) == nil)
+    }
+
+    /// One URL failing again and again is that URL's trouble; several
+    /// failing is an outage of the host, whose patience then governs.
+    @Test func anOutageIsSeenByMoreThanOneURL() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let one = TransferID(rawValue: 1), other = TransferID(rawValue: 2)
+        for second in 0..<3 {
+            reachability.failedToConnect("h.test:80", transfer: one, reason: "refused", started: start + .seconds(second),
+                                         at: start + .seconds(second))
+        }
+        #expect(!reachability.isOutage("h.test:80"))
+        reachability.failedToConnect("h.test:80", transfer: other, reason: "refused", started: start + .seconds(3),
+                                     at: start + .seconds(3))
+        #expect(reachability.isOutage("h.test:80"))
+        reachability.connected("h.test:80")
+        #expect(!reachability.isOutage("h.test:80"))
     }
 
     @Test func onlyFailuresToFindOrReachTheHostCount() {
@@ -166,6 +187,36 @@ import TestSupport
             for index in 1000..<1020 {
                 #expect((try? results[index]?.get()) != nil, "live URL \(index) failed")
             }
+        }
+    }
+
+    /// A server that is down for a while (a restart) and comes back before
+    /// its host is given up: its URLs' failures to connect meanwhile use up
+    /// no retry, and every one is stored. Each used to spend its attempts in
+    /// a few seconds (here a fraction of one) and fail.
+    @Test func aServerThatComesBackBeforeThePatienceRunsOutLosesNoURL() async throws {
+        try await TemporaryDirectory.with { directory in
+            // A port that refuses connections until the origin starts on it.
+            let port = try TestOrigin().port
+            let urls = (0..<20).map { "http://127.0.0.1:\(port)/p\($0).jpg" }
+            // Its files are there before it listens: no request finds it empty.
+            let served = directory.url.appendingPathComponent("served", isDirectory: true)
+            try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
+            for index in 0..<20 {
+                try fixtureBytes(count: 3_000, seed: UInt64(index)).write(to: served.appendingPathComponent("p\(index).jpg"))
+            }
+            let comesBack = Task { () -> TestOrigin in
+                try await Task.sleep(for: .seconds(1))
+                return try TestOrigin(root: served, port: port)
+            }
+
+            let results = try await runBatch(urls, patience: 5, directory: directory)
+            let origin = try await comesBack.value
+
+            for index in urls.indices {
+                #expect((try? results[index]?.get()) != nil, "URL \(index): \(String(describing: results[index]))")
+            }
+            #expect(origin.requests().count == 20)
         }
     }
 
