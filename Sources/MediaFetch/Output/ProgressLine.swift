@@ -33,6 +33,8 @@ public enum ProgressJSON {
                 }),
                 // Items sleeping before their next attempt: neither active nor queued.
                 "waitingToRetry": .integer(progress.waitingToRetry),
+                // Not yet done, failed or cached: also those not yet started, which no other count holds.
+                "left": .integer(max(0, progress.total - progress.done - progress.failed - progress.skipped)),
             ]
             if let seconds = progress.nextRetryInSeconds { progressFields["nextRetryInSeconds"] = .integer(seconds) }
             fields = progressFields
