@@ -125,6 +125,19 @@ public final class ReservedPort: Sendable {
 
     deinit { close(fd) }
 
+    /// The bound socket, listening now, as a descriptor of its own (the
+    /// reservation keeps and closes its own).
+    func startListening() throws -> (fd: Int32, port: UInt16) {
+        let listener = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        guard listener >= 0 else { throw TestOriginError.system("dup", errno: errno) }
+        guard Glibc.listen(listener, 128) == 0 else {
+            let code = errno
+            close(listener)
+            throw TestOriginError.system("listen", errno: code)
+        }
+        return (listener, port)
+    }
+
     /// `http://127.0.0.1:<port><path>`.
     public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 }

@@ -24,6 +24,14 @@ public final class TestOrigin: Sendable {
         server.start()
     }
 
+    /// Serves on a port held by `reserved`, which refused connections until
+    /// now: a server that comes back on the same port, with no other test's
+    /// origin able to take the port meanwhile.
+    public init(root: URL? = nil, takingOver reserved: ReservedPort) throws {
+        server = try OriginServer(root: root, port: reserved.port, reserved: reserved)
+        server.start()
+    }
+
     deinit {
         server.shutdown()
     }
@@ -140,7 +148,7 @@ final class OriginServer: Sendable {
     /// Entered for the accept thread and for each connection thread.
     private let threads = DispatchGroup()
 
-    init(root: URL?, port requestedPort: UInt16) throws {
+    init(root: URL?, port requestedPort: UInt16, reserved: ReservedPort? = nil) throws {
         if let root {
             guard let resolved = realpath(root.path, nil) else {
                 throw TestOriginError.system("realpath(\(root.path))", errno: errno)
@@ -155,7 +163,11 @@ final class OriginServer: Sendable {
         } else {
             rootPath = nil
         }
-        (listener, port) = try Socket.listen(port: requestedPort)
+        if let reserved {
+            (listener, port) = try reserved.startListening()
+        } else {
+            (listener, port) = try Socket.listen(port: requestedPort)
+        }
     }
 
     static func normalize(_ path: String) -> String {
