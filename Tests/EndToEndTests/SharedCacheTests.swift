@@ -9,6 +9,20 @@ import TestSupport
         partialDirectoryFiles(directory)
     }
 
+    /// Waits (30 s at most) until the cache's `tmp/` holds a partial of
+    /// `bytes` or more; returns its name (relative to `tmp/`), or the last
+    /// partial seen if none grew that far.
+    private func partial(in cache: String, reaching bytes: Int) async throws -> String? {
+        var found: String?
+        for _ in 0..<3000 {
+            found = files(in: cache + "/tmp").first { $0.hasSuffix(".part") }
+            if let name = found, let size = try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int,
+               size >= bytes { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return found
+    }
+
     @Test func ctrlCStopsWithStatus130AndTheNextRunResumes() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/walk.wav", data: fixtureBytes(count: 3_000_000, seed: 1))
@@ -18,13 +32,7 @@ import TestSupport
             let cache = directory.appending("cache")
 
             let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/walk.wav")])
-            func partialSize() -> Int {
-                guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
-                return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
-            }
-            for _ in 0..<3000 where partialSize() < 500_000 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            _ = try await partial(in: cache, reaching: 500_000)
             running.interrupt()
             let interrupted = await running.wait()
 
@@ -52,44 +60,23 @@ import TestSupport
         origin.setFault("/long.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
         let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300",
                                                origin.url("/done.jpg"), origin.url("/long.wav")])
-        func partialSize() -> Int {
-            guard let name = files(in: cache + "/tmp").first(where: { $0.hasSuffix(".part") }) else { return 0 }
-            return (try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int) ?? 0
-        }
-        for _ in 0..<3000 where partialSize() < 500_000 {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        _ = try await partial(in: cache, reaching: 500_000)
         return running
     }
 
-    @Test(arguments: [SIGTERM, SIGHUP])
-    func terminationStoresWhatFinishedAndKeepsThePartial(signal: Int32) async throws {
-        try await withOrigin { origin, directory in
-            let cache = directory.appending("cache")
-            let running = try await runStoppingMidDownload(origin, cache: cache)
-            running.send(signal)
-            let stopped = await running.wait()
-
-            // Killed outright (status 15 or 1 by signal), the finished body was lost with the process.
-            #expect(stopped.status == 130)
-            let listed = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
-            #expect(listed.stdout.contains(origin.url("/done.jpg")))
-            #expect(files(in: cache + "/tmp").contains { $0.hasSuffix(".part") })
-        }
-    }
-
-    /// One action often sends a stop signal twice within microseconds (a
-    /// closed terminal's SIGHUP; `timeout -s INT`, to the child and then its
-    /// group): that is one stop, which stores what finished, not a second
-    /// one that quits at once and leaves it unrecorded.
-    @Test(arguments: [SIGHUP, SIGINT])
-    func aStopSignalSentTwiceAtOnceStopsTheRunAsOneDoes(signal: Int32) async throws {
+    /// A stop signal stores what finished and keeps the partial (killed
+    /// outright, a run lost the finished body with the process). One action
+    /// often sends its signal twice within microseconds (a closed terminal's
+    /// SIGHUP; `timeout -s INT`, to the child and then its group): that is
+    /// one stop, not a second one that quits at once and leaves what
+    /// finished unrecorded.
+    @Test(arguments: [(SIGTERM, 1), (SIGHUP, 1), (SIGHUP, 2), (SIGINT, 2)])
+    func aStopStoresWhatFinishedAndKeepsThePartial(signal: Int32, times: Int) async throws {
         try await withOrigin { origin, directory in
             let cache = directory.appending("cache")
             let running = try await runStoppingMidDownload(origin, cache: cache)
 
-            running.send(signal)
-            running.send(signal)
+            for _ in 0..<times { running.send(signal) }
             let stopped = await running.wait()
 
             #expect(stopped.status == 130)
@@ -113,16 +100,10 @@ import TestSupport
             origin.setFault("/walk.wav", .stallAfter(bytes: 300_000, seconds: 60), times: 1)
             let cache = directory.appending("cache")
             let killed = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/walk.wav")])
-            var partial: String?
-            for _ in 0..<3000 {
-                partial = partialDirectoryFiles(cache + "/tmp").first { $0.hasSuffix(".part") }
-                if let name = partial, let size = try? FileManager.default.attributesOfItem(atPath: cache + "/tmp/" + name)[.size] as? Int,
-                   size >= 200_000 { break }
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let left = try await partial(in: cache, reaching: 200_000)
             killed.send(SIGKILL)
             _ = await killed.wait()
-            let name = try #require(partial)
+            let name = try #require(left)
             let kept = directory.appending("kept")
             try FileManager.default.createDirectory(atPath: kept, withIntermediateDirectories: true)
             for suffix in ["", ".validator"] {
