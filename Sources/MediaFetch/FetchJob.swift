@@ -43,6 +43,10 @@ public struct RunProgress: Sendable, Equatable {
     public var waitingToRetry = 0
     /// Whole seconds until the first of those wakes.
     public var nextRetryInSeconds: Int?
+    /// Downloaded, and waiting to be moved into the store and recorded: a
+    /// wait for another process's catalog lock showed "0/50 items" with all
+    /// 50 bodies in.
+    public var storing = 0
 }
 
 /// What a fetch job reports while it runs. The stream ends with `.finished`.
@@ -475,12 +479,14 @@ public final class FetchJob: Sendable {
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
         record.replacesMissingObject = state.withLock { $0.missingObjects[item.url] }
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size, isReadOnly: body.file.isReadOnly)
+        state.withLock { $0.progress.storing += 1 }
         // The validator goes just before the body leaves its name: the name may be another download's after that.
         // A body that cannot be stored stays to be resumed when it can be proven complete.
         ingestor.submit(blob, record, beforeLeaving: { body.file.forgetValidator() },
                         keepOnFailure: { body.file.keepForResume() }, whenRoom: whenRoom) { [self] result in
             // Moved into the store (or removed): let go of the partial's lock.
             body.file.release()
+            state.withLock { $0.progress.storing -= 1 }
             switch result {
             case .success:
                 countDownloaded(body, awaitingRecord: false)

@@ -142,6 +142,18 @@ import Testing
         slow.active.append(TransferSnapshot(id: TransferID(rawValue: 9), url: "http://h/9", bytesReceived: 5, bytesExpected: nil))
         #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 active")
     }
+
+    /// Bodies that are in but wait to be stored (another process holds the
+    /// catalog's lock) are counted once nothing else runs, or once they pile up.
+    @Test func bodiesWaitingToBeStoredAreCounted() {
+        var waiting = progress()
+        (waiting.waitingToRetry, waiting.skipped, waiting.storing) = (0, 0, 50)
+        #expect(ProgressText.status(waiting) == "9/40 items, 1 failed, 2.1 MiB at 840.0 KiB/s, 50 being stored")
+        waiting.active = [TransferSnapshot(id: TransferID(rawValue: 1), url: "http://h/1", bytesReceived: 5, bytesExpected: nil)]
+        #expect(ProgressText.status(waiting) == "9/40 items, 1 failed, 2.1 MiB at 840.0 KiB/s, 1 active")
+        waiting.storing = 64
+        #expect(ProgressText.status(waiting) == "9/40 items, 1 failed, 2.1 MiB at 840.0 KiB/s, 64 being stored, 1 active")
+    }
 }
 
 /// The transfer flags as the engine gets them.

@@ -261,11 +261,15 @@ import TestSupport
             let session = try startGet([origin.url("/p1.jpg"), origin.url("/p2.jpg")], columns: 160, rows: 20, in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
             let during = try await screen(session, in: directory) { $0.contains("waiting for another process") }
+            // Both bodies are in and wait for the lock: the line says so (it said "0/2 items" and nothing more).
+            let waiting = try await screen(session, in: directory) { $0.contains("2 being stored") }
             let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
 
             let rows = during.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             let note = try #require(rows.firstIndex { $0.contains("waiting for another process") }, "\(rows)")
             #expect(rows.count == note + 2 && rows[note + 1].hasPrefix("0/2 items"), "\(rows)")
+            #expect(waiting.split(separator: "\n").contains { $0.hasPrefix("0/2 items, ") && $0.contains(", 2 being stored") },
+                    "\(waiting)")
             #expect(after.contains("2 downloaded, 0 already cached, 0 failed ("), "\(after)")
             #expect(after.contains("EXIT=0"), "\(after)")
         }

@@ -33,6 +33,8 @@ public enum ProgressJSON {
                 }),
                 // Items sleeping before their next attempt: neither active nor queued.
                 "waitingToRetry": .integer(progress.waitingToRetry),
+                // Downloaded, waiting to be moved into the store and recorded.
+                "storing": .integer(progress.storing),
                 // Not yet done, failed or cached: also those not yet started, which no other count holds.
                 "left": .integer(max(0, progress.total - progress.done - progress.failed - progress.skipped)),
             ]
@@ -88,6 +90,10 @@ public enum ProgressText {
         if progress.failed > 0 { fields.append(StatusField(.failed, keep: 6, ["\(progress.failed) failed"])) }
         let rate = "\(ByteSize.format(Int64(progress.bytesPerSecond)))/s"
         fields.append(StatusField(.transferred, keep: 4, ["\(ByteSize.format(progress.bytesReceived)) at \(rate)", rate]))
+        // Only when they pile up: a few are always on their way into the store.
+        if progress.storing > 0, progress.active.isEmpty || progress.storing >= 64 {
+            fields.append(StatusField(.storing, keep: 1, ["\(progress.storing) being stored"]))
+        }
         if !progress.active.isEmpty {
             fields.append(StatusField(.active, keep: 3, ["\(progress.active.count) active"]))
             if let left = activeLeft(progress) { fields.append(left) }
@@ -156,7 +162,7 @@ public enum ProgressText {
 /// end of it at 80 columns.
 public struct StatusField: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
-        case items, cached, failed, transferred, active, activeLeft, retrying
+        case items, cached, failed, transferred, storing, active, activeLeft, retrying
     }
 
     public let kind: Kind
