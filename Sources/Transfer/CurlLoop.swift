@@ -613,13 +613,17 @@ final class CurlLoop: Sendable {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
             while let (attempt, host) = slots.next() {
-                if reachability?.isGivenUp(host) == true, hasConnection(host) { reachability?.connected(host) }
-                if let refusal = reachability?.refusal(for: host, at: .now) {
-                    slots.release(host: host)
-                    attempt.takeOnEnd()?(AttemptOutcome(
-                        curlCode: Int(CURLE_COULDNT_CONNECT.rawValue), curlMessage: refusal.message,
-                        head: attempt.head, abort: refusal, effectiveURL: nil))
-                    continue
+                if reachability?.isGivenUp(host) == true {
+                    // A transfer of it connected since: it is back.
+                    if hasConnection(host) {
+                        reachability?.connected(host)
+                    } else if let refusal = reachability?.refusal(for: host, at: .now) {
+                        slots.release(host: host)
+                        attempt.takeOnEnd()?(AttemptOutcome(
+                            curlCode: Int(CURLE_COULDNT_CONNECT.rawValue), curlMessage: refusal.message,
+                            head: attempt.head, abort: refusal, effectiveURL: nil))
+                        continue
+                    }
                 }
                 attempt.isProbe = slots.isProbing(host)
                 attempt.probeEndsWhenConnected = attempt.isProbe && configuration.maxTransfersPerHost <= 100

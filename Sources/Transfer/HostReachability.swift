@@ -72,11 +72,15 @@ struct HostReachability {
         return entry.refusal
     }
 
-    /// Whether `host` is given up (for tests and the loop's checks).
-    func isGivenUp(_ host: String) -> Bool { givenUp[host] != nil }
+    /// Whether `host` is given up. No hashing while no host is (the loop
+    /// asks once per transfer it starts).
+    func isGivenUp(_ host: String) -> Bool { !givenUp.isEmpty && givenUp[host] != nil }
 
-    /// An attempt at `host` made a connection (or got any answer): the host is reachable.
+    /// An attempt at `host` made a connection (or got any answer): the host
+    /// is reachable. Nothing to do, and no hashing, while no host is failing
+    /// (the loop says so for every transfer that ends).
     mutating func connected(_ host: String) {
+        guard !failing.isEmpty || !givenUp.isEmpty else { return }
         failing[host] = nil
         givenUp[host] = nil
     }
@@ -120,7 +124,7 @@ struct HostReachability {
     /// An attempt at a given-up `host` ended with no answer, for whatever
     /// reason: the next may go through a `trialInterval` from now.
     mutating func endedWithoutAnswer(_ host: String, at now: ContinuousClock.Instant) {
-        guard var entry = givenUp[host] else { return }
+        guard !givenUp.isEmpty, var entry = givenUp[host] else { return }
         if entry.trialUnderWay {
             entry.trialUnderWay = false
             entry.nextTrial = now + trialInterval
