@@ -95,7 +95,7 @@ struct HostReachability {
     /// An attempt of `transfer` at `host` that began at `started` could not
     /// connect (`reason`, libcurl's words). Returns true when this gives the host up.
     @discardableResult
-    mutating func failedToConnect(_ host: String, transfer: TransferID = TransferID(rawValue: 0), reason: String,
+    mutating func failedToConnect(_ host: String, transfer: TransferID, reason: String,
                                   started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
             endedWithoutAnswer(host, at: now)

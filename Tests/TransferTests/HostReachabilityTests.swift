@@ -10,18 +10,20 @@ import TestSupport
 /// URLs end at once instead of each running through its retries.
 @Suite struct HostReachabilityTests {
     private let start = ContinuousClock.now
+    /// The transfer (URL) the tests' failures belong to, where it does not matter which.
+    private let url = TransferID(rawValue: 1)
 
     @Test func aHostIsGivenUpOnlyAfterItsPatienceAndEnoughFailures() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         // Many failures within the patience: not yet.
         for second in 0..<10 {
-            let gaveUp = reachability.failedToConnect("dead.test:80", reason: "Could not resolve host: dead.test",
+            let gaveUp = reachability.failedToConnect("dead.test:80", transfer: url, reason: "Could not resolve host: dead.test",
                                                       started: start + .seconds(second), at: start + .seconds(second))
             #expect(!gaveUp)
         }
         #expect(reachability.refusal(for: "dead.test:80", at: start + .seconds(10)) == nil)
         // Past the patience, with enough failures: given up, with why.
-        let gaveUp = reachability.failedToConnect("dead.test:80", reason: "Could not resolve host: dead.test",
+        let gaveUp = reachability.failedToConnect("dead.test:80", transfer: url, reason: "Could not resolve host: dead.test",
                                                   started: start + .seconds(30), at: start + .seconds(31))
         #expect(gaveUp)
         let refusal = reachability.refusal(for: "dead.test:80", at: start + .seconds(31))
@@ -34,7 +36,7 @@ import TestSupport
     }
 
     private func fail(_ reachability: inout HostReachability, _ host: String, at second: Int) {
-        reachability.failedToConnect(host, reason: "refused", started: start + .seconds(second), at: start + .seconds(second))
+        reachability.failedToConnect(host, transfer: url, reason: "refused", started: start + .seconds(second), at: start + .seconds(second))
     }
 
     @Test func fewFailuresOverALongTimeStillGiveAHostUp() {
@@ -53,8 +55,8 @@ import TestSupport
         for second in 3600..<3604 { fail(&reachability, "h.test:80", at: second) }
         #expect(!reachability.isGivenUp("h.test:80"))
         // The time counted starts when the first failed attempt began, not when it ended.
-        reachability.failedToConnect("h.test:80", reason: "timed out", started: start + .seconds(3604), at: start + .seconds(3619))
-        reachability.failedToConnect("h.test:80", reason: "timed out", started: start + .seconds(3605), at: start + .seconds(3634))
+        reachability.failedToConnect("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3604), at: start + .seconds(3619))
+        reachability.failedToConnect("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3605), at: start + .seconds(3634))
         #expect(reachability.isGivenUp("h.test:80"))
         #expect(reachability.refusal(for: "h.test:80", at: start + .seconds(3634))?.message.contains(" in 34 s of trying ") == true)
     }
