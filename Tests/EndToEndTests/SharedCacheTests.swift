@@ -23,16 +23,25 @@ import TestSupport
         return found
     }
 
+    /// Starts `get` of `before` (URLs the origin has already) and then of a
+    /// body of `size` bytes at `path` that stalls for a minute after
+    /// `stallAfter` bytes, and returns once `reaching` bytes of it are on
+    /// the disk: the transfer is mid-body whenever the test gets round to
+    /// stopping it.
+    private func startStallingGet(_ origin: TestOrigin, cache: String, before: [String] = [], path: String,
+                                  size: Int, stallAfter: Int, seed: UInt64, reaching: Int) async throws -> RunningCommand {
+        origin.addResource(path, data: fixtureBytes(count: size, seed: seed))
+        origin.setFault(path, .stallAfter(bytes: stallAfter, seconds: 60), times: 1)
+        let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300"] + before + [origin.url(path)])
+        _ = try await partial(in: cache, reaching: reaching)
+        return running
+    }
+
     @Test func ctrlCStopsWithStatus130AndTheNextRunResumes() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/walk.wav", data: fixtureBytes(count: 3_000_000, seed: 1))
-            // A million bytes, then the server goes quiet: the transfer is
-            // mid-body whenever the test gets round to pressing Ctrl-C.
-            origin.setFault("/walk.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
             let cache = directory.appending("cache")
-
-            let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/walk.wav")])
-            _ = try await partial(in: cache, reaching: 500_000)
+            let running = try await startStallingGet(origin, cache: cache, path: "/walk.wav", size: 3_000_000,
+                                                     stallAfter: 1_000_000, seed: 1, reaching: 500_000)
             running.interrupt()
             let interrupted = await running.wait()
 
@@ -56,12 +65,8 @@ import TestSupport
     /// one is on the disk: a run with something finished and a partial to keep.
     private func runStoppingMidDownload(_ origin: TestOrigin, cache: String) async throws -> RunningCommand {
         origin.addResource("/done.jpg", data: fixtureBytes(count: 20_000, seed: 71))
-        origin.addResource("/long.wav", data: fixtureBytes(count: 3_000_000, seed: 72))
-        origin.setFault("/long.wav", .stallAfter(bytes: 1_000_000, seconds: 60), times: 1)
-        let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300",
-                                               origin.url("/done.jpg"), origin.url("/long.wav")])
-        _ = try await partial(in: cache, reaching: 500_000)
-        return running
+        return try await startStallingGet(origin, cache: cache, before: [origin.url("/done.jpg")], path: "/long.wav",
+                                          size: 3_000_000, stallAfter: 1_000_000, seed: 72, reaching: 500_000)
     }
 
     /// A stop signal stores what finished and keeps the partial (killed
@@ -96,10 +101,9 @@ import TestSupport
     /// nothing would resume it.
     @Test func aPartialWhoseURLWasCachedSinceIsRemoved() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/walk.wav", data: fixtureBytes(count: 1_000_000, seed: 75))
-            origin.setFault("/walk.wav", .stallAfter(bytes: 300_000, seconds: 60), times: 1)
             let cache = directory.appending("cache")
-            let killed = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/walk.wav")])
+            let killed = try await startStallingGet(origin, cache: cache, path: "/walk.wav", size: 1_000_000,
+                                                    stallAfter: 300_000, seed: 75, reaching: 200_000)
             let left = try await partial(in: cache, reaching: 200_000)
             killed.send(SIGKILL)
             _ = await killed.wait()
