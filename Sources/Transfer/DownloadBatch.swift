@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 extension TransferEngine {
     /// Downloads `count` URLs (`url(i)` for each index) and calls `completion`
@@ -46,11 +45,15 @@ extension TransferEngine {
 /// 16 slots were busy on average over 2000 small files, now 11–14),
 /// besides up to `retryLimit` items waiting to retry, which give their place
 /// up while they wait. Each item that completes starts the next one once the
-/// caller is ready for it, on the thread that says so.
+/// caller is ready for it, on the thread that says so. One host holds at
+/// most four times its `--per-host` places while items of other hosts are
+/// waiting (see `BatchPlaces`).
 final class DownloadBatch: Sendable {
     private struct State {
         /// Items not yet completed (or given up because of a cancel).
         var remaining: Int
+        /// Which item takes the next free place.
+        var places: BatchPlaces
         var cancelled = false
         var whenDone: (@Sendable () -> Void)?
         /// Attempts on the loop, to stop on a cancel.
@@ -63,7 +66,6 @@ final class DownloadBatch: Sendable {
     private let count: Int
     private let url: @Sendable (Int) -> String
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
-    private let cursor = Atomic<Int>(0)
     private let state: SleepingLock<State>
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
@@ -72,8 +74,18 @@ final class DownloadBatch: Sendable {
         self.count = count
         self.url = url
         self.completion = completion
-        state = SleepingLock(State(remaining: count))
+        let jobs = engine.configuration.maxConcurrentTransfers
+        let width = engine.descriptorBudget.batchWidth(jobs: jobs)
+        // A host's share feeds its slots as the whole batch feeds all of them.
+        let share = 4 * min(jobs, engine.configuration.maxTransfersPerHost)
+        let places = BatchPlaces(count: count, share: share < width ? share : nil,
+                                 lookahead: Self.lookaheadPerPlace * width)
+        state = SleepingLock(State(remaining: count, places: places))
     }
+
+    /// How far the list is read ahead for other hosts' items, in places of
+    /// the batch: 4,096 items at `--jobs 16`, 64 KiB of indices at most.
+    static let lookaheadPerPlace = 64
 
     /// How many items are in flight at once (see `DescriptorBudget`).
     private var width: Int { engine.descriptorBudget.batchWidth(jobs: engine.configuration.maxConcurrentTransfers) }
@@ -99,14 +111,13 @@ final class DownloadBatch: Sendable {
     /// Stops starting items and stops those running; each running item then
     /// completes as cancelled (its partial kept).
     func cancel() {
-        let (running, retrying) = state.withLock { state in
+        let (running, retrying, unstarted) = state.withLock { state in
             state.cancelled = true
-            return (state.running, Array(state.retrying.values))
+            // Items nobody will start now are given up.
+            return (state.running, Array(state.retrying.values), state.places.abandonUnstarted())
         }
         for id in running { engine.cancel(id) }
         for task in retrying { task.cancel() }
-        // Items nobody will start now are given up.
-        let unstarted = max(0, count - cursor.exchange(count, ordering: .relaxed))
         settle(unstarted)
     }
 
@@ -114,13 +125,37 @@ final class DownloadBatch: Sendable {
     /// first attempt (a bad URL, an unwritable partial) are completed on the way.
     private func startNext() {
         while true {
-            let index = cursor.add(1, ordering: .relaxed).oldValue
-            guard index < count else { return }
+            let index: Int
             let target: RequestTarget
+            switch state.withLock({ $0.places.next() }) {
+            case .none:
+                return
+            case .fresh(let fresh):
+                index = fresh
+                do {
+                    target = try RequestTarget(url(index))
+                } catch {
+                    finish(index, .failure(error), then: nil)
+                    continue
+                }
+                // Parsed outside the lock: it runs for every item.
+                guard state.withLock({ $0.places.place(index, host: target.hostKey) }) else { continue }
+            case .setAside(let setAside, let host):
+                index = setAside
+                do {
+                    target = try RequestTarget(url(index))
+                } catch {
+                    // It parsed when it was set aside; the same text cannot fail now.
+                    release(host)
+                    finish(index, .failure(error), then: nil)
+                    continue
+                }
+            }
             let partial: PartialFile
             do {
-                (target, partial) = try engine.openPartial(for: url(index))
+                partial = try engine.openPartial(for: target)
             } catch {
+                release(target.hostKey)
                 finish(index, .failure(error), then: nil)
                 continue
             }
@@ -145,6 +180,7 @@ final class DownloadBatch: Sendable {
         do {
             prepared = try engine.prepare(target, partial)
         } catch {
+            release(target.hostKey)
             finish(index, .failure(error), then: nil)
             return false
         }
@@ -164,6 +200,7 @@ final class DownloadBatch: Sendable {
         }
         guard admitted else {
             engine.abandon(prepared, after: .cancelled)
+            release(target.hostKey)
             settle(1)
             return false
         }
@@ -202,7 +239,11 @@ final class DownloadBatch: Sendable {
                 engine.abandon(prepared, after: error)
                 result = .failure(error)
             }
-            finish(index, result, then: { [self] in startNext() })
+            let host = prepared.target.hostKey
+            finish(index, result, then: { [self] in
+                release(host)
+                startNext()
+            })
             return
         }
         // Retries, resume and their backoff live in `complete`: a task per
@@ -220,7 +261,10 @@ final class DownloadBatch: Sendable {
             return givesWay
         }
         // Off the loop thread, which may be the one here.
-        if givesWay { DispatchQueue.global().async { [self] in startNext() } }
+        if givesWay {
+            release(prepared.target.hostKey)
+            DispatchQueue.global().async { [self] in startNext() }
+        }
     }
 
     /// The rest of an item whose first attempt failed, in a task of its own.
@@ -229,7 +273,11 @@ final class DownloadBatch: Sendable {
         // The next item's file work does not belong on the cooperative pool.
         var next: (@Sendable () -> Void)?
         if startsNextWhenDone {
-            next = { @Sendable [self] in DispatchQueue.global().async { self.startNext() } }
+            let host = prepared.target.hostKey
+            next = { @Sendable [self] in
+                release(host)
+                DispatchQueue.global().async { self.startNext() }
+            }
         }
         let nextItem = next
         return Task { [self] in
@@ -255,6 +303,11 @@ final class DownloadBatch: Sendable {
                         then next: (@Sendable () -> Void)?) {
         completion(index, result, next ?? {})
         settle(1)
+    }
+
+    /// An item of `host` gave its place in the batch up.
+    private func release(_ host: String) {
+        state.withLock { $0.places.release(host: host) }
     }
 
     /// Counts `items` as completed; the last one wakes the caller.

@@ -178,8 +178,12 @@ public final class TransferEngine: Sendable {
     /// Checks `url` and opens (or creates) its partial file.
     func openPartial(for url: String) throws(TransferError) -> (RequestTarget, PartialFile) {
         let target = try RequestTarget(url)
-        let partial = try PartialFile(directory: partialDirectory, url: target.url, direct: configuration.directIO)
-        return (target, partial)
+        return (target, try openPartial(for: target))
+    }
+
+    /// Opens (or resumes) the partial of a parsed URL.
+    func openPartial(for target: RequestTarget) throws(TransferError) -> PartialFile {
+        try PartialFile(directory: partialDirectory, url: target.url, direct: configuration.directIO)
     }
 
     /// Sets up the sink for `partial`; a resumed partial is read once here to

@@ -17,11 +17,11 @@ import TestSupport
         }
     }
 
-    private func engine(_ directory: TemporaryDirectory, jobs: Int = 4) throws -> TransferEngine {
+    private func engine(_ directory: TemporaryDirectory, jobs: Int = 4, perHost: Int? = nil) throws -> TransferEngine {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.01, maxDelay: 0.05)
         configuration.maxConcurrentTransfers = jobs
-        configuration.maxTransfersPerHost = jobs
+        configuration.maxTransfersPerHost = perHost ?? jobs
         configuration.stallTimeout = 5
         return try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
     }
@@ -246,6 +246,47 @@ import TestSupport
             let finished = order.withLock { $0 }
             #expect(finished.count == 28)
             #expect(Array(finished.prefix(20)).sorted() == Array(8..<28))
+        }
+    }
+
+    @Test func aSlowHostFirstInTheListDoesNotHoldBackTheOthers() async throws {
+        try await withOrigin { slow, directory in
+            // Given a list that begins with more URLs of a slow host than the
+            // batch keeps in flight (16 with 4 slots; 2 a host), each body taking
+            // 20 s, then twenty small files of another host
+            let fast = try TestOrigin()
+            defer { fast.shutdown() }
+            let body = fixtureBytes(count: 2_000_000, seed: 5)
+            for index in 0..<40 {
+                slow.addResource("/slow\(index)", data: body)
+                slow.setFault("/slow\(index)", .slow(bytesPerSecond: 100_000))
+            }
+            let urls = (0..<40).map { slow.url("/slow\($0)") }
+                + fast.addFixtures(count: 20, size: 4000, firstSeed: 60)
+            let engine = try engine(directory, jobs: 4, perHost: 2)
+            defer { engine.shutdown() }
+            let results = Results()
+            let batch = Task {
+                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                    if case .success(let body) = result { body.file.release() }
+                    results.record(index, result)
+                    ready()
+                }
+            }
+
+            // When the other host's files are all done
+            while results.byIndex.withLock({ $0.keys.filter { $0 >= 40 }.count }) < 20 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let slowDone = results.byIndex.withLock { $0.keys.filter { $0 < 40 }.count }
+            batch.cancel()
+            await batch.value
+
+            // Then they were done while the slow host's first bodies were still
+            // coming (before, they waited for those places to free), each stored
+            #expect(slowDone == 0)
+            let byIndex = results.byIndex.withLock { $0 }
+            for index in 40..<60 { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
         }
     }
 }

@@ -1,0 +1,123 @@
+/// Which item of a batch takes the next free place, so that the items of one
+/// host cannot fill a batch while items of other hosts wait behind them.
+///
+/// A batch keeps `width` items in flight (see `DownloadBatch`), but a host
+/// runs at most `--per-host` transfers. When the list begins with many URLs
+/// of one host, they took every place, and the other hosts' URLs waited for
+/// them: 100 URLs of a name whose lookups timed out held 200 URLs of a
+/// working host back for 5 s (alone they took 0.1 s). So an item whose host
+/// already holds `share` places is set aside (its index only: no partial
+/// opened, no descriptor held) and the list is read on for items of other
+/// hosts, up to `lookahead` items set aside. A set-aside item takes the next
+/// place its host has room for, before any later item of the list; when the
+/// lookahead is used up, or the list is read to its end, the oldest set-aside
+/// item takes a free place whatever its host, so the batch stays full and a
+/// list of one host keeps its order.
+///
+/// Not thread-safe: the batch holds it under its lock.
+struct BatchPlaces {
+    /// Items in the list.
+    let count: Int
+    /// The places a host may hold while other hosts' items may be waiting;
+    /// nil when a host may hold every place (the batch is no wider than one
+    /// host's share), and then nothing is counted per host.
+    let share: Int?
+    /// The most items set aside at once: how far the list is read ahead.
+    let lookahead: Int
+
+    /// The next index of the list not yet looked at.
+    private(set) var cursor = 0
+    /// Places held, per host (hosts holding none are absent).
+    private var placesPerHost: [String: Int] = [:]
+    /// Set-aside indices per host, each in list order.
+    private var setAside: [String: FIFO<Int>] = [:]
+    private(set) var setAsideCount = 0
+
+    init(count: Int, share: Int?, lookahead: Int) {
+        self.count = count
+        self.share = share
+        self.lookahead = max(0, lookahead)
+    }
+
+    /// What `next()` hands out.
+    enum Next: Equatable {
+        /// An item not looked at yet: parse its URL, then `place` it.
+        case fresh(index: Int)
+        /// A set-aside item, already holding its place.
+        case setAside(index: Int, host: String)
+        /// Nothing left to start.
+        case none
+    }
+
+    /// The item that takes a free place: the oldest set-aside item whose host
+    /// has room, else the next item of the list while the lookahead lasts,
+    /// else the oldest set-aside item.
+    mutating func next() -> Next {
+        if let share, let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share }),
+           let index = takeSetAside(of: host) {
+            return .setAside(index: index, host: host)
+        }
+        if cursor < count, setAsideCount < lookahead || share == nil {
+            defer { cursor += 1 }
+            return .fresh(index: cursor)
+        }
+        if let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
+            return .setAside(index: index, host: host)
+        }
+        return .none
+    }
+
+    /// A fresh item's host is known: the item takes a place (true), or is set
+    /// aside because its host holds its share (false).
+    mutating func place(_ index: Int, host: String) -> Bool {
+        guard let share else { return true }
+        let held = placesPerHost[host, default: 0]
+        if held >= share, setAsideCount < lookahead {
+            setAside[host, default: FIFO()].append(index)
+            setAsideCount += 1
+            return false
+        }
+        placesPerHost[host] = held + 1
+        return true
+    }
+
+    /// An item of `host` gave its place up (it completed, or waits to retry elsewhere).
+    mutating func release(host: String) {
+        guard share != nil else { return }
+        let left = placesPerHost[host, default: 1] - 1
+        placesPerHost[host] = left > 0 ? left : nil
+    }
+
+    /// Ends the list (a cancel): returns how many items will now never
+    /// start, those not looked at and those set aside.
+    mutating func abandonUnstarted() -> Int {
+        let unstarted = max(0, count - cursor) + setAsideCount
+        cursor = count
+        setAside.removeAll()
+        setAsideCount = 0
+        return unstarted
+    }
+
+    /// The host whose oldest set-aside item comes first in the list among
+    /// the hosts that pass `eligible`. Linear in the hosts with items set
+    /// aside: few, since a host needs a whole share in flight to have any.
+    private func oldestSetAside(where eligible: (String) -> Bool) -> String? {
+        guard setAsideCount > 0 else { return nil }
+        var best: (host: String, index: Int)?
+        for (host, queue) in setAside where eligible(host) {
+            guard let head = queue.first else { continue }
+            if best.map({ head < $0.index }) ?? true { best = (host, head) }
+        }
+        return best?.host
+    }
+
+    /// Takes the oldest set-aside item of `host`, which then holds a place.
+    private mutating func takeSetAside(of host: String) -> Int? {
+        // In place: a copy of the queue out of the dictionary would copy its storage.
+        guard let index = setAside[host]?.removeFirst() else { return nil }
+        if setAside[host]?.isEmpty == true { setAside[host] = nil }
+        setAsideCount -= 1
+        placesPerHost[host, default: 0] += 1
+        return index
+    }
+}

@@ -1,0 +1,84 @@
+import Testing
+@testable import Transfer
+
+/// Which item of a batch takes a free place: a host's share, the lookahead, order.
+@Suite struct BatchPlacesTests {
+    /// Starts items until `width` hold places (or none is left), as the batch
+    /// does; `host` gives each index's host. Returns the indices started.
+    private func fill(_ places: inout BatchPlaces, upTo width: Int, started: Int = 0,
+                      host: (Int) -> String) -> [Int] {
+        var order: [Int] = []
+        while started + order.count < width {
+            switch places.next() {
+            case .none: return order
+            case .fresh(let index): if places.place(index, host: host(index)) { order.append(index) }
+            case .setAside(let index, _): order.append(index)
+            }
+        }
+        return order
+    }
+
+    @Test func itemsOfOtherHostsPassAHostThatHoldsItsShare() {
+        // Given a list of six items of host a, then two of host b
+        var places = BatchPlaces(count: 8, share: 2, lookahead: 16)
+        let host = { (index: Int) in index < 6 ? "a" : "b" }
+
+        // When four places are filled, a takes its two and b the other two
+        #expect(fill(&places, upTo: 4, host: host) == [0, 1, 6, 7])
+        #expect(places.setAsideCount == 4)
+
+        // Then a place that a gives back goes to a's oldest item set aside
+        places.release(host: "a")
+        #expect(places.next() == .setAside(index: 2, host: "a"))
+        // and b's places, once the list is read, to the oldest item set aside whatever its host
+        places.release(host: "b")
+        #expect(places.next() == .setAside(index: 3, host: "a"))
+    }
+
+    @Test func aListOfOneHostFillsTheBatchInItsOrder() {
+        // Given one host and a share a third of the batch, with a short lookahead
+        var places = BatchPlaces(count: 20, share: 2, lookahead: 3)
+
+        // When the batch of 6 places is filled, and two items complete
+        var order = fill(&places, upTo: 6) { _ in "a" }
+        places.release(host: "a")
+        places.release(host: "a")
+        order += fill(&places, upTo: 6, started: 4) { _ in "a" }
+
+        // Then the items started in the list's order, each once, and no more
+        // than the lookahead was set aside
+        #expect(order == Array(0..<8))
+        #expect(places.setAsideCount <= 3)
+    }
+
+    @Test func theLookaheadBoundsHowFarTheListIsReadPastAFullHost() {
+        // Given a list of twenty items of host a, then one of b, and a lookahead of 4
+        var places = BatchPlaces(count: 21, share: 2, lookahead: 4)
+        let host = { (index: Int) in index < 20 ? "a" : "b" }
+
+        // When the batch fills eight places
+        let order = fill(&places, upTo: 8, host: host)
+
+        // Then the places went to a in order, the items after them were read
+        // and set aside only as far as the lookahead (items 8–10: the fourth
+        // is read when a place is next asked for), and b's item is not read yet
+        #expect(order == Array(0..<8))
+        #expect(places.setAsideCount == 3)
+        #expect(places.cursor == 11)
+    }
+
+    @Test func aCancelCountsTheItemsSetAsideAndThoseNotRead() {
+        var places = BatchPlaces(count: 10, share: 1, lookahead: 8)
+        #expect(fill(&places, upTo: 2) { index in index < 5 ? "a" : "b" } == [0, 5])
+        // Items 1–4 are set aside, 6–9 not read yet.
+        #expect(places.abandonUnstarted() == 8)
+        #expect(places.next() == .none)
+    }
+
+    @Test func withoutAShareNothingIsSetAsideOrCounted() {
+        var places = BatchPlaces(count: 5, share: nil, lookahead: 0)
+        #expect(fill(&places, upTo: 5) { _ in "a" } == Array(0..<5))
+        #expect(places.setAsideCount == 0)
+        #expect(places.next() == .none)
+    }
+}
