@@ -50,6 +50,9 @@ struct HostReachability {
         /// When the next attempt may go through, unless one is on its way.
         var nextTrial: ContinuousClock.Instant
         var trialUnderWay = false
+        /// The URL whose failure gave the host up, and whether other URLs failed too.
+        let firstTransfer: TransferID
+        var otherTransfers: Bool
     }
 
     init(patience: Duration = .seconds(30), leastFailures: Int = 5) {
@@ -85,11 +88,15 @@ struct HostReachability {
         givenUp[host] = nil
     }
 
-    /// Whether the host is out for more than one of its URLs: given up, or
-    /// failing to connect for several transfers since its last connection.
-    /// Their failures then use up no retry (see `TransferEngine.perform`).
+    /// Whether the host is out for more than one of its URLs: failing to
+    /// connect for several transfers since its last connection (given up or
+    /// not). Their failures then use up no retry (see `TransferEngine.perform`).
+    /// A host given up by the failures of one URL alone is that URL's trouble:
+    /// a name that took seconds to fail to resolve gave its only URL up after
+    /// its five attempts, which then went on to nine.
     func isOutage(_ host: String) -> Bool {
-        givenUp[host] != nil || failing[host]?.otherTransfers == true
+        if let entry = givenUp[host] { return entry.otherTransfers }
+        return failing[host]?.otherTransfers == true
     }
 
     /// An attempt of `transfer` at `host` that began at `started` could not
@@ -98,6 +105,7 @@ struct HostReachability {
     mutating func failedToConnect(_ host: String, transfer: TransferID, reason: String,
                                   started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
+            if givenUp[host]?.firstTransfer != transfer { givenUp[host]?.otherTransfers = true }
             endedWithoutAnswer(host, at: now)
             return false
         }
@@ -117,7 +125,7 @@ struct HostReachability {
             refusal: TransferError(.hostUnreachable,
                 "given up: no connection to \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying "
                 + "(\(reason)); its URLs fail at once until it answers again (one is let through every \(every))"),
-            nextTrial: now + trialInterval)
+            nextTrial: now + trialInterval, firstTransfer: streak.firstTransfer, otherTransfers: streak.otherTransfers)
         return true
     }
 

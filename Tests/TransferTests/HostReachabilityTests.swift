@@ -121,6 +121,22 @@ import TestSupport
         #expect(!reachability.isOutage("h.test:80"))
     }
 
+    /// A name that takes seconds to fail to resolve can give its host up
+    /// within one URL's own attempts: that URL's failures are still its own.
+    @Test func aHostGivenUpByOneURLAloneIsNoOutageUntilAnotherFails() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let one = TransferID(rawValue: 1), other = TransferID(rawValue: 2)
+        for second in stride(from: 0, through: 32, by: 8) {
+            reachability.failedToConnect("slow-dns.test:80", transfer: one, reason: "Could not resolve host",
+                                         started: start + .seconds(second), at: start + .seconds(second + 5))
+        }
+        #expect(reachability.isGivenUp("slow-dns.test:80"))
+        #expect(!reachability.isOutage("slow-dns.test:80"))
+        reachability.failedToConnect("slow-dns.test:80", transfer: other, reason: "Could not resolve host",
+                                     started: start + .seconds(40), at: start + .seconds(41))
+        #expect(reachability.isOutage("slow-dns.test:80"))
+    }
+
     @Test func onlyFailuresToFindOrReachTheHostCount() {
         #expect(HostReachability.isUnreachable(code: CURLE_COULDNT_RESOLVE_HOST, abort: nil))
         #expect(HostReachability.isUnreachable(code: CURLE_COULDNT_CONNECT, abort: nil))
