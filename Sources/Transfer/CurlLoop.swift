@@ -31,6 +31,10 @@ final class Attempt: @unchecked Sendable {
     /// such URL). Not where more than 100 may run against the host: see
     /// `connectionAnswered`.
     var probeEndsWhenConnected = false
+    /// The one attempt let through to a given-up host to see whether it is
+    /// back (see `HostReachability`): it holds that trial while it waits for
+    /// a slot, so the host's other attempts end meanwhile.
+    var isHostTrial = false
 
     /// The connection has said what it speaks: called when the response head
     /// is complete. Not earlier, when the request goes out: an HTTP/2
@@ -592,9 +596,13 @@ final class CurlLoop: Sendable {
             if attempt.connected || attempt.head.status != 0 || outcome.redirects > 0 || hasConnection(attempt.host) {
                 reachability?.connected(attempt.host)
             } else if !cancelled, code != CURLE_OK, HostReachability.isUnreachable(code: code, abort: attempt.abort) {
-                reachability?.failedToConnect(attempt.host, transfer: attempt.id,
-                                              reason: outcome.abort?.message ?? outcome.curlMessage,
-                                              started: attempt.startedAt, at: now)
+                let gaveUp = reachability?.failedToConnect(attempt.host, transfer: attempt.id,
+                                                           reason: outcome.abort?.message ?? outcome.curlMessage,
+                                                           started: attempt.startedAt, at: now) == true
+                if gaveUp, let refusal = reachability?.refusal(for: attempt.host, at: now) {
+                    // Its attempts waiting for a slot end now, not one slot at a time.
+                    for waiting in slots.removeAllWaiting(host: attempt.host) { Self.endRefused(waiting, refusal) }
+                }
                 return reachability?.isOutage(attempt.host) == true
             } else {
                 reachability?.endedWithoutAnswer(attempt.host, at: now)
@@ -613,15 +621,13 @@ final class CurlLoop: Sendable {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
             while let (attempt, host) = slots.next() {
-                if reachability?.isGivenUp(host) == true {
+                if reachability?.isGivenUp(host) == true, !attempt.isHostTrial {
                     // A transfer of it connected since: it is back.
                     if hasConnection(host) {
                         reachability?.connected(host)
                     } else if let refusal = reachability?.refusal(for: host, at: .now) {
                         slots.release(host: host)
-                        attempt.takeOnEnd()?(AttemptOutcome(
-                            curlCode: Int(CURLE_COULDNT_CONNECT.rawValue), curlMessage: refusal.message,
-                            head: attempt.head, abort: refusal, effectiveURL: nil))
+                        Self.endRefused(attempt, refusal)
                         continue
                     }
                 }
@@ -708,12 +714,23 @@ final class CurlLoop: Sendable {
             for command in commands {
                 switch command {
                 case .start(let attempt):
+                    if reachability?.isGivenUp(attempt.host) == true, !hasConnection(attempt.host) {
+                        // Ended here, not once it has a slot: with every slot busy on
+                        // other hosts' long bodies, it waited for them to end.
+                        if let refusal = reachability?.refusal(for: attempt.host, at: .now) {
+                            Self.endRefused(attempt, refusal)
+                            continue
+                        }
+                        attempt.isHostTrial = true
+                    }
                     // HTTPS may be HTTP/2 (plain HTTP is HTTP/1.1 here): its host's first transfer goes alone.
                     slots.enqueue(attempt, host: attempt.host, probeFirst: multiplexes && attempt.url.hasPrefix("https:"))
                 case .cancel(let id):
                     if let handle = byID[id] {
                         finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
                     } else if let waiting = slots.removeWaiting(where: { $0.id == id }) {
+                        // A trial that never ran: the next may go in its turn.
+                        if waiting.isHostTrial { reachability?.endedWithoutAnswer(waiting.host, at: .now) }
                         Self.endCancelled(waiting)
                     }
                 }
@@ -790,6 +807,13 @@ final class CurlLoop: Sendable {
     /// Ends an attempt that never reached libcurl as cancelled.
     private static func endCancelled(_ attempt: Attempt) {
         attempt.takeOnEnd()?(.cancelled(head: attempt.head))
+    }
+
+    /// Ends `attempt`, which never started, as its given-up host's `refusal` says.
+    private static func endRefused(_ attempt: Attempt, _ refusal: TransferError) {
+        attempt.takeOnEnd()?(AttemptOutcome(
+            curlCode: Int(CURLE_COULDNT_CONNECT.rawValue), curlMessage: refusal.message,
+            head: attempt.head, abort: refusal, effectiveURL: nil))
     }
 
     private func configure(_ easy: CurlEasy, for attempt: Attempt) throws {

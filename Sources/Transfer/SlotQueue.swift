@@ -95,6 +95,14 @@ struct SlotQueue<Element> {
         return nil
     }
 
+    /// Removes and returns every element waiting for `host`, oldest first (a host given up).
+    mutating func removeAllWaiting(host: String) -> [Element] {
+        guard let queue = waiting.removeValue(forKey: host) else { return [] }
+        let elements = queue.elements.map(\.element)
+        waitingCount -= elements.count
+        return elements
+    }
+
     /// Removes and returns every waiting element (shutting down).
     mutating func removeAllWaiting() -> [Element] {
         let all = waiting.values.flatMap { $0.elements }.sorted { $0.sequence < $1.sequence }.map(\.element)

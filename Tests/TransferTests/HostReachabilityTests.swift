@@ -210,6 +210,120 @@ import TestSupport
         }
     }
 
+    /// A given-up host's URLs end when they come, not when a slot frees:
+    /// with every slot busy on another host's long bodies, they waited for
+    /// those to end.
+    @Test func theURLsOfAGivenUpHostEndWhileEverySlotIsBusyElsewhere() async throws {
+        try await withOrigin { origin, directory in
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
+            configuration.maxConcurrentTransfers = 2
+            configuration.maxTransfersPerHost = 2
+            configuration.unreachableHostPatience = 0.3
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            // Given a port nothing listens on, given up after a batch of its URLs
+            let dead = (0..<10).map { "http://127.0.0.1:1/first\($0).jpg" }
+            let first = Results()
+            await engine.download(count: dead.count, url: { dead[$0] }) { index, result, ready in
+                first.byIndex.withLock { $0[index] = result }
+                ready()
+            }
+            let givenUpFirst = first.byIndex.withLock { $0.values.filter { (try? $0.get()) == nil && $0.errorKind == .hostUnreachable }.count }
+            #expect(givenUpFirst > 0)
+            // and both slots busy with bodies that take 20 s each
+            let body = fixtureBytes(count: 2_000_000, seed: 9)
+            for index in 0..<2 {
+                origin.addResource("/long\(index)", data: body)
+                origin.setFault("/long\(index)", .slow(bytesPerSecond: 100_000))
+            }
+            let longEnded = Results()
+            let long = (0..<2).map { index in
+                Task {
+                    let result: Result<DownloadedBody, TransferError>
+                    do throws(TransferError) { result = .success(try await engine.download(origin.url("/long\(index)"))) } catch { result = .failure(error) }
+                    longEnded.byIndex.withLock { $0[index] = result }
+                }
+            }
+            while origin.requests().filter({ $0.path.hasPrefix("/long") }).count < 2 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+
+            // When more URLs of the dead port come, once an attempt may be let through again
+            try await Task.sleep(for: .milliseconds(400))
+            let later = (0..<10).map { "http://127.0.0.1:1/later\($0).jpg" }
+            let results = Results()
+            let batch = Task {
+                await engine.download(count: later.count, url: { later[$0] }) { index, result, ready in
+                    results.byIndex.withLock { $0[index] = result }
+                    ready()
+                }
+            }
+            // (one of them may be the attempt let through, which waits for a slot)
+            while results.byIndex.withLock({ $0.count }) < later.count - 1 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+
+            // Then they ended given up while the long bodies were still coming
+            #expect(longEnded.byIndex.withLock { $0.isEmpty })
+            let ended = results.byIndex.withLock { $0 }
+            #expect(ended.values.allSatisfy { $0.errorKind == .hostUnreachable }, "\(ended)")
+            batch.cancel()
+            for task in long { task.cancel() }
+            await batch.value
+            for task in long { await task.value }
+        }
+    }
+
+    /// The attempt let through to a given-up host is made, and finds it back.
+    @Test func aGivenUpHostThatComesBackIsFoundByTheAttemptLetThrough() async throws {
+        try await TemporaryDirectory.with { directory in
+            let reserved = try ReservedPort()
+            let port = reserved.port
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
+            configuration.maxConcurrentTransfers = 4
+            configuration.maxTransfersPerHost = 4
+            configuration.unreachableHostPatience = 0.3
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            func batch(_ name: String) async -> [Int: Result<DownloadedBody, TransferError>] {
+                let urls = (0..<10).map { "http://127.0.0.1:\(port)/\(name)\($0).jpg" }
+                let results = Results()
+                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                    if case .success(let body) = result { body.file.release() }
+                    results.byIndex.withLock { $0[index] = result }
+                    ready()
+                }
+                return results.byIndex.withLock { $0 }
+            }
+            // Given a port that refused long enough to be given up
+            let down = await batch("down")
+            #expect(down.values.contains { $0.errorKind == .hostUnreachable })
+            // and a server on it now
+            let served = directory.url.appendingPathComponent("served", isDirectory: true)
+            try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
+            for name in ["back", "after"] {
+                for index in 0..<10 {
+                    try fixtureBytes(count: 3_000, seed: UInt64(index)).write(to: served.appendingPathComponent("\(name)\(index).jpg"))
+                }
+            }
+            let origin = try TestOrigin(root: served, takingOver: reserved)
+            defer { origin.shutdown() }
+            try await Task.sleep(for: .milliseconds(400))
+
+            // When URLs of it come: the first is let through, the others end while it is on its way
+            let back = await batch("back")
+
+            // Then that one reached the server and was stored, which took the
+            // host back: the next URLs are all stored
+            #expect(back.values.contains { (try? $0.get()) != nil }, "\(back)")
+            #expect(!origin.requests().isEmpty)
+            let after = await batch("after")
+            #expect(after.values.allSatisfy { (try? $0.get()) != nil }, "\(after)")
+        }
+    }
+
     /// A server that is down for a while (a restart) and comes back before
     /// its host is given up: its URLs' failures to connect meanwhile use up
     /// no retry, and every one is stored. Each used to spend its attempts in
@@ -250,5 +364,13 @@ import TestSupport
                 #expect(error.kind == .network(curlCode: Int(CURLE_COULDNT_CONNECT.rawValue)))
             }
         }
+    }
+}
+
+private extension Result where Failure == TransferError {
+    /// The kind of error, nil for a success.
+    var errorKind: TransferError.Kind? {
+        if case .failure(let error) = self { return error.kind }
+        return nil
     }
 }

@@ -117,4 +117,17 @@ import Testing
         }
         #expect(started == (0..<1000).map { "\($0)" })
     }
+
+    @Test func aGivenUpHostsWaitersAreTakenOutTogether() {
+        var queue = SlotQueue<String>(total: 1, perHost: 1)
+        queue.enqueue("other0", host: "other")
+        for index in 0..<3 { queue.enqueue("dead\(index)", host: "dead") }
+        queue.enqueue("other1", host: "other")
+        #expect(drain(&queue) == ["other0"])
+        #expect(queue.removeAllWaiting(host: "dead") == ["dead0", "dead1", "dead2"])
+        #expect(queue.waitingCount == 1)
+        #expect(queue.removeAllWaiting(host: "dead").isEmpty)
+        queue.release(host: "other")
+        #expect(drain(&queue) == ["other1"])
+    }
 }
