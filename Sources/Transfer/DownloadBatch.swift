@@ -67,6 +67,8 @@ final class DownloadBatch: Sendable {
     private let url: @Sendable (Int) -> String
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let state: SleepingLock<State>
+    /// Whether places are counted per host (see `BatchPlaces.share`).
+    private let countsHosts: Bool
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
          completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
@@ -78,7 +80,8 @@ final class DownloadBatch: Sendable {
         let width = engine.descriptorBudget.batchWidth(jobs: jobs)
         // A host's share feeds its slots as the whole batch feeds all of them.
         let share = 4 * min(jobs, engine.configuration.maxTransfersPerHost)
-        let places = BatchPlaces(count: count, share: share < width ? share : nil,
+        countsHosts = share < width
+        let places = BatchPlaces(count: count, share: countsHosts ? share : nil,
                                  lookahead: Self.lookaheadPerPlace * width)
         state = SleepingLock(State(remaining: count, places: places))
     }
@@ -307,6 +310,8 @@ final class DownloadBatch: Sendable {
 
     /// An item of `host` gave its place in the batch up.
     private func release(_ host: String) {
+        // No lock taken per item where nothing is counted (one host may hold every place).
+        guard countsHosts else { return }
         state.withLock { $0.places.release(host: host) }
     }
 
