@@ -69,6 +69,8 @@ final class DownloadBatch: Sendable {
     private let state: SleepingLock<State>
     /// Whether places are counted per host (see `BatchPlaces.share`).
     private let countsHosts: Bool
+    /// How many items are in flight at once (see `DescriptorBudget`).
+    private let width: Int
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
          completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
@@ -77,7 +79,7 @@ final class DownloadBatch: Sendable {
         self.url = url
         self.completion = completion
         let jobs = engine.configuration.maxConcurrentTransfers
-        let width = engine.descriptorBudget.batchWidth(jobs: jobs)
+        width = engine.descriptorBudget.batchWidth(jobs: jobs)
         // A host's share feeds its slots as the whole batch feeds all of them.
         let share = 4 * min(jobs, engine.configuration.maxTransfersPerHost)
         countsHosts = share < width
@@ -89,9 +91,6 @@ final class DownloadBatch: Sendable {
     /// How far the list is read ahead for other hosts' items, in places of
     /// the batch: 4,096 items at `--jobs 16`, 64 KiB of indices at most.
     static let lookaheadPerPlace = 64
-
-    /// How many items are in flight at once (see `DescriptorBudget`).
-    private var width: Int { engine.descriptorBudget.batchWidth(jobs: engine.configuration.maxConcurrentTransfers) }
 
     /// Starts the first items; `whenDone` is called once every item is completed.
     func start(whenDone: @escaping @Sendable () -> Void) {
@@ -142,7 +141,7 @@ final class DownloadBatch: Sendable {
                     continue
                 }
                 // Parsed outside the lock: it runs for every item.
-                guard state.withLock({ $0.places.place(index, host: target.hostKey) }) else { continue }
+                guard !countsHosts || state.withLock({ $0.places.place(index, host: target.hostKey) }) else { continue }
             case .setAside(let setAside, let host):
                 index = setAside
                 do {
