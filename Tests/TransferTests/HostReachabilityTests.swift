@@ -155,14 +155,18 @@ import TestSupport
         let byIndex = Mutex<[Int: Result<DownloadedBody, TransferError>]>([:])
     }
 
-    private func runBatch(_ urls: [String], patience: Double?, directory: TemporaryDirectory) async throws -> [Int: Result<DownloadedBody, TransferError>] {
+    /// An engine with quick retries, `jobs` transfers (all of them may go to one host) and `patience`.
+    private func engine(patience: Double?, jobs: Int = 4, directory: TemporaryDirectory) throws -> TransferEngine {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
-        configuration.maxConcurrentTransfers = 4
-        configuration.maxTransfersPerHost = 4
+        configuration.maxConcurrentTransfers = jobs
+        configuration.maxTransfersPerHost = jobs
         configuration.unreachableHostPatience = patience
-        let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
-        defer { engine.shutdown() }
+        return try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+    }
+
+    /// Downloads `urls` as a batch; each index's result.
+    private func runBatch(_ urls: [String], on engine: TransferEngine) async -> [Int: Result<DownloadedBody, TransferError>] {
         let results = Results()
         await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
             if case .success(let body) = result { body.file.release() }
@@ -170,6 +174,12 @@ import TestSupport
             ready()
         }
         return results.byIndex.withLock { $0 }
+    }
+
+    private func runBatch(_ urls: [String], patience: Double?, directory: TemporaryDirectory) async throws -> [Int: Result<DownloadedBody, TransferError>] {
+        let engine = try engine(patience: patience, directory: directory)
+        defer { engine.shutdown() }
+        return await runBatch(urls, on: engine)
     }
 
     @Test func theURLsOfARefusingHostEndUntriedOnceItIsGivenUpAndOtherHostsGoOn() async throws {
@@ -215,22 +225,11 @@ import TestSupport
     /// those to end.
     @Test func theURLsOfAGivenUpHostEndWhileEverySlotIsBusyElsewhere() async throws {
         try await withOrigin { origin, directory in
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
-            configuration.maxConcurrentTransfers = 2
-            configuration.maxTransfersPerHost = 2
-            configuration.unreachableHostPatience = 0.3
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(patience: 0.3, jobs: 2, directory: directory)
             defer { engine.shutdown() }
             // Given a port nothing listens on, given up after a batch of its URLs
-            let dead = (0..<10).map { "http://127.0.0.1:1/first\($0).jpg" }
-            let first = Results()
-            await engine.download(count: dead.count, url: { dead[$0] }) { index, result, ready in
-                first.byIndex.withLock { $0[index] = result }
-                ready()
-            }
-            let givenUpFirst = first.byIndex.withLock { $0.values.filter { (try? $0.get()) == nil && $0.errorKind == .hostUnreachable }.count }
-            #expect(givenUpFirst > 0)
+            let first = await runBatch((0..<10).map { "http://127.0.0.1:1/first\($0).jpg" }, on: engine)
+            #expect(first.values.contains { $0.errorKind == .hostUnreachable })
             // and both slots busy with bodies that take 20 s each
             let body = fixtureBytes(count: 2_000_000, seed: 9)
             for index in 0..<2 {
@@ -280,22 +279,10 @@ import TestSupport
         try await TemporaryDirectory.with { directory in
             let reserved = try ReservedPort()
             let port = reserved.port
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
-            configuration.maxConcurrentTransfers = 4
-            configuration.maxTransfersPerHost = 4
-            configuration.unreachableHostPatience = 0.3
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(patience: 0.3, directory: directory)
             defer { engine.shutdown() }
             func batch(_ name: String) async -> [Int: Result<DownloadedBody, TransferError>] {
-                let urls = (0..<10).map { "http://127.0.0.1:\(port)/\(name)\($0).jpg" }
-                let results = Results()
-                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
-                    if case .success(let body) = result { body.file.release() }
-                    results.byIndex.withLock { $0[index] = result }
-                    ready()
-                }
-                return results.byIndex.withLock { $0 }
+                await runBatch((0..<10).map { "http://127.0.0.1:\(port)/\(name)\($0).jpg" }, on: engine)
             }
             // Given a port that refused long enough to be given up
             let down = await batch("down")
