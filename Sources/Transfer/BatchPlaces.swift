@@ -68,11 +68,15 @@ struct BatchPlaces {
     }
 
     /// A fresh item's host is known: the item takes a place (true), or is set
-    /// aside because its host holds its share (false).
+    /// aside (false) because its host holds its share, or has older items set
+    /// aside (a place freed since `next()` handed this one out is theirs: a
+    /// one-host list started items thousands of lines ahead among its first).
+    /// Past the lookahead too: `next()` then hands out the oldest set-aside
+    /// item, and only the items handed out meanwhile can go past it.
     mutating func place(_ index: Int, host: String) -> Bool {
         guard let share else { return true }
         let held = placesPerHost[host, default: 0]
-        if held >= share, setAsideCount < lookahead {
+        if held >= share || setAside[host] != nil {
             setAside[host, default: FIFO()].append(index)
             setAsideCount += 1
             return false

@@ -51,6 +51,23 @@ import Testing
         #expect(places.setAsideCount <= 3)
     }
 
+    /// `next()` and `place` are two steps (the URL is parsed between them,
+    /// outside the batch's lock): a place that frees in between goes to the
+    /// host's older items set aside, not to the one being placed.
+    @Test func aPlaceFreedWhileAnItemIsParsedGoesToTheOlderItems() {
+        var places = BatchPlaces(count: 10, share: 2, lookahead: 4)
+        // Items 0 and 1 take a's share, 2–5 are set aside as the list is read
+        // ahead, 2 takes the third place (the lookahead used up); then 6 is handed out
+        #expect(fill(&places, upTo: 3) { _ in "a" } == [0, 1, 2])
+        #expect(places.next() == .fresh(index: 6))
+        // and, while it is parsed, two of a's items complete.
+        places.release(host: "a")
+        places.release(host: "a")
+        let placed = places.place(6, host: "a")
+        #expect(!placed)
+        #expect(places.next() == .setAside(index: 3, host: "a"))
+    }
+
     @Test func theLookaheadBoundsHowFarTheListIsReadPastAFullHost() {
         // Given a list of twenty items of host a, then one of b, and a lookahead of 4
         var places = BatchPlaces(count: 21, share: 2, lookahead: 4)
