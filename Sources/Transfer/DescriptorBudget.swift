@@ -54,9 +54,12 @@ public struct DescriptorBudget: Sendable, Equatable {
     }
 
     /// Items that may wait to retry beside those in flight (each holds its
-    /// partial): four times the transfers or 64, fewer when the limit is
-    /// tight, never fewer than twice the transfers.
+    /// partial): 64 times the transfers (1,024 at 16), fewer when the limit
+    /// is tight, never fewer than twice the transfers. Past it, items that
+    /// fail keep their places in the batch while they wait: with 64, two
+    /// dead hosts' URLs filled every place, and the good URLs after them
+    /// waited 30 s, with nothing running, for those hosts to be given up.
     func retryWaiting(jobs: Int) -> Int {
-        max(2 * jobs, min(max(4 * jobs, 64), itemRoom(jobs: jobs)))
+        max(2 * jobs, min(64 * jobs, itemRoom(jobs: jobs)))
     }
 }

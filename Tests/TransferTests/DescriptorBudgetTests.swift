@@ -21,7 +21,7 @@ import Testing
     @Test func aRoomyLimitKeepsFourTimesTheJobsInFlight() {
         let budget = DescriptorBudget(limit: 65_536, heldFinishedBodies: 1024)
         #expect(budget.batchWidth(jobs: 16) == 64)
-        #expect(budget.retryWaiting(jobs: 16) == 64)
+        #expect(budget.retryWaiting(jobs: 16) == 1024)
         #expect(budget.batchWidth(jobs: 200) == 800)
     }
 

@@ -289,4 +289,43 @@ import TestSupport
             for index in 40..<60 { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
         }
     }
+
+    @Test func urlsOfDeadHostsWaitingToRetryLeaveTheBatchToTheOthers() async throws {
+        try await withOrigin { origin, directory in
+            // Given 100 URLs of two ports nothing listens on, alternating, each
+            // retried after 5, 10 and 20 s (at least half of each: none can end
+            // within 17 s), and ten small files after them
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 5, maxDelay: 20)
+            configuration.maxConcurrentTransfers = 4
+            configuration.maxTransfersPerHost = 2
+            configuration.unreachableHostPatience = nil
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            let urls = (0..<100).map { "http://127.0.0.1:\($0 % 2 == 0 ? 1 : 7)/dead\($0).jpg" }
+                + origin.addFixtures(count: 10, size: 4000, firstSeed: 80)
+            let results = Results()
+            let batch = Task {
+                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                    if case .success(let body) = result { body.file.release() }
+                    results.record(index, result)
+                    ready()
+                }
+            }
+
+            // When the small files are all done
+            while results.byIndex.withLock({ $0.keys.filter { $0 >= 100 }.count }) < 10 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let deadEnded = results.byIndex.withLock { $0.keys.filter { $0 < 100 }.count }
+            batch.cancel()
+            await batch.value
+
+            // Then no dead URL had ended: the small files did not wait for them
+            // (the batch keeps 16 in flight; up to 256 may wait to retry beside it)
+            #expect(deadEnded == 0)
+            let byIndex = results.byIndex.withLock { $0 }
+            for index in 100..<110 { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
+        }
+    }
 }
