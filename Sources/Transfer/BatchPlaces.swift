@@ -14,6 +14,13 @@
 /// item takes a free place whatever its host, so the batch stays full and a
 /// list of one host keeps its order.
 ///
+/// Except for a host in an outage (its URLs fail to connect, see
+/// `HostReachability`): its set-aside items do not count against the
+/// lookahead, and take no place beyond its share until the list is read to
+/// its end or the host answers again. With 20,000 URLs of a refusing port and
+/// a good URL every ten lines, the dead URLs filled the lookahead, then every
+/// place, and most good URLs waited 30 s for the host to be given up.
+///
 /// Not thread-safe: the batch holds it under its lock.
 struct BatchPlaces {
     /// Items in the list.
@@ -31,7 +38,12 @@ struct BatchPlaces {
     private var placesPerHost: [String: Int] = [:]
     /// Set-aside indices per host, each in list order.
     private var setAside: [String: FIFO<Int>] = [:]
+    /// Items set aside, those of hosts in an outage apart (the lookahead counts these).
     private(set) var setAsideCount = 0
+    /// Items set aside of hosts in an outage.
+    private var stalledSetAsideCount = 0
+    /// Hosts in an outage.
+    private var stalled: Set<String> = []
 
     init(count: Int, share: Int?, lookahead: Int) {
         self.count = count
@@ -51,7 +63,8 @@ struct BatchPlaces {
 
     /// The item that takes a free place: the oldest set-aside item whose host
     /// has room, else the next item of the list while the lookahead lasts,
-    /// else the oldest set-aside item.
+    /// else the oldest set-aside item of a host not in an outage, else (the
+    /// list read to its end) the oldest set-aside item.
     mutating func next() -> Next {
         if let share, let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share }),
            let index = takeSetAside(of: host) {
@@ -61,10 +74,30 @@ struct BatchPlaces {
             defer { cursor += 1 }
             return .fresh(index: cursor)
         }
-        if let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
+        if let host = oldestSetAside(where: { !stalled.contains($0) }), let index = takeSetAside(of: host) {
+            return .setAside(index: index, host: host)
+        }
+        if cursor == count, let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
         return .none
+    }
+
+    /// `host`'s URLs fail to connect in an outage: its items set aside wait
+    /// without holding up the lookahead.
+    mutating func hostStalled(_ host: String) {
+        guard share != nil, stalled.insert(host).inserted else { return }
+        let waiting = setAside[host]?.count ?? 0
+        setAsideCount -= waiting
+        stalledSetAsideCount += waiting
+    }
+
+    /// `host` answered again.
+    mutating func hostAnswered(_ host: String) {
+        guard !stalled.isEmpty, stalled.remove(host) != nil else { return }
+        let waiting = setAside[host]?.count ?? 0
+        setAsideCount += waiting
+        stalledSetAsideCount -= waiting
     }
 
     /// A fresh item's host is known: the item takes a place (true), or is set
@@ -78,7 +111,7 @@ struct BatchPlaces {
         let held = placesPerHost[host, default: 0]
         if held >= share || setAside[host] != nil {
             setAside[host, default: FIFO()].append(index)
-            setAsideCount += 1
+            if stalled.isEmpty || !stalled.contains(host) { setAsideCount += 1 } else { stalledSetAsideCount += 1 }
             return false
         }
         placesPerHost[host] = held + 1
@@ -95,10 +128,11 @@ struct BatchPlaces {
     /// Ends the list (a cancel): returns how many items will now never
     /// start, those not looked at and those set aside.
     mutating func abandonUnstarted() -> Int {
-        let unstarted = max(0, count - cursor) + setAsideCount
+        let unstarted = max(0, count - cursor) + setAsideCount + stalledSetAsideCount
         cursor = count
         setAside.removeAll()
         setAsideCount = 0
+        stalledSetAsideCount = 0
         return unstarted
     }
 
@@ -106,7 +140,7 @@ struct BatchPlaces {
     /// the hosts that pass `eligible`. Linear in the hosts with items set
     /// aside: few, since a host needs a whole share in flight to have any.
     private func oldestSetAside(where eligible: (String) -> Bool) -> String? {
-        guard setAsideCount > 0 else { return nil }
+        guard setAsideCount + stalledSetAsideCount > 0 else { return nil }
         var best: (host: String, index: Int)?
         for (host, queue) in setAside where eligible(host) {
             guard let head = queue.first else { continue }
@@ -120,7 +154,7 @@ struct BatchPlaces {
         // In place: a copy of the queue out of the dictionary would copy its storage.
         guard let index = setAside[host]?.removeFirst() else { return nil }
         if setAside[host]?.isEmpty == true { setAside[host] = nil }
-        setAsideCount -= 1
+        if stalled.isEmpty || !stalled.contains(host) { setAsideCount -= 1 } else { stalledSetAsideCount -= 1 }
         placesPerHost[host, default: 0] += 1
         return index
     }

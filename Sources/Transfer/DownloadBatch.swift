@@ -243,7 +243,7 @@ final class DownloadBatch: Sendable {
             }
             let host = prepared.target.hostKey
             finish(index, result, then: { [self] in
-                release(host)
+                release(host, answered: true)
                 startNext()
             })
             return
@@ -257,6 +257,9 @@ final class DownloadBatch: Sendable {
             // to the next item at once, up to `retryLimit` of them: a dead host
             // must not hold up the rest of the list for its backoffs.
             let givesWay = state.retrying.count < retryLimit
+            if countsHosts, first.outcome.hostUnreachable || first.outcome.abort?.kind == .hostUnreachable {
+                state.places.hostStalled(prepared.target.hostKey)
+            }
             let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)
             if state.cancelled { task.cancel() }
             state.retrying[first.id] = task
@@ -308,10 +311,13 @@ final class DownloadBatch: Sendable {
     }
 
     /// An item of `host` gave its place in the batch up.
-    private func release(_ host: String) {
+    private func release(_ host: String, answered: Bool = false) {
         // No lock taken per item where nothing is counted (one host may hold every place).
         guard countsHosts else { return }
-        state.withLock { $0.places.release(host: host) }
+        state.withLock { state in
+            state.places.release(host: host)
+            if answered { state.places.hostAnswered(host) }
+        }
     }
 
     /// Counts `items` as completed; the last one wakes the caller.

@@ -120,6 +120,7 @@ struct FIFO<Element> {
     private var head = 0
 
     var isEmpty: Bool { head == storage.count }
+    var count: Int { storage.count - head }
     var first: Element? { isEmpty ? nil : storage[head] }
     /// The elements still queued, oldest first.
     var elements: [Element] { storage[head...].compactMap { $0 } }

@@ -84,6 +84,27 @@ import Testing
         #expect(places.cursor == 11)
     }
 
+    @Test func aHostInAnOutageDoesNotUseUpTheLookahead() {
+        // Given a list of twelve items of host a with one of b at the end, a
+        // lookahead of 2, and a in an outage once it holds its share
+        var places = BatchPlaces(count: 13, share: 2, lookahead: 2)
+        let host = { (index: Int) in index < 12 ? "a" : "b" }
+        #expect(fill(&places, upTo: 2, host: host) == [0, 1])
+        places.hostStalled("a")
+
+        // When two more places are filled, b's item is reached past all of a's
+        // set aside (which do not count against the lookahead), and then, the
+        // list read to its end, a's oldest set-aside item takes the other place
+        #expect(fill(&places, upTo: 4, started: 2, host: host) == [12, 2])
+        #expect(places.setAsideCount == 0)
+        #expect(places.next() == .setAside(index: 3, host: "a"))
+
+        // Then once a answers again, its set-aside items count against the lookahead again
+        places.hostAnswered("a")
+        #expect(places.setAsideCount == 8)
+        #expect(places.abandonUnstarted() == 8)
+    }
+
     @Test func aCancelCountsTheItemsSetAsideAndThoseNotRead() {
         var places = BatchPlaces(count: 10, share: 1, lookahead: 8)
         #expect(fill(&places, upTo: 2) { index in index < 5 ? "a" : "b" } == [0, 5])

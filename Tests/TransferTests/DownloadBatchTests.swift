@@ -328,4 +328,46 @@ import TestSupport
             for index in 100..<110 { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
         }
     }
+
+    @Test func aHostInAnOutageDoesNotHoldUpTheURLsBetweenItsOwn() async throws {
+        try await withOrigin { origin, directory in
+            // Given 2,000 URLs of a port nothing listens on, with a small file of
+            // a live origin every tenth line (more dead URLs than the batch reads
+            // ahead, 1,024 at 4 transfers, or lets wait to retry, 256), and the
+            // dead port's patience 30 s (none of its URLs can end before that)
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.5, maxDelay: 2)
+            configuration.maxConcurrentTransfers = 4
+            configuration.maxTransfersPerHost = 2
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            let live = origin.addFixtures(count: 200, size: 3000, firstSeed: 100)
+            let urls = (0..<2000).flatMap { (index: Int) -> [String] in
+                let dead = "http://127.0.0.1:1/dead\(index).jpg"
+                return index % 10 == 9 ? [dead, live[index / 10]] : [dead]
+            }
+            let liveIndices = Set(urls.indices.filter { !urls[$0].contains(":1/dead") })
+            let results = Results()
+            let batch = Task {
+                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                    if case .success(let body) = result { body.file.release() }
+                    results.record(index, result)
+                    ready()
+                }
+            }
+
+            // When the live files are all done
+            while results.byIndex.withLock({ $0.keys.filter { liveIndices.contains($0) }.count }) < 200 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let deadEnded = results.byIndex.withLock { $0.keys.filter { !liveIndices.contains($0) }.count }
+            batch.cancel()
+            await batch.value
+
+            // Then no dead URL had ended: the live ones did not wait for the dead port to be given up
+            #expect(deadEnded == 0)
+            let byIndex = results.byIndex.withLock { $0 }
+            for index in liveIndices { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
+        }
+    }
 }
