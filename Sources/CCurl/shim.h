@@ -73,6 +73,18 @@ static inline CURLcode mf_easy_setopt_prereq_data(CURL *handle, void *value) {
 #endif
 }
 
+/// curl_easy_setopt for CURLOPT_QUICK_EXIT (libcurl 7.87+): removing a handle
+/// whose name lookup runs does not wait for the resolver's thread, which is
+/// left to end on its own. CURLE_UNKNOWN_OPTION from an older libcurl.
+static inline CURLcode mf_easy_setopt_quick_exit(CURL *handle) {
+#if LIBCURL_VERSION_NUM >= 0x075700
+    return curl_easy_setopt(handle, CURLOPT_QUICK_EXIT, 1L);
+#else
+    (void)handle;
+    return CURLE_UNKNOWN_OPTION;
+#endif
+}
+
 /// What a write callback returns to pause its transfer (CURL_WRITEFUNC_PAUSE,
 /// a macro Swift does not import as a `size_t`): libcurl keeps the bytes it
 /// offered and offers them again once the transfer is unpaused.

@@ -38,12 +38,12 @@ struct BatchPlaces {
     private var placesPerHost: [String: Int] = [:]
     /// Set-aside indices per host, each in list order.
     private var setAside: [String: FIFO<Int>] = [:]
-    /// Items set aside, those of hosts in an outage apart (the lookahead counts these).
+    /// Items set aside that count against the lookahead (those of hosts in an outage do not).
     private(set) var setAsideCount = 0
     /// Items set aside of hosts in an outage.
-    private var stalledSetAsideCount = 0
+    private var outageSetAsideCount = 0
     /// Hosts in an outage.
-    private var stalled: Set<String> = []
+    private var inOutage: Set<String> = []
 
     init(count: Int, share: Int?, lookahead: Int) {
         self.count = count
@@ -74,7 +74,7 @@ struct BatchPlaces {
             defer { cursor += 1 }
             return .fresh(index: cursor)
         }
-        if let host = oldestSetAside(where: { !stalled.contains($0) }), let index = takeSetAside(of: host) {
+        if let host = oldestSetAside(where: { !inOutage.contains($0) }), let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
         if cursor == count, let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
@@ -85,19 +85,19 @@ struct BatchPlaces {
 
     /// `host`'s URLs fail to connect in an outage: its items set aside wait
     /// without holding up the lookahead.
-    mutating func hostStalled(_ host: String) {
-        guard share != nil, stalled.insert(host).inserted else { return }
+    mutating func outageBegan(_ host: String) {
+        guard share != nil, inOutage.insert(host).inserted else { return }
         let waiting = setAside[host]?.count ?? 0
         setAsideCount -= waiting
-        stalledSetAsideCount += waiting
+        outageSetAsideCount += waiting
     }
 
     /// `host` answered again.
-    mutating func hostAnswered(_ host: String) {
-        guard !stalled.isEmpty, stalled.remove(host) != nil else { return }
+    mutating func outageEnded(_ host: String) {
+        guard !inOutage.isEmpty, inOutage.remove(host) != nil else { return }
         let waiting = setAside[host]?.count ?? 0
         setAsideCount += waiting
-        stalledSetAsideCount -= waiting
+        outageSetAsideCount -= waiting
     }
 
     /// A fresh item's host is known: the item takes a place (true), or is set
@@ -111,7 +111,7 @@ struct BatchPlaces {
         let held = placesPerHost[host, default: 0]
         if held >= share || setAside[host] != nil {
             setAside[host, default: FIFO()].append(index)
-            if stalled.isEmpty || !stalled.contains(host) { setAsideCount += 1 } else { stalledSetAsideCount += 1 }
+            if inOutage.isEmpty || !inOutage.contains(host) { setAsideCount += 1 } else { outageSetAsideCount += 1 }
             return false
         }
         placesPerHost[host] = held + 1
@@ -121,6 +121,7 @@ struct BatchPlaces {
     /// An item of `host` gave its place up (it completed, or waits to retry elsewhere).
     mutating func release(host: String) {
         guard share != nil else { return }
+        assert(placesPerHost[host] != nil, "a place given back twice")
         let left = placesPerHost[host, default: 1] - 1
         placesPerHost[host] = left > 0 ? left : nil
     }
@@ -128,11 +129,11 @@ struct BatchPlaces {
     /// Ends the list (a cancel): returns how many items will now never
     /// start, those not looked at and those set aside.
     mutating func abandonUnstarted() -> Int {
-        let unstarted = max(0, count - cursor) + setAsideCount + stalledSetAsideCount
+        let unstarted = max(0, count - cursor) + setAsideCount + outageSetAsideCount
         cursor = count
         setAside.removeAll()
         setAsideCount = 0
-        stalledSetAsideCount = 0
+        outageSetAsideCount = 0
         return unstarted
     }
 
@@ -140,7 +141,7 @@ struct BatchPlaces {
     /// the hosts that pass `eligible`. Linear in the hosts with items set
     /// aside: few, since a host needs a whole share in flight to have any.
     private func oldestSetAside(where eligible: (String) -> Bool) -> String? {
-        guard setAsideCount + stalledSetAsideCount > 0 else { return nil }
+        guard setAsideCount + outageSetAsideCount > 0 else { return nil }
         var best: (host: String, index: Int)?
         for (host, queue) in setAside where eligible(host) {
             guard let head = queue.first else { continue }
@@ -154,7 +155,7 @@ struct BatchPlaces {
         // In place: a copy of the queue out of the dictionary would copy its storage.
         guard let index = setAside[host]?.removeFirst() else { return nil }
         if setAside[host]?.isEmpty == true { setAside[host] = nil }
-        if stalled.isEmpty || !stalled.contains(host) { setAsideCount -= 1 } else { stalledSetAsideCount -= 1 }
+        if inOutage.isEmpty || !inOutage.contains(host) { setAsideCount -= 1 } else { outageSetAsideCount -= 1 }
         placesPerHost[host, default: 0] += 1
         return index
     }

@@ -99,6 +99,12 @@ final class CurlEasy {
         mf_easy_setopt_prereq_callback(handle, callback) == CURLE_OK
     }
 
+    /// Sets CURLOPT_QUICK_EXIT; nothing where libcurl has no such option
+    /// (before 7.87: a stop then waits for name lookups under way).
+    func setQuickExit() {
+        _ = mf_easy_setopt_quick_exit(handle)
+    }
+
     /// Sets CURLOPT_PREREQDATA, what that callback gets as its context.
     func setConnectionReadyData(_ pointer: UnsafeMutableRawPointer?) {
         _ = mf_easy_setopt_prereq_data(handle, pointer)

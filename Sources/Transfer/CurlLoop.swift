@@ -31,10 +31,6 @@ final class Attempt: @unchecked Sendable {
     /// such URL). Not where more than 100 may run against the host: see
     /// `connectionAnswered`.
     var probeEndsWhenConnected = false
-    /// The one attempt let through to a given-up host to see whether it is
-    /// back (see `HostReachability`): it holds that trial while it waits for
-    /// a slot, so the host's other attempts end meanwhile.
-    var isHostTrial = false
 
     /// The connection has said what it speaks: called when the response head
     /// is complete. Not earlier, when the request goes out: an HTTP/2
@@ -574,6 +570,7 @@ final class CurlLoop: Sendable {
                 byID[attempt.id] = easy.handle
             } catch {
                 slots.release(host: attempt.host)
+                reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: .now)
                 if let list = attempt.headerList { curl_slist_free_all(list) }
                 attempt.headerList = nil
                 // A set-up failure (an option this libcurl lacks, no memory) will not pass on retry.
@@ -599,13 +596,13 @@ final class CurlLoop: Sendable {
                 let gaveUp = reachability?.failedToConnect(attempt.host, transfer: attempt.id,
                                                            reason: outcome.abort?.message ?? outcome.curlMessage,
                                                            started: attempt.startedAt, at: now) == true
-                if gaveUp, let refusal = reachability?.refusal(for: attempt.host, at: now) {
+                if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {
                     // Its attempts waiting for a slot end now, not one slot at a time.
                     for waiting in slots.removeAllWaiting(host: attempt.host) { Self.endRefused(waiting, refusal) }
                 }
                 return reachability?.isOutage(attempt.host) == true
             } else {
-                reachability?.endedWithoutAnswer(attempt.host, at: now)
+                reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: now)
             }
             return false
         }
@@ -621,11 +618,11 @@ final class CurlLoop: Sendable {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
             while let (attempt, host) = slots.next() {
-                if reachability?.isGivenUp(host) == true, !attempt.isHostTrial {
+                if reachability?.isGivenUp(host) == true {
                     // A transfer of it connected since: it is back.
                     if hasConnection(host) {
                         reachability?.connected(host)
-                    } else if let refusal = reachability?.refusal(for: host, at: .now) {
+                    } else if let refusal = reachability?.refusal(for: host, transfer: attempt.id, at: .now) {
                         slots.release(host: host)
                         Self.endRefused(attempt, refusal)
                         continue
@@ -714,14 +711,13 @@ final class CurlLoop: Sendable {
             for command in commands {
                 switch command {
                 case .start(let attempt):
-                    if reachability?.isGivenUp(attempt.host) == true, !hasConnection(attempt.host) {
-                        // Ended here, not once it has a slot: with every slot busy on
-                        // other hosts' long bodies, it waited for them to end.
-                        if let refusal = reachability?.refusal(for: attempt.host, at: .now) {
-                            Self.endRefused(attempt, refusal)
-                            continue
-                        }
-                        attempt.isHostTrial = true
+                    // A given-up host's attempt ends here, not once it has a slot: with every
+                    // slot busy on other hosts' long bodies, it waited for them to end. The one
+                    // let through holds that turn from here until it ends.
+                    if reachability?.isGivenUp(attempt.host) == true, !hasConnection(attempt.host),
+                       let refusal = reachability?.refusal(for: attempt.host, transfer: attempt.id, at: .now) {
+                        Self.endRefused(attempt, refusal)
+                        continue
                     }
                     // HTTPS may be HTTP/2 (plain HTTP is HTTP/1.1 here): its host's first transfer goes alone.
                     slots.enqueue(attempt, host: attempt.host, probeFirst: multiplexes && attempt.url.hasPrefix("https:"))
@@ -729,8 +725,8 @@ final class CurlLoop: Sendable {
                     if let handle = byID[id] {
                         finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
                     } else if let waiting = slots.removeWaiting(where: { $0.id == id }) {
-                        // A trial that never ran: the next may go in its turn.
-                        if waiting.isHostTrial { reachability?.endedWithoutAnswer(waiting.host, at: .now) }
+                        // If it was the one let through to a given-up host, the next may go in its turn.
+                        reachability?.endedWithoutAnswer(waiting.host, transfer: waiting.id, at: .now)
                         Self.endCancelled(waiting)
                     }
                 }
@@ -889,10 +885,11 @@ final class CurlLoop: Sendable {
         }
         try easy.set(CURLOPT_TCP_KEEPALIVE, 1)
         // Removing a handle whose name lookup runs waited for the resolver's
-        // thread: a stop during lookups that time out (20 s under
-        // `RES_OPTIONS=timeout:20`) took 16.5 s to exit. The thread is left
-        // to end on its own instead.
-        try easy.set(CURLOPT_QUICK_EXIT, 1)
+        // thread, on the loop thread: a stop during lookups that time out
+        // (20 s under `RES_OPTIONS=timeout:20`) took 16.5 s to exit, and a
+        // cancel or a connect timeout during one held every transfer up. The
+        // thread is left to end on its own (with its socket pair) instead.
+        easy.setQuickExit()
         try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
         try easy.set(CURLOPT_WRITEFUNCTION, callback: { data, size, count, userdata in
             guard let userdata else { return 0 }

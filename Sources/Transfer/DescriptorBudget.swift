@@ -54,8 +54,9 @@ public struct DescriptorBudget: Sendable, Equatable {
     }
 
     /// Items that may wait to retry beside those in flight (each holds its
-    /// partial): 64 times the transfers (1,024 at 16), fewer when the limit
-    /// is tight, never fewer than twice the transfers. Past it, items that
+    /// partial): 64 times the transfers (1,024 at 16, where the limit
+    /// allows: a few hundred under a limit of 1,024), fewer when the limit is
+    /// tight, never fewer than twice the transfers. Past it, items that
     /// fail keep their places in the batch while they wait: with 64, two
     /// dead hosts' URLs filled every place, and the good URLs after them
     /// waited 30 s, with nothing running, for those hosts to be given up.

@@ -45,9 +45,10 @@ extension TransferEngine {
 /// 16 slots were busy on average over 2000 small files, now 11–14),
 /// besides up to `retryLimit` items waiting to retry, which give their place
 /// up while they wait. Each item that completes starts the next one once the
-/// caller is ready for it, on the thread that says so. One host holds at
-/// most four times its `--per-host` places while items of other hosts are
-/// waiting (see `BatchPlaces`).
+/// caller is ready for it, on the thread that says so. Unless `--per-host`
+/// is as large as `--jobs`, one host's items take no more than four times
+/// `--per-host` places while the list is read ahead for other hosts' items
+/// (see `BatchPlaces`).
 final class DownloadBatch: Sendable {
     private struct State {
         /// Items not yet completed (or given up because of a cancel).
@@ -89,7 +90,8 @@ final class DownloadBatch: Sendable {
     }
 
     /// How far the list is read ahead for other hosts' items, in places of
-    /// the batch: 4,096 items at `--jobs 16`, 64 KiB of indices at most.
+    /// the batch: 4,096 items at `--jobs 16`, about 64 KiB of indices (the
+    /// items of hosts in an outage are set aside beyond it).
     static let lookaheadPerPlace = 64
 
     /// Starts the first items; `whenDone` is called once every item is completed.
@@ -258,7 +260,7 @@ final class DownloadBatch: Sendable {
             // must not hold up the rest of the list for its backoffs.
             let givesWay = state.retrying.count < retryLimit
             if countsHosts, first.outcome.hostUnreachable || first.outcome.abort?.kind == .hostUnreachable {
-                state.places.hostStalled(prepared.target.hostKey)
+                state.places.outageBegan(prepared.target.hostKey)
             }
             let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)
             if state.cancelled { task.cancel() }
@@ -292,7 +294,12 @@ final class DownloadBatch: Sendable {
             } catch {
                 result = .failure(error)
             }
-            _ = state.withLock { $0.retrying.removeValue(forKey: first.id) }
+            let host = prepared.target.hostKey
+            state.withLock { state in
+                state.retrying.removeValue(forKey: first.id)
+                // Its host answered in the end: no longer in an outage.
+                if countsHosts, case .success = result { state.places.outageEnded(host) }
+            }
             finish(index, result, then: nextItem)
         }
     }
@@ -310,13 +317,14 @@ final class DownloadBatch: Sendable {
         settle(1)
     }
 
-    /// An item of `host` gave its place in the batch up.
+    /// An item of `host` gave its place up; `answered` when its body came,
+    /// which ends any outage of its host.
     private func release(_ host: String, answered: Bool = false) {
         // No lock taken per item where nothing is counted (one host may hold every place).
         guard countsHosts else { return }
         state.withLock { state in
             state.places.release(host: host)
-            if answered { state.places.hostAnswered(host) }
+            if answered { state.places.outageEnded(host) }
         }
     }
 

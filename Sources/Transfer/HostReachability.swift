@@ -49,7 +49,8 @@ struct HostReachability {
         let refusal: TransferError
         /// When the next attempt may go through, unless one is on its way.
         var nextTrial: ContinuousClock.Instant
-        var trialUnderWay = false
+        /// The transfer whose attempt was let through and has not ended yet.
+        var trial: TransferID?
         /// The URL whose failure gave the host up, and whether other URLs failed too.
         let firstTransfer: TransferID
         var otherTransfers: Bool
@@ -62,17 +63,25 @@ struct HostReachability {
         trialInterval = min(patience, .seconds(5))
     }
 
-    /// What an attempt at `host`, about to start, ends with instead: nil when
-    /// it may go (the host is not given up, or it is time to see whether the
-    /// host is back: one attempt every `trialInterval`).
-    mutating func refusal(for host: String, at now: ContinuousClock.Instant) -> TransferError? {
+    /// What an attempt of `transfer` at `host`, about to start (or to wait
+    /// for a slot), ends with instead: nil when it may go (the host is not
+    /// given up; or it is time to see whether the host is back, and this
+    /// attempt is the one let through, every `trialInterval`, until it ends).
+    mutating func refusal(for host: String, transfer: TransferID, at now: ContinuousClock.Instant) -> TransferError? {
         guard var entry = givenUp[host] else { return nil }
-        guard entry.trialUnderWay || now < entry.nextTrial else {
-            entry.trialUnderWay = true
+        if let trial = entry.trial { return trial == transfer ? nil : entry.refusal }
+        guard now < entry.nextTrial else {
+            entry.trial = transfer
             givenUp[host] = entry
             return nil
         }
         return entry.refusal
+    }
+
+    /// What the attempts at `host` end with while it is given up, without
+    /// letting one through (attempts waiting when the host is given up).
+    func givenUpRefusal(for host: String) -> TransferError? {
+        givenUp.isEmpty ? nil : givenUp[host]?.refusal
     }
 
     /// Whether `host` is given up. No hashing while no host is (the loop
@@ -106,7 +115,7 @@ struct HostReachability {
                                   started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
             if givenUp[host]?.firstTransfer != transfer { givenUp[host]?.otherTransfers = true }
-            endedWithoutAnswer(host, at: now)
+            endedWithoutAnswer(host, transfer: transfer, at: now)
             return false
         }
         var streak = failing[host] ?? Streak(since: started, last: now, failures: 0, firstTransfer: transfer)
@@ -129,14 +138,15 @@ struct HostReachability {
         return true
     }
 
-    /// An attempt at a given-up `host` ended with no answer, for whatever
-    /// reason: the next may go through a `trialInterval` from now.
-    mutating func endedWithoutAnswer(_ host: String, at now: ContinuousClock.Instant) {
-        guard !givenUp.isEmpty, var entry = givenUp[host] else { return }
-        if entry.trialUnderWay {
-            entry.trialUnderWay = false
-            entry.nextTrial = now + trialInterval
-        }
+    /// An attempt of `transfer` at a given-up `host` ended with no answer,
+    /// for whatever reason (or was cancelled before it ran): if it was the
+    /// one let through, the next may go a `trialInterval` from now. Another
+    /// attempt's end (one that was connecting when the host was given up)
+    /// leaves the turn with the one let through.
+    mutating func endedWithoutAnswer(_ host: String, transfer: TransferID, at now: ContinuousClock.Instant) {
+        guard !givenUp.isEmpty, var entry = givenUp[host], entry.trial == transfer else { return }
+        entry.trial = nil
+        entry.nextTrial = now + trialInterval
         givenUp[host] = entry
     }
 

@@ -90,7 +90,7 @@ import Testing
         var places = BatchPlaces(count: 13, share: 2, lookahead: 2)
         let host = { (index: Int) in index < 12 ? "a" : "b" }
         #expect(fill(&places, upTo: 2, host: host) == [0, 1])
-        places.hostStalled("a")
+        places.outageBegan("a")
 
         // When two more places are filled, b's item is reached past all of a's
         // set aside (which do not count against the lookahead), and then, the
@@ -100,7 +100,7 @@ import Testing
         #expect(places.next() == .setAside(index: 3, host: "a"))
 
         // Then once a answers again, its set-aside items count against the lookahead again
-        places.hostAnswered("a")
+        places.outageEnded("a")
         #expect(places.setAsideCount == 8)
         #expect(places.abandonUnstarted() == 8)
     }

@@ -21,18 +21,18 @@ import TestSupport
                                                       started: start + .seconds(second), at: start + .seconds(second))
             #expect(!gaveUp)
         }
-        #expect(reachability.refusal(for: "dead.test:80", at: start + .seconds(10)) == nil)
+        #expect(reachability.refusal(for: "dead.test:80", transfer: url, at: start + .seconds(10)) == nil)
         // Past the patience, with enough failures: given up, with why.
         let gaveUp = reachability.failedToConnect("dead.test:80", transfer: url, reason: "Could not resolve host: dead.test",
                                                   started: start + .seconds(30), at: start + .seconds(31))
         #expect(gaveUp)
-        let refusal = reachability.refusal(for: "dead.test:80", at: start + .seconds(31))
+        let refusal = reachability.refusal(for: "dead.test:80", transfer: url, at: start + .seconds(31))
         #expect(refusal?.kind == .hostUnreachable)
         #expect(refusal?.isRetryable == false)
         #expect(refusal?.message == "given up: no connection to dead.test:80 in 31 s of trying "
             + "(Could not resolve host: dead.test); its URLs fail at once until it answers again (one is let through every 5 s)")
         // Other hosts are not affected.
-        #expect(reachability.refusal(for: "alive.test:80", at: start + .seconds(31)) == nil)
+        #expect(reachability.refusal(for: "alive.test:80", transfer: url, at: start + .seconds(31)) == nil)
     }
 
     private func fail(_ reachability: inout HostReachability, _ host: String, at second: Int) {
@@ -58,7 +58,7 @@ import TestSupport
         reachability.failedToConnect("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3604), at: start + .seconds(3619))
         reachability.failedToConnect("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3605), at: start + .seconds(3634))
         #expect(reachability.isGivenUp("h.test:80"))
-        #expect(reachability.refusal(for: "h.test:80", at: start + .seconds(3634))?.message.contains(" in 34 s of trying ") == true)
+        #expect(reachability.refusal(for: "h.test:80", transfer: url, at: start + .seconds(3634))?.message.contains(" in 34 s of trying ") == true)
     }
 
     @Test func aConnectionEndsTheStreakAndTakesAGivenUpHostBack() {
@@ -73,7 +73,7 @@ import TestSupport
         // An attempt still running when the host was given up connects after all.
         reachability.connected("flaky.test:80")
         #expect(!reachability.isGivenUp("flaky.test:80"))
-        #expect(reachability.refusal(for: "flaky.test:80", at: start + .seconds(80)) == nil)
+        #expect(reachability.refusal(for: "flaky.test:80", transfer: url, at: start + .seconds(80)) == nil)
     }
 
     /// A given-up host gets one attempt through every 5 s (its patience, if
@@ -83,25 +83,43 @@ import TestSupport
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         for second in stride(from: 0, through: 30, by: 5) { fail(&reachability, "back.test:80", at: second) }
         #expect(reachability.isGivenUp("back.test:80"))
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(30))?.message.hasSuffix(
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(30))?.message.hasSuffix(
             "its URLs fail at once until it answers again (one is let through every 5 s)") == true)
         // Held back until the interval has passed; then one goes, and the others wait for it.
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(34)) != nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(35)) == nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(36)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(34)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(35)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: TransferID(rawValue: 2), at: start + .seconds(36)) != nil)
         // It fails too: the next goes 5 s later.
         fail(&reachability, "back.test:80", at: 37)
         #expect(reachability.isGivenUp("back.test:80"))
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(41)) != nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(42)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(41)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(42)) == nil)
         // One that ends another way (a TLS error, a cancel) frees the turn the same way.
-        reachability.endedWithoutAnswer("back.test:80", at: start + .seconds(43))
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(47)) != nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(48)) == nil)
+        reachability.endedWithoutAnswer("back.test:80", transfer: url, at: start + .seconds(43))
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(47)) != nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(48)) == nil)
         // This one connects: the host is back.
         reachability.connected("back.test:80")
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(49)) == nil)
-        #expect(reachability.refusal(for: "back.test:80", at: start + .seconds(49)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(49)) == nil)
+        #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(49)) == nil)
+    }
+
+    /// The turn is the one let through's until it ends: another attempt
+    /// that ends meanwhile (it was connecting when the host was given up)
+    /// does not give a second one the turn.
+    @Test func theAttemptLetThroughHoldsItsTurnUntilItEnds() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let trial = TransferID(rawValue: 7), other = TransferID(rawValue: 8), third = TransferID(rawValue: 9)
+        for second in stride(from: 0, through: 30, by: 5) { fail(&reachability, "h.test:80", at: second) }
+        #expect(reachability.refusal(for: "h.test:80", transfer: trial, at: start + .seconds(35)) == nil)
+        reachability.endedWithoutAnswer("h.test:80", transfer: other, at: start + .seconds(36))
+        #expect(reachability.refusal(for: "h.test:80", transfer: third, at: start + .seconds(42)) != nil)
+        // The one let through is let through again when it gets its slot.
+        #expect(reachability.refusal(for: "h.test:80", transfer: trial, at: start + .seconds(43)) == nil)
+        reachability.endedWithoutAnswer("h.test:80", transfer: trial, at: start + .seconds(44))
+        #expect(reachability.refusal(for: "h.test:80", transfer: third, at: start + .seconds(48)) != nil)
+        #expect(reachability.refusal(for: "h.test:80", transfer: third, at: start + .seconds(49)) == nil)
+        #expect(reachability.givenUpRefusal(for: "h.test:80") != nil)
     }
 
     /// One URL failing again and again is that URL's trouble; several
