@@ -17,12 +17,17 @@ import TestSupport
         }
     }
 
-    private func engine(_ directory: TemporaryDirectory, jobs: Int = 4, perHost: Int? = nil) throws -> TransferEngine {
+    /// An engine of `jobs` transfers (`perHost` a host, else all of them),
+    /// quick retries unless `retry` says otherwise, and a host's `patience`.
+    private func engine(_ directory: TemporaryDirectory, jobs: Int = 4, perHost: Int? = nil,
+                        retry: RetryPolicy = RetryPolicy(maxRetries: 3, baseDelay: 0.01, maxDelay: 0.05),
+                        patience: Double? = TransferConfiguration().unreachableHostPatience) throws -> TransferEngine {
         var configuration = TransferConfiguration()
-        configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.01, maxDelay: 0.05)
+        configuration.retry = retry
         configuration.maxConcurrentTransfers = jobs
         configuration.maxTransfersPerHost = perHost ?? jobs
         configuration.stallTimeout = 5
+        configuration.unreachableHostPatience = patience
         return try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
     }
 
@@ -249,6 +254,31 @@ import TestSupport
         }
     }
 
+    /// Runs `urls` as a batch until every index in `awaited` has completed,
+    /// then cancels it. Returns how many of the other indices had completed
+    /// by then, and each awaited index's result.
+    private func runUntilDone(_ awaited: Set<Int>, of urls: [String], on engine: TransferEngine) async throws
+        -> (othersDone: Int, awaitedResults: [Int: Result<DownloadedBody, TransferError>]) {
+        let results = Results()
+        let batch = Task {
+            await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                results.record(index, result)
+                ready()
+            }
+        }
+        while results.byIndex.withLock({ $0.keys.filter { awaited.contains($0) }.count }) < awaited.count {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let othersDone = results.byIndex.withLock { $0.keys.filter { !awaited.contains($0) }.count }
+        batch.cancel()
+        await batch.value
+        let byIndex = results.byIndex.withLock { $0 }
+        var awaitedResults: [Int: Result<DownloadedBody, TransferError>] = [:]
+        for index in awaited { awaitedResults[index] = byIndex[index]?.first }
+        return (othersDone, awaitedResults)
+    }
+
     @Test func aSlowHostFirstInTheListDoesNotHoldBackTheOthers() async throws {
         try await withOrigin { slow, directory in
             // Given a list that begins with more URLs of a slow host than the
@@ -265,28 +295,14 @@ import TestSupport
                 + fast.addFixtures(count: 20, size: 4000, firstSeed: 60)
             let engine = try engine(directory, jobs: 4, perHost: 2)
             defer { engine.shutdown() }
-            let results = Results()
-            let batch = Task {
-                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
-                    if case .success(let body) = result { body.file.release() }
-                    results.record(index, result)
-                    ready()
-                }
-            }
 
             // When the other host's files are all done
-            while results.byIndex.withLock({ $0.keys.filter { $0 >= 40 }.count }) < 20 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            let slowDone = results.byIndex.withLock { $0.keys.filter { $0 < 40 }.count }
-            batch.cancel()
-            await batch.value
+            let (slowDone, fastResults) = try await runUntilDone(Set(40..<60), of: urls, on: engine)
 
             // Then they were done while the slow host's first bodies were still
             // coming (before, they waited for those places to free), each stored
             #expect(slowDone == 0)
-            let byIndex = results.byIndex.withLock { $0 }
-            for index in 40..<60 { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
+            for (index, result) in fastResults { #expect((try? result.get()) != nil, "item \(index) failed") }
         }
     }
 
@@ -295,37 +311,19 @@ import TestSupport
             // Given 100 URLs of two ports nothing listens on, alternating, each
             // retried after 5, 10 and 20 s (at least half of each: none can end
             // within 17 s), and ten small files after them
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 5, maxDelay: 20)
-            configuration.maxConcurrentTransfers = 4
-            configuration.maxTransfersPerHost = 2
-            configuration.unreachableHostPatience = nil
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(directory, jobs: 4, perHost: 2,
+                                    retry: RetryPolicy(maxRetries: 3, baseDelay: 5, maxDelay: 20), patience: nil)
             defer { engine.shutdown() }
             let urls = (0..<100).map { "http://127.0.0.1:\($0 % 2 == 0 ? 1 : 7)/dead\($0).jpg" }
                 + origin.addFixtures(count: 10, size: 4000, firstSeed: 80)
-            let results = Results()
-            let batch = Task {
-                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
-                    if case .success(let body) = result { body.file.release() }
-                    results.record(index, result)
-                    ready()
-                }
-            }
 
             // When the small files are all done
-            while results.byIndex.withLock({ $0.keys.filter { $0 >= 100 }.count }) < 10 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            let deadEnded = results.byIndex.withLock { $0.keys.filter { $0 < 100 }.count }
-            batch.cancel()
-            await batch.value
+            let (deadEnded, liveResults) = try await runUntilDone(Set(100..<110), of: urls, on: engine)
 
             // Then no dead URL had ended: the small files did not wait for them
             // (the batch keeps 16 in flight; up to 256 may wait to retry beside it)
             #expect(deadEnded == 0)
-            let byIndex = results.byIndex.withLock { $0 }
-            for index in 100..<110 { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
+            for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
         }
     }
 
@@ -335,11 +333,7 @@ import TestSupport
             // a live origin every tenth line (more dead URLs than the batch reads
             // ahead, 1,024 at 4 transfers, or lets wait to retry, 256), and the
             // dead port's patience 30 s (none of its URLs can end before that)
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.5, maxDelay: 2)
-            configuration.maxConcurrentTransfers = 4
-            configuration.maxTransfersPerHost = 2
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(directory, jobs: 4, perHost: 2, retry: RetryPolicy(maxRetries: 3, baseDelay: 0.5, maxDelay: 2))
             defer { engine.shutdown() }
             let live = origin.addFixtures(count: 200, size: 3000, firstSeed: 100)
             let urls = (0..<2000).flatMap { (index: Int) -> [String] in
@@ -347,27 +341,14 @@ import TestSupport
                 return index % 10 == 9 ? [dead, live[index / 10]] : [dead]
             }
             let liveIndices = Set(urls.indices.filter { !urls[$0].contains(":1/dead") })
-            let results = Results()
-            let batch = Task {
-                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
-                    if case .success(let body) = result { body.file.release() }
-                    results.record(index, result)
-                    ready()
-                }
-            }
 
             // When the live files are all done
-            while results.byIndex.withLock({ $0.keys.filter { liveIndices.contains($0) }.count }) < 200 {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            let deadEnded = results.byIndex.withLock { $0.keys.filter { !liveIndices.contains($0) }.count }
-            batch.cancel()
-            await batch.value
+            let (deadEnded, liveResults) = try await runUntilDone(liveIndices, of: urls, on: engine)
 
             // Then no dead URL had ended: the live ones did not wait for the dead port to be given up
             #expect(deadEnded == 0)
-            let byIndex = results.byIndex.withLock { $0 }
-            for index in liveIndices { #expect((try? byIndex[index]?.first?.get()) != nil, "item \(index) failed") }
+            #expect(liveResults.count == 200)
+            for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
         }
     }
 }
