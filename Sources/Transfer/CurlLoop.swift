@@ -614,19 +614,27 @@ final class CurlLoop: Sendable {
 
         /// Hands every waiting attempt that now has a slot to libcurl; one
         /// whose host was given up ends at once instead.
+        /// What `attempt` ends with instead of running, its host being given
+        /// up; nil when it may go: the host is not given up, a transfer of it
+        /// has connected since (which takes it back), or this attempt is the
+        /// one let through (see `HostReachability`).
+        func refusalInstead(of attempt: Attempt) -> TransferError? {
+            guard reachability?.isGivenUp(attempt.host) == true else { return nil }
+            if hasConnection(attempt.host) {
+                reachability?.connected(attempt.host)
+                return nil
+            }
+            return reachability?.refusal(for: attempt.host, transfer: attempt.id, at: .now)
+        }
+
         func startReady() {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
             while let (attempt, host) = slots.next() {
-                if reachability?.isGivenUp(host) == true {
-                    // A transfer of it connected since: it is back.
-                    if hasConnection(host) {
-                        reachability?.connected(host)
-                    } else if let refusal = reachability?.refusal(for: host, transfer: attempt.id, at: .now) {
-                        slots.release(host: host)
-                        Self.endRefused(attempt, refusal)
-                        continue
-                    }
+                if let refusal = refusalInstead(of: attempt) {
+                    slots.release(host: host)
+                    Self.endRefused(attempt, refusal)
+                    continue
                 }
                 attempt.isProbe = slots.isProbing(host)
                 attempt.probeEndsWhenConnected = attempt.isProbe && configuration.maxTransfersPerHost <= 100
@@ -714,8 +722,7 @@ final class CurlLoop: Sendable {
                     // A given-up host's attempt ends here, not once it has a slot: with every
                     // slot busy on other hosts' long bodies, it waited for them to end. The one
                     // let through holds that turn from here until it ends.
-                    if reachability?.isGivenUp(attempt.host) == true, !hasConnection(attempt.host),
-                       let refusal = reachability?.refusal(for: attempt.host, transfer: attempt.id, at: .now) {
+                    if let refusal = refusalInstead(of: attempt) {
                         Self.endRefused(attempt, refusal)
                         continue
                     }
