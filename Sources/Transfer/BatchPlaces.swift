@@ -111,7 +111,7 @@ struct BatchPlaces {
         let held = placesPerHost[host, default: 0]
         if held >= share || setAside[host] != nil {
             setAside[host, default: FIFO()].append(index)
-            if inOutage.isEmpty || !inOutage.contains(host) { setAsideCount += 1 } else { outageSetAsideCount += 1 }
+            countSetAside(1, of: host)
             return false
         }
         placesPerHost[host] = held + 1
@@ -137,6 +137,12 @@ struct BatchPlaces {
         return unstarted
     }
 
+    /// Adds `items` to the set-aside count `host`'s items go in: the
+    /// lookahead's, or that of hosts in an outage.
+    private mutating func countSetAside(_ items: Int, of host: String) {
+        if inOutage.isEmpty || !inOutage.contains(host) { setAsideCount += items } else { outageSetAsideCount += items }
+    }
+
     /// The host whose oldest set-aside item comes first in the list among
     /// the hosts that pass `eligible`. Linear in the hosts with items set
     /// aside: few, since a host needs a whole share in flight to have any.
@@ -155,7 +161,7 @@ struct BatchPlaces {
         // In place: a copy of the queue out of the dictionary would copy its storage.
         guard let index = setAside[host]?.removeFirst() else { return nil }
         if setAside[host]?.isEmpty == true { setAside[host] = nil }
-        if inOutage.isEmpty || !inOutage.contains(host) { setAsideCount -= 1 } else { outageSetAsideCount -= 1 }
+        countSetAside(-1, of: host)
         placesPerHost[host, default: 0] += 1
         return index
     }

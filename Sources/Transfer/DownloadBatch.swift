@@ -130,31 +130,27 @@ final class DownloadBatch: Sendable {
     private func startNext() {
         while true {
             let index: Int
-            let target: RequestTarget
+            // The host whose place a set-aside item already holds.
+            let heldPlace: String?
             switch state.withLock({ $0.places.next() }) {
             case .none:
                 return
             case .fresh(let fresh):
-                index = fresh
-                do {
-                    target = try RequestTarget(url(index))
-                } catch {
-                    finish(index, .failure(error), then: nil)
-                    continue
-                }
-                // Parsed outside the lock: it runs for every item.
-                guard !countsHosts || state.withLock({ $0.places.place(index, host: target.hostKey) }) else { continue }
+                (index, heldPlace) = (fresh, nil)
             case .setAside(let setAside, let host):
-                index = setAside
-                do {
-                    target = try RequestTarget(url(index))
-                } catch {
-                    // It parsed when it was set aside; the same text cannot fail now.
-                    release(host)
-                    finish(index, .failure(error), then: nil)
-                    continue
-                }
+                (index, heldPlace) = (setAside, host)
             }
+            let target: RequestTarget
+            do {
+                target = try RequestTarget(url(index))
+            } catch {
+                // (A set-aside item parsed before; the same text cannot fail now.)
+                if let heldPlace { release(heldPlace) }
+                finish(index, .failure(error), then: nil)
+                continue
+            }
+            // Parsed outside the lock: it runs for every item.
+            if heldPlace == nil, countsHosts, !state.withLock({ $0.places.place(index, host: target.hostKey) }) { continue }
             let partial: PartialFile
             do {
                 partial = try engine.openPartial(for: target)
