@@ -14,7 +14,7 @@
 /// item takes a free place whatever its host, so the batch stays full and a
 /// list of one host keeps its order.
 ///
-/// Except for a host in an outage (its URLs fail to connect, see
+/// Except for a host in an outage (its URLs fail without an answer, see
 /// `HostReachability`): its set-aside items do not count against the
 /// lookahead, and take no place beyond its share until the list is read to
 /// its end or the host answers again. With 20,000 URLs of a refusing port and
@@ -83,7 +83,7 @@ struct BatchPlaces {
         return .none
     }
 
-    /// `host`'s URLs fail to connect in an outage: its items set aside wait
+    /// `host`'s URLs fail without an answer in an outage: its items set aside wait
     /// without holding up the lookahead.
     mutating func outageBegan(_ host: String) {
         guard share != nil, inOutage.insert(host).inserted else { return }

@@ -289,10 +289,10 @@ struct AttemptOutcome: Sendable {
     /// libcurl writes `http://h` as `http://h/`).
     var redirects = 0
     var cancelled = false
-    /// The attempt made no connection for want of the host (its name did
-    /// not resolve, nothing answered), with none of the host's transfers
-    /// connected meanwhile, in an outage other URLs of the host see too
-    /// (see `HostReachability.isOutage`).
+    /// The attempt ended without an answer for want of the host (its name
+    /// did not resolve, nothing took the connection, or the server never
+    /// said a word), with none of the host's transfers answered meanwhile,
+    /// in an outage other URLs of the host see too (see `HostReachability.isOutage`).
     var hostUnreachable = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
@@ -581,21 +581,23 @@ final class CurlLoop: Sendable {
             }
         }
 
-        /// Tells `reachability` what an attempt at its host found: a
-        /// connection (or any answer, or a redirect to elsewhere), or none.
-        /// A failure while another transfer of the host is connected says
+        /// Tells `reachability` what an attempt at its host found: an
+        /// answer (a response began, or a redirect to elsewhere), or none.
+        /// A failure while another transfer of the host has its answer says
         /// only that the host takes fewer connections (a firewall's limit).
         /// Returns true when the attempt failed for want of the host, in an
         /// outage other URLs of the host see too.
         func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) -> Bool {
             guard reachability != nil else { return false }
             let now = ContinuousClock.now
-            if attempt.connected || attempt.head.status != 0 || outcome.redirects > 0 || hasConnection(attempt.host) {
-                reachability?.connected(attempt.host)
-            } else if !cancelled, code != CURLE_OK, HostReachability.isUnreachable(code: code, abort: attempt.abort) {
-                let gaveUp = reachability?.failedToConnect(attempt.host, transfer: attempt.id,
-                                                           reason: outcome.abort?.message ?? outcome.curlMessage,
-                                                           started: attempt.startedAt, at: now) == true
+            if attempt.head.status != 0 || outcome.redirects > 0 || hasAnswer(attempt.host) {
+                reachability?.answered(attempt.host)
+            } else if !cancelled, code != CURLE_OK,
+                      HostReachability.failedForWantOfHost(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
+                let gaveUp = reachability?.failedWithoutAnswer(attempt.host, transfer: attempt.id,
+                                                               reason: outcome.abort?.message ?? outcome.curlMessage,
+                                                               madeConnection: attempt.connected,
+                                                               started: attempt.startedAt, at: now) == true
                 if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {
                     // Its attempts waiting for a slot end now, not one slot at a time.
                     for waiting in slots.removeAllWaiting(host: attempt.host) { Self.endRefused(waiting, refusal) }
@@ -607,21 +609,21 @@ final class CurlLoop: Sendable {
             return false
         }
 
-        /// Whether a running transfer of `host` is connected.
-        func hasConnection(_ host: String) -> Bool {
-            running.values.contains { $0.host == host && $0.connected }
+        /// Whether a running transfer of `host` has its answer (a response began).
+        func hasAnswer(_ host: String) -> Bool {
+            running.values.contains { $0.host == host && $0.head.status != 0 }
         }
 
         /// Hands every waiting attempt that now has a slot to libcurl; one
         /// whose host was given up ends at once instead.
         /// What `attempt` ends with instead of running, its host being given
         /// up; nil when it may go: the host is not given up, a transfer of it
-        /// has connected since (which takes it back), or this attempt is the
+        /// has been answered since (which takes it back), or this attempt is the
         /// one let through (see `HostReachability`).
         func refusalInstead(of attempt: Attempt) -> TransferError? {
             guard reachability?.isGivenUp(attempt.host) == true else { return nil }
-            if hasConnection(attempt.host) {
-                reachability?.connected(attempt.host)
+            if hasAnswer(attempt.host) {
+                reachability?.answered(attempt.host)
                 return nil
             }
             return reachability?.refusal(for: attempt.host, transfer: attempt.id, at: .now)

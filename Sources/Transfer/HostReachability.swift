@@ -1,20 +1,27 @@
 import CCurl
 
-/// Notices a host that cannot be reached at all, and holds its attempts
-/// back until it can be.
+/// Notices a host that cannot be reached at all, or that takes connections
+/// and never answers, and holds its attempts back until it answers.
 ///
 /// Each URL retries a failed connection on its own (`RetryPolicy`), as it
 /// should for a passing fault. But when a name does not resolve (the machine
 /// is offline) or a server is gone, every URL of that host runs through all
 /// its attempts in turn: 300 URLs of a name that did not resolve took five
 /// minutes, so a list of 10,000 would have taken hours to say the same thing
-/// 10,000 times. Once every attempt at a host has failed to connect for
-/// `patience`, at least `leastFailures` of them, with no connection made
-/// meanwhile (not even by a transfer still running), the host is given up:
+/// 10,000 times. A host that accepts connections and never answers (a
+/// server whose workers are all stuck, a tarpit) is as dead, and slower to
+/// say so: each attempt held its slot until the stall timeout, so 100 URLs
+/// of one kept 8 slots busy for half an hour. Once every attempt at a host
+/// has failed without an answer (no connection, or a connection that
+/// timed out, closed or reset before a response began) for `patience`, at
+/// least `leastFailures` of them, with no answer from the host meanwhile
+/// (not even to a transfer still running), the host is given up:
 /// its attempts end at once, without a request, and say why; what they had
 /// downloaded stays for the next run. One attempt every `trialInterval` is
 /// still let through, so a host that comes back (the network did) is found
-/// again, and any connection made to it takes it back. Until then, such
+/// again, and any answer from it takes it back. A connection alone does
+/// not: a server with a full accept queue completes one now and then, and
+/// each restarted the count. Until then, such
 /// failures use up no retry of their URL (see `TransferEngine.perform`):
 /// the host's patience is their budget, so a server that restarts for 20 s
 /// no longer fails every URL that tried it meanwhile.
@@ -28,7 +35,7 @@ struct HostReachability {
     /// How often a given-up host lets one attempt through.
     let trialInterval: Duration
 
-    /// Hosts whose attempts have failed to connect since their last connection.
+    /// Hosts whose attempts have failed without an answer since their last answer.
     private var failing: [String: Streak] = [:]
     /// Hosts given up.
     private var givenUp: [String: GivenUp] = [:]
@@ -42,6 +49,9 @@ struct HostReachability {
         /// The transfer (URL) of the first failure, and whether another one failed too.
         var firstTransfer: TransferID
         var otherTransfers = false
+        /// Whether any of the failed attempts made a connection: the host is
+        /// there, and does not answer.
+        var connections = false
     }
 
     private struct GivenUp {
@@ -88,17 +98,17 @@ struct HostReachability {
     /// asks once per transfer it starts).
     func isGivenUp(_ host: String) -> Bool { !givenUp.isEmpty && givenUp[host] != nil }
 
-    /// An attempt at `host` made a connection (or got any answer): the host
-    /// is reachable. Nothing to do, and no hashing, while no host is failing
+    /// An attempt at `host` got an answer (a response began): the host is
+    /// reachable. Nothing to do, and no hashing, while no host is failing
     /// (the loop says so for every transfer that ends).
-    mutating func connected(_ host: String) {
+    mutating func answered(_ host: String) {
         guard !failing.isEmpty || !givenUp.isEmpty else { return }
         failing[host] = nil
         givenUp[host] = nil
     }
 
-    /// Whether the host is out for more than one of its URLs: failing to
-    /// connect for several transfers since its last connection (given up or
+    /// Whether the host is out for more than one of its URLs: failing
+    /// without an answer for several transfers since its last answer (given up or
     /// not). Their failures then use up no retry (see `TransferEngine.perform`).
     /// A host given up by the failures of one URL alone is that URL's trouble:
     /// a name that took seconds to fail to resolve gave its only URL up after
@@ -108,11 +118,13 @@ struct HostReachability {
         return failing[host]?.otherTransfers == true
     }
 
-    /// An attempt of `transfer` at `host` that began at `started` could not
-    /// connect (`reason`, libcurl's words). Returns true when this gives the host up.
+    /// An attempt of `transfer` at `host` that began at `started` ended
+    /// without an answer (`reason`, libcurl's words or the stall clock's):
+    /// it could not connect, or `madeConnection` and heard nothing back.
+    /// Returns true when this gives the host up.
     @discardableResult
-    mutating func failedToConnect(_ host: String, transfer: TransferID, reason: String,
-                                  started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
+    mutating func failedWithoutAnswer(_ host: String, transfer: TransferID, reason: String, madeConnection: Bool = false,
+                                      started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
             if givenUp[host]?.firstTransfer != transfer { givenUp[host]?.otherTransfers = true }
             endedWithoutAnswer(host, transfer: transfer, at: now)
@@ -122,6 +134,7 @@ struct HostReachability {
         // Failures further apart than the patience are not one outage: the streak starts again.
         if now - streak.last > patience { streak = Streak(since: started, last: now, failures: 0, firstTransfer: transfer) }
         if transfer != streak.firstTransfer { streak.otherTransfers = true }
+        if madeConnection { streak.connections = true }
         streak.since = min(streak.since, started)
         streak.failures += 1
         streak.last = now
@@ -130,9 +143,10 @@ struct HostReachability {
         guard streak.failures >= leastFailures, tried >= patience else { return false }
         failing[host] = nil
         let every = NumberText.wait(trialInterval.seconds)
+        let what = streak.connections ? "no answer from" : "no connection to"
         givenUp[host] = GivenUp(
             refusal: TransferError(.hostUnreachable,
-                "given up: no connection to \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying "
+                "given up: \(what) \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying "
                 + "(\(reason)); its URLs fail at once until it answers again (one is let through every \(every))"),
             nextTrial: now + trialInterval, firstTransfer: streak.firstTransfer, otherTransfers: streak.otherTransfers)
         return true
@@ -151,14 +165,20 @@ struct HostReachability {
     }
 
     /// Whether an attempt that ended with `code` (libcurl's result) or
-    /// `abort` (the loop's own, such as its connect timeout), without any
-    /// connection made, failed for want of the host: its name did not
-    /// resolve, or nothing answered the connection. A TLS failure or a
-    /// certificate says the host is there.
-    static func isUnreachable(code: CURLcode, abort: TransferError?) -> Bool {
+    /// `abort` (the loop's own, such as its stall clock), before any
+    /// response began, failed for want of the host. Without a connection
+    /// (`madeConnection` false): its name did not resolve, or nothing took
+    /// the connection. With one: it timed out, or the server closed or
+    /// reset it, without a word. A TLS failure or a certificate says the
+    /// host is there and speaks.
+    static func failedForWantOfHost(code: CURLcode, abort: TransferError?, madeConnection: Bool) -> Bool {
         switch code {
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT, CURLE_OPERATION_TIMEDOUT:
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT:
+            return !madeConnection
+        case CURLE_OPERATION_TIMEDOUT:
             return true
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
+            return madeConnection && abort == nil
         default:
             return abort?.kind == .timeout
         }

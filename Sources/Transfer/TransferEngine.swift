@@ -378,8 +378,8 @@ public final class TransferEngine: Sendable {
                 attempt -= 1
                 continue
             }
-            // A failure for want of the host (no connection made, none of its
-            // transfers connected) in an outage other URLs of it see too uses
+            // A failure for want of the host (no answer, none of its
+            // transfers answered) in an outage other URLs of it see too uses
             // up no retry while the host's patience lasts (one URL of a dead
             // host fails after its own retries, as it did): the host as a whole is given up when it runs out (see
             // `HostReachability`). A server that restarted for 20 s failed

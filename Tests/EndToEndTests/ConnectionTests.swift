@@ -150,52 +150,6 @@ private enum LoopbackSocket {
     }
 }
 
-/// A port on 127.0.0.1 that accepts connections and never answers, so a TLS
-/// handshake never completes. Counts the connections open at once.
-private final class SilentListener: @unchecked Sendable {
-    // @unchecked: `state` is behind its mutex; `listener` is set once in init.
-    let port: Int
-    private let listener: Int32
-    private let state = Mutex((open: 0, peak: 0, accepted: 0))
-
-    init() throws {
-        let (socket, port) = try LoopbackSocket.bound()
-        guard listen(socket, 64) == 0 else {
-            close(socket)
-            throw POSIXError(.EADDRINUSE)
-        }
-        listener = socket
-        self.port = port
-        Thread { [self] in acceptLoop() }.start()
-    }
-
-    /// The most connections that were open at the same moment, and how many came.
-    var peakOpen: Int { state.withLock { $0.peak } }
-    var accepted: Int { state.withLock { $0.accepted } }
-
-    func stop() { Glibc.shutdown(listener, Int32(SHUT_RDWR)) }
-
-    private func acceptLoop() {
-        while true {
-            let fd = Glibc.accept(listener, nil, nil)
-            guard fd >= 0 else { break }
-            state.withLock { state in
-                state.open += 1
-                state.accepted += 1
-                state.peak = max(state.peak, state.open)
-            }
-            // Read and ignore the ClientHello until the client gives up.
-            Thread { [self] in
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                while recv(fd, &buffer, buffer.count, 0) > 0 {}
-                close(fd)
-                state.withLock { $0.open -= 1 }
-            }.start()
-        }
-        close(listener)
-    }
-}
-
 /// How transfers use connections: reused over HTTP/1.1, one multiplexed
 /// connection where the server speaks HTTP/2.
 @Suite struct ConnectionTests {
@@ -273,7 +227,7 @@ private final class SilentListener: @unchecked Sendable {
 
     @Test func aHostThatNeverFinishesTLSFailsItsTransfersTogetherNotOneByOne() async throws {
         try await TemporaryDirectory.with { directory in
-            let silent = try SilentListener()
+            let silent = try SilentServer()
             defer { silent.stop() }
             let urls = (0..<4).map { "https://127.0.0.1:\(silent.port)/\($0).jpg" }
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),

@@ -17,14 +17,14 @@ import TestSupport
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         // Many failures within the patience: not yet.
         for second in 0..<10 {
-            let gaveUp = reachability.failedToConnect("dead.test:80", transfer: url, reason: "Could not resolve host: dead.test",
-                                                      started: start + .seconds(second), at: start + .seconds(second))
+            let gaveUp = reachability.failedWithoutAnswer("dead.test:80", transfer: url, reason: "Could not resolve host: dead.test",
+                                                          started: start + .seconds(second), at: start + .seconds(second))
             #expect(!gaveUp)
         }
         #expect(reachability.refusal(for: "dead.test:80", transfer: url, at: start + .seconds(10)) == nil)
         // Past the patience, with enough failures: given up, with why.
-        let gaveUp = reachability.failedToConnect("dead.test:80", transfer: url, reason: "Could not resolve host: dead.test",
-                                                  started: start + .seconds(30), at: start + .seconds(31))
+        let gaveUp = reachability.failedWithoutAnswer("dead.test:80", transfer: url, reason: "Could not resolve host: dead.test",
+                                                      started: start + .seconds(30), at: start + .seconds(31))
         #expect(gaveUp)
         let refusal = reachability.refusal(for: "dead.test:80", transfer: url, at: start + .seconds(31))
         #expect(refusal?.kind == .hostUnreachable)
@@ -36,7 +36,7 @@ import TestSupport
     }
 
     private func fail(_ reachability: inout HostReachability, _ host: String, at second: Int) {
-        reachability.failedToConnect(host, transfer: url, reason: "refused", started: start + .seconds(second), at: start + .seconds(second))
+        reachability.failedWithoutAnswer(host, transfer: url, reason: "refused", started: start + .seconds(second), at: start + .seconds(second))
     }
 
     @Test func fewFailuresOverALongTimeStillGiveAHostUp() {
@@ -55,8 +55,8 @@ import TestSupport
         for second in 3600..<3604 { fail(&reachability, "h.test:80", at: second) }
         #expect(!reachability.isGivenUp("h.test:80"))
         // The time counted starts when the first failed attempt began, not when it ended.
-        reachability.failedToConnect("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3604), at: start + .seconds(3619))
-        reachability.failedToConnect("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3605), at: start + .seconds(3634))
+        reachability.failedWithoutAnswer("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3604), at: start + .seconds(3619))
+        reachability.failedWithoutAnswer("h.test:80", transfer: url, reason: "timed out", started: start + .seconds(3605), at: start + .seconds(3634))
         #expect(reachability.isGivenUp("h.test:80"))
         #expect(reachability.refusal(for: "h.test:80", transfer: url, at: start + .seconds(3634))?.message.contains(" in 34 s of trying ") == true)
     }
@@ -65,13 +65,13 @@ import TestSupport
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         for second in 0..<5 { fail(&reachability, "flaky.test:80", at: second) }
         // A connection in between: the failures before it no longer count.
-        reachability.connected("flaky.test:80")
+        reachability.answered("flaky.test:80")
         for second in 40..<44 { fail(&reachability, "flaky.test:80", at: second) }
         #expect(!reachability.isGivenUp("flaky.test:80"))
         for second in 44..<80 { fail(&reachability, "flaky.test:80", at: second) }
         #expect(reachability.isGivenUp("flaky.test:80"))
         // An attempt still running when the host was given up connects after all.
-        reachability.connected("flaky.test:80")
+        reachability.answered("flaky.test:80")
         #expect(!reachability.isGivenUp("flaky.test:80"))
         #expect(reachability.refusal(for: "flaky.test:80", transfer: url, at: start + .seconds(80)) == nil)
     }
@@ -98,8 +98,8 @@ import TestSupport
         reachability.endedWithoutAnswer("back.test:80", transfer: url, at: start + .seconds(43))
         #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(47)) != nil)
         #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(48)) == nil)
-        // This one connects: the host is back.
-        reachability.connected("back.test:80")
+        // This one is answered: the host is back.
+        reachability.answered("back.test:80")
         #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(49)) == nil)
         #expect(reachability.refusal(for: "back.test:80", transfer: url, at: start + .seconds(49)) == nil)
     }
@@ -128,14 +128,14 @@ import TestSupport
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         let one = TransferID(rawValue: 1), other = TransferID(rawValue: 2)
         for second in 0..<3 {
-            reachability.failedToConnect("h.test:80", transfer: one, reason: "refused", started: start + .seconds(second),
-                                         at: start + .seconds(second))
+            reachability.failedWithoutAnswer("h.test:80", transfer: one, reason: "refused", started: start + .seconds(second),
+                                             at: start + .seconds(second))
         }
         #expect(!reachability.isOutage("h.test:80"))
-        reachability.failedToConnect("h.test:80", transfer: other, reason: "refused", started: start + .seconds(3),
-                                     at: start + .seconds(3))
+        reachability.failedWithoutAnswer("h.test:80", transfer: other, reason: "refused", started: start + .seconds(3),
+                                         at: start + .seconds(3))
         #expect(reachability.isOutage("h.test:80"))
-        reachability.connected("h.test:80")
+        reachability.answered("h.test:80")
         #expect(!reachability.isOutage("h.test:80"))
     }
 
@@ -145,24 +145,53 @@ import TestSupport
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         let one = TransferID(rawValue: 1), other = TransferID(rawValue: 2)
         for second in stride(from: 0, through: 32, by: 8) {
-            reachability.failedToConnect("slow-dns.test:80", transfer: one, reason: "Could not resolve host",
-                                         started: start + .seconds(second), at: start + .seconds(second + 5))
+            reachability.failedWithoutAnswer("slow-dns.test:80", transfer: one, reason: "Could not resolve host",
+                                             started: start + .seconds(second), at: start + .seconds(second + 5))
         }
         #expect(reachability.isGivenUp("slow-dns.test:80"))
         #expect(!reachability.isOutage("slow-dns.test:80"))
-        reachability.failedToConnect("slow-dns.test:80", transfer: other, reason: "Could not resolve host",
-                                     started: start + .seconds(40), at: start + .seconds(41))
+        reachability.failedWithoutAnswer("slow-dns.test:80", transfer: other, reason: "Could not resolve host",
+                                         started: start + .seconds(40), at: start + .seconds(41))
         #expect(reachability.isOutage("slow-dns.test:80"))
     }
 
     @Test func onlyFailuresToFindOrReachTheHostCount() {
-        #expect(HostReachability.isUnreachable(code: CURLE_COULDNT_RESOLVE_HOST, abort: nil))
-        #expect(HostReachability.isUnreachable(code: CURLE_COULDNT_CONNECT, abort: nil))
-        #expect(HostReachability.isUnreachable(code: CURLE_OPERATION_TIMEDOUT, abort: nil))
-        #expect(HostReachability.isUnreachable(code: CURLE_ABORTED_BY_CALLBACK, abort: TransferError(.timeout, "stalled")))
-        #expect(!HostReachability.isUnreachable(code: CURLE_SSL_CONNECT_ERROR, abort: nil))
-        #expect(!HostReachability.isUnreachable(code: CURLE_PEER_FAILED_VERIFICATION, abort: nil))
-        #expect(!HostReachability.isUnreachable(code: CURLE_RECV_ERROR, abort: nil))
+        func counts(_ code: CURLcode, _ abort: TransferError? = nil, connected: Bool = false) -> Bool {
+            HostReachability.failedForWantOfHost(code: code, abort: abort, madeConnection: connected)
+        }
+        // No connection: the name, the connection, its timeout.
+        #expect(counts(CURLE_COULDNT_RESOLVE_HOST))
+        #expect(counts(CURLE_COULDNT_CONNECT))
+        #expect(counts(CURLE_OPERATION_TIMEDOUT))
+        #expect(!counts(CURLE_SSL_CONNECT_ERROR))
+        #expect(!counts(CURLE_PEER_FAILED_VERIFICATION))
+        #expect(!counts(CURLE_RECV_ERROR))
+        // A connection and not a word back: a stall, a timeout, a close or a reset.
+        #expect(counts(CURLE_ABORTED_BY_CALLBACK, TransferError(.timeout, "stalled"), connected: true))
+        #expect(counts(CURLE_OPERATION_TIMEDOUT, connected: true))
+        #expect(counts(CURLE_GOT_NOTHING, connected: true))
+        #expect(counts(CURLE_RECV_ERROR, connected: true))
+        #expect(counts(CURLE_SEND_ERROR, connected: true))
+        // Our own reasons to stop (the disk, the sink) say nothing of the host.
+        #expect(!counts(CURLE_WRITE_ERROR, TransferError(.fileSystem(errno: ENOSPC), "no space"), connected: true))
+        #expect(!counts(CURLE_RECV_ERROR, TransferError(.fileSystem(errno: ENOSPC), "no space"), connected: true))
+    }
+
+    /// A host that takes connections and never answers is given up like one
+    /// that takes none, and says which it was.
+    @Test func aHostThatTakesConnectionsAndNeverAnswersIsGivenUpToo() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let one = TransferID(rawValue: 1), other = TransferID(rawValue: 2)
+        // Attempts that each connected, then heard nothing for 30 s.
+        for (index, transfer) in [one, other, one, other, one].enumerated() {
+            reachability.failedWithoutAnswer("stuck.test:80", transfer: transfer, reason: "stalled: no data for 30 s",
+                                             madeConnection: true, started: start + .seconds(index), at: start + .seconds(index + 30))
+        }
+        #expect(reachability.isGivenUp("stuck.test:80"))
+        #expect(reachability.isOutage("stuck.test:80"))
+        #expect(reachability.refusal(for: "stuck.test:80", transfer: url, at: start + .seconds(34))?.message
+            == "given up: no answer from stuck.test:80 in 34 s of trying (stalled: no data for 30 s); "
+            + "its URLs fail at once until it answers again (one is let through every 5 s)")
     }
 
     @Test func aGivenUpItemKeepsWhatItHadDownloaded() {
@@ -246,6 +275,46 @@ import TestSupport
             for index in 1000..<1020 {
                 #expect((try? results[index]?.get()) != nil, "live URL \(index) failed")
             }
+        }
+    }
+
+    /// A server that takes connections and never answers held a slot per
+    /// attempt until its stall timeout (30 s): 100 URLs of one kept 8 slots
+    /// busy for half an hour. Now it is given up like a server that is down.
+    @Test func theURLsOfAServerThatNeverAnswersEndOnceItIsGivenUp() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Given 40 URLs of a server that takes connections and never answers
+            let silent = try SilentServer()
+            defer { silent.stop() }
+            let urls = (0..<40).map { silent.url("/photo\($0).jpg") }
+
+            // When they are downloaded with a short stall timeout and patience
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
+            configuration.maxConcurrentTransfers = 4
+            configuration.maxTransfersPerHost = 4
+            configuration.stallTimeout = 0.3
+            configuration.unreachableHostPatience = 1
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            let results = await runBatch(urls, on: engine)
+
+            // Then every one failed, most of them given up for want of an answer
+            // without a connection of their own (each used to run through its
+            // four attempts: 160 connections)
+            #expect(results.count == urls.count)
+            var givenUp = 0
+            for index in urls.indices {
+                guard case .failure(let error) = results[index] else { Issue.record("URL \(index) succeeded"); continue }
+                if error.kind == .hostUnreachable {
+                    givenUp += 1
+                    #expect(error.message.hasPrefix("given up: no answer from 127.0.0.1:\(silent.port) in "), "\(error.message)")
+                } else {
+                    #expect(error.kind == .timeout, "URL \(index): \(error)")
+                }
+            }
+            #expect(givenUp >= 20, "\(givenUp) given up")
+            #expect(silent.accepted < 40, "\(silent.accepted) connections")
         }
     }
 

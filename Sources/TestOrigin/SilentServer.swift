@@ -1,0 +1,52 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A port on 127.0.0.1 that takes connections and never says a word: a
+/// server whose workers are all stuck, or a tarpit. What a client sends is
+/// read and dropped until it closes (so a TLS handshake never completes,
+/// and an HTTP request never gets a response). Counts the connections.
+public final class SilentServer: Sendable {
+    public let port: UInt16
+    private let listener: Int32
+    private let counts = Mutex((open: 0, peak: 0, accepted: 0))
+
+    public init() throws {
+        (listener, port) = try Socket.listen(port: 0)
+        Thread { [self] in acceptLoop() }.start()
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// How many connections came, and the most that were open at the same moment.
+    public var accepted: Int { counts.withLock { $0.accepted } }
+    public var peakOpen: Int { counts.withLock { $0.peak } }
+
+    /// Stops taking connections (those open stay open until their client closes them).
+    public func stop() { Glibc.shutdown(listener, Int32(SHUT_RDWR)) }
+
+    private func acceptLoop() {
+        while true {
+            let fd = Socket.accept(listener)
+            guard fd >= 0 else {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                break
+            }
+            counts.withLock { counts in
+                counts.open += 1
+                counts.accepted += 1
+                counts.peak = max(counts.peak, counts.open)
+            }
+            Thread { [self] in
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while recv(fd, &buffer, buffer.count, 0) > 0 {}
+                close(fd)
+                counts.withLock { $0.open -= 1 }
+            }.start()
+        }
+        close(listener)
+    }
+}
