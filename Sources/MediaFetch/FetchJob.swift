@@ -58,6 +58,18 @@ public enum JobEvent: Sendable {
     case finished(FetchReport)
 }
 
+/// A host given up in a run, and how many of its URLs failed so.
+public struct GivenUpHost: Sendable, Equatable {
+    /// `host:port`, as the failure lines name it.
+    public let host: String
+    public var failed: Int
+
+    public init(host: String, failed: Int) {
+        self.host = host
+        self.failed = failed
+    }
+}
+
 /// The outcome of a fetch job.
 public struct FetchReport: Sendable, Equatable {
     public var total = 0
@@ -93,9 +105,23 @@ public struct FetchReport: Sendable, Equatable {
     /// failed (or the run was interrupted while it waited for its lock), and
     /// their rows wait in `unrecorded/` for the next run (see `UnrecordedRows`).
     public var awaitingRecord = 0
+    /// The hosts given up in this run (see `HostReachability`), in the order
+    /// their first URL failed so, each with how many of its URLs failed so.
+    /// A list whose host is gone prints a line per URL: 20,000 lines, and no
+    /// word of which host it was at the end.
+    public var givenUpHosts: [GivenUpHost] = []
 
     /// The cache could not take more, and the run stopped (see `outOfSpace` and `catalogFailure`).
     public var stoppedEarly: Bool { outOfSpace != nil || catalogFailure != nil }
+
+    /// A URL failed because its host was given up: counted with its host.
+    mutating func countGivenUp(host: String) {
+        if let index = givenUpHosts.firstIndex(where: { $0.host == host }) {
+            givenUpHosts[index].failed += 1
+        } else {
+            givenUpHosts.append(GivenUpHost(host: host, failed: 1))
+        }
+    }
 
     /// Items neither stored, found cached nor failed: not tried, or cut off.
     public var left: Int { max(0, total - downloaded - skipped - failed) }
@@ -448,7 +474,8 @@ public final class FetchJob: Sendable {
                 case .failure(let error):
                     // A cancelled item is neither stored nor failed: the run was interrupted.
                     if error.kind != .cancelled {
-                        fail(items[index], reason: error.message, outOfSpace: error.isOutOfSpace, ingestor: ingestor)
+                        fail(items[index], reason: error.message, outOfSpace: error.isOutOfSpace,
+                             hostGivenUp: error.kind == .hostUnreachable, ingestor: ingestor)
                     }
                     ready()
                 }
@@ -519,8 +546,9 @@ public final class FetchJob: Sendable {
     /// the downloads, and is no failure of the item: it is left for the next
     /// run, as one not tried (not listed, nor recorded), and the first such
     /// reason is the report's.
+    /// `hostGivenUp`: it failed because its host was given up (counted by host for the summary).
     private func fail(_ item: FetchItem, reason: String, outOfSpace: Bool = false, catalogFailure: String? = nil,
-                      lockTimedOut: Bool = false, ingestor: Ingestor) {
+                      lockTimedOut: Bool = false, hostGivenUp: Bool = false, ingestor: Ingestor) {
         if outOfSpace || catalogFailure != nil {
             let downloadsToStop = state.withLock { state -> Task<Void, Never>? in
                 // Interrupted while waiting for the catalog's lock (Ctrl-C ends that wait): the
@@ -540,9 +568,11 @@ public final class FetchJob: Sendable {
         // A reason may quote the URL, password and all: the catalog keeps it redacted.
         let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason), missingObject: missingObject)
         ingestor.noteFailure(failure)
+        let givenUpHost = hostGivenUp ? (try? RequestTarget(item.url))?.hostKey : nil
         state.withLock {
             $0.progress.failed += 1
             $0.report.failed += 1
+            if let givenUpHost { $0.report.countGivenUp(host: givenUpHost) }
             if $0.report.failures.count < FetchReport.failuresKept { $0.report.failures.append(failure) }
         }
         // When the catalog cannot be opened the run fails as a whole, with

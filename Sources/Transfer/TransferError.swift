@@ -29,7 +29,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// is broken): asking again gets the same certificate.
         case certificate(curlCode: Int)
         /// Not tried (or not tried again): every attempt at the host has
-        /// failed to connect for a while (see `HostReachability`).
+        /// failed without an answer for a while (see `HostReachability`).
         case hostUnreachable
     }
 

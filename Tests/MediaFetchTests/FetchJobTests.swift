@@ -80,6 +80,50 @@ import Transfer
         return configuration
     }
 
+    /// A list whose hosts are gone prints a line per URL; the summary says
+    /// at the end which hosts were given up, and how many URLs each took down.
+    @Test func theSummaryNamesTheHostsGivenUp() async throws {
+        try await withOrigin { origin, directory in
+            // Given URLs of two ports that refuse connections, more of one, and good ones between
+            let few = try ReservedPort(), many = try ReservedPort()
+            var items: [FetchItem] = []
+            for index in 0..<600 {
+                items.append(FetchItem(url: many.url("/m\(index).jpg"), collection: "dead", kind: .photo))
+                if index % 10 == 0 { items.append(FetchItem(url: few.url("/f\(index).jpg"), collection: "dead", kind: .photo)) }
+            }
+            items += origin.addFixtures(count: 10, size: 2000, firstSeed: 7).map { FetchItem(url: $0, collection: "dead", kind: .photo) }
+
+            // When they are fetched with a short patience
+            var configuration = quickRetries()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
+            configuration.unreachableHostPatience = 1
+            let job = FetchJob(cache: try MediaCache(root: directory.appending("cache")), configuration: configuration)
+            let givenUpSaid = Task { () -> [String: Int] in
+                var byHost: [String: Int] = [:]
+                for await event in job.events {
+                    if case .failed(let url, let reason) = event, reason.hasPrefix("given up: ") {
+                        byHost[String(url.dropFirst("http://".count).prefix { $0 != "/" }), default: 0] += 1
+                    }
+                }
+                return byHost
+            }
+            let report = try await job.run(items)
+            let said = await givenUpSaid.value
+
+            // Then the good ones are stored, and each host given up is counted with
+            // the URLs that failed so (the others failed on their own retries)
+            #expect(report.downloaded == 10)
+            #expect(report.failed == 660)
+            let hosts = report.givenUpHosts.map(\.host)
+            #expect(Set(hosts).isSubset(of: ["127.0.0.1:\(many.port)", "127.0.0.1:\(few.port)"]), "\(hosts)")
+            #expect(hosts.contains("127.0.0.1:\(many.port)"), "\(report.givenUpHosts)")
+            #expect(Dictionary(uniqueKeysWithValues: report.givenUpHosts.map { ($0.host, $0.failed) }) == said)
+            let summary = ProgressText.summary(report)
+            #expect(summary.contains("; \(said.values.reduce(0, +)) of them at "), "\(summary)")
+            #expect(summary.contains("127.0.0.1:\(many.port)"), "\(summary)")
+        }
+    }
+
     @Test func cachedURLsJoinANewCollectionWithoutADownload() async throws {
         try await withOrigin { origin, directory in
             let urls = origin.addFixtures(count: 30, size: 5000, firstSeed: 0)

@@ -22,16 +22,39 @@ import Testing
         report.bytesReceived = 1 << 20
         report.seconds = 1.5
         #expect(ProgressJSON.line(for: .finished(report))
-                == #"{"awaitingRecord":0,"bytes":1048576,"catalogFailed":false,"downloaded":2,"event":"finished","failed":1,"interrupted":false,"left":0,"outOfSpace":false,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
+                == #"{"awaitingRecord":0,"bytes":1048576,"catalogFailed":false,"downloaded":2,"event":"finished","failed":1,"givenUpHosts":[],"interrupted":false,"left":0,"outOfSpace":false,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
         // An interrupted run says what it leaves, as the summary does.
         report.total = 20
         report.interrupted = true
         let interrupted = ProgressJSON.line(for: .finished(report))
         #expect(interrupted.contains(#""interrupted":true"#) && interrupted.contains(#""left":\#(report.left)"#), "\(interrupted)")
         #expect(report.left == 17)
+        // The hosts given up, with how many of their URLs failed so.
+        report.givenUpHosts = [GivenUpHost(host: "dead.test:80", failed: 12)]
+        #expect(ProgressJSON.line(for: .finished(report)).contains(#""givenUpHosts":[{"failed":12,"host":"dead.test:80"}]"#))
         #expect(ProgressJSON.note("running 117 at once") == #"{"event":"note","message":"running 117 at once"}"#)
         #expect(ProgressJSON.error("cannot open http://ann:secret@h/list: \"gone\"")
                 == #"{"event":"error","message":"cannot open http://ann:***@h/list: \"gone\""}"#)
+    }
+
+    /// The summary names the hosts given up: the one, or the three with the
+    /// most URLs failed so (the first given up first among equals), and how many more.
+    @Test func theSummaryNamesTheHostsGivenUp() {
+        var report = FetchReport()
+        report.total = 130
+        report.downloaded = 10
+        report.failed = 120
+        report.seconds = 31
+        report.givenUpHosts = [GivenUpHost(host: "dead.test:80", failed: 100)]
+        #expect(ProgressText.summary(report) == "10 downloaded, 0 already cached, 120 failed (0 B in 31.0 s); "
+            + "100 of them at a host given up: dead.test:80")
+        report.givenUpHosts = [GivenUpHost(host: "a.test:80", failed: 5), GivenUpHost(host: "b.test:443", failed: 60),
+                               GivenUpHost(host: "c.test:80", failed: 5), GivenUpHost(host: "d.test:80", failed: 5),
+                               GivenUpHost(host: "e.test:80", failed: 7)]
+        #expect(ProgressText.summary(report).hasSuffix("; 82 of them at 5 hosts given up: b.test:443 (60), e.test:80 (7), "
+            + "a.test:80 (5) and 2 more"))
+        report.givenUpHosts = []
+        #expect(!ProgressText.summary(report).contains("given up"))
     }
 
     @Test func progressListsTheActiveTransfers() {

@@ -58,6 +58,9 @@ public enum ProgressJSON {
                 "outOfSpace": .bool(report.outOfSpace != nil), "catalogFailed": .bool(report.catalogFailure != nil),
                 // What a stopped run leaves for the next: the summary's "N left to fetch" and "M stored for the next run to record".
                 "left": .integer(report.left), "awaitingRecord": .integer(report.awaitingRecord),
+                "givenUpHosts": .array(report.givenUpHosts.map {
+                    .object(["host": .string($0.host), "failed": .integer($0.failed)])
+                }),
             ]
         }
         return encode(fields)
@@ -151,6 +154,22 @@ public enum ProgressText {
             // Stored, with their rows in unrecorded/ (see `UnrecordedRows`).
             text += ", \(report.awaitingRecord) stored for the next run to record"
         }
+        if let givenUp = givenUpText(report.givenUpHosts) { text += "; " + givenUp }
+        return text
+    }
+
+    /// How many of the failures were URLs of hosts given up, and which hosts
+    /// (those with the most first, three at most): the lines above may be
+    /// thousands, one per URL.
+    static func givenUpText(_ hosts: [GivenUpHost]) -> String? {
+        guard !hosts.isEmpty else { return nil }
+        let failed = hosts.reduce(0) { $0 + $1.failed }
+        guard hosts.count > 1 else { return "\(failed) of them at a host given up: \(hosts[0].host)" }
+        // Stable: hosts with as many failures keep the order they were given up in.
+        let named = hosts.enumerated().sorted { ($0.element.failed, $1.offset) > ($1.element.failed, $0.offset) }.prefix(3)
+        var text = "\(failed) of them at \(hosts.count) hosts given up: "
+            + named.map { "\($0.element.host) (\($0.element.failed))" }.joined(separator: ", ")
+        if hosts.count > 3 { text += " and \(hosts.count - 3) more" }
         return text
     }
 }
