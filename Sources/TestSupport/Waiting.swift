@@ -13,3 +13,16 @@ public func waitUntil(atMost limit: Duration = .seconds(30), _ condition: () -> 
     }
     return true
 }
+
+/// `waitUntil` for async tests: sleeps between looks instead of blocking a
+/// thread of the concurrency pool (two on a two-core machine), which the
+/// work being waited for may need.
+@discardableResult
+public func waitUntil(atMost limit: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + limit
+    while !condition() {
+        guard ContinuousClock.now < deadline else { return false }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return true
+}

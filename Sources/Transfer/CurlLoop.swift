@@ -294,6 +294,10 @@ struct AttemptOutcome: Sendable {
     /// said a word), with none of the host's transfers answered meanwhile,
     /// in an outage other URLs of the host see too (see `HostReachability.isOutage`).
     var hostUnreachable = false
+    /// The host was given up when the attempt ended (maybe by its failure):
+    /// a retry is refused at once, so there is no backoff to sleep, and a
+    /// sleep begun now would miss the wake the give-up sent (see `RetryWaits`).
+    var hostGivenUp = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
     var sealed = false
@@ -338,26 +342,9 @@ final class LoopCounters: @unchecked Sendable {
 /// with `curl_multi_wakeup`. Attempts wait in its `SlotQueue` until a slot
 /// is free, so a finished transfer's slot goes to the next one at once.
 final class CurlLoop: Sendable {
-    /// Transfers sleeping before a retry, with when each wakes: not the
-    /// loop's, but shown with its snapshot ("1 waiting to retry (next in 12 s)").
-    private let retryWaits = Mutex<[TransferID: ContinuousClock.Instant]>([:])
-
-    /// `id` sleeps until `deadline` before its next attempt.
-    func beginRetryWait(_ id: TransferID, until deadline: ContinuousClock.Instant) {
-        retryWaits.withLock { $0[id] = deadline }
-    }
-
-    func endRetryWait(_ id: TransferID) {
-        retryWaits.withLock { _ = $0.removeValue(forKey: id) }
-    }
-
-    /// How many sleep before a retry, and the whole seconds from `now` until the first wakes.
-    func retryWaitState(at now: ContinuousClock.Instant) -> (count: Int, nextInSeconds: Int?) {
-        retryWaits.withLock { waits in
-            guard let first = waits.values.min() else { return (0, nil) }
-            return (waits.count, max(0, Int((first - now).seconds.rounded(.up))))
-        }
-    }
+    /// Transfers sleeping before a retry: not the loop's, but shown with its
+    /// snapshot, and woken when their host is given up.
+    let retryWaits = RetryWaits()
 
     /// What other threads ask of the loop (internal for tests).
     enum Command {
@@ -535,6 +522,7 @@ final class CurlLoop: Sendable {
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
+            ended.hostGivenUp = !whole && reachability?.isGivenUp(attempt.host) == true
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -599,8 +587,10 @@ final class CurlLoop: Sendable {
                                                                madeConnection: attempt.connected,
                                                                started: attempt.startedAt, at: now) == true
                 if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {
-                    // Its attempts waiting for a slot end now, not one slot at a time.
+                    // Its attempts waiting for a slot end now, not one slot at a time, and those
+                    // sleeping before a retry wake to be refused, not at the end of their backoff.
                     for waiting in slots.removeAllWaiting(host: attempt.host) { Self.endRefused(waiting, refusal) }
+                    retryWaits.wake(host: attempt.host)
                 }
                 return reachability?.isOutage(attempt.host) == true
             } else {
@@ -695,7 +685,7 @@ final class CurlLoop: Sendable {
             }
             var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
                                           bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
-            (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaitState(at: now)
+            (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaits.state(at: now)
             events.yield(.progress(snapshot))
         }
         // Only reads what the loop holds (no libcurl call), so it may run inside a libcurl callback.

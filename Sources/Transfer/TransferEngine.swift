@@ -424,17 +424,12 @@ public final class TransferEngine: Sendable {
                 scheduledWaits += delay
                 attempt -= 1
             }
+            // Given up meanwhile: the next attempt is refused at once (or is the one let through).
+            if outcome.hostGivenUp { continue }
             eventSink.yield(.retrying(id, url: target.url, attempt: requests + 1, delay: delay, reason: error))
             // Counted while it sleeps, so that a display shows the wait (a long
             // Retry-After looked like a hang: nothing active, nothing moving).
-            let wait = Duration.milliseconds(Int(delay * 1000))
-            loop.beginRetryWait(id, until: .now + wait)
-            defer { loop.endRetryWait(id) }
-            do {
-                try await Task.sleep(for: wait)
-            } catch {
-                throw TransferError.cancelled
-            }
+            try await loop.retryWaits.sleep(id, host: target.hostKey, for: .milliseconds(Int(delay * 1000)))
         }
     }
 

@@ -239,7 +239,7 @@ private enum LoopbackSocket {
             // timed out, the other three tried at the same time, not one after another
             // (the first may not look closed yet from here: three or four at once).
             // Counted by the listener's own threads: looked at once they have caught up.
-            #expect(waitUntil { silent.accepted == 4 }, "\(silent.accepted) connections accepted")
+            #expect(await waitUntil { silent.accepted == 4 }, "\(silent.accepted) connections accepted")
             #expect(silent.peakOpen >= 3, "at most \(silent.peakOpen) connections were open at once")
         }
     }

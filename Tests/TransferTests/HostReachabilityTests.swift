@@ -198,6 +198,11 @@ import TestSupport
         #expect(TransferEngine.keepsPartial(after: TransferError(.hostUnreachable, "given up")))
     }
 
+    private final class RetryTimes: Sendable {
+        let due = Mutex<[String: ContinuousClock.Instant]>([:])
+        let ended = Mutex<[String: (ContinuousClock.Instant, Result<DownloadedBody, TransferError>)]>([:])
+    }
+
     private final class Results: Sendable {
         let byIndex = Mutex<[Int: Result<DownloadedBody, TransferError>]>([:])
     }
@@ -315,6 +320,71 @@ import TestSupport
             }
             #expect(givenUp >= 20, "\(givenUp) given up")
             #expect(silent.accepted < 40, "\(silent.accepted) connections")
+        }
+    }
+
+    /// URLs sleeping before a retry when their host is given up wake to be
+    /// refused: they slept out their backoffs first (up to 30 s), holding
+    /// the run's end back, counted meanwhile as waiting to retry.
+    @Test func retriesSleepingWhenTheirHostIsGivenUpEndThen() async throws {
+        try await TemporaryDirectory.with { directory in
+            let dead = try ReservedPort()
+            var configuration = TransferConfiguration()
+            // Backoffs of 10 to 20 s: far longer than the patience.
+            configuration.retry = RetryPolicy(maxRetries: 4, baseDelay: 20, maxDelay: 20)
+            configuration.maxConcurrentTransfers = 8
+            configuration.maxTransfersPerHost = 8
+            configuration.unreachableHostPatience = 1
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            // When each URL's retry was due (from its retrying event), and when it ended, and how.
+            let times = RetryTimes()
+            let watcher = Task {
+                for await event in engine.events {
+                    guard case .retrying(_, let url, _, let delay, _) = event else { continue }
+                    times.due.withLock { $0[url] = .now + .milliseconds(Int(delay * 1000)) }
+                }
+            }
+            defer { watcher.cancel() }
+            @Sendable func download(_ urls: [String]) async {
+                await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                    times.ended.withLock { $0[urls[index]] = (.now, result) }
+                    ready()
+                }
+            }
+
+            // Given eight URLs of a refusing port, each sleeping before its retry
+            let sleeping = (0..<8).map { dead.url("/sleeping\($0).jpg") }
+            let first = Task { await download(sleeping) }
+            #expect(await waitUntil { times.due.withLock { $0.count } == 8 }, "retry events: \(times.due.withLock { $0.count })")
+
+            // When the port is given up past its patience (by the failures of
+            // URLs that come one by one meanwhile: failures further apart than
+            // the patience would start its count again)
+            var later: [Task<Void, Never>] = []
+            for index in 0..<40 where !times.ended.withLock({ $0.values.contains { $0.1.errorKind == .hostUnreachable } }) {
+                later.append(Task { await download([dead.url("/later\(index).jpg")]) })
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            await first.value
+            for task in later { await task.value }
+
+            // Then the eight ended given up, each before its retry was due
+            for url in sleeping {
+                guard let (time, result) = times.ended.withLock({ $0[url] }), let due = times.due.withLock({ $0[url] }) else {
+                    Issue.record("\(url) did not end")
+                    continue
+                }
+                #expect(result.errorKind == .hostUnreachable, "\(url): \(result)")
+                // Its retry was due 10 s or more after it failed; the second is room for the events' delivery.
+                #expect(time < due - .seconds(1), "\(url) ended \(time - due) after its retry was due")
+            }
+            // and so did those that came one by one, the one whose failure gave the port up among them
+            // (it went to sleep after the wake, and slept out its retries as the attempt let through)
+            for index in later.indices {
+                let result = times.ended.withLock { $0[dead.url("/later\(index).jpg")]?.1 }
+                #expect(result?.errorKind == .hostUnreachable, "later URL \(index): \(String(describing: result))")
+            }
         }
     }
 
