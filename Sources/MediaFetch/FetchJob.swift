@@ -109,18 +109,24 @@ public struct FetchReport: Sendable, Equatable {
     /// their first URL failed so, each with how many of its URLs failed so.
     /// A list whose host is gone prints a line per URL: 20,000 lines, and no
     /// word of which host it was at the end.
-    public var givenUpHosts: [GivenUpHost] = []
+    public var givenUpHosts: [GivenUpHost] {
+        get { givenUpOrder.map { GivenUpHost(host: $0, failed: givenUpCounts[$0] ?? 0) } }
+        set {
+            givenUpOrder = newValue.map(\.host)
+            givenUpCounts = Dictionary(newValue.map { ($0.host, $0.failed) }, uniquingKeysWith: +)
+        }
+    }
+    /// `givenUpHosts` as kept: counted by host (a run may give thousands up), in order.
+    private var givenUpOrder: [String] = []
+    private var givenUpCounts: [String: Int] = [:]
 
     /// The cache could not take more, and the run stopped (see `outOfSpace` and `catalogFailure`).
     public var stoppedEarly: Bool { outOfSpace != nil || catalogFailure != nil }
 
     /// A URL failed because its host was given up: counted with its host.
     mutating func countGivenUp(host: String) {
-        if let index = givenUpHosts.firstIndex(where: { $0.host == host }) {
-            givenUpHosts[index].failed += 1
-        } else {
-            givenUpHosts.append(GivenUpHost(host: host, failed: 1))
-        }
+        if givenUpCounts[host] == nil { givenUpOrder.append(host) }
+        givenUpCounts[host, default: 0] += 1
     }
 
     /// Items neither stored, found cached nor failed: not tried, or cut off.

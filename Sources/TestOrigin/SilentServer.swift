@@ -7,14 +7,18 @@ import Glibc
 /// A port on 127.0.0.1 that takes connections and never says a word: a
 /// server whose workers are all stuck, or a tarpit. What a client sends is
 /// read and dropped until it closes (so a TLS handshake never completes,
-/// and an HTTP request never gets a response). Counts the connections.
+/// and an HTTP request never gets a response); or, `closing`, the
+/// connection is closed once the request is read (a crashed backend behind
+/// a proxy). Counts the connections.
 public final class SilentServer: Sendable {
     public let port: UInt16
     private let listener: Int32
+    private let closing: Bool
     private let counts = Mutex((open: 0, peak: 0, accepted: 0))
 
-    public init() throws {
+    public init(closing: Bool = false) throws {
         (listener, port) = try Socket.listen(port: 0)
+        self.closing = closing
         Thread { [self] in acceptLoop() }.start()
     }
 
@@ -42,7 +46,7 @@ public final class SilentServer: Sendable {
             }
             Thread { [self] in
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                while recv(fd, &buffer, buffer.count, 0) > 0 {}
+                while recv(fd, &buffer, buffer.count, 0) > 0, !closing {}
                 close(fd)
                 counts.withLock { $0.open -= 1 }
             }.start()

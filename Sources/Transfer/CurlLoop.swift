@@ -290,14 +290,11 @@ struct AttemptOutcome: Sendable {
     var redirects = 0
     var cancelled = false
     /// The attempt ended without an answer for want of the host (its name
-    /// did not resolve, nothing took the connection, or the server never
-    /// said a word), with none of the host's transfers answered meanwhile,
-    /// in an outage other URLs of the host see too (see `HostReachability.isOutage`).
+    /// did not resolve, nothing took the connection, or the connection
+    /// stalled without a word: not a close or a reset, which come at once),
+    /// with none of the host's transfers answered meanwhile, in an outage
+    /// other URLs of the host see too (see `HostReachability.isOutage`).
     var hostUnreachable = false
-    /// The host was given up when the attempt ended (maybe by its failure):
-    /// a retry is refused at once, so there is no backoff to sleep, and a
-    /// sleep begun now would miss the wake the give-up sent (see `RetryWaits`).
-    var hostGivenUp = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
     var sealed = false
@@ -477,7 +474,8 @@ final class CurlLoop: Sendable {
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
         var reachability = configuration.unreachableHostPatience.map {
-            HostReachability(patience: .milliseconds(Int($0 * 1000)))
+            HostReachability(patience: .milliseconds(Int($0 * 1000)),
+                             trialInterval: configuration.unreachableHostTrialInterval.map { .milliseconds(Int($0 * 1000)) })
         }
         let tickInterval = Duration.milliseconds(Int(configuration.progressInterval * 1000))
         let stallLimit = Duration.milliseconds(Int(configuration.stallTimeout * 1000))
@@ -522,7 +520,6 @@ final class CurlLoop: Sendable {
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
-            ended.hostGivenUp = !whole && reachability?.isGivenUp(attempt.host) == true
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -579,7 +576,7 @@ final class CurlLoop: Sendable {
             guard reachability != nil else { return false }
             let now = ContinuousClock.now
             if attempt.head.status != 0 || outcome.redirects > 0 || hasAnswer(attempt.host) {
-                reachability?.answered(attempt.host)
+                takeBack(attempt.host)
             } else if !cancelled, code != CURLE_OK,
                       HostReachability.failedForWantOfHost(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
                 let gaveUp = reachability?.failedWithoutAnswer(attempt.host, transfer: attempt.id,
@@ -587,16 +584,28 @@ final class CurlLoop: Sendable {
                                                                madeConnection: attempt.connected,
                                                                started: attempt.startedAt, at: now) == true
                 if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {
-                    // Its attempts waiting for a slot end now, not one slot at a time, and those
-                    // sleeping before a retry wake to be refused, not at the end of their backoff.
+                    // Its attempts waiting for a slot end now, not one slot at a time.
                     for waiting in slots.removeAllWaiting(host: attempt.host) { Self.endRefused(waiting, refusal) }
-                    retryWaits.wake(host: attempt.host)
                 }
-                return reachability?.isOutage(attempt.host) == true
+                let outage = reachability?.isOutage(attempt.host) == true
+                // Those sleeping before a retry wake to be refused, not at the end of their
+                // backoff (a host given up by one URL alone leaves that URL its retries).
+                if outage, reachability?.isGivenUp(attempt.host) == true { retryWaits.giveUp(attempt.host) }
+                // A close or reset after a connection counts toward the give-up, but uses up
+                // its URL's retry: it comes within milliseconds, and retries free for the
+                // patience tried a server that reset everything 13 to 15 times a URL, not 5.
+                // A failure to connect, or a stall (30 s a try), is free.
+                return outage && (!attempt.connected || HostReachability.isTimeout(code: code, abort: attempt.abort))
             } else {
                 reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: now)
             }
             return false
+        }
+
+        /// `host` answered: it is no longer failing, nor given up.
+        func takeBack(_ host: String) {
+            if reachability?.isGivenUp(host) == true { retryWaits.takeBack(host) }
+            reachability?.answered(host)
         }
 
         /// Whether a running transfer of `host` has its answer (a response began).
@@ -613,7 +622,7 @@ final class CurlLoop: Sendable {
         func refusalInstead(of attempt: Attempt) -> TransferError? {
             guard reachability?.isGivenUp(attempt.host) == true else { return nil }
             if hasAnswer(attempt.host) {
-                reachability?.answered(attempt.host)
+                takeBack(attempt.host)
                 return nil
             }
             return reachability?.refusal(for: attempt.host, transfer: attempt.id, at: .now)

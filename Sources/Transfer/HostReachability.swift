@@ -21,14 +21,17 @@ import CCurl
 /// still let through, so a host that comes back (the network did) is found
 /// again, and any answer from it takes it back. A connection alone does
 /// not: a server with a full accept queue completes one now and then, and
-/// each restarted the count. Until then, such
-/// failures use up no retry of their URL (see `TransferEngine.perform`):
+/// each restarted the count. An attempt that connected and heard nothing
+/// counts its time from when it ended, not when it began: one round of
+/// stalls (30 s each, as long as the patience) would otherwise give up a
+/// working server whose backend froze for 35 s; it takes two now. Until
+/// then, such failures use up no retry of their URL (see `TransferEngine.perform`):
 /// the host's patience is their budget, so a server that restarts for 20 s
 /// no longer fails every URL that tried it meanwhile.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks.
 struct HostReachability {
-    /// How long every attempt at a host must have failed to connect before it is given up.
+    /// How long every attempt at a host must have failed without an answer before it is given up.
     let patience: Duration
     /// How many attempts must have failed in that time (one URL's default tries).
     let leastFailures: Int
@@ -41,8 +44,11 @@ struct HostReachability {
     private var givenUp: [String: GivenUp] = [:]
 
     private struct Streak {
-        /// When the first failed attempt of the streak began.
+        /// When the streak's time counts from: when its first failed attempt
+        /// began, or ended for one that connected (see the type's notes).
         var since: ContinuousClock.Instant
+        /// When the first failed attempt began: the time the message says.
+        var began: ContinuousClock.Instant
         /// When the last one ended.
         var last: ContinuousClock.Instant
         var failures: Int
@@ -66,11 +72,11 @@ struct HostReachability {
         var otherTransfers: Bool
     }
 
-    init(patience: Duration = .seconds(30), leastFailures: Int = 5) {
+    init(patience: Duration = .seconds(30), leastFailures: Int = 5, trialInterval: Duration? = nil) {
         self.patience = patience
         self.leastFailures = max(1, leastFailures)
         // Often enough that a host back after an outage is found while its URLs are still being tried.
-        trialInterval = min(patience, .seconds(5))
+        self.trialInterval = trialInterval ?? min(patience, .seconds(5))
     }
 
     /// What an attempt of `transfer` at `host`, about to start (or to wait
@@ -130,17 +136,21 @@ struct HostReachability {
             endedWithoutAnswer(host, transfer: transfer, at: now)
             return false
         }
-        var streak = failing[host] ?? Streak(since: started, last: now, failures: 0, firstTransfer: transfer)
-        // Failures further apart than the patience are not one outage: the streak starts again.
-        if now - streak.last > patience { streak = Streak(since: started, last: now, failures: 0, firstTransfer: transfer) }
+        let counted = madeConnection ? now : started
+        let fresh = Streak(since: counted, began: started, last: now, failures: 0, firstTransfer: transfer)
+        var streak = failing[host] ?? fresh
+        // Failures further apart than the patience (from one's end to the next
+        // one's start) are not one outage: the streak starts again.
+        if started - streak.last > patience { streak = fresh }
         if transfer != streak.firstTransfer { streak.otherTransfers = true }
         if madeConnection { streak.connections = true }
-        streak.since = min(streak.since, started)
+        streak.since = min(streak.since, counted)
+        streak.began = min(streak.began, started)
         streak.failures += 1
-        streak.last = now
+        streak.last = max(streak.last, now)
         failing[host] = streak
-        let tried = now - streak.since
-        guard streak.failures >= leastFailures, tried >= patience else { return false }
+        guard streak.failures >= leastFailures, now - streak.since >= patience else { return false }
+        let tried = now - streak.began
         failing[host] = nil
         let every = NumberText.wait(trialInterval.seconds)
         let what = streak.connections ? "no answer from" : "no connection to"
@@ -175,12 +185,16 @@ struct HostReachability {
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT:
             return !madeConnection
-        case CURLE_OPERATION_TIMEDOUT:
-            return true
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR:
             return madeConnection && abort == nil
         default:
-            return abort?.kind == .timeout
+            return isTimeout(code: code, abort: abort)
         }
+    }
+
+    /// Whether an attempt ended for want of time: libcurl's timeout, or the
+    /// loop's own (the stall clock, `--timeout`).
+    static func isTimeout(code: CURLcode, abort: TransferError?) -> Bool {
+        code == CURLE_OPERATION_TIMEDOUT || abort?.kind == .timeout
     }
 }

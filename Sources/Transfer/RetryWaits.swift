@@ -1,14 +1,23 @@
 import Synchronization
 
 /// Transfers sleeping before a retry (a backoff, a `Retry-After`), with
-/// when each wakes and the host it waits for.
+/// when each wakes and the host it waits for; and the hosts given up in an
+/// outage, whose retries do not sleep at all.
 ///
-/// The loop shows them with its snapshot ("1 waiting to retry (next in
-/// 12 s)"), and wakes a host's sleepers when it gives the host up: they
-/// would otherwise sleep out backoffs of up to 30 s before being refused,
-/// holding the run's end back, and counted meanwhile as waiting to retry.
+/// The loop shows the sleepers with its snapshot ("1 waiting to retry
+/// (next in 12 s)"), and when it gives a host up, wakes the host's
+/// sleepers and keeps any more from sleeping until the host answers
+/// again: their next attempt is refused at once (or is the one let
+/// through). They slept out backoffs of up to 30 s first, holding the
+/// run's end back, counted meanwhile as waiting to retry; and one that
+/// began its sleep just after the give-up (its failure was handled with
+/// it) later became the attempt let through, again and again, through all
+/// its retries.
 final class RetryWaits: Sendable {
     private struct Sleeper {
+        /// This sleep's own number: a transfer keeps its ID from one sleep
+        /// to the next, and a late timer of the last must not end this one.
+        let token: UInt64
         let deadline: ContinuousClock.Instant
         let host: String
         /// Set once the sleeper's task waits; nil before then (a wake that
@@ -17,72 +26,95 @@ final class RetryWaits: Sendable {
         var woken = false
     }
 
-    private let sleepers = Mutex<[TransferID: Sleeper]>([:])
+    private struct State {
+        var sleepers: [TransferID: Sleeper] = [:]
+        var givenUp: Set<String> = []
+        var nextToken: UInt64 = 0
+    }
 
-    /// Sleeps for `wait` before transfer `id`'s next attempt at `host`, or
-    /// until `host` is given up (`wake(host:)`). Throws when the task is
-    /// cancelled meanwhile.
+    private let state = Mutex(State())
+
+    /// Sleeps for `wait` before transfer `id`'s next attempt at `host`;
+    /// not at all while `host` is given up, and only until it is
+    /// (`giveUp(_:)`). Throws when the task is cancelled meanwhile.
     func sleep(_ id: TransferID, host: String, for wait: Duration) async throws(TransferError) {
         let deadline = ContinuousClock.now + wait
-        sleepers.withLock { $0[id] = Sleeper(deadline: deadline, host: host) }
+        let token = state.withLock { state -> UInt64? in
+            guard !state.givenUp.contains(host) else { return nil }
+            state.nextToken += 1
+            state.sleepers[id] = Sleeper(token: state.nextToken, deadline: deadline, host: host)
+            return state.nextToken
+        }
+        guard let token else {
+            if Task.isCancelled { throw .cancelled }
+            return
+        }
         // The clock: a task of its own, so that a wake or a cancel can end the wait early.
         let timer = Task { [self] in
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            wake(id)
+            guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
+            wake(id, token: token)
         }
         defer {
             timer.cancel()
-            sleepers.withLock { _ = $0.removeValue(forKey: id) }
+            state.withLock { state in
+                if state.sleepers[id]?.token == token { state.sleepers[id] = nil }
+            }
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let wokenAlready = sleepers.withLock { sleepers -> Bool in
-                    guard var sleeper = sleepers[id], !sleeper.woken else { return true }
+                let wokenAlready = state.withLock { state -> Bool in
+                    guard var sleeper = state.sleepers[id], sleeper.token == token, !sleeper.woken else { return true }
                     sleeper.continuation = continuation
-                    sleepers[id] = sleeper
+                    state.sleepers[id] = sleeper
                     return false
                 }
                 if wokenAlready { continuation.resume() }
             }
         } onCancel: {
-            wake(id)
+            wake(id, token: token)
         }
         if Task.isCancelled { throw .cancelled }
     }
 
-    /// Ends transfer `id`'s sleep (its time is up, or its task is cancelled).
-    private func wake(_ id: TransferID) {
-        let continuation = sleepers.withLock { sleepers -> CheckedContinuation<Void, Never>? in
-            guard var sleeper = sleepers[id], !sleeper.woken else { return nil }
+    /// Ends sleep `token` of transfer `id` (its time is up, or its task is cancelled).
+    private func wake(_ id: TransferID, token: UInt64) {
+        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard var sleeper = state.sleepers[id], sleeper.token == token, !sleeper.woken else { return nil }
             let continuation = sleeper.continuation
             sleeper.woken = true
             sleeper.continuation = nil
-            sleepers[id] = sleeper
+            state.sleepers[id] = sleeper
             return continuation
         }
         continuation?.resume()
     }
 
-    /// Ends the sleep of every transfer waiting to retry at `host` (given
-    /// up: their next attempt is refused at once, or is the one let through).
-    func wake(host: String) {
-        let woken = sleepers.withLock { sleepers -> [CheckedContinuation<Void, Never>] in
+    /// `host` is given up in an outage: its sleepers wake, and its retries
+    /// do not sleep until `takeBack(_:)`.
+    func giveUp(_ host: String) {
+        let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard state.givenUp.insert(host).inserted else { return [] }
             var continuations: [CheckedContinuation<Void, Never>] = []
-            for (id, var sleeper) in sleepers where sleeper.host == host && !sleeper.woken {
+            for (id, var sleeper) in state.sleepers where sleeper.host == host && !sleeper.woken {
                 sleeper.woken = true
                 if let continuation = sleeper.continuation { continuations.append(continuation) }
                 sleeper.continuation = nil
-                sleepers[id] = sleeper
+                state.sleepers[id] = sleeper
             }
             return continuations
         }
         for continuation in woken { continuation.resume() }
     }
 
+    /// `host` answered again: its retries sleep their backoffs as before.
+    func takeBack(_ host: String) {
+        state.withLock { _ = $0.givenUp.remove(host) }
+    }
+
     /// How many sleep before a retry, and the whole seconds from `now` until the first wakes.
     func state(at now: ContinuousClock.Instant) -> (count: Int, nextInSeconds: Int?) {
-        sleepers.withLock { sleepers in
-            let waiting = sleepers.values.lazy.filter { !$0.woken }
+        state.withLock { state in
+            let waiting = state.sleepers.values.lazy.filter { !$0.woken }
             guard let first = waiting.map(\.deadline).min() else { return (0, nil) }
             return (waiting.count, max(0, Int((first - now).seconds.rounded(.up))))
         }

@@ -45,9 +45,12 @@ public struct TransferConfiguration: Sendable, Equatable {
     /// store's flush. Off, every byte goes through the page cache.
     public var directIO = true
     /// Seconds in which every attempt at a host (five at least) must have
-    /// failed to connect before its other URLs end untried (see
+    /// failed without an answer before its other URLs end untried (see
     /// `HostReachability`); nil tries every URL in full, however dead its host.
     public var unreachableHostPatience: Double? = 30
+    /// How often a given-up host lets an attempt through, in seconds; nil
+    /// for every 5 s or the patience, if shorter (internal: tests set it).
+    var unreachableHostTrialInterval: Double?
 
     public init() {}
 

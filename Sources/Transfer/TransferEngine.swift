@@ -424,8 +424,6 @@ public final class TransferEngine: Sendable {
                 scheduledWaits += delay
                 attempt -= 1
             }
-            // Given up meanwhile: the next attempt is refused at once (or is the one let through).
-            if outcome.hostGivenUp { continue }
             eventSink.yield(.retrying(id, url: target.url, attempt: requests + 1, delay: delay, reason: error))
             // Counted while it sleeps, so that a display shows the wait (a long
             // Retry-After looked like a hang: nothing active, nothing moving).

@@ -178,20 +178,40 @@ import TestSupport
     }
 
     /// A host that takes connections and never answers is given up like one
-    /// that takes none, and says which it was.
-    @Test func aHostThatTakesConnectionsAndNeverAnswersIsGivenUpToo() {
+    /// that takes none, and says which it was; its time counts from when its
+    /// first silent attempt ended, so one round of stalls as long as the
+    /// patience does not give up a server whose backend froze for a while.
+    @Test func aHostThatTakesConnectionsAndNeverAnswersIsGivenUpAfterTwoRoundsOfSilence() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
-        let one = TransferID(rawValue: 1), other = TransferID(rawValue: 2)
-        // Attempts that each connected, then heard nothing for 30 s.
-        for (index, transfer) in [one, other, one, other, one].enumerated() {
-            reachability.failedWithoutAnswer("stuck.test:80", transfer: transfer, reason: "stalled: no data for 30 s",
-                                             madeConnection: true, started: start + .seconds(index), at: start + .seconds(index + 30))
+        func stall(_ transfer: Int, from second: Int) {
+            reachability.failedWithoutAnswer("stuck.test:80", transfer: TransferID(rawValue: UInt64(transfer)),
+                                             reason: "stalled: no data for 30 s", madeConnection: true,
+                                             started: start + .seconds(second), at: start + .seconds(second + 30))
         }
-        #expect(reachability.isGivenUp("stuck.test:80"))
+        // A round of eight attempts that each connected, then heard nothing for 30 s: not yet.
+        for transfer in 1...8 { stall(transfer, from: 0) }
+        #expect(!reachability.isGivenUp("stuck.test:80"))
         #expect(reachability.isOutage("stuck.test:80"))
-        #expect(reachability.refusal(for: "stuck.test:80", transfer: url, at: start + .seconds(34))?.message
-            == "given up: no answer from stuck.test:80 in 34 s of trying (stalled: no data for 30 s); "
+        // Their retries, silent too: given up, with how long it was tried in all.
+        for transfer in 1...4 { stall(transfer, from: 31) }
+        #expect(reachability.isGivenUp("stuck.test:80"))
+        #expect(reachability.refusal(for: "stuck.test:80", transfer: url, at: start + .seconds(61))?.message
+            == "given up: no answer from stuck.test:80 in 61 s of trying (stalled: no data for 30 s); "
             + "its URLs fail at once until it answers again (one is let through every 5 s)")
+    }
+
+    /// A server whose backend froze for 35 s answers the retries of the first
+    /// round's stalls: it is not given up.
+    @Test func anAnswerAfterOneRoundOfSilenceKeepsTheHost() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        for transfer in 1...8 {
+            reachability.failedWithoutAnswer("frozen.test:80", transfer: TransferID(rawValue: UInt64(transfer)),
+                                             reason: "stalled", madeConnection: true, started: start, at: start + .seconds(30))
+        }
+        reachability.answered("frozen.test:80")
+        reachability.failedWithoutAnswer("frozen.test:80", transfer: url, reason: "stalled", madeConnection: true,
+                                         started: start + .seconds(31), at: start + .seconds(61))
+        #expect(!reachability.isGivenUp("frozen.test:80"))
     }
 
     @Test func aGivenUpItemKeepsWhatItHadDownloaded() {
@@ -323,6 +343,23 @@ import TestSupport
         }
     }
 
+    /// A server that closes every connection without a word fails each URL
+    /// after its own retries: such failures come within milliseconds, and
+    /// retries free for the host's patience tried each URL 13 to 15 times.
+    @Test func aServerThatClosesEveryConnectionGetsEachURLsRetriesOnly() async throws {
+        try await TemporaryDirectory.with { directory in
+            let closing = try SilentServer(closing: true)
+            defer { closing.stop() }
+            let urls = (0..<10).map { closing.url("/photo\($0).jpg") }
+            let results = try await runBatch(urls, patience: 5, directory: directory)
+            for index in urls.indices {
+                guard case .failure(let error) = results[index] else { Issue.record("URL \(index) succeeded"); continue }
+                #expect(error.message.hasSuffix("(after 4 attempts)"), "URL \(index): \(error.message)")
+            }
+            #expect(await waitUntil { closing.accepted == 40 }, "\(closing.accepted) connections")
+        }
+    }
+
     /// URLs sleeping before a retry when their host is given up wake to be
     /// refused: they slept out their backoffs first (up to 30 s), holding
     /// the run's end back, counted meanwhile as waiting to retry.
@@ -385,6 +422,25 @@ import TestSupport
                 let result = times.ended.withLock { $0[dead.url("/later\(index).jpg")]?.1 }
                 #expect(result?.errorKind == .hostUnreachable, "later URL \(index): \(String(describing: result))")
             }
+        }
+    }
+
+    /// A host given up by the failures of its only URL leaves that URL its
+    /// own retries: its next attempts are the ones let through.
+    @Test func theOnlyURLOfAHostItGaveUpKeepsItsRetries() async throws {
+        try await TemporaryDirectory.with { directory in
+            var configuration = TransferConfiguration()
+            // Backoffs of 0.2 to 0.4 s: within the patience (further apart, failures
+            // would not be one outage) and past the attempt let through every 0.1 s.
+            configuration.retry = RetryPolicy(maxRetries: 10, baseDelay: 0.4, maxDelay: 0.4)
+            configuration.unreachableHostPatience = 1
+            configuration.unreachableHostTrialInterval = 0.1
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            let results = await runBatch(["http://127.0.0.1:1/only.jpg"], on: engine)
+            // (Given up after its fifth failure at the earliest, which it says only in its reason.)
+            guard case .failure(let error) = results[0] else { Issue.record("\(String(describing: results[0]))"); return }
+            #expect(error.message.hasSuffix("(after 11 attempts)"), "\(error.message)")
         }
     }
 

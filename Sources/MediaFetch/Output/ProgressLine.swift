@@ -142,6 +142,7 @@ public enum ProgressText {
         text += " (\(ByteSize.format(report.bytesReceived)) in \(ByteSize.oneDecimal(report.seconds)) s"
         if report.resumedBytes > 0 { text += ", \(ByteSize.format(report.resumedBytes)) resumed" }
         text += ")"
+        if let givenUp = givenUpText(report.givenUpHosts) { text += "; " + givenUp }
         if report.outOfSpace != nil {
             text += "; stopped with \(report.left) left to fetch: no room left for the cache"
         } else if report.catalogFailure != nil {
@@ -154,7 +155,6 @@ public enum ProgressText {
             // Stored, with their rows in unrecorded/ (see `UnrecordedRows`).
             text += ", \(report.awaitingRecord) stored for the next run to record"
         }
-        if let givenUp = givenUpText(report.givenUpHosts) { text += "; " + givenUp }
         return text
     }
 
