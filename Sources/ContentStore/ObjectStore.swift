@@ -135,6 +135,9 @@ public final class ObjectStore: BlobStore {
     /// (and the flush needs no open of its own).
     private let temporaryDirectoryDescriptor: Int32
     private let objectsDirectoryDescriptor: Int32
+    /// Why `objectsDirectoryDescriptor` could not be opened (a reader's
+    /// store only); 0 when it was.
+    private let objectsDirectoryError: Int32
 
     /// Opens the store under `root` to read it only: nothing is created (a
     /// cache on a read-only disk, or copied without its empty `tmp/`, is
@@ -148,6 +151,7 @@ public final class ObjectStore: BlobStore {
         objectsDirectory = root + "/objects/sha256"
         temporaryDirectoryDescriptor = -1
         objectsDirectoryDescriptor = open(objectsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        objectsDirectoryError = objectsDirectoryDescriptor < 0 ? errno : 0
     }
 
     /// Opens (creating if needed) the store under `root`. `pendingWriteback`
@@ -159,6 +163,7 @@ public final class ObjectStore: BlobStore {
         self.objectsDirectory = root + "/objects/sha256"
         for directory in [temporaryDirectory, objectsDirectory] { try Self.makeDirectories(directory) }
         temporaryDirectoryDescriptor = try Self.openDirectory(temporaryDirectory)
+        objectsDirectoryError = 0
         do {
             objectsDirectoryDescriptor = try Self.openDirectory(objectsDirectory)
         } catch {
@@ -227,6 +232,28 @@ public final class ObjectStore: BlobStore {
     public func contains(_ sha256: String, size: Int64?) -> Bool {
         guard Self.isValidHash(sha256), let found = sizeOfObject("\(sha256.prefix(2))/\(sha256)") else { return false }
         return size.map { found == $0 } ?? true
+    }
+
+    /// `contains`, for a reader that says what it finds (`list`, `stats`):
+    /// throws when the object cannot be looked for, rather than calling it
+    /// missing. An `objects/` another user may not enter listed every
+    /// object as gone, "get fetches them again", with the files intact.
+    public func lookUp(_ sha256: String, size: Int64?) throws(StoreError) -> Bool {
+        guard Self.isValidHash(sha256) else { return false }
+        let target = "\(sha256.prefix(2))/\(sha256)"
+        if objectsDirectoryDescriptor < 0 {
+            // A cache without objects (none stored yet) has none; one that cannot be entered is unknown.
+            guard objectsDirectoryError == ENOENT || objectsDirectoryError == ENOTDIR else {
+                throw StoreError.system("cannot read", objectsDirectory, errno: objectsDirectoryError)
+            }
+            return false
+        }
+        var info = stat()
+        guard fstatat(objectsDirectoryDescriptor, target, &info, 0) == 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return false }
+            throw StoreError.system("cannot look at", "\(objectsDirectory)/\(target)")
+        }
+        return size.map { Int64(info.st_size) == $0 } ?? true
     }
 
     public func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {

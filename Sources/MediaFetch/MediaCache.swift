@@ -262,7 +262,11 @@ public final class MediaCache: Sendable {
     public func missingObjects() throws -> Int {
         var missing = 0
         try catalog.forEachObject { sha256, size in
-            if !store.contains(sha256, size: size) { missing += 1 }
+            do throws(StoreError) {
+                if try !store.lookUp(sha256, size: size) { missing += 1 }
+            } catch {
+                throw CacheError.unreadableObjects(error)
+            }
         }
         return missing
     }
@@ -291,6 +295,11 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         self.outOfSpace = outOfSpace
         self.catalogFailure = catalogFailure
         self.lockTimedOut = lockTimedOut
+    }
+
+    /// The store's objects cannot be looked at (see `ObjectStore.lookUp`).
+    static func unreadableObjects(_ error: StoreError) -> CacheError {
+        CacheError("cannot read the cache's objects: \(error.message)")
     }
 
     /// The same error, for an item whose row was kept for the next run.

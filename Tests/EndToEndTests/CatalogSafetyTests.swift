@@ -215,4 +215,25 @@ import TestSupport
             #expect(result.stderr == "mediafetch: cannot read the cache at \(cache): Permission denied\n", "\(result.stderr)")
         }
     }
+
+    /// Objects another user may not look at are not missing: list and stats
+    /// said every one was gone, "get fetches them again", with every file intact.
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func objectsThatCannotBeLookedAtAreNotCalledMissing() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            // The cache as another user may read it (the test's directory is the owner's alone), its objects not.
+            for path in [directory.path, cache] { #expect(chmod(path, 0o755) == 0) }
+            #expect(chmod(cache + "/objects", 0o700) == 0)
+            // (As the owner, list finds the photo.)
+            #expect(try await listJSON(cache).first?["missing"] as? Bool == false)
+
+            for arguments in [["list"], ["list", "--format", "json"], ["list", "--format", "csv"], ["stats"]] {
+                let result = try await BuiltProducts.run(arguments + ["--cache", cache], as: .nobody)
+                #expect(result.status == 3, "\(arguments): \(result.stdout)")
+                #expect(result.stderr == "mediafetch: cannot read the cache's objects: cannot read \(cache)/objects/sha256: "
+                    + "Permission denied\n", "\(arguments): \(result.stderr)")
+            }
+        }
+    }
 }

@@ -43,8 +43,13 @@ public struct EntryFormatter: Sendable {
 
     /// Whether the entry's file is gone from the store, or is not its size
     /// (`get` fetches such an item again; `verify` looks at the bytes too).
-    func isMissing(_ entry: CatalogEntry) -> Bool {
-        !cache.store.contains(entry.sha256, size: entry.size)
+    /// Throws when the store cannot be looked in (see `ObjectStore.lookUp`).
+    func isMissing(_ entry: CatalogEntry) throws(CacheError) -> Bool {
+        do {
+            return try !cache.store.lookUp(entry.sha256, size: entry.size)
+        } catch {
+            throw CacheError.unreadableObjects(error)
+        }
     }
 
     /// Writes the entries that `forEach` goes through, in `format`, handing
@@ -62,8 +67,8 @@ public struct EntryFormatter: Sendable {
                       to output: @escaping (String) throws -> Void) throws -> Int {
         var missing = 0
         /// Whether the entry's file is missing, counted.
-        func lookedFor(_ entry: CatalogEntry) -> Bool {
-            let isMissing = isMissing(entry)
+        func lookedFor(_ entry: CatalogEntry) throws -> Bool {
+            let isMissing = try isMissing(entry)
             if isMissing { missing += 1 }
             return isMissing
         }
@@ -72,13 +77,13 @@ public struct EntryFormatter: Sendable {
         switch format {
         case .json:
             let dates = ISO8601DateFormatter()
-            try pieces.emitJSONArray(forEach) { .object(fields(of: $0, missing: lookedFor($0), dates: dates)) }
+            try pieces.emitJSONArray(forEach) { .object(fields(of: $0, missing: try lookedFor($0), dates: dates)) }
         case .csv:
             try emit(Self.csvHeader + "\n")
             try forEach { entry in
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
                                entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
-                               String(lookedFor(entry))]
+                               String(try lookedFor(entry))]
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
         case .table:
@@ -88,7 +93,7 @@ public struct EntryFormatter: Sendable {
             // and those missing remembered (few, unless the store is gone) for the second.
             var missingHashes: Set<String> = []
             try forEach { entry in
-                let isMissing = isMissing(entry)
+                let isMissing = try isMissing(entry)
                 if isMissing { missingHashes.insert(entry.sha256) }
                 TextTable.widen(&widths, toFit: Self.tableRow(entry, missing: isMissing, paddedOnly: true))
             }
@@ -157,12 +162,12 @@ struct OutputPieces {
     /// One JSON array of what `forEach` goes through, an object a row (see
     /// `JSONText` for the layout).
     mutating func emitJSONArray<Row>(_ forEach: (_ visit: (Row) throws -> Void) throws -> Void,
-                                     _ value: (Row) -> JSONValue) throws {
+                                     _ value: (Row) throws -> JSONValue) throws {
         var first = true
         try withoutActuallyEscaping(value) { value in
             try forEach { row in
                 var object = first ? "[\n  " : ",\n  "
-                JSONText.write(value(row), level: 1, into: &object)
+                JSONText.write(try value(row), level: 1, into: &object)
                 try emit(object)
                 first = false
             }
