@@ -76,10 +76,16 @@ final class Attempt: @unchecked Sendable {
     }
 
     /// What an attempt stopped by `--timeout` (`limit` seconds) had got:
-    /// the bytes of this response, of its length when known.
+    /// the bytes of this response, of its length when known; for one that
+    /// resumed, what is held of the whole file (a 206's length is the rest
+    /// only: "1179648 of 6160384" read as wrong for an 8 MiB file).
     func timedOut(after limit: Double) -> String {
         let time = NumberText.seconds(limit)
         guard begun else { return "timed out: no answer in \(time)" }
+        if head.status == 206, requestedOffset > 0 {
+            let total = expectedSize.map { " of \($0)" } ?? ""
+            return "timed out: \(receivedThisAttempt) bytes received in \(time), \(requestedOffset + receivedThisAttempt)\(total) held"
+        }
         let total = head.contentLength.map { " of \($0)" } ?? ""
         return "timed out: \(receivedThisAttempt)\(total) bytes received in \(time)"
     }

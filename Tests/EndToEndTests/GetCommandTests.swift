@@ -895,7 +895,7 @@ import TestSupport
                 let cached = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
                 #expect(cached.status == 0, "\(cached.stderr)")
                 #expect(cached.stderrLines.count == 1)
-                #expect(cached.stderrLines.first?.hasPrefix("0 downloaded, 1 already cached, 0 failed (0 B in ") == true,
+                #expect(cached.stderrLines.first?.hasPrefix("0 downloaded, 1 already cached, 0 failed (0 B received in ") == true,
                         "\(cached.stderr)")
                 let json = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "json", origin.url("/a.jpg")])
                 #expect(json.status == 0)

@@ -48,7 +48,7 @@ import TestSupport
             #expect(interrupted.status == 130)
             #expect(interrupted.stderr.contains("; interrupted with 1 left to fetch\n"), "\(interrupted.stderr)")
             // The million bytes kept to resume were received in this run, and it says so.
-            #expect(interrupted.stderr.contains("0 downloaded, 0 already cached, 0 failed (976.6 KiB in "), "\(interrupted.stderr)")
+            #expect(interrupted.stderr.contains("0 downloaded, 0 already cached, 0 failed (976.6 KiB received in "), "\(interrupted.stderr)")
             #expect(files(in: cache + "/tmp").contains { $0.hasSuffix(".part") })
 
             origin.clearFaults()

@@ -177,7 +177,7 @@ import Transfer
             #expect(report.failures.isEmpty)
             #expect(report.left == 300)
             #expect(origin.requests().count < 300)
-            #expect(ProgressText.summary(report).hasSuffix("0 failed (\(ByteSize.format(report.bytesReceived)) in "
+            #expect(ProgressText.summary(report).hasSuffix("0 failed (\(ByteSize.format(report.bytesReceived)) received in "
                 + "\(ByteSize.oneDecimal(report.seconds)) s); stopped with 300 left to fetch: no room left for the cache"))
             #expect(try cache.catalog.stats().objects == 0)
         }

@@ -46,7 +46,7 @@ import Testing
         report.failed = 120
         report.seconds = 31
         report.givenUpHosts = [GivenUpHost(host: "dead.test:80", failed: 100)]
-        #expect(ProgressText.summary(report) == "10 downloaded, 0 already cached, 120 failed (0 B in 31.0 s); "
+        #expect(ProgressText.summary(report) == "10 downloaded, 0 already cached, 120 failed (0 B received in 31.0 s); "
             + "100 of them at a host given up: dead.test:80")
         report.givenUpHosts = [GivenUpHost(host: "a.test:80", failed: 5), GivenUpHost(host: "b.test:443", failed: 60),
                                GivenUpHost(host: "c.test:80", failed: 5), GivenUpHost(host: "d.test:80", failed: 5),

@@ -139,7 +139,8 @@ public enum ProgressText {
         parts.append("\(report.skipped) already cached")
         parts.append("\(report.failed) failed")
         var text = parts.joined(separator: ", ")
-        text += " (\(ByteSize.format(report.bytesReceived)) in \(ByteSize.oneDecimal(report.seconds)) s"
+        // Received, not stored: attempts cut short and thrown away count too.
+        text += " (\(ByteSize.format(report.bytesReceived)) received in \(ByteSize.oneDecimal(report.seconds)) s"
         if report.resumedBytes > 0 { text += ", \(ByteSize.format(report.resumedBytes)) resumed" }
         text += ")"
         if let givenUp = givenUpText(report.givenUpHosts) { text += "; " + givenUp }
