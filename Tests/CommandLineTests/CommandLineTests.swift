@@ -109,16 +109,20 @@ import Testing
     /// A narrow terminal shortens or drops whole fields, the least useful
     /// first, and keeps the counts and the retry wait: at 80 columns the
     /// wait was cut off ("…, 4 w…"), at 20 the failures ("201/223 items, 1…").
+    /// The wait is worded short before the running transfers are dropped:
+    /// "1 waiting to retry (next in 12 s)" alone hid that 8 were running.
     @Test func aNarrowTerminalDropsTheLeastUsefulFieldsFirst() {
         let running = progress(active: Array(repeating: (100, nil), count: 8))
         #expect(ProgressText.fittedStatus(running, columns: 120)
                 == "12/40 items, 3 cached, 1 failed, 2.1 MiB at 840.0 KiB/s, 8 active, 1 waiting to retry (next in 12 s)")
         #expect(ProgressText.fittedStatus(running, columns: 90)
-                == "12/40 items, 1 failed, 2.1 MiB at 840.0 KiB/s, 1 waiting to retry (next in 12 s)")
-        #expect(ProgressText.fittedStatus(running, columns: 80)
-                == "12/40 items, 1 failed, 840.0 KiB/s, 1 waiting to retry (next in 12 s)")
-        #expect(ProgressText.fittedStatus(running, columns: 60) == "12/40 items, 1 failed, 1 waiting to retry (next in 12 s)")
+                == "12/40 items, 1 failed, 2.1 MiB at 840.0 KiB/s, 8 active, retry in 12 s")
+        #expect(ProgressText.fittedStatus(running, columns: 60) == "12/40 items, 1 failed, 840.0 KiB/s, retry in 12 s")
         #expect(ProgressText.fittedStatus(running, columns: 40) == "12/40 items, 1 failed, retry in 12 s")
+        // With nothing running, the wait is what moves: said at length for longer.
+        let idle = progress()
+        #expect(ProgressText.fittedStatus(idle, columns: 80)
+                == "12/40 items, 1 failed, 840.0 KiB/s, 1 waiting to retry (next in 12 s)")
         #expect(ProgressText.fittedStatus(running, columns: 20) == "12/40 items")
         // Only the count left, and too wide: cut.
         #expect(ProgressText.fittedStatus(running, columns: 10) == "12/40 …")

@@ -106,7 +106,10 @@ public enum ProgressText {
             let waiting = "\(progress.waitingToRetry) waiting to retry"
             if let seconds = progress.nextRetryInSeconds {
                 let next = NumberText.wait(Double(seconds))
-                fields.append(StatusField(.retrying, keep: 5, ["\(waiting) (next in \(next))", "retry in \(next)"]))
+                // Worded at length only while nothing else needs the room: with transfers
+                // running, "1 waiting to retry (next in 12 s)" hid that they were.
+                fields.append(StatusField(.retrying, keep: 5, longFormKeep: progress.active.isEmpty ? nil : 2,
+                                          ["\(waiting) (next in \(next))", "retry in \(next)"]))
             } else {
                 fields.append(StatusField(.retrying, keep: 5, [waiting]))
             }
@@ -188,14 +191,22 @@ public struct StatusField: Sendable, Equatable {
     public let kind: Kind
     /// Kept longer than fields of a lower value; `.max` is never dropped.
     public let keep: Int
+    /// How long its longest form is kept, while a shorter one is left, when
+    /// that is less than `keep`: the retry wait's wording goes before the
+    /// count of running transfers, its short form after.
+    public let longFormKeep: Int?
     /// Its text, longest form first.
     public var forms: [String]
 
-    public init(_ kind: Kind, keep: Int, _ forms: [String]) {
+    public init(_ kind: Kind, keep: Int, longFormKeep: Int? = nil, _ forms: [String]) {
         self.kind = kind
         self.keep = keep
+        self.longFormKeep = longFormKeep
         self.forms = forms
     }
+
+    /// `keep` for the form it is at.
+    var currentKeep: Int { forms.count > 1 ? min(keep, longFormKeep ?? keep) : keep }
 
     /// The fields as one line: ", " between them, but ": " between the
     /// running transfers and how far they are.
@@ -216,7 +227,7 @@ public struct StatusField: Sendable, Equatable {
         var fields = fields
         while !fits(joined(fields)) {
             guard let index = fields.indices.filter({ fields[$0].keep < .max })
-                    .min(by: { fields[$0].keep < fields[$1].keep }) else { break }
+                    .min(by: { fields[$0].currentKeep < fields[$1].currentKeep }) else { break }
             if fields[index].forms.count > 1 {
                 fields[index].forms.removeFirst()
             } else {
