@@ -216,6 +216,21 @@ import TestSupport
         }
     }
 
+    /// get says what list and stats say of a cache this user may not enter
+    /// (it said "cannot create …/tmp: Permission denied", of a tmp/ that was there).
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func getSaysACacheItCannotEnterAsStatsDoes() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            for path in [directory.path, cache] { #expect(chmod(path, path == cache ? 0o700 : 0o755) == 0) }
+            let before = origin.requests().count
+            let result = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")], as: .nobody)
+            #expect(result.status == 3)
+            #expect(result.stderr == "mediafetch: cannot read the cache at \(cache): Permission denied\n", "\(result.stderr)")
+            #expect(origin.requests().count == before)
+        }
+    }
+
     /// Objects another user may not look at are not missing: list and stats
     /// said every one was gone, "get fetches them again", with every file intact.
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
