@@ -234,6 +234,13 @@ public final class ObjectStore: BlobStore {
         return size.map { found == $0 } ?? true
     }
 
+    /// Throws when the objects' directory cannot be entered; a cache
+    /// without one (nothing stored yet) has no objects.
+    func checkObjectsReadable() throws(StoreError) {
+        guard objectsDirectoryDescriptor < 0, objectsDirectoryError != ENOENT, objectsDirectoryError != ENOTDIR else { return }
+        throw StoreError.system("cannot read", objectsDirectory, errno: objectsDirectoryError)
+    }
+
     /// `contains`, for a reader that says what it finds (`list`, `stats`):
     /// throws when the object cannot be looked for, rather than calling it
     /// missing. An `objects/` another user may not enter listed every
@@ -241,13 +248,8 @@ public final class ObjectStore: BlobStore {
     public func lookUp(_ sha256: String, size: Int64?) throws(StoreError) -> Bool {
         guard Self.isValidHash(sha256) else { return false }
         let target = "\(sha256.prefix(2))/\(sha256)"
-        if objectsDirectoryDescriptor < 0 {
-            // A cache without objects (none stored yet) has none; one that cannot be entered is unknown.
-            guard objectsDirectoryError == ENOENT || objectsDirectoryError == ENOTDIR else {
-                throw StoreError.system("cannot read", objectsDirectory, errno: objectsDirectoryError)
-            }
-            return false
-        }
+        try checkObjectsReadable()
+        if objectsDirectoryDescriptor < 0 { return false }
         var info = stat()
         guard fstatat(objectsDirectoryDescriptor, target, &info, 0) == 0 else {
             if errno == ENOENT || errno == ENOTDIR { return false }

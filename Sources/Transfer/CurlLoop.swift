@@ -77,14 +77,14 @@ final class Attempt: @unchecked Sendable {
 
     /// What an attempt stopped by `--timeout` (`limit` seconds) had got:
     /// the bytes of this response, of its length when known; for one that
-    /// resumed, what is held of the whole file (a 206's length is the rest
+    /// resumed, how far the whole file got (a 206's length is the rest
     /// only: "1179648 of 6160384" read as wrong for an 8 MiB file).
     func timedOut(after limit: Double) -> String {
         let time = NumberText.seconds(limit)
         guard begun else { return "timed out: no answer in \(time)" }
         if head.status == 206, requestedOffset > 0 {
             let total = expectedSize.map { " of \($0)" } ?? ""
-            return "timed out: \(receivedThisAttempt) bytes received in \(time), \(requestedOffset + receivedThisAttempt)\(total) held"
+            return "timed out: \(receivedThisAttempt) bytes received in \(time), \(requestedOffset + receivedThisAttempt)\(total) so far"
         }
         let total = head.contentLength.map { " of \($0)" } ?? ""
         return "timed out: \(receivedThisAttempt)\(total) bytes received in \(time)"
@@ -577,7 +577,8 @@ final class CurlLoop: Sendable {
         /// A failure while another transfer of the host has its answer says
         /// only that the host takes fewer connections (a firewall's limit).
         /// Returns true when the attempt failed for want of the host, in an
-        /// outage other URLs of the host see too.
+        /// outage other URLs of the host see too, in a way that uses up no
+        /// retry: not connecting, a stall or a timeout (not a close or reset).
         func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) -> Bool {
             guard reachability != nil else { return false }
             let now = ContinuousClock.now

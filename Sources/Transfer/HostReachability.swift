@@ -25,9 +25,10 @@ import CCurl
 /// counts its time from when it ended, not when it began: one round of
 /// stalls (30 s each, as long as the patience) would otherwise give up a
 /// working server whose backend froze for 35 s; it takes two now. Until
-/// then, such failures use up no retry of their URL (see `TransferEngine.perform`):
-/// the host's patience is their budget, so a server that restarts for 20 s
-/// no longer fails every URL that tried it meanwhile.
+/// then, failures to connect, stalls and timeouts use up no retry of their
+/// URL (see `TransferEngine.perform`; a close or a reset does, as it comes
+/// within milliseconds): the host's patience is their budget, so a server
+/// that restarts for 20 s no longer fails every URL that tried it meanwhile.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks.
 struct HostReachability {
@@ -115,7 +116,8 @@ struct HostReachability {
 
     /// Whether the host is out for more than one of its URLs: failing
     /// without an answer for several transfers since its last answer (given up or
-    /// not). Their failures then use up no retry (see `TransferEngine.perform`).
+    /// not). Their failures to connect, stalls and timeouts then use up no
+    /// retry (see `TransferEngine.perform` and the loop's `noteReachability`).
     /// A host given up by the failures of one URL alone is that URL's trouble:
     /// a name that took seconds to fail to resolve gave its only URL up after
     /// its five attempts, which then went on to nine.

@@ -106,6 +106,11 @@ final class RetryWaits: Sendable {
         for continuation in woken { continuation.resume() }
     }
 
+    /// Whether `host` is given up in an outage: a retry at it will not sleep.
+    func isGivenUp(_ host: String) -> Bool {
+        state.withLock { !$0.givenUp.isEmpty && $0.givenUp.contains(host) }
+    }
+
     /// `host` answered again: its retries sleep their backoffs as before.
     func takeBack(_ host: String) {
         state.withLock { _ = $0.givenUp.remove(host) }

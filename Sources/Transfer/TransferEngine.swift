@@ -378,8 +378,9 @@ public final class TransferEngine: Sendable {
                 attempt -= 1
                 continue
             }
-            // A failure for want of the host (no answer, none of its
-            // transfers answered) in an outage other URLs of it see too uses
+            // A failure for want of the host (no connection, or a stall or a
+            // timeout without an answer; none of its transfers answered) in
+            // an outage other URLs of it see too uses
             // up no retry while the host's patience lasts (one URL of a dead
             // host fails after its own retries, as it did): the host as a whole is given up when it runs out (see
             // `HostReachability`). A server that restarted for 20 s failed
@@ -424,7 +425,10 @@ public final class TransferEngine: Sendable {
                 scheduledWaits += delay
                 attempt -= 1
             }
-            eventSink.yield(.retrying(id, url: target.url, attempt: requests + 1, delay: delay, reason: error))
+            // Not said of a retry that will not wait (its host was given up: it is refused at once).
+            if !loop.retryWaits.isGivenUp(target.hostKey) {
+                eventSink.yield(.retrying(id, url: target.url, attempt: requests + 1, delay: delay, reason: error))
+            }
             // Counted while it sleeps, so that a display shows the wait (a long
             // Retry-After looked like a hang: nothing active, nothing moving).
             try await loop.retryWaits.sleep(id, host: target.hostKey, for: .milliseconds(Int(delay * 1000)))

@@ -38,13 +38,14 @@ struct CacheOptions: ParsableArguments {
     func openForDownloads(mustExist: Bool = false, progress: ProgressMode?) throws -> (MediaCache, CacheError?) {
         let root = MediaCache.resolveRoot(explicit: cache)
         var info = stat()
-        if stat(root + "/catalog.sqlite", &info) != 0, errno != ENOENT, errno != ENOTDIR {
+        if stat(root + "/catalog.sqlite", &info) != 0, errno != ENOENT, errno != ENOTDIR,
+           mustExist || errno == EACCES || errno == EPERM {
             // A directory this user may not enter is not a missing cache (nor a tmp/ to create).
             Terminal.error("cannot read the cache at \(root): \(String(cString: strerror(errno)))", progress: progress)
             throw Exit.cacheUnusable
         }
         if !mustExist, stat(root, &info) == 0, info.st_mode & S_IFMT != S_IFDIR {
-            // Said as list and stats say it, not as "cannot create …/tmp: Not a directory".
+            // Said of the directory given, not as "cannot create …/tmp: Not a directory".
             Terminal.error("cannot use the cache at \(root): it is not a directory", progress: progress)
             throw Exit.cacheUnusable
         }

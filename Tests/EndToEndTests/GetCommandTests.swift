@@ -1283,7 +1283,7 @@ import TestSupport
             #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
             let result = try await BuiltProducts.run(["get", "--cache", file, "http://127.0.0.1:1/x"])
             #expect(result.status == 3)
-            // As list and stats say it (it said "cannot create …/tmp: Not a directory").
+            // Of the directory given (it said "cannot create …/tmp: Not a directory").
             #expect(result.stderrLines == ["mediafetch: cannot use the cache at \(file): it is not a directory"])
         }
     }

@@ -642,11 +642,11 @@ import TestSupport
             let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/slow.wav")) }
             #expect(error?.kind == .timeout)
             // What arrived in the time; the second attempt resumed, and says what is held
-            // of the whole file, as in "timed out: 40000 bytes received in 1 s, 76864 of 400000 held"
+            // of the whole file, as in "timed out: 40000 bytes received in 1 s, 76864 of 400000 so far"
             // (it said "40000 of 363136", the rest asked for).
             let message = error?.message ?? ""
             #expect(message.hasPrefix("timed out: ") && message.contains(" bytes received in 1 s, ")
-                && message.hasSuffix(" of 400000 held (after 2 attempts)"), "\(message)")
+                && message.hasSuffix(" of 400000 so far (after 2 attempts)"), "\(message)")
             #expect(origin.requests(for: "/slow.wav").count == 2)
         }
     }

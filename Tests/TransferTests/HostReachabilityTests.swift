@@ -208,6 +208,7 @@ import TestSupport
             reachability.failedWithoutAnswer("frozen.test:80", transfer: TransferID(rawValue: UInt64(transfer)),
                                              reason: "stalled", madeConnection: true, started: start, at: start + .seconds(30))
         }
+        #expect(!reachability.isGivenUp("frozen.test:80"))
         reachability.answered("frozen.test:80")
         reachability.failedWithoutAnswer("frozen.test:80", transfer: url, reason: "stalled", madeConnection: true,
                                          started: start + .seconds(31), at: start + .seconds(61))
@@ -351,7 +352,8 @@ import TestSupport
             let closing = try SilentServer(closing: true)
             defer { closing.stop() }
             let urls = (0..<10).map { closing.url("/photo\($0).jpg") }
-            let results = try await runBatch(urls, patience: 5, directory: directory)
+            // (A patience far longer than the run: this is about the retries, not the give-up.)
+            let results = try await runBatch(urls, patience: 60, directory: directory)
             for index in urls.indices {
                 guard case .failure(let error) = results[index] else { Issue.record("URL \(index) succeeded"); continue }
                 #expect(error.message.hasSuffix("(after 4 attempts)"), "URL \(index): \(error.message)")

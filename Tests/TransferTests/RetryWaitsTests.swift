@@ -8,12 +8,16 @@ import TestSupport
 @Suite struct RetryWaitsTests {
     private let one = TransferID(rawValue: 1), two = TransferID(rawValue: 2), three = TransferID(rawValue: 3)
 
-    @Test func aSleepIsCountedUntilItsTimeIsUp() async throws {
+    @Test func aSleepIsCountedWhileItLasts() async throws {
         let waits = RetryWaits()
-        let sleeper = Task { try await waits.sleep(one, host: "h:80", for: .milliseconds(300)) }
+        let sleeper = Task { try await waits.sleep(one, host: "h:80", for: .seconds(60)) }
         #expect(await waitUntil { waits.state(at: .now).count == 1 })
-        #expect(waits.state(at: .now).nextInSeconds == 1)
-        try await sleeper.value
+        #expect((59...60).contains(waits.state(at: .now).nextInSeconds ?? 0))
+        sleeper.cancel()
+        await #expect(throws: TransferError.cancelled) { try await sleeper.value }
+        #expect(waits.state(at: .now).count == 0)
+        // A short one ends by itself.
+        try await waits.sleep(two, host: "h:80", for: .milliseconds(10))
         #expect(waits.state(at: .now).count == 0)
     }
 
