@@ -114,17 +114,12 @@ public enum BuiltProducts {
     /// one fails every https test with a usage error), plus `environment`;
     /// stdin is empty.
     private static func launch(_ command: [String], environment: [String: String]) throws -> RunningCommand {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
         var env = ProcessInfo.processInfo.environment
         env["MEDIAFETCH_CACHE"] = nil
         for name in ["http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
                      "CURL_CA_BUNDLE", "SSL_CERT_FILE"] { env[name] = nil }
         for (key, value) in environment { env[key] = value }
-        process.environment = env
-        process.standardInput = FileHandle.nullDevice
-        return try RunningCommand(process)
+        return try RunningCommand(command, environment: env)
     }
 }
 
@@ -132,13 +127,12 @@ public enum BuiltProducts {
 public final class RunningCommand: @unchecked Sendable {
     // @unchecked: `output` and `errors` are written once by the reader threads
     // and read only after `group.wait()`, which orders the accesses.
-    private let process: Process
+    private let process: SpawnedProcess
     private let group = DispatchGroup()
     private var output = Data()
     private var errors = Data()
 
-    init(_ process: Process) throws {
-        self.process = process
+    init(_ command: [String], environment: [String: String]) throws {
         // Close-on-exec from the moment they exist (pipe2): a process another
         // test starts meanwhile (nginx, the TLS origin, which live for their
         // whole suite) must not inherit these, or reading them to the end
@@ -147,14 +141,13 @@ public final class RunningCommand: @unchecked Sendable {
         // its own copies as stdout and stderr (dup2 clears the flag there).
         let (outRead, outWrite) = try Self.closeOnExecPipe()
         let (errRead, errWrite) = try Self.closeOnExecPipe()
-        process.standardOutput = outWrite
-        process.standardError = errWrite
         defer {
             // The parent's write ends: the reads end when the child's copies close.
             try? outWrite.close()
             try? errWrite.close()
         }
-        try process.run()
+        process = try SpawnedProcess(command, environment: environment, standardOutput: outWrite.fileDescriptor,
+                                     standardError: errWrite.fileDescriptor)
         group.enter()
         group.enter()
         Thread.detachNewThread { [self] in
@@ -180,10 +173,10 @@ public final class RunningCommand: @unchecked Sendable {
     public var isRunning: Bool { process.isRunning }
 
     /// Sends SIGINT, as Ctrl-C in a terminal would.
-    public func interrupt() { process.interrupt() }
+    public func interrupt() { send(SIGINT) }
 
     /// Sends `signal` (SIGTERM from `timeout` or a service manager, SIGHUP from a closed terminal).
-    public func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    public func send(_ signal: Int32) { kill(process.pid, signal) }
 
     /// Waits for the process to exit and returns what it printed. The blocking
     /// wait happens on a Dispatch thread, never on the tasks' cooperative pool,
@@ -192,9 +185,9 @@ public final class RunningCommand: @unchecked Sendable {
         await withCheckedContinuation { continuation in
             DispatchQueue.global().async { [self] in
                 group.wait()
-                process.waitUntilExit()
+                let status = process.waitForExit()
                 continuation.resume(returning: CommandResult(
-                    status: process.terminationStatus,
+                    status: status,
                     stdout: String(decoding: output, as: UTF8.self),
                     stderr: String(decoding: errors, as: UTF8.self)))
             }

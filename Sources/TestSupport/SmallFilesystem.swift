@@ -32,13 +32,9 @@ public enum SmallFilesystem {
 
     /// Runs mount(8) (or `program`) with `arguments`; true when it succeeded.
     private static func mountCommand(_ arguments: [String], program: String = "/bin/mount") -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        guard let process = try? SpawnedProcess([program] + arguments, environment: ProcessInfo.processInfo.environment) else {
+            return false
+        }
+        return process.waitForExit() == 0
     }
 }

@@ -54,12 +54,21 @@ enum CommandLineLayout {
         return nil
     }
 
-    /// What is wrong with `help <topic>` (`arguments` as laid out by
-    /// `placingGlobalOptions`), or nil when it names one of `commands` or
-    /// nothing. ArgumentParser shows the top-level help, with exit 0, for
-    /// `help frob`: a script that asked about a misspelt command was told
-    /// nothing went wrong.
-    static func unknownHelpTopic(in arguments: [String], commands: [String]) -> String? {
+    /// What is wrong with the command asked for, or with `help <topic>`
+    /// (`arguments` as laid out by `placingGlobalOptions`), or nil when it
+    /// names one of `commands` or nothing. ArgumentParser shows the
+    /// top-level help, with exit 0, for `help frob`: a script that asked
+    /// about a misspelt command was told nothing went wrong; and it said
+    /// "2 unexpected arguments: 'fetch', 'x'" of `fetch x`.
+    static func unknownCommand(in arguments: [String], commands: [String]) -> String? {
+        let listed = commands.count > 1
+            ? commands.dropLast().joined(separator: ", ") + " and " + (commands.last ?? "")
+            : commands.joined()
+        if let first = arguments.first, !first.hasPrefix("-"), first != "help", !commands.contains(first) {
+            // A URL given without its command.
+            if first.contains("://") { return "unknown command '\(first)' (to download it: mediafetch get URL)" }
+            return "unknown command '\(first)' (the commands are \(listed))"
+        }
         guard arguments.first == "help" else { return nil }
         let words = arguments.dropFirst()
         // Another option (`help --cache X get`) is the parser's to name: its
@@ -67,12 +76,7 @@ enum CommandLineLayout {
         guard words.allSatisfy({ !$0.hasPrefix("-") || ["-h", "--help", "-help"].contains($0) }) else { return nil }
         let topics = words.filter { !$0.hasPrefix("-") }
         guard let topic = topics.first, topic != "help" else { return nil }
-        guard commands.contains(topic) else {
-            let listed = commands.count > 1
-                ? commands.dropLast().joined(separator: ", ") + " and " + (commands.last ?? "")
-                : commands.joined()
-            return "unknown command '\(topic)' (the commands are \(listed))"
-        }
+        guard commands.contains(topic) else { return "unknown command '\(topic)' (the commands are \(listed))" }
         if let extra = topics.dropFirst().first { return "Unexpected argument '\(extra)'" }
         return nil
     }

@@ -52,7 +52,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
         refuseTextThatIsNotUTF8()
         let arguments = CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst()))
         let command = configuration.subcommands.first { $0._commandName == arguments.first }
-        if let problem = CommandLineLayout.unknownHelpTopic(in: arguments,
+        if let problem = CommandLineLayout.unknownCommand(in: arguments,
                                                             commands: configuration.subcommands.map { $0._commandName }) {
             Terminal.writeErr("Error: \(problem)\n"
                 + "Usage: \(usageString(for: Self.self))\n"

@@ -15,14 +15,19 @@ import Testing
         #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "help", "get"]) == ["help", "get"])
     }
 
-    @Test func helpAboutAnUnknownCommandIsAnError() {
+    @Test func anUnknownCommandOrHelpAboutOneIsAnError() {
         let commands = ["get", "list", "stats"]
-        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "frob"], commands: commands)
+        #expect(CommandLineLayout.unknownCommand(in: ["help", "frob"], commands: commands)
                 == "unknown command 'frob' (the commands are get, list and stats)")
-        #expect(CommandLineLayout.unknownHelpTopic(in: ["help", "get", "frob"], commands: commands)
+        #expect(CommandLineLayout.unknownCommand(in: ["help", "get", "frob"], commands: commands)
                 == "Unexpected argument 'frob'")
-        for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "--cache", "X", "get"], ["help", "-h", "get"], ["help", "stats", "--help"], ["get", "frob"], []] {
-            #expect(CommandLineLayout.unknownHelpTopic(in: fine, commands: commands) == nil, "\(fine)")
+        #expect(CommandLineLayout.unknownCommand(in: ["fetch", "x"], commands: commands)
+                == "unknown command 'fetch' (the commands are get, list and stats)")
+        #expect(CommandLineLayout.unknownCommand(in: ["http://h/a.jpg"], commands: commands)
+                == "unknown command 'http://h/a.jpg' (to download it: mediafetch get URL)")
+        for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "--cache", "X", "get"], ["help", "-h", "get"],
+                     ["help", "stats", "--help"], ["get", "frob"], ["--version"], ["-h"], []] {
+            #expect(CommandLineLayout.unknownCommand(in: fine, commands: commands) == nil, "\(fine)")
         }
     }
 

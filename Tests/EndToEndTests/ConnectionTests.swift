@@ -15,7 +15,7 @@ private final class HTTP2Origin: Sendable {
     let accessLog: String
     /// The SHA-256 of every file served (`/0.bin`, `/1.bin`, …).
     let hashes: Set<String>
-    private let process: Process
+    private let process: SpawnedProcess
 
     /// Serves `count` generated files of about `bytes` each (no two alike), from
     /// `directory`/www, each response at most `bytesPerSecond` fast when given;
@@ -42,9 +42,8 @@ private final class HTTP2Origin: Sendable {
             let configuration = home + "/nginx.conf"
             try Self.configuration(port: port, home: home, root: www, bytesPerSecond: bytesPerSecond, proxiedPort: proxiedPort)
                 .write(toFile: configuration, atomically: true, encoding: .utf8)
-            let process = TLSFixtures.helperServer([Self.nginx ?? "/usr/sbin/nginx",
-                                                    "-p", home + "/", "-e", home + "/error.log", "-c", configuration])
-            try process.run()
+            let process = try TLSFixtures.helperServer([Self.nginx ?? "/usr/sbin/nginx",
+                                                        "-p", home + "/", "-e", home + "/error.log", "-c", configuration])
             for _ in 0..<500 where process.isRunning {
                 if Self.accepts(port) {
                     self.port = port
@@ -53,8 +52,8 @@ private final class HTTP2Origin: Sendable {
                 }
                 try await Task.sleep(for: .milliseconds(10))
             }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            kill(process.pid, SIGKILL)
+            _ = process.waitForExit()
         }
         let errors = (try? String(contentsOfFile: home + "/error.log", encoding: .utf8)) ?? ""
         throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "nginx did not start: \(errors)"])
@@ -62,8 +61,8 @@ private final class HTTP2Origin: Sendable {
 
     deinit {
         // SIGKILL: a process started from a Dispatch thread inherits its blocked SIGTERM.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        kill(process.pid, SIGKILL)
+        _ = process.waitForExit()
     }
 
     /// The URLs of the files served, in order.

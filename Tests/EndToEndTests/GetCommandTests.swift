@@ -1194,6 +1194,10 @@ import TestSupport
         #expect(unknown.status == 64)
         #expect(unknown.stdout.isEmpty)
         #expect(unknown.stderrLines.first == "Error: unknown command 'frob' (the commands are get, list and stats)")
+        // And one used as such (it said "2 unexpected arguments: 'fetch', 'x'").
+        let misspelt = try await BuiltProducts.run(["--cache", "/nonexistent", "fetch", "x"])
+        #expect(misspelt.status == 64)
+        #expect(misspelt.stderrLines.first == "Error: unknown command 'fetch' (the commands are get, list and stats)")
     }
 
     @Test func usageErrorsSayWhatIsWrongWithTheValue() async throws {

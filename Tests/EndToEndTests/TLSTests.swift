@@ -8,14 +8,13 @@ import TestSupport
 /// Python's TLS server, started per test, stopped when the test ends.
 private final class TLSOrigin: Sendable {
     let port: Int
-    private let process: Process
+    private let process: SpawnedProcess
 
     init(bodyBytes: Int, in directory: TemporaryDirectory) async throws {
         let portFile = directory.appending("tls-origin.port")
-        let process = TLSFixtures.helperServer([TLSFixtures.python ?? "/usr/bin/python3",
-                                                TLSFixtures.directory.appendingPathComponent("serve.py").path,
-                                                String(bodyBytes), portFile])
-        try process.run()
+        let process = try TLSFixtures.helperServer([TLSFixtures.python ?? "/usr/bin/python3",
+                                                    TLSFixtures.directory.appendingPathComponent("serve.py").path,
+                                                    String(bodyBytes), portFile])
         // The server writes its port (by a rename, so never half a line) once it listens.
         var port: Int?
         for _ in 0..<1000 where process.isRunning {
@@ -26,7 +25,7 @@ private final class TLSOrigin: Sendable {
             try await Task.sleep(for: .milliseconds(10))
         }
         guard let port else {
-            process.terminate()
+            kill(process.pid, SIGKILL)
             throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: portFile])
         }
         self.port = port
@@ -43,8 +42,8 @@ private final class TLSOrigin: Sendable {
 
     deinit {
         // SIGKILL: a process started from a Dispatch thread inherits its blocked SIGTERM.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        kill(process.pid, SIGKILL)
+        _ = process.waitForExit()
     }
 }
 

@@ -11,45 +11,21 @@ import TestSupport
     /// which must not inherit a pipe the test waits on.
     private func tmux(_ arguments: [String], in directory: TemporaryDirectory) throws -> String {
         let outputPath = directory.appending("tmux-output")
-        let argv = ["tmux", "-S", directory.appending("tmux.sock")] + arguments
-        let environment = ["TERM=xterm-256color", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=\(directory.path)"]
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        // Nothing else: tests run in parallel, and a descriptor open elsewhere in
-        // this process (another test's output pipe) would otherwise live on in the
-        // tmux server and its pane, and that test would wait for them.
-        // (posix_spawn_file_actions_addclosefrom_np is not exported to Swift:
-        // close what is open now; a descriptor closed meanwhile is skipped.)
-        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        for fd in open.compactMap(Int32.init) where fd > 2 {
-            posix_spawn_file_actions_addclose(&actions, fd)
+        let output = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard output >= 0 else { throw TmuxError(message: "cannot open \(outputPath): \(String(cString: strerror(errno)))") }
+        defer { close(output) }
+        // Nothing else is open in tmux: tests run in parallel, and a descriptor open elsewhere in
+        // this process (another test's output pipe) would otherwise live on in the tmux server
+        // and its pane, and that test would wait for them. No signal blocked or ignored either.
+        do {
+            let tmux = try SpawnedProcess(["tmux", "-S", directory.appending("tmux.sock")] + arguments,
+                                          environment: ["TERM": "xterm-256color", "PATH": "/usr/local/bin:/usr/bin:/bin",
+                                                        "HOME": directory.path],
+                                          standardOutput: output, standardError: output, searchingPath: true, signalsReset: true)
+            _ = tmux.waitForExit()
+        } catch {
+            throw TmuxError(message: "cannot start tmux: \(error.localizedDescription)")
         }
-        var cArguments = argv.map { strdup($0) } + [nil]
-        var cEnvironment = environment.map { strdup($0) } + [nil]
-        defer {
-            cArguments.forEach { free($0) }
-            cEnvironment.forEach { free($0) }
-        }
-        // tmux starts with no signal blocked or ignored: the test process's
-        // mask was inherited by the server, which then outlived kill-server.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t(), allSignals = sigset_t()
-        sigemptyset(&noSignals)
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var pid: pid_t = 0
-        let spawned = posix_spawnp(&pid, "tmux", &actions, &attributes, &cArguments, &cEnvironment)
-        guard spawned == 0 else { throw TmuxError(message: "cannot start tmux: \(String(cString: strerror(spawned)))") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
         let data = FileManager.default.contents(atPath: outputPath) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }
@@ -242,20 +218,19 @@ import TestSupport
             let seeded = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/p0.jpg")])
             #expect(seeded.status == 0, "\(seeded.stderr)")
             // Another program holds the catalog's write lock for a few seconds.
-            let holder = Process()
-            holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            holder.arguments = ["python3", "-c", """
+            let output = Pipe()
+            let holder = try SpawnedProcess(["/usr/bin/env", "python3", "-c", """
                 import sqlite3, sys, time
                 db = sqlite3.connect(sys.argv[1], isolation_level=None)
                 db.execute("BEGIN IMMEDIATE")
                 print("held", flush=True)
                 time.sleep(6)
                 db.execute("COMMIT")
-                """, cache + "/catalog.sqlite"]
-            let output = Pipe()
-            holder.standardOutput = output
-            try holder.run()
-            defer { holder.terminate() }
+                """, cache + "/catalog.sqlite"], environment: ProcessInfo.processInfo.environment,
+                standardOutput: output.fileHandleForWriting.fileDescriptor)
+            try output.fileHandleForWriting.close()
+            // SIGKILL: SIGTERM may be blocked in it, as in the test process.
+            defer { kill(holder.pid, SIGKILL) }
             _ = output.fileHandleForReading.availableData
 
             let session = try startGet([origin.url("/p1.jpg"), origin.url("/p2.jpg")], columns: 160, rows: 20, in: directory)
