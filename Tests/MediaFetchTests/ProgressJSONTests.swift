@@ -32,6 +32,11 @@ import Testing
         // The hosts given up, with how many of their URLs failed so.
         report.givenUpHosts = [GivenUpHost(host: "dead.test:80", failed: 12)]
         #expect(ProgressJSON.line(for: .finished(report)).contains(#""givenUpHosts":[{"failed":12,"host":"dead.test:80"}]"#))
+        // In the summary's order, the most failed URLs first.
+        report.givenUpHosts = [GivenUpHost(host: "a.test:80", failed: 2), GivenUpHost(host: "b.test:80", failed: 5),
+                               GivenUpHost(host: "c.test:80", failed: 2)]
+        #expect(ProgressJSON.line(for: .finished(report)).contains(#""givenUpHosts":[{"failed":5,"host":"b.test:80"},"#
+            + #"{"failed":2,"host":"a.test:80"},{"failed":2,"host":"c.test:80"}]"#))
         #expect(ProgressJSON.note("running 117 at once") == #"{"event":"note","message":"running 117 at once"}"#)
         #expect(ProgressJSON.error("cannot open http://ann:secret@h/list: \"gone\"")
                 == #"{"event":"error","message":"cannot open http://ann:***@h/list: \"gone\""}"#)

@@ -58,7 +58,8 @@ public enum ProgressJSON {
                 "outOfSpace": .bool(report.outOfSpace != nil), "catalogFailed": .bool(report.catalogFailure != nil),
                 // What a stopped run leaves for the next: the summary's "N left to fetch" and "M stored for the next run to record".
                 "left": .integer(report.left), "awaitingRecord": .integer(report.awaitingRecord),
-                "givenUpHosts": .array(report.givenUpHosts.map {
+                // In the summary's order: a script taking the first names the same hosts.
+                "givenUpHosts": .array(ProgressText.ranked(report.givenUpHosts).map {
                     .object(["host": .string($0.host), "failed": .integer($0.failed)])
                 }),
             ]
@@ -162,6 +163,12 @@ public enum ProgressText {
         return text
     }
 
+    /// The hosts given up, those with the most failed URLs first; hosts with
+    /// as many keep the order they were given up in.
+    static func ranked(_ hosts: [GivenUpHost]) -> [GivenUpHost] {
+        hosts.enumerated().sorted { ($0.element.failed, $1.offset) > ($1.element.failed, $0.offset) }.map(\.element)
+    }
+
     /// How many of the failures were URLs of hosts given up, and which hosts
     /// (those with the most first, three at most): the lines above may be
     /// thousands, one per URL.
@@ -169,10 +176,9 @@ public enum ProgressText {
         guard !hosts.isEmpty else { return nil }
         let failed = hosts.reduce(0) { $0 + $1.failed }
         guard hosts.count > 1 else { return "\(failed) of them at a host given up: \(hosts[0].host)" }
-        // Stable: hosts with as many failures keep the order they were given up in.
-        let named = hosts.enumerated().sorted { ($0.element.failed, $1.offset) > ($1.element.failed, $0.offset) }.prefix(3)
+        let named = ranked(hosts).prefix(3)
         var text = "\(failed) of them at \(hosts.count) hosts given up: "
-            + named.map { "\($0.element.host) (\($0.element.failed))" }.joined(separator: ", ")
+            + named.map { "\($0.host) (\($0.failed))" }.joined(separator: ", ")
         if hosts.count > 3 { text += " and \(hosts.count - 3) more" }
         return text
     }
