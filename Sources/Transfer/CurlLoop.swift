@@ -620,8 +620,6 @@ final class CurlLoop: Sendable {
             running.values.contains { $0.host == host && $0.head.status != 0 }
         }
 
-        /// Hands every waiting attempt that now has a slot to libcurl; one
-        /// whose host was given up ends at once instead.
         /// What `attempt` ends with instead of running, its host being given
         /// up; nil when it may go: the host is not given up, a transfer of it
         /// has been answered since (which takes it back), or this attempt is the
@@ -635,6 +633,8 @@ final class CurlLoop: Sendable {
             return reachability?.refusal(for: attempt.host, transfer: attempt.id, at: .now)
         }
 
+        /// Hands every waiting attempt that now has a slot to libcurl; one
+        /// whose host was given up ends at once instead.
         func startReady() {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
