@@ -55,6 +55,9 @@ public enum JobEvent: Sendable {
     case stored(url: String, sha256: String, size: Int64, resumedBytes: Int64)
     case failed(url: String, reason: String)
     case retrying(url: String, attempt: Int, delay: Double, reason: String)
+    /// A host turned connections away while it answered others: it gets at
+    /// most `connections` transfers at once from now on (see `TransferEvent`).
+    case hostLimited(host: String, connections: Int)
     case finished(FetchReport)
 }
 
@@ -614,6 +617,8 @@ public final class FetchJob: Sendable {
                 }
             case .retrying(_, let url, let attempt, let delay, let reason):
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))
+            case .hostLimited(let host, let connections):
+                eventSink.yield(.hostLimited(host: host, connections: connections))
             case .finished:
                 break
             }

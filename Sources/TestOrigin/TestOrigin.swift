@@ -104,6 +104,18 @@ public final class TestOrigin: Sendable {
         return log.filter { $0.path == wanted }
     }
 
+    /// Serves at most `limit` connections at once, as a server with a limit
+    /// per client does; each connection over it is ended as `excess` says the
+    /// moment it is accepted. nil (the default) takes every connection.
+    public func limitConnections(to limit: Int?, excess: ExcessConnection = .reset) {
+        server.state.withLock { $0.connectionLimit = limit.map { (max(0, $0), excess) } }
+    }
+
+    /// Connections ended on arrival by `limitConnections(to:excess:)`.
+    public var connectionsTurnedAway: Int {
+        server.state.withLock { $0.turnedAway }
+    }
+
     /// The most responses that were being sent at the same moment since the
     /// origin started (each counts from its status line to its last byte).
     public var peakConcurrentResponses: Int {
@@ -117,8 +129,19 @@ public final class TestOrigin: Sendable {
     }
 }
 
+/// How a server at its connection limit ends a connection over it.
+public enum ExcessConnection: Sendable {
+    /// Closed with a reset (`SO_LINGER` of 0): the client reads ECONNRESET.
+    case reset
+    /// Closed in order before a word: the client reads an empty reply.
+    case close
+}
+
 /// The state shared by the accept thread, the connection threads and the public API.
 struct ServerState: Sendable {
+    /// At most this many open connections; the rest are ended on arrival.
+    var connectionLimit: (count: Int, excess: ExcessConnection)?
+    var turnedAway = 0
     var resources: [String: MemoryResource] = [:]
     var routes: [String: @Sendable (OriginRequest) -> OriginResponse] = [:]
     var faults: [String: FaultRule] = [:]
@@ -222,6 +245,12 @@ final class OriginServer: Sendable {
             }
             let number = state.withLock { state -> Int? in
                 guard !state.isShutdown else { return nil }
+                if let limit = state.connectionLimit, state.connections.count >= limit.count {
+                    state.turnedAway += 1
+                    if limit.excess == .reset { Socket.setResetOnClose(fd) }
+                    close(fd)
+                    return 0
+                }
                 state.connections.insert(fd)
                 state.accepted += 1
                 return state.accepted
@@ -230,6 +259,7 @@ final class OriginServer: Sendable {
                 close(fd)
                 break
             }
+            if number == 0 { continue } // turned away
             Socket.configureConnection(fd)
             threads.enter()
             let thread = Thread { [self] in

@@ -479,6 +479,7 @@ final class CurlLoop: Sendable {
         var rateWindow = RateWindow(span: Self.rateWindowSpan(bytesPerSecond: configuration.maxBytesPerSecond), start: lastTick)
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
+        var concurrency = HostConcurrency(ceiling: configuration.maxTransfersPerHost)
         var reachability = configuration.unreachableHostPatience.map {
             HostReachability(patience: .milliseconds(Int($0 * 1000)),
                              trialInterval: configuration.unreachableHostTrialInterval.map { .milliseconds(Int($0 * 1000)) })
@@ -526,6 +527,7 @@ final class CurlLoop: Sendable {
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
+            if !cancelled { noteConcurrency(of: attempt, answered: ended.head.status != 0 || ended.redirects > 0, code: code) }
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -607,6 +609,25 @@ final class CurlLoop: Sendable {
                 reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: now)
             }
             return false
+        }
+
+        /// Tells `concurrency` what an attempt found of how many transfers its
+        /// host takes at once: it was turned away while others ran, or it was
+        /// answered (see `HostConcurrency`); the slot queue keeps to the limit.
+        func noteConcurrency(of attempt: Attempt, answered: Bool, code: CURLcode) {
+            let change: HostConcurrency.Change?
+            if answered {
+                guard code == CURLE_OK else { return }
+                change = concurrency.answered(attempt.host, started: attempt.startedAt)
+            } else if HostConcurrency.wasTurnedAway(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
+                change = concurrency.turnedAway(attempt.host, othersRunning: slots.runningPerHost[attempt.host] ?? 0,
+                                                othersAnswered: hasAnswer(attempt.host), at: .now)
+            } else {
+                return
+            }
+            guard let change else { return }
+            slots.setLimit(change.limit, for: attempt.host)
+            if change.firstToStand { events.yield(.hostLimited(host: attempt.host, connections: change.limit)) }
         }
 
         /// `host` answered: it is no longer failing, nor given up.

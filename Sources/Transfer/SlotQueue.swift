@@ -31,6 +31,8 @@ struct SlotQueue<Element> {
     /// whose connection has answered (or whose first transfer ended).
     private var probing: Set<String> = []
     private var probed: Set<String> = []
+    /// Hosts held below `perHost` (see `HostConcurrency`).
+    private var limits: [String: Int] = [:]
 
     init(total: Int, perHost: Int) {
         self.total = max(1, total)
@@ -53,7 +55,7 @@ struct SlotQueue<Element> {
         var best: (host: String, sequence: UInt64)?
         // Linear in the number of hosts with waiters: a handful in practice.
         for (host, queue) in waiting {
-            let limit = probing.contains(host) ? 1 : perHost
+            let limit = probing.contains(host) ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
             guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
             if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }
         }
@@ -63,6 +65,11 @@ struct SlotQueue<Element> {
         running += 1
         runningPerHost[host, default: 0] += 1
         return (taken.element, host)
+    }
+
+    /// Holds `host` to `limit` transfers at once (`perHost` or more: no limit of its own).
+    mutating func setLimit(_ limit: Int, for host: String) {
+        limits[host] = limit < perHost ? max(1, limit) : nil
     }
 
     /// Whether `host` runs one transfer until its connection answers.

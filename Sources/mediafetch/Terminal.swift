@@ -220,6 +220,8 @@ struct ProgressPrinter {
             case .failed(let url, let reason):
                 // Above the status line, which stays (the job sends progress only when it changed).
                 Terminal.error("failed \(url): \(reason)")
+            case .hostLimited(let host, let connections):
+                Terminal.notice(ProgressText.hostLimitedNote(host: host, connections: connections), progress: mode)
             case .finished(let report):
                 StatusLine.shared.clear()
                 if mode != .none { Terminal.writeErr(ProgressText.summary(report) + "\n") }

@@ -242,6 +242,39 @@ import TestSupport
         }
     }
 
+    /// A server that takes 2 connections and resets the rest: every URL
+    /// arrives, and the run says once (as a note, and as a JSON event) that
+    /// the host gets 2 at a time.
+    @Test(arguments: ["auto", "json"])
+    func aHostThatTurnsConnectionsAwayIsToldOfOnceAndLosesNothing(progress: String) async throws {
+        try await withOrigin { origin, directory in
+            origin.limitConnections(to: 2)
+            let urls = (0..<24).map { index in
+                origin.route("/photo\(index).jpg") { _ in
+                    usleep(30_000)
+                    return OriginResponse(body: fixtureBytes(count: 3_000, seed: UInt64(index)))
+                }
+                return origin.url("/photo\(index).jpg")
+            }
+            let cache = directory.appending("cache")
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--per-host", "8", "--progress", progress] + urls)
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try await statsJSON(cache)["objects"] as? Int == 24)
+            let host = "127.0.0.1:\(origin.port)"
+            if progress == "json" {
+                let told = jsonLines(result.stderr).filter { $0["event"] as? String == "hostLimited" }
+                #expect(told.count == 1, "\(result.stderr)")
+                #expect(told.first?["host"] as? String == host)
+                #expect(told.first?["connections"] as? Int == 2)
+            } else {
+                let notes = result.stderrLines.filter { $0.hasPrefix("mediafetch: note: ") }
+                #expect(notes == ["mediafetch: note: \(host) takes 2 connections at a time and turns more away: "
+                                  + "it gets 2 at a time from now on (one more is tried now and then)"])
+            }
+        }
+    }
+
     @Test func anInternationalHostNameWorksInAnyLocale() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/mapa.jpg", data: fixtureBytes(count: 4000, seed: 54))

@@ -612,7 +612,7 @@ import Transfer
                     case .failed: kinds.append("failed")
                     case .retrying: kinds.append("retrying")
                     case .finished: kinds.append("finished")
-                    case .progress: break
+                    case .progress, .hostLimited: break
                     }
                 }
                 return kinds

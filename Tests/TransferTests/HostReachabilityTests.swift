@@ -566,6 +566,40 @@ import TestSupport
         }
     }
 
+    /// A server that takes fewer connections than `--per-host` and resets
+    /// the rest (a limit per client) while it answers on the ones it took:
+    /// each reset used up a retry of its URL, so a slow server lost most of
+    /// a list (300 URLs at 0.5 s a request, 3 connections: 261 failed).
+    @Test(arguments: [ExcessConnection.reset, .close])
+    func aServerThatTakesFewerConnectionsThanThePerHostLimitLosesNoURL(excess: ExcessConnection) async throws {
+        try await withOrigin { origin, directory in
+            // Given a server that serves 2 connections at once, turns the others away, and takes a while to answer
+            origin.limitConnections(to: 2, excess: excess)
+            let body = fixtureBytes(count: 2_000, seed: 7)
+            let urls = (0..<40).map { index in
+                origin.route("/photo\(index).jpg") { _ in
+                    usleep(50_000)
+                    return OriginResponse(body: body)
+                }
+                return origin.url("/photo\(index).jpg")
+            }
+
+            // When the list is downloaded 8 at a time against that host
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
+            configuration.maxConcurrentTransfers = 8
+            configuration.maxTransfersPerHost = 8
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            let results = await runBatch(urls, on: engine)
+
+            // Then every URL arrived, and the host was sent few connections past its limit
+            let failed = urls.indices.filter { results[$0]?.errorKind != nil }
+            #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first.flatMap { results[$0] }.map { "\($0)" } ?? "")")
+            #expect(origin.connectionsTurnedAway < 20, "\(origin.connectionsTurnedAway) turned away")
+        }
+    }
+
     @Test func withoutPatienceEveryURLRunsThroughItsRetries() async throws {
         try await TemporaryDirectory.with { directory in
             let urls = (0..<30).map { "http://127.0.0.1:1/photo\($0).jpg" }

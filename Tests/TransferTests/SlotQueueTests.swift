@@ -33,6 +33,19 @@ import Testing
         #expect(queue.runningPerHost["busy"] == 2)
     }
 
+    @Test func aHostWithALimitOfItsOwnKeepsToItAndTheOthersToPerHost() {
+        var queue = SlotQueue<String>(total: 16, perHost: 4)
+        for index in 0..<6 { queue.enqueue("small\(index)", host: "small") }
+        for index in 0..<6 { queue.enqueue("big\(index)", host: "big") }
+        queue.setLimit(2, for: "small")
+        _ = drain(&queue)
+        #expect(queue.runningPerHost == ["small": 2, "big": 4])
+        // Back at `perHost` or over: the host has no limit of its own.
+        queue.setLimit(9, for: "small")
+        _ = drain(&queue)
+        #expect(queue.runningPerHost == ["small": 4, "big": 4])
+    }
+
     @Test func anHTTPSHostRunsOneTransferUntilItsConnectionAnswers() {
         var queue = SlotQueue<String>(total: 16, perHost: 8)
         for index in 0..<4 { queue.enqueue("tls\(index)", host: "tls", probeFirst: true) }

@@ -49,6 +49,8 @@ public enum ProgressJSON {
         case .retrying(let url, let attempt, let delay, let reason):
             fields = ["event": .string("retrying"), "url": .string(RedactedURL.of(url)), "attempt": .integer(attempt),
                       "delaySeconds": .number(delay), "reason": .string(RedactedURL.inText(reason))]
+        case .hostLimited(let host, let connections):
+            fields = ["event": .string("hostLimited"), "host": .string(host), "connections": .integer(connections)]
         case .finished(let report):
             fields = [
                 "event": .string("finished"), "total": .integer(report.total), "downloaded": .integer(report.downloaded),
@@ -79,6 +81,13 @@ public enum ProgressJSON {
 /// Human lines for a terminal: a status line redrawn in place, and the summary.
 public enum ProgressText {
     /// The live status line (no newline): every field at its longest.
+    /// The note for a host that turned connections away (`JobEvent.hostLimited`).
+    public static func hostLimitedNote(host: String, connections: Int) -> String {
+        let many = connections == 1 ? "1 connection" : "\(connections) connections"
+        return "\(host) takes \(many) at a time and turns more away: it gets \(connections) "
+            + "at a time from now on (one more is tried now and then)"
+    }
+
     public static func status(_ progress: RunProgress) -> String {
         StatusField.joined(statusFields(progress))
     }
