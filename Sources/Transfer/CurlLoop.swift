@@ -527,7 +527,7 @@ final class CurlLoop: Sendable {
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
-            if !cancelled { noteConcurrency(of: attempt, answered: ended.head.status != 0 || ended.redirects > 0, code: code) }
+            if !cancelled { noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code) }
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -614,20 +614,33 @@ final class CurlLoop: Sendable {
         /// Tells `concurrency` what an attempt found of how many transfers its
         /// host takes at once: it was turned away while others ran, or it was
         /// answered (see `HostConcurrency`); the slot queue keeps to the limit.
-        func noteConcurrency(of attempt: Attempt, answered: Bool, code: CURLcode) {
-            let change: HostConcurrency.Change?
-            if answered {
+        func noteConcurrency(of attempt: Attempt, redirected: Bool, code: CURLcode) {
+            let status = attempt.head.status
+            let turnedAway: HostConcurrency.TurnAway
+            if status == 503 || status == 429 {
+                turnedAway = .busy
+            } else if status != 0 || redirected {
                 guard code == CURLE_OK else { return }
-                change = concurrency.answered(attempt.host, started: attempt.startedAt)
+                let now = ContinuousClock.now
+                apply(concurrency.answered(attempt.host, started: attempt.startedAt, at: now), to: attempt.host)
+                return
             } else if HostConcurrency.wasTurnedAway(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
-                change = concurrency.turnedAway(attempt.host, othersRunning: slots.runningPerHost[attempt.host] ?? 0,
-                                                othersAnswered: hasAnswer(attempt.host), at: .now)
+                turnedAway = .connection
             } else {
                 return
             }
+            let host = attempt.host
+            let served = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
+            apply(concurrency.turnedAway(host, how: turnedAway, started: attempt.startedAt,
+                                         othersRunning: slots.runningPerHost[host] ?? 0, otherServed: served, at: .now),
+                  to: host)
+        }
+
+        /// Holds `host` to a limit `concurrency` changed, and tells of it where `concurrency` says to.
+        func apply(_ change: HostConcurrency.Change?, to host: String) {
             guard let change else { return }
-            slots.setLimit(change.limit, for: attempt.host)
-            if change.firstToStand { events.yield(.hostLimited(host: attempt.host, connections: change.limit)) }
+            slots.setLimit(change.limit, for: host)
+            if change.tell { events.yield(.hostLimited(host: host, connections: change.limit)) }
         }
 
         /// `host` answered: it is no longer failing, nor given up.
