@@ -58,15 +58,15 @@ enum Socket {
         return fd
     }
 
-    /// Per-connection options: no Nagle delay (headers and body go out as separate
-    /// writes, which with Nagle plus delayed ACK would cost ~40 ms per response on a
-    /// reused connection), and I/O timeouts so abandoned connections end eventually.
     /// Makes `close` send a reset instead of a FIN (a linger of zero seconds).
     static func setResetOnClose(_ fd: Int32) {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
     }
 
+    /// Per-connection options: no Nagle delay (headers and body go out as separate
+    /// writes, which with Nagle plus delayed ACK would cost ~40 ms per response on a
+    /// reused connection), and I/O timeouts so abandoned connections end eventually.
     static func configureConnection(_ fd: Int32) {
         _ = try? setOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1, "TCP_NODELAY")
         var timeout = timeval(tv_sec: ioTimeoutSeconds, tv_usec: 0)

@@ -615,29 +615,22 @@ final class CurlLoop: Sendable {
         /// host takes at once: it was turned away while others ran, or it was
         /// answered (see `HostConcurrency`); the slot queue keeps to the limit.
         func noteConcurrency(of attempt: Attempt, redirected: Bool, code: CURLcode) {
-            let status = attempt.head.status
-            let turnedAway: HostConcurrency.TurnAway
-            if status == 503 || status == 429 {
-                turnedAway = .busy
+            let host = attempt.host, status = attempt.head.status
+            let change: HostConcurrency.Change?
+            if status == 503, !redirected {
+                // (A redirect's target is another host: its answers say nothing of this one's limit.)
+                let serving = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
+                change = concurrency.turnedAway(host, how: .busy, started: attempt.startedAt,
+                                                othersRunning: slots.runningPerHost[host] ?? 0, otherServing: serving, at: .now)
             } else if status != 0 || redirected {
-                guard code == CURLE_OK else { return }
-                let now = ContinuousClock.now
-                apply(concurrency.answered(attempt.host, started: attempt.startedAt, at: now), to: attempt.host)
-                return
+                guard code == CURLE_OK, status != 503, status != 429 else { return }
+                change = concurrency.answered(host, started: attempt.startedAt, at: .now)
             } else if HostConcurrency.wasTurnedAway(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
-                turnedAway = .connection
+                change = concurrency.turnedAway(host, how: .connection, started: attempt.startedAt,
+                                                othersRunning: slots.runningPerHost[host] ?? 0, at: .now)
             } else {
                 return
             }
-            let host = attempt.host
-            let served = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
-            apply(concurrency.turnedAway(host, how: turnedAway, started: attempt.startedAt,
-                                         othersRunning: slots.runningPerHost[host] ?? 0, otherServed: served, at: .now),
-                  to: host)
-        }
-
-        /// Holds `host` to a limit `concurrency` changed, and tells of it where `concurrency` says to.
-        func apply(_ change: HostConcurrency.Change?, to host: String) {
             guard let change else { return }
             slots.setLimit(change.limit, for: host)
             if change.tell { events.yield(.hostLimited(host: host, connections: change.limit)) }

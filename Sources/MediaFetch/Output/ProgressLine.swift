@@ -80,7 +80,6 @@ public enum ProgressJSON {
 
 /// Human lines for a terminal: a status line redrawn in place, and the summary.
 public enum ProgressText {
-    /// The live status line (no newline): every field at its longest.
     /// The note for a host that turned connections away (`JobEvent.hostLimited`).
     public static func hostLimitedNote(host: String, connections: Int) -> String {
         let many = connections == 1 ? "1 connection" : "\(connections) connections"
@@ -88,6 +87,7 @@ public enum ProgressText {
             + "at a time from now on (one more is tried now and then)"
     }
 
+    /// The live status line (no newline): every field at its longest.
     public static func status(_ progress: RunProgress) -> String {
         StatusField.joined(statusFields(progress))
     }
