@@ -149,9 +149,17 @@ struct Connection {
     /// Writes the status line, headers and (unless `headOnly`) the body.
     /// Returns false if the connection must not be used any more.
     private func write(_ reply: Reply, headOnly: Bool, keepAlive: Bool, http10: Bool, bodyFault: Fault?) -> Bool {
-        server.state.withLock { state in
+        let busy = server.state.withLock { state -> Bool in
+            if let limit = state.responseLimit, state.responding >= limit, (200...299).contains(reply.status) {
+                state.busyAnswers += 1
+                return true
+            }
             state.responding += 1
             state.peakResponding = max(state.peakResponding, state.responding)
+            return false
+        }
+        if busy {
+            return write(.text(503, "busy\n"), headOnly: headOnly, keepAlive: keepAlive, http10: http10, bodyFault: nil)
         }
         defer { server.state.withLock { $0.responding -= 1 } }
         var head = "HTTP/1.1 \(reply.status) \(Reply.reason(reply.status))\r\n"
@@ -250,7 +258,8 @@ struct Connection {
             if let trickle, sent < range.count {
                 guard sleep(seconds: trickle) else { return false }
             }
-            if let bytesPerSecond {
+            // (Not after the last chunk: the response is over, and counts as sent.)
+            if let bytesPerSecond, sent < range.count {
                 let due = Double(sent) / Double(bytesPerSecond)
                 let elapsed = started.duration(to: clock.now)
                 let elapsedSeconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18

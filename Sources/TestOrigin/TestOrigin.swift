@@ -111,6 +111,18 @@ public final class TestOrigin: Sendable {
         server.state.withLock { $0.connectionLimit = limit.map { (max(0, $0), excess) } }
     }
 
+    /// Sends at most `limit` successful responses at once, as nginx's
+    /// `limit_conn` does; a request that comes while that many are being
+    /// sent is answered 503 at once. nil (the default) sends them all.
+    public func limitResponses(to limit: Int?) {
+        server.state.withLock { $0.responseLimit = limit.map { max(0, $0) } }
+    }
+
+    /// Requests answered 503 by `limitResponses(to:)`.
+    public var busyAnswers: Int {
+        server.state.withLock { $0.busyAnswers }
+    }
+
     /// Connections ended on arrival by `limitConnections(to:excess:)`.
     public var connectionsTurnedAway: Int {
         server.state.withLock { $0.turnedAway }
@@ -142,6 +154,9 @@ struct ServerState: Sendable {
     /// At most this many open connections; the rest are ended on arrival.
     var connectionLimit: (count: Int, excess: ExcessConnection)?
     var turnedAway = 0
+    /// At most this many successful responses at once; the rest are answered 503.
+    var responseLimit: Int?
+    var busyAnswers = 0
     var resources: [String: MemoryResource] = [:]
     var routes: [String: @Sendable (OriginRequest) -> OriginResponse] = [:]
     var faults: [String: FaultRule] = [:]

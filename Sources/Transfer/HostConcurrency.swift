@@ -11,29 +11,30 @@ import CCurl
 /// of 300 URLs at `--per-host 8`, and nginx's `limit_conn 3` 256 of 300.
 ///
 /// An attempt turned away (see `TurnAway`; not a timeout, which a slow start
-/// looks like) while other transfers of the host run says that the host
+/// looks like) while other transfers of the host run, within a round of
+/// answers (as many as the limit) after another one was, says that the host
 /// takes no more than those others, once the host is seen to serve them:
-/// the host's limit goes down to their number. It stands at once when the
-/// host served a transfer meanwhile; otherwise it is a guess, which stands
-/// when the host answers one of the transfers that ran meanwhile (the host
-/// is up, and took those), and is dropped when it answers a transfer
-/// started after the last one turned away (the failures were an outage,
-/// such as a restart, that the others ended in too). A host that answers
-/// 503 and has served nothing for `busyMemory` is down, not full: its busy
-/// answers lower nothing.
+/// the host's limit goes down to their number. (One turned away alone may
+/// be a stray: a cache in front of the host that failed one fetch.) It
+/// stands at once when the host served a transfer meanwhile; otherwise it
+/// is a guess, which stands when the host answers one of the transfers that
+/// ran meanwhile (the host is up, and took those), and is dropped when it
+/// answers a transfer started after the last one turned away (the failures
+/// were an outage, such as a restart, that the others ended in too). A host
+/// that answers 503 and has served nothing for `busyMemory` is down, not
+/// full: its busy answers lower nothing.
 ///
 /// After `answersToRaise` answers at its limit, one more transfer is tried.
-/// When that one is turned away before a round of answers at the new limit
-/// (as many as the limit), the host waits twice as many answers before the
-/// next try (up to `maxAnswersToRaise`), so a server with a fixed limit
-/// turns away a handful of connections in a long list, and one whose limit
-/// was for a busy spell gets its transfers back. A stray 503 of a host with
-/// no limit (a cache's failed fetch from its backend) costs one transfer
-/// for `answersToRaise` answers.
+/// When the host turns that many away again before a round of answers at
+/// the new limit, the host waits twice as many answers before the next try
+/// (up to `maxAnswersToRaise`), so a server with a fixed limit turns away a
+/// handful of connections in a long list, and one whose limit was for a
+/// busy spell gets its transfers back. Two tries turned away in a row show
+/// a limit the host keeps to: the user is told of it then, once.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks. An
 /// answered transfer costs one write (when its host last served one); the
-/// rest is looked up only for hosts with a limit of their own.
+/// rest is looked up only for hosts that turned one away lately.
 struct HostConcurrency {
     /// `--per-host`: no host goes above it.
     let ceiling: Int
@@ -46,11 +47,8 @@ struct HostConcurrency {
     private var hosts: [String: Entry] = [:]
     /// When each host last ended an answered transfer (see `turnedAway`).
     private var lastServed: [String: ContinuousClock.Instant] = [:]
-    /// Hosts whose limit has been told of (once a run), and hosts whose
-    /// limit stood and is told of at their next answer: a limit is often a
-    /// step on the way down while the rest of a burst is turned away.
+    /// Hosts whose limit has been told of (once a run).
     private var told: Set<String> = []
-    private var untold: Set<String> = []
 
     private struct Entry {
         /// The limit that stands (the ceiling until one does).
@@ -65,13 +63,16 @@ struct HostConcurrency {
         /// raised limit: a turn-away back down to it before then means the
         /// try failed.
         var raisedFrom: Int?
+        /// Tries turned away in a row.
+        var failedTries = 0
+        /// Answers since the host last turned an attempt away (nil: none yet).
+        var sinceTurnAway: Int?
 
         var effective: Int { min(limit, guess?.limit ?? limit) }
     }
 
     /// A change of a host's limit for the slot queue, and whether to tell
-    /// the user of it: the host's first limit that held through an answer
-    /// (once a host).
+    /// the user of it (once a host: see `turnedAway`).
     struct Change: Equatable {
         let limit: Int
         var tell = false
@@ -116,15 +117,17 @@ struct HostConcurrency {
 
     /// An attempt at `host` that started at `started` was turned away
     /// (`how`) while `othersRunning` of the host's transfers ran. For a busy
-    /// answer, `otherServing` says one of them has a success under way: the
-    /// host serves others as it sends this one away. (Not for a connection
-    /// turned away: when a server goes, transfers whose ends the loop has
-    /// not yet read still show their successes.) Returns the host's new
-    /// limit when it changed.
+    /// answer, `othersServing` of them have a success under way: the host
+    /// serves those as it sends this one away, and they are its limit (the
+    /// others running may be busy answers the loop has not read yet). Not
+    /// for a connection turned away: when a server goes, transfers whose
+    /// ends the loop has not yet read still show their successes. Returns
+    /// the host's new limit when it changed.
     mutating func turnedAway(_ host: String, how: TurnAway, started: ContinuousClock.Instant, othersRunning: Int,
-                             otherServing: Bool = false, at now: ContinuousClock.Instant) -> Change? {
+                             othersServing: Int = 0, at now: ContinuousClock.Instant) -> Change? {
         guard othersRunning > 0 else { return nil } // alone: says nothing of how many it takes
-        let servedMeanwhile = lastServed[host].map { $0 >= started } == true || (how == .busy && otherServing)
+        let serving = how == .busy ? othersServing : 0
+        let servedMeanwhile = lastServed[host].map { $0 >= started } == true || serving > 0
         if !servedMeanwhile, how == .busy, !(lastServed[host].map { now - $0 < busyMemory } ?? false) {
             // Busy, and has served nobody for a while: down, not full. A guess goes.
             guard var entry = hosts[host], entry.guess != nil else { return nil }
@@ -135,69 +138,81 @@ struct HostConcurrency {
         }
         var entry = hosts[host] ?? Entry(limit: ceiling, answersToRaise: firstAnswersToRaise)
         let before = entry.effective
-        let lowered = max(1, min(before, othersRunning))
-        guard lowered < before else { return nil } // more ran than its limit: stragglers, nothing new
+        // One turn-away alone may be a stray (a cache's failed fetch from its backend):
+        // a limit turns them away one after another, within a round of answers.
+        let corroborated = entry.sinceTurnAway.map { $0 < before } ?? false
+        entry.sinceTurnAway = 0
+        let lowered = max(1, min(before, serving > 0 ? serving : othersRunning))
+        // (More running than the limit are stragglers of a burst: nothing new.)
+        guard corroborated, lowered < before else {
+            hosts[host] = entry
+            return nil
+        }
         if let raisedFrom = entry.raisedFrom, lowered <= raisedFrom {
             // The last try for one more was turned away within its first round: wait longer before the next.
             entry.answersToRaise = min(entry.answersToRaise * 2, maxAnswersToRaise)
+            entry.failedTries += 1
         }
         entry.raisedFrom = nil
         entry.answers = 0
         if servedMeanwhile {
-            stand(lowered, in: &entry, host: host)
+            stand(lowered, in: &entry)
         } else {
             entry.guess = (lowered, now)
         }
         hosts[host] = entry
-        return Change(limit: entry.effective)
+        return Change(limit: entry.effective, tell: shouldTell(entry, host: host))
+    }
+
+    /// Whether to tell of `host`'s limit now: once it has turned two tries
+    /// in a row away, a limit it keeps to, and the limit stands (once a run).
+    private mutating func shouldTell(_ entry: Entry, host: String) -> Bool {
+        entry.guess == nil && entry.failedTries >= 2 && entry.limit < ceiling && told.insert(host).inserted
     }
 
     /// An attempt at `host` that started at `started` got its answer (not a
     /// busy one) and ended without a fault of the connection (a failed one
     /// may have been cut off by the trouble that turned the others away).
-    /// Returns the host's new limit when it changed, or the limit to tell of.
+    /// Returns the host's new limit when it changed.
     mutating func answered(_ host: String, started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Change? {
         lastServed[host] = now
         guard !hosts.isEmpty, var entry = hosts[host] else { return nil }
         let before = entry.effective
+        entry.sinceTurnAway = entry.sinceTurnAway.map { $0 + 1 }
         if let guess = entry.guess {
             if started <= guess.lastTurnedAway {
-                // It ran while the others were turned away, and was answered: the guess
-                // stands (told of at the next answer: more of the burst may be on its way).
-                stand(guess.limit, in: &entry, host: host)
+                // It ran while the others were turned away, and was answered: the guess stands.
+                stand(guess.limit, in: &entry)
             } else {
                 // Started after them: they were the host's trouble, not its limit.
                 entry.guess = nil
             }
-        } else if untold.contains(host) {
-            // The limit held through an answer: the burst that set it is over.
-            untold.remove(host)
-            told.insert(host)
-            hosts[host] = entry
-            return Change(limit: entry.effective, tell: true)
         } else if entry.limit < ceiling || entry.raisedFrom != nil {
             entry.answers += 1
-            if entry.raisedFrom != nil, entry.answers >= entry.limit { entry.raisedFrom = nil } // the try held
+            if entry.raisedFrom != nil, entry.answers >= entry.limit {
+                // The try held for a round.
+                entry.raisedFrom = nil
+                entry.failedTries = 0
+            }
             if entry.limit < ceiling, entry.answers >= entry.answersToRaise {
                 entry.raisedFrom = entry.limit
                 entry.limit += 1
                 entry.answers = 0
             }
         }
-        if entry.limit >= ceiling, entry.guess == nil, entry.raisedFrom == nil {
-            hosts[host] = nil // back to `--per-host` for a round: nothing kept
-            untold.remove(host)
+        if entry.limit >= ceiling, entry.guess == nil, entry.raisedFrom == nil, (entry.sinceTurnAway ?? ceiling) >= ceiling {
+            hosts[host] = nil // at `--per-host`, with nothing turned away for a round: nothing kept
         } else {
             hosts[host] = entry
         }
-        return entry.effective == before ? nil : Change(limit: entry.effective)
+        let tell = shouldTell(entry, host: host) // (a guess that stood)
+        return entry.effective == before && !tell ? nil : Change(limit: entry.effective, tell: tell)
     }
 
-    /// Makes `limit` the standing limit of `host`.
-    private mutating func stand(_ limit: Int, in entry: inout Entry, host: String) {
+    /// Makes `limit` the standing limit of a host.
+    private func stand(_ limit: Int, in entry: inout Entry) {
         entry.limit = min(entry.limit, limit)
         entry.guess = nil
         entry.answers = 0
-        if entry.limit < ceiling, !told.contains(host) { untold.insert(host) }
     }
 }
