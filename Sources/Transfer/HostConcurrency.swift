@@ -118,11 +118,10 @@ struct HostConcurrency {
     /// An attempt at `host` that started at `started` was turned away
     /// (`how`) while `othersRunning` of the host's transfers ran. For a busy
     /// answer, `othersServing` of them have a success under way: the host
-    /// serves those as it sends this one away, and they are its limit (the
-    /// others running may be busy answers the loop has not read yet). Not
-    /// for a connection turned away: when a server goes, transfers whose
-    /// ends the loop has not yet read still show their successes. Returns
-    /// the host's new limit when it changed.
+    /// serves others as it sends this one away. (Not for a connection turned
+    /// away: when a server goes, transfers whose ends the loop has not yet
+    /// read still show their successes.) Returns the host's new limit when
+    /// it changed.
     mutating func turnedAway(_ host: String, how: TurnAway, started: ContinuousClock.Instant, othersRunning: Int,
                              othersServing: Int = 0, at now: ContinuousClock.Instant) -> Change? {
         guard othersRunning > 0 else { return nil } // alone: says nothing of how many it takes
@@ -142,9 +141,11 @@ struct HostConcurrency {
         // a limit turns them away one after another, within a round of answers.
         let corroborated = entry.sinceTurnAway.map { $0 < before } ?? false
         entry.sinceTurnAway = 0
-        let lowered = max(1, min(before, serving > 0 ? serving : othersRunning))
-        // (More running than the limit are stragglers of a burst: nothing new.)
-        guard corroborated, lowered < before else {
+        // A step at a time, and to no more than the others running: those may
+        // include turn-aways of the same burst the loop has not read yet, and a
+        // stray pair of a flaky host should cost one transfer, not half of them.
+        let lowered = max(1, min(before - 1, othersRunning))
+        guard corroborated, othersRunning < before else {
             hosts[host] = entry
             return nil
         }
