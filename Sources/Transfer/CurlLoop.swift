@@ -619,9 +619,9 @@ final class CurlLoop: Sendable {
             let change: HostConcurrency.Change?
             if status == 503, !redirected {
                 // (A redirect's target is another host: its answers say nothing of this one's limit.)
-                let serving = running.values.count { $0.host == host && (200...299).contains($0.head.status) }
+                let serving = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
                 change = concurrency.turnedAway(host, how: .busy, started: attempt.startedAt,
-                                                othersRunning: slots.runningPerHost[host] ?? 0, othersServing: serving, at: .now)
+                                                othersRunning: slots.runningPerHost[host] ?? 0, otherServing: serving, at: .now)
             } else if status != 0 || redirected {
                 guard code == CURLE_OK, status != 503, status != 429 else { return }
                 change = concurrency.answered(host, started: attempt.startedAt, at: .now)

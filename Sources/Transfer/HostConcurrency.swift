@@ -117,16 +117,15 @@ struct HostConcurrency {
 
     /// An attempt at `host` that started at `started` was turned away
     /// (`how`) while `othersRunning` of the host's transfers ran. For a busy
-    /// answer, `othersServing` of them have a success under way: the host
-    /// serves others as it sends this one away. (Not for a connection turned
+    /// answer, `otherServing` says one of them has a success under way: the
+    /// host serves others as it sends this one away. (Not for a connection turned
     /// away: when a server goes, transfers whose ends the loop has not yet
     /// read still show their successes.) Returns the host's new limit when
     /// it changed.
     mutating func turnedAway(_ host: String, how: TurnAway, started: ContinuousClock.Instant, othersRunning: Int,
-                             othersServing: Int = 0, at now: ContinuousClock.Instant) -> Change? {
+                             otherServing: Bool = false, at now: ContinuousClock.Instant) -> Change? {
         guard othersRunning > 0 else { return nil } // alone: says nothing of how many it takes
-        let serving = how == .busy ? othersServing : 0
-        let servedMeanwhile = lastServed[host].map { $0 >= started } == true || serving > 0
+        let servedMeanwhile = lastServed[host].map { $0 >= started } == true || (how == .busy && otherServing)
         if !servedMeanwhile, how == .busy, !(lastServed[host].map { now - $0 < busyMemory } ?? false) {
             // Busy, and has served nobody for a while: down, not full. A guess goes.
             guard var entry = hosts[host], entry.guess != nil else { return nil }

@@ -78,8 +78,8 @@ import Testing
         // A restart: the running transfers end reset (some of them with their
         // successes under way), the new ones are refused, then the server is back.
         _ = concurrency.answered(host, started: at(0), at: at(1))
-        _ = concurrency.turnedAway(host, how: .connection, started: at(2), othersRunning: 3, othersServing: 3, at: at(5))
-        _ = concurrency.turnedAway(host, how: .connection, started: at(3), othersRunning: 1, othersServing: 3, at: at(6))
+        _ = concurrency.turnedAway(host, how: .connection, started: at(2), othersRunning: 3, otherServing: true, at: at(5))
+        _ = concurrency.turnedAway(host, how: .connection, started: at(3), othersRunning: 1, otherServing: true, at: at(6))
         #expect(concurrency.limit(for: host) == 1)
         #expect(concurrency.answered(host, started: at(20), at: at(70)) == HostConcurrency.Change(limit: 8))
         #expect(concurrency.limit(for: host) == 8) // kept a round (the resets are recent)
@@ -164,7 +164,7 @@ import Testing
             let now = at(request)
             let limit = concurrency.limit(for: host) ?? 8
             if request % 50 == 0 {
-                _ = concurrency.turnedAway(host, how: .busy, started: now, othersRunning: limit - 1, othersServing: limit - 1, at: now)
+                _ = concurrency.turnedAway(host, how: .busy, started: now, othersRunning: limit - 1, otherServing: true, at: now)
             } else {
                 _ = concurrency.answered(host, started: now, at: now)
             }
@@ -177,8 +177,8 @@ import Testing
     @Test func aBusyAnswerLowersTheLimitWhileTheHostServesOthersAndNeverForAHostThatServesNone() {
         var concurrency = HostConcurrency(ceiling: 8)
         // nginx's limit_conn: 503 to the fourth and fifth while three are served.
-        #expect(concurrency.turnedAway(host, how: .busy, started: at(0), othersRunning: 4, othersServing: 3, at: at(5)) == nil)
-        #expect(concurrency.turnedAway(host, how: .busy, started: at(0), othersRunning: 3, othersServing: 3, at: at(6))
+        #expect(concurrency.turnedAway(host, how: .busy, started: at(0), othersRunning: 4, otherServing: true, at: at(5)) == nil)
+        #expect(concurrency.turnedAway(host, how: .busy, started: at(0), othersRunning: 3, otherServing: true, at: at(6))
                 == HostConcurrency.Change(limit: 3))
         // A host that answers everything 503 is down, not full: no guess, nothing lowered.
         var down = HostConcurrency(ceiling: 8)
