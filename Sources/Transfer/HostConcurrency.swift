@@ -11,11 +11,13 @@ import CCurl
 /// of 300 URLs at `--per-host 8`, and nginx's `limit_conn 3` 256 of 300.
 ///
 /// An attempt turned away (see `TurnAway`; not a timeout, which a slow start
-/// looks like) while other transfers of the host run, within a round of
-/// answers (as many as the limit) after another one was, says that the host
-/// takes no more than those others, once the host is seen to serve them:
-/// the host's limit goes down to their number. (One turned away alone may
-/// be a stray: a cache in front of the host that failed one fetch.) It
+/// looks like) while other transfers of the host run, fewer than its limit,
+/// within a round of answers (as many as the limit) after another one was,
+/// says that the host takes fewer, once the host is seen to serve them: the
+/// host's limit goes down by one. (One turned away alone may be a stray: a
+/// cache in front of the host that failed one fetch.) A burst of them, as
+/// when a list starts against a host that takes 2, takes it down step by
+/// step. It
 /// stands at once when the host served a transfer meanwhile; otherwise it
 /// is a guess, which stands when the host answers one of the transfers that
 /// ran meanwhile (the host is up, and took those), and is dropped when it
@@ -28,13 +30,15 @@ import CCurl
 /// When the host turns that many away again before a round of answers at
 /// the new limit, the host waits twice as many answers before the next try
 /// (up to `maxAnswersToRaise`), so a server with a fixed limit turns away a
-/// handful of connections in a long list, and one whose limit was for a
-/// busy spell gets its transfers back. Two tries turned away in a row show
-/// a limit the host keeps to: the user is told of it then, once.
+/// handful of connections in a long list; a try that holds for a round
+/// brings the wait back to the first, so one whose limit was for a busy
+/// spell gets its transfers back. Two tries turned away in a row show a
+/// limit the host keeps to: the user is told of it then, once.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks. An
 /// answered transfer costs one write (when its host last served one); the
-/// rest is looked up only for hosts that turned one away lately.
+/// rest is looked up only while some host has a limit or turned one away
+/// lately. Kept for the run: some tens of bytes a host.
 struct HostConcurrency {
     /// `--per-host`: no host goes above it.
     let ceiling: Int
@@ -110,7 +114,8 @@ struct HostConcurrency {
         }
     }
 
-    /// The number of transfers `host` may run at once, when it has a limit of its own.
+    /// The number of transfers `host` may run at once, when it has a limit of
+    /// its own (the loop learns it from each `Change`; tests ask).
     func limit(for host: String) -> Int? {
         hosts.isEmpty ? nil : hosts[host]?.effective
     }
@@ -140,10 +145,11 @@ struct HostConcurrency {
         // a limit turns them away one after another, within a round of answers.
         let corroborated = entry.sinceTurnAway.map { $0 < before } ?? false
         entry.sinceTurnAway = 0
-        // A step at a time, and to no more than the others running: those may
-        // include turn-aways of the same burst the loop has not read yet, and a
-        // stray pair of a flaky host should cost one transfer, not half of them.
-        let lowered = max(1, min(before - 1, othersRunning))
+        // A step at a time: the others running may include turn-aways of the same
+        // burst the loop has not read yet, and a stray pair of a flaky host should
+        // cost one transfer, not half of them. Not while more ran than the limit
+        // (stragglers of a burst already counted).
+        let lowered = max(1, before - 1)
         guard corroborated, othersRunning < before else {
             hosts[host] = entry
             return nil
@@ -190,9 +196,10 @@ struct HostConcurrency {
         } else if entry.limit < ceiling || entry.raisedFrom != nil {
             entry.answers += 1
             if entry.raisedFrom != nil, entry.answers >= entry.limit {
-                // The try held for a round.
+                // The try held for a round: the host takes more now, and the next try comes as soon as the first.
                 entry.raisedFrom = nil
                 entry.failedTries = 0
+                entry.answersToRaise = firstAnswersToRaise
             }
             if entry.limit < ceiling, entry.answers >= entry.answersToRaise {
                 entry.raisedFrom = entry.limit

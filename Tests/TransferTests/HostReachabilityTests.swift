@@ -625,7 +625,7 @@ import TestSupport
             // Then every URL arrived, with few requests answered 503
             let failed = urls.indices.filter { results[$0]?.errorKind != nil }
             #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first.flatMap { results[$0] }.map { "\($0)" } ?? "")")
-            #expect(origin.busyAnswers < 25, "\(origin.busyAnswers) answered 503")
+            #expect(origin.busyAnswers < 40, "\(origin.busyAnswers) answered 503 (146 without the change)")
         }
     }
 
