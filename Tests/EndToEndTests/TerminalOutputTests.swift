@@ -250,6 +250,43 @@ import TestSupport
         }
     }
 
+    /// A host that takes fewer connections than `--per-host`: the note comes
+    /// once, above the status line, which stays live below it; the summary
+    /// follows the note at the end.
+    @Test func aHostThatTurnsConnectionsAwayIsNotedAboveTheStatusLine() async throws {
+        try await withOrigin { origin, directory in
+            origin.limitConnections(to: 2)
+            let urls = (0..<80).map { index in
+                origin.route("/photo\(index).jpg") { _ in
+                    usleep(40_000)
+                    return OriginResponse(body: fixtureBytes(count: 3_000, seed: UInt64(index)))
+                }
+                return origin.url("/photo\(index).jpg")
+            }
+            let list = directory.appending("list.txt")
+            try urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+
+            let session = try startGet(["--per-host", "8", "-i", list], columns: 160, rows: 20, in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+            let during = try await screen(session, in: directory) { $0.contains("note:") || $0.contains("EXIT=") }
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+
+            let host = "127.0.0.1:\(origin.port)"
+            let note = "mediafetch: note: \(host) takes 2 connections at a time and turns more away: it gets 2 at a time "
+                + "from now on (one more is tried now and then)"
+            let rows = during.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let noted = try #require(rows.firstIndex(of: note), "\(rows)")
+            // The status line is drawn again below the note (unless the run ended meanwhile).
+            #expect(rows.count == noted + 1 || rows[noted + 1].contains("/80 items"), "\(rows)")
+            let end = after.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(end.filter { $0 == note }.count == 1, "\(end)")
+            let summary = try #require(end.firstIndex { $0.hasPrefix("80 downloaded, 0 already cached, 0 failed (") }, "\(end)")
+            #expect(end.firstIndex(of: note).map { $0 < summary } == true, "\(end)")
+            #expect(!end.contains { $0.contains("/80 items") }, "a status line left behind: \(end)")
+            #expect(after.contains("EXIT=0"), "\(after)")
+        }
+    }
+
     /// A large file on a slow link says how far it is and how long is left,
     /// as curl and aria2c do: its bytes so far alone said nothing for minutes.
     @Test func aSlowLargeFileSaysHowFarItIsAndWhatIsLeft() async throws {
