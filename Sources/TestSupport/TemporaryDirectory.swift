@@ -57,6 +57,22 @@ public func fixtureBytes(count: Int, seed: UInt64) -> Data {
     return data
 }
 
+extension TestOrigin {
+    /// Adds `count` photos of `size` bytes at `/photo0.jpg`, `/photo1.jpg`…,
+    /// each sent over about `seconds` after its head (a paced body: the
+    /// connection stays busy meanwhile), and returns their URLs.
+    public func addSlowPhotos(_ count: Int, size: Int = 8_000, seconds: Double = 0.05) -> [String] {
+        // Paced bodies go in chunks of a twentieth of a second's bytes, the first at once.
+        let bytesPerSecond = max(1, Int(Double(size) / (seconds + 0.05)))
+        return (0..<count).map { index in
+            let path = "/photo\(index).jpg"
+            addResource(path, data: fixtureBytes(count: size, seed: UInt64(9_000 + index)))
+            setFault(path, .slow(bytesPerSecond: bytesPerSecond))
+            return url(path)
+        }
+    }
+}
+
 /// Runs `body` with a loopback origin and a fresh directory; both are
 /// shut down and removed afterwards.
 public func withOrigin<T>(_ body: (TestOrigin, TemporaryDirectory) async throws -> T) async throws -> T {

@@ -249,13 +249,7 @@ import TestSupport
     func aHostThatTurnsConnectionsAwayIsToldOfOnceAndLosesNothing(progress: String) async throws {
         try await withOrigin { origin, directory in
             origin.limitConnections(to: 2)
-            let urls = (0..<60).map { index in
-                origin.route("/photo\(index).jpg") { _ in
-                    usleep(30_000)
-                    return OriginResponse(body: fixtureBytes(count: 3_000, seed: UInt64(index)))
-                }
-                return origin.url("/photo\(index).jpg")
-            }
+            let urls = origin.addSlowPhotos(60, size: 3_000, seconds: 0.03)
             let cache = directory.appending("cache")
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--per-host", "8", "--progress", progress] + urls)
 

@@ -256,13 +256,7 @@ import TestSupport
     @Test func aHostThatTurnsConnectionsAwayIsNotedAboveTheStatusLine() async throws {
         try await withOrigin { origin, directory in
             origin.limitConnections(to: 2)
-            let urls = (0..<80).map { index in
-                origin.route("/photo\(index).jpg") { _ in
-                    usleep(40_000)
-                    return OriginResponse(body: fixtureBytes(count: 3_000, seed: UInt64(index)))
-                }
-                return origin.url("/photo\(index).jpg")
-            }
+            let urls = origin.addSlowPhotos(80, size: 3_000, seconds: 0.04)
             let list = directory.appending("list.txt")
             try urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
 

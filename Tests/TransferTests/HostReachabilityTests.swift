@@ -566,6 +566,18 @@ import TestSupport
         }
     }
 
+    /// Downloads `urls` 8 at a time, all of them allowed against one host,
+    /// with quick retries; the failures, in the order of the list.
+    private func failedEightAtATime(_ urls: [String], directory: TemporaryDirectory) async throws -> [String] {
+        let engine = try engine(patience: TransferConfiguration().unreachableHostPatience, jobs: 8, directory: directory)
+        defer { engine.shutdown() }
+        let results = await runBatch(urls, on: engine)
+        return urls.indices.compactMap { index in
+            guard case .failure(let error)? = results[index] else { return nil }
+            return "\(urls[index]): \(error)"
+        }
+    }
+
     /// A server that takes fewer connections than `--per-host` and resets
     /// the rest (a limit per client) while it answers on the ones it took:
     /// each reset used up a retry of its URL, so a slow server lost most of
@@ -573,29 +585,14 @@ import TestSupport
     @Test(arguments: [ExcessConnection.reset, .close])
     func aServerThatTakesFewerConnectionsThanThePerHostLimitLosesNoURL(excess: ExcessConnection) async throws {
         try await withOrigin { origin, directory in
-            // Given a server that serves 2 connections at once, turns the others away, and takes a while to answer
+            // Given a server that serves 2 connections at once (50 ms a body) and turns the others away
             origin.limitConnections(to: 2, excess: excess)
-            let body = fixtureBytes(count: 2_000, seed: 7)
-            let urls = (0..<40).map { index in
-                origin.route("/photo\(index).jpg") { _ in
-                    usleep(50_000)
-                    return OriginResponse(body: body)
-                }
-                return origin.url("/photo\(index).jpg")
-            }
 
-            // When the list is downloaded 8 at a time against that host
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
-            configuration.maxConcurrentTransfers = 8
-            configuration.maxTransfersPerHost = 8
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
-            defer { engine.shutdown() }
-            let results = await runBatch(urls, on: engine)
+            // When 40 URLs of it are downloaded 8 at a time
+            let failed = try await failedEightAtATime(origin.addSlowPhotos(40), directory: directory)
 
             // Then every URL arrived, and the host was sent few connections past its limit
-            let failed = urls.indices.filter { results[$0]?.errorKind != nil }
-            #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first.flatMap { results[$0] }.map { "\($0)" } ?? "")")
+            #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first ?? "")")
             #expect(origin.connectionsTurnedAway < 20, "\(origin.connectionsTurnedAway) turned away")
         }
     }
@@ -607,24 +604,12 @@ import TestSupport
         try await withOrigin { origin, directory in
             // Given a server that sends 2 responses at once (50 ms each) and answers the others 503 at once
             origin.limitResponses(to: 2)
-            let urls = (0..<40).map { index in
-                origin.addResource("/photo\(index).jpg", data: fixtureBytes(count: 8_000, seed: UInt64(index)))
-                origin.setFault("/photo\(index).jpg", .slow(bytesPerSecond: 80_000))
-                return origin.url("/photo\(index).jpg")
-            }
 
-            // When the list is downloaded 8 at a time against that host
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
-            configuration.maxConcurrentTransfers = 8
-            configuration.maxTransfersPerHost = 8
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
-            defer { engine.shutdown() }
-            let results = await runBatch(urls, on: engine)
+            // When 40 URLs of it are downloaded 8 at a time
+            let failed = try await failedEightAtATime(origin.addSlowPhotos(40), directory: directory)
 
             // Then every URL arrived, with few requests answered 503
-            let failed = urls.indices.filter { results[$0]?.errorKind != nil }
-            #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first.flatMap { results[$0] }.map { "\($0)" } ?? "")")
+            #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first ?? "")")
             #expect(origin.busyAnswers < 40, "\(origin.busyAnswers) answered 503 (146 without the change)")
         }
     }
