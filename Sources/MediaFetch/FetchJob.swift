@@ -56,7 +56,7 @@ public enum JobEvent: Sendable {
     case failed(url: String, reason: String)
     case retrying(url: String, attempt: Int, delay: Double, reason: String)
     /// A host turned connections away while it answered others: it gets at
-    /// most `connections` transfers at once from now on (see `TransferEvent`).
+    /// most `connections` transfers at once while it keeps to that (see `TransferEvent`).
     case hostLimited(host: String, connections: Int)
     case finished(FetchReport)
 }

@@ -45,7 +45,7 @@ public enum TransferEvent: Sendable {
     /// An attempt failed and will be tried again after `delay` seconds.
     case retrying(TransferID, url: String, attempt: Int, delay: Double, reason: TransferError)
     /// A host turned connections away while it answered others: it gets at
-    /// most `connections` transfers at once from now on (below `--per-host`),
+    /// most `connections` transfers at once while it keeps to that (below `--per-host`),
     /// trying one more now and then. Sent once a host.
     case hostLimited(host: String, connections: Int)
     /// Throttled progress, sent on the engine's clock even when no bytes arrive.

@@ -264,7 +264,7 @@ import TestSupport
             } else {
                 let notes = result.stderrLines.filter { $0.hasPrefix("mediafetch: note: ") }
                 #expect(notes == ["mediafetch: note: \(host) takes 2 connections at a time and turns more away: "
-                                  + "it gets 2 at a time from now on (one more is tried now and then)"])
+                                  + "it gets 2 at a time while it does (one more is tried now and then)"])
             }
         }
     }

@@ -267,7 +267,7 @@ import TestSupport
 
             let host = "127.0.0.1:\(origin.port)"
             let note = "mediafetch: note: \(host) takes 2 connections at a time and turns more away: it gets 2 at a time "
-                + "from now on (one more is tried now and then)"
+                + "while it does (one more is tried now and then)"
             let rows = during.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             let noted = try #require(rows.firstIndex(of: note), "\(rows)")
             // The status line is drawn again below the note (unless the run ended meanwhile).

@@ -84,7 +84,7 @@ public enum ProgressText {
     public static func hostLimitedNote(host: String, connections: Int) -> String {
         let many = connections == 1 ? "1 connection" : "\(connections) connections"
         return "\(host) takes \(many) at a time and turns more away: it gets \(connections) "
-            + "at a time from now on (one more is tried now and then)"
+            + "at a time while it does (one more is tried now and then)"
     }
 
     /// The live status line (no newline): every field at its longest.
