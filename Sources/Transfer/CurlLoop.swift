@@ -301,6 +301,10 @@ struct AttemptOutcome: Sendable {
     /// with none of the host's transfers answered meanwhile, in an outage
     /// other URLs of the host see too (see `HostReachability.isOutage`).
     var hostUnreachable = false
+    /// The attempt was turned away while its host served others, and the host
+    /// is held to fewer transfers now: for want of room at the host, which
+    /// its retry is not charged for (see `HostConcurrency.servedMeanwhile`).
+    var turnedAwayWhileServing = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
     var sealed = false
@@ -527,7 +531,7 @@ final class CurlLoop: Sendable {
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
-            if !cancelled { noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code) }
+            if !cancelled { ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code) }
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -614,23 +618,34 @@ final class CurlLoop: Sendable {
         /// Tells `concurrency` what an attempt found of how many transfers its
         /// host takes at once: it was turned away while others ran, or it was
         /// answered (see `HostConcurrency`); the slot queue keeps to the limit.
-        func noteConcurrency(of attempt: Attempt, redirected: Bool, code: CURLcode) {
+        /// Returns true when it was turned away for want of room: while the
+        /// host served others, and the host is held to fewer transfers now.
+        func noteConcurrency(of attempt: Attempt, redirected: Bool, code: CURLcode) -> Bool {
             let host = attempt.host, status = attempt.head.status
-            let change: HostConcurrency.Change?
+            let how: HostConcurrency.TurnAway
+            var serving = false
             if status == 503, !redirected {
                 // (A redirect's target is another host: its answers say nothing of this one's limit.)
-                let serving = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
-                change = concurrency.turnedAway(host, how: .busy, started: attempt.startedAt,
-                                                othersRunning: slots.runningPerHost[host] ?? 0, otherServing: serving, at: .now)
+                how = .busy
+                serving = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
             } else if status != 0 || redirected {
-                guard code == CURLE_OK, status != 503, status != 429 else { return }
-                change = concurrency.answered(host, started: attempt.startedAt, at: .now)
+                guard code == CURLE_OK, status != 503, status != 429 else { return false }
+                apply(concurrency.answered(host, started: attempt.startedAt, at: .now), to: host)
+                return false
             } else if HostConcurrency.wasTurnedAway(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
-                change = concurrency.turnedAway(host, how: .connection, started: attempt.startedAt,
-                                                othersRunning: slots.runningPerHost[host] ?? 0, at: .now)
+                how = .connection
             } else {
-                return
+                return false
             }
+            let servedMeanwhile = concurrency.servedMeanwhile(host, how: how, started: attempt.startedAt, otherServing: serving)
+            apply(concurrency.turnedAway(host, how: how, started: attempt.startedAt, othersRunning: slots.runningPerHost[host] ?? 0,
+                                         otherServing: serving, at: .now), to: host)
+            // For want of room only where the host is held to fewer now: a stray 503 is the URL's.
+            return servedMeanwhile && (concurrency.limit(for: host) ?? concurrency.ceiling) < concurrency.ceiling
+        }
+
+        /// Holds `host` to a limit `concurrency` changed, and tells of it where it says to.
+        func apply(_ change: HostConcurrency.Change?, to host: String) {
             guard let change else { return }
             slots.setLimit(change.limit, for: host)
             if change.tell { events.yield(.hostLimited(host: host, connections: change.limit)) }

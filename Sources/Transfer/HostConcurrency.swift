@@ -130,7 +130,7 @@ struct HostConcurrency {
     mutating func turnedAway(_ host: String, how: TurnAway, started: ContinuousClock.Instant, othersRunning: Int,
                              otherServing: Bool = false, at now: ContinuousClock.Instant) -> Change? {
         guard othersRunning > 0 else { return nil } // alone: says nothing of how many it takes
-        let servedMeanwhile = lastServed[host].map { $0 >= started } == true || (how == .busy && otherServing)
+        let servedMeanwhile = servedMeanwhile(host, how: how, started: started, otherServing: otherServing)
         if !servedMeanwhile, how == .busy, !(lastServed[host].map { now - $0 < busyMemory } ?? false) {
             // Busy, and has served nobody for a while: down, not full. A guess goes.
             guard var entry = hosts[host], entry.guess != nil else { return nil }
@@ -174,6 +174,16 @@ struct HostConcurrency {
     /// in a row away, a limit it keeps to, and the limit stands (once a run).
     private mutating func shouldTell(_ entry: Entry, host: String) -> Bool {
         entry.guess == nil && entry.failedTries >= 2 && entry.limit < ceiling && told.insert(host).inserted
+    }
+
+    /// Whether `host` served another transfer while an attempt that started at
+    /// `started` was turned away (`how`): one that ended answered after it
+    /// began, or, for a busy answer, one with a success under way
+    /// (`otherServing`; see `turnedAway`). Such a turn-away is for want of
+    /// room, mediafetch's own doing: its retry is not the URL's
+    /// (`TransferEngine.perform`).
+    func servedMeanwhile(_ host: String, how: TurnAway, started: ContinuousClock.Instant, otherServing: Bool) -> Bool {
+        lastServed[host].map { $0 >= started } == true || (how == .busy && otherServing)
     }
 
     /// An attempt at `host` that started at `started` got its answer (not a

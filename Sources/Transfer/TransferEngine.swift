@@ -319,6 +319,8 @@ public final class TransferEngine: Sendable {
         // Failures for want of the host (see `freeRetry` below): how many, and since when.
         var hostFailures = 0
         var hostFailingSince: ContinuousClock.Instant?
+        // Turn-aways for want of room at the host that used up no retry (see `roomRetry` below).
+        var turnAwaysForgiven = 0
         while true {
             attempt += 1
             requests += 1
@@ -395,8 +397,19 @@ public final class TransferEngine: Sendable {
                 freeRetry = ContinuousClock.now - since < .milliseconds(Int(2 * patience * 1000))
             }
             if freeRetry { hostFailures += 1 }
+            // Turned away for want of room at a host that served others meanwhile and is held
+            // to fewer now (it takes fewer at once than were sent: see `HostConcurrency`): mediafetch's own doing,
+            // which uses up no retry, up to two more times than the URL has retries (under
+            // `--retries 0` the host's first burst and each try of one more failed URLs; the
+            // burst's retries may come back before the limit is down to what the host takes).
+            let roomRetry = !freeRetry && outcome.turnedAwayWhileServing && error.isRetryable
+                && turnAwaysForgiven < configuration.retry.maxRetries + 2
+            if roomRetry { turnAwaysForgiven += 1 }
+            var roomPolicy = configuration.retry
+            roomPolicy.maxRetries = max(1, roomPolicy.maxRetries)
             let computedDelay = freeRetry
                 ? configuration.retry.delay(beforeRetry: min(hostFailures, configuration.retry.maxRetries), after: error)
+                : roomRetry ? roomPolicy.delay(beforeRetry: min(turnAwaysForgiven, roomPolicy.maxRetries), after: error)
                 : configuration.retry.delay(beforeRetry: attempt, after: error)
             guard let delay = computedDelay else {
                 if let asked = configuration.retry.refusedWait(before: attempt, after: error) {
@@ -418,7 +431,7 @@ public final class TransferEngine: Sendable {
             // not a failed attempt: it uses up no retry while the waits asked
             // for add up to `maxRetryAfter` (items a rate-limited host sent away
             // in turn had run out of attempts within seconds, 51 of 60 failed).
-            if freeRetry {
+            if freeRetry || roomRetry {
                 attempt -= 1
             } else if error.kind == .http(status: 429) || error.kind == .http(status: 503), let asked = error.retryAfter, asked > 0,
                scheduledWaits + delay <= configuration.retry.maxRetryAfter {
