@@ -303,7 +303,7 @@ struct AttemptOutcome: Sendable {
     var hostUnreachable = false
     /// The attempt was turned away while its host served others, and the host
     /// is held to fewer transfers now: for want of room at the host, which
-    /// its retry is not charged for (see `HostConcurrency.servedMeanwhile`).
+    /// its retry is not charged for (see `HostConcurrency.wasForWantOfRoom`).
     var turnedAwayWhileServing = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
@@ -637,11 +637,9 @@ final class CurlLoop: Sendable {
             } else {
                 return false
             }
-            let servedMeanwhile = concurrency.servedMeanwhile(host, how: how, started: attempt.startedAt, otherServing: serving)
             apply(concurrency.turnedAway(host, how: how, started: attempt.startedAt, othersRunning: slots.runningPerHost[host] ?? 0,
                                          otherServing: serving, at: .now), to: host)
-            // For want of room only where the host is held to fewer now: a stray 503 is the URL's.
-            return servedMeanwhile && (concurrency.limit(for: host) ?? concurrency.ceiling) < concurrency.ceiling
+            return concurrency.wasForWantOfRoom(host, how: how, started: attempt.startedAt, otherServing: serving)
         }
 
         /// Holds `host` to a limit `concurrency` changed, and tells of it where it says to.

@@ -115,7 +115,7 @@ struct HostConcurrency {
     }
 
     /// The number of transfers `host` may run at once, when it has a limit of
-    /// its own (the loop learns it from each `Change`; tests ask).
+    /// its own (the slot queue learns it from each `Change`).
     func limit(for host: String) -> Int? {
         hosts.isEmpty ? nil : hosts[host]?.effective
     }
@@ -179,11 +179,18 @@ struct HostConcurrency {
     /// Whether `host` served another transfer while an attempt that started at
     /// `started` was turned away (`how`): one that ended answered after it
     /// began, or, for a busy answer, one with a success under way
-    /// (`otherServing`; see `turnedAway`). Such a turn-away is for want of
-    /// room, mediafetch's own doing: its retry is not the URL's
-    /// (`TransferEngine.perform`).
-    func servedMeanwhile(_ host: String, how: TurnAway, started: ContinuousClock.Instant, otherServing: Bool) -> Bool {
+    /// (`otherServing`; see `turnedAway`).
+    private func servedMeanwhile(_ host: String, how: TurnAway, started: ContinuousClock.Instant, otherServing: Bool) -> Bool {
         lastServed[host].map { $0 >= started } == true || (how == .busy && otherServing)
+    }
+
+    /// Whether an attempt `turnedAway(…)` was just told of was turned away for
+    /// want of room: the host served others meanwhile, and is held to fewer
+    /// transfers now (a stray 503 of a host without a limit is the URL's).
+    /// That is mediafetch's own doing: its retry is not the URL's
+    /// (`TransferEngine.perform`).
+    func wasForWantOfRoom(_ host: String, how: TurnAway, started: ContinuousClock.Instant, otherServing: Bool) -> Bool {
+        servedMeanwhile(host, how: how, started: started, otherServing: otherServing) && (limit(for: host) ?? ceiling) < ceiling
     }
 
     /// An attempt at `host` that started at `started` got its answer (not a

@@ -405,12 +405,13 @@ public final class TransferEngine: Sendable {
             let roomRetry = !freeRetry && outcome.turnedAwayWhileServing && error.isRetryable
                 && turnAwaysForgiven < configuration.retry.maxRetries + 2
             if roomRetry { turnAwaysForgiven += 1 }
-            var roomPolicy = configuration.retry
-            roomPolicy.maxRetries = max(1, roomPolicy.maxRetries)
-            let computedDelay = freeRetry
-                ? configuration.retry.delay(beforeRetry: min(hostFailures, configuration.retry.maxRetries), after: error)
-                : roomRetry ? roomPolicy.delay(beforeRetry: min(turnAwaysForgiven, roomPolicy.maxRetries), after: error)
-                : configuration.retry.delay(beforeRetry: attempt, after: error)
+            // A retry that uses up none backs off as the counted ones would, by how many of
+            // its kind came before (one at least: `--retries 0` has no backoff of its own).
+            var unchargedPolicy = configuration.retry
+            unchargedPolicy.maxRetries = max(1, unchargedPolicy.maxRetries)
+            let uncharged = freeRetry ? hostFailures : roomRetry ? turnAwaysForgiven : nil
+            let computedDelay = uncharged.map { unchargedPolicy.delay(beforeRetry: min($0, unchargedPolicy.maxRetries), after: error) }
+                ?? configuration.retry.delay(beforeRetry: attempt, after: error)
             guard let delay = computedDelay else {
                 if let asked = configuration.retry.refusedWait(before: attempt, after: error) {
                     // In seconds where the rounded texts would be the same ("10 min" and "10 min").
