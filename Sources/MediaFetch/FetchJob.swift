@@ -58,6 +58,9 @@ public enum JobEvent: Sendable {
     /// A host turned connections away while it answered others: it gets at
     /// most `connections` transfers at once while it keeps to that (see `TransferEvent`).
     case hostLimited(host: String, connections: Int)
+    /// A host answered 429 Too Many Requests: its URLs wait `seconds`, then
+    /// one goes alone until it is served (see `TransferEvent`). Sent when a pause begins.
+    case hostPaused(host: String, seconds: Double)
     case finished(FetchReport)
 }
 
@@ -484,7 +487,7 @@ public final class FetchJob: Sendable {
                     // A cancelled item is neither stored nor failed: the run was interrupted.
                     if error.kind != .cancelled {
                         fail(items[index], reason: error.message, outOfSpace: error.isOutOfSpace,
-                             hostGivenUp: error.kind == .hostUnreachable, ingestor: ingestor)
+                             hostGivenUp: error.kind == .hostGivenUp, ingestor: ingestor)
                     }
                     ready()
                 }
@@ -619,6 +622,8 @@ public final class FetchJob: Sendable {
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))
             case .hostLimited(let host, let connections):
                 eventSink.yield(.hostLimited(host: host, connections: connections))
+            case .hostPaused(let host, let seconds):
+                eventSink.yield(.hostPaused(host: host, seconds: seconds))
             case .finished:
                 break
             }

@@ -149,17 +149,21 @@ struct Connection {
     /// Writes the status line, headers and (unless `headOnly`) the body.
     /// Returns false if the connection must not be used any more.
     private func write(_ reply: Reply, headOnly: Bool, keepAlive: Bool, http10: Bool, bodyFault: Fault?) -> Bool {
-        let busy = server.state.withLock { state -> Bool in
+        let refusal = server.state.withLock { state -> Reply? in
+            if (200...299).contains(reply.status), let retryAfter = state.rateLimit?.refusal(at: .now) {
+                state.rateLimitedAnswers += 1
+                return .text(429, "slow down\n", headers: retryAfter.isEmpty ? [] : [("Retry-After", retryAfter)])
+            }
             if let limit = state.responseLimit, state.responding >= limit, (200...299).contains(reply.status) {
                 state.busyAnswers += 1
-                return true
+                return .text(503, "busy\n")
             }
             state.responding += 1
             state.peakResponding = max(state.peakResponding, state.responding)
-            return false
+            return nil
         }
-        if busy {
-            return write(.text(503, "busy\n"), headOnly: headOnly, keepAlive: keepAlive, http10: http10, bodyFault: nil)
+        if let refusal {
+            return write(refusal, headOnly: headOnly, keepAlive: keepAlive, http10: http10, bodyFault: nil)
         }
         defer { server.state.withLock { $0.responding -= 1 } }
         var head = "HTTP/1.1 \(reply.status) \(Reply.reason(reply.status))\r\n"

@@ -118,6 +118,26 @@ public final class TestOrigin: Sendable {
         server.state.withLock { $0.responseLimit = limit.map { max(0, $0) } }
     }
 
+    /// Sends at most `requests` successful responses in each window of
+    /// `seconds` (the first begins with the first request after this call), as
+    /// a rate-limited API or CDN does; a request over it is answered 429,
+    /// with `Retry-After` giving the seconds left in the window (rounded up)
+    /// or `retryAfter` when given, or no `Retry-After` at all when
+    /// `sendsRetryAfter` is false. nil (the default) sends them all.
+    public func limitRate(to requests: Int?, per seconds: Double = 1, retryAfter: Int? = nil, sendsRetryAfter: Bool = true) {
+        server.state.withLock { state in
+            state.rateLimit = requests.map {
+                RateLimit(requests: max(0, $0), window: .milliseconds(Int(seconds * 1000)),
+                          retryAfter: retryAfter, sendsRetryAfter: sendsRetryAfter)
+            }
+        }
+    }
+
+    /// Requests answered 429 by `limitRate(to:per:retryAfter:sendsRetryAfter:)`.
+    public var rateLimitedAnswers: Int {
+        server.state.withLock { $0.rateLimitedAnswers }
+    }
+
     /// Requests answered 503 by `limitResponses(to:)`.
     public var busyAnswers: Int {
         server.state.withLock { $0.busyAnswers }
@@ -149,6 +169,40 @@ public enum ExcessConnection: Sendable {
     case close
 }
 
+/// A limit of successful responses in each window of time (see `TestOrigin.limitRate`).
+struct RateLimit: Sendable {
+    let requests: Int
+    let window: Duration
+    let retryAfter: Int?
+    let sendsRetryAfter: Bool
+    var windowStart: ContinuousClock.Instant?
+    var sent = 0
+
+    init(requests: Int, window: Duration, retryAfter: Int?, sendsRetryAfter: Bool) {
+        self.requests = requests
+        self.window = window
+        self.retryAfter = retryAfter
+        self.sendsRetryAfter = sendsRetryAfter
+    }
+
+    /// Counts a response about to be sent at `now`: nil when it may be, else
+    /// the `Retry-After` to refuse it with ("" for none).
+    mutating func refusal(at now: ContinuousClock.Instant) -> String? {
+        if windowStart.map({ now - $0 >= window }) ?? true {
+            windowStart = now
+            sent = 0
+        }
+        guard sent >= requests else {
+            sent += 1
+            return nil
+        }
+        guard sendsRetryAfter else { return "" }
+        if let retryAfter { return String(retryAfter) }
+        let left = window - (now - (windowStart ?? now))
+        return String(max(1, Int((Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18).rounded(.up))))
+    }
+}
+
 /// The state shared by the accept thread, the connection threads and the public API.
 struct ServerState: Sendable {
     /// At most this many open connections; the rest are ended on arrival.
@@ -157,6 +211,9 @@ struct ServerState: Sendable {
     /// At most this many successful responses at once; the rest are answered 503.
     var responseLimit: Int?
     var busyAnswers = 0
+    /// At most so many successful responses a window; the rest are answered 429.
+    var rateLimit: RateLimit?
+    var rateLimitedAnswers = 0
     var resources: [String: MemoryResource] = [:]
     var routes: [String: @Sendable (OriginRequest) -> OriginResponse] = [:]
     var faults: [String: FaultRule] = [:]

@@ -305,6 +305,8 @@ struct AttemptOutcome: Sendable {
     /// is held to fewer transfers now: for want of room at the host, which
     /// its retry is not charged for (see `HostConcurrency.wasForWantOfRoom`).
     var turnedAwayWhileServing = false
+    /// The attempt was answered 429, which paused its host (see `HostRateLimits`).
+    var pausedHost = false
     /// The whole body arrived and the sink sealed it: its digest is ready,
     /// and `onEnd` runs on the writer thread that computed it.
     var sealed = false
@@ -484,6 +486,7 @@ final class CurlLoop: Sendable {
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
         var concurrency = HostConcurrency(ceiling: configuration.maxTransfersPerHost)
+        var rateLimits = HostRateLimits(longest: .milliseconds(Int(configuration.retry.maxRetryAfter * 1000)))
         var reachability = configuration.unreachableHostPatience.map {
             HostReachability(patience: .milliseconds(Int($0 * 1000)),
                              trialInterval: configuration.unreachableHostTrialInterval.map { .milliseconds(Int($0 * 1000)) })
@@ -531,7 +534,10 @@ final class CurlLoop: Sendable {
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
-            if !cancelled { ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code) }
+            if !cancelled {
+                ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code)
+                ended.pausedHost = noteRateLimit(of: attempt, redirected: ended.redirects > 0)
+            }
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -642,6 +648,32 @@ final class CurlLoop: Sendable {
             return concurrency.wasForWantOfRoom(host, how: how, started: attempt.startedAt, otherServing: serving)
         }
 
+        /// Tells `rateLimits` what an attempt's answer says of its host's
+        /// pace: a 429 pauses the host (or gives it up), any other answer
+        /// to a transfer started since ends its pause. Returns true when the
+        /// attempt paused its host.
+        func noteRateLimit(of attempt: Attempt, redirected: Bool) -> Bool {
+            let host = attempt.host, status = attempt.head.status
+            guard status != 0 else { return false }
+            // (A redirect's 429 is its target's, another host's.)
+            guard status == 429, !redirected else {
+                if rateLimits.answered(host, started: attempt.startedAt) { slots.setHold(nil, for: host) }
+                return false
+            }
+            switch rateLimits.askedToWait(host, retryAfter: attempt.head.retryAfter(), at: .now) {
+            case .pause(let seconds, let first):
+                slots.setHold(0, for: host)
+                if first { events.yield(.hostPaused(host: host, seconds: seconds)) }
+                return true
+            case .giveUp(let refusal):
+                slots.setHold(nil, for: host)
+                // Its attempts waiting for a slot end now, and those sleeping before a retry wake to be refused.
+                for waiting in slots.removeAllWaiting(host: host) { Self.endRefused(waiting, refusal) }
+                retryWaits.giveUp(host)
+                return false
+            }
+        }
+
         /// Holds `host` to a limit `concurrency` changed, and tells of it where it says to.
         func apply(_ change: HostConcurrency.Change?, to host: String) {
             guard let change else { return }
@@ -665,6 +697,7 @@ final class CurlLoop: Sendable {
         /// has been answered since (which takes it back), or this attempt is the
         /// one let through (see `HostReachability`).
         func refusalInstead(of attempt: Attempt) -> TransferError? {
+            if let refusal = rateLimits.refusal(for: attempt.host) { return refusal }
             guard reachability?.isGivenUp(attempt.host) == true else { return nil }
             if hasAnswer(attempt.host) {
                 takeBack(attempt.host)
@@ -825,6 +858,10 @@ final class CurlLoop: Sendable {
                         finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                     }
                 }
+                // A paused host whose wait is over tries one transfer, now rather than a tick later.
+                let due = rateLimits.due(at: now)
+                for host in due { slots.setHold(1, for: host) }
+                if !due.isEmpty { startReady() }
                 reportProgress(at: now)
             }
 

@@ -255,7 +255,7 @@ final class DownloadBatch: Sendable {
             // to the next item at once, up to `retryLimit` of them: a dead host
             // must not hold up the rest of the list for its backoffs.
             let givesWay = state.retrying.count < retryLimit
-            if countsHosts, first.outcome.hostUnreachable || first.outcome.abort?.kind == .hostUnreachable {
+            if countsHosts, first.outcome.hostUnreachable || first.outcome.pausedHost || first.outcome.abort?.kind == .hostGivenUp {
                 state.places.outageBegan(prepared.target.hostKey)
             }
             let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)

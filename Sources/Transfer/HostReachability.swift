@@ -157,7 +157,7 @@ struct HostReachability {
         let every = NumberText.wait(trialInterval.seconds)
         let what = streak.connections ? "no answer from" : "no connection to"
         givenUp[host] = GivenUp(
-            refusal: TransferError(.hostUnreachable,
+            refusal: TransferError(.hostGivenUp,
                 "given up: \(what) \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying "
                 + "(\(reason)); its URLs fail at once until it answers again (one is let through every \(every))"),
             nextTrial: now + trialInterval, firstTransfer: streak.firstTransfer, otherTransfers: streak.otherTransfers)

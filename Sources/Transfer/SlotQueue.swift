@@ -33,6 +33,9 @@ struct SlotQueue<Element> {
     private var probed: Set<String> = []
     /// Hosts held below `perHost` (see `HostConcurrency`).
     private var limits: [String: Int] = [:]
+    /// Hosts paused (0) or trying one transfer after a pause (1), whatever
+    /// their other limits (see `HostRateLimits`).
+    private var holds: [String: Int] = [:]
 
     init(total: Int, perHost: Int) {
         self.total = max(1, total)
@@ -55,7 +58,8 @@ struct SlotQueue<Element> {
         var best: (host: String, sequence: UInt64)?
         // Linear in the number of hosts with waiters: a handful in practice.
         for (host, queue) in waiting {
-            let limit = probing.contains(host) ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
+            var limit = probing.contains(host) ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
+            if !holds.isEmpty, let hold = holds[host] { limit = min(limit, hold) }
             guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
             if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }
         }
@@ -70,6 +74,12 @@ struct SlotQueue<Element> {
     /// Holds `host` to `limit` transfers at once (`perHost` or more: no limit of its own).
     mutating func setLimit(_ limit: Int, for host: String) {
         limits[host] = limit < perHost ? max(1, limit) : nil
+    }
+
+    /// Holds `host` to `limit` transfers at once (0: none start), below any
+    /// other limit it has; nil ends the hold.
+    mutating func setHold(_ limit: Int?, for host: String) {
+        holds[host] = limit.map { max(0, $0) }
     }
 
     /// Whether `host` runs one transfer until its connection answers.

@@ -244,7 +244,7 @@ public final class TransferEngine: Sendable {
     /// the run after the user has made room goes on from it, as curl -C -
     /// and aria2c do, instead of fetching gigabytes again.
     static func keepsPartial(after error: TransferError) -> Bool {
-        error.kind == .cancelled || error.kind == .hostUnreachable || error.isOutOfSpace || error.isRetryable
+        error.kind == .cancelled || error.kind == .hostGivenUp || error.isOutOfSpace || error.isRetryable
     }
 
     /// Fetches a small response into memory (up to `maxBytes`), with the same
@@ -425,7 +425,7 @@ public final class TransferEngine: Sendable {
                 }
                 // The last of several tries: say so, or "HTTP 500" reads as if it was tried once.
                 // (A host given up says how long it was tried, not this URL's share.)
-                guard requests > 1, error.kind != .hostUnreachable else { throw error }
+                guard requests > 1, error.kind != .hostGivenUp else { throw error }
                 throw TransferError(error.kind, "\(error.message) (after \(requests) attempts)", retryAfter: error.retryAfter)
             }
             // A 429 or 503 that says when to come back is the server's schedule,

@@ -28,9 +28,11 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// The server's TLS certificate is not trusted (or the local TLS setup
         /// is broken): asking again gets the same certificate.
         case certificate(curlCode: Int)
-        /// Not tried (or not tried again): every attempt at the host has
-        /// failed without an answer for a while (see `HostReachability`).
-        case hostUnreachable
+        /// Not tried (or not tried again): the host was given up. Every
+        /// attempt at it failed without an answer for a while (see
+        /// `HostReachability`), or it asked to wait longer than mediafetch
+        /// waits (see `HostRateLimits`).
+        case hostGivenUp
     }
 
     public let kind: Kind
@@ -51,7 +53,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         switch kind {
         case .http(let status): return status == 408 || status == 429 || (500...599).contains(status)
         case .network, .timeout, .protocolViolation: return true
-        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate, .hostUnreachable:
+        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate, .hostGivenUp:
             return false
         }
     }

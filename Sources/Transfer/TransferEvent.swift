@@ -48,6 +48,11 @@ public enum TransferEvent: Sendable {
     /// most `connections` transfers at once while it keeps to that (below `--per-host`),
     /// trying one more now and then. Sent once a host.
     case hostLimited(host: String, connections: Int)
+    /// A host answered 429 Too Many Requests: none of its transfers start
+    /// for `seconds`, then one goes alone until it is answered (see
+    /// `HostRateLimits`). Sent when a pause begins, not when a 429 during
+    /// it makes it longer.
+    case hostPaused(host: String, seconds: Double)
     /// Throttled progress, sent on the engine's clock even when no bytes arrive.
     case progress(EngineSnapshot)
     /// The engine shut down; nothing follows.

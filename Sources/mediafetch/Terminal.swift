@@ -205,6 +205,7 @@ struct ProgressPrinter {
     /// Consumes the job's events until `.finished`.
     func consume(_ events: AsyncStream<JobEvent>) async {
         let live = mode.showsStatusLine
+        var pausedHosts: Set<String> = []
         func showStatus(_ progress: RunProgress) {
             StatusLine.shared.draw(ProgressText.fittedStatus(progress, columns: Terminal.stderrColumns))
         }
@@ -222,6 +223,11 @@ struct ProgressPrinter {
                 Terminal.error("failed \(url): \(reason)")
             case .hostLimited(let host, let connections):
                 Terminal.notice(ProgressText.hostLimitedNote(host: host, connections: connections), progress: mode)
+            case .hostPaused(let host, let seconds):
+                // Once a host: a host that keeps a pace pauses it again and again.
+                if pausedHosts.insert(host).inserted {
+                    Terminal.notice(ProgressText.hostPausedNote(host: host, seconds: seconds), progress: mode)
+                }
             case .finished(let report):
                 StatusLine.shared.clear()
                 if mode != .none { Terminal.writeErr(ProgressText.summary(report) + "\n") }

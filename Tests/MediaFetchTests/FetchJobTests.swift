@@ -612,7 +612,7 @@ import Transfer
                     case .failed: kinds.append("failed")
                     case .retrying: kinds.append("retrying")
                     case .finished: kinds.append("finished")
-                    case .progress, .hostLimited: break
+                    case .progress, .hostLimited, .hostPaused: break
                     }
                 }
                 return kinds

@@ -27,7 +27,7 @@ import TestSupport
                                                       started: start + .seconds(30), at: start + .seconds(31))
         #expect(gaveUp)
         let refusal = reachability.refusal(for: "dead.test:80", transfer: url, at: start + .seconds(31))
-        #expect(refusal?.kind == .hostUnreachable)
+        #expect(refusal?.kind == .hostGivenUp)
         #expect(refusal?.isRetryable == false)
         #expect(refusal?.message == "given up: no connection to dead.test:80 in 31 s of trying "
             + "(Could not resolve host: dead.test); its URLs fail at once until it answers again (one is let through every 5 s)")
@@ -216,7 +216,7 @@ import TestSupport
     }
 
     @Test func aGivenUpItemKeepsWhatItHadDownloaded() {
-        #expect(TransferEngine.keepsPartial(after: TransferError(.hostUnreachable, "given up")))
+        #expect(TransferEngine.keepsPartial(after: TransferError(.hostGivenUp, "given up")))
     }
 
     private final class RetryTimes: Sendable {
@@ -255,7 +255,7 @@ import TestSupport
     private func giveUp(_ base: String, on engine: TransferEngine) async -> Bool {
         for round in 0..<20 {
             let results = await runBatch((0..<10).map { "\(base)/round\(round)-\($0).jpg" }, on: engine)
-            if results.values.contains(where: { $0.errorKind == .hostUnreachable }) { return true }
+            if results.values.contains(where: { $0.errorKind == .hostGivenUp }) { return true }
         }
         return false
     }
@@ -286,7 +286,7 @@ import TestSupport
             for index in 0..<1000 {
                 guard case .failure(let error) = results[index] else { Issue.record("dead URL \(index) succeeded"); continue }
                 switch error.kind {
-                case .hostUnreachable:
+                case .hostGivenUp:
                     givenUp += 1
                     #expect(error.message.hasPrefix("given up: no connection to 127.0.0.1:1 in "))
                 case .network(let code):
@@ -332,7 +332,7 @@ import TestSupport
             var givenUp = 0
             for index in urls.indices {
                 guard case .failure(let error) = results[index] else { Issue.record("URL \(index) succeeded"); continue }
-                if error.kind == .hostUnreachable {
+                if error.kind == .hostGivenUp {
                     givenUp += 1
                     #expect(error.message.hasPrefix("given up: no answer from 127.0.0.1:\(silent.port) in "), "\(error.message)")
                 } else {
@@ -401,7 +401,7 @@ import TestSupport
             // URLs that come one by one meanwhile: failures further apart than
             // the patience would start its count again)
             var later: [Task<Void, Never>] = []
-            for index in 0..<40 where !times.ended.withLock({ $0.values.contains { $0.1.errorKind == .hostUnreachable } }) {
+            for index in 0..<40 where !times.ended.withLock({ $0.values.contains { $0.1.errorKind == .hostGivenUp } }) {
                 later.append(Task { await download([dead.url("/later\(index).jpg")]) })
                 try await Task.sleep(for: .milliseconds(250))
             }
@@ -414,7 +414,7 @@ import TestSupport
                     Issue.record("\(url) did not end")
                     continue
                 }
-                #expect(result.errorKind == .hostUnreachable, "\(url): \(result)")
+                #expect(result.errorKind == .hostGivenUp, "\(url): \(result)")
                 // Its retry was due 10 s or more after it failed; the second is room for the events' delivery.
                 #expect(time < due - .seconds(1), "\(url) ended \(time - due) after its retry was due")
             }
@@ -422,7 +422,7 @@ import TestSupport
             // (it went to sleep after the wake, and slept out its retries as the attempt let through)
             for index in later.indices {
                 let result = times.ended.withLock { $0[dead.url("/later\(index).jpg")]?.1 }
-                #expect(result?.errorKind == .hostUnreachable, "later URL \(index): \(String(describing: result))")
+                #expect(result?.errorKind == .hostGivenUp, "later URL \(index): \(String(describing: result))")
             }
         }
     }
@@ -491,7 +491,7 @@ import TestSupport
             // Then they ended given up while the long bodies were still coming
             #expect(longEnded.byIndex.withLock { $0.isEmpty })
             let ended = results.byIndex.withLock { $0 }
-            #expect(ended.values.allSatisfy { $0.errorKind == .hostUnreachable }, "\(ended)")
+            #expect(ended.values.allSatisfy { $0.errorKind == .hostGivenUp }, "\(ended)")
             batch.cancel()
             for task in long { task.cancel() }
             await batch.value

@@ -46,6 +46,25 @@ import Testing
         #expect(queue.runningPerHost == ["small": 4, "big": 4])
     }
 
+    @Test func aPausedHostStartsNothingThenOneThenAllWhileOthersGoOn() {
+        var queue = SlotQueue<String>(total: 16, perHost: 4)
+        for index in 0..<6 { queue.enqueue("paused\(index)", host: "paused") }
+        queue.enqueue("free0", host: "free")
+        queue.setLimit(3, for: "paused")
+        // Paused: none of its transfers start, the other host's do.
+        queue.setHold(0, for: "paused")
+        #expect(drain(&queue) == ["free0"])
+        // Its wait over: one goes alone, below its own limit.
+        queue.setHold(1, for: "paused")
+        #expect(drain(&queue) == ["paused0"])
+        queue.release(host: "paused")
+        #expect(drain(&queue) == ["paused1"])
+        // Answered: back to its own limit (3 of --per-host 4).
+        queue.setHold(nil, for: "paused")
+        #expect(drain(&queue) == ["paused2", "paused3"])
+        #expect(queue.runningPerHost["paused"] == 3)
+    }
+
     @Test func anHTTPSHostRunsOneTransferUntilItsConnectionAnswers() {
         var queue = SlotQueue<String>(total: 16, perHost: 8)
         for index in 0..<4 { queue.enqueue("tls\(index)", host: "tls", probeFirst: true) }

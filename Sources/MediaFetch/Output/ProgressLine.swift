@@ -51,6 +51,8 @@ public enum ProgressJSON {
                       "delaySeconds": .number(delay), "reason": .string(RedactedURL.inText(reason))]
         case .hostLimited(let host, let connections):
             fields = ["event": .string("hostLimited"), "host": .string(host), "connections": .integer(connections)]
+        case .hostPaused(let host, let seconds):
+            fields = ["event": .string("hostPaused"), "host": .string(host), "seconds": .number(seconds)]
         case .finished(let report):
             fields = [
                 "event": .string("finished"), "total": .integer(report.total), "downloaded": .integer(report.downloaded),
@@ -85,6 +87,12 @@ public enum ProgressText {
         let many = connections == 1 ? "1 connection" : "\(connections) connections"
         return "\(host) takes \(many) at a time and turns more away: it gets \(connections) "
             + "at a time while it does (one more is tried now and then)"
+    }
+
+    /// The note for a host that answered 429 Too Many Requests (`JobEvent.hostPaused`), told once a host.
+    public static func hostPausedNote(host: String, seconds: Double) -> String {
+        "\(host) asks for fewer requests (429 Too Many Requests): its URLs wait \(NumberText.wait(seconds.rounded(.up))), "
+            + "then one goes alone until it is served (and so each time it asks)"
     }
 
     /// The live status line (no newline): every field at its longest.

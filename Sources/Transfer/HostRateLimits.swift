@@ -1,0 +1,133 @@
+/// Pauses a host that answers 429 Too Many Requests, as a whole, for as long
+/// as it asks, and gives it up when it keeps asking for longer than
+/// mediafetch waits.
+///
+/// Each URL honoured its own 429's `Retry-After` (using up no retry for it),
+/// but the host's other URLs went on asking in turn, and were sent away in
+/// turn: against a server answering 429 for a few seconds after each request
+/// it served, 60 URLs made 231 requests, 171 of them answered 429. And a host
+/// that answered 429 to everything held each of its URLs through waits of up
+/// to `maxRetryAfter` (10 min) apiece, `--per-host` at a time: hours for a
+/// list of hundreds.
+///
+/// A 429 (not one after a redirect: that is another host's) pauses its host.
+/// No transfer of it starts until the wait it asked for is over
+/// (`Retry-After`, at least `firstWait`; without one, a backoff from
+/// `firstWait` that doubles with each such 429 of the spell, up to
+/// `maxWait`); transfers already running go on. Then one goes alone, and
+/// the host's other transfers follow once that one is answered with anything
+/// but 429. A 429 to any transfer pauses the host again. A host that has
+/// asked to wait for longer than `longest` since it last served a transfer
+/// (counting the wait it asks for now), or that asks for longer at once, is
+/// given up for the rest of the run: its URLs fail at once, saying so.
+///
+/// Owned by the engine's loop thread, like `SlotQueue`: no locks. While no
+/// host is paused, an answer costs one `isEmpty` check.
+struct HostRateLimits {
+    /// The longest a host may keep its URLs waiting (`--retries`' longest `Retry-After`).
+    let longest: Duration
+    /// The shortest pause, and the first one of a 429 without `Retry-After`.
+    let firstWait: Duration
+    /// The longest pause a 429 without `Retry-After` brings.
+    let maxWait: Duration
+
+    private struct Pause {
+        /// When the host's transfers may go again (one first).
+        var until: ContinuousClock.Instant
+        /// The spell's first 429: the host has served nothing asked for since.
+        let since: ContinuousClock.Instant
+        /// The last 429: a transfer started before it says nothing by its answer.
+        var lastAsked: ContinuousClock.Instant
+        /// 429s without `Retry-After` in this spell (the backoff's step).
+        var unscheduled = 0
+        /// Whether the pause is over and one transfer goes alone.
+        var trying = false
+    }
+
+    private var paused: [String: Pause] = [:]
+    private var givenUp: [String: TransferError] = [:]
+
+    /// What a 429 does to its host.
+    enum Change: Equatable {
+        /// Its transfers wait `seconds` (from now); `first` when the host was
+        /// not paused already (a new spell, to tell of).
+        case pause(seconds: Double, first: Bool)
+        /// It is given up: its URLs end with this error.
+        case giveUp(TransferError)
+    }
+
+    init(longest: Duration = .seconds(600), firstWait: Duration = .milliseconds(500), maxWait: Duration = .seconds(30)) {
+        self.longest = longest
+        self.firstWait = firstWait
+        self.maxWait = max(firstWait, maxWait)
+    }
+
+    /// `host` answered 429, asking to wait `retryAfter` seconds (nil when it
+    /// did not say).
+    mutating func askedToWait(_ host: String, retryAfter: Double?, at now: ContinuousClock.Instant) -> Change {
+        if let refusal = givenUp[host] { return .giveUp(refusal) }
+        let existing = paused[host]
+        var pause = existing ?? Pause(until: now, since: now, lastAsked: now)
+        let wait: Duration
+        if let retryAfter {
+            guard retryAfter <= longest.seconds else {
+                return giveUp(host, "answered 429 Too Many Requests and asked to wait \(NumberText.wait(retryAfter))")
+            }
+            wait = max(firstWait, .milliseconds(Int(retryAfter * 1000)))
+        } else {
+            pause.unscheduled += 1
+            let doubled = firstWait.seconds * Double(1 << min(pause.unscheduled - 1, 20))
+            wait = min(maxWait, .milliseconds(Int(doubled * 1000)))
+        }
+        let until = max(pause.until, now + wait)
+        guard until - pause.since <= longest else {
+            let spell = NumberText.wait((now - pause.since).seconds.rounded(.down))
+            return giveUp(host, "answered only 429 Too Many Requests for \(spell), and asks to wait "
+                + NumberText.wait((until - now).seconds.rounded(.up)) + " more")
+        }
+        pause.until = until
+        pause.lastAsked = now
+        pause.trying = false
+        paused[host] = pause
+        return .pause(seconds: (until - now).seconds, first: existing == nil)
+    }
+
+    /// Ends `host`'s spell and keeps the reason its URLs fail with.
+    private mutating func giveUp(_ host: String, _ what: String) -> Change {
+        paused[host] = nil
+        let refusal = TransferError(.hostGivenUp, "given up: \(host) \(what) (mediafetch waits "
+            + "\(NumberText.wait(longest.seconds)) at most); its URLs fail at once")
+        givenUp[host] = refusal
+        return .giveUp(refusal)
+    }
+
+    /// A transfer of `host` started at `started` was answered with a status
+    /// other than 429. Returns true when that ends the host's pause: it
+    /// started after the last 429 (a transfer asked for before then may
+    /// have been counted by the host before it began to refuse).
+    mutating func answered(_ host: String, started: ContinuousClock.Instant) -> Bool {
+        guard !paused.isEmpty, let pause = paused[host], started >= pause.lastAsked else { return false }
+        paused[host] = nil
+        return true
+    }
+
+    /// The paused hosts whose wait is over at `now`: each lets one transfer
+    /// go alone from now until it is answered.
+    mutating func due(at now: ContinuousClock.Instant) -> [String] {
+        guard !paused.isEmpty else { return [] }
+        var due: [String] = []
+        for (host, pause) in paused where !pause.trying && pause.until <= now {
+            paused[host]?.trying = true
+            due.append(host)
+        }
+        return due
+    }
+
+    /// What the attempts at `host` end with, it being given up; nil when it is not.
+    func refusal(for host: String) -> TransferError? {
+        givenUp.isEmpty ? nil : givenUp[host]
+    }
+
+    /// Whether `host` is paused now (waiting, or trying one transfer).
+    func isPaused(_ host: String) -> Bool { !paused.isEmpty && paused[host] != nil }
+}
