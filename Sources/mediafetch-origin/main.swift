@@ -1,11 +1,13 @@
 // mediafetch-origin: serves a directory over HTTP on 127.0.0.1 for demos and scripts.
 //
-//   mediafetch-origin --root DIR [--port N] [--port-file PATH]
+//   mediafetch-origin --root DIR [--port N] [--port-file PATH] [--rate-limit N[/SECONDS]]
 //   mediafetch-origin --make-samples DIR [--photos N]
 //
 // Prints `serving DIR at http://127.0.0.1:PORT` once listening, then serves until
 // SIGINT or SIGTERM. With --port 0 (the default) a free port is chosen; --port-file
-// writes it to PATH for scripts.
+// writes it to PATH for scripts. --rate-limit serves at most N requests in each
+// window of SECONDS (default 1) and answers the rest 429 Too Many Requests with
+// Retry-After, as a rate-limited API or CDN does.
 //
 // --make-samples fills DIR with real media to serve, and exits: N JPEG photos
 // (default 200, each with other bytes) in photos/, one of them again as
@@ -17,7 +19,7 @@ import SampleMedia
 import TestOrigin
 
 let usage = """
-    usage: mediafetch-origin --root DIR [--port N] [--port-file PATH]
+    usage: mediafetch-origin --root DIR [--port N] [--port-file PATH] [--rate-limit N[/SECONDS]]
            mediafetch-origin --make-samples DIR [--photos N]
     """
 
@@ -31,6 +33,7 @@ var port: UInt16 = 0
 var portFile: String?
 var samplesDirectory: String?
 var photoCount: Int?
+var rateLimit: (requests: Int, seconds: Double)?
 
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -44,6 +47,13 @@ while let argument = arguments.popFirst() {
     case "--port-file":
         guard let value = arguments.popFirst() else { fail("--port-file needs a path") }
         portFile = value
+    case "--rate-limit":
+        let parts = arguments.popFirst()?.split(separator: "/", omittingEmptySubsequences: false) ?? []
+        guard (1...2).contains(parts.count), let requests = Int(parts[0]), requests >= 0,
+              let seconds = parts.count == 2 ? Double(parts[1]) : 1, seconds > 0, seconds.isFinite else {
+            fail("--rate-limit needs N or N/SECONDS: N requests (0 or more) in each window of SECONDS (above 0)")
+        }
+        rateLimit = (requests, seconds)
     case "--make-samples":
         guard let value = arguments.popFirst() else { fail("--make-samples needs a directory") }
         samplesDirectory = value
@@ -83,7 +93,9 @@ func makeSamples(in directory: String, photos: Int) throws {
 }
 
 if let samplesDirectory {
-    guard root == nil, port == 0, portFile == nil else { fail("--make-samples writes files and exits: it takes no --root, --port or --port-file") }
+    guard root == nil, port == 0, portFile == nil, rateLimit == nil else {
+        fail("--make-samples writes files and exits: it takes no --root, --port, --port-file or --rate-limit")
+    }
     do {
         try makeSamples(in: samplesDirectory, photos: photoCount ?? 200)
     } catch {
@@ -110,6 +122,7 @@ do {
     FileHandle.standardError.write(Data("mediafetch-origin: \(error)\n".utf8))
     exit(1)
 }
+if let rateLimit { origin.limitRate(to: rateLimit.requests, per: rateLimit.seconds) }
 
 if let portFile {
     do {

@@ -269,6 +269,61 @@ import TestSupport
         }
     }
 
+    /// A host that serves 5 requests a second and answers the rest 429:
+    /// every URL arrives, and the run says once that the host is paused
+    /// (a note, or a JSON event each time a pause begins).
+    @Test(arguments: ["auto", "json"])
+    func aRateLimitedHostIsToldOfOnceAndLosesNothing(progress: String) async throws {
+        try await withOrigin { origin, directory in
+            origin.limitRate(to: 5, per: 1)
+            let urls = origin.addSlowPhotos(15, size: 3_000, seconds: 0.02)
+            let cache = directory.appending("cache")
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--progress", progress] + urls)
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(try await statsJSON(cache)["objects"] as? Int == 15)
+            let host = "127.0.0.1:\(origin.port)"
+            if progress == "json" {
+                let paused = jsonLines(result.stderr).filter { $0["event"] as? String == "hostPaused" }
+                #expect(!paused.isEmpty, "\(result.stderr)")
+                #expect(paused.allSatisfy { $0["host"] as? String == host && ($0["seconds"] as? Double ?? 0) >= 1 }, "\(paused)")
+            } else {
+                let notes = result.stderrLines.filter { $0.hasPrefix("mediafetch: note: ") }
+                #expect(notes == ["mediafetch: note: \(host) answered 429 Too Many Requests: its URLs wait 1 s, "
+                                  + "then go on once one is served (each time it asks)"])
+            }
+        }
+    }
+
+    /// A host that asks to wait two hours: mediafetch waits 10 min at most,
+    /// so the host is given up at its first answers, every URL fails with one
+    /// line saying why, and the summary names the host.
+    @Test func aHostAskingToWaitHoursIsGivenUpAndEveryURLSaysWhy() async throws {
+        try await withOrigin { origin, directory in
+            origin.limitRate(to: 0, per: 3_600, retryAfter: 7_200)
+            let urls = origin.addSlowPhotos(20, size: 3_000, seconds: 0.02)
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache")] + urls)
+
+            #expect(result.status == 1)
+            let host = "127.0.0.1:\(origin.port)"
+            let failures = result.stderrLines.filter { $0.hasPrefix("mediafetch: failed ") }
+            #expect(failures.count == 20, "\(result.stderr)")
+            let untried = failures.filter {
+                $0.hasSuffix(": given up: \(host) answered 429 Too Many Requests and asked to wait 2 h "
+                             + "(mediafetch waits 10 min at most); its URLs fail at once")
+            }
+            let asked = failures.filter {
+                $0.hasSuffix(": HTTP 429 Too Many Requests (the server asked to wait 2 h before trying again; "
+                             + "mediafetch waits 10 min at most)")
+            }
+            #expect(untried.count + asked.count == 20, "\(failures)")
+            #expect(asked.count <= 8, "\(failures)")
+            #expect(origin.requests().count <= 8)
+            #expect(result.stderr.contains("0 downloaded, 0 already cached, 20 failed"), "\(result.stderr)")
+            #expect(result.stderr.contains("\(untried.count) of them at a host given up: \(host)"), "\(result.stderr)")
+        }
+    }
+
     @Test func anInternationalHostNameWorksInAnyLocale() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/mapa.jpg", data: fixtureBytes(count: 4000, seed: 54))

@@ -250,12 +250,32 @@ import TestSupport
         }
     }
 
-    /// A host that takes fewer connections than `--per-host`: the note comes
-    /// once, above the status line, which stays live below it; the summary
-    /// follows the note at the end.
-    @Test func aHostThatTurnsConnectionsAwayIsNotedAboveTheStatusLine() async throws {
+    /// What a host does that the run tells of in a note.
+    enum HostLimit: Sendable {
+        /// It takes 2 connections and resets the rest.
+        case connections
+        /// It serves 20 requests a second and answers the rest 429.
+        case rate
+    }
+
+    /// A host that takes fewer connections than `--per-host`, or asks for
+    /// fewer requests (429): the note comes once, above the status line,
+    /// which stays live below it; the summary follows the note at the end.
+    @Test(arguments: [HostLimit.connections, .rate])
+    func aHostThatLimitsUsIsNotedAboveTheStatusLine(limit: HostLimit) async throws {
         try await withOrigin { origin, directory in
-            origin.limitConnections(to: 2)
+            let host = "127.0.0.1:\(origin.port)"
+            let note: String
+            switch limit {
+            case .connections:
+                origin.limitConnections(to: 2)
+                note = "mediafetch: note: \(host) takes 2 connections at a time and turns more away: it gets 2 at a time "
+                    + "while it does (one more is tried now and then)"
+            case .rate:
+                origin.limitRate(to: 20, per: 1)
+                note = "mediafetch: note: \(host) answered 429 Too Many Requests: its URLs wait 1 s, "
+                    + "then go on once one is served (each time it asks)"
+            }
             let urls = origin.addSlowPhotos(80, size: 3_000, seconds: 0.04)
             let list = directory.appending("list.txt")
             try urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
@@ -265,9 +285,6 @@ import TestSupport
             let during = try await screen(session, in: directory) { $0.contains("note:") || $0.contains("EXIT=") }
             let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
 
-            let host = "127.0.0.1:\(origin.port)"
-            let note = "mediafetch: note: \(host) takes 2 connections at a time and turns more away: it gets 2 at a time "
-                + "while it does (one more is tried now and then)"
             let rows = during.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             let noted = try #require(rows.firstIndex(of: note), "\(rows)")
             // The status line is drawn again below the note (unless the run ended meanwhile).

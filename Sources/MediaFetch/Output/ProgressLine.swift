@@ -91,8 +91,8 @@ public enum ProgressText {
 
     /// The note for a host that answered 429 Too Many Requests (`JobEvent.hostPaused`), told once a host.
     public static func hostPausedNote(host: String, seconds: Double) -> String {
-        "\(host) asks for fewer requests (429 Too Many Requests): its URLs wait \(NumberText.wait(seconds.rounded(.up))), "
-            + "then one goes alone until it is served (and so each time it asks)"
+        "\(host) answered 429 Too Many Requests: its URLs wait \(NumberText.wait(seconds.rounded(.up))), "
+            + "then go on once one is served (each time it asks)"
     }
 
     /// The live status line (no newline): every field at its longest.
