@@ -129,6 +129,8 @@ final class Attempt: @unchecked Sendable {
     /// since: under `--limit-rate` they say how long libcurl may hold it back.
     var startedAt = ContinuousClock.now
     var receivedThisAttempt: Int64 = 0
+    /// The first response's head is complete (see `receiveHeader`).
+    var hostAnswered = false
 
     /// Whether nothing has arrived for longer than `limit`. Under a rate limit
     /// libcurl pauses a transfer that got ahead of the rate until the average
@@ -194,6 +196,13 @@ final class Attempt: @unchecked Sendable {
         lastActivity = .now
         speedWindowBytes += Int64(line.count)
         head.consume(bytes: line)
+        if !hostAnswered, head.isComplete || head.endedInRedirect {
+            // The host's own answer (the first response: a redirect's target
+            // may be another host). A paused host goes on from its head, not
+            // from the end of its body (see `HostRateLimits`).
+            hostAnswered = true
+            if counters.watchingRateLimits, head.status != 429 { counters.rateLimitAnswers.append((host, startedAt)) }
+        }
         if head.endedInRedirect, connected {
             // libcurl follows it, maybe to another host: connecting again.
             connected = false
@@ -330,6 +339,12 @@ final class LoopCounters: @unchecked Sendable {
     /// Hosts whose probing transfer's connection has answered since the loop
     /// last looked (see `SlotQueue` and `Attempt.connectionAnswered`).
     var answeredHosts: [String] = []
+    /// Whether a host is paused for a 429 (see `HostRateLimits`): only then
+    /// do response heads note their host in `rateLimitAnswers`.
+    var watchingRateLimits = false
+    /// Hosts whose transfer (started then) had a response head other than
+    /// 429 since the loop last looked, while `watchingRateLimits`.
+    var rateLimitAnswers: [(host: String, started: ContinuousClock.Instant)] = []
     /// Transfers whose sink was full since the loop last looked (see `Attempt.receiveBody`).
     var newlyPaused: [Attempt] = []
     /// Time the loop thread spent in body writes that may not pause (HTTP/2),
@@ -486,7 +501,8 @@ final class CurlLoop: Sendable {
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
         var concurrency = HostConcurrency(ceiling: configuration.maxTransfersPerHost)
-        var rateLimits = HostRateLimits(longest: .milliseconds(Int(configuration.retry.maxRetryAfter * 1000)))
+        // (Clamped: a library caller's huge or infinite wait would trap in the conversion.)
+        var rateLimits = HostRateLimits(longest: .milliseconds(Int(min(max(0, configuration.retry.maxRetryAfter), 1e9) * 1000)))
         var reachability = configuration.unreachableHostPatience.map {
             HostReachability(patience: .milliseconds(Int($0 * 1000)),
                              trialInterval: configuration.unreachableHostTrialInterval.map { .milliseconds(Int($0 * 1000)) })
@@ -536,8 +552,8 @@ final class CurlLoop: Sendable {
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
             if !cancelled {
                 ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code)
-                ended.pausedHost = noteRateLimit(of: attempt, redirected: ended.redirects > 0)
             }
+            ended.pausedHost = noteRateLimit(of: attempt, ended, cancelled: cancelled)
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -648,15 +664,23 @@ final class CurlLoop: Sendable {
             return concurrency.wasForWantOfRoom(host, how: how, started: attempt.startedAt, otherServing: serving)
         }
 
-        /// Tells `rateLimits` what an attempt's answer says of its host's
-        /// pace: a 429 pauses the host (or gives it up), any other answer
-        /// to a transfer started since ends its pause. Returns true when the
-        /// attempt paused its host.
-        func noteRateLimit(of attempt: Attempt, redirected: Bool) -> Bool {
+        /// Tells `rateLimits` what an attempt's end says of its host's pace:
+        /// a 429 pauses the host (or gives it up), any other answer to a
+        /// transfer started since ends its pause (one whose head came is
+        /// already counted: see `receiveHeader`), and an attempt that goes
+        /// alone after a pause and ends with no answer passes its turn on.
+        /// Returns true when the attempt paused its host.
+        func noteRateLimit(of attempt: Attempt, _ outcome: AttemptOutcome, cancelled: Bool) -> Bool {
             let host = attempt.host, status = attempt.head.status
-            guard status != 0 else { return false }
-            // (A redirect's 429 is its target's, another host's.)
-            guard status == 429, !redirected else {
+            defer { counters.watchingRateLimits = !rateLimits.isEmpty }
+            guard status != 0, !cancelled else {
+                if rateLimits.endedUnanswered(host, started: attempt.startedAt) { slots.setHold(1, for: host) }
+                return false
+            }
+            // A redirect's 429 is its target's: this host's only where it redirected to itself.
+            let own = outcome.redirects == 0
+                || (status == 429 && outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey } == host)
+            guard status == 429, own else {
                 if rateLimits.answered(host, started: attempt.startedAt) { slots.setHold(nil, for: host) }
                 return false
             }
@@ -711,6 +735,13 @@ final class CurlLoop: Sendable {
         func startReady() {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
+            if !counters.rateLimitAnswers.isEmpty {
+                for (host, started) in counters.rateLimitAnswers where rateLimits.answered(host, started: started) {
+                    slots.setHold(nil, for: host)
+                }
+                counters.rateLimitAnswers.removeAll(keepingCapacity: true)
+                counters.watchingRateLimits = !rateLimits.isEmpty
+            }
             while let (attempt, host) = slots.next() {
                 if let refusal = refusalInstead(of: attempt) {
                     slots.release(host: host)

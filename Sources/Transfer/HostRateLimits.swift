@@ -10,16 +10,19 @@
 /// to `maxRetryAfter` (10 min) apiece, `--per-host` at a time: hours for a
 /// list of hundreds.
 ///
-/// A 429 (not one after a redirect: that is another host's) pauses its host.
-/// No transfer of it starts until the wait it asked for is over
-/// (`Retry-After`, at least `firstWait`; without one, a backoff from
+/// A 429 (not one after a redirect to another host: that is the target's)
+/// pauses its host. No transfer of it starts until the wait it asked for is
+/// over (`Retry-After`, at least `firstWait`; without one, a backoff from
 /// `firstWait` that doubles with each such 429 of the spell, up to
-/// `maxWait`); transfers already running go on. Then one goes alone, and
-/// the host's other transfers follow once that one is answered with anything
-/// but 429. A 429 to any transfer pauses the host again. A host that has
-/// asked to wait for longer than `longest` since it last served a transfer
-/// (counting the wait it asks for now), or that asks for longer at once, is
-/// given up for the rest of the run: its URLs fail at once, saying so.
+/// `maxWait`); transfers already running go on. Then one more starts, alone
+/// (those begun before the pause may still run: they do not hold it back),
+/// and the host's other transfers follow as soon as its response head says
+/// anything but 429, not when its body ends. One that ends with no answer
+/// (a reset, a stop) passes its turn to the next. A 429 to any transfer
+/// pauses the host again. A host that has asked to wait for longer than
+/// `longest` since it last served a transfer (counting the wait it asks for
+/// now), or that asks for longer at once, is given up for the rest of the
+/// run: its URLs fail at once, saying so.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks. While no
 /// host is paused, an answer costs one `isEmpty` check.
@@ -71,7 +74,8 @@ struct HostRateLimits {
         let wait: Duration
         if let retryAfter {
             guard retryAfter <= longest.seconds else {
-                return giveUp(host, "answered 429 Too Many Requests and asked to wait \(NumberText.wait(retryAfter))")
+                let (asked, limit) = NumberText.distinctWaits(retryAfter, longest.seconds)
+                return giveUp(host, "answered 429 Too Many Requests and asked to wait \(asked)", limit: limit)
             }
             wait = max(firstWait, .milliseconds(Int(retryAfter * 1000)))
         } else {
@@ -81,9 +85,9 @@ struct HostRateLimits {
         }
         let until = max(pause.until, now + wait)
         guard until - pause.since <= longest else {
-            let spell = NumberText.wait((now - pause.since).seconds.rounded(.down))
+            let (spell, limit) = NumberText.distinctWaits((now - pause.since).seconds.rounded(.down), longest.seconds)
             return giveUp(host, "answered only 429 Too Many Requests for \(spell), and asks to wait "
-                + NumberText.wait((until - now).seconds.rounded(.up)) + " more")
+                + NumberText.wait((until - now).seconds.rounded(.up)) + " more", limit: limit)
         }
         pause.until = until
         pause.lastAsked = now
@@ -93,10 +97,10 @@ struct HostRateLimits {
     }
 
     /// Ends `host`'s spell and keeps the reason its URLs fail with.
-    private mutating func giveUp(_ host: String, _ what: String) -> Change {
+    private mutating func giveUp(_ host: String, _ what: String, limit: String) -> Change {
         paused[host] = nil
         let refusal = TransferError(.hostGivenUp, "given up: \(host) \(what) (mediafetch waits "
-            + "\(NumberText.wait(longest.seconds)) at most); its URLs fail at once")
+            + "\(limit) at most); its URLs fail at once")
         givenUp[host] = refusal
         return .giveUp(refusal)
     }
@@ -110,6 +114,18 @@ struct HostRateLimits {
         paused[host] = nil
         return true
     }
+
+    /// A transfer of `host` started at `started` ended without an answer (a
+    /// failure to connect, a reset, a stop). Returns true when it was the one
+    /// going alone after the pause (nothing else of the host has started
+    /// since its last 429): its turn passes to the next transfer.
+    func endedUnanswered(_ host: String, started: ContinuousClock.Instant) -> Bool {
+        guard !paused.isEmpty, let pause = paused[host], pause.trying else { return false }
+        return started >= pause.lastAsked
+    }
+
+    /// Whether any host is paused: while none is, answers need not be looked at.
+    var isEmpty: Bool { paused.isEmpty }
 
     /// The paused hosts whose wait is over at `now`: each lets one transfer
     /// go alone from now until it is answered.

@@ -23,6 +23,15 @@ public enum NumberText {
         }
     }
 
+    /// Two waits as `wait` words them, or both in whole seconds (the first
+    /// rounded up) where those texts would read the same: "asked to wait 10
+    /// min; mediafetch waits 10 min at most" says nothing, "601 s; 600 s" does.
+    public static func distinctWaits(_ first: Double, _ second: Double) -> (String, String) {
+        let texts = (wait(first), wait(second))
+        guard texts.0 == texts.1, first != second else { return texts }
+        return (seconds(first.rounded(.up)), seconds(second))
+    }
+
     /// Seconds as given: "30 s" for whole ones, else one decimal ("0.3 s").
     public static func seconds(_ value: Double) -> String {
         let whole = value.rounded()

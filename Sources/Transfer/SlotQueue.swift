@@ -33,8 +33,11 @@ struct SlotQueue<Element> {
     private var probed: Set<String> = []
     /// Hosts held below `perHost` (see `HostConcurrency`).
     private var limits: [String: Int] = [:]
-    /// Hosts paused (0) or trying one transfer after a pause (1), whatever
-    /// their other limits (see `HostRateLimits`).
+    /// Hosts paused: how many more transfers each may start (0 while it is
+    /// paused, 1 when one goes alone after a pause), however many of its
+    /// transfers run already, within its other limits (see `HostRateLimits`).
+    /// A start, not a cap: transfers begun before the pause may run on
+    /// without keeping the one that goes alone from starting.
     private var holds: [String: Int] = [:]
 
     init(total: Int, perHost: Int) {
@@ -58,8 +61,8 @@ struct SlotQueue<Element> {
         var best: (host: String, sequence: UInt64)?
         // Linear in the number of hosts with waiters: a handful in practice.
         for (host, queue) in waiting {
-            var limit = probing.contains(host) ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
-            if !holds.isEmpty, let hold = holds[host] { limit = min(limit, hold) }
+            let limit = probing.contains(host) ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
+            if !holds.isEmpty, let allowed = holds[host], allowed <= 0 { continue }
             guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
             if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }
         }
@@ -68,6 +71,7 @@ struct SlotQueue<Element> {
         waitingCount -= 1
         running += 1
         runningPerHost[host, default: 0] += 1
+        if !holds.isEmpty, let allowed = holds[host] { holds[host] = allowed - 1 }
         return (taken.element, host)
     }
 
@@ -76,10 +80,10 @@ struct SlotQueue<Element> {
         limits[host] = limit < perHost ? max(1, limit) : nil
     }
 
-    /// Holds `host` to `limit` transfers at once (0: none start), below any
-    /// other limit it has; nil ends the hold.
-    mutating func setHold(_ limit: Int?, for host: String) {
-        holds[host] = limit.map { max(0, $0) }
+    /// Lets `host` start `starts` more transfers and no more (0: none), within
+    /// its other limits, whatever of it runs already; nil ends the hold.
+    mutating func setHold(_ starts: Int?, for host: String) {
+        holds[host] = starts.map { max(0, $0) }
     }
 
     /// Whether `host` runs one transfer until its connection answers.

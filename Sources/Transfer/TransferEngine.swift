@@ -414,12 +414,7 @@ public final class TransferEngine: Sendable {
                 ?? configuration.retry.delay(beforeRetry: attempt, after: error)
             guard let delay = computedDelay else {
                 if let asked = configuration.retry.refusedWait(before: attempt, after: error) {
-                    // In seconds where the rounded texts would be the same ("10 min" and "10 min").
-                    var askedText = NumberText.wait(asked), limitText = NumberText.wait(configuration.retry.maxRetryAfter)
-                    if askedText == limitText {
-                        askedText = NumberText.seconds(asked.rounded(.up))
-                        limitText = NumberText.seconds(configuration.retry.maxRetryAfter)
-                    }
+                    let (askedText, limitText) = NumberText.distinctWaits(asked, configuration.retry.maxRetryAfter)
                     throw TransferError(error.kind, "\(error.message) (the server asked to wait \(askedText) "
                         + "before trying again; mediafetch waits \(limitText) at most)")
                 }

@@ -17,6 +17,12 @@ import TestSupport
     /// three quick retries and `longestWait` as the longest `Retry-After` honoured.
     private func download(_ urls: [String], longestWait: Double = 600,
                           directory: TemporaryDirectory) async throws -> [Int: Result<DownloadedBody, TransferError>] {
+        try await downloadInOrder(urls, longestWait: longestWait, directory: directory).results
+    }
+
+    /// `download`, with the indexes in the order their items ended and the engine's events.
+    private func downloadInOrder(_ urls: [String], longestWait: Double = 600, directory: TemporaryDirectory) async throws
+        -> (results: [Int: Result<DownloadedBody, TransferError>], order: [Int], events: [TransferEvent]) {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05, maxRetryAfter: longestWait)
         configuration.maxConcurrentTransfers = 8
@@ -24,12 +30,17 @@ import TestSupport
         let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
         defer { engine.shutdown() }
         let results = Results()
+        let order = Mutex<[Int]>([])
         await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
             if case .success(let body) = result { body.file.release() }
             results.byIndex.withLock { $0[index] = result }
+            order.withLock { $0.append(index) }
             ready()
         }
-        return results.byIndex.withLock { $0 }
+        engine.shutdown()
+        var events: [TransferEvent] = []
+        for await event in engine.events { events.append(event) }
+        return (results.byIndex.withLock { $0 }, order.withLock { $0 }, events)
     }
 
     private func photos(_ count: Int, of origin: TestOrigin, named name: String = "photo") -> [String] {
@@ -115,5 +126,85 @@ import TestSupport
             }, "\(untried.first ?? "")")
             #expect(origin.requests().count <= 8, "\(origin.requests().count) requests")
         }
+    }
+
+    /// After a pause, the transfer that goes alone started only once fewer
+    /// of the host's transfers ran than one (those begun before the 429 held
+    /// it back, a long video for minutes), and the others followed only when
+    /// its whole body was in. Now it starts when the wait is over, and the
+    /// others follow at its response head: the quick photos end long before
+    /// the long bodies begun before the pause, and before the one that went alone.
+    @Test func aPauseEndsAtTheHeadOfTheTransferThatGoesAloneWhateverRunsAlready() async throws {
+        try await withOrigin { origin, directory in
+            let long = (0..<3).map { index -> String in
+                let path = "/long\(index).jpg"
+                origin.addResource(path, data: fixtureBytes(count: 40_000, seed: UInt64(100 + index)))
+                origin.setFault(path, .slow(bytesPerSecond: 10_000))
+                return origin.url(path)
+            }
+            origin.addResource("/limited.jpg", data: fixtureBytes(count: 8_000, seed: 200))
+            origin.setFault("/limited.jpg", .status(429, retryAfter: 1), times: 1)
+            // Quick enough to end after the 429 has paused the host, so that
+            // what follows them in the list waits for the pause.
+            let early = (0..<4).map { index -> String in
+                let path = "/early\(index).jpg"
+                origin.addResource(path, data: fixtureBytes(count: 8_000, seed: UInt64(300 + index)))
+                origin.setFault(path, .slow(bytesPerSecond: 20_000))
+                return origin.url(path)
+            }
+            origin.addResource("/alone.jpg", data: fixtureBytes(count: 30_000, seed: 400))
+            origin.setFault("/alone.jpg", .slow(bytesPerSecond: 10_000))
+            let quick = photos(4, of: origin, named: "quick")
+            let urls = long + [origin.url("/limited.jpg")] + early + [origin.url("/alone.jpg")] + quick
+
+            let (results, order, events) = try await downloadInOrder(urls, directory: directory)
+
+            let failed = results.filter { (try? $0.value.get()) == nil }
+            #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first.map { "\($0.value)" } ?? "")")
+            #expect(events.contains { if case .hostPaused = $0 { true } else { false } })
+            let aloneIndex = urls.firstIndex(of: origin.url("/alone.jpg")) ?? -1
+            let position = { (index: Int) in order.firstIndex(of: index) ?? Int.max }
+            let lastQuick = quick.compactMap { urls.firstIndex(of: $0) }.map(position).max() ?? Int.max
+            let firstLong = (0..<long.count).map(position).min() ?? -1
+            #expect(lastQuick < firstLong, "ended in the order \(order.map { urls[$0].split(separator: "/").last ?? "" })")
+            #expect(lastQuick < position(aloneIndex), "ended in the order \(order.map { urls[$0].split(separator: "/").last ?? "" })")
+        }
+    }
+
+    /// A 429 after a redirect to the same host (a `/get?id=` link to the
+    /// file) is the host's own: it pauses the host. It was taken as another
+    /// host's, and the host's other URLs went on asking.
+    @Test func aRedirectToTheSameHostThatIsAnswered429PausesTheHost() async throws {
+        try await withOrigin { origin, directory in
+            let targets = photos(4, of: origin)
+            origin.setFault("/photo0.jpg", .status(429, retryAfter: 1), times: 1)
+            let urls = (0..<targets.count).map { index in
+                origin.route("/get/\(index)") { _ in OriginResponse(status: 302, headers: [("Location", "/photo\(index).jpg")]) }
+                return origin.url("/get/\(index)")
+            }
+
+            let (results, _, events) = try await downloadInOrder(urls, directory: directory)
+
+            #expect(results.values.allSatisfy { (try? $0.get()) != nil }, "\(results)")
+            let paused = events.compactMap { event -> String? in
+                if case .hostPaused(let host, _) = event { return host }
+                return nil
+            }
+            #expect(paused == ["127.0.0.1:\(origin.port)"])
+        }
+    }
+
+    /// A host given up for asking to wait a little longer than mediafetch
+    /// waits said "asked to wait 10 min (mediafetch waits 10 min at most)":
+    /// where the rounded texts are the same, both are in seconds.
+    @Test func aGiveUpWhoseWaitsRoundAlikeSaysThemInSeconds() {
+        var limits = HostRateLimits()
+        let change = limits.askedToWait("cdn:443", retryAfter: 615, at: .now)
+        guard case .giveUp(let error) = change else {
+            Issue.record("not given up: \(change)")
+            return
+        }
+        #expect(error.message == "given up: cdn:443 answered 429 Too Many Requests and asked to wait 615 s "
+            + "(mediafetch waits 600 s at most); its URLs fail at once")
     }
 }
