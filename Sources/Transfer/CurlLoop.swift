@@ -553,7 +553,7 @@ final class CurlLoop: Sendable {
             if !cancelled {
                 ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code)
             }
-            ended.pausedHost = noteRateLimit(of: attempt, ended, cancelled: cancelled)
+            noteRateLimit(of: attempt, &ended, cancelled: cancelled)
             let outcome = ended
             if let list = attempt.headerList { curl_slist_free_all(list) }
             attempt.headerList = nil
@@ -665,36 +665,38 @@ final class CurlLoop: Sendable {
         }
 
         /// Tells `rateLimits` what an attempt's end says of its host's pace:
-        /// a 429 pauses the host (or gives it up), any other answer to a
+        /// a 429 pauses the host (`outcome.pausedHost`) or gives it up (the
+        /// attempt then ends as the host's other URLs do), any other answer to a
         /// transfer started since ends its pause (one whose head came is
         /// already counted: see `receiveHeader`), and an attempt that goes
         /// alone after a pause and ends with no answer passes its turn on.
-        /// Returns true when the attempt paused its host.
-        func noteRateLimit(of attempt: Attempt, _ outcome: AttemptOutcome, cancelled: Bool) -> Bool {
+        func noteRateLimit(of attempt: Attempt, _ outcome: inout AttemptOutcome, cancelled: Bool) {
             let host = attempt.host, status = attempt.head.status
             defer { counters.watchingRateLimits = !rateLimits.isEmpty }
             guard status != 0, !cancelled else {
                 if rateLimits.endedUnanswered(host, started: attempt.startedAt) { slots.setHold(1, for: host) }
-                return false
+                return
             }
             // A redirect's 429 is its target's: this host's only where it redirected to itself.
             let own = outcome.redirects == 0
                 || (status == 429 && outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey } == host)
             guard status == 429, own else {
                 if rateLimits.answered(host, started: attempt.startedAt) { slots.setHold(nil, for: host) }
-                return false
+                return
             }
-            switch rateLimits.askedToWait(host, retryAfter: attempt.head.retryAfter(), at: .now) {
-            case .pause(let seconds, let first):
+            switch rateLimits.askedToWait(host, retryAfter: attempt.head.retryAfter(), started: attempt.startedAt, at: .now) {
+            case .pause(let seconds, let begins):
+                outcome.pausedHost = true
+                guard begins else { return }
                 slots.setHold(0, for: host)
-                if first { events.yield(.hostPaused(host: host, seconds: seconds)) }
-                return true
+                events.yield(.hostPaused(host: host, seconds: seconds))
             case .giveUp(let refusal):
+                // Counted with the host's other URLs: its 429 gave the host up, or came in the same burst.
+                outcome.abort = refusal
                 slots.setHold(nil, for: host)
                 // Its attempts waiting for a slot end now, and those sleeping before a retry wake to be refused.
                 for waiting in slots.removeAllWaiting(host: host) { Self.endRefused(waiting, refusal) }
                 retryWaits.giveUp(host)
-                return false
             }
         }
 

@@ -52,9 +52,12 @@ struct HostRateLimits {
 
     /// What a 429 does to its host.
     enum Change: Equatable {
-        /// Its transfers wait `seconds` (from now); `first` when the host was
-        /// not paused already (a new spell, to tell of).
-        case pause(seconds: Double, first: Bool)
+        /// Its transfers wait `seconds` (from now); `begins` when this 429
+        /// begins a pause (to tell of): the host was not paused, or this was
+        /// the answer to a transfer started since its last 429. Not for the
+        /// rest of a burst, transfers asked before the host's first 429
+        /// came back, which only make the pause longer where they ask for more.
+        case pause(seconds: Double, begins: Bool)
         /// It is given up: its URLs end with this error.
         case giveUp(TransferError)
     }
@@ -65,11 +68,15 @@ struct HostRateLimits {
         self.maxWait = max(firstWait, maxWait)
     }
 
-    /// `host` answered 429, asking to wait `retryAfter` seconds (nil when it
-    /// did not say).
-    mutating func askedToWait(_ host: String, retryAfter: Double?, at now: ContinuousClock.Instant) -> Change {
+    /// `host` answered 429 to a transfer started at `started`, asking to
+    /// wait `retryAfter` seconds (nil when it did not say).
+    mutating func askedToWait(_ host: String, retryAfter: Double?, started: ContinuousClock.Instant? = nil,
+                              at now: ContinuousClock.Instant) -> Change {
         if let refusal = givenUp[host] { return .giveUp(refusal) }
         let existing = paused[host]
+        // A transfer asked before the host's last 429 came back is of the same burst: its 429 is
+        // no new refusal (8 of them at once doubled a pause without Retry-After from 0.5 s to 30 s).
+        let inBurst = existing.map { (started ?? now) < $0.lastAsked } ?? false
         var pause = existing ?? Pause(until: now, since: now, lastAsked: now)
         let wait: Duration
         if let retryAfter {
@@ -79,9 +86,10 @@ struct HostRateLimits {
             }
             wait = max(firstWait, .milliseconds(Int(retryAfter * 1000)))
         } else {
-            pause.unscheduled += 1
-            let doubled = firstWait.seconds * Double(1 << min(pause.unscheduled - 1, 20))
-            wait = min(maxWait, .milliseconds(Int(doubled * 1000)))
+            // (One of a burst asks for nothing the first did not: the pause stays as it is.)
+            if !inBurst { pause.unscheduled += 1 }
+            let doubled = firstWait.seconds * Double(1 << min(max(pause.unscheduled, 1) - 1, 20))
+            wait = inBurst ? .zero : min(maxWait, .milliseconds(Int(doubled * 1000)))
         }
         let until = max(pause.until, now + wait)
         guard until - pause.since <= longest else {
@@ -90,10 +98,12 @@ struct HostRateLimits {
                 + NumberText.wait((until - now).seconds.rounded(.up)) + " more", limit: limit)
         }
         pause.until = until
-        pause.lastAsked = now
-        pause.trying = false
+        if !inBurst {
+            pause.lastAsked = now
+            pause.trying = false
+        }
         paused[host] = pause
-        return .pause(seconds: (until - now).seconds, first: existing == nil)
+        return .pause(seconds: (until - now).seconds, begins: !inBurst)
     }
 
     /// Ends `host`'s spell and keeps the reason its URLs fail with.

@@ -273,8 +273,7 @@ import TestSupport
                     + "while it does (one more is tried now and then)"
             case .rate:
                 origin.limitRate(to: 20, per: 1)
-                note = "mediafetch: note: \(host) answered 429 Too Many Requests: its URLs wait 1 s, "
-                    + "then go on once one is served (each time it asks)"
+                note = "mediafetch: note: \(host) answered 429 Too Many Requests: its URLs wait 1 s, then one goes first"
             }
             let urls = origin.addSlowPhotos(80, size: 3_000, seconds: 0.04)
             let list = directory.appending("list.txt")

@@ -10,7 +10,7 @@ import Testing
 
     @Test func a429PausesItsHostForTheWaitItAsksThenOneTransferGoesUntilItIsAnswered() {
         let limits = Limits(HostRateLimits())
-        #expect(limits.askedToWait(host, retryAfter: 2, at: at(0)) == .pause(seconds: 2, first: true))
+        #expect(limits.askedToWait(host, retryAfter: 2, at: at(0)) == .pause(seconds: 2, begins: true))
         #expect(limits.isPaused(host))
         #expect(!limits.isPaused("other.test:80"))
         // Not over before the wait is.
@@ -27,22 +27,41 @@ import Testing
         #expect(!limits.answered(host, started: at(2_500)))
     }
 
-    @Test func a429DuringAPauseMakesItLongerWithoutANewSpell() {
+    @Test func a429OfTheSameBurstMakesThePauseLongerWithoutBeginningANewOne() {
         let limits = Limits(HostRateLimits())
-        #expect(limits.askedToWait(host, retryAfter: 1, at: at(0)) == .pause(seconds: 1, first: true))
+        #expect(limits.askedToWait(host, retryAfter: 1, at: at(0)) == .pause(seconds: 1, begins: true))
         // A transfer that was running gets its 429 too, asking for more: the pause ends later.
-        #expect(limits.askedToWait(host, retryAfter: 3, at: at(500)) == .pause(seconds: 3, first: false))
+        #expect(limits.askedToWait(host, retryAfter: 3, started: at(-10), at: at(500)) == .pause(seconds: 3, begins: false))
         #expect(limits.due(at: at(1_000)).isEmpty)
         // One asking for less keeps the longer wait.
-        #expect(limits.askedToWait(host, retryAfter: 1, at: at(600)) == .pause(seconds: 2.9, first: false))
+        #expect(limits.askedToWait(host, retryAfter: 1, started: at(-10), at: at(600)) == .pause(seconds: 2.9, begins: false))
         #expect(limits.due(at: at(3_500)) == [host])
-        // The transfer tried alone is answered 429 again: paused anew, the same spell.
-        #expect(limits.askedToWait(host, retryAfter: 1, at: at(3_600)) == .pause(seconds: 1, first: false))
+        // The transfer tried alone is answered 429 again: a new pause, of the same spell.
+        #expect(limits.askedToWait(host, retryAfter: 1, started: at(3_510), at: at(3_600)) == .pause(seconds: 1, begins: true))
         #expect(!limits.answered(host, started: at(3_550)))
         #expect(limits.due(at: at(4_600)) == [host])
         #expect(limits.answered(host, started: at(4_650)))
-        // A later 429 begins a new spell, to be told of.
-        #expect(limits.askedToWait(host, retryAfter: 1, at: at(9_000)) == .pause(seconds: 1, first: true))
+        // A later 429 begins a new spell.
+        #expect(limits.askedToWait(host, retryAfter: 1, at: at(9_000)) == .pause(seconds: 1, begins: true))
+    }
+
+    /// Eight transfers asked at once, all answered 429 without `Retry-After`,
+    /// doubled the pause seven times: 30 s for a host that wanted a moment.
+    /// A burst is one refusal: the pause doubles when the transfer tried
+    /// alone is refused again.
+    @Test func aBurstOf429sWithoutRetryAfterPausesForTheFirstWaitOnly() {
+        let limits = Limits(HostRateLimits(firstWait: .milliseconds(500), maxWait: .seconds(30)))
+        #expect(limits.askedToWait(host, retryAfter: nil, started: at(-5), at: at(0)) == .pause(seconds: 0.5, begins: true))
+        for late in 1...7 {
+            guard case .pause(let seconds, let begins) = limits.askedToWait(host, retryAfter: nil, started: at(-5), at: at(late)) else {
+                Issue.record("given up")
+                return
+            }
+            // Still the first pause, ending at 500 ms.
+            #expect(abs(seconds - (0.5 - Double(late) / 1000)) < 1e-9 && !begins, "\(seconds) \(begins)")
+        }
+        #expect(limits.due(at: at(500)) == [host])
+        #expect(limits.askedToWait(host, retryAfter: nil, started: at(510), at: at(520)) == .pause(seconds: 1, begins: true))
     }
 
     @Test func withoutRetryAfterThePauseDoublesWhileTheHostKeepsAnswering429() {
@@ -61,12 +80,12 @@ import Testing
         #expect(waits == [0.5, 1, 2, 3, 3])
         // Served: the next spell starts from the first wait again.
         #expect(limits.answered(host, started: at(now + 1)))
-        #expect(limits.askedToWait(host, retryAfter: nil, at: at(now + 100)) == .pause(seconds: 0.5, first: true))
+        #expect(limits.askedToWait(host, retryAfter: nil, at: at(now + 100)) == .pause(seconds: 0.5, begins: true))
     }
 
     @Test func aRetryAfterOfZeroOrInThePastStillPausesForTheFirstWait() {
         let limits = Limits(HostRateLimits(firstWait: .milliseconds(500)))
-        #expect(limits.askedToWait(host, retryAfter: 0, at: at(0)) == .pause(seconds: 0.5, first: true))
+        #expect(limits.askedToWait(host, retryAfter: 0, at: at(0)) == .pause(seconds: 0.5, begins: true))
     }
 
     @Test func aHostAskingForLongerThanMediafetchWaitsIsGivenUpAtOnce() {
@@ -126,8 +145,9 @@ import Testing
 private final class Limits {
     var value: HostRateLimits
     init(_ value: HostRateLimits) { self.value = value }
-    func askedToWait(_ host: String, retryAfter: Double?, at now: ContinuousClock.Instant) -> HostRateLimits.Change {
-        value.askedToWait(host, retryAfter: retryAfter, at: now)
+    func askedToWait(_ host: String, retryAfter: Double?, started: ContinuousClock.Instant? = nil,
+                     at now: ContinuousClock.Instant) -> HostRateLimits.Change {
+        value.askedToWait(host, retryAfter: retryAfter, started: started, at: now)
     }
     func answered(_ host: String, started: ContinuousClock.Instant) -> Bool { value.answered(host, started: started) }
     func due(at now: ContinuousClock.Instant) -> [String] { value.due(at: now) }

@@ -91,8 +91,8 @@ public enum ProgressText {
 
     /// The note for a host that answered 429 Too Many Requests (`JobEvent.hostPaused`), told once a host.
     public static func hostPausedNote(host: String, seconds: Double) -> String {
-        "\(host) answered 429 Too Many Requests: its URLs wait \(NumberText.wait(seconds.rounded(.up))), "
-            + "then go on once one is served (each time it asks)"
+        // Short enough for 120 columns with the prefix and a host of 25 characters.
+        "\(host) answered 429 Too Many Requests: its URLs wait \(NumberText.wait(seconds)), then one goes first"
     }
 
     /// The live status line (no newline): every field at its longest.
