@@ -129,7 +129,7 @@ final class Attempt: @unchecked Sendable {
     /// since: under `--limit-rate` they say how long libcurl may hold it back.
     var startedAt = ContinuousClock.now
     var receivedThisAttempt: Int64 = 0
-    /// The first response's head is complete (see `receiveHeader`).
+    /// The first response's head is in, a redirect's included (see `receiveHeader`).
     var hostAnswered = false
 
     /// Whether nothing has arrived for longer than `limit`. Under a rate limit
@@ -197,11 +197,12 @@ final class Attempt: @unchecked Sendable {
         speedWindowBytes += Int64(line.count)
         head.consume(bytes: line)
         if !hostAnswered, head.isComplete || head.endedInRedirect {
-            // The host's own answer (the first response: a redirect's target
-            // may be another host). A paused host goes on from its head, not
-            // from the end of its body (see `HostRateLimits`).
+            // A paused host goes on from the head of the first response, not
+            // from the end of its body (see `HostRateLimits`). Not from a
+            // redirect's: the next head may be the host's own 429 (a `/get?id=`
+            // link to the file), or another host's; `finish` tells which.
             hostAnswered = true
-            if counters.watchingRateLimits, head.status != 429 { counters.rateLimitAnswers.append((host, startedAt)) }
+            if head.isComplete, counters.watchingRateLimits, head.status != 429 { counters.rateLimitAnswers.append((host, startedAt)) }
         }
         if head.endedInRedirect, connected {
             // libcurl follows it, maybe to another host: connecting again.
@@ -589,6 +590,7 @@ final class CurlLoop: Sendable {
                 byID[attempt.id] = easy.handle
             } catch {
                 slots.release(host: attempt.host)
+                passTurn(of: attempt.host, started: .now)
                 reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: .now)
                 if let list = attempt.headerList { curl_slist_free_all(list) }
                 attempt.headerList = nil
@@ -673,8 +675,9 @@ final class CurlLoop: Sendable {
         func noteRateLimit(of attempt: Attempt, _ outcome: inout AttemptOutcome, cancelled: Bool) {
             let host = attempt.host, status = attempt.head.status
             defer { counters.watchingRateLimits = !rateLimits.isEmpty }
-            guard status != 0, !cancelled else {
-                if rateLimits.endedUnanswered(host, started: attempt.startedAt) { slots.setHold(1, for: host) }
+            // (A stop after a 429's head still counts the 429.)
+            guard status != 0, !cancelled || status == 429 else {
+                passTurn(of: host, started: attempt.startedAt)
                 return
             }
             // A redirect's 429 is its target's: this host's only where it redirected to itself.
@@ -690,6 +693,8 @@ final class CurlLoop: Sendable {
                 guard begins else { return }
                 slots.setHold(0, for: host)
                 events.yield(.hostPaused(host: host, seconds: seconds))
+            case .stale:
+                break
             case .giveUp(let refusal):
                 // Counted with the host's other URLs: its 429 gave the host up, or came in the same burst.
                 outcome.abort = refusal
@@ -698,6 +703,12 @@ final class CurlLoop: Sendable {
                 for waiting in slots.removeAllWaiting(host: host) { Self.endRefused(waiting, refusal) }
                 retryWaits.giveUp(host)
             }
+        }
+
+        /// An attempt of `host` started at `started` ended with no answer, or
+        /// never ran: if it was the one going alone after a pause, the next goes.
+        func passTurn(of host: String, started: ContinuousClock.Instant) {
+            if rateLimits.endedUnanswered(host, started: started, at: .now) { slots.setHold(1, for: host) }
         }
 
         /// Holds `host` to a limit `concurrency` changed, and tells of it where it says to.
@@ -747,6 +758,7 @@ final class CurlLoop: Sendable {
             while let (attempt, host) = slots.next() {
                 if let refusal = refusalInstead(of: attempt) {
                     slots.release(host: host)
+                    passTurn(of: host, started: .now)
                     Self.endRefused(attempt, refusal)
                     continue
                 }

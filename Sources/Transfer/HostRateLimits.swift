@@ -39,7 +39,8 @@ struct HostRateLimits {
         var until: ContinuousClock.Instant
         /// The spell's first 429: the host has served nothing asked for since.
         let since: ContinuousClock.Instant
-        /// The last 429: a transfer started before it says nothing by its answer.
+        /// The last 429 that began a pause (not one of a burst): a transfer
+        /// started before it says nothing new by its answer.
         var lastAsked: ContinuousClock.Instant
         /// 429s without `Retry-After` in this spell (the backoff's step).
         var unscheduled = 0
@@ -49,15 +50,21 @@ struct HostRateLimits {
 
     private var paused: [String: Pause] = [:]
     private var givenUp: [String: TransferError] = [:]
+    /// The last pause's `lastAsked` of each host whose pause ended: a 429 to
+    /// a transfer started before it is a late one of that pause's burst.
+    private var lastPauseAsked: [String: ContinuousClock.Instant] = [:]
 
     /// What a 429 does to its host.
     enum Change: Equatable {
         /// Its transfers wait `seconds` (from now); `begins` when this 429
         /// begins a pause (to tell of): the host was not paused, or this was
-        /// the answer to a transfer started since its last 429. Not for the
-        /// rest of a burst, transfers asked before the host's first 429
-        /// came back, which only make the pause longer where they ask for more.
+        /// the answer to a transfer started since the 429 that began its
+        /// pause. Not for the rest of that burst, transfers asked before then,
+        /// whose 429s make the pause longer where they ask for more.
         case pause(seconds: Double, begins: Bool)
+        /// A late 429 of the burst of a pause that has ended (the host has
+        /// served a transfer asked since): it says nothing new.
+        case stale
         /// It is given up: its URLs end with this error.
         case giveUp(TransferError)
     }
@@ -74,6 +81,7 @@ struct HostRateLimits {
                               at now: ContinuousClock.Instant) -> Change {
         if let refusal = givenUp[host] { return .giveUp(refusal) }
         let existing = paused[host]
+        if existing == nil, let ended = lastPauseAsked[host], (started ?? now) < ended { return .stale }
         // A transfer asked before the host's last 429 came back is of the same burst: its 429 is
         // no new refusal (8 of them at once doubled a pause without Retry-After from 0.5 s to 30 s).
         let inBurst = existing.map { (started ?? now) < $0.lastAsked } ?? false
@@ -122,16 +130,23 @@ struct HostRateLimits {
     mutating func answered(_ host: String, started: ContinuousClock.Instant) -> Bool {
         guard !paused.isEmpty, let pause = paused[host], started >= pause.lastAsked else { return false }
         paused[host] = nil
+        lastPauseAsked[host] = pause.lastAsked
         return true
     }
 
     /// A transfer of `host` started at `started` ended without an answer (a
-    /// failure to connect, a reset, a stop). Returns true when it was the one
-    /// going alone after the pause (nothing else of the host has started
-    /// since its last 429): its turn passes to the next transfer.
-    func endedUnanswered(_ host: String, started: ContinuousClock.Instant) -> Bool {
-        guard !paused.isEmpty, let pause = paused[host], pause.trying else { return false }
-        return started >= pause.lastAsked
+    /// failure to connect, a reset, a stop, or it never ran). Returns true
+    /// when it was the one going alone after the pause (nothing else of the
+    /// host has started since the 429 that began it) and its turn passes to
+    /// the next transfer now; when a 429 of the burst made the pause longer
+    /// meanwhile, the turn comes back with `due` once that wait is over.
+    mutating func endedUnanswered(_ host: String, started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
+        guard !paused.isEmpty, let pause = paused[host], pause.trying, started >= pause.lastAsked else { return false }
+        guard pause.until <= now else {
+            paused[host]?.trying = false
+            return false
+        }
+        return true
     }
 
     /// Whether any host is paused: while none is, answers need not be looked at.

@@ -64,6 +64,37 @@ import Testing
         #expect(limits.askedToWait(host, retryAfter: nil, started: at(510), at: at(520)) == .pause(seconds: 1, begins: true))
     }
 
+    /// The transfer going alone after a pause ended with no answer (a reset,
+    /// a stop, or it never ran): the host's turn passes to the next at once,
+    /// or, when a late 429 of the burst made the pause longer meanwhile, once
+    /// that wait is over. It stayed taken, and the host's URLs waited forever.
+    @Test func aTransferGoingAloneThatEndsUnansweredPassesItsTurnOn() {
+        let limits = Limits(HostRateLimits())
+        #expect(limits.askedToWait(host, retryAfter: 1, at: at(0)) == .pause(seconds: 1, begins: true))
+        #expect(limits.due(at: at(1_000)) == [host])
+        // One begun before the pause says nothing of the turn.
+        #expect(!limits.endedUnanswered(host, started: at(-10), at: at(1_050)))
+        #expect(limits.endedUnanswered(host, started: at(1_010), at: at(1_100)))
+        // A late 429 of the burst asks for longer while the next one goes alone.
+        #expect(limits.askedToWait(host, retryAfter: 3, started: at(-10), at: at(1_200)) == .pause(seconds: 3, begins: false))
+        #expect(!limits.endedUnanswered(host, started: at(1_150), at: at(1_300)))
+        #expect(limits.due(at: at(4_100)).isEmpty)
+        #expect(limits.due(at: at(4_200)) == [host])
+    }
+
+    /// A 429 to a transfer asked before a pause that has ended (the host
+    /// served one asked since) is stale: it began a pause of its own.
+    @Test func aLate429OfAPauseThatHasEndedChangesNothing() {
+        let limits = Limits(HostRateLimits())
+        #expect(limits.askedToWait(host, retryAfter: 1, at: at(0)) == .pause(seconds: 1, begins: true))
+        #expect(limits.due(at: at(1_000)) == [host])
+        #expect(limits.answered(host, started: at(1_010)))
+        #expect(limits.askedToWait(host, retryAfter: 1, started: at(-10), at: at(1_100)) == .stale)
+        #expect(!limits.isPaused(host))
+        // One asked since is a new refusal.
+        #expect(limits.askedToWait(host, retryAfter: 1, started: at(1_050), at: at(1_200)) == .pause(seconds: 1, begins: true))
+    }
+
     @Test func withoutRetryAfterThePauseDoublesWhileTheHostKeepsAnswering429() {
         let limits = Limits(HostRateLimits(firstWait: .milliseconds(500), maxWait: .seconds(3)))
         var waits: [Double] = []
@@ -150,6 +181,9 @@ private final class Limits {
         value.askedToWait(host, retryAfter: retryAfter, started: started, at: now)
     }
     func answered(_ host: String, started: ContinuousClock.Instant) -> Bool { value.answered(host, started: started) }
+    func endedUnanswered(_ host: String, started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
+        value.endedUnanswered(host, started: started, at: now)
+    }
     func due(at now: ContinuousClock.Instant) -> [String] { value.due(at: now) }
     func refusal(for host: String) -> TransferError? { value.refusal(for: host) }
     func isPaused(_ host: String) -> Bool { value.isPaused(host) }

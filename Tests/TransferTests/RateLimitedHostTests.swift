@@ -194,6 +194,35 @@ import TestSupport
         }
     }
 
+    /// A host whose links redirect to its files, which answer 429 (a
+    /// `/get?id=` link, the 429 a moment after the redirect): the redirect's
+    /// head ended the pause, so each 429 began a new spell, the host was
+    /// never given up, and each URL spent its own waits. The redirect says
+    /// nothing of the pace; the 429 after it is the host's own.
+    @Test func aHostThatRedirectsToItsOwn429sIsGivenUpAsAWhole() async throws {
+        try await withOrigin { origin, directory in
+            let urls = (0..<6).map { index in
+                origin.route("/get/\(index)") { _ in OriginResponse(status: 302, headers: [("Location", "/file/\(index)")]) }
+                origin.route("/file/\(index)") { _ in
+                    // Later than the redirect's head: on a real network they come apart.
+                    Thread.sleep(forTimeInterval: 0.2)
+                    return OriginResponse(status: 429, headers: [("Retry-After", "1")])
+                }
+                return origin.url("/get/\(index)")
+            }
+
+            let results = try await download(urls, longestWait: 2.5, directory: directory)
+
+            let messages = results.values.compactMap { result -> String? in
+                if case .failure(let error) = result { return error.message }
+                return nil
+            }
+            #expect(messages.count == 6)
+            #expect(messages.allSatisfy { $0.hasPrefix("given up: 127.0.0.1:\(origin.port) answered only 429 Too Many Requests for ") },
+                    "\(messages)")
+        }
+    }
+
     /// A host given up for asking to wait a little longer than mediafetch
     /// waits said "asked to wait 10 min (mediafetch waits 10 min at most)":
     /// where the rounded texts are the same, both are in seconds.

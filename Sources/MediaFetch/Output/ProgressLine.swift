@@ -89,7 +89,8 @@ public enum ProgressText {
             + "at a time while it does (one more is tried now and then)"
     }
 
-    /// The note for a host that answered 429 Too Many Requests (`JobEvent.hostPaused`), told once a host.
+    /// The note for a host that answered 429 Too Many Requests (`JobEvent.hostPaused`, sent each time a
+    /// pause begins; the terminal tells the first of each host).
     public static func hostPausedNote(host: String, seconds: Double) -> String {
         // Short enough for 120 columns with the prefix and a host of 25 characters.
         "\(host) answered 429 Too Many Requests: its URLs wait \(NumberText.wait(seconds)), then one goes first"
