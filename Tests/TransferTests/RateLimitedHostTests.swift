@@ -128,6 +128,18 @@ import TestSupport
         }
     }
 
+    /// `count` resources `/<name>0.jpg`, `/<name>1.jpg`… of `size` bytes
+    /// each, sent at `bytesPerSecond`; returns their URLs in order.
+    private func pacedPhotos(_ count: Int, of origin: TestOrigin, named name: String, size: Int,
+                             bytesPerSecond: Int, firstSeed: UInt64) -> [String] {
+        (0..<count).map { index in
+            let path = "/\(name)\(index).jpg"
+            origin.addResource(path, data: fixtureBytes(count: size, seed: firstSeed + UInt64(index)))
+            origin.setFault(path, .slow(bytesPerSecond: bytesPerSecond))
+            return origin.url(path)
+        }
+    }
+
     /// After a pause, the transfer that goes alone started only once fewer
     /// of the host's transfers ran than one (those begun before the 429 held
     /// it back, a long video for minutes), and the others followed only when
@@ -136,33 +148,22 @@ import TestSupport
     /// the long bodies begun before the pause, and before the one that went alone.
     @Test func aPauseEndsAtTheHeadOfTheTransferThatGoesAloneWhateverRunsAlready() async throws {
         try await withOrigin { origin, directory in
-            let long = (0..<3).map { index -> String in
-                let path = "/long\(index).jpg"
-                origin.addResource(path, data: fixtureBytes(count: 40_000, seed: UInt64(100 + index)))
-                origin.setFault(path, .slow(bytesPerSecond: 10_000))
-                return origin.url(path)
-            }
+            let long = pacedPhotos(3, of: origin, named: "long", size: 40_000, bytesPerSecond: 10_000, firstSeed: 100)
             origin.addResource("/limited.jpg", data: fixtureBytes(count: 8_000, seed: 200))
             origin.setFault("/limited.jpg", .status(429, retryAfter: 1), times: 1)
             // Quick enough to end after the 429 has paused the host, so that
             // what follows them in the list waits for the pause.
-            let early = (0..<4).map { index -> String in
-                let path = "/early\(index).jpg"
-                origin.addResource(path, data: fixtureBytes(count: 8_000, seed: UInt64(300 + index)))
-                origin.setFault(path, .slow(bytesPerSecond: 20_000))
-                return origin.url(path)
-            }
-            origin.addResource("/alone.jpg", data: fixtureBytes(count: 30_000, seed: 400))
-            origin.setFault("/alone.jpg", .slow(bytesPerSecond: 10_000))
+            let early = pacedPhotos(4, of: origin, named: "early", size: 8_000, bytesPerSecond: 20_000, firstSeed: 300)
+            let alone = pacedPhotos(1, of: origin, named: "alone", size: 30_000, bytesPerSecond: 10_000, firstSeed: 400)
             let quick = photos(4, of: origin, named: "quick")
-            let urls = long + [origin.url("/limited.jpg")] + early + [origin.url("/alone.jpg")] + quick
+            let urls = long + [origin.url("/limited.jpg")] + early + alone + quick
 
             let (results, order, events) = try await downloadInOrder(urls, directory: directory)
 
             let failed = results.filter { (try? $0.value.get()) == nil }
             #expect(failed.isEmpty, "\(failed.count) failed: \(failed.first.map { "\($0.value)" } ?? "")")
             #expect(events.contains { if case .hostPaused = $0 { true } else { false } })
-            let aloneIndex = urls.firstIndex(of: origin.url("/alone.jpg")) ?? -1
+            let aloneIndex = urls.firstIndex(of: alone[0]) ?? -1
             let position = { (index: Int) in order.firstIndex(of: index) ?? Int.max }
             let lastQuick = quick.compactMap { urls.firstIndex(of: $0) }.map(position).max() ?? Int.max
             let firstLong = (0..<long.count).map(position).min() ?? -1
