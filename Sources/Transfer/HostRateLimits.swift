@@ -13,8 +13,9 @@
 /// A 429 (not one after a redirect to another host: that is the target's)
 /// pauses its host. No transfer of it starts until the wait it asked for is
 /// over (`Retry-After`, at least `firstWait`; without one, a backoff from
-/// `firstWait` that doubles with each such 429 of the spell, up to
-/// `maxWait`); transfers already running go on. Then one more starts, alone
+/// `firstWait` that doubles each time the transfer that went alone is
+/// refused again, up to `maxWait`: the 429s of a burst, transfers asked
+/// before the first came back, count once); transfers already running go on. Then one more starts, alone
 /// (those begun before the pause may still run: they do not hold it back),
 /// and the host's other transfers follow as soon as its response head says
 /// anything but 429, not when its body ends. One that ends with no answer
