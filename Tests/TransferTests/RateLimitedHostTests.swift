@@ -224,6 +224,36 @@ import TestSupport
         }
     }
 
+    /// A transfer stopped while its 429's body came (the body of an error
+    /// page is read and dropped) still counts the 429, and pauses its host:
+    /// the stop was taken for a transfer that had no answer.
+    @Test func aTransferStoppedDuringA429sBodyStillPausesItsHost() async throws {
+        try await withOrigin { origin, directory in
+            origin.route("/busy") { _ in
+                OriginResponse(status: 429, headers: [("Retry-After", "1")], body: Data(count: 200_000))
+            }
+            origin.setFault("/busy", .slow(bytesPerSecond: 20_000))
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            let url = origin.url("/busy")
+            let download = Task { _ = try? await engine.download(url) }
+            await waitUntil { origin.requests(for: "/busy").count == 1 }
+            // The head comes at once, the 200 KB body over 10 s: stopped in the middle of it.
+            try await Task.sleep(for: .milliseconds(500))
+            download.cancel()
+            await download.value
+            engine.shutdown()
+
+            var paused: [String] = []
+            for await event in engine.events {
+                if case .hostPaused(let host, _) = event { paused.append(host) }
+            }
+            #expect(paused == ["127.0.0.1:\(origin.port)"])
+        }
+    }
+
     /// A host given up for asking to wait a little longer than mediafetch
     /// waits said "asked to wait 10 min (mediafetch waits 10 min at most)":
     /// where the rounded texts are the same, both are in seconds.
