@@ -589,8 +589,7 @@ final class CurlLoop: Sendable {
                 handles[easy.handle] = easy
                 byID[attempt.id] = easy.handle
             } catch {
-                slots.release(host: attempt.host)
-                passTurn(of: attempt.host, started: .now)
+                releaseUnstarted(attempt.host)
                 reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: .now)
                 if let list = attempt.headerList { curl_slist_free_all(list) }
                 attempt.headerList = nil
@@ -674,17 +673,15 @@ final class CurlLoop: Sendable {
         /// alone after a pause and ends with no answer passes its turn on.
         func noteRateLimit(of attempt: Attempt, _ outcome: inout AttemptOutcome, cancelled: Bool) {
             let host = attempt.host, status = attempt.head.status
-            defer { counters.watchingRateLimits = !rateLimits.isEmpty }
+            defer { counters.watchingRateLimits = rateLimits.anyPaused }
             // (A stop after a 429's head still counts the 429.)
             guard status != 0, !cancelled || status == 429 else {
                 passTurn(of: host, started: attempt.startedAt)
                 return
             }
             // A redirect's 429 is its target's: this host's only where it redirected to itself.
-            let own = outcome.redirects == 0
-                || (status == 429 && outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey } == host)
-            guard status == 429, own else {
-                if rateLimits.answered(host, started: attempt.startedAt) { slots.setHold(nil, for: host) }
+            guard status == 429, outcome.redirects == 0 || outcome.effectiveURL.flatMap({ try? RequestTarget($0).hostKey }) == host else {
+                endPause(of: host, answeredSince: attempt.startedAt)
                 return
             }
             switch rateLimits.askedToWait(host, retryAfter: attempt.head.retryAfter(), started: attempt.startedAt, at: .now) {
@@ -705,10 +702,22 @@ final class CurlLoop: Sendable {
             }
         }
 
+        /// A transfer of `host` started at `started` was answered with
+        /// anything but 429: the host's pause ends if it started since.
+        func endPause(of host: String, answeredSince started: ContinuousClock.Instant) {
+            if rateLimits.answered(host, started: started) { slots.setHold(nil, for: host) }
+        }
+
         /// An attempt of `host` started at `started` ended with no answer, or
         /// never ran: if it was the one going alone after a pause, the next goes.
         func passTurn(of host: String, started: ContinuousClock.Instant) {
             if rateLimits.endedUnanswered(host, started: started, at: .now) { slots.setHold(1, for: host) }
+        }
+
+        /// Gives back the slot `slots.next()` gave an attempt that will not run.
+        func releaseUnstarted(_ host: String) {
+            slots.release(host: host)
+            passTurn(of: host, started: .now)
         }
 
         /// Holds `host` to a limit `concurrency` changed, and tells of it where it says to.
@@ -749,16 +758,13 @@ final class CurlLoop: Sendable {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
             if !counters.rateLimitAnswers.isEmpty {
-                for (host, started) in counters.rateLimitAnswers where rateLimits.answered(host, started: started) {
-                    slots.setHold(nil, for: host)
-                }
+                for (host, started) in counters.rateLimitAnswers { endPause(of: host, answeredSince: started) }
                 counters.rateLimitAnswers.removeAll(keepingCapacity: true)
-                counters.watchingRateLimits = !rateLimits.isEmpty
+                counters.watchingRateLimits = rateLimits.anyPaused
             }
             while let (attempt, host) = slots.next() {
                 if let refusal = refusalInstead(of: attempt) {
-                    slots.release(host: host)
-                    passTurn(of: host, started: .now)
+                    releaseUnstarted(host)
                     Self.endRefused(attempt, refusal)
                     continue
                 }

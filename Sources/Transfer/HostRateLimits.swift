@@ -13,16 +13,16 @@
 /// A 429 (not one after a redirect to another host: that is the target's)
 /// pauses its host. No transfer of it starts until the wait it asked for is
 /// over (`Retry-After`, at least `firstWait`; without one, a backoff from
-/// `firstWait` that doubles each time the transfer that went alone is
-/// refused again, up to `maxWait`: the 429s of a burst, transfers asked
-/// before the first came back, count once); transfers already running go on. Then one more starts, alone
-/// (those begun before the pause may still run: they do not hold it back),
-/// and the host's other transfers follow as soon as its response head says
-/// anything but 429, not when its body ends. One that ends with no answer
-/// (a reset, a stop) passes its turn to the next. A 429 to any transfer
-/// pauses the host again. A host that has asked to wait for longer than
-/// `longest` since it last served a transfer (counting the wait it asks for
-/// now), or that asks for longer at once, is given up for the rest of the
+/// `firstWait` that doubles each time the transfer that went alone is refused
+/// again, up to `maxWait`: the 429s of a burst, transfers asked before the
+/// first came back, count once); transfers already running go on. Then one
+/// more starts, alone (those begun before the pause may still run: they do
+/// not hold it back), and the host's other transfers follow as soon as its
+/// response head says anything but 429, not when its body ends. One that ends
+/// with no answer (a reset, a stop) passes its turn to the next. A 429 to any
+/// transfer pauses the host again. A host that has asked to wait for longer
+/// than `longest` since it last served a transfer (counting the wait it asks
+/// for now), or that asks for longer at once, is given up for the rest of the
 /// run: its URLs fail at once, saying so.
 ///
 /// Owned by the engine's loop thread, like `SlotQueue`: no locks. While no
@@ -151,7 +151,7 @@ struct HostRateLimits {
     }
 
     /// Whether any host is paused: while none is, answers need not be looked at.
-    var isEmpty: Bool { paused.isEmpty }
+    var anyPaused: Bool { !paused.isEmpty }
 
     /// The paused hosts whose wait is over at `now`: each lets one transfer
     /// go alone from now until it is answered.
