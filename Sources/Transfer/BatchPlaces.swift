@@ -25,10 +25,9 @@
 struct BatchPlaces {
     /// Items in the list.
     let count: Int
-    /// The places a host may hold while other hosts' items may be waiting;
-    /// nil when a host may hold every place (the batch is no wider than one
-    /// host's share), and then nothing is counted per host.
-    let share: Int?
+    /// The places a host may hold while other hosts' items may be waiting
+    /// (`DownloadBatch.hostShare`: less than the batch's width).
+    let share: Int
     /// The most items set aside at once: how far the list is read ahead.
     let lookahead: Int
 
@@ -45,7 +44,7 @@ struct BatchPlaces {
     /// Hosts in an outage.
     private var inOutage: Set<String> = []
 
-    init(count: Int, share: Int?, lookahead: Int) {
+    init(count: Int, share: Int, lookahead: Int) {
         self.count = count
         self.share = share
         self.lookahead = max(0, lookahead)
@@ -66,11 +65,11 @@ struct BatchPlaces {
     /// else the oldest set-aside item of a host not in an outage, else (the
     /// list read to its end) the oldest set-aside item.
     mutating func next() -> Next {
-        if let share, let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share }),
+        if let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share }),
            let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
-        if cursor < count, setAsideCount < lookahead || share == nil {
+        if cursor < count, setAsideCount < lookahead {
             defer { cursor += 1 }
             return .fresh(index: cursor)
         }
@@ -86,7 +85,7 @@ struct BatchPlaces {
     /// `host`'s URLs fail without an answer in an outage: its items set aside wait
     /// without holding up the lookahead.
     mutating func outageBegan(_ host: String) {
-        guard share != nil, inOutage.insert(host).inserted else { return }
+        guard inOutage.insert(host).inserted else { return }
         let waiting = setAside[host]?.count ?? 0
         setAsideCount -= waiting
         outageSetAsideCount += waiting
@@ -107,7 +106,6 @@ struct BatchPlaces {
     /// Past the lookahead too: `next()` then hands out the oldest set-aside
     /// item, and only the items handed out meanwhile can go past it.
     mutating func place(_ index: Int, host: String) -> Bool {
-        guard let share else { return true }
         let held = placesPerHost[host, default: 0]
         if held >= share || setAside[host] != nil {
             setAside[host, default: FIFO()].append(index)
@@ -120,7 +118,6 @@ struct BatchPlaces {
 
     /// An item of `host` gave its place up (it completed, or waits to retry elsewhere).
     mutating func release(host: String) {
-        guard share != nil else { return }
         assert(placesPerHost[host] != nil, "a place given back twice")
         let left = placesPerHost[host, default: 1] - 1
         placesPerHost[host] = left > 0 ? left : nil

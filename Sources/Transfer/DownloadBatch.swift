@@ -45,10 +45,9 @@ extension TransferEngine {
 /// 16 slots were busy on average over 2000 small files, now 11–14),
 /// besides up to `retryLimit` items waiting to retry, which give their place
 /// up while they wait. Each item that completes starts the next one once the
-/// caller is ready for it, on the thread that says so. Unless `--per-host`
-/// is as large as `--jobs`, one host's items take no more than four times
-/// `--per-host` places while the list is read ahead for other hosts' items
-/// (see `BatchPlaces`).
+/// caller is ready for it, on the thread that says so. One host's items take
+/// no more than `hostShare` places while the list is read ahead for other
+/// hosts' items (see `BatchPlaces`).
 final class DownloadBatch: Sendable {
     private struct State {
         /// Items not yet completed (or given up because of a cancel).
@@ -68,8 +67,6 @@ final class DownloadBatch: Sendable {
     private let url: @Sendable (Int) -> String
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let state: SleepingLock<State>
-    /// Whether places are counted per host (see `BatchPlaces.share`).
-    private let countsHosts: Bool
     /// How many items are in flight at once (see `DescriptorBudget`).
     private let width: Int
 
@@ -81,12 +78,21 @@ final class DownloadBatch: Sendable {
         self.completion = completion
         let jobs = engine.configuration.maxConcurrentTransfers
         width = engine.descriptorBudget.batchWidth(jobs: jobs)
-        // A host's share feeds its slots as the whole batch feeds all of them.
-        let share = 4 * min(jobs, engine.configuration.maxTransfersPerHost)
-        countsHosts = share < width
-        let places = BatchPlaces(count: count, share: countsHosts ? share : nil,
-                                 lookahead: Self.lookaheadPerPlace * width)
+        let share = Self.hostShare(width: width, jobs: jobs, perHost: engine.configuration.maxTransfersPerHost)
+        let places = BatchPlaces(count: count, share: share, lookahead: Self.lookaheadPerPlace * width)
         state = SleepingLock(State(remaining: count, places: places))
+    }
+
+    /// The places one host's items may hold while other hosts' items wait.
+    /// It feeds the host's slots as the whole batch feeds all of them (four
+    /// times `--per-host`), and it always leaves `--jobs` places to the other
+    /// hosts, enough to fill every slot: with `--per-host` as large as
+    /// `--jobs`, a host paused for its 429s held every place with URLs
+    /// waiting for its pause to end, and other hosts' URLs waited with it
+    /// (18.9 s at `--jobs 2 --per-host 2`). The batch is at least twice
+    /// `--jobs` wide (`DescriptorBudget.batchWidth`), so the share is too.
+    static func hostShare(width: Int, jobs: Int, perHost: Int) -> Int {
+        max(1, min(4 * min(jobs, perHost), width - jobs))
     }
 
     /// How far the list is read ahead for other hosts' items, in places of
@@ -150,7 +156,7 @@ final class DownloadBatch: Sendable {
                 continue
             }
             // Parsed outside the lock: it runs for every item.
-            if heldPlace == nil, countsHosts, !state.withLock({ $0.places.place(index, host: target.hostKey) }) { continue }
+            if heldPlace == nil, !state.withLock({ $0.places.place(index, host: target.hostKey) }) { continue }
             let partial: PartialFile
             do {
                 partial = try engine.openPartial(for: target)
@@ -255,7 +261,7 @@ final class DownloadBatch: Sendable {
             // to the next item at once, up to `retryLimit` of them: a dead host
             // must not hold up the rest of the list for its backoffs.
             let givesWay = state.retrying.count < retryLimit
-            if countsHosts, first.outcome.hostUnreachable || first.outcome.pausedHost || first.outcome.abort?.kind == .hostGivenUp {
+            if first.outcome.hostUnreachable || first.outcome.pausedHost || first.outcome.abort?.kind == .hostGivenUp {
                 state.places.outageBegan(prepared.target.hostKey)
             }
             let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)
@@ -294,7 +300,7 @@ final class DownloadBatch: Sendable {
             state.withLock { state in
                 state.retrying.removeValue(forKey: first.id)
                 // Its host answered in the end: no longer in an outage.
-                if countsHosts, case .success = result { state.places.outageEnded(host) }
+                if case .success = result { state.places.outageEnded(host) }
             }
             finish(index, result, then: nextItem)
         }
@@ -316,8 +322,6 @@ final class DownloadBatch: Sendable {
     /// An item of `host` gave its place up; `answered` when its body came,
     /// which ends any outage of its host.
     private func release(_ host: String, answered: Bool = false) {
-        // No lock taken per item where nothing is counted (one host may hold every place).
-        guard countsHosts else { return }
         state.withLock { state in
             state.places.release(host: host)
             if answered { state.places.outageEnded(host) }

@@ -113,10 +113,14 @@ import Testing
         #expect(places.next() == .none)
     }
 
-    @Test func withoutAShareNothingIsSetAsideOrCounted() {
-        var places = BatchPlaces(count: 5, share: nil, lookahead: 0)
-        #expect(fill(&places, upTo: 5) { _ in "a" } == Array(0..<5))
-        #expect(places.setAsideCount == 0)
-        #expect(places.next() == .none)
+    @Test func aHostsShareLeavesEverySlotsWorthOfPlacesToOtherHosts() {
+        // Four times --per-host, when that leaves --jobs places to the others
+        #expect(DownloadBatch.hostShare(width: 64, jobs: 16, perHost: 8) == 32)
+        // and never more: --per-host as large as --jobs, or larger
+        #expect(DownloadBatch.hostShare(width: 64, jobs: 16, perHost: 16) == 48)
+        #expect(DownloadBatch.hostShare(width: 8, jobs: 2, perHost: 100) == 6)
+        // The batch at its narrowest (twice --jobs) still counts hosts
+        #expect(DownloadBatch.hostShare(width: 32, jobs: 16, perHost: 16) == 16)
+        #expect(DownloadBatch.hostShare(width: 8, jobs: 1, perHost: 1) == 4)
     }
 }

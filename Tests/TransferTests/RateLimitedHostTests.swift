@@ -21,12 +21,13 @@ import TestSupport
     }
 
     /// `download`, with the indexes in the order their items ended and the engine's events.
-    private func downloadInOrder(_ urls: [String], longestWait: Double = 600, directory: TemporaryDirectory) async throws
+    private func downloadInOrder(_ urls: [String], longestWait: Double = 600, jobs: Int = 8,
+                                 directory: TemporaryDirectory) async throws
         -> (results: [Int: Result<DownloadedBody, TransferError>], order: [Int], events: [TransferEvent]) {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05, maxRetryAfter: longestWait)
-        configuration.maxConcurrentTransfers = 8
-        configuration.maxTransfersPerHost = 8
+        configuration.maxConcurrentTransfers = jobs
+        configuration.maxTransfersPerHost = jobs
         let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
         defer { engine.shutdown() }
         let results = Results()
@@ -71,6 +72,33 @@ import TestSupport
             #expect(origin.rateLimitedAnswers <= 24, "\(origin.rateLimitedAnswers) answered 429")
             #expect(origin.rateLimitedAnswers > 0) // (it was limited)
             #expect(other.requests().count == 10)
+        }
+    }
+
+    /// With `--per-host` as large as `--jobs`, a host paused for a 429 held
+    /// every place of the batch with URLs waiting for its pause to end, and
+    /// the URLs of other hosts after them in the list waited too (18.9 s at
+    /// `--jobs 2 --per-host 2`). Now a host leaves `--jobs` places to the
+    /// others, whose URLs are all stored while it is paused.
+    @Test func aPausedHostLeavesPlacesToOtherHostsWhenItMayTakeEverySlot() async throws {
+        try await withOrigin { origin, directory in
+            let other = try TestOrigin()
+            defer { other.shutdown() }
+            let paused = photos(30, of: origin)
+            origin.setFault("/photo0.jpg", .status(429, retryAfter: 3), times: 1)
+            let urls = paused + photos(6, of: other, named: "elsewhere")
+
+            let (results, order, events) = try await downloadInOrder(urls, jobs: 2, directory: directory)
+
+            let failed = results.filter { (try? $0.value.get()) == nil }
+            #expect(results.count == 36 && failed.isEmpty, "\(failed.count) failed")
+            #expect(events.contains { if case .hostPaused = $0 { true } else { false } })
+            // The other host's six ended before the paused host's URLs went on:
+            // at most the two that ran beside the 429 (and their successors, up
+            // to the pause) ended before them.
+            let lastOther = try #require(order.lastIndex { $0 >= 30 })
+            let pausedBeforeLastOther = order[..<lastOther].filter { $0 < 30 }.count
+            #expect(pausedBeforeLastOther <= 4, "completion order \(order)")
         }
     }
 
