@@ -126,6 +126,8 @@ public final class ObjectStore: BlobStore {
     private let pendingWriteback: @Sendable () -> Int64?
     /// How many flushes synced the whole filesystem, and how many file by file.
     private let flushCounts = Mutex((wholeFilesystem: 0, fileByFile: 0))
+    /// The threads a flush file by file syncs on, several at once.
+    private let flushLanes = ParallelSyncs()
     var flushes: (wholeFilesystem: Int, fileByFile: Int) { flushCounts.withLock { $0 } }
     /// Where bodies are written before they are complete; same filesystem as the objects.
     public let temporaryDirectory: String
@@ -388,14 +390,13 @@ public final class ObjectStore: BlobStore {
     /// that is gone is passed over, as `syncfs` would: moving into it fails
     /// that item alone.
     private func flushFileByFile(_ staged: [StagedBlob], _ files: [String], _ pending: Unflushed) throws(StoreError) {
-        for path in staged.map(\.path) + files {
-            try sync(AT_FDCWD, path, shown: path, dataOnly: true)
+        var flushes = (staged.map(\.path) + files).map { FileFlush(directory: AT_FDCWD, name: $0, shown: $0, dataOnly: true) }
+        for name in pending.modeChanged + pending.fanOuts.sorted() {
+            flushes.append(FileFlush(directory: objectsDirectoryDescriptor, name: name,
+                                     shown: "\(objectsDirectory)/\(name)", dataOnly: false))
         }
-        for object in pending.modeChanged {
-            try sync(objectsDirectoryDescriptor, object, shown: "\(objectsDirectory)/\(object)")
-        }
-        for fanOut in pending.fanOuts.sorted() {
-            try sync(objectsDirectoryDescriptor, fanOut, shown: "\(objectsDirectory)/\(fanOut)")
+        try flushLanes.run(flushes) { [self] flush throws(StoreError) in
+            try sync(flush.directory, flush.name, shown: flush.shown, dataOnly: flush.dataOnly)
         }
         // Flushes run one at a time (`flushing`): nothing changes the flag between here and the end.
         let firstTime = !parentsSynced.withLock { $0 }
@@ -410,6 +411,14 @@ public final class ObjectStore: BlobStore {
             // Only once they are durable: after a failure the next flush tries them again.
             parentsSynced.withLock { $0 = true }
         }
+    }
+
+    /// One file or directory that a flush file by file syncs.
+    private struct FileFlush: Sendable {
+        let directory: Int32
+        let name: String
+        let shown: String
+        let dataOnly: Bool
     }
 
     /// `fsync` (or `fdatasync`) of the file or directory `name` relative to
