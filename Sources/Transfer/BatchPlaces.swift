@@ -30,6 +30,10 @@ struct BatchPlaces {
     let share: Int
     /// The most items set aside at once: how far the list is read ahead.
     let lookahead: Int
+    /// The most items of hosts in an outage set aside at once. Past it, they
+    /// take free places as at the end of the list: one 429 in a list of a
+    /// million URLs of one host would otherwise read and hold the whole list.
+    let outageLookahead: Int
 
     /// The next index of the list not yet looked at.
     private(set) var cursor = 0
@@ -44,10 +48,11 @@ struct BatchPlaces {
     /// Hosts in an outage.
     private var inOutage: Set<String> = []
 
-    init(count: Int, share: Int, lookahead: Int) {
+    init(count: Int, share: Int, lookahead: Int, outageLookahead: Int? = nil) {
         self.count = count
         self.share = share
         self.lookahead = max(0, lookahead)
+        self.outageLookahead = max(0, outageLookahead ?? 16 * lookahead)
     }
 
     /// What `next()` hands out.
@@ -63,20 +68,21 @@ struct BatchPlaces {
     /// The item that takes a free place: the oldest set-aside item whose host
     /// has room, else the next item of the list while the lookahead lasts,
     /// else the oldest set-aside item of a host not in an outage, else (the
-    /// list read to its end) the oldest set-aside item.
+    /// list read to its end, or the outage lookahead used up) the oldest
+    /// set-aside item.
     mutating func next() -> Next {
         if let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share }),
            let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
-        if cursor < count, setAsideCount < lookahead {
+        if cursor < count, setAsideCount < lookahead, outageSetAsideCount < outageLookahead {
             defer { cursor += 1 }
             return .fresh(index: cursor)
         }
         if let host = oldestSetAside(where: { !inOutage.contains($0) }), let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
-        if cursor == count, let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
+        if cursor == count || outageSetAsideCount >= outageLookahead, let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
         return .none

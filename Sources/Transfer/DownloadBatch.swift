@@ -85,8 +85,9 @@ final class DownloadBatch: Sendable {
 
     /// The places one host's items may hold while other hosts' items wait.
     /// It feeds the host's slots as the whole batch feeds all of them (four
-    /// times `--per-host`), and it always leaves `--jobs` places to the other
-    /// hosts, enough to fill every slot: with `--per-host` as large as
+    /// times `--per-host`), and it leaves `--jobs` places to the other hosts,
+    /// enough to fill every slot (while their items are within the lookahead:
+    /// see `BatchPlaces.next()`): with `--per-host` as large as
     /// `--jobs`, a host paused for its 429s held every place with URLs
     /// waiting for its pause to end, and other hosts' URLs waited with it
     /// (18.9 s at `--jobs 2 --per-host 2`). The batch is at least twice

@@ -105,6 +105,25 @@ import Testing
         #expect(places.abandonUnstarted() == 8)
     }
 
+    @Test func theListIsReadPastAHostInAnOutageOnlyAsFarAsTheOutageLookahead() {
+        // Given a long list of one host, in an outage once it holds its share,
+        // and room for 5 of its items set aside
+        var places = BatchPlaces(count: 1_000, share: 2, lookahead: 2, outageLookahead: 5)
+        #expect(fill(&places, upTo: 2) { _ in "a" } == [0, 1])
+        places.outageBegan("a")
+
+        // When two more places are filled, the list is read no further than
+        // 5 items set aside, and the oldest of them take the places
+        #expect(fill(&places, upTo: 4, started: 2) { _ in "a" } == [2, 3])
+        #expect(places.cursor == 8)
+
+        // Then the list goes on in its order, reading one item for each taken
+        places.release(host: "a")
+        #expect(fill(&places, upTo: 4, started: 3) { _ in "a" } == [4])
+        #expect(places.cursor == 9)
+        #expect(places.abandonUnstarted() == 1_000 - 5)
+    }
+
     @Test func aCancelCountsTheItemsSetAsideAndThoseNotRead() {
         var places = BatchPlaces(count: 10, share: 1, lookahead: 8)
         #expect(fill(&places, upTo: 2) { index in index < 5 ? "a" : "b" } == [0, 5])
