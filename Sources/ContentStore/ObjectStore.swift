@@ -391,7 +391,7 @@ public final class ObjectStore: BlobStore {
     /// that item alone.
     private func flushFileByFile(_ staged: [StagedBlob], _ files: [String], _ pending: Unflushed) throws(StoreError) {
         var flushes = (staged.map(\.path) + files).map { FileFlush(directory: AT_FDCWD, name: $0, shown: $0, dataOnly: true) }
-        for name in pending.modeChanged + pending.fanOuts.sorted() {
+        for name in pending.modeChanged + pending.fanOuts {
             flushes.append(FileFlush(directory: objectsDirectoryDescriptor, name: name,
                                      shown: "\(objectsDirectory)/\(name)", dataOnly: false))
         }
