@@ -174,6 +174,8 @@ struct Connection {
         if case .chunked(let claimed) = bodyFault, reply.body.length != nil {
             head += "Transfer-Encoding: chunked\r\n"
             if let claimed { head += "Content-Length: \(claimed)\r\n" }
+        } else if case .lengthText(let text) = bodyFault, reply.body.length != nil {
+            head += "Content-Length: \(text)\r\n"
         } else if let length = reply.body.length {
             head += "Content-Length: \(length)\r\n"
             if case .secondLength(let claimed) = bodyFault { head += "Content-Length: \(claimed)\r\n" }
@@ -190,7 +192,7 @@ struct Connection {
     }
 
     /// Sends the body, shaped by a `dropAfter`, `slow`, `stallAfter`, `trickle`,
-    /// `secondLength` or `chunked` fault if given. Returns false if the
+    /// `secondLength`, `lengthText` or `chunked` fault if given. Returns false if the
     /// connection must be closed (the client left, the file changed under
     /// us, the fault dropped it or made what follows unreadable, or the
     /// server is shutting down).
@@ -213,7 +215,7 @@ struct Connection {
         case .stallAfter(let bytes, let seconds): stall = (max(0, bytes), seconds)
         case .slow(let rate): bytesPerSecond = max(1, rate)
         case .trickle(let seconds): trickle = max(0, seconds)
-        case .secondLength: closeAfter = true
+        case .secondLength, .lengthText: closeAfter = true
         case .chunked: chunked = true
         default: break
         }

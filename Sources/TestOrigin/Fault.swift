@@ -30,6 +30,10 @@ public enum Fault: Sendable, Equatable {
     /// broken server, or a proxy adding its own): the body's length is
     /// ambiguous. The whole body is sent, then the connection is closed.
     case secondLength(bytes: Int)
+    /// Send `text` as the only `Content-Length` (a broken server or proxy:
+    /// `1e3`, a number past 2^63), then the whole body, then close the
+    /// connection: what frames the body is anybody's guess.
+    case lengthText(String)
     /// Send the body in chunks (`Transfer-Encoding: chunked`), and with it a
     /// `Content-Length` claiming `claimedLength` when given (a misconfigured
     /// server or proxy: the chunks frame the body, RFC 9112 6.3).
@@ -47,7 +51,7 @@ extension Fault {
     /// Whether this fault alters how a body is written (as opposed to what is answered).
     var affectsBodyDelivery: Bool {
         switch self {
-        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .chunked: true
+        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked: true
         case .status, .html, .ignoreRange: false
         }
     }

@@ -268,6 +268,11 @@ final class Attempt: @unchecked Sendable {
                                   "the server gave two different lengths (Content-Length: \(head.fields["content-length"] ?? ""))")
             return false
         }
+        if (200...299).contains(head.status), head.lengthIsNoCount {
+            abort = TransferError(.protocolViolation,
+                                  "the server gave a length that is no count of bytes (Content-Length: \(head.fields["content-length"] ?? ""))")
+            return false
+        }
         if let error = sink.begin(head, requestedOffset: requestedOffset) {
             abort = error
             return false

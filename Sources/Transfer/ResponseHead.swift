@@ -40,6 +40,11 @@ struct ResponseHead: Sendable {
     /// (libcurl takes the last), and RFC 9112 makes it an unrecoverable error.
     /// A value that is not a count beside another one counts as different.
     var lengthsDisagree: Bool { values[.transferEncoding] == nil && lengths.conflict }
+    /// Whether the response's one `Content-Length` is no count of bytes: not
+    /// decimal digits (`1e3`, `-1`) or more than fits in 63 bits. libcurl
+    /// reads what it can of it (`1e3` as 1, 2^63 as no length), so where the
+    /// body ends is a guess: 2^63 stored a 3-byte body as whole.
+    var lengthIsNoCount: Bool { values[.transferEncoding] == nil && lengths.seen > 0 && lengths.first == nil && !lengths.conflict }
 
     /// The `Content-Length` values as they came, read once (on the loop
     /// thread, per response) rather than parsed again at each question.

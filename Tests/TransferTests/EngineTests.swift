@@ -355,6 +355,25 @@ import TestSupport
         }
     }
 
+    /// A `Content-Length` that is no count of bytes is refused: libcurl read
+    /// `1e3` as 1 and 2^63 as no length, and the body, cut short, was stored as whole.
+    @Test func aLengthThatIsNoCountOfBytesIsRefusedNotStoredCutShort() async throws {
+        _ = try await withEngine(retries: 0) { origin, engine, directory in
+            origin.addResource("/odd.jpg", data: fixtureBytes(count: 5000, seed: 63))
+            // (libcurl refuses a negative one itself: "Invalid Content-Length: value".)
+            origin.setFault("/odd.jpg", .lengthText("-5000"))
+            await #expect(throws: TransferError.self) { try await engine.download(origin.url("/odd.jpg")) }
+            for text in ["1e3", "9223372036854775808", "99999999999999999999999", "5000 bytes"] {
+                origin.setFault("/odd.jpg", .lengthText(text))
+                let refused = TransferError(.protocolViolation,
+                                            "the server gave a length that is no count of bytes (Content-Length: \(text))")
+                await #expect(throws: refused) { try await engine.download(origin.url("/odd.jpg")) }
+                await #expect(throws: refused) { try await engine.fetch(origin.url("/odd.jpg")) }
+            }
+            #expect(leftovers(directory).isEmpty)
+        }
+    }
+
     /// A chunked body with a `Content-Length` beside it that is wrong (a
     /// misconfigured server) is read by its chunks, as curl reads it.
     @Test func aChunkedBodyIsWholeWhateverItsContentLengthSays() async throws {

@@ -31,6 +31,26 @@ import URLText
         #expect(head(["HTTP/1.1 200 OK", "ETag: \"a\tb\"", ""]).etag == "\"a\tb\"")
     }
 
+    @Test func aContentLengthMustBeACountOfBytesThatFits() {
+        func length(_ values: String...) -> (Int64?, Bool, Bool) {
+            let h = head(["HTTP/1.1 200 OK"] + values.map { "Content-Length: \($0)" } + [""])
+            return (h.contentLength, h.lengthIsNoCount, h.lengthsDisagree)
+        }
+        #expect(length("5000") == (5000, false, false))
+        #expect(length(" 5000 ") == (5000, false, false))
+        #expect(length("9223372036854775807") == (Int64.max, false, false))
+        #expect(length() == (nil, false, false))
+        for odd in ["1e3", "9223372036854775808", "-1", "+5", "0x10", "5000 bytes", ""] {
+            #expect(length(odd) == (nil, true, false), "\(odd)")
+        }
+        // Two values: the disagreement is what is said.
+        #expect(length("5000", "1e3") == (nil, false, true))
+        #expect(length("1e3", "1e3") == (nil, false, true))
+        // Chunks frame the body: its Content-Length says nothing.
+        let chunked = head(["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", "Content-Length: 1e3", ""])
+        #expect(!chunked.lengthIsNoCount)
+    }
+
     @Test func aContentRangeMustBeOrderedAndInsideTheFile() {
         func range(_ value: String) -> (start: Int64, end: Int64, total: Int64?)? {
             head(["HTTP/1.1 206 Partial Content", "Content-Range: \(value)", ""]).contentRange
