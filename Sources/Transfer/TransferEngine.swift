@@ -406,9 +406,11 @@ public final class TransferEngine: Sendable {
                 && turnAwaysForgiven < configuration.retry.maxRetries + 2
             if roomRetry { turnAwaysForgiven += 1 }
             // A retry that uses up none backs off as the counted ones would, by how many of
-            // its kind came before (one at least: `--retries 0` has no backoff of its own).
+            // its kind came before, and as far as the default retries' would at least: held
+            // at the first retry's wait under `--retries 1`, two URLs of a refused port were
+            // each tried 80 times in the 30 s of their host's patience.
             var unchargedPolicy = configuration.retry
-            unchargedPolicy.maxRetries = max(1, unchargedPolicy.maxRetries)
+            unchargedPolicy.maxRetries = max(unchargedPolicy.maxRetries, RetryPolicy().maxRetries)
             let uncharged = freeRetry ? hostFailures : roomRetry ? turnAwaysForgiven : nil
             let computedDelay = uncharged.map { unchargedPolicy.delay(beforeRetry: min($0, unchargedPolicy.maxRetries), after: error) }
                 ?? configuration.retry.delay(beforeRetry: attempt, after: error)

@@ -102,8 +102,13 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("per-host"), parsing: .unconditional, help: "Concurrent transfers against one host.")
     var perHost: Int = 8
 
-    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx).")
+    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx); failures to reach a host whose other URLs fail too use none while its patience lasts (--host-patience).")
     var retries: Int = 4
+
+    @Option(name: .customLong("host-patience"), parsing: .unconditional, help: ArgumentHelp(
+        "Seconds a host may go unanswered before its URLs fail at once; meanwhile its URLs' failures to reach it use up no retry. 0: no patience (every failure uses a retry, no host is given up).",
+        valueName: "seconds"))
+    var hostPatience: Double = 30
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"))
     var timeout: Double?
@@ -167,6 +172,9 @@ struct TransferOptions: ParsableArguments {
         guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
         guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1 (got \(perHost))") }
         guard retries >= 0 else { throw ValidationError("--retries must not be negative (got \(retries))") }
+        guard hostPatience == 0 || (1...86_400.0).contains(hostPatience) else {
+            throw ValidationError("--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got \(hostPatience))")
+        }
         for (name, value) in [("--timeout", timeout), ("--connect-timeout", connectTimeout), ("--stall-timeout", stallTimeout)] {
             if let value, !(0.001...86_400.0 * 365).contains(value) {
                 throw ValidationError("\(name) must be from 0.001 to 31536000 seconds (a year) (got \(value))")
@@ -194,6 +202,7 @@ struct TransferOptions: ParsableArguments {
         configuration.maxConcurrentTransfers = jobs
         configuration.maxTransfersPerHost = perHost
         configuration.retry.maxRetries = retries
+        configuration.unreachableHostPatience = hostPatience > 0 ? hostPatience : nil
         configuration.attemptTimeout = timeout
         configuration.connectTimeout = connectTimeout
         configuration.stallTimeout = stallTimeout

@@ -181,11 +181,17 @@ import Testing
         #expect(configuration.stallTimeout == 7)
         #expect(configuration.maxFileSize == Int64(204_800))
         #expect(configuration.maxBytesPerSecond == Int64(1_048_576))
+        #expect(configuration.unreachableHostPatience == 30)
+        #expect(try TransferOptions.parse(["--host-patience", "45"]).configuration.unreachableHostPatience == 45)
+        // 0: no patience, so --retries alone bounds a URL's attempts.
+        #expect(try TransferOptions.parse(["--host-patience", "0"]).configuration.unreachableHostPatience == nil)
     }
 
     @Test(arguments: [
         (["--per-host", "0"], "--per-host must be at least 1 (got 0)"),
         (["--retries", "-1"], "--retries must not be negative (got -1)"),
+        (["--host-patience", "0.5"], "--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got 0.5)"),
+        (["--host-patience", "-1"], "--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got -1.0)"),
         (["--connect-timeout", "0"], "--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got 0.0)"),
         (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),
         (["--limit-rate", "0"], "--limit-rate: '0' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),

@@ -362,6 +362,42 @@ import TestSupport
         }
     }
 
+    /// A failure while the host's other URLs fail too uses up no retry, and
+    /// its backoff was held at the first retry's under `--retries 1`: two
+    /// URLs of a refused port were each tried 80 times in the 30 s of the
+    /// host's patience. The backoff now grows as the default retries' would.
+    @Test func retriesThatUseUpNoneBackOffPastTheURLsOwnRetries() async throws {
+        try await TemporaryDirectory.with { directory in
+            let dead = try ReservedPort()
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.05, maxDelay: 0.8)
+            configuration.maxConcurrentTransfers = 4
+            configuration.maxTransfersPerHost = 4
+            configuration.unreachableHostPatience = 1.5
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+            let retries = Mutex<[String: Int]>([:])
+            let watcher = Task {
+                for await event in engine.events {
+                    guard case .retrying(_, let url, _, _, _) = event else { continue }
+                    retries.withLock { $0[url, default: 0] += 1 }
+                }
+            }
+            let urls = [dead.url("/a.jpg"), dead.url("/b.jpg")]
+
+            let results = await runBatch(urls, on: engine)
+            engine.shutdown()
+            await watcher.value
+
+            #expect(results.count == 2 && results.values.allSatisfy { (try? $0.get()) == nil })
+            // 0.05, 0.1, 0.2, 0.4, 0.4 s…: a handful in the patience (and at most twice
+            // as long), where 0.025-0.05 s each made dozens.
+            let counts = retries.withLock { $0 }
+            #expect(counts.values.reduce(0, +) >= 2, "\(counts)")
+            #expect(counts.values.allSatisfy { $0 <= 12 }, "\(counts)")
+        }
+    }
+
     /// URLs sleeping before a retry when their host is given up wake to be
     /// refused: they slept out their backoffs first (up to 30 s), holding
     /// the run's end back, counted meanwhile as waiting to retry.
