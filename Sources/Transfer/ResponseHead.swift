@@ -93,12 +93,20 @@ struct ResponseHead: Sendable {
     /// The media type; nil when the header is missing or empty (`Content-Type:`).
     var contentType: String? { values[.contentType].flatMap { $0.isEmpty ? nil : $0 } }
 
-    /// `Retry-After` as seconds: either delta-seconds or an HTTP date.
+    /// `Retry-After` as seconds: either delta-seconds (a fraction taken too)
+    /// or an HTTP date. A date counts from the response's own `Date` when it
+    /// has one, not from this machine's clock: against a server 700 s ahead,
+    /// a date 3 s after its `Date` read as a wait of 12 min, and gave the
+    /// host up; one an hour behind was not waited for at all.
     func retryAfter(now: Date = Date()) -> Double? {
         guard let value = values[.retryAfter] else { return nil }
-        if let seconds = Double(value) { return max(0, seconds) }
-        if let date = HTTPDate.date(value) { return max(0, date.timeIntervalSince(now)) }
-        return nil
+        if value.utf8.allSatisfy({ (48...57).contains($0) || $0 == 46 }), let seconds = Double(value) {
+            // (Digits alone: Swift reads "nan", "inf" and "1e9" as numbers too.)
+            return min(seconds, 1e9)
+        }
+        guard let when = HTTPDate.date(value) else { return nil }
+        let reference = date.flatMap(HTTPDate.date) ?? now
+        return max(0, when.timeIntervalSince(reference))
     }
 
     /// The first and last byte positions and the complete length of a `Content-Range: bytes a-b/total`.

@@ -179,6 +179,26 @@ import URLText
         let dated = head(["HTTP/1.1 503 Service Unavailable", "Retry-After: Sun, 06 Nov 1994 08:49:37 GMT", ""])
         #expect(dated.retryAfter(now: now) == 60)
         #expect(head(["HTTP/1.1 503 x", "Retry-After: soon", ""]).retryAfter() == nil)
+        #expect(head(["HTTP/1.1 503 x", "Retry-After: 1.5", ""]).retryAfter() == 1.5)
+        for odd in ["nan", "inf", "-5", "1e3", ""] {
+            #expect(head(["HTTP/1.1 503 x", "Retry-After: \(odd)", ""]).retryAfter() == nil, "\(odd)")
+        }
+    }
+
+    /// A date counts from the server's clock (its `Date`), not this machine's.
+    @Test func aRetryAfterDateCountsFromTheResponsesDate() {
+        let now = Date(timeIntervalSince1970: 784_111_717) // Sun, 06 Nov 1994 08:48:37 GMT
+        // The server 700 s ahead asks for 3 s.
+        let ahead = head(["HTTP/1.1 429 Too Many Requests", "Date: Sun, 06 Nov 1994 09:00:17 GMT",
+                          "Retry-After: Sun, 06 Nov 1994 09:00:20 GMT", ""])
+        #expect(ahead.retryAfter(now: now) == 3)
+        // An hour behind, it asks for 30 s.
+        let behind = head(["HTTP/1.1 503 Service Unavailable", "Date: Sun, 06 Nov 1994 07:48:37 GMT",
+                           "Retry-After: Sun, 06 Nov 1994 07:49:07 GMT", ""])
+        #expect(behind.retryAfter(now: now) == 30)
+        // A Date that cannot be read leaves this machine's clock to count from.
+        let unreadable = head(["HTTP/1.1 503 x", "Date: yesterday", "Retry-After: Sun, 06 Nov 1994 08:49:37 GMT", ""])
+        #expect(unreadable.retryAfter(now: now) == 60)
     }
 }
 
