@@ -79,6 +79,9 @@ public struct GivenUpHost: Sendable, Equatable {
 /// The outcome of a fetch job.
 public struct FetchReport: Sendable, Equatable {
     public var total = 0
+    /// Lines of the list that repeated an earlier one (the same URL in the
+    /// same collection): not in `total`, fetched and counted once.
+    public var repeats = 0
     public var downloaded = 0
     public var skipped = 0
     /// How many items failed.
@@ -221,7 +224,11 @@ public final class FetchJob: Sendable {
         let started = clock.now
         defer { eventSink.finish() }
         let items = requested.withoutRepeats()
-        state.withLock { $0.progress.total = items.count; $0.report.total = items.count }
+        state.withLock {
+            $0.progress.total = items.count
+            $0.report.total = items.count
+            $0.report.repeats = requested.count - items.count
+        }
 
         let ingestor = Ingestor(cache: cache, store: ingestStore)
         let engine: TransferEngine
@@ -321,6 +328,7 @@ public final class FetchJob: Sendable {
         let report = state.withLock { state -> FetchReport in
             state.progress.total = items.count
             state.report.total = items.count
+            state.report.repeats = requested.count - items.count
             state.report.seconds = (ContinuousClock.now - started).seconds
             return state.report
         }

@@ -365,6 +365,9 @@ import Transfer
             #expect(report.total == 6)
             #expect(report.skipped == 2)
             #expect(report.downloaded == 4)
+            // The summary adds up to the list's ten lines.
+            #expect(report.repeats == 4)
+            #expect(ProgressText.summary(report).hasPrefix("4 downloaded, 2 already cached, 0 failed, 4 repeated in the list ("))
             #expect(report.succeeded)
             for url in urls {
                 let path = try #require(URL(string: url)?.path)

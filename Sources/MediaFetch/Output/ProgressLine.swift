@@ -57,7 +57,7 @@ public enum ProgressJSON {
             fields = [
                 "event": .string("finished"), "total": .integer(report.total), "downloaded": .integer(report.downloaded),
                 "skipped": .integer(report.skipped), "failed": .integer(report.failed),
-                "bytes": .integer(report.bytesReceived), "resumedBytes": .integer(report.resumedBytes),
+                "repeats": .integer(report.repeats), "bytes": .integer(report.bytesReceived), "resumedBytes": .integer(report.resumedBytes),
                 "seconds": .number(report.seconds), "interrupted": .bool(report.interrupted),
                 "outOfSpace": .bool(report.outOfSpace != nil), "catalogFailed": .bool(report.catalogFailure != nil),
                 // What a stopped run leaves for the next: the summary's "N left to fetch" and "M stored for the next run to record".
@@ -160,6 +160,8 @@ public enum ProgressText {
         var parts = ["\(report.downloaded) downloaded"]
         parts.append("\(report.skipped) already cached")
         parts.append("\(report.failed) failed")
+        // Else the counts do not add up to the list's lines, and items look lost.
+        if report.repeats > 0 { parts.append("\(report.repeats) repeated in the list") }
         var text = parts.joined(separator: ", ")
         // Received, not stored: attempts cut short and thrown away count too.
         text += " (\(ByteSize.format(report.bytesReceived)) received in \(ByteSize.oneDecimal(report.seconds)) s"
