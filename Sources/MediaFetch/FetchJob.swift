@@ -490,7 +490,20 @@ public final class FetchJob: Sendable {
             await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
                 switch result {
                 case .success(let body):
-                    store(body, of: items[index], ingestor: ingestor, whenRoom: ready)
+                    let item = items[index]
+                    if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, url: item.url,
+                                                               kind: item.kind, size: body.size) {
+                        // Removed under its lock, so no other download has the name yet;
+                        // the next run asks again (the photo may be there by then).
+                        _ = unlink(body.path)
+                        body.file.release()
+                        // Received all the same (the summary counts what arrived).
+                        state.withLock { $0.report.bytesReceived += body.size - body.resumedBytes }
+                        fail(item, reason: refusal, ingestor: ingestor)
+                        ready()
+                    } else {
+                        store(body, of: item, ingestor: ingestor, whenRoom: ready)
+                    }
                 case .failure(let error):
                     // A cancelled item is neither stored nor failed: the run was interrupted.
                     if error.kind != .cancelled {

@@ -379,6 +379,37 @@ import Transfer
         }
     }
 
+    /// A web page sent with 200 for a URL that names a photo (a login page)
+    /// fails the item, and nothing of it is stored; a URL that names no media
+    /// keeps its page.
+    @Test func aWebPageWhereAPhotoWasAskedForIsRefusedNotStored() async throws {
+        try await withOrigin { origin, directory in
+            let photos = origin.addFixtures(count: 2, size: 3000, firstSeed: 950)
+            let login = try #require(URL(string: photos[0])?.path)
+            origin.setFault(login, .html)
+            origin.addResource("/about", data: Data("<html><body>about</body></html>".utf8), contentType: "text/html")
+            let root = directory.appending("cache")
+            let items = [FetchItem(url: photos[0], collection: "trip"), FetchItem(url: photos[1], collection: "trip"),
+                         FetchItem(url: origin.url("/about"), collection: "trip")]
+
+            let report = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+
+            #expect(report.downloaded == 2)
+            #expect(report.failed == 1)
+            let reason = try #require(report.failures.first?.message)
+            #expect(reason.hasPrefix("the server sent a web page (text/html, "), "\(reason)")
+            #expect(reason.hasSuffix(") where a .\((photos[0] as NSString).pathExtension) file was asked for; not stored"), "\(reason)")
+            let entries = try MediaCache(root: root).catalog.entries(collection: "trip")
+            #expect(Set(entries.map(\.url)) == [photos[1], origin.url("/about")])
+            #expect(try objectPaths(inCache: root).count == 2)
+            // Nothing left in the partials' directories either.
+            #expect(try FileManager.default.subpathsOfDirectory(atPath: root + "/tmp").filter { $0.contains("/") } == [])
+            // And the next run asks again.
+            origin.clearFaults()
+            #expect(try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items).downloaded == 1)
+        }
+    }
+
     /// A catalog damaged on disk is named, with SQLite's reason in a few
     /// words: the lookup of a long list quoted a kilobyte of SQL.
     @Test func aDamagedCatalogIsNamedInOneShortLine() async throws {

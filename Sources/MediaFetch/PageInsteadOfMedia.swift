@@ -1,0 +1,54 @@
+import ContentStore
+import Foundation
+
+/// A web page where media was asked for: a login, consent or error page a
+/// server sends with 200 for a photo's or a sound's URL. Stored, it would be
+/// the URL's "photo" for good (a later run finds the URL cached), and one
+/// such page stood for three `.jpg` URLs, de-duplicated.
+///
+/// Only where the item says what it is: a photo or a sound, or a URL whose
+/// file name ends in a media extension. A URL that names no media (`/page`,
+/// `/index.html`) may be a page, and is stored as it comes.
+enum PageInsteadOfMedia {
+    /// Why the body is refused, in one line; nil when it may be stored.
+    static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64) -> String? {
+        guard let type = mediaType(contentType), type == "text/html" || type == "application/xhtml+xml" else { return nil }
+        let expected: String
+        switch kind {
+        case .photo: expected = "a photo"
+        case .sound: expected = "a sound"
+        case .file:
+            guard let ext = mediaExtension(of: url) else { return nil }
+            expected = "a .\(ext) file"
+        }
+        return "the server sent a web page (\(type), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
+    }
+
+    /// The media type of a `Content-Type` value, lower-cased, without parameters.
+    static func mediaType(_ contentType: String?) -> String? {
+        guard let contentType else { return nil }
+        let type = contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
+        return type.isEmpty ? nil : type
+    }
+
+    /// The extension of the URL's file name when it names an image, a sound
+    /// or a video (`jpg`, `mp3`, `mp4`…), lower-cased; nil otherwise.
+    static func mediaExtension(of url: String) -> String? {
+        // The path: after the scheme and authority, before any query or fragment.
+        var rest = Substring(url)
+        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        rest = rest.drop { $0 != "/" }
+        let path = rest.prefix { $0 != "?" && $0 != "#" }
+        // (A path ending in "/" names a directory, not its last part.)
+        let name = path.hasSuffix("/") ? "" : path.split(separator: "/").last ?? ""
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
+        let ext = name[name.index(after: dot)...].lowercased()
+        return mediaExtensions.contains(ext) ? ext : nil
+    }
+
+    static let mediaExtensions: Set<String> = [
+        "jpg", "jpeg", "png", "gif", "webp", "heic", "heif", "avif", "tif", "tiff", "bmp",
+        "mp3", "wav", "flac", "ogg", "oga", "opus", "m4a", "aac", "aif", "aiff",
+        "mp4", "m4v", "mov", "webm", "mkv", "avi",
+    ]
+}
