@@ -259,6 +259,28 @@ import TestSupport
         }
     }
 
+    /// A very long collection name runs into its title on its own row: the
+    /// column is padded to 40 columns at most, and the other rows stay readable.
+    @Test func aVeryLongCollectionNameDoesNotPushEveryTitleOffTheScreen() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let long = String(repeating: "x", count: 5000)
+            try cache.catalog.record([
+                IngestRecord(url: "http://h/a.jpg", collection: "alps", kind: .photo, title: "Matterhorn",
+                             sha256: Self.hash("a"), size: 1),
+                IngestRecord(url: "http://h/b.jpg", collection: long, kind: .photo, title: "Eiger", sha256: Self.hash("b"), size: 1),
+            ])
+            for entry in try cache.catalog.entries() { try Self.placeFile(of: entry, in: cache) }
+
+            let rows = try written(cache, .table, pieceSize: 1 << 16).split(separator: "\n").map(String.init)
+
+            #expect(rows.count == 3)
+            let alps = try #require(rows.first { $0.hasSuffix("Matterhorn") })
+            #expect(alps == "aaaaaaaaaaaa   1 B  photo  " + "alps".padding(toLength: 40, withPad: " ", startingAt: 0) + "  Matterhorn")
+            #expect(rows.contains { $0.hasSuffix(long + "  Eiger") })
+        }
+    }
+
     @Test func anEmptyListIsAnEmptyArrayOrJustAHeader() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))

@@ -97,6 +97,7 @@ public struct EntryFormatter: Sendable {
                 if isMissing { missingHashes.insert(entry.sha256) }
                 TextTable.widen(&widths, toFit: Self.tableRow(entry, missing: isMissing, paddedOnly: true))
             }
+            widths[3] = min(widths[3], Self.widestPaddedCollection)
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
                 let isMissing = missingHashes.contains(entry.sha256)
@@ -107,6 +108,12 @@ public struct EntryFormatter: Sendable {
         try pieces.finish()
         return missing
     }
+
+    /// The widest the collection column is padded to: a longer name runs into
+    /// its title on its own row, rather than pushing every row's title off
+    /// the screen (a 5,000-character name made every row 5,070 columns wide).
+    /// CSV and JSON hold it whole.
+    static let widestPaddedCollection = 40
 
     /// What a table shows for the size of an entry whose file is missing.
     static let missingCell = "missing"
