@@ -228,10 +228,12 @@ import TestSupport
         let byIndex = Mutex<[Int: Result<DownloadedBody, TransferError>]>([:])
     }
 
-    /// An engine with quick retries, `jobs` transfers (all of them may go to one host) and `patience`.
-    private func engine(patience: Double?, jobs: Int = 4, retries: Int = 3, directory: TemporaryDirectory) throws -> TransferEngine {
+    /// An engine with quick retries (unless `baseDelay` and `maxDelay` say
+    /// otherwise), `jobs` transfers (all of them may go to one host) and `patience`.
+    private func engine(patience: Double?, jobs: Int = 4, retries: Int = 3, baseDelay: Double = 0.02, maxDelay: Double = 0.05,
+                        directory: TemporaryDirectory) throws -> TransferEngine {
         var configuration = TransferConfiguration()
-        configuration.retry = RetryPolicy(maxRetries: retries, baseDelay: 0.02, maxDelay: 0.05)
+        configuration.retry = RetryPolicy(maxRetries: retries, baseDelay: baseDelay, maxDelay: maxDelay)
         configuration.maxConcurrentTransfers = jobs
         configuration.maxTransfersPerHost = jobs
         configuration.unreachableHostPatience = patience
@@ -369,12 +371,7 @@ import TestSupport
     @Test func retriesThatUseUpNoneBackOffPastTheURLsOwnRetries() async throws {
         try await TemporaryDirectory.with { directory in
             let dead = try ReservedPort()
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.05, maxDelay: 0.8)
-            configuration.maxConcurrentTransfers = 4
-            configuration.maxTransfersPerHost = 4
-            configuration.unreachableHostPatience = 1.5
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(patience: 1.5, retries: 1, baseDelay: 0.05, maxDelay: 0.8, directory: directory)
             defer { engine.shutdown() }
             let retries = Mutex<[String: Int]>([:])
             let watcher = Task {
@@ -404,13 +401,8 @@ import TestSupport
     @Test func retriesSleepingWhenTheirHostIsGivenUpEndThen() async throws {
         try await TemporaryDirectory.with { directory in
             let dead = try ReservedPort()
-            var configuration = TransferConfiguration()
             // Backoffs of 10 to 20 s: far longer than the patience.
-            configuration.retry = RetryPolicy(maxRetries: 4, baseDelay: 20, maxDelay: 20)
-            configuration.maxConcurrentTransfers = 8
-            configuration.maxTransfersPerHost = 8
-            configuration.unreachableHostPatience = 1
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(patience: 1, jobs: 8, retries: 4, baseDelay: 20, maxDelay: 20, directory: directory)
             defer { engine.shutdown() }
             // When each URL's retry was due (from its retrying event), and when it ended, and how.
             let times = RetryTimes()
