@@ -491,10 +491,12 @@ public final class FetchJob: Sendable {
                 switch result {
                 case .success(let body):
                     let item = items[index]
-                    if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, url: item.url,
-                                                               kind: item.kind, size: body.size) {
-                        // Removed under its lock, so no other download has the name yet;
-                        // the next run asks again (the photo may be there by then).
+                    if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, url: item.url, kind: item.kind,
+                                                               size: body.size, opening: PageInsteadOfMedia.opening(of: body.path)) {
+                        // Its validator first, while the body still holds the name (the lock is on
+                        // the file: once the name is free, another download may take it and write
+                        // a validator of its own there). The next run asks again.
+                        body.file.forgetValidator()
                         _ = unlink(body.path)
                         body.file.release()
                         // Received all the same (the summary counts what arrived).

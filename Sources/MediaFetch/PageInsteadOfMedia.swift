@@ -11,8 +11,11 @@ import Foundation
 /// `/index.html`) may be a page, and is stored as it comes.
 enum PageInsteadOfMedia {
     /// Why the body is refused, in one line; nil when it may be stored.
-    static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64) -> String? {
-        guard let type = mediaType(contentType), type == "text/html" || type == "application/xhtml+xml" else { return nil }
+    /// `opening` is the body's first bytes: a page must look like one (a
+    /// handler that sets no type of its own labels real photos `text/html`).
+    static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64, opening: [UInt8]) -> String? {
+        guard let type = mediaType(contentType), type == "text/html" || type == "application/xhtml+xml",
+              looksLikeMarkup(opening) else { return nil }
         let expected: String
         switch kind {
         case .photo: expected = "a photo"
@@ -22,6 +25,23 @@ enum PageInsteadOfMedia {
             expected = "a .\(ext) file"
         }
         return "the server sent a web page (\(type), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
+    }
+
+    /// Whether `bytes` begin, after blanks and a UTF-8 byte order mark, with `<`.
+    static func looksLikeMarkup(_ bytes: [UInt8]) -> Bool {
+        var rest = bytes[...]
+        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
+        return rest.first { ![0x20, 0x09, 0x0A, 0x0D, 0x0C].contains($0) } == UInt8(ascii: "<")
+    }
+
+    /// The first bytes of the file at `path` (up to 512); none when it cannot be read.
+    static func opening(of path: String) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 512)
+        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        return count > 0 ? Array(bytes.prefix(count)) : []
     }
 
     /// The media type of a `Content-Type` value, lower-cased, without parameters.

@@ -735,6 +735,11 @@ import TestSupport
             #expect(origin.requests(for: "/empty.jpg").count == 3)
             #expect(none?.message == "HTTP 204 No Content: no body to store")
             #expect(origin.requests(for: "/none.jpg").count == 1)
+            // Whatever length it gives: a 204 has no body to frame.
+            origin.route("/odd.jpg") { _ in OriginResponse(status: 204, headers: [("Content-Length", "1e3")], body: Data()) }
+            let odd = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/odd.jpg")) }
+            #expect(odd?.message == "HTTP 204 No Content: no body to store")
+            #expect(origin.requests(for: "/odd.jpg").count == 1)
         }
     }
 
