@@ -72,6 +72,9 @@ final class FileSink: BodySink {
     /// its validator says (a file replaced by a longer one, its ETag or date
     /// kept, had its tail stitched to the old head). Nil when not given.
     private var validatorTotal: Int64?
+    /// The redirects the response `validator` came with came through
+    /// (`ResponseHead.route`): a range answer by another way is another file.
+    private var validatorRoute = ""
     private let maxFileSize: Int64?
     private let resumableThreshold: Int64
     /// Whether this attempt's body is being written (a 2xx); error bodies are dropped.
@@ -100,6 +103,7 @@ final class FileSink: BodySink {
             bytesHeld = try writer.seed(fromFileLength: held.size)
             validator = held.validator
             validatorTotal = held.total
+            validatorRoute = held.route
         }
     }
 
@@ -122,6 +126,12 @@ final class FileSink: BodySink {
                 restart()
                 return TransferError(.protocolViolation, "server answered with a range that was not asked for")
             }
+            if head.route != validatorRoute {
+                // The URL redirected elsewhere than when the bytes held came:
+                // an ETag names a version of one file, not which file.
+                restart()
+                return TransferError(.protocolViolation, "the URL now redirects to another file than the bytes held came from")
+            }
             if !validatorStillMatches(head, absentMeans: false) {
                 // The file changed although we sent If-Range, or the 206 does not
                 // say which version it is from: never stitch two versions.
@@ -138,10 +148,17 @@ final class FileSink: BodySink {
             if validatorTotal == nil, let validator {
                 // The first length given (the body began chunked, with none): later range answers are held to it.
                 validatorTotal = total
-                partial.recordValidator(validator, total: total)
+                partial.recordValidator(validator, total: total, route: validatorRoute)
             }
             expectedTotal = total
         } else {
+            if head.hasContentRange, !(head.contentRange.map { $0.start == 0 && $0.total == $0.end + 1 } ?? false) {
+                // A 200 is the whole file, yet it says it is a part: a server that
+                // answered a resume so had the tail stored as the whole file.
+                restart()
+                return TransferError(.protocolViolation, "the server answered \(head.status) with a part of the file "
+                    + "(Content-Range: \(head.fields["content-range"] ?? ""))")
+            }
             if bytesHeld > 0 {
                 // 200 to a range request: the server sends the whole (maybe new) body.
                 restart()
@@ -151,7 +168,7 @@ final class FileSink: BodySink {
                 // version, and must not vouch for this one's bytes.
                 partial.forgetValidator()
             }
-            expectedTotal = head.contentLength
+            expectedTotal = head.contentLength ?? (head.status == 200 ? head.lengthBesideChunks : nil)
         }
         if let limit = maxFileSize, let total = expectedTotal, total > limit {
             return .tooLarge(limit: limit)
@@ -165,8 +182,9 @@ final class FileSink: BodySink {
             let newValidator = strongETag ?? Self.strongLastModified(head)
             validator = newValidator
             validatorTotal = expectedTotal
+            validatorRoute = head.route
             if let newValidator, (expectedTotal ?? .max) >= resumableThreshold {
-                partial.recordValidator(newValidator, total: expectedTotal)
+                partial.recordValidator(newValidator, total: expectedTotal, route: validatorRoute)
             }
         }
         return nil
@@ -187,7 +205,7 @@ final class FileSink: BodySink {
         // connection, or from a body of unknown length) is not the whole file
         // because a server says its length is what we hold.
         guard bytesHeld > 0, let validator, validatorTotal == bytesHeld,
-              head.status == 416, head.unsatisfiedRangeLength == bytesHeld,
+              head.status == 416, head.unsatisfiedRangeLength == bytesHeld, head.route == validatorRoute,
               // A server that ignores If-Range answers 416 for a changed file of
               // the same length too. One that honours it answers 416 only when the
               // validator matched, and need not repeat it in a 416: absent is trusted.

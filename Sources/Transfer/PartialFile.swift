@@ -43,7 +43,7 @@ final class PartialFile {
     /// What an earlier run left that can be resumed: the bytes held, the
     /// validator they came with, and the body's whole length as that
     /// response gave it (nil when it did not, or an older version wrote the file).
-    let resumable: (size: Int64, validator: String, total: Int64?)?
+    let resumable: (size: Int64, validator: String, total: Int64?, route: String)?
     /// How the file was opened, when it was created empty just now (the
     /// common case): spares the writer a look at the descriptor.
     let opened: HashingWriter.OpenedFile
@@ -73,7 +73,7 @@ final class PartialFile {
             let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
             let saved = Self.readValidator(sharedPath + ".validator", url: url)
             if size > 0, let saved {
-                resumable = (size, saved.validator, saved.total)
+                resumable = (size, saved.validator, saved.total, saved.route)
             } else {
                 resumable = nil
                 _ = ftruncate(fd, 0)
@@ -117,10 +117,11 @@ final class PartialFile {
     /// `total` is the body's length as the response gave it: a later range
     /// answer for another length is another version of the file, whatever
     /// its validator says.
-    func recordValidator(_ validator: String, total: Int64?) {
+    /// `route` names the redirects the response came through (`ResponseHead.route`).
+    func recordValidator(_ validator: String, total: Int64?, route: String) {
         guard let validatorPath else { return }
         hasValidator = true
-        Self.writeValidatorFile("\(url)\n\(validator)\n\(total.map(String.init) ?? "")\n", to: validatorPath)
+        Self.writeValidatorFile("\(url)\n\(validator)\n\(total.map(String.init) ?? "")\n\(route)\n", to: validatorPath)
     }
 
     /// Writes a validator file whole or not at all (a temporary file renamed
@@ -538,19 +539,22 @@ final class PartialFile {
     /// The mode of a partial made writable again.
     private static let writableMode: mode_t = 0o644
 
-    private static func readValidator(_ path: String, url: String) -> (validator: String, total: Int64?)? {
+    private static func readValidator(_ path: String, url: String) -> (validator: String, total: Int64?, route: String)? {
         // Most partials are new: a cheap existence check before the read.
         guard access(path, F_OK) == 0, let text = readValidatorFile(path) else { return nil }
-        // "<url>\n<validator>\n<total>\n" (the total empty when unknown): without
-        // the final newline the write was cut short. A file of an older version,
-        // without the total line, is trusted with an ETag only: its date may not
-        // be one this version would send (see `FileSink.strongLastModified`).
+        // "<url>\n<validator>\n<total>\n<route>\n" (the total empty when unknown, the
+        // route when no redirect led to the file): without the final newline the
+        // write was cut short. A file of an older version has no route line (taken
+        // as no redirect: bytes that came through one start over), or no total
+        // line either, and is then trusted with an ETag only: its date may not be
+        // one this version would send (see `FileSink.strongLastModified`).
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count == 4 || (lines.count == 3 && lines[1].hasPrefix("\"")), lines[0] == url, !lines[1].isEmpty,
-              lines.last?.isEmpty == true else { return nil }
-        guard lines.count == 4, !lines[2].isEmpty else { return (String(lines[1]), nil) }
+        guard (4...5).contains(lines.count) || (lines.count == 3 && lines[1].hasPrefix("\"")), lines[0] == url,
+              !lines[1].isEmpty, lines.last?.isEmpty == true else { return nil }
+        let route = lines.count == 5 ? String(lines[3]) : ""
+        guard lines.count >= 4, !lines[2].isEmpty else { return (String(lines[1]), nil, route) }
         guard let total = Int64(lines[2]), total > 0 else { return nil }
-        return (String(lines[1]), total)
+        return (String(lines[1]), total, route)
     }
 
     private static func error(_ what: String, _ path: String) -> TransferError {

@@ -19,6 +19,24 @@ struct ResponseHead: Sendable {
     /// True once the blank line ending a redirect that libcurl follows was
     /// seen (until the next response's status line): a new connection may come.
     var endedInRedirect = false
+    /// The `Location`s of the redirects followed to this response, each
+    /// ending in a newline: which file an ETag names depends on them.
+    private(set) var redirectedThrough = ""
+
+    /// The redirects followed to this response, as a short stable name (a
+    /// 64-bit FNV-1a hash in hex); empty when there were none. Bytes held
+    /// are resumed only through the same redirects: nginx gives two files of
+    /// one size and time the same ETag, so when a URL that redirected to one
+    /// redirected to the other, the 206 to `If-Range` stitched them together.
+    var route: String {
+        guard !redirectedThrough.isEmpty else { return "" }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in redirectedThrough.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
 
     /// The fields that were present, with lower-cased names.
     var fields: [String: String] {
@@ -40,6 +58,16 @@ struct ResponseHead: Sendable {
     /// (libcurl takes the last), and RFC 9112 makes it an unrecoverable error.
     /// A value that is not a count beside another one counts as different.
     var lengthsDisagree: Bool { values[.transferEncoding] == nil && lengths.conflict }
+    /// The `Content-Length` beside a `Transfer-Encoding` (chunks), when it is
+    /// one count of bytes: the chunks frame the body (RFC 9112 6.3), but a
+    /// body whose chunks add up to another length is refused (RFC 9112: "ought
+    /// to be handled as an error"): a proxy that chunked an upstream answer cut
+    /// short sent half a photo, which was stored as whole.
+    var lengthBesideChunks: Int64? {
+        values[.transferEncoding] != nil && !lengths.conflict ? lengths.first : nil
+    }
+    /// Whether the body is framed by a `Transfer-Encoding` (chunks).
+    var isTransferEncoded: Bool { values[.transferEncoding] != nil }
     /// Whether the response's one `Content-Length` is no count of bytes: not
     /// decimal digits (`1e3`, `-1`) or more than fits in 63 bits. libcurl
     /// reads what it can of it (`1e3` as 1, 2^63 as no length), so where the
@@ -126,6 +154,9 @@ struct ResponseHead: Sendable {
         return (start, end, total)
     }
 
+    /// Whether the response has a `Content-Range`, readable or not.
+    var hasContentRange: Bool { values[.contentRange] != nil }
+
     /// The file's length in a 416's `Content-Range: bytes */N`.
     var unsatisfiedRangeLength: Int64? {
         guard let value = values[.contentRange], value.lowercased().hasPrefix("bytes */") else { return nil }
@@ -155,12 +186,15 @@ struct ResponseHead: Sendable {
             let followed = (100...199).contains(status) || redirect
             isComplete = !followed
             endedInRedirect = redirect
+            if redirect { redirectedThrough += (values[.location] ?? "") + "\n" }
             return
         }
         while let last = line.last, last == 32 || last == 9 { line = line.dropLast() }
         if line.isEmpty { return }
         if line.starts(with: "HTTP/".utf8) {
+            let through = redirectedThrough
             self = ResponseHead()
+            redirectedThrough = through
             let parts = line.split(separator: 32, maxSplits: 2)
             // "HTTP/2", "HTTP/1.1": the digit after the slash.
             if let major = line.dropFirst(5).first, (49...57).contains(major) { majorVersion = Int(major - 48) }

@@ -344,9 +344,12 @@ public final class TransferEngine: Sendable {
                 if named != failure.message { result = .failure(TransferError(failure.kind, named, retryAfter: failure.retryAfter)) }
             }
             if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
-                // A body that ended early without libcurl noticing (a short 206, say).
+                // A body that ended early without libcurl noticing (a short 206, say),
+                // or chunks that add up to another length than the one given beside them.
                 sink.restart()
-                result = .failure(TransferError(.protocolViolation, "body ended at \(outcome.bodyBytes) of \(expected) bytes"))
+                result = .failure(TransferError(.protocolViolation, outcome.head.isTransferEncoded
+                    ? "the server's chunks held \(outcome.bodyBytes) bytes where its Content-Length said \(expected)"
+                    : "body ended at \(outcome.bodyBytes) of \(expected) bytes"))
             }
             var error: TransferError
             switch result {

@@ -168,6 +168,78 @@ import TestSupport
         }
     }
 
+    /// An ETag names a version of one file, not which file: nginx gives two
+    /// files of one size and time the same one. A URL that redirected to one
+    /// and, on the retry, to the other had the second's tail stitched to the
+    /// first's head. A resume by another redirect now starts over.
+    @Test func aResumeThatRedirectsToAnotherFileStartsOver() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            let day1 = fixtureBytes(count: 600_000, seed: 31)
+            let day2 = fixtureBytes(count: 600_000, seed: 32)
+            origin.addResource("/img/day1.jpg", data: day1, etag: "\"same\"")
+            origin.addResource("/img/day2.jpg", data: day2, etag: "\"same\"")
+            origin.setFault("/img/day1.jpg", .dropAfter(bytes: 300_000), times: 1)
+            let asked = Mutex(0)
+            origin.route("/latest.jpg") { _ in
+                let first = asked.withLock { count in
+                    count += 1
+                    return count == 1
+                }
+                return OriginResponse(status: 302, headers: [("Location", first ? "/img/day1.jpg" : "/img/day2.jpg")])
+            }
+
+            let body = try await engine.download(origin.url("/latest.jpg"))
+
+            #expect(body.sha256 == sha256(day2))
+            #expect(FileManager.default.contents(atPath: body.path) == day2)
+            #expect(body.resumedBytes == 0)
+            // The range asked of day2 was refused as another file's, and the whole of it fetched.
+            #expect(origin.requests(for: "/img/day2.jpg").count == 2)
+            #expect(origin.requests(for: "/img/day2.jpg").last?.headers["range"] == nil)
+        }
+    }
+
+    /// A 200 is the whole file: one that says it is a part (`Content-Range`),
+    /// as a server answered a resume, had the tail stored as the whole file.
+    @Test func aWholeResponseThatSaysItIsAPartIsRefused() async throws {
+        _ = try await withEngine(retries: 1) { origin, engine, directory in
+            let tail = fixtureBytes(count: 100, seed: 34)
+            origin.route("/part.jpg") { _ in
+                OriginResponse(status: 200, headers: [("Content-Range", "bytes 900-999/1000")], body: tail)
+            }
+            // A 200 whose range is the whole file is one.
+            let whole = fixtureBytes(count: 100, seed: 35)
+            origin.route("/whole.jpg") { _ in
+                OriginResponse(status: 200, headers: [("Content-Range", "bytes 0-99/100")], body: whole)
+            }
+
+            let refused = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/part.jpg")) }
+
+            #expect(refused?.kind == .protocolViolation)
+            #expect(refused?.message.hasPrefix("the server answered 200 with a part of the file (Content-Range: bytes 900-999/1000)") == true,
+                    "\(String(describing: refused))")
+            #expect(leftovers(directory).isEmpty)
+            let stored = try await engine.download(origin.url("/whole.jpg"))
+            #expect(stored.sha256 == sha256(whole))
+        }
+    }
+
+    /// A resume through the same redirect goes on from the bytes held.
+    @Test func aResumeThroughTheSameRedirectGoesOn() async throws {
+        _ = try await withEngine { origin, engine, _ in
+            let photo = fixtureBytes(count: 600_000, seed: 33)
+            origin.addResource("/img/photo.jpg", data: photo)
+            origin.setFault("/img/photo.jpg", .dropAfter(bytes: 300_000), times: 1)
+            origin.route("/latest.jpg") { _ in OriginResponse(status: 302, headers: [("Location", "/img/photo.jpg")]) }
+
+            let body = try await engine.download(origin.url("/latest.jpg"))
+
+            #expect(body.sha256 == sha256(photo))
+            #expect(body.resumedBytes > 0)
+            #expect(origin.requests(for: "/img/photo.jpg").count == 2)
+        }
+    }
+
     @Test func moreLargeTransfersThanWriterChunksAllComplete() async throws {
         // 40 large pipelined bodies at once, each holding a chunk while it fills
         // and handing full ones to the writers (a writer that finds the budget
@@ -374,16 +446,26 @@ import TestSupport
         }
     }
 
-    /// A chunked body with a `Content-Length` beside it that is wrong (a
-    /// misconfigured server) is read by its chunks, as curl reads it.
-    @Test func aChunkedBodyIsWholeWhateverItsContentLengthSays() async throws {
-        _ = try await withEngine(retries: 0) { origin, engine, _ in
+    /// A chunked body is read by its chunks, as curl reads it; with a
+    /// `Content-Length` beside it that the chunks do not add up to (RFC 9112:
+    /// "ought to be handled as an error"), it is refused, not stored: a proxy
+    /// that chunked an upstream answer cut short sent half a photo.
+    @Test func aChunkedBodyIsStoredOnlyWhenItsContentLengthAgrees() async throws {
+        _ = try await withEngine(retries: 0) { origin, engine, directory in
             let bytes = fixtureBytes(count: 150_000, seed: 62)
             origin.addResource("/chunked.jpg", data: bytes)
             origin.setFault("/chunked.jpg", .chunked(claimedLength: 200_000), times: 1)
-            let body = try await engine.download(origin.url("/chunked.jpg"))
-            #expect(FileManager.default.contents(atPath: body.path) == bytes)
-            #expect(body.sha256 == sha256(bytes))
+            let short = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/chunked.jpg")) }
+            #expect(short == TransferError(.protocolViolation, "the server's chunks held 150000 bytes where its Content-Length said 200000"))
+            origin.setFault("/chunked.jpg", .chunked(claimedLength: 100_000), times: 1)
+            let long = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/chunked.jpg")) }
+            #expect(long?.kind == .protocolViolation)
+            #expect(leftovers(directory).isEmpty)
+
+            origin.setFault("/chunked.jpg", .chunked(claimedLength: 150_000), times: 1)
+            let agreeing = try await engine.download(origin.url("/chunked.jpg"))
+            #expect(FileManager.default.contents(atPath: agreeing.path) == bytes)
+            #expect(agreeing.sha256 == sha256(bytes))
             origin.setFault("/chunked.jpg", .chunked(claimedLength: nil), times: 1)
             #expect(try await engine.download(origin.url("/chunked.jpg")).size == 150_000)
         }

@@ -53,7 +53,7 @@ import Glibc
     @Test func aFinishedBodyPastTheBudgetIsDatedNowForTheSweep() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/old")
-            partial.recordValidator("\"v1\"", total: 5000)
+            partial.recordValidator("\"v1\"", total: 5000, route: "")
             let body = [UInt8](repeating: 9, count: 5000)
             #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == body.count)
             // Written a week ago, as a partial left by an earlier run.
@@ -72,7 +72,7 @@ import Glibc
     private func leavePartial(in directory: String, url: String, bytes: Int, validator: String,
                               total: Int64? = 4000) throws -> String {
         let partial = try PartialFile(directory: directory, url: url)
-        partial.recordValidator(validator, total: total)
+        partial.recordValidator(validator, total: total, route: "")
         let body = [UInt8](repeating: 7, count: bytes)
         #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == bytes)
         partial.close(discard: false)
@@ -116,7 +116,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/chunked.wav"
             let path = try leavePartial(in: directory.path, url: url, bytes: 1000, validator: "\"v1\"", total: nil)
-            #expect(try String(contentsOfFile: path + ".validator", encoding: .utf8) == "\(url)\n\"v1\"\n\n")
+            #expect(try String(contentsOfFile: path + ".validator", encoding: .utf8) == "\(url)\n\"v1\"\n\n\n")
             let unknown = try PartialFile(directory: directory.path, url: url)
             #expect(unknown.resumable?.validator == "\"v1\"" && unknown.resumable?.size == 1000)
             #expect(unknown.resumable?.total == nil)
@@ -126,6 +126,18 @@ import Glibc
             let older = try PartialFile(directory: directory.path, url: url)
             #expect(older.resumable?.validator == "\"v1\"" && older.resumable?.total == nil)
             older.close(discard: false)
+
+            // One without the route line: no redirect led to it.
+            try Data("\(url)\n\"v1\"\n1000\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+            let unrouted = try PartialFile(directory: directory.path, url: url)
+            #expect(unrouted.resumable?.total == 1000 && unrouted.resumable?.route == "")
+            unrouted.close(discard: false)
+
+            // The route is kept as written.
+            try Data("\(url)\n\"v1\"\n1000\n0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+            let routed = try PartialFile(directory: directory.path, url: url)
+            #expect(routed.resumable?.route == "0123456789abcdef")
+            routed.close(discard: false)
 
             // An older version's date is not trusted (it may not be a strong validator).
             try Data("\(url)\nSun, 06 Nov 1994 08:49:37 GMT\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
@@ -161,11 +173,11 @@ import Glibc
             let url = "http://ann:hunter2@example.test/a.jpg"
             #expect(PartialFile.key(for: url) == PartialFile.key(for: "http://ann@example.test/a.jpg"))
             let partial = try PartialFile(directory: directory.path, url: url)
-            partial.recordValidator("\"v1\"", total: 3)
+            partial.recordValidator("\"v1\"", total: 3, route: "")
             #expect(partial.descriptor >= 0 && write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)
             let validator = try String(contentsOfFile: partial.path + ".validator", encoding: .utf8)
-            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n3\n")
+            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n3\n\n")
             // Resumed under either password: the bytes belong to the resource, the validator decides.
             let again = try PartialFile(directory: directory.path, url: "http://ann:other@example.test/a.jpg")
             defer { again.close(discard: true) }
@@ -186,7 +198,7 @@ import Glibc
             let moved = try leftByAnOlderVersion("http://ann:hunter2@example.test/a.jpg", bytes: "abc")
             // This one's new name is taken by a partial of the same URL: it goes.
             let taken = try PartialFile(directory: directory.path, url: "http://bob@example.test/b.jpg")
-            taken.recordValidator("\"v2\"", total: nil)
+            taken.recordValidator("\"v2\"", total: nil, route: "")
             #expect(write(taken.descriptor, "xy", 2) == 2)
             taken.close(discard: false)
             let dropped = try leftByAnOlderVersion("http://bob:hunter2@example.test/b.jpg", bytes: "abcdef")
@@ -254,7 +266,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             func leave(_ url: String) throws -> String {
                 let partial = try PartialFile(directory: directory.path, url: url)
-                partial.recordValidator("\"v1\"", total: nil)
+                partial.recordValidator("\"v1\"", total: nil, route: "")
                 #expect(write(partial.descriptor, "abcd", 4) == 4)
                 let path = partial.path
                 partial.close(discard: false)
