@@ -152,7 +152,10 @@ final class FileSink: BodySink {
             }
             expectedTotal = total
         } else {
-            if head.hasContentRange, !(head.contentRange.map { $0.start == 0 && $0.total == $0.end + 1 } ?? false) {
+            // (RFC 9110 gives a Content-Range no meaning beside a 200: only one
+            // that says the body is a part of the file, and not all of it, counts.)
+            if let range = head.contentRange, let total = range.total, !(range.start == 0 && range.end + 1 == total),
+               head.contentLength != total {
                 // A 200 is the whole file, yet it says it is a part: a server that
                 // answered a resume so had the tail stored as the whole file.
                 restart()

@@ -19,8 +19,10 @@ struct ResponseHead: Sendable {
     /// True once the blank line ending a redirect that libcurl follows was
     /// seen (until the next response's status line): a new connection may come.
     var endedInRedirect = false
-    /// The `Location`s of the redirects followed to this response, each
-    /// ending in a newline: which file an ETag names depends on them.
+    /// The paths of the `Location`s of the redirects followed to this
+    /// response, each ending in a newline: which file an ETag names depends
+    /// on them. Paths only: a signed link's query (an expiry, a signature)
+    /// changes at every request, and a mirror's host may too, for one file.
     private(set) var redirectedThrough = ""
 
     /// The redirects followed to this response, as a short stable name (a
@@ -154,9 +156,6 @@ struct ResponseHead: Sendable {
         return (start, end, total)
     }
 
-    /// Whether the response has a `Content-Range`, readable or not.
-    var hasContentRange: Bool { values[.contentRange] != nil }
-
     /// The file's length in a 416's `Content-Range: bytes */N`.
     var unsatisfiedRangeLength: Int64? {
         guard let value = values[.contentRange], value.lowercased().hasPrefix("bytes */") else { return nil }
@@ -186,7 +185,7 @@ struct ResponseHead: Sendable {
             let followed = (100...199).contains(status) || redirect
             isComplete = !followed
             endedInRedirect = redirect
-            if redirect { redirectedThrough += (values[.location] ?? "") + "\n" }
+            if redirect { redirectedThrough += Self.path(ofLocation: values[.location] ?? "") + "\n" }
             return
         }
         while let last = line.last, last == 32 || last == 9 { line = line.dropLast() }
@@ -213,6 +212,18 @@ struct ResponseHead: Sendable {
         } else {
             values[field] = text
         }
+    }
+
+    /// The path of a `Location` value: without scheme and authority (when it
+    /// has them), query and fragment.
+    static func path(ofLocation location: String) -> Substring {
+        var rest = Substring(location)
+        if let scheme = rest.range(of: "://") {
+            rest = rest[scheme.upperBound...].drop { $0 != "/" }
+        } else if rest.hasPrefix("//") {
+            rest = rest.dropFirst(2).drop { $0 != "/" }
+        }
+        return rest.prefix { $0 != "?" && $0 != "#" }
     }
 
     /// The wanted field whose name is `bytes` in any case; nil for the others.

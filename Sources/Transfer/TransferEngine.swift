@@ -347,7 +347,7 @@ public final class TransferEngine: Sendable {
                 // A body that ended early without libcurl noticing (a short 206, say),
                 // or chunks that add up to another length than the one given beside them.
                 sink.restart()
-                result = .failure(TransferError(.protocolViolation, outcome.head.isTransferEncoded
+                result = .failure(TransferError(.protocolViolation, outcome.head.isTransferEncoded && outcome.head.status == 200
                     ? "the server's chunks held \(outcome.bodyBytes) bytes where its Content-Length said \(expected)"
                     : "body ended at \(outcome.bodyBytes) of \(expected) bytes"))
             }
@@ -375,6 +375,15 @@ public final class TransferEngine: Sendable {
                 // and still the version the validator names (If-Range, and the
                 // 416's own validator where it sends one).
                 return (Completed(wholeBodyHeld: offset, head: held), attempt)
+            }
+            if error.kind == .protocolViolation, offset > 0, sink.bytesHeld == 0, !restartedAfterRangeError {
+                // The range answer was another version's, or came by another redirect:
+                // the held bytes were dropped, and the whole body is asked for once, at
+                // once (a signed link's partial used up a retry and its backoff, and
+                // under `--retries 0` failed).
+                restartedAfterRangeError = true
+                attempt -= 1
+                continue
             }
             if error.kind == .http(status: 416), offset > 0, !restartedAfterRangeError {
                 // The held bytes no longer fit the file: start over once, at once.

@@ -51,6 +51,25 @@ import URLText
         #expect(!chunked.lengthIsNoCount)
     }
 
+    /// The redirects followed name the route by their paths only.
+    @Test func theRouteIsThePathsOfTheRedirectsFollowed() {
+        func route(_ locations: String...) -> String {
+            head(locations.flatMap { ["HTTP/1.1 302 Found", "Location: \($0)", ""] } + ["HTTP/1.1 200 OK", ""]).route
+        }
+        #expect(route() == "")
+        #expect(route("/img/a.jpg").count == 16)
+        // A signed link's query, a mirror's host, the form of the address: one file.
+        #expect(route("https://a.test/img/a.jpg?sig=1") == route("http://b.test:8080/img/a.jpg?sig=2#x"))
+        #expect(route("/img/a.jpg") == route("//cdn.test/img/a.jpg"))
+        // Another path, or another way through, is another route.
+        #expect(route("/img/a.jpg") != route("/img/b.jpg"))
+        #expect(route("/img/a.jpg") != route("/go", "/img/a.jpg"))
+        // A 100 Continue between them changes nothing.
+        let continued = head(["HTTP/1.1 302 Found", "Location: /img/a.jpg", "", "HTTP/1.1 100 Continue", "",
+                              "HTTP/1.1 200 OK", ""])
+        #expect(continued.route == route("/img/a.jpg"))
+    }
+
     @Test func aContentRangeMustBeOrderedAndInsideTheFile() {
         func range(_ value: String) -> (start: Int64, end: Int64, total: Int64?)? {
             head(["HTTP/1.1 206 Partial Content", "Content-Range: \(value)", ""]).contentRange
