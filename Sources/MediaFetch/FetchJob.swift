@@ -492,7 +492,7 @@ public final class FetchJob: Sendable {
                 case .success(let body):
                     let item = items[index]
                     if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, url: item.url, kind: item.kind,
-                                                               size: body.size, opening: PageInsteadOfMedia.opening(of: body.path)) {
+                                                               size: body.size, opening: { PageInsteadOfMedia.opening(of: body.path) }) {
                         // Its validator first, while the body still holds the name (the lock is on
                         // the file: once the name is free, another download may take it and write
                         // a validator of its own there). The next run asks again.

@@ -11,11 +11,14 @@ import Foundation
 /// `/index.html`) may be a page, and is stored as it comes.
 enum PageInsteadOfMedia {
     /// Why the body is refused, in one line; nil when it may be stored.
-    /// `opening` is the body's first bytes: a page must look like one (a
+    /// `opening` gives the body's first bytes: a page must look like one (a
     /// handler that sets no type of its own labels real photos `text/html`).
-    static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64, opening: [UInt8]) -> String? {
-        guard let type = mediaType(contentType), type == "text/html" || type == "application/xhtml+xml",
-              looksLikeMarkup(opening) else { return nil }
+    /// Read only for a page where media was asked for: every other body goes
+    /// by without a look at its file (a read per photo, from the disk, since
+    /// bodies are written past the page cache).
+    static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64,
+                       opening: () -> [UInt8]) -> String? {
+        guard let type = mediaType(contentType), type == "text/html" || type == "application/xhtml+xml" else { return nil }
         let expected: String
         switch kind {
         case .photo: expected = "a photo"
@@ -24,6 +27,7 @@ enum PageInsteadOfMedia {
             guard let ext = mediaExtension(of: url) else { return nil }
             expected = "a .\(ext) file"
         }
+        guard looksLikeMarkup(opening()) else { return nil }
         return "the server sent a web page (\(type), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
     }
 

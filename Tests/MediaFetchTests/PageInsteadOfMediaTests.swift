@@ -8,30 +8,44 @@ import Testing
 
     @Test func aPageIsRefusedWhereTheURLOrTheKindNamesMedia() {
         let refused = PageInsteadOfMedia.reason(contentType: "text/html; charset=utf-8",
-                                                url: "https://farm1.example/a/b/photo.JPG?size=l#top", kind: .file, size: 40, opening: page)
+                                                url: "https://farm1.example/a/b/photo.JPG?size=l#top", kind: .file, size: 40, opening: { page })
         #expect(refused == "the server sent a web page (text/html, 40 B) where a .jpg file was asked for; not stored")
-        #expect(PageInsteadOfMedia.reason(contentType: "application/xhtml+xml", url: "http://h/x", kind: .sound, size: 1, opening: page)?
+        #expect(PageInsteadOfMedia.reason(contentType: "application/xhtml+xml", url: "http://h/x", kind: .sound, size: 1, opening: { page })?
             .contains("where a sound was asked for") == true)
-        #expect(PageInsteadOfMedia.reason(contentType: " TEXT/HTML ", url: "http://h/x", kind: .photo, size: 1, opening: page) != nil)
+        #expect(PageInsteadOfMedia.reason(contentType: " TEXT/HTML ", url: "http://h/x", kind: .photo, size: 1, opening: { page }) != nil)
     }
 
     @Test func anythingElseIsStoredAsItComes() {
         // A page where no media was named.
         for url in ["http://h/", "http://h/index.html", "http://h/page", "http://h/a.jpg/", "http://h/.mp3", "http://h/x?f=a.jpg"] {
-            #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: url, kind: .file, size: 1, opening: page) == nil, "\(url)")
+            #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: url, kind: .file, size: 1, opening: { page }) == nil, "\(url)")
         }
         // Media, or anything not a page, under a media name.
         for type in ["image/jpeg", "application/octet-stream", "text/plain", "", nil] as [String?] {
-            #expect(PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .photo, size: 1, opening: page) == nil)
+            #expect(PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .photo, size: 1, opening: { page }) == nil)
         }
     }
 
     /// A real photo a handler labels `text/html` (it sets no type of its own) is stored.
     @Test func aBodyThatDoesNotLookLikeAPageIsStoredWhateverItsType() {
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
-        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .photo, size: 8, opening: jpeg) == nil)
-        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .photo, size: 0, opening: []) == nil)
+        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .photo, size: 8, opening: { jpeg }) == nil)
+        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .photo, size: 0, opening: { [] }) == nil)
         #expect(PageInsteadOfMedia.looksLikeMarkup(Array(" \r\n\t<p>".utf8)))
         #expect(!PageInsteadOfMedia.looksLikeMarkup(Array("x<p>".utf8)))
+    }
+
+    /// Only a page where media was asked for is looked at: the file of every other body is not read.
+    @Test func onlyAPageWhereMediaWasAskedForIsRead() {
+        var reads = 0
+        let opening = { () -> [UInt8] in
+            reads += 1
+            return Array("<html>".utf8)
+        }
+        _ = PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/a.jpg", kind: .photo, size: 1, opening: opening)
+        _ = PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/page", kind: .file, size: 1, opening: opening)
+        #expect(reads == 0)
+        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .file, size: 1, opening: opening) != nil)
+        #expect(reads == 1)
     }
 }
