@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import URLText
 
 /// A web page where media was asked for: a login, consent or error page a
 /// server sends with 200 for a photo's or a sound's URL. Stored, it would be
@@ -58,11 +59,7 @@ enum PageInsteadOfMedia {
     /// The extension of the URL's file name when it names an image, a sound
     /// or a video (`jpg`, `mp3`, `mp4`…), lower-cased; nil otherwise.
     static func mediaExtension(of url: String) -> String? {
-        // The path: after the scheme and authority, before any query or fragment.
-        var rest = Substring(url)
-        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
-        rest = rest.drop { $0 != "/" }
-        let path = rest.prefix { $0 != "?" && $0 != "#" }
+        let path = URLPath.of(url)
         // (A path ending in "/" names a directory, not its last part.)
         let name = path.hasSuffix("/") ? "" : path.split(separator: "/").last ?? ""
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }

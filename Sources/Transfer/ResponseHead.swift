@@ -185,7 +185,7 @@ struct ResponseHead: Sendable {
             let followed = (100...199).contains(status) || redirect
             isComplete = !followed
             endedInRedirect = redirect
-            if redirect { redirectedThrough += Self.path(ofLocation: values[.location] ?? "") + "\n" }
+            if redirect { redirectedThrough += URLPath.of(values[.location] ?? "") + "\n" }
             return
         }
         while let last = line.last, last == 32 || last == 9 { line = line.dropLast() }
@@ -212,18 +212,6 @@ struct ResponseHead: Sendable {
         } else {
             values[field] = text
         }
-    }
-
-    /// The path of a `Location` value: without scheme and authority (when it
-    /// has them), query and fragment.
-    static func path(ofLocation location: String) -> Substring {
-        var rest = Substring(location)
-        if let scheme = rest.range(of: "://") {
-            rest = rest[scheme.upperBound...].drop { $0 != "/" }
-        } else if rest.hasPrefix("//") {
-            rest = rest.dropFirst(2).drop { $0 != "/" }
-        }
-        return rest.prefix { $0 != "?" && $0 != "#" }
     }
 
     /// The wanted field whose name is `bytes` in any case; nil for the others.
