@@ -493,12 +493,8 @@ public final class FetchJob: Sendable {
                     let item = items[index]
                     if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, url: item.url, kind: item.kind,
                                                                size: body.size, opening: { PageInsteadOfMedia.opening(of: body.path) }) {
-                        // Its validator first, while the body still holds the name (the lock is on
-                        // the file: once the name is free, another download may take it and write
-                        // a validator of its own there). The next run asks again.
-                        body.file.forgetValidator()
-                        _ = unlink(body.path)
-                        body.file.release()
+                        // Not kept to resume: the next run asks again.
+                        body.file.discard()
                         // Received all the same (the summary counts what arrived).
                         state.withLock { $0.report.bytesReceived += body.size - body.resumedBytes }
                         fail(item, reason: refusal, ingestor: ingestor)

@@ -632,6 +632,16 @@ public final class FinishedFile: Sendable {
         return true
     }
 
+    /// Removes the body, for a caller that will not store it: its validator
+    /// first, while the body still holds the name (the lock is on the file:
+    /// once the name is free, another download may take it and write a
+    /// validator of its own there), then the file, then the lock.
+    public func discard() {
+        forgetValidator()
+        _ = unlink(path)
+        release()
+    }
+
     deinit { release() }
 
     /// How many finished files of one engine may hold a descriptor at once.
