@@ -93,7 +93,7 @@ final class DownloadBatch: Sendable {
     /// (18.9 s at `--jobs 2 --per-host 2`). The batch is at least twice
     /// `--jobs` wide (`DescriptorBudget.batchWidth`), so the share is too.
     static func hostShare(width: Int, jobs: Int, perHost: Int) -> Int {
-        max(1, min(4 * min(jobs, perHost), width - jobs))
+        min(4 * min(jobs, perHost), width - jobs)
     }
 
     /// How far the list is read ahead for other hosts' items, in places of

@@ -376,19 +376,14 @@ public final class TransferEngine: Sendable {
                 // 416's own validator where it sends one).
                 return (Completed(wholeBodyHeld: offset, head: held), attempt)
             }
-            if error.kind == .protocolViolation, offset > 0, sink.bytesHeld == 0, !restartedAfterRangeError {
-                // The range answer was another version's, or came by another redirect:
-                // the held bytes were dropped, and the whole body is asked for once, at
-                // once (a signed link's partial used up a retry and its backoff, and
-                // under `--retries 0` failed).
+            // The held bytes no longer fit the file (a 416), or the range answer was
+            // another version's or came by another redirect (the sink dropped them):
+            // the whole body is asked for once, at once, using up no retry (a signed
+            // link's partial used up a retry and its backoff, and under `--retries 0` failed).
+            let rangeAnswerRefused = error.kind == .protocolViolation && sink.bytesHeld == 0
+            if offset > 0, !restartedAfterRangeError, rangeAnswerRefused || error.kind == .http(status: 416) {
                 restartedAfterRangeError = true
-                attempt -= 1
-                continue
-            }
-            if error.kind == .http(status: 416), offset > 0, !restartedAfterRangeError {
-                // The held bytes no longer fit the file: start over once, at once.
-                restartedAfterRangeError = true
-                sink.restart()
+                if !rangeAnswerRefused { sink.restart() }
                 attempt -= 1
                 continue
             }
