@@ -390,13 +390,14 @@ public final class ObjectStore: BlobStore {
     /// that is gone is passed over, as `syncfs` would: moving into it fails
     /// that item alone.
     private func flushFileByFile(_ staged: [StagedBlob], _ files: [String], _ pending: Unflushed) throws(StoreError) {
-        var flushes = (staged.map(\.path) + files).map { FileFlush(directory: AT_FDCWD, name: $0, shown: $0, dataOnly: true) }
-        for name in pending.modeChanged + pending.fanOuts {
-            flushes.append(FileFlush(directory: objectsDirectoryDescriptor, name: name,
-                                     shown: "\(objectsDirectory)/\(name)", dataOnly: false))
-        }
+        let flushes = (staged.map(\.path) + files).map { FileFlush(name: $0, inStore: false) }
+            + (pending.modeChanged + pending.fanOuts).map { FileFlush(name: $0, inStore: true) }
         try flushLanes.run(flushes) { [self] flush throws(StoreError) in
-            try sync(flush.directory, flush.name, shown: flush.shown, dataOnly: flush.dataOnly)
+            if flush.inStore {
+                try sync(objectsDirectoryDescriptor, flush.name, shown: "\(objectsDirectory)/\(flush.name)")
+            } else {
+                try sync(AT_FDCWD, flush.name, shown: flush.name, dataOnly: true)
+            }
         }
         // Flushes run one at a time (`flushing`): nothing changes the flag between here and the end.
         let firstTime = !parentsSynced.withLock { $0 }
@@ -413,12 +414,11 @@ public final class ObjectStore: BlobStore {
         }
     }
 
-    /// One file or directory that a flush file by file syncs.
+    /// One file or directory that a flush file by file syncs: a file by its
+    /// path (its bytes), or an object or fan-out by its name in the store (all of it).
     private struct FileFlush: Sendable {
-        let directory: Int32
         let name: String
-        let shown: String
-        let dataOnly: Bool
+        let inStore: Bool
     }
 
     /// `fsync` (or `fdatasync`) of the file or directory `name` relative to
