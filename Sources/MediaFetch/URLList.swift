@@ -46,8 +46,22 @@ public enum URLList {
         private var pending: [UInt8] = []
         /// The last block ended with a CR: an LF opening the next one is the rest of a CRLF.
         private var afterCarriageReturn = false
-        /// A comment line too long to hold is being passed over up to its end.
-        private var skippingComment = false
+        /// A line too long to hold is being passed over up to its end.
+        private var skipping: Skip?
+
+        /// What kind of line `skipping` passes over.
+        private enum Skip {
+            /// A comment: read to its end whatever its length.
+            case comment
+            /// A line too long to be a URL, the `line`th: named as such at its
+            /// end, so the lines after it are checked too. `bytes` passed over
+            /// so far, bounded by `maxSkippedBytes`.
+            case longLine(line: Int, bytes: Int)
+        }
+
+        /// How much of a line too long to be a URL is read for its end: a
+        /// file with no line breaks at all (`/dev/zero`) is not read to its end.
+        static let maxSkippedBytes = 1 << 20
 
         init(source: String) { self.source = source }
 
@@ -74,15 +88,21 @@ public enum URLList {
 
         /// The URLs, once the last line (which may lack its line break) is read.
         mutating func finish() throws(InputError) -> URLBlock {
-            if !pending.isEmpty, !skippingComment { try line(pending[...]) }
+            if case .longLine(let line, _) = skipping {
+                try note(tooLong(line: line))
+            } else if !pending.isEmpty, skipping == nil {
+                try line(pending[...])
+            }
+            skipping = nil
             pending = []
             if !problems.isEmpty { throw InputError(problems: problems) }
             return urls
         }
 
         private mutating func endLine(with tail: ArraySlice<UInt8>) throws(InputError) {
-            if skippingComment {
-                skippingComment = false
+            if let skipped = skipping {
+                skipping = nil
+                if case .longLine(let line, _) = skipped { try note(tooLong(line: line)) }
             } else if pending.isEmpty {
                 try line(tail)
             } else {
@@ -93,16 +113,29 @@ public enum URLList {
         }
 
         /// Keeps the start of a line until its end comes; a line that grows
-        /// past the limit fails now (a file of no line breaks is not read
-        /// whole), unless it is a comment, which is passed over.
+        /// past the limit is passed over up to its end instead (it is not
+        /// held whole), and named as too long there, unless it is a comment.
+        /// A line with no end in `maxSkippedBytes` stops the reading.
         private mutating func hold(_ tail: ArraySlice<UInt8>) throws(InputError) {
-            guard !skippingComment else { return }
+            switch skipping {
+            case .comment:
+                return
+            case .longLine(let line, let bytes):
+                let skipped = bytes + tail.count
+                // A line that never ends (/dev/zero) must not be read to its end: it stops the reading.
+                guard skipped <= Self.maxSkippedBytes else {
+                    throw InputError(problems: problems + ["\(tooLong(line: line)), with no end in its first "
+                        + "\(ByteSize.format(Int64(Self.maxSkippedBytes))): stopped reading the file there"])
+                }
+                skipping = .longLine(line: line, bytes: skipped)
+                return
+            case nil:
+                break
+            }
             pending.append(contentsOf: tail)
             guard pending.count > URLList.maxLineBytes else { return }
-            // A line that never ends (/dev/zero) must not be read to its end: it stops the reading.
-            guard isComment(pending[...]) else { throw InputError(problems: problems + [tooLong().message]) }
             lineNumber += 1
-            skippingComment = true
+            skipping = isComment(pending[...]) ? .comment : .longLine(line: lineNumber, bytes: pending.count)
             pending.removeAll(keepingCapacity: true)
         }
 
@@ -112,8 +145,9 @@ public enum URLList {
             return line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#")
         }
 
-        private func tooLong() -> InputError {
-            InputError("\(source):\(lineNumber + 1): line longer than \(URLList.maxLineBytes) bytes")
+        /// "FILE:LINE: line longer than … bytes" for the `line`th line.
+        private func tooLong(line: Int) -> String {
+            "\(source):\(line): line longer than \(URLList.maxLineBytes) bytes"
         }
 
         private mutating func take(_ line: String) throws(InputError) {
@@ -155,8 +189,8 @@ public enum URLList {
             }
             guard raw.count <= URLList.maxLineBytes else {
                 // Held whole, so its end is known: the lines after it are read too.
-                try note(tooLong().message)
                 lineNumber += 1
+                try note(tooLong(line: lineNumber))
                 return
             }
             var line = raw
@@ -227,22 +261,41 @@ public enum URLList {
         InputError("\(name): cannot read the file: \(String(cString: strerror(errno)))")
     }
 
-    /// Checks URLs given on the command line.
+    /// Checks URLs given on the command line. Every bad one is named (up to
+    /// ten), as a list's bad lines are.
     public static func validate(_ arguments: [String]) throws(InputError) -> URLBlock {
         var urls = URLBlock()
+        var problems: [String] = []
         for argument in arguments {
-            // `get "$URL"` with the variable unset said "not a URL: " and nothing after it.
-            if argument.isEmpty { throw InputError("an empty argument is not a URL (an unset variable?)") }
-            // Trimmed as a list's lines are: a blank pasted around a URL (a
-            // no-break or zero-width space) made it another URL than in a file.
-            let trimmed = argument.utf8.allSatisfy { $0 < 0x80 } ? argument
-                : argument.trimmingCharacters(in: .whitespacesAndNewlines)
             do {
-                urls.append(try RequestTarget(trimmed).url)
+                urls.append(try url(fromArgument: argument))
             } catch {
-                throw InputError(error.message)
+                problems.append(error.message)
+                if problems.count == LineReader.maxProblems {
+                    problems.append("stopped at the \(LineReader.maxProblems)th bad URL of the command line")
+                    break
+                }
             }
         }
+        if !problems.isEmpty { throw InputError(problems: problems) }
         return urls
+    }
+
+    /// The URL an argument gives, trimmed as a list's lines are.
+    private static func url(fromArgument argument: String) throws(InputError) -> String {
+        // `get "$URL"` with the variable unset said "not a URL: " and nothing after it.
+        if argument.isEmpty { throw InputError("an empty argument is not a URL (an unset variable?)") }
+        // Trimmed as a list's lines are: a blank pasted around a URL (a
+        // no-break or zero-width space) made it another URL than in a file,
+        // and the CR that `xargs` leaves of a CRLF list's line break was refused
+        // as a control character nobody could see.
+        let ends = [argument.utf8.first, argument.utf8.last]
+        let trimmed = argument.utf8.allSatisfy({ $0 < 0x80 }) && !ends.contains(0x0D) && !ends.contains(0x0A) ? argument
+            : argument.trimmingCharacters(in: .whitespacesAndNewlines)
+        do {
+            return try RequestTarget(trimmed).url
+        } catch {
+            throw InputError(error.message)
+        }
     }
 }

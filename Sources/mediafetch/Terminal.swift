@@ -14,7 +14,9 @@ import Darwin
 enum Terminal {
     /// One line on stderr, whatever the message holds (SQLite errors quote multi-line SQL).
     static func error(_ message: String, progress: ProgressMode? = nil) {
-        let oneLine = message.split(whereSeparator: \.isNewline)
+        // Split at LF and CRLF only: a lone CR (or another line break) inside a
+        // line is part of what the line quotes (a URL), shown as an escape below.
+        let oneLine = message.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" })
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
         if progress == .json {
             // Under --progress json every stderr line is a JSON object, the run's end too (redacted there).

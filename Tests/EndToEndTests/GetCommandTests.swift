@@ -1292,6 +1292,9 @@ import TestSupport
         #expect(carriageReturn.status == 64)
         #expect(carriageReturn.stderrLines.first
                 == "Error: --collection must not hold control or invisible characters (got 'bratislava\\u{D}')")
+        let trailing = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "bratislava\u{A0}", "http://127.0.0.1:1/x"])
+        #expect(trailing.status == 64)
+        #expect(trailing.stderrLines.first == "Error: --collection must not begin or end with white space (got 'bratislava\\u{A0}')")
         let blank = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "  ", "http://127.0.0.1:1/x"])
         #expect(blank.status == 64)
         #expect(blank.stderrLines.first == "Error: --collection must not be empty")
@@ -1373,9 +1376,12 @@ import TestSupport
 
     @Test func errorLinesShowControlCharactersAsEscapes() async throws {
         try await TemporaryDirectory.with { directory in
-            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "ftp://host/a\u{1B}[31mred"])
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "ftp://host/a\u{1B}[31mred",
+                                                      "http://host/1\r.jpg"])
             #expect(result.status == 2)
-            #expect(result.stderrLines == ["mediafetch: unsupported scheme 'ftp' (only http and https): ftp://host/a\\u{1B}[31mred"])
+            // A CR too (it was taken for a line break, and shown as a space).
+            #expect(result.stderrLines == ["mediafetch: unsupported scheme 'ftp' (only http and https): ftp://host/a\\u{1B}[31mred",
+                                           "mediafetch: not a URL, it holds a control character: http://host/1\\u{D}.jpg"])
         }
     }
 

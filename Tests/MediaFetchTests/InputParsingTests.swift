@@ -28,6 +28,28 @@ import TestSupport
         }
     }
 
+    /// `xargs` over a CRLF list leaves each URL's CR on the argument: it is
+    /// trimmed as a list's line break is (it was refused as a control
+    /// character the message could not show).
+    @Test func aLineBreakAroundAnArgumentIsTrimmed() throws {
+        #expect(try URLList.validate(["http://a/1.jpg\r", "\nhttp://a/2.jpg\r\n"]) == ["http://a/1.jpg", "http://a/2.jpg"])
+        #expect(throws: InputError("not a URL, it holds a control character: http://a/1\r.jpg")) {
+            try URLList.validate(["http://a/1\r.jpg"])
+        }
+    }
+
+    /// Every bad argument is named (up to ten), as a list's bad lines are:
+    /// only the first was.
+    @Test func everyBadArgumentIsNamedUpToTen() {
+        let error = #expect(throws: InputError.self) { try URLList.validate(["ftp://a/", "http://ok/1.jpg", "ftp://b/", "bad3"]) }
+        #expect(error?.problems == ["unsupported scheme 'ftp' (only http and https): ftp://a/",
+                                    "unsupported scheme 'ftp' (only http and https): ftp://b/",
+                                    "not a URL: bad3"])
+        let many = #expect(throws: InputError.self) { try URLList.validate((1...30).map { "bad\($0)" }) }
+        #expect(many?.problems.count == 11)
+        #expect(many?.problems.last == "stopped at the 10th bad URL of the command line")
+    }
+
     @Test func commentsAndBlankLinesAreSkipped() throws {
         let text = "# photos\nhttp://a/1.jpg\n\n   \n  https://b/2.jpg  \r\n# end\n"
         #expect(try URLList.parse(text, source: "urls.txt") == ["http://a/1.jpg", "https://b/2.jpg"])
@@ -154,6 +176,29 @@ import TestSupport
         }
     }
 
+    /// A line too long to be a URL, longer than a read's block, is named and
+    /// passed over: the bad lines after it are named too (they were not, and
+    /// the file was fixed one rerun a line).
+    @Test func theLinesAfterALineTooLongAreCheckedToo() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("long.txt")
+            for length in [70_000, 200_000] {
+                let text = "bad0\nhttp://h/" + String(repeating: "a", count: length) + "\nbad3\r\nhttp://h/4.jpg\nbad5"
+                try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+                let error = #expect(throws: InputError.self) { try URLList.read(path: path) }
+                #expect(error?.problems == ["\(path):1: not a URL: bad0",
+                                            "\(path):2: line longer than \(URLList.maxLineBytes) bytes",
+                                            "\(path):3: not a URL: bad3",
+                                            "\(path):5: not a URL: bad5"])
+            }
+            // The last line, too long, without a line break after it.
+            try Data(("http://h/1.jpg\n" + String(repeating: "a", count: 100_000)).utf8).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path):2: line longer than \(URLList.maxLineBytes) bytes")) {
+                try URLList.read(path: path)
+            }
+        }
+    }
+
     @Test func aCommentEndsOnlyAtALineBreakOfTheFile() throws {
         // Long or short, a comment with U+2028 in it is one line and hides nothing after it on that line.
         for length in [10, 40_000] {
@@ -210,8 +255,9 @@ import TestSupport
     }
 
     @Test func aFileWithoutLineBreaksIsRefusedAtItsFirstLongLine() {
-        // /dev/zero never ends: it must fail after one line's worth, not fill the memory.
-        #expect(throws: InputError("/dev/zero:1: line longer than \(URLList.maxLineBytes) bytes")) {
+        // /dev/zero never ends: it must stop after a bounded read, not fill the memory or spin.
+        #expect(throws: InputError("/dev/zero:1: line longer than \(URLList.maxLineBytes) bytes, with no end in its "
+                                   + "first 1.0 MiB: stopped reading the file there")) {
             try URLList.read(path: "/dev/zero")
         }
         let endless = String(repeating: "a", count: URLList.maxLineBytes + 10)
@@ -332,6 +378,11 @@ import TestSupport
         #expect(DisplayText.escapingControls("👨\u{200D}👩 ok") == "👨\u{200D}👩 ok")
         #expect(DisplayText.escapingControls("\u{FEFF}http://h/a b\u{200B}c\u{2060}") == "\\u{FEFF}http://h/a b\\u{200B}c\\u{2060}")
         #expect(CollectionName.problem("\u{200B}") == "must not hold control or invisible characters (got '\\u{200B}')")
+        // White space around a name: a second collection that looks like the first.
+        #expect(CollectionName.problem("downloads ") == "must not begin or end with white space (got 'downloads ')")
+        #expect(CollectionName.problem("downloads\u{A0}") == "must not begin or end with white space (got 'downloads\\u{A0}')")
+        #expect(CollectionName.problem("\u{3000}tatry") == "must not begin or end with white space (got '\\u{3000}tatry')")
+        #expect(CollectionName.problem("vysoké tatry") == nil)
     }
 
     @Test func wideCharactersTakeTwoColumns() {

@@ -280,13 +280,25 @@ public enum CollectionName {
     }
 
     /// Why `name` cannot name a new collection, or nil. It must hold more
-    /// than white space, and no control character (nor a line separator or
-    /// bidirectional control): a name read from a CRLF file ended in CR and
-    /// made a second collection that looked like the first.
+    /// than white space, no control character (nor a line separator or
+    /// bidirectional control), and no white space around it: a name read
+    /// from a CRLF file ended in CR, and one with a space or a no-break space
+    /// after it (`--collection "downloads "`), made a second collection
+    /// that looked like the first.
     public static func problem(_ name: String) -> String? {
         if name.allSatisfy(\.isWhitespace) { return "must not be empty" }
-        guard name.unicodeScalars.contains(where: DisplayText.isControl) else { return nil }
-        return "must not hold control or invisible characters (got '\(DisplayText.escapingControls(name))')"
+        if name.unicodeScalars.contains(where: DisplayText.isControl) {
+            return "must not hold control or invisible characters (got '\(DisplayText.escapingControls(name))')"
+        }
+        if name.first?.isWhitespace == true || name.last?.isWhitespace == true {
+            // A no-break or an ideographic space, shown as what it is.
+            let shown = name.unicodeScalars.map { scalar in
+                scalar.properties.isWhitespace && scalar != " " ? "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+                    : String(scalar)
+            }
+            return "must not begin or end with white space (got '\(shown.joined())')"
+        }
+        return nil
     }
 
     /// The stored name among `names` that `name` means: the same bytes, or
