@@ -2,8 +2,9 @@ import ContentStore
 import Foundation
 import URLText
 
-/// A web page where media was asked for: a login, consent or error page a
-/// server sends with 200 for a photo's or a sound's URL. Stored, it would be
+/// A web page, or other text, where media was asked for: a login, consent
+/// or error page a server sends with 200 for a photo's or a sound's URL, or
+/// an error as plain text, JSON or XML (S3's `<Error>`). Stored, it would be
 /// the URL's "photo" for good (a later run finds the URL cached), and one
 /// such page stood for three `.jpg` URLs, de-duplicated.
 ///
@@ -12,14 +13,18 @@ import URLText
 /// `/index.html`) may be a page, and is stored as it comes.
 enum PageInsteadOfMedia {
     /// Why the body is refused, in one line; nil when it may be stored.
-    /// `opening` gives the body's first bytes: a page must look like one (a
-    /// handler that sets no type of its own labels real photos `text/html`).
-    /// Read only for a page where media was asked for: every other body goes
+    /// `opening` gives the body's first bytes: a page must look like one, and
+    /// text like text (a handler that sets no type of its own labels real
+    /// photos `text/html`, a misconfigured one `text/plain`; no image, sound
+    /// or video file begins as text).
+    /// Read only for text where media was asked for: every other body goes
     /// by without a look at its file (a read per photo, from the disk, since
     /// bodies are written past the page cache).
     static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
-        guard let type = mediaType(contentType), type == "text/html" || type == "application/xhtml+xml" else { return nil }
+        guard let type = mediaType(contentType) else { return nil }
+        let isPage = type == "text/html" || type == "application/xhtml+xml"
+        guard isPage || isTextual(type) else { return nil }
         let expected: String
         switch kind {
         case .photo: expected = "a photo"
@@ -28,8 +33,17 @@ enum PageInsteadOfMedia {
             guard let ext = mediaExtension(of: url) else { return nil }
             expected = "a .\(ext) file"
         }
-        guard looksLikeMarkup(opening()) else { return nil }
-        return "the server sent a web page (\(type), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
+        let bytes = opening()
+        guard isPage ? looksLikeMarkup(bytes) : looksLikeText(bytes) else { return nil }
+        let what = isPage ? "a web page" : "text"
+        return "the server sent \(what) (\(type), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
+    }
+
+    /// Whether a media type names text: `text/*`, JSON, XML, and their
+    /// `+json` and `+xml` kinds (`application/problem+json`).
+    static func isTextual(_ type: String) -> Bool {
+        type.hasPrefix("text/") || ["application/json", "application/xml", "application/javascript"].contains(type)
+            || type.hasSuffix("+json") || type.hasSuffix("+xml")
     }
 
     /// Whether `bytes` begin, after blanks and a UTF-8 byte order mark, with `<`.
@@ -37,6 +51,20 @@ enum PageInsteadOfMedia {
         var rest = bytes[...]
         if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
         return rest.first { ![0x20, 0x09, 0x0A, 0x0D, 0x0C].contains($0) } == UInt8(ascii: "<")
+    }
+
+    /// Whether `bytes` (a file's opening, maybe cut inside a character) are
+    /// UTF-8 text: no control character but line breaks, tabs and form
+    /// feeds. Every image, sound and video format opens with bytes that are
+    /// not (JPEG `FF D8`, PNG `89`, a NUL in RIFF's, FLAC's and Ogg's headers).
+    static func looksLikeText(_ bytes: [UInt8]) -> Bool {
+        guard !bytes.isEmpty else { return false }
+        // A character cut by the end of the opening is text still.
+        let text = (0...3).lazy.compactMap { cut in
+            cut < bytes.count ? String(validating: bytes.dropLast(cut), as: UTF8.self) : nil
+        }.first
+        guard let text else { return false }
+        return text.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F || [0x09, 0x0A, 0x0C, 0x0D].contains($0.value) }
     }
 
     /// The first bytes of the file at `path` (up to 512); none when it cannot be read.
@@ -61,7 +89,11 @@ enum PageInsteadOfMedia {
     static func mediaExtension(of url: String) -> String? {
         let path = URLPath.of(url)
         // (A path ending in "/" names a directory, not its last part.)
-        let name = path.hasSuffix("/") ? "" : path.split(separator: "/").last ?? ""
+        let segment = path.hasSuffix("/") ? "" : path.split(separator: "/").last ?? ""
+        // Without its parameters (`a.jpg;jsessionid=…`, a Java server's login
+        // redirect), and decoded (`a%2Ejpg`).
+        let parameterless = segment.prefix { $0 != ";" }
+        let name = parameterless.removingPercentEncoding ?? String(parameterless)
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
         let ext = name[name.index(after: dot)...].lowercased()
         return mediaExtensions.contains(ext) ? ext : nil

@@ -20,10 +20,45 @@ import Testing
         for url in ["http://h/", "http://h/index.html", "http://h/page", "http://h/a.jpg/", "http://h/.mp3", "http://h/x?f=a.jpg"] {
             #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: url, kind: .file, size: 1, opening: { page }) == nil, "\(url)")
         }
-        // Media, or anything not a page, under a media name.
-        for type in ["image/jpeg", "application/octet-stream", "text/plain", "", nil] as [String?] {
+        // Media, or anything not a page or text, under a media name.
+        for type in ["image/jpeg", "application/octet-stream", "", nil] as [String?] {
             #expect(PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .photo, size: 1, opening: { page }) == nil)
         }
+    }
+
+    /// A URL's file name is read without its parameters and decoded: a login
+    /// page for `a.jpg;jsessionid=…` was stored as the photo.
+    @Test func theFileNameIsReadWithoutParametersAndDecoded() {
+        for url in ["http://h/a.jpg;jsessionid=1", "http://h/a%2Ejpg", "http://h/a%2ejpg?x=1", "http://h/dir;v=2/a.JPG;x"] {
+            #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: url, kind: .file, size: 1, opening: { page }) != nil, "\(url)")
+        }
+        #expect(PageInsteadOfMedia.mediaExtension(of: "http://h/a.jpg;jsessionid=1") == "jpg")
+        #expect(PageInsteadOfMedia.mediaExtension(of: "http://h/a.html;x.jpg") == nil)
+    }
+
+    /// An error sent as plain text, JSON or XML under a media name is refused
+    /// too: "Access denied" was stored as the photo.
+    @Test func textWhereMediaWasAskedForIsRefused() {
+        let cases: [(type: String, body: String)] = [
+            ("text/plain", "Access denied"), ("application/json", "{\"error\": \"quota\"}"),
+            ("application/xml", "<?xml version=\"1.0\"?><Error><Code>AccessDenied</Code></Error>"),
+            ("application/problem+json", "{\"title\": \"Forbidden\"}"), ("text/plain; charset=utf-8", "Prístup zamietnutý\n"),
+        ]
+        for (type, body) in cases {
+            let refused = PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .file, size: Int64(body.utf8.count),
+                                                    opening: { Array(body.utf8) })
+            let shown = PageInsteadOfMedia.mediaType(type) ?? ""
+            #expect(refused == "the server sent text (\(shown), \(body.utf8.count) B) where a .jpg file was asked for; not stored")
+        }
+        // A photo labelled text by a misconfigured server is stored: it does not read as text.
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
+        let wave = Array("RIFF".utf8) + [0x24, 0x08, 0x00, 0x00] + Array("WAVEfmt ".utf8)
+        for opening in [jpeg, wave, Array("fLaC".utf8) + [0x00, 0x00, 0x00, 0x22]] {
+            #expect(PageInsteadOfMedia.reason(contentType: "text/plain", url: "http://h/a.jpg", kind: .photo, size: 8, opening: { opening }) == nil)
+        }
+        // Text cut inside a character at the end of the opening is text.
+        #expect(PageInsteadOfMedia.looksLikeText(Array("Prístup".utf8) + [0xC3]))
+        #expect(!PageInsteadOfMedia.looksLikeText([]))
     }
 
     /// A real photo a handler labels `text/html` (it sets no type of its own) is stored.

@@ -843,6 +843,25 @@ import TestSupport
         }
     }
 
+    /// A 2xx other than 200, 203 and 206 sends something else than the file
+    /// (202 "accepted, come back later", 205): its body was stored as the
+    /// file. It is named, once; a 203 (a proxy's copy) is the file.
+    @Test func aSuccessThatSendsNoFileIsNotStored() async throws {
+        _ = try await withEngine(retries: 2) { origin, engine, _ in
+            for status in [202, 205] {
+                origin.route("/\(status).jpg") { _ in OriginResponse(status: status, body: Data("queued".utf8)) }
+                let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/\(status).jpg")) }
+                let reason = status == 202 ? "Accepted" : "Reset Content"
+                #expect(error?.message == "HTTP \(status) \(reason): the server sent no file (only 200, 203 and 206 carry one); not stored")
+                #expect(origin.requests(for: "/\(status).jpg").count == 1)
+            }
+            let content = fixtureBytes(count: 5000, seed: 45)
+            origin.route("/203.jpg") { _ in OriginResponse(status: 203, body: content) }
+            let copy = try await engine.download(origin.url("/203.jpg"))
+            #expect(copy.sha256 == sha256(content))
+        }
+    }
+
     /// A response head over libcurl's 100 KB: libcurl 7.88 says only "Out of
     /// memory", which reads as a problem here; the message says what it likely
     /// is, and it is not retried (the same head comes back).
