@@ -256,14 +256,17 @@ public final class MediaCache: Sendable {
         return "Cache"
     }
 
-    /// How many of the catalog's objects have no file in the store, or one
-    /// not of their size (removed or cut by hand): `get` fetches their URLs
-    /// again. A look per object; `verify` reads the bytes too.
-    public func missingObjects() throws -> Int {
-        var missing = 0
+    /// The catalog's objects that have no file in the store, or one not of
+    /// their size (removed or cut by hand): `get` fetches their URLs again.
+    /// A look per object; `verify` reads the bytes too.
+    public func missingObjects() throws -> MissingObjects {
+        var missing = MissingObjects()
         try catalog.forEachObject { sha256, size in
             do throws(StoreError) {
-                if try !store.lookUp(sha256, size: size) { missing += 1 }
+                if try !store.lookUp(sha256, size: size) {
+                    missing.count += 1
+                    missing.bytes += size
+                }
             } catch {
                 throw CacheError.unreadableObjects(error)
             }
@@ -273,6 +276,19 @@ public final class MediaCache: Sendable {
 
     /// Where an object lives on disk, for `list`.
     public func path(for sha256: String) -> String? { store.path(for: sha256) }
+}
+
+/// Objects the catalog records whose files are gone or cut (see `MediaCache.missingObjects`).
+public struct MissingObjects: Sendable, Equatable {
+    /// How many.
+    public var count = 0
+    /// Their sizes as recorded, added up: bytes the catalog counts that the disk does not hold.
+    public var bytes: Int64 = 0
+
+    public init(count: Int = 0, bytes: Int64 = 0) {
+        self.count = count
+        self.bytes = bytes
+    }
 }
 
 /// The cache cannot be opened or written.

@@ -65,7 +65,7 @@ import TestSupport
             #expect(json["cache"] as? String == cache)
             #expect(json.compactMapValues { $0 as? Int } == [
                 "objects": 2, "bytes": 4000, "items": 3, "logicalBytes": 7000, "collections": 1, "sources": 3,
-                "failedSources": 0, "bytesSavedByDeduplication": 3000, "missingObjects": 0, "awaitingRecord": 0,
+                "failedSources": 0, "bytesSavedByDeduplication": 3000, "missingObjects": 0, "missingBytes": 0, "awaitingRecord": 0,
             ])
         }
     }

@@ -250,9 +250,15 @@ import TestSupport
                 bbbbbbbbbbbb  missing  sound  東京        http://ann@h/b.wav
 
                 """#)
-            #expect(try cache.missingObjects() == 2)
-            let stats = try StatsFormatter.render(try cache.catalog.stats(), missingObjects: 2, root: "/c", as: .table)
-            #expect(stats.contains("objects                  3 (5.0 GiB); 2 with no file in the cache\n"))
+            let missingObjects = try cache.missingObjects()
+            #expect(missingObjects.count == 2)
+            let sizes = Dictionary(uniqueKeysWithValues: json.map { ($0["hash"] as? String ?? "", $0["size"] as? Int64 ?? -1) })
+            #expect(missingObjects.bytes == (sizes[Self.hash("a")] ?? 0) + (sizes[Self.hash("b")] ?? 0))
+            let stats = try StatsFormatter.render(try cache.catalog.stats(), missing: missingObjects, root: "/c", as: .table)
+            #expect(stats.contains("objects                  3 (5.0 GiB); 2 of them (\(ByteSize.format(missingObjects.bytes))) with no file in the cache\n"))
+            let statsJSON = try StatsFormatter.render(try cache.catalog.stats(), missing: missingObjects, root: "/c", as: .json)
+            let statsFields = try #require(try JSONSerialization.jsonObject(with: Data(statsJSON.utf8)) as? [String: Any])
+            #expect(statsFields["missingBytes"] as? Int64 == missingObjects.bytes)
             #expect(!stats.contains("waiting to be recorded"))
             let waiting = try StatsFormatter.render(try cache.catalog.stats(), awaitingRecord: 4, root: "/c", as: .table)
             #expect(waiting.hasSuffix("waiting to be recorded   4 (stored; the next get records them)\n"))

@@ -191,12 +191,14 @@ struct OutputPieces {
 
 /// Renders `stats`.
 public enum StatsFormatter {
-    /// `missingObjects`: how many of the catalog's objects have no file in
-    /// the cache (or not one of their size; see `MediaCache.missingObjects`);
+    /// `missing`: the catalog's objects that have no file in the cache (or
+    /// not one of their size; see `MediaCache.missingObjects`): their bytes
+    /// are counted in `bytes`, as recorded, and said apart so the figure is
+    /// not read as what the disk holds;
     /// `awaitingRecord`: rows of stored objects waiting in `unrecorded/`
     /// for the next run to record (see `UnrecordedRows`).
-    public static func render(_ stats: CatalogStats, missingObjects: Int = 0, awaitingRecord: Int = 0, root: String,
-                              as format: OutputFormat) throws -> String {
+    public static func render(_ stats: CatalogStats, missing: MissingObjects = MissingObjects(), awaitingRecord: Int = 0,
+                              root: String, as format: OutputFormat) throws -> String {
         switch format {
         case .json, .csv:
             let fields: [String: JSONValue] = [
@@ -206,7 +208,7 @@ public enum StatsFormatter {
                 "collections": .integer(Int64(stats.collections)),
                 "sources": .integer(Int64(stats.sources)), "failedSources": .integer(Int64(stats.failedSources)),
                 "bytesSavedByDeduplication": .integer(stats.bytesSavedByDeduplication),
-                "missingObjects": .integer(Int64(missingObjects)),
+                "missingObjects": .integer(Int64(missing.count)), "missingBytes": .integer(missing.bytes),
                 "awaitingRecord": .integer(Int64(awaitingRecord)),
             ]
             var text = ""
@@ -216,7 +218,7 @@ public enum StatsFormatter {
             var rows = [
                 ["cache", root],
                 ["objects", "\(stats.objects) (\(ByteSize.format(stats.bytes)))"
-                    + (missingObjects > 0 ? "; \(missingObjects) with no file in the cache" : "")],
+                    + (missing.count > 0 ? "; \(missing.count) of them (\(ByteSize.format(missing.bytes))) with no file in the cache" : "")],
                 ["items", "\(stats.items) (\(ByteSize.format(stats.logicalBytes)))"],
                 ["collections", "\(stats.collections)"],
                 ["sources", "\(stats.sources) (\(stats.failedSources) failed last time)"],

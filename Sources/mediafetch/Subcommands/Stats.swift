@@ -21,7 +21,7 @@ struct Stats: AsyncParsableCommand {
         let cache = try cacheOptions.open(mustExist: true)
         let text: String
         do {
-            text = try StatsFormatter.render(cache.catalog.stats(), missingObjects: cache.missingObjects(),
+            text = try StatsFormatter.render(cache.catalog.stats(), missing: cache.missingObjects(),
                                              awaitingRecord: cache.unrecorded.waitingCount(), root: cache.root,
                                              as: format.output)
         } catch {
