@@ -73,8 +73,8 @@ public final class Catalog: Sendable {
     ///
     /// A file that holds no catalog (no tables) is given one, unless
     /// `refusingNewSchema` says why not; it is asked when reading only, and
-    /// when the file has a header but no log beside it (or an empty one),
-    /// as a copy made without its log has. A file with tables of
+    /// when the file has a header but no log beside it (or an empty or a
+    /// damaged one), as a copy made without its log has. A file with tables of
     /// something else, or with migrations of a newer mediafetch, is refused
     /// before anything is written to it. `readingOnly`: the opening makes no
     /// lock file of its own (another user's cache, or root listing it, must
@@ -127,10 +127,11 @@ public final class Catalog: Sendable {
         // SQLite makes one when it only reads) may be a copy without its
         // log. A first opening cut off after its switch to WAL has a log
         // already (GRDB's first commit), and one being made here is empty.
+        // A damaged log is passed over by SQLite as an empty one: a log cut
+        // short by a copy, with every commit of a small catalog in it, had a
+        // new catalog made over it, and its objects forgotten.
         var main = stat()
-        var log = stat()
-        let mayHaveLostItsLog = stat(path, &main) == 0 && main.st_size > 0
-            && (stat(Self.writeAheadLog(of: path), &log) != 0 || log.st_size == 0)
+        let mayHaveLostItsLog = stat(path, &main) == 0 && main.st_size > 0 && Self.writeAheadLogState(of: path) != .frames
         // SQLite's own journal: not a file this catalog made (it is always in
         // WAL mode), and opening it would switch it to WAL, a write: looked at first.
         if Self.isInRollbackJournalMode(path) {
@@ -304,6 +305,43 @@ public final class Catalog: Sendable {
 
     /// The write-ahead log of the database at `databasePath`.
     public static func writeAheadLog(of databasePath: String) -> String { databasePath + "-wal" }
+
+    /// What a catalog's write-ahead log holds, as its size and header tell
+    /// (no frame's checksum is read).
+    public enum WriteAheadLogState: Equatable, Sendable {
+        /// No log beside the catalog.
+        case absent
+        /// Empty, or a header and no frame: no commit to read.
+        case empty
+        /// Bytes that are no log SQLite can read a commit from: shorter than a
+        /// log's header, another file's magic number, or cut off inside its
+        /// first frame. SQLite passes over such a log as if it were empty.
+        case damaged(bytes: Int64)
+        /// At least one whole frame.
+        case frames
+    }
+
+    /// The state of the write-ahead log of the catalog at `databasePath`.
+    public static func writeAheadLogState(of databasePath: String) -> WriteAheadLogState {
+        let path = writeAheadLog(of: databasePath)
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return .absent }
+        let size = Int64(info.st_size)
+        let headerSize: Int64 = 32, frameHeaderSize: Int64 = 24
+        if size == 0 { return .empty }
+        guard size >= headerSize else { return .damaged(bytes: size) }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .frames }  // Unreadable here: SQLite says why when it opens it.
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: Int(headerSize))
+        guard pread(fd, &header, header.count, 0) == header.count else { return .frames }
+        func word(_ offset: Int) -> UInt32 { header[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+        // Big-endian fields: the magic number (its low bit says the checksums' byte order) and the page size.
+        guard word(0) & ~1 == 0x377F_0682 else { return .damaged(bytes: size) }
+        let pageSize = word(8) == 1 ? Int64(65_536) : Int64(word(8))
+        if size == headerSize { return .empty }
+        return size < headerSize + frameHeaderSize + pageSize ? .damaged(bytes: size) : .frames
+    }
 
     /// Makes every committed row durable now. Rows are committed without an
     /// fsync each (WAL, synchronous=NORMAL) and closing does not checkpoint, so

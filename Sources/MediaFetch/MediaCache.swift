@@ -77,7 +77,7 @@ public final class MediaCache: Sendable {
         opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
                                  stop: lockWaitStop, reserve: reserve, readingOnly: readingOnly) {
             // A catalog this process makes (a second try on a full disk, say) is never one that was lost.
-            isNew ? nil : Self.newCatalogRefusal(readingOnly: readingOnly, objectsDirectory: objectsDirectory)
+            isNew ? nil : Self.newCatalogRefusal(readingOnly: readingOnly, catalogPath: catalogPath, objectsDirectory: objectsDirectory)
         }
     }
 
@@ -119,13 +119,28 @@ public final class MediaCache: Sendable {
     /// objects without a catalog mean it was lost (copied without its
     /// write-ahead log, which holds every commit since the last checkpoint):
     /// a new one would forget them all.
-    static func newCatalogRefusal(readingOnly: Bool, objectsDirectory: String) -> String? {
+    static func newCatalogRefusal(readingOnly: Bool, catalogPath: String, objectsDirectory: String) -> String? {
         if holdsObjects(objectsDirectory) {
+            let newCatalog = "catalog.sqlite away to start a new catalog: the objects are found again as their URLs are fetched"
+            if case .damaged(let bytes) = Catalog.writeAheadLogState(of: catalogPath) {
+                return "it holds no catalog, but objects/ holds files: its write-ahead log (catalog.sqlite-wal, "
+                    + "\(bytes) bytes), which holds every commit since the last checkpoint, is damaged (cut short, "
+                    + "or not a log); restore both files from a copy (or move the log and \(newCatalog))"
+            }
             return "it holds no catalog, but objects/ holds files: its write-ahead log (catalog.sqlite-wal) was "
-                + "not copied with it, or the file was replaced; copy the log back beside it (or move "
-                + "catalog.sqlite away to start a new catalog: the objects are found again as their URLs are fetched)"
+                + "not copied with it, or the file was replaced; copy the log back beside it (or move \(newCatalog))"
         }
         return readingOnly ? "it holds no catalog yet (nothing has been recorded in it)" : nil
+    }
+
+    /// Why the cache at `root`, which has no catalog file, is no new cache to
+    /// a reading command: objects/ holds files, so its catalog was removed
+    /// or moved. Nil when it holds none.
+    public static func lostCatalog(root: String) -> String? {
+        guard holdsObjects(root + "/objects/sha256") else { return nil }
+        return "no catalog at \(catalogPath(root: root)), but objects/ holds files: it was removed or moved; restore it "
+            + "with its log (catalog.sqlite-wal) from a copy (or run get to start a new catalog: the objects are found "
+            + "again as their URLs are fetched)"
     }
 
     /// Whether a fan-out directory of `objectsDirectory` holds anything.

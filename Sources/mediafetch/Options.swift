@@ -56,7 +56,9 @@ struct CacheOptions: ParsableArguments {
             let exists = FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory)
             // A file given for the directory is named as such, not as a missing cache.
             let why = exists && !isDirectory.boolValue ? ": it is not a directory" : ""
-            Terminal.error("no cache at \(root)\(why) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)
+            // A catalog removed from a cache that holds objects is a lost catalog, not a missing cache.
+            Terminal.error(MediaCache.lostCatalog(root: root)
+                ?? "no cache at \(root)\(why) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)
             throw Exit.cacheUnusable
         }
         do {

@@ -48,6 +48,30 @@ import TestSupport
         }
     }
 
+    /// A log cut short (by a copy, a full disk) or overwritten holds no
+    /// commit SQLite reads, so the catalog looked new: `get` made one over
+    /// it, forgot every object stored before, and wrote over the log.
+    @Test(arguments: [20, 1000, -5000])
+    func aCatalogBesideADamagedLogIsRefusedAndTheLogKept(size: Int) async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            let logPath = cache + "/catalog.sqlite-wal"
+            if size > 0 {
+                #expect(truncate(logPath, off_t(size)) == 0)
+            } else {
+                // Another file's bytes in its place.
+                try Data(fixtureBytes(count: -size, seed: 62)).write(to: URL(fileURLWithPath: logPath))
+            }
+            let main = contents(cache + "/catalog.sqlite")
+            let log = contents(logPath)
+
+            try await expectRefused(cache, origin, saying: "its write-ahead log (catalog.sqlite-wal, \(abs(size)) bytes), "
+                                    + "which holds every commit since the last checkpoint, is damaged")
+            #expect(contents(cache + "/catalog.sqlite") == main)
+            #expect(contents(logPath) == log)
+        }
+    }
+
     @Test func anEmptiedCatalogBesideItsLogIsRefusedAndTheLogKept() async throws {
         try await withOrigin { origin, directory in
             let cache = try await cacheWithOnePhoto(origin, directory)
@@ -97,6 +121,29 @@ import TestSupport
             try await expectRefused(cache, origin, saying: "the file is missing, but its write-ahead log")
             #expect(contents(cache + "/catalog.sqlite-wal") == log)
             #expect(!FileManager.default.fileExists(atPath: cache + "/catalog.sqlite"))
+        }
+    }
+
+    /// A catalog removed with its log (after a checkpoint) from a cache that
+    /// holds objects: `list` and `stats` name the lost catalog, not a missing
+    /// cache; `get` starts a new one, as the README offers, and finds the
+    /// objects again as their URLs are fetched.
+    @Test func aCatalogRemovedWithItsLogIsNamedAsLost() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            for name in ["catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"] {
+                try? FileManager.default.removeItem(atPath: "\(cache)/\(name)")
+            }
+            for command in ["list", "stats"] {
+                let result = try await BuiltProducts.run([command, "--cache", cache])
+                #expect(result.status == 3)
+                #expect(result.stderrLines == ["mediafetch: no catalog at \(cache)/catalog.sqlite, but objects/ holds files: it was "
+                    + "removed or moved; restore it with its log (catalog.sqlite-wal) from a copy (or run get to start a new "
+                    + "catalog: the objects are found again as their URLs are fetched)"])
+            }
+            let again = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(try await listJSON(cache).count == 1)
         }
     }
 
