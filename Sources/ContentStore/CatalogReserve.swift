@@ -64,18 +64,28 @@ public struct CatalogReserve: Sendable {
         if posix_fallocate(fd, 0, off_t(target)) != 0, created { _ = unlink(path) }
     }
 
+    /// The room held now (none once given up, here or by another process).
+    public var heldBytes: Int64 {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? Int64(info.st_blocks) * 512 : 0
+    }
+
     /// Gives the room up; true when there was some to give (the caller then
     /// tries once more what the full disk refused).
     public func release() -> Bool {
         unlink(path) == 0
     }
 
-    /// Runs `body`; when it fails for a full disk and the room is still
-    /// held, gives the room up and runs it once more.
-    public func retryingOnFullDisk<T>(_ body: () throws -> T) throws -> T {
+    /// Runs `body`; when it fails for a full disk, gives the room up if it
+    /// is still held, and asks `makingRoom` for more (the catalog's
+    /// checkpoint: true when it may have made some); when either did, runs
+    /// `body` once more.
+    public func retryingOnFullDisk<T>(makingRoom: () -> Bool = { false }, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch where OutOfSpace.isCause(of: error) && release() {
+        } catch where OutOfSpace.isCause(of: error) {
+            let released = release()
+            guard makingRoom() || released else { throw error }
             return try body()
         }
     }

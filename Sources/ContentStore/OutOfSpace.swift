@@ -62,6 +62,14 @@ public enum OutOfSpace {
 
     /// Whether `directory` is on a filesystem of blocks smaller than a page
     /// (see `catalogOpeningProblem`).
+    /// Bytes an ordinary user may still write on the filesystem holding
+    /// `directory`; nil when it cannot be asked.
+    public static func freeBytes(directory: String) -> Int64? {
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
     public static func hasSmallBlocks(directory: String) -> Bool {
         var info = statvfs()
         return statvfs(directory, &info) == 0 && hasSmallBlocks(info)

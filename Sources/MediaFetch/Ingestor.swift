@@ -25,6 +25,9 @@ final class Ingestor: Sendable {
         /// is (to be resumed by a later run) instead of being removed.
         var keepOnFailure: (@Sendable () -> Bool)?
         var completion: @Sendable (Result<Void, CacheError>) -> Void
+        /// Its body became a new object when it was moved into the store
+        /// (rather than finding the same bytes there already).
+        var placedNew = false
     }
 
     private struct Queue {
@@ -48,6 +51,13 @@ final class Ingestor: Sendable {
     /// Set once the catalog has failed as a whole: later groups fail with
     /// the same error at once, instead of each waiting out a lock again.
     private let catalogFailure = Mutex<CacheError?>(nil)
+    /// Set once a group's rows found the disk full (even if the room held
+    /// back for them then took them): no more bodies are moved into the
+    /// store, since their rows might find no room, and objects without a
+    /// row are found by no run. They stay where they are, to be resumed
+    /// (and proven complete) by the next run. The run stops for the full
+    /// disk anyway.
+    private let catalogMetAFullDisk = Atomic(false)
     private let queue = SleepingLock(Queue())
     private let wake = DispatchSemaphore(value: 0)
     /// Where a step records the previous group's rows while it moves the
@@ -169,6 +179,10 @@ final class Ingestor: Sendable {
         }
     }
 
+    /// Room a row may take in the catalog's log: about a page, measured
+    /// (958 KB of log for 217 rows, keyed by hashes), twice over.
+    static let catalogBytesPerRow: Int64 = 8192
+
     /// A group gathers for up to this long after its first item, or until it
     /// holds `groupSize` items. Under load a group also takes everything that
     /// finished while the previous one was being committed, so groups grow by
@@ -285,11 +299,25 @@ final class Ingestor: Sendable {
     private func moveIntoPlace(_ group: [Pending]) -> [Pending] {
         var moved: [Pending] = []
         moved.reserveCapacity(group.count)
+        // Their rows will need room in the catalog's log: on a disk that has
+        // not that much left, the room held back for the catalog included,
+        // none is moved (another process sharing the disk may fill it while
+        // the rows wait, and take the room given up for them).
+        if !group.isEmpty, let free = OutOfSpace.freeBytes(directory: cache.root),
+           free + cache.reserve.heldBytes < Int64(group.count) * Self.catalogBytesPerRow {
+            catalogMetAFullDisk.store(true, ordering: .relaxed)
+        }
         for entry in group {
+            // Checked for each: the previous group's rows are being recorded meanwhile.
+            if catalogMetAFullDisk.load(ordering: .relaxed) {
+                self.fail([entry], because: StoreError("no room left for its row in the catalog", code: ENOSPC), removingStaged: true)
+                continue
+            }
             do {
                 entry.beforeLeaving?()
-                _ = try store.moveIntoPlace(entry.blob)
-                moved.append(entry)
+                var placed = entry
+                placed.placedNew = try store.moveIntoPlace(entry.blob)
+                moved.append(placed)
             } catch {
                 self.fail([entry], because: error, removingStaged: true)
             }
@@ -318,12 +346,14 @@ final class Ingestor: Sendable {
             return
         }
         do {
-            // A disk that filled: the room held back for the catalog is given up, and the group tried again.
-            try cache.reserve.retryingOnFullDisk {
+            // A disk that filled: the room held back for the catalog is given up,
+            // the log's commits copied into the catalog's file, and the group tried again.
+            try cache.reserve.retryingOnFullDisk(makingRoom: makeRoomInTheLog) {
                 try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
             }
             for entry in entries { entry.completion(.success(())) }
         } catch {
+            if OutOfSpace.isCause(of: error) { catalogMetAFullDisk.store(true, ordering: .relaxed) }
             // One bad row must not sink the rest; a catalog that failed as a
             // whole (a lock held past its minute, a full disk) would only fail
             // again, a minute an item for a lock.
@@ -355,8 +385,33 @@ final class Ingestor: Sendable {
         guard !entries.isEmpty else { return }
         let records = entries.map(\.record)
         // A full disk: the room held back for the catalog, if still held, takes them.
-        let kept = (try? cache.reserve.retryingOnFullDisk { try cache.unrecorded.keep(records, fetchedAt: Date()) }) != nil
+        let kept = (try? cache.reserve.retryingOnFullDisk(makingRoom: makeRoomInTheLog) {
+            try cache.unrecorded.keep(records, fetchedAt: Date())
+        }) != nil
+        if !kept { removeUnrecordedObjects(entries) }
         for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
+    }
+
+    /// Removes the objects these items placed new in the store whose rows
+    /// could be neither recorded nor kept, unless a row has pointed at one
+    /// since: no run would ever find them, and on a full disk (a disk
+    /// another process filled while the rows waited) they hold the room
+    /// the next run needs. (Another process that found one of them in place,
+    /// the same bytes fetched at the same moment, and has not recorded its
+    /// row yet will have a row to a missing object, which its URL's next
+    /// fetch repairs.)
+    private func removeUnrecordedObjects(_ entries: [Pending]) {
+        let placed = entries.filter(\.placedNew).map(\.record.sha256)
+        guard !placed.isEmpty, let recorded = try? cache.catalog.recordedObjects(among: placed) else { return }
+        for hash in placed where !recorded.contains(hash) { try? store.remove(hash) }
+    }
+
+    /// On a full disk: no more bodies are moved into the store, and the
+    /// catalog's log is made reusable (see `Catalog.checkpointToFreeRoom`);
+    /// true when that worked.
+    private func makeRoomInTheLog() -> Bool {
+        catalogMetAFullDisk.store(true, ordering: .relaxed)
+        return (try? cache.catalog.checkpointToFreeRoom()) != nil
     }
 
     /// Completes items that cannot be stored; with `removingStaged`, their

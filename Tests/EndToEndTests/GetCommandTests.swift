@@ -946,6 +946,42 @@ import TestSupport
         }
     }
 
+    /// Thousands of small files filling a small disk, one run and then two at
+    /// once: every object on the disk has its row. The catalog's log grows a
+    /// page a row, and the rows of bodies moved into the store after the
+    /// disk first filled found no room (the reserve already given up, or
+    /// taken by the other run's downloads): 16–77 objects of one run, up to
+    /// 274 of two, stored with no row, so no run would ever find them.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func manySmallFilesFillingADiskLeaveNoObjectWithoutARow() async throws {
+        try await withOrigin { origin, directory in
+            let urls = (0..<3000).map { index -> String in
+                origin.addResource("/s\(index).bin", data: fixtureBytes(count: 800, seed: UInt64(10_000 + index)))
+                return origin.url("/s\(index).bin")
+            }
+            for processes in [1, 1, 2] {
+                try await SmallFilesystem.with(kilobytes: processes == 1 ? 2048 : 3072) { mountPoint, _ in
+                    let cache = mountPoint + "/cache"
+                    let halves = processes == 1 ? [urls] : [Array(urls[..<1500]), Array(urls[1500...])]
+                    let lists = try halves.enumerated().map { index, half in
+                        let path = directory.appending("list-\(index).txt")
+                        try half.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+                        return path
+                    }
+                    let results = try await withThrowingTaskGroup(of: CommandResult.self) { group in
+                        for list in lists { group.addTask { try await BuiltProducts.run(["get", "--cache", cache, "-i", list]) } }
+                        return try await group.reduce(into: []) { $0.append($1) }
+                    }
+                    #expect(results.contains { $0.status == 3 }, "\(results.map(\.stderr))")
+                    let stored = try objectPaths(inCache: cache)
+                    let stats = try await statsJSON(cache)
+                    #expect(stats["objects"] as? Int == stored.count, "\(processes) at once: \(stats), \(stored.count) on disk")
+                    #expect(stats["awaitingRecord"] as? Int == 0, "\(stats)")
+                }
+            }
+        }
+    }
+
     /// A cache copied to read-only media for offline use can be listed,
     /// also when its write-ahead log was checkpointed away (SQLite could not
     /// make the shared-memory file a WAL database needs). get succeeds there
