@@ -209,9 +209,15 @@ public final class ObjectStore: BlobStore {
     static func makeDirectories(_ path: String) throws(StoreError) {
         var prefix = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
+            let parent = prefix
             prefix += "/" + component
             // The umask decides the mode, as for curl's or wget's directories (002: a group's shared cache).
-            if mkdir(prefix, 0o777) != 0, errno != EEXIST { throw StoreError.system("cannot create", prefix) }
+            if mkdir(prefix, 0o777) != 0, errno != EEXIST {
+                let code = errno
+                // A directory this user may not enter: what is in it may well exist ("cannot create" misled).
+                if code == EACCES, !parent.isEmpty, access(parent, X_OK) != 0 { throw StoreError.system("cannot enter", parent, errno: code) }
+                throw StoreError.system("cannot create", prefix, errno: code)
+            }
         }
         var info = stat()
         guard stat(path, &info) == 0 else { throw StoreError.system("cannot create", path) }

@@ -298,6 +298,11 @@ import TestSupport
                 #expect(result.stderr == "mediafetch: cannot read the cache's objects: cannot read \(cache)/objects/sha256: "
                     + "Permission denied\n", "\(arguments): \(result.stderr)")
             }
+            // get names the directory it cannot enter (it said "cannot create …/objects/sha256", which was there).
+            let get = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")], as: .nobody)
+            #expect(get.status == 3)
+            #expect(get.stderr == "mediafetch: cannot open the cache at \(cache): cannot enter \(cache)/objects: Permission denied\n",
+                    "\(get.stderr)")
         }
     }
 }
