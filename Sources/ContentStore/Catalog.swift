@@ -306,41 +306,66 @@ public final class Catalog: Sendable {
     /// The write-ahead log of the database at `databasePath`.
     public static func writeAheadLog(of databasePath: String) -> String { databasePath + "-wal" }
 
-    /// What a catalog's write-ahead log holds, as its size and header tell
-    /// (no frame's checksum is read).
+    /// What a catalog's write-ahead log holds, as its header and its frames'
+    /// headers tell (no checksum is computed).
     public enum WriteAheadLogState: Equatable, Sendable {
         /// No log beside the catalog.
         case absent
         /// Empty, or a header and no frame: no commit to read.
         case empty
-        /// Bytes that are no log SQLite can read a commit from: shorter than a
-        /// log's header, another file's magic number, or cut off inside its
-        /// first frame. SQLite passes over such a log as if it were empty.
+        /// Bytes that are no log SQLite can read every commit from: shorter
+        /// than a log's header, another file's magic number, cut off (or gone
+        /// to other bytes) before the end of its first commit, or ending
+        /// inside a frame. SQLite passes over such a log, or its last part,
+        /// as if it were not there.
         case damaged(bytes: Int64)
-        /// At least one whole frame.
+        /// A whole commit at least (or frames past what is looked at).
         case frames
     }
 
     /// The state of the write-ahead log of the catalog at `databasePath`.
+    ///
+    /// Reads the log's header and its frames' headers up to the first
+    /// commit (a frame that gives the database's size), each of which must
+    /// be whole and carry the header's salts. A log after a checkpoint
+    /// restart that was cut off before its first new frame looks damaged
+    /// too; its commits are all in the catalog's file, which then has its
+    /// tables, so it is never refused for that.
     public static func writeAheadLogState(of databasePath: String) -> WriteAheadLogState {
         let path = writeAheadLog(of: databasePath)
         var info = stat()
         guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return .absent }
         let size = Int64(info.st_size)
-        let headerSize: Int64 = 32, frameHeaderSize: Int64 = 24
+        let headerSize = 32, frameHeaderSize = 24
         if size == 0 { return .empty }
         guard size >= headerSize else { return .damaged(bytes: size) }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return .frames }  // Unreadable here: SQLite says why when it opens it.
         defer { close(fd) }
-        var header = [UInt8](repeating: 0, count: Int(headerSize))
-        guard pread(fd, &header, header.count, 0) == header.count else { return .frames }
-        func word(_ offset: Int) -> UInt32 { header[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+        func read(_ count: Int, at offset: Int64) -> [UInt8]? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            return pread(fd, &bytes, count, off_t(offset)) == count ? bytes : nil
+        }
+        func word(_ bytes: [UInt8], _ offset: Int) -> UInt32 { bytes[offset..<offset + 4].reduce(0) { $0 << 8 | UInt32($1) } }
+        guard let header = read(headerSize, at: 0) else { return .frames }
         // Big-endian fields: the magic number (its low bit says the checksums' byte order) and the page size.
-        guard word(0) & ~1 == 0x377F_0682 else { return .damaged(bytes: size) }
-        let pageSize = word(8) == 1 ? Int64(65_536) : Int64(word(8))
-        if size == headerSize { return .empty }
-        return size < headerSize + frameHeaderSize + pageSize ? .damaged(bytes: size) : .frames
+        guard word(header, 0) & ~1 == 0x377F_0682 else { return .damaged(bytes: size) }
+        let pageSize = Int64(word(header, 8) == 1 ? 65_536 : word(header, 8))
+        if size == Int64(headerSize) { return .empty }
+        let frameSize = Int64(frameHeaderSize) + pageSize
+        // SQLite writes whole frames: a log that ends inside one was cut (a
+        // copy cut short), or is being written this moment by another process
+        // (whose catalog has its tables, so nothing is refused for it).
+        guard (size - Int64(headerSize)) % frameSize == 0 else { return .damaged(bytes: size) }
+        // A first commit of thousands of pages is not walked to its end: a log that long is taken as whole.
+        for frame in 0..<Int64(4096) {
+            let offset = Int64(headerSize) + frame * frameSize
+            guard offset + frameSize <= size, let frameHeader = read(frameHeaderSize, at: offset),
+                  frameHeader[8..<16].elementsEqual(header[16..<24]) else { return .damaged(bytes: size) }
+            // The database's size in pages, given by the last frame of a commit only.
+            if word(frameHeader, 4) != 0 { return .frames }
+        }
+        return .frames
     }
 
     /// Copies the write-ahead log's commits into the catalog's file, so that

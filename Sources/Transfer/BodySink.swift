@@ -63,6 +63,11 @@ protocol BodySink: AnyObject {
 /// finished file never needs a second read. Survives failed attempts: the
 /// bytes written and the hash state carry over to the next `Range` request.
 final class FileSink: BodySink {
+    /// The 2xx statuses whose body is the file asked for, or a part of it;
+    /// 204 has no body at all (`TransferEngine.emptyBody` names it). A
+    /// `MemorySink` (`TransferEngine.fetch`) takes any final answer.
+    static let statusesWithTheFile: Set<Int> = [200, 203, 204, 206]
+
     private let partial: PartialFile
     private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
@@ -114,6 +119,12 @@ final class FileSink: BodySink {
         guard (200...299).contains(head.status) else {
             accepting = false
             return nil
+        }
+        guard Self.statusesWithTheFile.contains(head.status) else {
+            // 202 "accepted, not made yet", 205, 207's WebDAV listing, 226's delta: none is the file itself.
+            let reason = head.reason.isEmpty ? "" : " \(head.reason)"
+            return TransferError(.http(status: head.status),
+                                 "HTTP \(head.status)\(reason): the server sent no file (only 200, 203 and 206 carry one); not stored")
         }
         if head.status == 206 {
             // `contentRange` is ordered and inside the file, so `total - 1` and

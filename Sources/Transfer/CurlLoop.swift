@@ -273,23 +273,12 @@ final class Attempt: @unchecked Sendable {
                                   "the server gave a length that is no count of bytes (Content-Length: \(head.fields["content-length"] ?? ""))")
             return false
         }
-        if (200...299).contains(head.status), !Self.statusesWithTheFile.contains(head.status) {
-            // 202 "accepted, not made yet", 205, 207's WebDAV listing, 226's delta: none is the file itself.
-            let reason = head.reason.isEmpty ? "" : " \(head.reason)"
-            abort = TransferError(.http(status: head.status),
-                                  "HTTP \(head.status)\(reason): the server sent no file (only 200, 203 and 206 carry one); not stored")
-            return false
-        }
         if let error = sink.begin(head, requestedOffset: requestedOffset) {
             abort = error
             return false
         }
         return true
     }
-
-    /// The 2xx statuses whose body is the file asked for, or a part of it;
-    /// 204 has no body at all (`TransferEngine.emptyBody` names it).
-    static let statusesWithTheFile: Set<Int> = [200, 203, 204, 206]
 
     var expectedSize: Int64? {
         Self.expectedSize(contentLength: head.contentLength, status: head.status, requestedOffset: requestedOffset)

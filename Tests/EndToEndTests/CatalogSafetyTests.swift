@@ -51,7 +51,10 @@ import TestSupport
     /// A log cut short (by a copy, a full disk) or overwritten holds no
     /// commit SQLite reads, so the catalog looked new: `get` made one over
     /// it, forgot every object stored before, and wrote over the log.
-    @Test(arguments: [20, 1000, -5000])
+    /// Sizes: inside the header, inside the first frame, inside the second
+    /// (the first commit, GRDB's table of migrations, takes two), past the
+    /// first commit and inside a later frame, and another file's bytes.
+    @Test(arguments: [20, 1000, 32 + 4120 + 2060, 32 + 4120 * 3 + 100, -5000])
     func aCatalogBesideADamagedLogIsRefusedAndTheLogKept(size: Int) async throws {
         try await withOrigin { origin, directory in
             let cache = try await cacheWithOnePhoto(origin, directory)

@@ -859,6 +859,10 @@ import TestSupport
             origin.route("/203.jpg") { _ in OriginResponse(status: 203, body: content) }
             let copy = try await engine.download(origin.url("/203.jpg"))
             #expect(copy.sha256 == sha256(content))
+            // An API's answer (`fetch`) is returned whatever its 2xx.
+            let accepted = try await engine.fetch(origin.url("/202.jpg"))
+            #expect(accepted.status == 202)
+            #expect(accepted.body == Data("queued".utf8))
         }
     }
 
