@@ -132,6 +132,10 @@ public final class ObjectStore: BlobStore {
     /// Where bodies are written before they are complete; same filesystem as the objects.
     public let temporaryDirectory: String
     public let objectsDirectory: String
+
+    /// Where the objects of the cache at `root` live (known without opening it).
+    public static func objectsDirectory(root: String) -> String { root + "/objects/sha256" }
+
     /// The two directories, held open: files are moved by names relative to
     /// them, so the kernel resolves one name per file instead of a whole path
     /// (and the flush needs no open of its own).
@@ -150,7 +154,7 @@ public final class ObjectStore: BlobStore {
         self.root = root
         pendingWriteback = { nil }
         temporaryDirectory = root + "/tmp"
-        objectsDirectory = root + "/objects/sha256"
+        objectsDirectory = Self.objectsDirectory(root: root)
         temporaryDirectoryDescriptor = -1
         objectsDirectoryDescriptor = open(objectsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         objectsDirectoryError = objectsDirectoryDescriptor < 0 ? errno : 0

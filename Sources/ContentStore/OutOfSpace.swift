@@ -29,16 +29,7 @@ public enum OutOfSpace {
     public static func catalogOpeningProblem(directory: String) -> String? {
         var info = statvfs()
         guard statvfs(directory, &info) == 0, hasSmallBlocks(info) else { return nil }
-        // Root may use the blocks kept back for it (in f_bfree); others only
-        // the available ones. ext4 also counts as free, in f_bfree only, a
-        // reserve for metadata that nobody's data may take: 2% of the blocks,
-        // at most 4096 (a full 24 MB ext4 showed 491 KiB free to root).
-        var usableBlocks = Int64(info.f_bavail)
-        if geteuid() == 0 {
-            usableBlocks = Int64(info.f_bfree)
-            if mf_filesystem_type(directory) == extFilesystemMagic { usableBlocks -= min(Int64(info.f_blocks) / 50, 4096) }
-        }
-        let usable = Int64(info.f_frsize) * max(0, usableBlocks)
+        let usable = usableBytes(info, directory: directory)
         guard lacksRoomForSharedMemory(blockSize: Int(info.f_frsize), freeBytes: usable) else { return nil }
         return "the disk holding the cache is full (on a filesystem of \(info.f_frsize)-byte blocks SQLite "
             + "needs some room for the catalog's shared memory before it opens it): free some space"
@@ -60,16 +51,29 @@ public enum OutOfSpace {
         }
     }
 
-    /// Whether `directory` is on a filesystem of blocks smaller than a page
-    /// (see `catalogOpeningProblem`).
-    /// Bytes an ordinary user may still write on the filesystem holding
+    /// Bytes this process may still write on the filesystem holding
     /// `directory`; nil when it cannot be asked.
     public static func freeBytes(directory: String) -> Int64? {
         var info = statvfs()
         guard statvfs(directory, &info) == 0 else { return nil }
-        return Int64(info.f_bavail) * Int64(info.f_frsize)
+        return usableBytes(info, directory: directory)
     }
 
+    /// Root may use the blocks kept back for it (in f_bfree); others only
+    /// the available ones. ext4 also counts as free, in f_bfree only, a
+    /// reserve for metadata that nobody's data may take: 2% of the blocks,
+    /// at most 4096 (a full 24 MB ext4 showed 491 KiB free to root).
+    private static func usableBytes(_ info: statvfs, directory: String) -> Int64 {
+        var usableBlocks = Int64(info.f_bavail)
+        if geteuid() == 0 {
+            usableBlocks = Int64(info.f_bfree)
+            if mf_filesystem_type(directory) == extFilesystemMagic { usableBlocks -= min(Int64(info.f_blocks) / 50, 4096) }
+        }
+        return Int64(info.f_frsize) * max(0, usableBlocks)
+    }
+
+    /// Whether `directory` is on a filesystem of blocks smaller than a page
+    /// (see `catalogOpeningProblem`).
     public static func hasSmallBlocks(directory: String) -> Bool {
         var info = statvfs()
         return statvfs(directory, &info) == 0 && hasSmallBlocks(info)

@@ -51,13 +51,18 @@ final class Ingestor: Sendable {
     /// Set once the catalog has failed as a whole: later groups fail with
     /// the same error at once, instead of each waiting out a lock again.
     private let catalogFailure = Mutex<CacheError?>(nil)
-    /// Set once a group's rows found the disk full (even if the room held
-    /// back for them then took them): no more bodies are moved into the
-    /// store, since their rows might find no room, and objects without a
-    /// row are found by no run. They stay where they are, to be resumed
-    /// (and proven complete) by the next run. The run stops for the full
-    /// disk anyway.
+    /// Set when a group's rows find the disk full (even if the room held
+    /// back for them then takes them): the rest of the group being moved
+    /// meanwhile stays out of the store, since its rows might find no room,
+    /// and objects without a row are found by no run. Those bodies stay
+    /// where they are, to be resumed (and proven complete) by the next run;
+    /// the run stops for the full disk. Each group is looked at afresh
+    /// (see `moveIntoPlace`): a disk that another program filled for a
+    /// moment does not stop the run.
     private let catalogMetAFullDisk = Atomic(false)
+    /// Objects this run placed new whose rows were neither recorded nor
+    /// kept: removed on the ingest thread (see `removeUnrecordedObjects`).
+    private let unrecordedObjects = Mutex<[String]>([])
     private let queue = SleepingLock(Queue())
     private let wake = DispatchSemaphore(value: 0)
     /// Where a step records the previous group's rows while it moves the
@@ -266,6 +271,8 @@ final class Ingestor: Sendable {
             // bodies' old names may be a new download's partial by now: only
             // the bodies still staged are removed.
             self.fail(moved, because: error, removingStaged: false)
+            noteUnrecorded(moved)
+            removeUnrecordedObjects(keeping: [])
             self.fail(group, because: error, removingStaged: true)
             moved = []
             record([], failures)
@@ -283,8 +290,10 @@ final class Ingestor: Sendable {
         } else {
             recorder.async(group: recorded) { self.record(previous, failures) }
         }
-        moved = moveIntoPlace(group)
+        moved = moveIntoPlace(group, rowsBeingRecorded: previous.count)
         recorded.wait()
+        // Not an object the group just moved points at: its row comes next.
+        removeUnrecordedObjects(keeping: Set(moved.map(\.record.sha256)))
     }
 
     /// Flushes the names of the moved items and records their rows.
@@ -296,20 +305,24 @@ final class Ingestor: Sendable {
     /// Moves each item's body into the store; returns those now in place (a
     /// duplicate counts: its row points at the object already there). An
     /// item that cannot be moved fails on its own.
-    private func moveIntoPlace(_ group: [Pending]) -> [Pending] {
+    /// `rowsBeingRecorded`: the previous group's, recorded meanwhile.
+    private func moveIntoPlace(_ group: [Pending], rowsBeingRecorded: Int) -> [Pending] {
         var moved: [Pending] = []
         moved.reserveCapacity(group.count)
-        // Their rows will need room in the catalog's log: on a disk that has
-        // not that much left, the room held back for the catalog included,
-        // none is moved (another process sharing the disk may fill it while
-        // the rows wait, and take the room given up for them).
-        if !group.isEmpty, let free = OutOfSpace.freeBytes(directory: cache.root),
-           free + cache.reserve.heldBytes < Int64(group.count) * Self.catalogBytesPerRow {
-            catalogMetAFullDisk.store(true, ordering: .relaxed)
+        guard !group.isEmpty else { return moved }
+        catalogMetAFullDisk.store(false, ordering: .relaxed)
+        // The rows will need room in the catalog's log: as many items are
+        // moved as the room left (the room held back for the catalog
+        // included) has room for, beside the rows being recorded meanwhile.
+        // Another process sharing the disk may still fill it while the rows
+        // wait, and take the room given up for them (`removeUnrecordedObjects`).
+        var roomFor = Int.max
+        if let free = OutOfSpace.freeBytes(directory: cache.root) {
+            roomFor = max(0, Int((free + cache.reserve.heldBytes) / Self.catalogBytesPerRow) - rowsBeingRecorded)
         }
-        for entry in group {
+        for (index, entry) in group.enumerated() {
             // Checked for each: the previous group's rows are being recorded meanwhile.
-            if catalogMetAFullDisk.load(ordering: .relaxed) {
+            if index >= roomFor || catalogMetAFullDisk.load(ordering: .relaxed) {
                 self.fail([entry], because: StoreError("no room left for its row in the catalog", code: ENOSPC), removingStaged: true)
                 continue
             }
@@ -370,6 +383,7 @@ final class Ingestor: Sendable {
                     catalogFailure.withLock { $0 = failure }
                     failKeepingRows(entries, failure)
                 } else {
+                    noteUnrecorded(entries)
                     for entry in entries { entry.completion(.failure(failure)) }
                 }
             }
@@ -388,27 +402,37 @@ final class Ingestor: Sendable {
         let kept = (try? cache.reserve.retryingOnFullDisk(makingRoom: makeRoomInTheLog) {
             try cache.unrecorded.keep(records, fetchedAt: Date())
         }) != nil
-        if !kept { removeUnrecordedObjects(entries) }
+        if !kept { noteUnrecorded(entries) }
         for entry in entries { entry.completion(.failure(kept ? failure.withRowsKept : failure)) }
     }
 
-    /// Removes the objects these items placed new in the store whose rows
-    /// could be neither recorded nor kept, unless a row has pointed at one
-    /// since: no run would ever find them, and on a full disk (a disk
-    /// another process filled while the rows waited) they hold the room
-    /// the next run needs. (Another process that found one of them in place,
-    /// the same bytes fetched at the same moment, and has not recorded its
-    /// row yet will have a row to a missing object, which its URL's next
-    /// fetch repairs.)
-    private func removeUnrecordedObjects(_ entries: [Pending]) {
+    /// Notes the objects these items placed new in the store, whose rows
+    /// were neither recorded nor kept, for `removeUnrecordedObjects`.
+    private func noteUnrecorded(_ entries: [Pending]) {
         let placed = entries.filter(\.placedNew).map(\.record.sha256)
-        guard !placed.isEmpty, let recorded = try? cache.catalog.recordedObjects(among: placed) else { return }
-        for hash in placed where !recorded.contains(hash) { try? store.remove(hash) }
+        if !placed.isEmpty { unrecordedObjects.withLock { $0 += placed } }
     }
 
-    /// On a full disk: no more bodies are moved into the store, and the
-    /// catalog's log is made reusable (see `Catalog.checkpointToFreeRoom`);
-    /// true when that worked.
+    /// Removes the objects noted by `noteUnrecorded`, unless a row points at
+    /// one by now or one of `keeping` (moved since, its row to come) is the
+    /// same bytes: no run would ever find them, and on a full disk (a disk
+    /// another process filled while the rows waited) they hold the room the
+    /// next run needs. (Another process that found one of them in place, the
+    /// same bytes fetched at the same moment, and has not recorded its row
+    /// yet will have a row to a missing object, which its URL's next fetch
+    /// repairs.) On the ingest thread, between moves.
+    private func removeUnrecordedObjects(keeping: Set<String>) {
+        let noted = unrecordedObjects.withLock { noted in
+            defer { noted.removeAll() }
+            return noted.filter { !keeping.contains($0) }
+        }
+        guard !noted.isEmpty, let recorded = try? cache.catalog.recordedObjects(among: noted) else { return }
+        for hash in Set(noted) where !recorded.contains(hash) { try? store.remove(hash) }
+    }
+
+    /// On a full disk: the rest of the group being moved stays out of the
+    /// store, and the catalog's log is made reusable (see
+    /// `Catalog.checkpointToFreeRoom`); true when that worked.
     private func makeRoomInTheLog() -> Bool {
         catalogMetAFullDisk.store(true, ordering: .relaxed)
         return (try? cache.catalog.checkpointToFreeRoom()) != nil

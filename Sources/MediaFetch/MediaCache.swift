@@ -121,7 +121,7 @@ public final class MediaCache: Sendable {
     /// a new one would forget them all.
     static func newCatalogRefusal(readingOnly: Bool, catalogPath: String, objectsDirectory: String) -> String? {
         if holdsObjects(objectsDirectory) {
-            let newCatalog = "catalog.sqlite away to start a new catalog: the objects are found again as their URLs are fetched"
+            let newCatalog = "catalog.sqlite away to start a new catalog: \(objectsFoundAgain)"
             if case .damaged(let bytes) = Catalog.writeAheadLogState(of: catalogPath) {
                 return "it holds no catalog, but objects/ holds files: its write-ahead log (catalog.sqlite-wal, "
                     + "\(bytes) bytes), which holds every commit since the last checkpoint, is damaged (cut short, "
@@ -137,11 +137,13 @@ public final class MediaCache: Sendable {
     /// a reading command: objects/ holds files, so its catalog was removed
     /// or moved. Nil when it holds none.
     public static func lostCatalog(root: String) -> String? {
-        guard holdsObjects(root + "/objects/sha256") else { return nil }
+        guard holdsObjects(ObjectStore.objectsDirectory(root: root)) else { return nil }
         return "no catalog at \(catalogPath(root: root)), but objects/ holds files: it was removed or moved; restore it "
-            + "with its log (catalog.sqlite-wal) from a copy (or run get to start a new catalog: the objects are found "
-            + "again as their URLs are fetched)"
+            + "with its log (catalog.sqlite-wal) from a copy (or run get to start a new catalog: \(objectsFoundAgain))"
     }
+
+    /// What becomes of the objects of a lost catalog when a new one is started.
+    private static let objectsFoundAgain = "the objects are found again as their URLs are fetched"
 
     /// Whether a fan-out directory of `objectsDirectory` holds anything.
     private static func holdsObjects(_ objectsDirectory: String) -> Bool {

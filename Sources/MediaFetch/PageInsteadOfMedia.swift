@@ -34,7 +34,8 @@ enum PageInsteadOfMedia {
             expected = "a .\(ext) file"
         }
         let bytes = opening()
-        guard isPage ? looksLikeMarkup(bytes) : looksLikeText(bytes) else { return nil }
+        // A page may be plain words ("Access denied" as text/html) as well as markup.
+        guard looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) else { return nil }
         let what = isPage ? "a web page" : "text"
         return "the server sent \(what) (\(type), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
     }

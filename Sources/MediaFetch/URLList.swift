@@ -166,9 +166,7 @@ public enum URLList {
 
         /// Remembers a bad line; throws them all once there are `maxProblems`.
         private mutating func note(_ problem: String) throws(InputError) {
-            problems.append(problem)
-            if problems.count == Self.maxProblems {
-                problems.append("\(source): stopped at its \(Self.maxProblems)th bad line")
+            if URLList.noteReachesCap(problem, in: &problems, stopped: "\(source): stopped at its \(Self.maxProblems)th bad line") {
                 throw InputError(problems: problems)
             }
         }
@@ -270,15 +268,21 @@ public enum URLList {
             do {
                 urls.append(try url(fromArgument: argument))
             } catch {
-                problems.append(error.message)
-                if problems.count == LineReader.maxProblems {
-                    problems.append("stopped at the \(LineReader.maxProblems)th bad URL of the command line")
-                    break
-                }
+                let stopped = "stopped at the \(LineReader.maxProblems)th bad URL of the command line"
+                if noteReachesCap(error.message, in: &problems, stopped: stopped) { break }
             }
         }
         if !problems.isEmpty { throw InputError(problems: problems) }
         return urls
+    }
+
+    /// Adds `problem`; at the `maxProblems`th, adds `stopped` too and
+    /// returns true: the rest is not looked at.
+    fileprivate static func noteReachesCap(_ problem: String, in problems: inout [String], stopped: String) -> Bool {
+        problems.append(problem)
+        guard problems.count == LineReader.maxProblems else { return false }
+        problems.append(stopped)
+        return true
     }
 
     /// The URL an argument gives, trimmed as a list's lines are.

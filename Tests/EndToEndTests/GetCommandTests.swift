@@ -973,9 +973,13 @@ import TestSupport
                         return try await group.reduce(into: []) { $0.append($1) }
                     }
                     #expect(results.contains { $0.status == 3 }, "\(results.map(\.stderr))")
-                    let stored = try objectPaths(inCache: cache)
+                    // The same objects on the disk as in the catalog, and no row to a missing one.
+                    let stored = Set(try objectPaths(inCache: cache).map { ($0 as NSString).lastPathComponent })
+                    let recorded = Set(try await listJSON(cache).compactMap { $0["hash"] as? String })
+                    let withoutRow = stored.subtracting(recorded).count, withoutObject = recorded.subtracting(stored).count
+                    #expect(stored == recorded, "\(processes) at once: \(withoutRow) without a row, \(withoutObject) rows without an object")
                     let stats = try await statsJSON(cache)
-                    #expect(stats["objects"] as? Int == stored.count, "\(processes) at once: \(stats), \(stored.count) on disk")
+                    #expect(stats["missingObjects"] as? Int == 0, "\(stats)")
                     #expect(stats["awaitingRecord"] as? Int == 0, "\(stats)")
                 }
             }

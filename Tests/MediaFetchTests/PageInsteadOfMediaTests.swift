@@ -56,6 +56,10 @@ import Testing
         for opening in [jpeg, wave, Array("fLaC".utf8) + [0x00, 0x00, 0x00, 0x22]] {
             #expect(PageInsteadOfMedia.reason(contentType: "text/plain", url: "http://h/a.jpg", kind: .photo, size: 8, opening: { opening }) == nil)
         }
+        // Words without markup, labelled a page.
+        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .photo, size: 13,
+                                          opening: { Array("Access denied".utf8) })
+                == "the server sent a web page (text/html, 13 B) where a photo was asked for; not stored")
         // Text cut inside a character at the end of the opening is text.
         #expect(PageInsteadOfMedia.looksLikeText(Array("Prístup".utf8) + [0xC3]))
         #expect(!PageInsteadOfMedia.looksLikeText([]))
