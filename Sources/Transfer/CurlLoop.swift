@@ -411,7 +411,9 @@ final class CurlLoop: Sendable {
     private let exited = DispatchSemaphore(value: 0)
     let counters = LoopCounters()
 
-    init(configuration: TransferConfiguration, events: AsyncStream<TransferEvent>.Continuation) throws {
+    /// `maxConnections`: the connections libcurl may hold open, in use and
+    /// cached for reuse (`DescriptorBudget.connections`).
+    init(configuration: TransferConfiguration, maxConnections: Int, events: AsyncStream<TransferEvent>.Continuation) throws {
         self.multi = try CurlMulti()
         self.configuration = configuration
         self.events = events
@@ -425,7 +427,7 @@ final class CurlLoop: Sendable {
         // No CURLMOPT_MAX_HOST_CONNECTIONS: the slot queue limits per host of
         // the URL; a libcurl-side limit would park redirected transfers where
         // the stall clock would count their wait as a stall.
-        multi.set(CURLMOPT_MAXCONNECTS, max(configuration.maxConcurrentTransfers * 2, 8))
+        multi.set(CURLMOPT_MAXCONNECTS, max(maxConnections, 8))
         // libcurl puts at most 100 streams on a connection and opens a new
         // connection for each transfer past that: let --per-host decide (the
         // server's own limit still applies).

@@ -87,7 +87,8 @@ public final class TransferEngine: Sendable {
         try FileManager.default.createDirectory(atPath: partialDirectory, withIntermediateDirectories: true)
         PartialFile.makeShardDirectories(in: partialDirectory)
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
-        loop = try CurlLoop(configuration: configuration, events: eventSink)
+        loop = try CurlLoop(configuration: configuration,
+                            maxConnections: descriptorBudget.connections(jobs: configuration.maxConcurrentTransfers), events: eventSink)
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
         // Four of the largest chunks a slot for the first 16 slots, two for
         // each past them: with two, a 64 MiB body's writer often had them all

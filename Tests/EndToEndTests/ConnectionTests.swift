@@ -175,6 +175,29 @@ private enum LoopbackSocket {
         }
     }
 
+    /// A list that goes round more hosts than two a transfer keeps a
+    /// connection to each: with two a transfer cached, each new connection
+    /// pushed out another host's, and nearly every URL paid for a new one
+    /// (and, over HTTPS, a TLS handshake).
+    @Test func aListGoingRoundManyHostsReusesAConnectionToEach() async throws {
+        try await TemporaryDirectory.with { directory in
+            let origins = try (0..<30).map { _ in try TestOrigin() }
+            defer { for origin in origins { origin.shutdown() } }
+            var urls: [String] = []
+            for round in 0..<8 {
+                for (index, origin) in origins.enumerated() {
+                    origin.addResource("/\(round).jpg", data: fixtureBytes(count: 2_000, seed: UInt64(5_000 + 100 * index + round)))
+                    urls.append(origin.url("/\(round).jpg"))
+                }
+            }
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                      "--jobs", "2", "--per-host", "1"] + urls)
+            #expect(result.status == 0, "\(result.stderr)")
+            let connections = origins.map { Set($0.requests().map(\.connection)).count }
+            #expect(connections.reduce(0, +) <= 2 * origins.count, "240 requests to 30 hosts came on \(connections) connections")
+        }
+    }
+
     @Test(.enabled(if: HTTP2Origin.nginx != nil && TLSFixtures.python != nil, "needs nginx and python3 for the HTTP/2 origin"))
     func http2TransfersShareOneConnection() async throws {
         try await TemporaryDirectory.with { directory in

@@ -4,7 +4,7 @@ import Testing
 @Suite struct DescriptorBudgetTests {
     /// Everything an engine may hold open at `jobs` transfers.
     private func worstCase(_ budget: DescriptorBudget, jobs: Int) -> Int {
-        2 * jobs + budget.batchWidth(jobs: jobs) + budget.retryWaiting(jobs: jobs)
+        budget.connections(jobs: jobs) + budget.batchWidth(jobs: jobs) + budget.retryWaiting(jobs: jobs)
             + budget.heldFinishedBodies + DescriptorBudget.reserved
     }
 
@@ -23,6 +23,10 @@ import Testing
         #expect(budget.batchWidth(jobs: 16) == 64)
         #expect(budget.retryWaiting(jobs: 16) == 1024)
         #expect(budget.batchWidth(jobs: 200) == 800)
+        // Connections kept for the hosts a list goes round, beyond two a transfer.
+        #expect(budget.connections(jobs: 16) == 32 + 256)
+        #expect(DescriptorBudget(limit: 1024, heldFinishedBodies: 256).connections(jobs: 16) == 32 + 256)
+        #expect(DescriptorBudget(limit: 256, heldFinishedBodies: 64).connections(jobs: 16) >= 32)
     }
 
     @Test func aTightLimitCapsTheJobs() {
