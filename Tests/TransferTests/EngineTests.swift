@@ -972,7 +972,8 @@ import TestSupport
         #expect(TransferEngine.keepsPartial(after: TransferError(.cancelled, "cancelled")))
         #expect(!TransferEngine.keepsPartial(after: TransferError(.fileSystem(errno: EACCES), "cannot write")))
         #expect(!TransferEngine.keepsPartial(after: TransferError(.http(status: 404), "HTTP 404")))
-        #expect(!TransferEngine.keepsPartial(after: TransferError(.tooLarge, "too large")))
+        // Over this run's size limit: a run without it goes on from the partial.
+        #expect(TransferEngine.keepsPartial(after: TransferError(.tooLarge, "too large")))
     }
 
     @Test func stallMessagesShowTheTimeoutAsGiven() {
@@ -1007,6 +1008,31 @@ import TestSupport
         }
     }
 
+    /// A body refused for this run's size limit keeps the partial an earlier
+    /// run left: a run without the limit goes on from it.
+    @Test func aPartialRefusedForTheSizeLimitIsKeptForALaterRun() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 1_200_000, seed: 49)
+            origin.addResource("/long.flac", data: content)
+            origin.setFault("/long.flac", .dropAfter(bytes: 700_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await failOnce(origin.url("/long.flac"), partials: partials)
+            let held = partialDirectoryFiles(partials)
+            #expect(held.contains { $0.hasSuffix(".part") })
+
+            var limited = configuration(retries: 0)
+            limited.maxFileSize = 1_000_000
+            try await withTransferEngine(configuration: limited, partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.tooLarge(limit: 1_000_000)) { try await engine.download(origin.url("/long.flac")) }
+            }
+            #expect(partialDirectoryFiles(partials) == held)
+
+            let body = try await downloadInNewRun(origin.url("/long.flac"), partials: partials)
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == Int64(resumeOffset(afterCutAt: 700_000, in: directory.path)))
+        }
+    }
+
     @Test func bodiesOverTheSizeLimitAreRefused() async throws {
         _ = try await withEngine(adjust: { $0.maxFileSize = 50_000 }) { origin, engine, directory in
             origin.addResource("/huge", data: fixtureBytes(count: 100_000, seed: 9))
@@ -1018,7 +1044,9 @@ import TestSupport
             origin.setFault("/huge", .chunked(claimedLength: nil))
             await #expect(throws: TransferError.tooLarge(limit: 50_000)) { try await engine.download(origin.url("/huge")) }
             #expect(origin.requests(for: "/huge").count == 2)
-            #expect(leftovers(directory).isEmpty)
+            // What came up to the limit stays as the URL's partial, with its
+            // validator, for a run without the limit: nothing else is left.
+            #expect(leftovers(directory).map { ($0 as NSString).pathExtension }.sorted() == ["part", "validator"])
         }
     }
 
