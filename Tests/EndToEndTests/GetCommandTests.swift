@@ -744,7 +744,9 @@ import TestSupport
                                                      openFileLimit: 256)
 
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stderr.contains("mediafetch: note: --jobs 400 needs more open files than the limit of 256 allows: running 21 at once"))
+            #expect(result.stderr.contains("mediafetch: note: --jobs 400 needs more open files than the limit of 256 allows: running 21 at once "
+                + "(that is the hard limit, ulimit -Hn, as the soft one was raised to it: raise it where it is set, limits.conf, "
+                + "LimitNOFILE=, docker --ulimit)"), "\(result.stderr)")
             #expect(result.stderr.contains("300 downloaded, 0 already cached, 0 failed"))
 
             // With --progress json the note is a JSON line like the rest.

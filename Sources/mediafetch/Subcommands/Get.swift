@@ -101,7 +101,8 @@ struct FetchRunner {
         // The engine runs no more transfers than the open-file limit allows: say so.
         if configuration.maxConcurrentTransfers > budget.maxJobs {
             Terminal.notice("--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
-                + "\(budget.limit) allows: running \(budget.maxJobs) at once (raise the limit with ulimit -n)",
+                + "\(budget.limit) allows: running \(budget.maxJobs) at once (that is the hard limit, ulimit -Hn, as the "
+                + "soft one was raised to it: raise it where it is set, limits.conf, LimitNOFILE=, docker --ulimit)",
                 progress: transfer.progress)
         }
         // Only the JSON lines show each stored item; the other modes show totals.
