@@ -16,8 +16,12 @@ enum Terminal {
     static func error(_ message: String, progress: ProgressMode? = nil) {
         // Split at LF and CRLF only: a lone CR (or another line break) inside a
         // line is part of what the line quotes (a URL), shown as an escape below.
-        let oneLine = message.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" })
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
+        // A message of one line, nearly all of them, is taken as it is: the
+        // split and Foundation's trimming were half the CPU of a run that
+        // printed 200,000 failures, and its lines queued up in memory.
+        let oneLine = !message.utf8.contains(UInt8(ascii: "\n")) ? message
+            : message.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
         if progress == .json {
             // Under --progress json every stderr line is a JSON object, the run's end too (redacted there).
             writeErr(ProgressJSON.error(oneLine) + "\n")

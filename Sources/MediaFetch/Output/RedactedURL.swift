@@ -15,7 +15,8 @@ public enum RedactedURL {
     /// the first `@` after the user's `:`, unless what follows the `:` is a
     /// port.
     public static func inText(_ text: String) -> String {
-        guard text.contains("@") else { return text }
+        // Byte-wise: Foundation's `contains` took a tenth of a run that printed 200,000 failures.
+        guard text.utf8.contains(UInt8(ascii: "@")) else { return text }
         return text.split(separator: " ", omittingEmptySubsequences: false)
             .map { word in word.contains("://") && word.contains("@") ? leniently(String(word)) : String(word) }
             .joined(separator: " ")
