@@ -71,6 +71,8 @@ final class FileSink: BodySink {
     private let partial: PartialFile
     private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
+    /// The partial held bytes of an earlier run when it was opened.
+    var resumedFromEarlierRun: Bool { partial.resumable != nil }
     private(set) var validator: String?
     /// The body's whole length as the response `validator` came with gave
     /// it: a range answer for another length is another version, whatever

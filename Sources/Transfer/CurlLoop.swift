@@ -411,8 +411,10 @@ final class CurlLoop: Sendable {
     private let exited = DispatchSemaphore(value: 0)
     let counters = LoopCounters()
 
-    /// `maxConnections`: the connections libcurl may hold open, in use and
-    /// cached for reuse (`DescriptorBudget.connections`).
+    /// `maxConnections`: the size of libcurl's cache of connections, in use
+    /// and kept for reuse (`DescriptorBudget.connections`; libcurl may open
+    /// one more per running transfer past it, and closes the extra ones as
+    /// the transfers end).
     init(configuration: TransferConfiguration, maxConnections: Int, events: AsyncStream<TransferEvent>.Continuation) throws {
         self.multi = try CurlMulti()
         self.configuration = configuration

@@ -190,15 +190,23 @@ public final class TransferEngine: Sendable {
     /// Sets up the sink for `partial`; a resumed partial is read once here to
     /// seed the hash (blocking). The partial is closed if this fails.
     func prepare(_ target: RequestTarget, _ partial: PartialFile) throws(TransferError) -> PreparedDownload {
+        let sink: FileSink
         do {
-            let sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
-                                    resumableThreshold: configuration.resumableThreshold, budget: finishedBudget,
-                                    directIO: configuration.directIO, chunkPool: chunkPool)
-            return PreparedDownload(target: target, sink: sink)
+            sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
+                                resumableThreshold: configuration.resumableThreshold, budget: finishedBudget,
+                                directIO: configuration.directIO, chunkPool: chunkPool)
         } catch {
             partial.close(discard: true)
             throw error
         }
+        // An earlier run's partial past this run's size limit is refused
+        // before any request, and kept as it is: the 416 that proves a whole
+        // body held would have started it over first, and dropped it.
+        if let limit = configuration.maxFileSize, sink.bytesHeld > limit {
+            sink.close(discard: false)
+            throw TransferError.tooLarge(limit: limit)
+        }
+        return PreparedDownload(target: target, sink: sink)
     }
 
     /// An attempt that already ran, and what it started from.
@@ -236,7 +244,11 @@ public final class TransferEngine: Sendable {
     /// Closes a download that failed: a transient failure or a cancel keeps
     /// the partial for the next run.
     func abandon(_ prepared: PreparedDownload, after error: TransferError) {
-        prepared.sink.close(discard: !Self.keepsPartial(after: error), cancelled: error.kind == .cancelled)
+        // Over the size limit, only an earlier run's partial is kept: this
+        // run's bytes of a body of unknown length would be up to the limit a
+        // URL, in tmp/, for a user who set the limit to spare the disk.
+        let keeps = Self.keepsPartial(after: error) && (error.kind != .tooLarge || prepared.sink.resumedFromEarlierRun)
+        prepared.sink.close(discard: !keeps, cancelled: error.kind == .cancelled)
     }
 
     /// Whether a partial is worth keeping after `error` (it is kept only if

@@ -2,9 +2,12 @@ import Testing
 @testable import Transfer
 
 @Suite struct DescriptorBudgetTests {
-    /// Everything an engine may hold open at `jobs` transfers.
+    /// Everything an engine may hold open at `jobs` transfers: with libcurl's
+    /// cache of connections full, each running transfer may open one more,
+    /// which the connections beyond two a transfer must leave room for.
     private func worstCase(_ budget: DescriptorBudget, jobs: Int) -> Int {
-        budget.connections(jobs: jobs) + budget.batchWidth(jobs: jobs) + budget.retryWaiting(jobs: jobs)
+        let connections = budget.connections(jobs: jobs)
+        return connections + (connections > 2 * jobs ? jobs : 0) + budget.batchWidth(jobs: jobs) + budget.retryWaiting(jobs: jobs)
             + budget.heldFinishedBodies + DescriptorBudget.reserved
     }
 
