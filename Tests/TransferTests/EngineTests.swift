@@ -499,16 +499,25 @@ import TestSupport
         }
     }
 
+    /// Serves `size` bytes at `path`, and runs once, without retries, into a
+    /// connection dropped after `cutAt` bytes: the partial that run keeps is
+    /// in the returned directory.
+    private func partialLeftByARun(at path: String, size: Int, cutAt: Int, seed: UInt64, origin: TestOrigin,
+                                   in directory: TemporaryDirectory) async throws -> (content: Data, partials: String) {
+        let content = fixtureBytes(count: size, seed: seed)
+        origin.addResource(path, data: content)
+        origin.setFault(path, .dropAfter(bytes: cutAt), times: 1)
+        let partials = directory.appending("tmp")
+        try await failOnce(origin.url(path), partials: partials)
+        #expect(leftovers(directory).contains { $0.hasSuffix(".part") })
+        return (content, partials)
+    }
+
     @Test func theNextRunResumesAPartialLeftByTheLastOne() async throws {
         try await withOrigin { origin, directory in
-            let content = fixtureBytes(count: 800_000, seed: 4)
-            origin.addResource("/song.mp3", data: content)
-            origin.setFault("/song.mp3", .dropAfter(bytes: 300_000), times: 1)
-            let partials = directory.appending("tmp")
-
             // A first run gives up after the drop (no retries) and keeps the partial.
-            try await failOnce(origin.url("/song.mp3"), partials: partials)
-            #expect(leftovers(directory).contains { $0.hasSuffix(".part") })
+            let (content, partials) = try await partialLeftByARun(at: "/song.mp3", size: 800_000, cutAt: 300_000, seed: 4,
+                                                                  origin: origin, in: directory)
 
             // The next run asks only for the rest.
             let body = try await downloadInNewRun(origin.url("/song.mp3"), partials: partials)
@@ -1020,13 +1029,9 @@ import TestSupport
     /// run left: a run without the limit goes on from it.
     @Test func aPartialRefusedForTheSizeLimitIsKeptForALaterRun() async throws {
         try await withOrigin { origin, directory in
-            let content = fixtureBytes(count: 1_200_000, seed: 49)
-            origin.addResource("/long.flac", data: content)
-            origin.setFault("/long.flac", .dropAfter(bytes: 700_000), times: 1)
-            let partials = directory.appending("tmp")
-            try await failOnce(origin.url("/long.flac"), partials: partials)
+            let (content, partials) = try await partialLeftByARun(at: "/long.flac", size: 1_200_000, cutAt: 700_000, seed: 49,
+                                                                  origin: origin, in: directory)
             let held = partialDirectoryFiles(partials)
-            #expect(held.contains { $0.hasSuffix(".part") })
 
             var limited = configuration(retries: 0)
             limited.maxFileSize = 1_000_000
