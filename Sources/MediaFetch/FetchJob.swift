@@ -178,6 +178,13 @@ public final class FetchJob: Sendable {
         /// The job was cancelled: a catalog that then fails (its lock wait
         /// cut short) does not stop the run as a failed catalog would.
         var cancelled = false
+
+        /// Counts the items of `requested` (`items`, without its repeats) as the run's.
+        mutating func count(_ items: any FetchList, of requested: any FetchList) {
+            progress.total = items.count
+            report.total = items.count
+            report.repeats = requested.count - items.count
+        }
     }
 
     /// `reportsEachStoredItem: false` leaves `.stored` out of `events` (the
@@ -224,11 +231,7 @@ public final class FetchJob: Sendable {
         let started = clock.now
         defer { eventSink.finish() }
         let items = requested.withoutRepeats()
-        state.withLock {
-            $0.progress.total = items.count
-            $0.report.total = items.count
-            $0.report.repeats = requested.count - items.count
-        }
+        state.withLock { $0.count(items, of: requested) }
 
         let ingestor = Ingestor(cache: cache, store: ingestStore)
         let engine: TransferEngine
@@ -326,9 +329,7 @@ public final class FetchJob: Sendable {
         }
         guard remaining.count == 0 else { return nil }
         let report = state.withLock { state -> FetchReport in
-            state.progress.total = items.count
-            state.report.total = items.count
-            state.report.repeats = requested.count - items.count
+            state.count(items, of: requested)
             state.report.seconds = (ContinuousClock.now - started).seconds
             return state.report
         }

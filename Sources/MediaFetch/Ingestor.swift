@@ -366,7 +366,6 @@ final class Ingestor: Sendable {
             }
             for entry in entries { entry.completion(.success(())) }
         } catch {
-            if OutOfSpace.isCause(of: error) { catalogMetAFullDisk.store(true, ordering: .relaxed) }
             // One bad row must not sink the rest; a catalog that failed as a
             // whole (a lock held past its minute, a full disk) would only fail
             // again, a minute an item for a lock.

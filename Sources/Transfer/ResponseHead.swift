@@ -53,20 +53,20 @@ struct ResponseHead: Sendable {
     /// 9112 6.3; libcurl reads such a body by its chunks, as curl does). A
     /// list of one count repeated (`10, 10`) is that count.
     var contentLength: Int64? {
-        values[.transferEncoding] == nil && !lengths.conflict ? lengths.first : nil
+        !isTransferEncoded && !lengths.conflict ? lengths.first : nil
     }
     /// Whether the response gave different byte counts in two `Content-Length`
     /// fields or in one's list: which one frames the body is anybody's guess
     /// (libcurl takes the last), and RFC 9112 makes it an unrecoverable error.
     /// A value that is not a count beside another one counts as different.
-    var lengthsDisagree: Bool { values[.transferEncoding] == nil && lengths.conflict }
+    var lengthsDisagree: Bool { !isTransferEncoded && lengths.conflict }
     /// The `Content-Length` beside a `Transfer-Encoding` (chunks), when it is
     /// one count of bytes: the chunks frame the body (RFC 9112 6.3), but a
     /// body whose chunks add up to another length is refused (RFC 9112: "ought
     /// to be handled as an error"): a proxy that chunked an upstream answer cut
     /// short sent half a photo, which was stored as whole.
     var lengthBesideChunks: Int64? {
-        values[.transferEncoding] != nil && !lengths.conflict ? lengths.first : nil
+        isTransferEncoded && !lengths.conflict ? lengths.first : nil
     }
     /// Whether the body is framed by a `Transfer-Encoding` (chunks).
     var isTransferEncoded: Bool { values[.transferEncoding] != nil }
@@ -74,7 +74,7 @@ struct ResponseHead: Sendable {
     /// decimal digits (`1e3`, `-1`) or more than fits in 63 bits. libcurl
     /// reads what it can of it (`1e3` as 1, 2^63 as no length), so where the
     /// body ends is a guess: 2^63 stored a 3-byte body as whole.
-    var lengthIsNoCount: Bool { values[.transferEncoding] == nil && lengths.seen > 0 && lengths.first == nil && !lengths.conflict }
+    var lengthIsNoCount: Bool { !isTransferEncoded && lengths.seen > 0 && lengths.first == nil && !lengths.conflict }
 
     /// The `Content-Length` values as they came, read once (on the loop
     /// thread, per response) rather than parsed again at each question.

@@ -18,7 +18,7 @@ enum Terminal {
         // line is part of what the line quotes (a URL), shown as an escape below.
         // A message of one line, nearly all of them, is taken as it is: the
         // split and Foundation's trimming were half the CPU of a run that
-        // printed 200,000 failures, and its lines queued up in memory.
+        // printed 200,000 failures.
         let oneLine = !message.utf8.contains(UInt8(ascii: "\n")) ? message
             : message.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" })
                 .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")

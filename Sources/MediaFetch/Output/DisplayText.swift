@@ -10,10 +10,15 @@
 /// U+200D are not among them: emoji sequences and some scripts need them.
 public enum DisplayText {
     public static func escapingControls(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        escaping(text, where: isControl)
+    }
+
+    /// `text` with each scalar that `shown` picks written as a `\u{…}` escape.
+    static func escaping(_ text: String, where shown: (Unicode.Scalar) -> Bool) -> String {
+        guard text.unicodeScalars.contains(where: shown) else { return text }
         var escaped = ""
         for scalar in text.unicodeScalars {
-            if isControl(scalar) {
+            if shown(scalar) {
                 escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
             } else {
                 escaped.unicodeScalars.append(scalar)

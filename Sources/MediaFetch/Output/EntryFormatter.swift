@@ -294,11 +294,8 @@ public enum CollectionName {
         }
         if name.first?.isWhitespace == true || name.last?.isWhitespace == true {
             // A no-break or an ideographic space, shown as what it is.
-            let shown = name.unicodeScalars.map { scalar in
-                scalar.properties.isWhitespace && scalar != " " ? "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
-                    : String(scalar)
-            }
-            return "must not begin or end with white space (got '\(shown.joined())')"
+            let shown = DisplayText.escaping(name) { $0.properties.isWhitespace && $0 != " " }
+            return "must not begin or end with white space (got '\(shown)')"
         }
         return nil
     }
