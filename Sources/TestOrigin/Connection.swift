@@ -166,6 +166,14 @@ struct Connection {
             return write(refusal, headOnly: headOnly, keepAlive: keepAlive, http10: http10, bodyFault: nil)
         }
         defer { server.state.withLock { $0.responding -= 1 } }
+        if case .endlessHead(let interim, let seconds) = bodyFault {
+            if !interim, !Socket.sendAll(fd, Array("HTTP/1.1 200 OK\r\n".utf8)) { return false }
+            for count in 0..<10_000 {
+                let text = interim ? "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n" : "X-Wait: \(count)\r\n"
+                guard Socket.sendAll(fd, Array(text.utf8)), sleep(seconds: seconds) else { return false }
+            }
+            return false
+        }
         var head = "HTTP/1.1 \(reply.status) \(Reply.reason(reply.status))\r\n"
         head += "Date: \(HTTPDate.format(Date()))\r\nServer: TestOrigin\r\n"
         for (name, value) in reply.headers {

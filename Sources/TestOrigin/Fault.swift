@@ -38,6 +38,11 @@ public enum Fault: Sendable, Equatable {
     /// `Content-Length` claiming `claimedLength` when given (a misconfigured
     /// server or proxy: the chunks frame the body, RFC 9112 6.3).
     case chunked(claimedLength: Int?)
+    /// Never finish the response's head: send `103 Early Hints` again and
+    /// again (`interim`), or a `200` status line and then one header line,
+    /// `seconds` apart, until the client leaves (a broken proxy, or a
+    /// server that holds a client's slot on purpose). Bounded: 10,000 sends.
+    case endlessHead(interim: Bool, seconds: Double)
 }
 
 /// A fault installed for a path, with how many more requests it applies to.
@@ -51,7 +56,7 @@ extension Fault {
     /// Whether this fault alters how a body is written (as opposed to what is answered).
     var affectsBodyDelivery: Bool {
         switch self {
-        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked: true
+        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked, .endlessHead: true
         case .status, .html, .ignoreRange: false
         }
     }

@@ -107,11 +107,15 @@ final class Attempt: @unchecked Sendable {
     var connected = false
     /// When the attempt began to connect (its start, or the last redirect).
     var connectingSince = ContinuousClock.now
+    /// When the request went out (see `connectionReady`): the final
+    /// response's head is owed within the stall timeout of it.
+    var requestSentAt = ContinuousClock.now
 
     /// Called by libcurl once the connection is made, just before the
     /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
     func connectionReady() {
         lastActivity = .now
+        requestSentAt = lastActivity
         connected = true
         restartSpeedWindow(at: lastActivity)
         if probeEndsWhenConnected { connectionAnswered() }
@@ -145,7 +149,10 @@ final class Attempt: @unchecked Sendable {
     /// as long as `limit` with fewer bytes than one a second (libcurl's
     /// low-speed rule, which this clock replaced; half the rate limit under
     /// a limit below 2 bytes a second) is a stall too. A byte every 29 s
-    /// kept a 30 s stall clock from ever running out.
+    /// kept a 30 s stall clock from ever running out. Nor by answering
+    /// without end: a 1xx after another, or header lines a few bytes at a
+    /// time, never reach the final head, and held a run without
+    /// `--timeout` for ever; the head is owed within `limit` of the request.
     /// Returns why the attempt counts as stalled, or nil; moves the
     /// low-speed window on (a check is one step of it).
     func stallReason(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> String? {
@@ -160,6 +167,9 @@ final class Attempt: @unchecked Sendable {
         }
         if let allowedAgain, allowedAgain > quietSince { quietSince = allowedAgain }
         if now - quietSince > limit { return "no data for \(NumberText.seconds(limit.seconds))" }
+        if connected, !head.isComplete, now - requestSentAt > limit {
+            return "no complete response header in \(NumberText.seconds(limit.seconds))"
+        }
         if let allowedAgain, allowedAgain > speedWindowStart {
             // The limiter held it back in this window: the window starts when it lets go.
             restartSpeedWindow(at: min(now, allowedAgain))

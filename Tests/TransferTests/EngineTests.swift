@@ -1025,6 +1025,25 @@ import TestSupport
         }
     }
 
+    /// A server that never finishes its head (a 103 after another, or a
+    /// header line at a time) sends bytes often enough for the "no data"
+    /// clock, and held a run without `--timeout` for ever: the final head
+    /// is owed within the stall timeout of the request.
+    @Test(arguments: [true, false])
+    func aHeadThatNeverEndsIsAStall(interim: Bool) async throws {
+        _ = try await withEngine(retries: 0, adjust: { $0.stallTimeout = 1 }) { origin, engine, _ in
+            origin.addResource("/endless.jpg", data: fixtureBytes(count: 1000, seed: 3))
+            origin.setFault("/endless.jpg", .endlessHead(interim: interim, seconds: 0.2), times: 1)
+            do throws(TransferError) {
+                _ = try await engine.download(origin.url("/endless.jpg"))
+                Issue.record("a head that never ended was taken")
+            } catch {
+                #expect(error.kind == .timeout)
+                #expect(error.message.contains("no complete response header in 1 s"), "\(error.message)")
+            }
+        }
+    }
+
     /// A body refused for this run's size limit keeps the partial an earlier
     /// run left: a run without the limit goes on from it.
     @Test func aPartialRefusedForTheSizeLimitIsKeptForALaterRun() async throws {
