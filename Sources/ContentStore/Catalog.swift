@@ -500,11 +500,9 @@ public final class Catalog: Sendable {
     /// since keeps its newer source row (checked in the same transaction, so
     /// a process recording it meanwhile wins too), and an item that is there
     /// keeps its kind, title and metadata (the late row only fills in what
-    /// it lacks). `objectFiles`: where a failure's missing object is looked
-    /// for again, inside the transaction, before its URL is cleared (see
-    /// `isBack`).
+    /// it lacks).
     public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], touching touched: [String] = [],
-                       at date: Date = Date(), kept: Bool = false, objectFiles: (any BlobStore)? = nil) throws {
+                       at date: Date = Date(), kept: Bool = false) throws {
         guard !records.isEmpty || !failures.isEmpty || !touched.isEmpty else { return }
         let now = date.timeIntervalSince1970
         try database.write { db in
@@ -558,14 +556,9 @@ public final class Catalog: Sendable {
                     INSERT INTO source (url, lastError, lastErrorAt) VALUES (?, ?, ?)
                     ON CONFLICT(url) DO UPDATE SET lastError = excluded.lastError, lastErrorAt = excluded.lastErrorAt
                     """).execute(arguments: [url, failure.message, now])
-                if let missing = failure.missingObject, try !Self.isBack(missing, in: objectFiles, db) {
-                    // Its file is gone and fetching it again failed: this URL is not cached
-                    // any more. Other URLs with the same bytes keep their rows (a run that
-                    // asks for them fetches them again); the object's row goes when none is left.
-                    try db.execute(sql: "UPDATE source SET hash = NULL WHERE url = ? AND hash = ?",
-                                   arguments: [url, missing])
-                    try Self.dropUnreferencedObject(missing, in: db)
-                }
+                // A URL whose file was gone keeps its object when fetching it again
+                // fails: its items stay listed, as missing, in their collections
+                // (clearing it dropped them from `list` and `stats` for good).
             }
             try Self.touch(touched, at: now, in: db)
         }
@@ -646,17 +639,6 @@ public final class Catalog: Sendable {
         for hash in Set(hashes) {
             try update.execute(arguments: [time, hash])
         }
-    }
-
-    /// Whether the file of `hash`, found gone (or not its size) before a
-    /// fetch that then failed, is in `files` again with its catalogued size:
-    /// another process fetched and stored it meanwhile. Its row, if not
-    /// committed yet, follows the file, so a look under the write lock
-    /// settles it: a file that is back keeps the URL cached.
-    private static func isBack(_ hash: String, in files: (any BlobStore)?, _ db: Database) throws -> Bool {
-        guard let files, let size = try Int64.fetchOne(db, sql: "SELECT size FROM object WHERE hash = ?", arguments: [hash])
-        else { return false }
-        return files.contains(hash, size: size)
     }
 
     /// Deletes the row of an object no URL points at any more.

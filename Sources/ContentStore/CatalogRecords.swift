@@ -48,13 +48,9 @@ public struct IngestRecord: Sendable, Equatable, Codable {
 public struct FailureRecord: Sendable, Equatable {
     public var url: String
     public var message: String
-    /// The object this URL was cached as, when its file was found gone: the
-    /// URL no longer points at it, and its row goes once nothing does.
-    public var missingObject: String?
-    public init(url: String, message: String, missingObject: String? = nil) {
+    public init(url: String, message: String) {
         self.url = url
         self.message = message
-        self.missingObject = missingObject
     }
 }
 

@@ -450,7 +450,7 @@ public final class FetchJob: Sendable {
                 if hasFile { firstSeen.append(source.sha256) }
             }
             guard hasFile else {
-                // Catalogued, but the file is gone or not its size: fetched again (and forgotten if that fails).
+                // Catalogued, but the file is gone or not its size: fetched again (and kept, as missing, if that fails).
                 missing[item.url] = source.sha256
                 remaining.append(Int32(start + offset))
                 continue
@@ -596,9 +596,8 @@ public final class FetchJob: Sendable {
             downloadsToStop?.cancel()
             return
         }
-        let missingObject = state.withLock { $0.missingObjects[item.url] }
         // A reason may quote the URL, password and all: the catalog keeps it redacted.
-        let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason), missingObject: missingObject)
+        let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason))
         ingestor.noteFailure(failure)
         let givenUpHost = hostGivenUp ? (try? RequestTarget(item.url))?.hostKey : nil
         state.withLock {

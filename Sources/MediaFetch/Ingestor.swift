@@ -362,7 +362,7 @@ final class Ingestor: Sendable {
             // A disk that filled: the room held back for the catalog is given up,
             // the log's commits copied into the catalog's file, and the group tried again.
             try cache.reserve.retryingOnFullDisk(makingRoom: makeRoomInTheLog) {
-                try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches, objectFiles: cache.store)
+                try cache.catalog.record(entries.map(\.record), failures: failures, touching: touches)
             }
             for entry in entries { entry.completion(.success(())) }
         } catch {
@@ -386,7 +386,7 @@ final class Ingestor: Sendable {
                     for entry in entries { entry.completion(.failure(failure)) }
                 }
             }
-            if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures, objectFiles: cache.store) }
+            if !failures.isEmpty, !wholeCatalog { try? cache.catalog.record([], failures: failures) }
         }
     }
 

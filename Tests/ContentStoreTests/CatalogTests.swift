@@ -259,24 +259,25 @@ import TestSupport
         }
     }
 
-    /// A URL whose object's file was gone and whose fetch then failed is
-    /// cleared, unless the file is back with its size when the failure is
-    /// recorded: another process fetched and stored it meanwhile.
-    @Test func aFailedRefetchKeepsTheURLWhenItsFileIsBackMeanwhile() async throws {
+    /// A URL whose object's file was gone and whose fetch then failed keeps
+    /// its object and its items, listed as missing: clearing it dropped the
+    /// item from its collection for good after one failed retry.
+    @Test func aFailedRefetchOfAMissingFileKeepsItsItem() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
-            try catalog.record([record("http://h/back", "c", hashA, size: 100), record("http://h/gone", "c", hashB, size: 40)])
-            // hashA is back whole; hashB is back cut short, which is no object.
-            let files = FilesOnHand(sizes: [hashA: 100, hashB: 39])
+            try catalog.record([record("http://h/gone", "trip", hashA, size: 100), record("http://h/other", "c", hashB, size: 40)])
 
-            try catalog.record([], failures: [
-                FailureRecord(url: "http://h/back", message: "HTTP 503", missingObject: hashA),
-                FailureRecord(url: "http://h/gone", message: "HTTP 503", missingObject: hashB),
-            ], objectFiles: files)
+            try catalog.record([], failures: [FailureRecord(url: "http://h/gone", message: "HTTP 404")])
 
-            let cached = try catalog.cachedSources(for: ["http://h/back", "http://h/gone"])
-            #expect(Array(cached.keys) == ["http://h/back"])
-            #expect(try catalog.stats().objects == 1)
+            #expect(Array(try catalog.cachedSources(for: ["http://h/gone"]).keys) == ["http://h/gone"])
+            #expect(try catalog.entries(collection: "trip").map(\.url) == ["http://h/gone"])
+            let stats = try catalog.stats()
+            #expect(stats.objects == 2)
+            #expect(stats.items == 2)
+            var failed: [CatalogFailure] = []
+            try catalog.readFailures { forEach in try forEach { failed.append($0) } }
+            #expect(failed.map(\.url) == ["http://h/gone"])
+            #expect(failed.first?.isCached == true)
         }
     }
 
@@ -503,16 +504,4 @@ private func appliedMigrations(_ path: String) throws -> [String] {
     try DatabaseQueue(path: path).read { db in
         try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid")
     }
-}
-
-/// A `BlobStore` that only answers `contains`, from a table of sizes.
-private struct FilesOnHand: BlobStore {
-    let sizes: [String: Int64]
-    func contains(_ sha256: String, size: Int64?) -> Bool {
-        guard let found = sizes[sha256] else { return false }
-        return size.map { $0 == found } ?? true
-    }
-    func flush(staged: [StagedBlob], files: [String]) throws(StoreError) {}
-    func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool { false }
-    func remove(_ sha256: String) throws(StoreError) {}
 }
