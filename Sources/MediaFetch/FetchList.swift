@@ -1,3 +1,5 @@
+import URLText
+
 /// The items of a job, by position. A job holds its list for the whole run,
 /// so a list may keep its items more compactly than as `FetchItem`s (a
 /// `URLBlock` keeps a URL's bytes and little else), and what the job sets
@@ -48,7 +50,11 @@ extension FetchList {
 
     /// The list without repeated (collection, URL) pairs, keeping the first.
     /// URLs that differ only in their passwords are one item, as in the
-    /// catalog. Without repeats (the usual case) it is the list itself.
+    /// catalog; the first that gives a password stands for them, in the
+    /// first's place (`list` shows `user@host`, so a list merged from its
+    /// output and the real URLs asked without the password, and failed,
+    /// as the lines fell). Without repeats (the usual case) it is the list
+    /// itself.
     ///
     /// Held while it works: a hash and a position per item (16–32 bytes
     /// with the table's room to spare) and the positions kept, not the items; the rare items whose hash an earlier, different item
@@ -57,28 +63,39 @@ extension FetchList {
     func withoutRepeats(hash: (String, String) -> Int = Self.hash) -> any FetchList {
         var firstWithHash: [Int: Int32] = [:]
         firstWithHash.reserveCapacity(count)
-        var sharingAHash: Set<[String]> = []
+        var firstSharingAHash: [[String]: Int32] = [:]
         var kept: [Int32]?
+        // The first position of a repeated item, and the repeat that gives the password it lacks.
+        var withPassword: [Int32: Int32] = [:]
         for index in 0..<count {
             let item = self[index]
             let url = item.catalogURL
             let hash = hash(item.collection, url)
-            let isRepeat: Bool
-            if let first = firstWithHash[hash] {
-                let earlier = self[Int(first)]
-                isRepeat = (earlier.collection == item.collection && earlier.catalogURL == url)
-                    || !sharingAHash.insert([item.collection, url]).inserted
+            var first: Int32?
+            if let candidate = firstWithHash[hash] {
+                let earlier = self[Int(candidate)]
+                if earlier.collection == item.collection && earlier.catalogURL == url {
+                    first = candidate
+                } else if let sharing = firstSharingAHash[[item.collection, url]] {
+                    first = sharing
+                } else {
+                    firstSharingAHash[[item.collection, url]] = Int32(index)
+                }
             } else {
                 firstWithHash[hash] = Int32(index)
-                isRepeat = false
             }
-            if isRepeat {
-                if kept == nil { kept = (0..<index).map { Int32($0) } }
-            } else {
+            guard let first else {
                 kept?.append(Int32(index))
+                continue
+            }
+            if kept == nil { kept = (0..<index).map { Int32($0) } }
+            if withPassword[first] == nil, url != item.url, URLPassword.isGiven(in: item.url),
+               !URLPassword.isGiven(in: self[Int(first)].url) {
+                withPassword[first] = Int32(index)
             }
         }
-        guard let kept else { return self }
+        guard var kept else { return self }
+        if !withPassword.isEmpty { kept = kept.map { withPassword[$0] ?? $0 } }
         return FetchListSelection(base: self, positions: kept)
     }
 

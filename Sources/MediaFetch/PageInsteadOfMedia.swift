@@ -17,14 +17,18 @@ enum PageInsteadOfMedia {
     /// text like text (a handler that sets no type of its own labels real
     /// photos `text/html`, a misconfigured one `text/plain`; no image, sound
     /// or video file begins as text).
-    /// Read only for text where media was asked for: every other body goes
-    /// by without a look at its file (a read per photo, from the disk, since
-    /// bodies are written past the page cache).
+    /// A body with no type, or one that says nothing (`application/octet-stream`,
+    /// or a header that could not be read) is looked at too: a login page
+    /// sent so was stored as the photo.
+    /// Read only for text, or an unnamed type, where media was asked for:
+    /// every other body goes by without a look at its file (a read per
+    /// photo, from the disk, since bodies are written past the page cache).
     static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
-        guard let type = mediaType(contentType) else { return nil }
+        let type = mediaType(contentType)
+        let unnamed = type.map(sayingNothing.contains) ?? true
         let isPage = type == "text/html" || type == "application/xhtml+xml"
-        guard isPage || isTextual(type) else { return nil }
+        guard isPage || unnamed || type.map(isTextual) == true else { return nil }
         let expected: String
         switch kind {
         case .photo: expected = "a photo"
@@ -36,9 +40,15 @@ enum PageInsteadOfMedia {
         let bytes = opening()
         // A page may be plain words ("Access denied" as text/html) as well as markup.
         guard looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) else { return nil }
-        let what = isPage ? "a web page" : "text"
-        return "the server sent \(what) (\(type), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
+        let what = isPage || unnamed && looksLikeMarkup(bytes) ? "a web page" : "text"
+        return "the server sent \(what) (\(type ?? "no type given"), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
     }
+
+    /// Types that say only "bytes": what a server sends when it does not know.
+    static let sayingNothing: Set<String> = [
+        "application/octet-stream", "binary/octet-stream", "application/binary", "application/unknown",
+        "application/x-unknown", "application/download", "application/x-download", "application/force-download",
+    ]
 
     /// Whether a media type names text: `text/*`, JSON, XML, and their
     /// `+json` and `+xml` kinds (`application/problem+json`).

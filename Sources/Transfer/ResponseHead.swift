@@ -131,8 +131,9 @@ struct ResponseHead: Sendable {
     func retryAfter(now: Date = Date()) -> Double? {
         guard let value = values[.retryAfter] else { return nil }
         if value.utf8.allSatisfy({ (48...57).contains($0) || $0 == 46 }), let seconds = Double(value) {
-            // (Digits alone: Swift reads "nan", "inf" and "1e9" as numbers too.)
-            return min(seconds, 1e9)
+            // (Digits alone: Swift reads "nan", "inf" and "1e9" as numbers too.) Held
+            // where it still reads as "a very long time", not as a wait it never asked for.
+            return min(seconds, 1e15)
         }
         guard let when = HTTPDate.date(value) else { return nil }
         let reference = date.flatMap(HTTPDate.date) ?? now

@@ -40,6 +40,11 @@ public enum URLPassword {
         return String(url[..<url.index(before: password.lowerBound)]) + String(url[password.upperBound...])
     }
 
+    /// Whether `url` gives a password that is not empty.
+    public static func isGiven(in url: String) -> Bool {
+        range(in: url).map { !$0.isEmpty } ?? false
+    }
+
     /// `url` with its password shown as `replacement` (an empty one is left as it is).
     public static func replaced(in url: String, with replacement: String) -> String {
         guard let password = range(in: url), !password.isEmpty else { return url }

@@ -471,6 +471,15 @@ import TestSupport
         let item = FetchItem(url: "http://a:b@h/1", collection: "c")
         #expect([item, FetchItem(url: "http://a:z@h/1", collection: "c"), FetchItem(url: "http://h/1", collection: "c")].withoutRepeats().items
                 == [item, FetchItem(url: "http://h/1", collection: "c")])
+        // The first that gives a password stands for repeats without one, in the first's place
+        // (as `list` shows it, `a@h`, and then as the user has it); the collision path too.
+        let shown = FetchItem(url: "http://a@h/1", collection: "c"), other = FetchItem(url: "http://h/2", collection: "c")
+        let emptyPassword = FetchItem(url: "http://a:@h/1", collection: "c")
+        let list = [shown, other, emptyPassword, item, FetchItem(url: "http://a:z@h/1", collection: "c")]
+        #expect(list.withoutRepeats().items == [item, other])
+        #expect(list.withoutRepeats(hash: { _, _ in 7 }).items == [item, other])
+        #expect([shown, emptyPassword].withoutRepeats().items == [shown])
+        #expect(URLPassword.isGiven(in: "http://a:b@h/1") && !URLPassword.isGiven(in: "http://a:@h/1") && !URLPassword.isGiven(in: "http://a@h/1"))
     }
 }
 

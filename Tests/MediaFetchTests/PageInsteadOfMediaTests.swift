@@ -20,10 +20,30 @@ import Testing
         for url in ["http://h/", "http://h/index.html", "http://h/page", "http://h/a.jpg/", "http://h/.mp3", "http://h/x?f=a.jpg"] {
             #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: url, kind: .file, size: 1, opening: { page }) == nil, "\(url)")
         }
-        // Media, or anything not a page or text, under a media name.
-        for type in ["image/jpeg", "application/octet-stream", "", nil] as [String?] {
+        // A type that names media or anything else but text, under a media name.
+        for type in ["image/jpeg", "audio/mpeg", "application/pdf"] {
             #expect(PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .photo, size: 1, opening: { page }) == nil)
         }
+        // Media that comes with no type, or one that says nothing.
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
+        for type in ["application/octet-stream", "", nil] as [String?] {
+            #expect(PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .photo, size: 8, opening: { jpeg }) == nil)
+        }
+    }
+
+    /// A page or text that comes with no type, or one that says nothing (a
+    /// header that could not be read is none), is refused where media was
+    /// asked for: a login page sent so was stored as the photo.
+    @Test func pagesAndTextWithoutATypeAreRefusedWhereMediaWasAskedFor() {
+        let login = Array("<html>login</html>\r\n".utf8)
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/photo.jpg", kind: .file, size: 20, opening: { login })
+                == "the server sent a web page (no type given, 20 B) where a .jpg file was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "Application/Octet-Stream", url: "http://h/x", kind: .sound, size: 13,
+                                          opening: { Array("Access denied".utf8) })
+                == "the server sent text (application/octet-stream, 13 B) where a sound was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "binary/octet-stream", url: "http://h/x", kind: .photo, size: 20, opening: { login }) != nil)
+        // Where no media was named, it is stored as it comes.
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/page", kind: .file, size: 20, opening: { login }) == nil)
     }
 
     /// A URL's file name is read without its parameters and decoded: a login
@@ -83,6 +103,7 @@ import Testing
         }
         _ = PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/a.jpg", kind: .photo, size: 1, opening: opening)
         _ = PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/page", kind: .file, size: 1, opening: opening)
+        _ = PageInsteadOfMedia.reason(contentType: nil, url: "http://h/page.bin", kind: .file, size: 1, opening: opening)
         #expect(reads == 0)
         #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .file, size: 1, opening: opening) != nil)
         #expect(reads == 1)

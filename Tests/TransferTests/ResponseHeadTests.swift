@@ -202,6 +202,11 @@ import URLText
         for odd in ["nan", "inf", "-5", "1e3", ""] {
             #expect(head(["HTTP/1.1 503 x", "Retry-After: \(odd)", ""]).retryAfter() == nil, "\(odd)")
         }
+        // Held, but never below what reads as "a very long time": held at 10^9 s, it
+        // was said as a wait of 11574 days, which the server never asked for.
+        let endless = head(["HTTP/1.1 429 x", "Retry-After: 99999999999999999999999", ""]).retryAfter()
+        #expect(endless.map(NumberText.wait) == "a very long time")
+        #expect(head(["HTTP/1.1 429 x", "Retry-After: 999999999", ""]).retryAfter().map(NumberText.wait) == "11574 days")
     }
 
     /// A date counts from the server's clock (its `Date`), not this machine's.
