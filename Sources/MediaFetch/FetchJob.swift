@@ -78,6 +78,9 @@ public struct GivenUpHost: Sendable, Equatable {
 
 /// The outcome of a fetch job.
 public struct FetchReport: Sendable, Equatable {
+    /// A report of nothing done yet (and of a run with nothing to fetch).
+    public init() {}
+
     public var total = 0
     /// Lines of the list that repeated an earlier one (the same URL in the
     /// same collection): not in `total`, fetched and counted once.
@@ -165,11 +168,15 @@ public final class FetchJob: Sendable {
     /// Where bodies go: the cache's own store unless a test breaks it.
     private let ingestStore: (any BlobStore)?
     private let state = SleepingLock(State())
+    /// The longest a run goes without a progress event, while the engine ticks.
+    static let heartbeat: Duration = .seconds(1)
 
     private struct State {
         var progress = RunProgress()
-        /// The progress last sent as an event: one that would repeat it is not sent.
+        /// The progress last sent as an event, and when: one that would
+        /// repeat it is not sent, unless `heartbeat` has passed since.
         var reportedProgress: RunProgress?
+        var reportedAt = ContinuousClock.now
         var report = FetchReport()
         /// URLs whose cached object's file was found gone, with that object.
         var missingObjects: [String: String] = [:]
@@ -613,12 +620,17 @@ public final class FetchJob: Sendable {
 
     /// Applies `update` to the progress and sends it, unless nothing changed
     /// since the last one sent (the engine's last word repeats its last tick
-    /// when nothing happened in between, and so may the job's own).
+    /// when nothing happened in between, and so may the job's own) and that
+    /// was less than `heartbeat` ago: a stalled transfer's run went silent
+    /// for as long as the stall, which a watchdog reading `--progress json`
+    /// could not tell from a hung mediafetch.
     private func reportProgress(_ update: (inout RunProgress) -> Void) {
         let changed = state.withLock { state -> RunProgress? in
             update(&state.progress)
-            guard state.progress != state.reportedProgress else { return nil }
+            let now = ContinuousClock.now
+            guard state.progress != state.reportedProgress || now - state.reportedAt >= Self.heartbeat else { return nil }
             state.reportedProgress = state.progress
+            state.reportedAt = now
             return state.progress
         }
         if let changed { eventSink.yield(.progress(changed)) }

@@ -291,6 +291,11 @@ public final class MediaCache: Sendable {
         return missing
     }
 
+    /// The partial downloads in `tmp/`, for `stats`.
+    public func heldPartials() -> HeldPartials {
+        HeldPartials(in: store.temporaryDirectory)
+    }
+
     /// Where an object lives on disk, for `list`.
     public func path(for sha256: String) -> String? { store.path(for: sha256) }
 }

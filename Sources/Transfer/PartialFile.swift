@@ -674,3 +674,33 @@ public final class FinishedFile: Sendable {
         budget.giveBack()
     }
 }
+
+/// The partial downloads a cache holds, for `stats`: its disk use beyond the
+/// store, and what the next run goes on from.
+public struct HeldPartials: Sendable, Equatable {
+    /// Partials with a validator beside them: the next run resumes them.
+    public var resumable = 0
+    /// Every partial: those of running downloads (this or another
+    /// process's) and those no run can resume too.
+    public var count = 0
+    /// Their bytes.
+    public var bytes: Int64 = 0
+
+    public init() {}
+
+    /// The partials in the shard directories of `directory` (a cache's `tmp/`).
+    public init(in directory: String) {
+        for shard in PartialFile.shardNames {
+            let path = "\(directory)/\(shard)"
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
+            for name in names where name.hasSuffix(".part") {
+                var info = stat()
+                guard stat("\(path)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+                count += 1
+                bytes += Int64(info.st_size)
+                if access("\(path)/\(name).validator", F_OK) == 0 { resumable += 1 }
+            }
+        }
+    }
+}
+

@@ -243,8 +243,8 @@ import TestSupport
 
             #expect(list.status == 0)
             #expect(list.stdout.split(separator: "\n").last?.contains(" missing ") == true, "\(list.stdout)")
-            #expect(list.stderr == "mediafetch: note: 1 of the items listed have no file in the cache (removed, or cut "
-                + "short): get fetches them again\n")
+            #expect(list.stderr == "mediafetch: note: 1 of the items listed has no file in the cache (removed, or cut "
+                + "short): get fetches it again\n")
             #expect(parsed?["missingObjects"] as? Int == 1)
             #expect(try await listJSON(cache).first?["missing"] as? Bool == true)
             #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")]).status == 0)

@@ -539,6 +539,14 @@ import TestSupport
             #expect(piped.status == 0)
             #expect(piped.stderrLines == ["mediafetch: note: nothing to fetch: no URL in standard input"])
             #expect(access(cache, F_OK) != 0)
+            // A reader of --progress json gets the run's last event, as from any run.
+            let json = try await BuiltProducts.run(["get", "--cache", cache, "-i", input, "--progress", "json"])
+            #expect(json.status == 0)
+            let events = json.stderrLines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(events.count == 2)
+            #expect(events.map { $0["event"] as? String } == ["note", "finished"])
+            #expect(events.last?["total"] as? Int == 0 && events.last?["failed"] as? Int == 0)
+            #expect(access(cache, F_OK) != 0)
         }
     }
 

@@ -634,6 +634,33 @@ import Transfer
         }
     }
 
+    /// While a transfer is stalled nothing changes, yet the run still says
+    /// it is alive once a heartbeat: it went silent for the whole stall.
+    @Test func aStalledRunStillReportsOnceAHeartbeat() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/stalled.jpg", data: fixtureBytes(count: 100_000, seed: 5))
+            // Past the 5 s the rate is measured over, so that it falls to 0 and stays there.
+            origin.setFault("/stalled.jpg", .stallAfter(bytes: 50_000, seconds: 8), times: 1)
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let job = FetchJob(cache: cache, configuration: quickRetries())
+            let events = Task { () -> [RunProgress] in
+                var seen: [RunProgress] = []
+                for await event in job.events {
+                    if case .progress(let progress) = event { seen.append(progress) }
+                }
+                return seen
+            }
+
+            let report = try await job.run([FetchItem(url: origin.url("/stalled.jpg"), collection: "c")])
+            let progress = await events.value
+
+            #expect(report.downloaded == 1)
+            // 50,000 bytes, then seconds with nothing new: the same figures again, a second apart.
+            let held = progress.filter { $0.bytesReceived == 50_000 && $0.bytesPerSecond == 0 }
+            #expect(held.count >= 2, "\(progress.map(\.bytesReceived))")
+        }
+    }
+
     @Test func aFailureIsReportedAndRememberedWhileTheRestIsStored() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/ok", data: Data("fine".utf8))

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import MediaFetch
+import Transfer
 
 /// `list` writes its rows as it reads them; the text must be what rendering
 /// the whole list at once gives.
@@ -265,6 +266,31 @@ import TestSupport
         }
     }
 
+    /// `stats` counts the partial downloads in `tmp/`: disk the store's
+    /// figures leave out, and what the next run goes on from.
+    @Test func statsCountsThePartialDownloads() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let tmp = cache.store.temporaryDirectory
+            #expect(cache.heldPartials() == HeldPartials())
+            for shard in ["3", "a"] { try FileManager.default.createDirectory(atPath: "\(tmp)/\(shard)", withIntermediateDirectories: true) }
+            try Data(count: 100_000).write(to: URL(fileURLWithPath: "\(tmp)/3/k1.part"))
+            try Data("http://h/1\n\"v\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(tmp)/3/k1.part.validator"))
+            try Data(count: 50).write(to: URL(fileURLWithPath: "\(tmp)/a/k2.part"))
+            try Data(count: 70).write(to: URL(fileURLWithPath: "\(tmp)/a/k3.1-1.tmp"))
+
+            let partials = cache.heldPartials()
+            #expect(partials.count == 2 && partials.resumable == 1 && partials.bytes == 100_050)
+            let stats = try StatsFormatter.render(try cache.catalog.stats(), partials: partials, root: "/c", as: .table)
+            #expect(stats.hasSuffix("partial downloads        2 (97.7 KiB in tmp/; the next get resumes 1 of them)\n"), "\(stats)")
+            let json = try StatsFormatter.render(try cache.catalog.stats(), partials: partials, root: "/c", as: .json)
+            let fields = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+            #expect(fields["partialDownloads"] as? Int == 2 && fields["partialBytes"] as? Int == 100_050 && fields["resumablePartials"] as? Int == 1)
+            let none = try StatsFormatter.render(try cache.catalog.stats(), root: "/c", as: .table)
+            #expect(!none.contains("partial"))
+        }
+    }
+
     /// A very long collection name runs into its title on its own row: the
     /// column is padded to 40 columns at most, and the other rows stay readable.
     @Test func aVeryLongCollectionNameDoesNotPushEveryTitleOffTheScreen() async throws {
@@ -317,5 +343,23 @@ import TestSupport
         #expect(rows[1] == stamp + "  " + "http://h.test/a.jpg".padding(toLength: 100, withPad: " ", startingAt: 0) + "  HTTP 404")
         #expect(rows[2] == stamp + "  " + long + "  HTTP 410")
         #expect(rows[0].hasPrefix("FAILED AT") && rows[0].hasSuffix("REASON"))
+    }
+
+    /// A server's reason phrase may carry escape codes: CSV shows them as
+    /// the table does, not as codes for the terminal it is read on; JSON
+    /// keeps them, escaped its own way.
+    @Test func aReasonsEscapeCodesAreShownInCSV() throws {
+        let when = Date(timeIntervalSince1970: 1_795_000_000)
+        let failures = [CatalogFailure(url: "http://h.test/esc", message: "HTTP 500 Bad \u{1B}[31mRED\u{1B}[0m\u{07} \"x\",y",
+                                       failedAt: when, isCached: false)]
+        var csv = ""
+        try FailureFormatter.write({ visit in try failures.forEach(visit) }, as: .csv) { csv += $0 }
+        #expect(!csv.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" })
+        let stamp = ISO8601DateFormatter().string(from: when)
+        #expect(csv == FailureFormatter.csvHeader + "\n"
+                + "http://h.test/esc,\(stamp),\"HTTP 500 Bad \\u{1B}[31mRED\\u{1B}[0m\\u{7} \"\"x\"\",y\",false\n")
+        var json = ""
+        try FailureFormatter.write({ visit in try failures.forEach(visit) }, as: .json) { json += $0 }
+        #expect(json.contains(#"\u001b[31mRED"#))
     }
 }

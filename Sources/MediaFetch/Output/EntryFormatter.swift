@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import Transfer
 
 /// Output formats of `list` and `stats`.
 public enum OutputFormat: String, Sendable, CaseIterable {
@@ -82,7 +83,7 @@ public struct EntryFormatter: Sendable {
             try emit(Self.csvHeader + "\n")
             try forEach { entry in
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
-                               entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
+                               DisplayText.escapingControls(entry.title ?? ""), RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
                                String(try lookedFor(entry))]
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
@@ -196,9 +197,11 @@ public enum StatsFormatter {
     /// are counted in `bytes`, as recorded, and said apart so the figure is
     /// not read as what the disk holds;
     /// `awaitingRecord`: rows of stored objects waiting in `unrecorded/`
-    /// for the next run to record (see `UnrecordedRows`).
+    /// for the next run to record (see `UnrecordedRows`);
+    /// `partials`: the partial downloads in `tmp/`, bytes the store's
+    /// figures leave out.
     public static func render(_ stats: CatalogStats, missing: MissingObjects = MissingObjects(), awaitingRecord: Int = 0,
-                              root: String, as format: OutputFormat) throws -> String {
+                              partials: HeldPartials = HeldPartials(), root: String, as format: OutputFormat) throws -> String {
         switch format {
         case .json, .csv:
             let fields: [String: JSONValue] = [
@@ -210,6 +213,8 @@ public enum StatsFormatter {
                 "bytesSavedByDeduplication": .integer(stats.bytesSavedByDeduplication),
                 "missingObjects": .integer(Int64(missing.count)), "missingBytes": .integer(missing.bytes),
                 "awaitingRecord": .integer(Int64(awaitingRecord)),
+                "partialDownloads": .integer(Int64(partials.count)), "partialBytes": .integer(partials.bytes),
+                "resumablePartials": .integer(Int64(partials.resumable)),
             ]
             var text = ""
             JSONText.write(.object(fields), into: &text)
@@ -226,6 +231,11 @@ public enum StatsFormatter {
             ]
             if awaitingRecord > 0 {
                 rows.append(["waiting to be recorded", "\(awaitingRecord) (stored; the next get records them)"])
+            }
+            if partials.count > 0 {
+                let resumed = partials.resumable == partials.count ? "the next get of their URLs resumes them"
+                    : partials.resumable == 0 ? "being written, or not resumable" : "the next get resumes \(partials.resumable) of them"
+                rows.append(["partial downloads", "\(partials.count) (\(ByteSize.format(partials.bytes)) in tmp/; \(resumed))"])
             }
             return TextTable.render(header: nil, rows: rows, rightAligned: [])
         }

@@ -35,8 +35,10 @@ public enum FailureFormatter {
         case .csv:
             try emit(csvHeader + "\n")
             try forEach { failure in
+                // A server's words: its escape codes are shown, not sent to the terminal a
+                // CSV is often read on (JSON escapes them its own way, and keeps them).
                 let columns = [RedactedURL.of(failure.url), dates.string(from: failure.failedAt),
-                               RedactedURL.inText(failure.message), String(failure.isCached)]
+                               DisplayText.escapingControls(RedactedURL.inText(failure.message)), String(failure.isCached)]
                 try emit(columns.map(EntryFormatter.csvField).joined(separator: ",") + "\n")
             }
         case .table:

@@ -37,6 +37,8 @@ struct Get: AsyncParsableCommand {
         guard items.count > 0 else {
             let lists = inputFiles.map { $0 == "-" ? "standard input" : $0 }.joined(separator: ", ")
             Terminal.notice("nothing to fetch: no URL in \(lists)", progress: transfer.progress)
+            // A reader of the events waits for the last one: a run of nothing has it too.
+            if transfer.progress == .json { Terminal.writeErr(ProgressJSON.line(for: .finished(FetchReport())) + "\n") }
             return
         }
         try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items)

@@ -54,8 +54,10 @@ struct List: AsyncParsableCommand {
             }
             if missing > 0 {
                 // Listed all the same: the catalog knows them, and a run of get fetches them again.
-                Terminal.notice("\(missing) of the items listed have no file in the cache (removed, or cut short): "
-                    + "get fetches them again", progress: .none)
+                Terminal.notice(missing == 1
+                    ? "1 of the items listed has no file in the cache (removed, or cut short): get fetches it again"
+                    : "\(missing) of the items listed have no file in the cache (removed, or cut short): get fetches them again",
+                    progress: .none)
             }
         } catch let exit as ExitCode {
             throw exit

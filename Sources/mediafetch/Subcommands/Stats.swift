@@ -22,7 +22,8 @@ struct Stats: AsyncParsableCommand {
         let text: String
         do {
             text = try StatsFormatter.render(cache.catalog.stats(), missing: cache.missingObjects(),
-                                             awaitingRecord: cache.unrecorded.waitingCount(), root: cache.root,
+                                             awaitingRecord: cache.unrecorded.waitingCount(), partials: cache.heldPartials(),
+                                             root: cache.root,
                                              as: format.output)
         } catch {
             Terminal.error(cache.catalogReadError(error).message)
