@@ -55,6 +55,10 @@ public final class MediaCache: Sendable {
         if readingOnly {
             store = ObjectStore(readingAt: absolute)
         } else {
+            if let target = Self.danglingLinkTarget(absolute) {
+                // (Made through, the link would hide the cache; an unmounted disk leaves links so.)
+                throw CacheError("cannot open the cache at \(absolute): it is a symbolic link to '\(target)', which does not exist")
+            }
             do {
                 store = try ObjectStore(root: absolute)
             } catch {
@@ -289,6 +293,13 @@ public final class MediaCache: Sendable {
             }
         }
         return missing
+    }
+
+    /// Where `path` points when it is a symbolic link to nothing; nil otherwise.
+    public static func danglingLinkTarget(_ path: String) -> String? {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK, stat(path, &info) != 0, errno == ENOENT else { return nil }
+        return DisplayText.escapingControls((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?")
     }
 
     /// The partial downloads in `tmp/`, for `stats`.

@@ -1427,6 +1427,25 @@ import TestSupport
         }
     }
 
+    /// A cache given as a link to nothing (a disk not mounted) is named as
+    /// such, not as "cannot create …/tmp: No such file or directory".
+    @Test func aCacheThatLinksToNothingIsNamedWithTheReason() async throws {
+        try await TemporaryDirectory.with { directory in
+            let link = directory.appending("cache")
+            #expect(symlink("/nonexistent/mediafetch-cache", link) == 0)
+            let get = try await BuiltProducts.run(["get", "--cache", link, "http://127.0.0.1:1/x"])
+            #expect(get.status == 3)
+            #expect(get.stderrLines == ["mediafetch: cannot open the cache at \(link): it is a symbolic link to "
+                + "'/nonexistent/mediafetch-cache', which does not exist"])
+            let list = try await BuiltProducts.run(["list", "--cache", link])
+            #expect(list.status == 3)
+            #expect(list.stderrLines == ["mediafetch: no cache at \(link): it is a symbolic link to "
+                + "'/nonexistent/mediafetch-cache', which does not exist (give --cache DIR or set MEDIAFETCH_CACHE)"])
+            var info = stat()
+            #expect(lstat(link, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK)
+        }
+    }
+
     @Test func errorLinesShowControlCharactersAsEscapes() async throws {
         try await TemporaryDirectory.with { directory in
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "ftp://host/a\u{1B}[31mred",
@@ -1474,12 +1493,27 @@ import TestSupport
         }
     }
 
-    @Test func statsOffersOnlyTheFormatsItHas() async throws {
+    /// `stats` takes list's formats: CSV is a header and one row, as the JSON's fields.
+    @Test func statsOffersTheFormatsListHas() async throws {
         try await TemporaryDirectory.with { directory in
             let help = try await BuiltProducts.run(["stats", "--help"])
-            #expect(help.stdout.contains("(values: table, json;"))
-            let result = try await BuiltProducts.run(["stats", "--cache", directory.appending("cache"), "--format", "csv"])
-            #expect(result.status == 64)
+            #expect(help.stdout.replacingOccurrences(of: "\n", with: " ").split(separator: " ").joined(separator: " ").contains("(values: table, json, csv;"))
+            let cache = directory.appending("cache")
+            _ = try await BuiltProducts.run(["get", "--cache", cache, "http://127.0.0.1:1/x", "--retries", "0"])
+            let csv = try await BuiltProducts.run(["stats", "--cache", cache, "--format", "csv"])
+            #expect(csv.status == 0)
+            let lines = csv.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2)
+            #expect(lines.first?.hasPrefix("cache,objects,bytes,items,") == true)
+            let json = try await BuiltProducts.run(["stats", "--cache", cache, "--format", "json"])
+            let fields = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+            let header = lines[0].split(separator: ",").map(String.init)
+            #expect(Set(header) == Set(fields.keys))
+            let row = lines[1].split(separator: ",").map(String.init)
+            #expect(row.count == header.count)
+            #expect(zip(header, row).allSatisfy { key, value in key == "cache" ? value == cache : "\(fields[key] ?? "")" == value })
+            let wrong = try await BuiltProducts.run(["stats", "--cache", cache, "--format", "xml"])
+            #expect(wrong.status == 64)
         }
     }
 

@@ -204,7 +204,7 @@ public enum StatsFormatter {
                               partials: HeldPartials = HeldPartials(), root: String, as format: OutputFormat) throws -> String {
         switch format {
         case .json, .csv:
-            let fields: [String: JSONValue] = [
+            let fields: KeyValuePairs<String, JSONValue> = [
                 "cache": .string(root),
                 "objects": .integer(Int64(stats.objects)), "bytes": .integer(stats.bytes),
                 "items": .integer(Int64(stats.items)), "logicalBytes": .integer(stats.logicalBytes),
@@ -216,8 +216,19 @@ public enum StatsFormatter {
                 "partialDownloads": .integer(Int64(partials.count)), "partialBytes": .integer(partials.bytes),
                 "resumablePartials": .integer(Int64(partials.resumable)),
             ]
+            if format == .csv {
+                // A header and one row, in the order above.
+                let values = fields.map { field -> String in
+                    switch field.value {
+                    case .string(let text): return EntryFormatter.csvField(text)
+                    case .number(let number): return number
+                    default: return ""
+                    }
+                }
+                return fields.map(\.key).joined(separator: ",") + "\n" + values.joined(separator: ",") + "\n"
+            }
             var text = ""
-            JSONText.write(.object(fields), into: &text)
+            JSONText.write(.object(Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0.value) })), into: &text)
             return text + "\n"
         case .table:
             var rows = [

@@ -7,15 +7,8 @@ struct Stats: AsyncParsableCommand {
 
     @OptionGroup var cacheOptions: CacheOptions
 
-    @Option(name: .long, help: "table or json.")
-    var format: Format = .table
-
-    /// The formats stats has (a table of one row makes no CSV worth having).
-    enum Format: String, ExpressibleByArgument, CaseIterable {
-        case table, json
-
-        var output: OutputFormat { self == .json ? .json : .table }
-    }
+    @Option(name: .long, help: "table, json or csv (a header and one row).")
+    var format: OutputFormat = .table
 
     func run() async throws {
         let cache = try cacheOptions.open(mustExist: true)
@@ -24,7 +17,7 @@ struct Stats: AsyncParsableCommand {
             text = try StatsFormatter.render(cache.catalog.stats(), missing: cache.missingObjects(),
                                              awaitingRecord: cache.unrecorded.waitingCount(), partials: cache.heldPartials(),
                                              root: cache.root,
-                                             as: format.output)
+                                             as: format)
         } catch {
             Terminal.error(cache.catalogReadError(error).message)
             throw Exit.cacheUnusable
