@@ -169,7 +169,7 @@ public final class FetchJob: Sendable {
     private let ingestStore: (any BlobStore)?
     private let state = SleepingLock(State())
     /// The longest a run goes without a progress event, while the engine ticks.
-    static let heartbeat: Duration = .seconds(1)
+    private let heartbeat: Duration
 
     private struct State {
         var progress = RunProgress()
@@ -208,10 +208,12 @@ public final class FetchJob: Sendable {
     /// `objectsRemembered`: how many objects' files are remembered as looked
     /// for (both small in tests, so that a short list crosses parts and
     /// forgets objects); `ingestStore`: where bodies go instead of the
-    /// cache's store (a test's store that fails).
+    /// cache's store (a test's store that fails); `heartbeat`: the longest
+    /// the run goes without a progress event (see `reportProgress`).
     init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool,
-         settlePart: Int, objectsRemembered: Int, ingestStore: (any BlobStore)? = nil) {
+         settlePart: Int, objectsRemembered: Int, ingestStore: (any BlobStore)? = nil, heartbeat: Duration = .seconds(1)) {
         self.cache = cache
+        self.heartbeat = heartbeat
         self.ingestStore = ingestStore
         self.configuration = configuration
         self.reportsEachStoredItem = reportsEachStoredItem
@@ -628,7 +630,7 @@ public final class FetchJob: Sendable {
         let changed = state.withLock { state -> RunProgress? in
             update(&state.progress)
             let now = ContinuousClock.now
-            guard state.progress != state.reportedProgress || now - state.reportedAt >= Self.heartbeat else { return nil }
+            guard state.progress != state.reportedProgress || now - state.reportedAt >= heartbeat else { return nil }
             state.reportedProgress = state.progress
             state.reportedAt = now
             return state.progress

@@ -66,6 +66,7 @@ import TestSupport
             #expect(json.compactMapValues { $0 as? Int } == [
                 "objects": 2, "bytes": 4000, "items": 3, "logicalBytes": 7000, "collections": 1, "sources": 3,
                 "failedSources": 0, "bytesSavedByDeduplication": 3000, "missingObjects": 0, "missingBytes": 0, "awaitingRecord": 0,
+                "partialDownloads": 0, "partialBytes": 0, "resumablePartials": 0,
             ])
         }
     }
@@ -798,7 +799,9 @@ import TestSupport
         }
     }
 
-    @Test func anObjectRemovedByHandIsForgottenOnlyForTheURLThatFailsToFetchIt() async throws {
+    /// A URL whose object was removed and whose fetch then fails stays
+    /// listed, as missing: its item is not dropped from its collection.
+    @Test func anObjectRemovedByHandStaysListedWhenItsURLFailsToFetchIt() async throws {
         try await withOrigin { origin, directory in
             // Two URLs with the same bytes share one object.
             let bytes = fixtureBytes(count: 5000, seed: 53)
@@ -809,16 +812,20 @@ import TestSupport
             let object = try #require(try objectPaths(inCache: cache).first)
             #expect(unlink(object) == 0)
 
-            // Fetching one of them again fails: that URL was listed with a path that did not exist.
+            // Fetching one of them again fails: all three stay listed, as missing.
             origin.setFault("/lost.jpg", .status(404))
             let failed = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", urls[0]])
             #expect(failed.status == 1)
-            #expect(try await listJSON(cache).compactMap { $0["url"] as? String }.sorted() == [urls[2], urls[1]].sorted())
+            let listed = try await listJSON(cache)
+            #expect(listed.compactMap { $0["url"] as? String }.sorted() == urls.sorted())
+            #expect(listed.allSatisfy { $0["missing"] as? Bool == true })
 
-            // Fetching another again stores the object anew; the URLs that share it keep pointing at it.
+            // Fetching another again stores the object anew; the URLs that share it point at it, the failed one too.
             let fetched = try await BuiltProducts.run(["get", "--cache", cache, urls[2]])
             #expect(fetched.status == 0)
-            #expect(try await listJSON(cache).compactMap { $0["url"] as? String }.sorted() == [urls[2], urls[1]].sorted())
+            let after = try await listJSON(cache)
+            #expect(after.compactMap { $0["url"] as? String }.sorted() == urls.sorted())
+            #expect(after.allSatisfy { $0["missing"] as? Bool == false })
             #expect(try await statsJSON(cache)["objects"] as? Int == 1)
         }
     }

@@ -614,7 +614,9 @@ import Transfer
             let cache = try MediaCache(root: directory.appending("cache"))
             var configuration = quickRetries()
             configuration.progressInterval = 0.01
-            let job = FetchJob(cache: cache, configuration: configuration)
+            // No heartbeat within the test: a loaded machine may take seconds over it.
+            let job = FetchJob(cache: cache, configuration: configuration, reportsEachStoredItem: true,
+                               settlePart: 4096, objectsRemembered: 1 << 16, heartbeat: .seconds(3600))
             let events = Task { () -> [RunProgress] in
                 var seen: [RunProgress] = []
                 for await event in job.events {
