@@ -74,6 +74,19 @@ import Transfer
         }
     }
 
+    /// Runs `job` on `items`; returns its report and the progress events it sent.
+    private func runCollectingProgress(_ job: FetchJob, _ items: [FetchItem]) async throws -> (FetchReport, [RunProgress]) {
+        let events = Task { () -> [RunProgress] in
+            var seen: [RunProgress] = []
+            for await event in job.events {
+                if case .progress(let progress) = event { seen.append(progress) }
+            }
+            return seen
+        }
+        let report = try await job.run(items)
+        return (report, await events.value)
+    }
+
     private func quickRetries() -> TransferConfiguration {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.01, maxDelay: 0.02)
@@ -617,16 +630,7 @@ import Transfer
             // No heartbeat within the test: a loaded machine may take seconds over it.
             let job = FetchJob(cache: cache, configuration: configuration, reportsEachStoredItem: true,
                                settlePart: 4096, objectsRemembered: 1 << 16, heartbeat: .seconds(3600))
-            let events = Task { () -> [RunProgress] in
-                var seen: [RunProgress] = []
-                for await event in job.events {
-                    if case .progress(let progress) = event { seen.append(progress) }
-                }
-                return seen
-            }
-
-            let report = try await job.run([FetchItem(url: origin.url("/slow"), collection: "c")])
-            let progress = await events.value
+            let (report, progress) = try await runCollectingProgress(job, [FetchItem(url: origin.url("/slow"), collection: "c")])
 
             #expect(report.downloaded == 1)
             #expect(progress.last?.done == 1)
@@ -645,16 +649,7 @@ import Transfer
             origin.setFault("/stalled.jpg", .stallAfter(bytes: 50_000, seconds: 8), times: 1)
             let cache = try MediaCache(root: directory.appending("cache"))
             let job = FetchJob(cache: cache, configuration: quickRetries())
-            let events = Task { () -> [RunProgress] in
-                var seen: [RunProgress] = []
-                for await event in job.events {
-                    if case .progress(let progress) = event { seen.append(progress) }
-                }
-                return seen
-            }
-
-            let report = try await job.run([FetchItem(url: origin.url("/stalled.jpg"), collection: "c")])
-            let progress = await events.value
+            let (report, progress) = try await runCollectingProgress(job, [FetchItem(url: origin.url("/stalled.jpg"), collection: "c")])
 
             #expect(report.downloaded == 1)
             // 50,000 bytes, then seconds with nothing new: the same figures again, a second apart.
