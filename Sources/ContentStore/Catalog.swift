@@ -658,18 +658,24 @@ public final class Catalog: Sendable {
 
     /// The URLs whose last fetch failed, oldest failure first, read as
     /// `readEntries` reads entries (one snapshot, a row at a time, as often
-    /// as `body` goes through them). A failed URL is no item of any
-    /// collection: only a stored object makes one.
-    public func readFailures(_ body: (_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void) throws -> Void) throws {
+    /// as `body` goes through them). A URL that failed the first time is
+    /// no item of any collection: only a stored object makes one.
+    /// `objectFiles`: where a failed URL's object is looked for, to say
+    /// whether it is still cached (without it, an object is enough).
+    public func readFailures(objectFiles: (any BlobStore)? = nil,
+                             _ body: (_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void) throws -> Void) throws {
         try database.read { db in
             try body { visit in
                 let rows = try Row.fetchCursor(db, sql: """
-                    SELECT url, lastError, lastErrorAt, hash IS NOT NULL FROM source
-                    WHERE lastError IS NOT NULL ORDER BY lastErrorAt, url
+                    SELECT source.url, source.lastError, source.lastErrorAt, object.hash, object.size FROM source
+                    LEFT JOIN object ON object.hash = source.hash
+                    WHERE source.lastError IS NOT NULL ORDER BY source.lastErrorAt, source.url
                     """)
                 while let row = try rows.next() {
-                    try visit(CatalogFailure(url: row[0], message: row[1],
-                                             failedAt: Date(timeIntervalSince1970: row[2] ?? 0), isCached: row[3]))
+                    let hash: String? = row[3]
+                    let cached = hash.map { objectFiles?.contains($0, size: row[4]) ?? true } ?? false
+                    try visit(CatalogFailure(url: row[0], message: row[1], failedAt: Date(timeIntervalSince1970: row[2] ?? 0),
+                                             isCached: cached))
                 }
             }
         }

@@ -60,7 +60,10 @@ public struct CatalogFailure: Sendable, Equatable {
     /// The reason, as it was said when it failed (passwords redacted).
     public let message: String
     public let failedAt: Date
-    /// Whether the URL still has an object (it failed when fetched again).
+    /// Whether the URL is still cached (it failed when fetched again): it
+    /// has an object, whose file is there where `Catalog.readFailures` was
+    /// given the files to look in (a URL whose file was gone keeps its
+    /// object when fetching it again fails).
     public let isCached: Bool
 }
 

@@ -502,7 +502,7 @@ public final class FetchJob: Sendable {
                 case .success(let body):
                     let item = items[index]
                     if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, url: item.url, kind: item.kind,
-                                                               size: body.size, opening: { PageInsteadOfMedia.opening(of: body.path) }) {
+                                                               size: body.size, opening: { body.opening ?? PageInsteadOfMedia.opening(of: body.path) }) {
                         // Not kept to resume: the next run asks again.
                         body.file.discard()
                         // Received all the same (the summary counts what arrived).

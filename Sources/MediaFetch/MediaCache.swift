@@ -302,6 +302,12 @@ public final class MediaCache: Sendable {
         return DisplayText.escapingControls((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?")
     }
 
+    /// The URLs whose last fetch failed (see `Catalog.readFailures`), each
+    /// cached only where its object's file is there.
+    public func readFailures(_ body: (_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void) throws -> Void) throws {
+        try catalog.readFailures(objectFiles: store, body)
+    }
+
     /// The partial downloads in `tmp/`, for `stats`.
     public func heldPartials() -> HeldPartials {
         HeldPartials(in: store.temporaryDirectory)

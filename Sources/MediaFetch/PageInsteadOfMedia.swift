@@ -20,9 +20,10 @@ enum PageInsteadOfMedia {
     /// A body with no type, or one that says nothing (`application/octet-stream`,
     /// or a header that could not be read) is looked at too: a login page
     /// sent so was stored as the photo.
-    /// Read only for text, or an unnamed type, where media was asked for:
-    /// every other body goes by without a look at its file (a read per
-    /// photo, from the disk, since bodies are written past the page cache).
+    /// Asked only for text, or an unnamed type, where media was asked for:
+    /// the body's first bytes are kept as they arrive, and its file is read
+    /// only for a body resumed from an earlier run (a read from the disk,
+    /// since bodies are written past the page cache).
     static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
         let type = mediaType(contentType)
@@ -39,7 +40,7 @@ enum PageInsteadOfMedia {
         }
         let bytes = opening()
         // A page may be plain words ("Access denied" as text/html) as well as markup.
-        guard looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) else { return nil }
+        guard looksLikeText(bytes) || (isPage || unnamed) && looksLikeMarkup(bytes) else { return nil }
         let what = isPage || unnamed && looksLikeMarkup(bytes) ? "a web page" : "text"
         return "the server sent \(what) (\(type ?? "no type given"), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
     }

@@ -71,6 +71,12 @@ final class FileSink: BodySink {
     private let partial: PartialFile
     private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
+    /// The body's first bytes (up to `openingSize`) as they arrived: a
+    /// caller looks at them where a page may stand in for media, without
+    /// reading back a file written past the page cache. Nil when they were
+    /// held before this process (a resumed partial).
+    private(set) var opening: [UInt8]? = []
+    static let openingSize = 512
     /// The partial held bytes of an earlier run when it was opened.
     var resumedFromEarlierRun: Bool { partial.resumable != nil }
     private(set) var validator: String?
@@ -108,6 +114,7 @@ final class FileSink: BodySink {
             // A partial left by an earlier run: its bytes are read once to
             // restore the hash state. Rare, and bounded by what is on disk.
             bytesHeld = try writer.seed(fromFileLength: held.size)
+            if bytesHeld > 0 { opening = nil }
             validator = held.validator
             validatorTotal = held.total
             validatorRoute = held.route
@@ -277,7 +284,12 @@ final class FileSink: BodySink {
         if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .refused(.tooLarge(limit: limit)) }
         let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }, mayPause: mayPause,
                                   giveUp: giveUp)
-        if answer == .taken { bytesHeld += Int64(bytes.count) }
+        if answer == .taken {
+            if bytesHeld < Self.openingSize, opening != nil {
+                opening?.append(contentsOf: bytes.prefix(Self.openingSize - Int(bytesHeld)))
+            }
+            bytesHeld += Int64(bytes.count)
+        }
         return answer
     }
 
@@ -289,6 +301,7 @@ final class FileSink: BodySink {
         writer.reset()
         partial.forgetValidator()
         bytesHeld = 0
+        opening = []
         validator = nil
         validatorTotal = nil
     }

@@ -25,6 +25,9 @@ public struct DownloadedBody: Sendable {
     public let resumedBytes: Int64
     /// Attempts it took (1 when the first one succeeded).
     public let attempts: Int
+    /// The body's first bytes (up to 512), as this process received them;
+    /// nil for a body resumed from bytes written before (read the file).
+    public var opening: [UInt8]? = nil
 }
 
 /// A small response held in memory (an API answer).
@@ -238,7 +241,7 @@ public final class TransferEngine: Sendable {
             url: prepared.target.url, effectiveURL: outcome.effectiveURL ?? prepared.target.url,
             file: finished.file, sha256: finished.sha256, size: finished.size,
             contentType: head.contentType, etag: head.etag, lastModified: head.lastModified,
-            resumedBytes: outcome.resumedBytes, attempts: attempts)
+            resumedBytes: outcome.resumedBytes, attempts: attempts, opening: prepared.sink.opening)
     }
 
     /// Closes a download that failed: a transient failure or a cancel keeps

@@ -819,6 +819,11 @@ import TestSupport
             let listed = try await listJSON(cache)
             #expect(listed.compactMap { $0["url"] as? String }.sorted() == urls.sorted())
             #expect(listed.allSatisfy { $0["missing"] as? Bool == true })
+            // Its failure is not of a cached URL: its file is gone.
+            let failures = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "json"])
+            let failedEntries = try #require(try JSONSerialization.jsonObject(with: Data(failures.stdout.utf8)) as? [[String: Any]])
+            #expect(failedEntries.map { $0["url"] as? String } == [urls[0]])
+            #expect(failedEntries.first?["cached"] as? Bool == false)
 
             // Fetching another again stores the object anew; the URLs that share it point at it, the failed one too.
             let fetched = try await BuiltProducts.run(["get", "--cache", cache, urls[2]])

@@ -42,6 +42,10 @@ import Testing
                                           opening: { Array("Access denied".utf8) })
                 == "the server sent text (application/octet-stream, 13 B) where a sound was asked for; not stored")
         #expect(PageInsteadOfMedia.reason(contentType: "binary/octet-stream", url: "http://h/x", kind: .photo, size: 20, opening: { login }) != nil)
+        // Markup that is not UTF-8 (a Latin-1 page) with no type is a page too.
+        let latin1 = Array("<html><p>Pr".utf8) + [0xED] + Array("stup zamietnut".utf8) + [0xFD]
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/a.jpg", kind: .file, size: 30, opening: { latin1 })?
+            .hasPrefix("the server sent a web page (no type given") == true)
         // Where no media was named, it is stored as it comes.
         #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/page", kind: .file, size: 20, opening: { login }) == nil)
     }

@@ -525,6 +525,8 @@ import TestSupport
             #expect(origin.requests(for: "/song.mp3").last?.header("range") == "bytes=\(offset)-")
             #expect(body.resumedBytes == offset)
             #expect(body.sha256 == sha256(content))
+            // Its first bytes came in the earlier run: none are kept, a reader looks at the file.
+            #expect(body.opening == nil)
             // The finished body keeps its validator until it is handed off (stored), then only the body is left.
             let name = String(body.path.dropFirst(partials.count + 1))
             #expect(leftovers(directory).sorted() == [name, name + ".validator"])
@@ -1022,6 +1024,25 @@ import TestSupport
             #expect(body.attempts == 2)
             #expect(origin.requests(for: "/stall").last?.header("range")
                 == "bytes=\(resumeOffset(afterCutAt: 280_000, in: directory.path))-")
+        }
+    }
+
+    /// A body's first bytes are kept as they arrive (a caller looks at them
+    /// without reading back a file written past the page cache), also when
+    /// they came in several writes, and across a retry that resumed.
+    @Test func aBodysFirstBytesAreKeptAsTheyArrive() async throws {
+        _ = try await withEngine(adjust: { $0.stallTimeout = 5 }) { origin, engine, _ in
+            let content = fixtureBytes(count: 300_000, seed: 12)
+            origin.addResource("/a.jpg", data: content)
+            origin.setFault("/a.jpg", .slow(bytesPerSecond: 2_000_000), times: 1)
+            #expect(try await engine.download(origin.url("/a.jpg")).opening == Array(content.prefix(512)))
+            let short = fixtureBytes(count: 100, seed: 13)
+            origin.addResource("/b.jpg", data: short)
+            #expect(try await engine.download(origin.url("/b.jpg")).opening == Array(short))
+            origin.setFault("/a.jpg", .dropAfter(bytes: 200_000), times: 1)
+            let resumed = try await engine.download(origin.url("/a.jpg"))
+            #expect(resumed.attempts == 2 && resumed.resumedBytes > 0)
+            #expect(resumed.opening == Array(content.prefix(512)))
         }
     }
 

@@ -83,7 +83,7 @@ public struct EntryFormatter: Sendable {
             try emit(Self.csvHeader + "\n")
             try forEach { entry in
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
-                               DisplayText.escapingControls(entry.title ?? ""), RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
+                               entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
                                String(try lookedFor(entry))]
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }

@@ -32,7 +32,7 @@ struct List: AsyncParsableCommand {
         let cache = try cacheOptions.open(mustExist: true)
         do {
             if failed {
-                try cache.catalog.readFailures { forEach in
+                try cache.readFailures { forEach in
                     try FailureFormatter.write(forEach, as: format, to: { try Terminal.writeOut($0) })
                 }
                 return
