@@ -152,7 +152,8 @@ final class Attempt: @unchecked Sendable {
     /// kept a 30 s stall clock from ever running out. Nor by answering
     /// without end: a 1xx after another, or header lines a few bytes at a
     /// time, never reach the final head, and held a run without
-    /// `--timeout` for ever; the head is owed within `limit` of the request.
+    /// `--timeout` for ever; the head is owed within `limit` of the
+    /// request, or, while only interim answers came, within ten times that.
     /// Returns why the attempt counts as stalled, or nil; moves the
     /// low-speed window on (a check is one step of it).
     func stallReason(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> String? {
@@ -167,8 +168,12 @@ final class Attempt: @unchecked Sendable {
         }
         if let allowedAgain, allowedAgain > quietSince { quietSince = allowedAgain }
         if now - quietSince > limit { return "no data for \(NumberText.seconds(limit.seconds))" }
-        if connected, !head.isComplete, now - requestSentAt > limit {
-            return "no complete response header in \(NumberText.seconds(limit.seconds))"
+        // A server still at work may say so with interim answers (`102
+        // Processing`): it has ten times as long to start the final one (5 min by default).
+        let headLimit = (100...199).contains(head.status) ? limit * 10 : limit
+        if connected, !head.isComplete, now - requestSentAt > headLimit {
+            return head.status >= 200 ? "no complete response header in \(NumberText.seconds(limit.seconds))"
+                : "no final answer in \(NumberText.wait(headLimit.seconds)) (only interim ones, 1xx)"
         }
         if let allowedAgain, allowedAgain > speedWindowStart {
             // The limiter held it back in this window: the window starts when it lets go.
@@ -691,7 +696,8 @@ final class CurlLoop: Sendable {
         /// already counted: see `receiveHeader`), and an attempt that goes
         /// alone after a pause and ends with no answer passes its turn on.
         func noteRateLimit(of attempt: Attempt, _ outcome: inout AttemptOutcome, cancelled: Bool) {
-            let host = attempt.host, status = attempt.head.status
+            // (Interim answers alone are no answer: a stream of 103s says nothing of the host's pace.)
+            let host = attempt.host, status = (100...199).contains(attempt.head.status) ? 0 : attempt.head.status
             defer { counters.watchingRateLimits = rateLimits.anyPaused }
             // (A stop after a 429's head still counts the 429.)
             guard status != 0, !cancelled || status == 429 else {

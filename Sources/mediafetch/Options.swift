@@ -119,7 +119,7 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds to establish a connection.", valueName: "seconds"))
     var connectTimeout: Double = 15
 
-    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data, under a byte a second, or without a complete response head, before a transfer counts as stalled.", valueName: "seconds"))
+    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data, under a byte a second, or without a complete response head (ten times as long while only 1xx answers come), before a transfer counts as stalled.", valueName: "seconds"))
     var stallTimeout: Double = 30
 
     @Option(name: .customLong("max-filesize"), parsing: .unconditional, help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))
