@@ -678,7 +678,7 @@ public final class FinishedFile: Sendable {
 /// The partial downloads a cache holds, for `stats`: its disk use beyond the
 /// store, and what the next run goes on from.
 public struct HeldPartials: Sendable, Equatable {
-    /// Partials with a validator beside them: the next run resumes them.
+    /// Partials with a validator beside them, which a resumed download needs.
     public var resumable = 0
     /// Every partial: those of running downloads (this or another
     /// process's) and those no run can resume too.
@@ -688,12 +688,13 @@ public struct HeldPartials: Sendable, Equatable {
 
     public init() {}
 
-    /// The partials in the shard directories of `directory` (a cache's `tmp/`).
+    /// The partials in `directory` (a cache's `tmp/`) and its shard
+    /// directories (an older version left them at the top, where a run
+    /// still finds them), named as this program names them.
     public init(in directory: String) {
-        for shard in PartialFile.shardNames {
-            let path = "\(directory)/\(shard)"
+        for path in [directory] + PartialFile.shardNames.map({ "\(directory)/\($0)" }) {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
-            for name in names where name.hasSuffix(".part") {
+            for name in names where name.hasSuffix(".part") && PartialFile.isOwnName(name) {
                 var info = stat()
                 guard stat("\(path)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
                 count += 1

@@ -173,9 +173,12 @@ final class StatusLine: Sendable {
     /// line, as curl's own progress meter writes none.
     private let canErase = Terminal.showsStatusLine
 
-    /// Draws `text` in place of the line shown.
+    /// Draws `text` in place of the line shown; the same text again is not
+    /// written (the job's heartbeat repeats unchanged progress once a
+    /// second, which into a log would be a line a second for a whole stall).
     func draw(_ text: String) {
         shown.withLock { shown in
+            guard text != shown else { return }
             Terminal.writeErr(erasing(shown) + text)
             shown = text
         }

@@ -421,6 +421,26 @@ import TestSupport
         }
     }
 
+    /// The status line is not written again when nothing in it changed:
+    /// progress repeats once a second while a server is quiet, which into
+    /// a log was a line a second for the whole wait.
+    @Test func anUnchangedStatusLineIsNotWrittenAgain() async throws {
+        try await withOrigin { origin, directory in
+            origin.route("/late.bin") { _ in
+                usleep(3_500_000)
+                return OriginResponse(body: Data("late".utf8))
+            }
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "bar",
+                                                      origin.url("/late.bin")])
+
+            #expect(result.status == 0)
+            let drawn = result.stderr.split(separator: "\r").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                .filter { !$0.isEmpty }
+            let repeats = zip(drawn, drawn.dropFirst()).filter { $0 == $1 }.count
+            #expect(repeats == 0, "\(drawn)")
+        }
+    }
+
     /// A directory where the catalog goes is named as such: SQLite said only
     /// "disk I/O error".
     @Test func aDirectoryInTheCatalogsPlaceIsNamed() async throws {

@@ -274,18 +274,23 @@ import Transfer
             let tmp = cache.store.temporaryDirectory
             #expect(cache.heldPartials() == HeldPartials())
             for shard in ["3", "a"] { try FileManager.default.createDirectory(atPath: "\(tmp)/\(shard)", withIntermediateDirectories: true) }
-            try Data(count: 100_000).write(to: URL(fileURLWithPath: "\(tmp)/3/k1.part"))
-            try Data("http://h/1\n\"v\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(tmp)/3/k1.part.validator"))
-            try Data(count: 50).write(to: URL(fileURLWithPath: "\(tmp)/a/k2.part"))
-            try Data(count: 70).write(to: URL(fileURLWithPath: "\(tmp)/a/k3.1-1.tmp"))
+            let key = { (digit: Character) in String(repeating: digit, count: 40) }
+            try Data(count: 100_000).write(to: URL(fileURLWithPath: "\(tmp)/3/\(key("3")).part"))
+            try Data("http://h/1\n\"v\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(tmp)/3/\(key("3")).part.validator"))
+            try Data(count: 50).write(to: URL(fileURLWithPath: "\(tmp)/a/\(key("a")).part"))
+            // Left at the top by an older version: a run still finds it.
+            try Data(count: 1000).write(to: URL(fileURLWithPath: "\(tmp)/\(key("b")).part"))
+            // Not a partial, or not named as mediafetch names one.
+            try Data(count: 70).write(to: URL(fileURLWithPath: "\(tmp)/a/\(key("a")).1-1.tmp"))
+            try Data(count: 70).write(to: URL(fileURLWithPath: "\(tmp)/a/notes.part"))
 
             let partials = cache.heldPartials()
-            #expect(partials.count == 2 && partials.resumable == 1 && partials.bytes == 100_050)
+            #expect(partials.count == 3 && partials.resumable == 1 && partials.bytes == 101_050)
             let stats = try StatsFormatter.render(try cache.catalog.stats(), partials: partials, root: "/c", as: .table)
-            #expect(stats.hasSuffix("partial downloads        2 (97.7 KiB in tmp/; the next get resumes 1 of them)\n"), "\(stats)")
+            #expect(stats.hasSuffix("partial downloads        3 (98.7 KiB in tmp/; 1 with the validator a resumed download needs)\n"), "\(stats)")
             let json = try StatsFormatter.render(try cache.catalog.stats(), partials: partials, root: "/c", as: .json)
             let fields = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-            #expect(fields["partialDownloads"] as? Int == 2 && fields["partialBytes"] as? Int == 100_050 && fields["resumablePartials"] as? Int == 1)
+            #expect(fields["partialDownloads"] as? Int == 3 && fields["partialBytes"] as? Int == 101_050 && fields["resumablePartials"] as? Int == 1)
             let none = try StatsFormatter.render(try cache.catalog.stats(), root: "/c", as: .table)
             #expect(!none.contains("partial"))
         }

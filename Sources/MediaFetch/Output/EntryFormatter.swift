@@ -244,8 +244,8 @@ public enum StatsFormatter {
                 rows.append(["waiting to be recorded", "\(awaitingRecord) (stored; the next get records them)"])
             }
             if partials.count > 0 {
-                let resumed = partials.resumable == partials.count ? "the next get of their URLs resumes them"
-                    : partials.resumable == 0 ? "being written, or not resumable" : "the next get resumes \(partials.resumable) of them"
+                let resumed = partials.resumable == partials.count ? "each with the validator a resumed download needs"
+                    : "\(partials.resumable) with the validator a resumed download needs"
                 rows.append(["partial downloads", "\(partials.count) (\(ByteSize.format(partials.bytes)) in tmp/; \(resumed))"])
             }
             return TextTable.render(header: nil, rows: rows, rightAligned: [])
