@@ -167,16 +167,12 @@ public final class FetchJob: Sendable {
     private let objectsRemembered: Int
     /// Where bodies go: the cache's own store unless a test breaks it.
     private let ingestStore: (any BlobStore)?
-    private let state = SleepingLock(State())
-    /// The longest a run goes without a progress event, while the engine ticks.
-    private let heartbeat: Duration
+    private let state: SleepingLock<State>
 
     private struct State {
         var progress = RunProgress()
-        /// The progress last sent as an event, and when: one that would
-        /// repeat it is not sent, unless `heartbeat` has passed since.
-        var reportedProgress: RunProgress?
-        var reportedAt = ContinuousClock.now
+        /// Which progress events are sent.
+        var progressGate: ProgressGate
         var report = FetchReport()
         /// URLs whose cached object's file was found gone, with that object.
         var missingObjects: [String: String] = [:]
@@ -213,7 +209,7 @@ public final class FetchJob: Sendable {
     init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool,
          settlePart: Int, objectsRemembered: Int, ingestStore: (any BlobStore)? = nil, heartbeat: Duration = .seconds(1)) {
         self.cache = cache
-        self.heartbeat = heartbeat
+        state = SleepingLock(State(progressGate: ProgressGate(heartbeat: heartbeat)))
         self.ingestStore = ingestStore
         self.configuration = configuration
         self.reportsEachStoredItem = reportsEachStoredItem
@@ -620,20 +616,11 @@ public final class FetchJob: Sendable {
         if !cache.catalogFailed { eventSink.yield(.failed(url: item.url, reason: reason)) }
     }
 
-    /// Applies `update` to the progress and sends it, unless nothing changed
-    /// since the last one sent (the engine's last word repeats its last tick
-    /// when nothing happened in between, and so may the job's own) and that
-    /// was less than `heartbeat` ago: a stalled transfer's run went silent
-    /// for as long as the stall, which a watchdog reading `--progress json`
-    /// could not tell from a hung mediafetch.
+    /// Applies `update` to the progress and sends it, as `ProgressGate` lets it.
     private func reportProgress(_ update: (inout RunProgress) -> Void) {
         let changed = state.withLock { state -> RunProgress? in
             update(&state.progress)
-            let now = ContinuousClock.now
-            guard state.progress != state.reportedProgress || now - state.reportedAt >= heartbeat else { return nil }
-            state.reportedProgress = state.progress
-            state.reportedAt = now
-            return state.progress
+            return state.progressGate.admits(state.progress, at: .now) ? state.progress : nil
         }
         if let changed { eventSink.yield(.progress(changed)) }
     }
@@ -663,3 +650,26 @@ public final class FetchJob: Sendable {
         }
     }
 }
+
+/// Which progress events a job sends: one that changed a figure, and the
+/// same figures again once `heartbeat` has passed since the last sent (the
+/// engine's last word repeats its last tick when nothing happened in
+/// between, and so may the job's own). Without the heartbeat a stalled
+/// transfer's run went silent for as long as the stall, which a watchdog
+/// reading `--progress json` could not tell from a hung mediafetch.
+struct ProgressGate {
+    let heartbeat: Duration
+    private var sent: (progress: RunProgress, at: ContinuousClock.Instant)?
+
+    init(heartbeat: Duration) {
+        self.heartbeat = heartbeat
+    }
+
+    /// Whether `progress`, at `now`, is sent (and then remembered as sent).
+    mutating func admits(_ progress: RunProgress, at now: ContinuousClock.Instant) -> Bool {
+        if let sent, sent.progress == progress, now - sent.at < heartbeat { return false }
+        sent = (progress, now)
+        return true
+    }
+}
+

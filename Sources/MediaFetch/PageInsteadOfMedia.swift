@@ -40,8 +40,9 @@ enum PageInsteadOfMedia {
         }
         let bytes = opening()
         // A page may be plain words ("Access denied" as text/html) as well as markup.
-        guard looksLikeText(bytes) || (isPage || unnamed) && looksLikeMarkup(bytes) else { return nil }
-        let what = isPage || unnamed && looksLikeMarkup(bytes) ? "a web page" : "text"
+        // Unnamed, markup must open as a page does: a body of any bytes may begin with `<`.
+        guard looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) || unnamed && opensAsAPage(bytes) else { return nil }
+        let what = isPage || unnamed && opensAsAPage(bytes) ? "a web page" : "text"
         return "the server sent \(what) (\(type ?? "no type given"), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
     }
 
@@ -63,6 +64,17 @@ enum PageInsteadOfMedia {
         var rest = bytes[...]
         if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
         return rest.first { ![0x20, 0x09, 0x0A, 0x0D, 0x0C].contains($0) } == UInt8(ascii: "<")
+    }
+
+    /// Whether `bytes` begin, after blanks and a byte order mark, as an HTML
+    /// or XML page does (`<!DOCTYPE html`, `<html`, `<head`, `<body`,
+    /// `<?xml`, `<!--`), in any letter case.
+    static func opensAsAPage(_ bytes: [UInt8]) -> Bool {
+        var rest = bytes[...]
+        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
+        let opening = rest.drop { [0x20, 0x09, 0x0A, 0x0D, 0x0C].contains($0) }.prefix(14)
+            .map { (65...90).contains($0) ? $0 + 32 : $0 }
+        return ["<!doctype html", "<html", "<head", "<body", "<?xml", "<!--"].contains { opening.starts(with: $0.utf8) }
     }
 
     /// Whether `bytes` (a file's opening, maybe cut inside a character) are

@@ -642,22 +642,21 @@ import Transfer
 
     /// While a server is quiet nothing changes, yet the run still says it
     /// is alive once a heartbeat: it went silent for the whole stall.
-    @Test func aQuietRunStillReportsOnceAHeartbeat() async throws {
-        try await withOrigin { origin, directory in
-            origin.route("/late") { _ in
-                usleep(2_000_000)
-                return OriginResponse(body: Data("late".utf8))
-            }
-            let cache = try MediaCache(root: directory.appending("cache"))
-            let job = FetchJob(cache: cache, configuration: quickRetries(), reportsEachStoredItem: true,
-                               settlePart: 4096, objectsRemembered: 1 << 16, heartbeat: .milliseconds(200))
-            let (report, progress) = try await runCollectingProgress(job, [FetchItem(url: origin.url("/late"), collection: "c")])
-
-            #expect(report.downloaded == 1)
-            // Two seconds of engine ticks with nothing new: the same figures again, a heartbeat apart.
-            let repeats = zip(progress, progress.dropFirst()).filter { $0 == $1 }.count
-            #expect(repeats >= 2, "\(progress)")
-        }
+    @Test func unchangedProgressIsSentAgainOnceAHeartbeat() {
+        var gate = ProgressGate(heartbeat: .seconds(1))
+        let start = ContinuousClock.now
+        var quiet = RunProgress()
+        quiet.total = 1
+        var moved = quiet
+        moved.bytesReceived = 10
+        let steps: [(RunProgress, Duration)] = [
+            (quiet, .zero), (quiet, .milliseconds(250)), (quiet, .milliseconds(999)), (quiet, .seconds(1)),
+            (quiet, .milliseconds(1500)),
+            // A change goes at once, and the heartbeat counts from it.
+            (moved, .milliseconds(1600)), (moved, .milliseconds(2500)), (quiet, .milliseconds(2550)),
+        ]
+        let sent = steps.map { progress, after in gate.admits(progress, at: start + after) }
+        #expect(sent == [true, false, false, true, false, true, false, true])
     }
 
     @Test func aFailureIsReportedAndRememberedWhileTheRestIsStored() async throws {

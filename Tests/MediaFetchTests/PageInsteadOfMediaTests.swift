@@ -46,6 +46,10 @@ import Testing
         let latin1 = Array("<html><p>Pr".utf8) + [0xED] + Array("stup zamietnut".utf8) + [0xFD]
         #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/a.jpg", kind: .file, size: 30, opening: { latin1 })?
             .hasPrefix("the server sent a web page (no type given") == true)
+        // Bytes that only happen to begin with `<` are no page.
+        let binary: [UInt8] = [0x20, 0x3C, 0x00, 0xFF, 0x13, 0x80, 0x3C]
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/a.jpg", kind: .file, size: 7, opening: { binary }) == nil)
+        #expect(PageInsteadOfMedia.opensAsAPage(Array("\u{FEFF}\n <!DOCTYPE HTML>".utf8)) && !PageInsteadOfMedia.opensAsAPage(Array("<x".utf8)))
         // Where no media was named, it is stored as it comes.
         #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/page", kind: .file, size: 20, opening: { login }) == nil)
     }
