@@ -120,14 +120,11 @@ final class Attempt: @unchecked Sendable {
         restartSpeedWindow(at: lastActivity)
         if probeEndsWhenConnected { connectionAnswered() }
     }
-    /// The low-speed window (see `stallReason`): when it began, and the
-    /// header and body bytes that arrived since.
-    var speedWindowStart = ContinuousClock.now
-    var speedWindowBytes: Int64 = 0
+    /// The header and body bytes of the last stall timeout (see `stallReason`).
+    var speedWindow = LowSpeedWindow(at: .now)
 
     func restartSpeedWindow(at now: ContinuousClock.Instant) {
-        speedWindowStart = now
-        speedWindowBytes = 0
+        speedWindow.restart(at: now)
     }
     /// When libcurl took the attempt, and the body bytes it has received
     /// since: under `--limit-rate` they say how long libcurl may hold it back.
@@ -145,8 +142,8 @@ final class Attempt: @unchecked Sendable {
     /// hung connect said "stalled" after `--stall-timeout` when that was the
     /// shorter. Past it, the stall clock is a safety net.
     ///
-    /// Nor may a server hold a slot by trickling: once connected, a window
-    /// as long as `limit` with fewer bytes than one a second (libcurl's
+    /// Nor may a server hold a slot by trickling: once connected, the last
+    /// `limit` (a sliding window, `LowSpeedWindow`) with fewer bytes than one a second (libcurl's
     /// low-speed rule, which this clock replaced; half the rate limit under
     /// a limit below 2 bytes a second) is a stall too. A byte every 29 s
     /// kept a 30 s stall clock from ever running out. Nor by answering
@@ -175,17 +172,14 @@ final class Attempt: @unchecked Sendable {
             return head.status >= 200 ? "no complete response header in \(NumberText.seconds(limit.seconds))"
                 : "no final answer in \(NumberText.wait(headLimit.seconds)) (only interim ones, 1xx)"
         }
-        if let allowedAgain, allowedAgain > speedWindowStart {
+        if let allowedAgain, allowedAgain > speedWindow.partStart {
             // The limiter held it back in this window: the window starts when it lets go.
             restartSpeedWindow(at: min(now, allowedAgain))
             return nil
         }
-        guard connected, now - speedWindowStart >= limit else { return nil }
-        let windowSeconds = (now - speedWindowStart).seconds
-        let least = min(1, bytesPerSecond.map { Double($0) / 2 } ?? 1) * windowSeconds
-        let received = speedWindowBytes
-        restartSpeedWindow(at: now)
-        guard Double(received) < least else { return nil }
+        guard connected else { return nil }
+        let least = min(1, bytesPerSecond.map { Double($0) / 2 } ?? 1)
+        guard speedWindow.isUnder(least, over: limit, at: now) else { return nil }
         return "under 1 byte a second for \(NumberText.seconds(limit.seconds))"
     }
     var headerList: UnsafeMutablePointer<curl_slist>?
@@ -209,7 +203,7 @@ final class Attempt: @unchecked Sendable {
 
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
-        speedWindowBytes += Int64(line.count)
+        speedWindow.add(line.count)
         head.consume(bytes: line)
         if !hostAnswered, head.isComplete || head.endedInRedirect {
             // A paused host goes on from the head of the first response, not
@@ -261,7 +255,7 @@ final class Attempt: @unchecked Sendable {
         switch answer {
         case .taken:
             receivedThisAttempt += Int64(bytes.count)
-            speedWindowBytes += Int64(bytes.count)
+            speedWindow.add(bytes.count)
             if (200...299).contains(head.status) { counters.bytesReceived += Int64(bytes.count) }
             return bytes.count
         case .full:
