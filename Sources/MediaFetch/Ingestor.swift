@@ -81,6 +81,8 @@ final class Ingestor: Sendable {
         self.maxPending = max(1, maxPending)
         let thread = Thread { [self] in self.run() }
         thread.name = "mediafetch.ingest"
+        // Room for SQLite, short of the 8 MiB default a `ulimit -v` counts.
+        thread.stackSize = 1 << 20
         thread.start()
     }
 

@@ -446,6 +446,8 @@ final class CurlLoop: Sendable {
         counters.stopRequested = { [weak self] id in self?.inbox.withLock { $0.stops(id) } ?? true }
         let thread = Thread { [self] in self.run() }
         thread.name = "mediafetch.curl"
+        // Room for libcurl and TLS, short of the 8 MiB default a `ulimit -v` counts.
+        thread.stackSize = 2 << 20
         thread.start()
     }
 

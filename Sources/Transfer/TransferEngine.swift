@@ -117,9 +117,11 @@ public final class TransferEngine: Sendable {
     /// than one per thread (see `mf_tune_allocator`). The soft
     /// limit on open files is raised to the hard one (at most 65,536): finished
     /// bodies keep their descriptor until stored (see `maxHeldFinishedBodies`),
-    /// and a desktop's usual soft limit of 1,024 would cap that at 256.
+    /// and a desktop's usual soft limit of 1,024 would cap that at 256. So is
+    /// the soft limit on address space (see `AddressSpace`).
     public static func prepareProcess() {
         mf_tune_allocator()
+        AddressSpace.raiseToHardLimit()
         // libcurl turns an international host name (bücher.example) into its
         // ASCII form through libidn2, which reads the name in the locale's
         // character set; in the C locale of a script, cron or CI every such

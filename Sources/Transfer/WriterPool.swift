@@ -100,6 +100,9 @@ final class WriterPool: Sendable {
         for index in 0..<threadCount {
             let thread = Thread { [self] in run() }
             thread.name = "mediafetch.writer.\(index)"
+            // Hashing and writing go deep into no call chain: a small stack
+            // spares the 8 MiB of address space each a `ulimit -v` counts.
+            thread.stackSize = 512 << 10
             thread.start()
         }
     }

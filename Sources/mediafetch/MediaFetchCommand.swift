@@ -47,6 +47,11 @@ struct MediaFetchCommand: AsyncParsableCommand {
         // Read before anything changes them: which stop signals were ignored.
         StopSignals.exitEarly()
         TransferEngine.prepareProcess()
+        // Under too low a `ulimit -v` a thread fails to start and the run hangs: one line instead.
+        if let problem = AddressSpace.problem(jobs: nil) {
+            Terminal.writeErr("mediafetch: \(problem)\n")
+            Self.exit(withError: Exit.cacheUnusable)
+        }
         // Text that help and --version leave in stdout's buffer is written at exit, where a failure would go unnoticed.
         atexit(flushBufferedOutputAtExit)
         refuseTextThatIsNotUTF8()

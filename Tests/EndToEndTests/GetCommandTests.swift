@@ -1459,6 +1459,31 @@ import TestSupport
         }
     }
 
+    /// Under an address-space limit too low for a run (`ulimit -v`), every
+    /// command says so in one line and makes nothing: a run hung for ever
+    /// (a thread that never started) or crashed.
+    @Test func anAddressSpaceLimitTooLowIsOneLine() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = directory.appending("cache")
+            for command in [#"get --cache "$CACHE" http://127.0.0.1:1/a.jpg"#, #"stats --cache "$CACHE""#, "--version"] {
+                let result = try await BuiltProducts.runShell(#"ulimit -v 200000 && exec "$MEDIAFETCH" "# + command,
+                                                              environment: ["CACHE": cache])
+                #expect(result.status == 3, "\(command)")
+                #expect(result.stderrLines == ["mediafetch: the address-space limit is 196 MiB (ulimit -v, the hard limit: the soft "
+                    + "one was raised to it), and mediafetch needs about 288 MiB: raise it where it is set (limits.conf as, LimitAS=)"],
+                        "\(command)")
+            }
+            #expect(access(cache, F_OK) != 0)
+            // Enough for 16 transfers, not for the 100 asked for.
+            let many = try await BuiltProducts.runShell(#"ulimit -v 300000 && exec "$MEDIAFETCH" get --cache "$CACHE" --jobs 100 "#
+                + "http://127.0.0.1:1/a.jpg", environment: ["CACHE": cache])
+            #expect(many.status == 3)
+            #expect(many.stderrLines.first?.hasSuffix("needs about 414 MiB with --jobs 100: raise it where it is set "
+                + "(limits.conf as, LimitAS=), or give fewer --jobs") == true, "\(many.stderr)")
+            #expect(access(cache, F_OK) != 0)
+        }
+    }
+
     /// A cache given as a link to nothing (a disk not mounted) is named as
     /// such, not as "cannot create …/tmp: No such file or directory".
     @Test func aCacheThatLinksToNothingIsNamedWithTheReason() async throws {

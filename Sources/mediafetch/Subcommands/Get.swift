@@ -87,6 +87,10 @@ struct FetchRunner {
                 + "docker --ulimit)", progress: transfer.progress)
             throw Exit.cacheUnusable
         }
+        if let problem = AddressSpace.problem(jobs: configuration.maxConcurrentTransfers) {
+            Terminal.error(problem, progress: transfer.progress)
+            throw Exit.cacheUnusable
+        }
         // A stale $CURL_CA_BUNDLE failed every https URL on its own line, not naming the variable.
         if let (name, path) = transfer.caCertificatesVariable,
            // The URLs' schemes are lower-cased already (`RequestTarget`).

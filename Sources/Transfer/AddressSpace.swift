@@ -1,0 +1,51 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The process's address-space limit (`ulimit -v`, `LimitAS=`) against what
+/// a run maps: the program, its libraries and the allocator's arenas, thread
+/// stacks, and for each transfer libcurl's receive buffer and the writer's
+/// chunks. Past the limit a thread's stack or a buffer fails to map, and a
+/// run under `ulimit -v 200000` hung for ever (a thread that never started)
+/// or crashed; `--version` hung under 100 MB.
+public enum AddressSpace {
+    /// Transfers the base need covers.
+    static let baseJobs = 16
+
+    /// What a run of `jobs` transfers at once needs: 288 MiB up to 16 (256
+    /// MiB was the peak measured, at 16 and at 64 jobs, small files and
+    /// large), and 1.5 MiB more for each transfer past that.
+    public static func needed(jobs: Int) -> Int64 {
+        (288 << 20) + Int64(max(0, jobs - baseJobs)) * (3 << 19)
+    }
+
+    /// The soft limit in bytes; nil when there is none.
+    public static func limit() -> Int64? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_AS.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        return Int64(clamping: limit.rlim_cur)
+    }
+
+    /// Raises the soft limit to the hard one (see `TransferEngine.prepareProcess`).
+    static func raiseToHardLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_AS.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_AS.rawValue), &limit)
+    }
+
+    /// Why a run of `jobs` transfers cannot go on under the limit, in one
+    /// line; nil when it can (or there is no limit). `jobs` nil: a command
+    /// that downloads nothing, which needs the base.
+    public static func problem(jobs: Int?, limit: Int64? = limit()) -> String? {
+        let wanted = needed(jobs: jobs ?? baseJobs)
+        guard let limit, limit < wanted else { return nil }
+        let mib = { (bytes: Int64) in "\((bytes + (1 << 20) - 1) >> 20) MiB" }
+        let withJobs = jobs.map { $0 > baseJobs ? " with --jobs \($0)" : "" } ?? ""
+        let fewer = (jobs ?? 0) > baseJobs ? ", or give fewer --jobs" : ""
+        return "the address-space limit is \(mib(limit)) (ulimit -v, the hard limit: the soft one was raised to it), and "
+            + "mediafetch needs about \(mib(wanted))\(withJobs): raise it where it is set (limits.conf as, LimitAS=)\(fewer)"
+    }
+}
