@@ -56,6 +56,11 @@ enum Terminal {
     /// disk behind `> list.txt`), says so in one line and exits with
     /// `Exit.outputFailed` instead of leaving a cut-short file unremarked.
     static func writeOut(_ text: String) throws(ExitCode) {
+        if StandardDescriptors.wasClosed(STDOUT_FILENO) {
+            // (It writes to /dev/null since: said, not lost in silence.)
+            error("cannot write the output: standard output is closed")
+            throw Exit.outputFailed
+        }
         guard write(text, to: STDOUT_FILENO) else {
             error("cannot write the output: \(String(cString: strerror(errno)))")
             throw Exit.outputFailed

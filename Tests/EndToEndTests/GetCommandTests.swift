@@ -1412,6 +1412,18 @@ import TestSupport
         #expect(known.stderrLines.first == "Error: --kind needs a value (--kind= gives none)")
     }
 
+    /// `get --bogus` names the unknown option, URLs or not: it said "give
+    /// URLs" (the parser validates before it names an unknown option).
+    @Test func anUnknownOptionOfGetIsNamedWithoutURLsToo() async throws {
+        let unknown = try await BuiltProducts.run(["get", "--bogus"])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderrLines.first?.hasPrefix("Error: Unknown option '--bogus'") == true, "\(unknown.stderr)")
+        let nothing = try await BuiltProducts.run(["get"])
+        #expect(nothing.status == 64)
+        #expect(nothing.stderrLines == ["Error: give URLs or --input-file FILE", "Usage: mediafetch get [<options>] [<urls> ...]",
+                                        "  See 'mediafetch get --help' for more information."])
+    }
+
     /// Swift would read such bytes as U+FFFD: a cache at `caf\xE9` would be
     /// made as another directory, and a list file looked for under another name.
     @Test func argumentsThatAreNotUTF8AreRefusedAndShown() async throws {
@@ -1481,6 +1493,25 @@ import TestSupport
             #expect(many.stderrLines.first?.hasSuffix("needs about 414 MiB with --jobs 100: raise it where it is set "
                 + "(limits.conf as, LimitAS=), or give fewer --jobs") == true, "\(many.stderr)")
             #expect(access(cache, F_OK) != 0)
+        }
+    }
+
+    /// A standard descriptor closed at start is said to be closed: with
+    /// standard input closed, `-i -` read from libdispatch's epoll
+    /// descriptor, which took its number; with standard output closed,
+    /// `list` wrote its rows to a timer.
+    @Test func aClosedStandardDescriptorIsNamed() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = directory.appending("cache")
+            let input = try await BuiltProducts.runShell(#"exec "$MEDIAFETCH" get --cache "$CACHE" -i - <&-"#,
+                                                         environment: ["CACHE": cache])
+            #expect(input.status == 2)
+            #expect(input.stderrLines == ["mediafetch: standard input: it is closed (give the list in a file, or pipe it in)"])
+            #expect(access(cache, F_OK) != 0)
+            let made = try await BuiltProducts.runShell(#""$MEDIAFETCH" get --cache "$CACHE" --retries 0 http://127.0.0.1:1/a "#
+                + #">/dev/null 2>&1; "$MEDIAFETCH" list --cache "$CACHE" >&-"#, environment: ["CACHE": cache])
+            #expect(made.stderrLines.last == "mediafetch: cannot write the output: standard output is closed")
+            #expect(made.status == 74)
         }
     }
 

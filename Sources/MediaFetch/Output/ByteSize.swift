@@ -18,8 +18,10 @@ public enum ByteSize {
             number = number.dropLast()
         }
         // Digits and a decimal point only: Double alone also takes 0x10, 1e3 and inf.
-        guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-              let value = Double(number), value.isFinite else { return nil }
+        guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) else { return nil }
+        // A whole number of bytes is read exactly: through a Double, 2^63 - 1 rounded up past the largest size.
+        if multiplier == 1, let whole = Int64(number) { return whole }
+        guard let value = Double(number), value.isFinite else { return nil }
         let bytes = value * multiplier
         // A count of bytes is whole: "1.5" was taken as 2.
         guard bytes < Double(Int64.max), multiplier > 1 || bytes == bytes.rounded() else { return nil }

@@ -26,11 +26,19 @@ struct Get: AsyncParsableCommand {
     var collection: String = "downloads"
 
     mutating func validate() throws {
-        if urls.isEmpty, inputFiles.isEmpty { throw ValidationError("give URLs or --input-file FILE") }
         if let problem = CollectionName.problem(collection) { throw ValidationError("--collection \(problem)") }
     }
 
     func run() async throws {
+        // Here, not in `validate`: ArgumentParser validates before it names an
+        // unknown option, and `get --bogus` said "give URLs" instead.
+        if urls.isEmpty, inputFiles.isEmpty {
+            // Laid out as the parser's own errors, with get's usage.
+            Terminal.writeErr("Error: give URLs or --input-file FILE\n"
+                + "Usage: \(MediaFetchCommand.usageString(for: Get.self))\n"
+                + "  See 'mediafetch get --help' for more information.\n")
+            throw ExitCode.validationFailure
+        }
         if transfer.progress == .json { StopSignals.exitEarly(json: true) }
         let items = try requestedItems()
         // Lists of only comments and blank lines ask for nothing: said, and no cache is made for it.
