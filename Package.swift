@@ -27,6 +27,9 @@ let package = Package(
 
         // syncfs(2), renameat2(2) and sync_file_range(2), which Swift's Glibc module does not export.
         .target(name: "CFileSync"),
+        // What the executable does as it is loaded (standard descriptors) and
+        // for the threads others make (their stack size): the process's, not a library's.
+        .target(name: "CProcessStart"),
         // sqlite3_db_config, which is variadic (Swift does not call those); the system libsqlite3.
         .target(name: "CSQLiteTuning", linkerSettings: [.linkedLibrary("sqlite3")]),
 
@@ -54,6 +57,7 @@ let package = Package(
             name: "mediafetch",
             dependencies: [
                 "MediaFetch",
+                "CProcessStart",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
 

@@ -96,24 +96,3 @@ int mf_pipe_cloexec(int ends[2]) {
     return 0;
 #endif
 }
-
-static int mf_closed_standard_descriptors = 0;
-
-__attribute__((constructor))
-static void mf_guard_standard_descriptors(void) {
-    for (int fd = 0; fd <= 2; fd++) {
-        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-        // The lowest free number: `fd` itself, as those below it are open.
-        int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-        if (opened >= 0 && opened != fd) {
-            dup2(opened, fd);
-            close(opened);
-        }
-        mf_closed_standard_descriptors |= 1 << fd;
-    }
-}
-
-int mf_standard_descriptor_was_closed(int fd) {
-    return fd >= 0 && fd <= 2 && ((mf_closed_standard_descriptors >> fd) & 1);
-}
-

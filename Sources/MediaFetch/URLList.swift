@@ -231,12 +231,7 @@ public enum URLList {
     public static func read(path: String) throws(InputError) -> URLBlock {
         // `-i "$LIST"` with the variable unset said ": cannot read the file".
         if path.isEmpty { throw InputError("--input-file: an empty file name (an unset variable?)") }
-        if path == "-" {
-            if StandardDescriptors.wasClosed(STDIN_FILENO) {
-                throw InputError("standard input: it is closed (give the list in a file, or pipe it in)")
-            }
-            return try read(STDIN_FILENO, name: "standard input", source: "standard input")
-        }
+        if path == "-" { return try read(STDIN_FILENO, name: "standard input", source: "standard input") }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw unreadable(path) }
         defer { close(fd) }

@@ -16,10 +16,21 @@ public enum AddressSpace {
 
     /// What a run of `jobs` transfers at once needs: 288 MiB up to 16 (256
     /// MiB was the peak measured, at 16 and at 64 jobs, small files and
-    /// large), and 1.5 MiB more for each transfer past that.
-    public static func needed(jobs: Int) -> Int64 {
-        (288 << 20) + Int64(max(0, jobs - baseJobs)) * (3 << 19)
+    /// large), and 3.5 MiB more for each transfer past that (its receive
+    /// buffer and chunks, and the 2 MiB stack of a name lookup's thread, see
+    /// `defaultThreadStack`). Nil `jobs`: a command that downloads nothing
+    /// (`list`, `stats`, `--help`), which needs 192 MiB (`--version` hung
+    /// under 100 MB, and ran under 150 MB).
+    public static func needed(jobs: Int?) -> Int64 {
+        guard let jobs else { return 192 << 20 }
+        // (Clamped: `--jobs` is checked against the limit before it is held to the open files.)
+        return (288 << 20) + Int64(min(max(0, jobs - baseJobs), 1 << 20)) * (7 << 19)
     }
+
+    /// The stack size the executable gives threads made with default
+    /// attributes (libcurl's name lookups, among others), in place of the
+    /// 8 MiB of `ulimit -s`.
+    public static let defaultThreadStack = 2 << 20
 
     /// The soft limit in bytes; nil when there is none.
     public static func limit() -> Int64? {
@@ -40,8 +51,9 @@ public enum AddressSpace {
     /// line; nil when it can (or there is no limit). `jobs` nil: a command
     /// that downloads nothing, which needs the base.
     public static func problem(jobs: Int?, limit: Int64? = limit()) -> String? {
-        let wanted = needed(jobs: jobs ?? baseJobs)
-        guard let limit, limit < wanted else { return nil }
+        guard let limit else { return nil }
+        let wanted = needed(jobs: jobs)
+        guard limit < wanted else { return nil }
         let mib = { (bytes: Int64) in "\((bytes + (1 << 20) - 1) >> 20) MiB" }
         let withJobs = jobs.map { $0 > baseJobs ? " with --jobs \($0)" : "" } ?? ""
         let fewer = (jobs ?? 0) > baseJobs ? ", or give fewer --jobs" : ""

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CProcessStart
 import MediaFetch
 import Transfer
 
@@ -47,6 +48,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
         // Read before anything changes them: which stop signals were ignored.
         StopSignals.exitEarly()
         TransferEngine.prepareProcess()
+        _ = mf_set_default_thread_stack_size(AddressSpace.defaultThreadStack)
         // Under too low a `ulimit -v` a thread fails to start and the run hangs: one line instead.
         if let problem = AddressSpace.problem(jobs: nil) {
             Terminal.writeErr("mediafetch: \(problem)\n")

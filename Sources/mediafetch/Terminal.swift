@@ -1,4 +1,5 @@
 import ArgumentParser
+import CProcessStart
 import Foundation
 import Synchronization
 import MediaFetch
@@ -56,7 +57,7 @@ enum Terminal {
     /// disk behind `> list.txt`), says so in one line and exits with
     /// `Exit.outputFailed` instead of leaving a cut-short file unremarked.
     static func writeOut(_ text: String) throws(ExitCode) {
-        if StandardDescriptors.wasClosed(STDOUT_FILENO) {
+        if mf_standard_descriptor_was_closed(STDOUT_FILENO) != 0 {
             // (It writes to /dev/null since: said, not lost in silence.)
             error("cannot write the output: standard output is closed")
             throw Exit.outputFailed

@@ -66,12 +66,4 @@ long mf_filesystem_type(const char *path);
 /// does not export pipe2. Elsewhere, pipe + fcntl. Returns 0 or -1 with errno.
 int mf_pipe_cloexec(int ends[2]);
 
-/// Whether standard descriptor `fd` (0, 1 or 2) was closed when the program
-/// was loaded. A constructor opens /dev/null on each closed one before any
-/// other code runs, so that no descriptor the process opens takes its
-/// number: with standard input closed, libdispatch's epoll descriptor took
-/// 0, and `-i -` read the list from it ("Resource temporarily unavailable");
-/// with standard output closed, `list` wrote its rows to a timer.
-int mf_standard_descriptor_was_closed(int fd);
-
 #endif

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CProcessStart
 import Foundation
 import Synchronization
 import MediaFetch
@@ -60,6 +61,11 @@ struct Get: AsyncParsableCommand {
         // Every bad line of every list (up to ten a list), each on its own line.
         do { list = try URLList.validate(urls) } catch { problems += error.problems }
         for inputFile in inputFiles {
+            if inputFile == "-", mf_standard_descriptor_was_closed(STDIN_FILENO) != 0 {
+                // (Its number holds a placeholder since, which reads nothing.)
+                problems.append("standard input: it is closed (give the list in a file, or pipe it in)")
+                continue
+            }
             do { list += try URLList.read(path: inputFile) } catch { problems += error.problems }
         }
         if list.count > URLBlock.maxCount { problems.append("more than \(URLBlock.maxCount) URLs in all") }
