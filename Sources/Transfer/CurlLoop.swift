@@ -110,6 +110,21 @@ final class Attempt: @unchecked Sendable {
     /// When the request went out (see `connectionReady`): the final
     /// response's head is owed within the stall timeout of it.
     var requestSentAt = ContinuousClock.now
+    /// When the last status line arrived (a 1xx's, a redirect's, the final one's).
+    var headStartedAt = ContinuousClock.now
+
+    /// The loop thread was held for `held` by a write that may not pause
+    /// (see `receiveBody`): no transfer could move meanwhile, so the stall
+    /// clocks leave that time out, as `--timeout` does (a disk that stopped
+    /// for longer than the stall timeout failed every other stream of the
+    /// connection as stalled).
+    func loopWasHeld(for held: Duration, at now: ContinuousClock.Instant) {
+        lastActivity = min(now, lastActivity + held)
+        requestSentAt = min(now, requestSentAt + held)
+        headStartedAt = min(now, headStartedAt + held)
+        connectingSince = min(now, connectingSince + held)
+        restartSpeedWindow(at: now)
+    }
 
     /// Called by libcurl once the connection is made, just before the
     /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
@@ -167,8 +182,12 @@ final class Attempt: @unchecked Sendable {
         if now - quietSince > limit { return "no data for \(NumberText.seconds(limit.seconds))" }
         // A server still at work may say so with interim answers (`102
         // Processing`): it has ten times as long to start the final one (5 min by default).
-        let headLimit = (100...199).contains(head.status) ? limit * 10 : limit
-        if connected, !head.isComplete, now - requestSentAt > headLimit {
+        // The final head is owed within `limit` of its status line too: after a minute of
+        // 102s, a 200 whose lines came in two reads failed at once.
+        let interim = (100...199).contains(head.status)
+        let headLimit = interim ? limit * 10 : limit
+        let owedSince = interim ? requestSentAt : max(requestSentAt, headStartedAt)
+        if connected, !head.isComplete, now - owedSince > headLimit {
             return head.status >= 200 ? "no complete response header in \(NumberText.seconds(limit.seconds))"
                 : "no final answer in \(NumberText.wait(headLimit.seconds)) (only interim ones, 1xx)"
         }
@@ -177,7 +196,9 @@ final class Attempt: @unchecked Sendable {
             restartSpeedWindow(at: min(now, allowedAgain))
             return nil
         }
-        guard connected else { return nil }
+        // Before the head is whole, the rules above judge: 1xx answers of 28 bytes, one
+        // every 20 s, were "under 1 byte a second" long before their ten times the limit.
+        guard connected, head.isComplete else { return nil }
         let least = min(1, bytesPerSecond.map { Double($0) / 2 } ?? 1)
         guard speedWindow.isUnder(least, over: limit, at: now) else { return nil }
         return "under 1 byte a second for \(NumberText.seconds(limit.seconds))"
@@ -204,6 +225,7 @@ final class Attempt: @unchecked Sendable {
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
         speedWindow.add(line.count)
+        if line.starts(with: "HTTP/".utf8) { headStartedAt = lastActivity }
         head.consume(bytes: line)
         if !hostAnswered, head.isComplete || head.endedInRedirect {
             // A paused host goes on from the head of the first response, not
@@ -220,7 +242,11 @@ final class Attempt: @unchecked Sendable {
         }
         if head.isComplete {
             connectionAnswered()
-            if !begun { return beginBody() }
+            // The body's pace is judged from here: the head's own bytes paid for none of it.
+            if !begun {
+                restartSpeedWindow(at: lastActivity)
+                return beginBody()
+            }
         }
         return true
     }
@@ -514,6 +540,8 @@ final class CurlLoop: Sendable {
         var paused: [Attempt] = []
         var resumeAtOnce = false
         var lastTick = ContinuousClock.now
+        /// `counters.heldByWrites` at the last tick (see `Attempt.loopWasHeld`).
+        var heldAtLastTick: Duration = .zero
         /// When the last progress snapshot went out: a write that holds the
         /// loop may send one between ticks, which must not put off the
         /// tick's own checks (stalls, `--timeout`, paused transfers).
@@ -916,6 +944,10 @@ final class CurlLoop: Sendable {
                     resumePaused()
                     if awaitRoom() { resumeAtOnce = true }
                 }
+                // Time the loop was held by a write is no server's silence.
+                let held = counters.heldByWrites - heldAtLastTick
+                heldAtLastTick = counters.heldByWrites
+                if held > .zero { for attempt in running.values { attempt.loopWasHeld(for: held, at: now) } }
                 let stalled = running.compactMap { handle, attempt in
                     attempt.stallReason(at: now, limit: stallLimit, connectLimit: connectLimit,
                                         bytesPerSecond: configuration.maxBytesPerSecond).map { (handle, attempt, $0) }

@@ -149,6 +149,79 @@ import TestSupport
         #expect(paused.activeTime(at: later) == later - paused.startedAt - stood)
         #expect(counters.heldByWrites == .zero)
     }
+
+    /// Feeds `lines` to `attempt` as header lines.
+    private func receive(_ lines: [String], _ attempt: Attempt) {
+        for line in lines {
+            let bytes = Array((line + "\r\n").utf8)
+            _ = bytes.withUnsafeBytes { attempt.receiveHeader($0) }
+        }
+    }
+
+    /// Interim answers are judged by the head rule alone (ten times the
+    /// stall timeout): 28 bytes every 20 s were "under 1 byte a second" at
+    /// 34 s, long before. The final head is owed within the timeout of its
+    /// own status line, not of the request: after a minute of 102s, a 200
+    /// whose lines came in two reads failed at once.
+    @Test func interimAnswersHaveTenTimesTheStallTimeout() throws {
+        let limit = Duration.seconds(30)
+        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
+                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
+        attempt.connectionReady()
+        let sent = attempt.requestSentAt
+        func check(_ after: Duration) -> String? {
+            attempt.stallReason(at: sent + after, limit: limit, connectLimit: .seconds(10), bytesPerSecond: nil)
+        }
+        // A 102 every 20 s, checked four times a second in between.
+        var time = Duration.zero
+        while time < .seconds(280) {
+            if time.components.seconds % 20 == 0, time.components.attoseconds == 0 {
+                receive(["HTTP/1.1 102 Processing", ""], attempt)
+                attempt.lastActivity = sent + time
+            }
+            #expect(check(time) == nil, "\(time)")
+            time += .milliseconds(250)
+        }
+        // The 200's status line at 280 s, its other lines not yet.
+        receive(["HTTP/1.1 200 OK"], attempt)
+        attempt.lastActivity = sent + .seconds(280)
+        attempt.headStartedAt = sent + .seconds(280)
+        #expect(check(.seconds(290)) == nil)
+        // A header line now and then, never the end of the head.
+        receive(["X-Wait: 1"], attempt)
+        attempt.lastActivity = sent + .seconds(305)
+        #expect(check(.seconds(311)) == "no complete response header in 30 s")
+    }
+
+    /// Only interim answers, past ten times the limit: no final answer.
+    @Test func endlessInterimAnswersEndAfterTenTimesTheStallTimeout() throws {
+        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
+                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
+        attempt.connectionReady()
+        let sent = attempt.requestSentAt
+        receive(["HTTP/1.1 103 Early Hints", "Link: </a.css>; rel=preload", ""], attempt)
+        attempt.lastActivity = sent + .seconds(299)
+        #expect(attempt.stallReason(at: sent + .seconds(299), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil) == nil)
+        attempt.lastActivity = sent + .seconds(301)
+        #expect(attempt.stallReason(at: sent + .seconds(301), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil)
+                == "no final answer in 5 min (only interim ones, 1xx)")
+    }
+
+    /// Time the loop was held by a write is left out of the stall clocks:
+    /// a disk that stopped for longer than the stall timeout failed the
+    /// other streams of the connection as stalled.
+    @Test func theLoopsHoldIsNoServersSilence() throws {
+        let counters = LoopCounters()
+        let attempt = try attempt(statusLine: "HTTP/2 200", sink: WaitingSink(wait: .zero), counters: counters)
+        attempt.connectionReady()
+        let quietFrom = attempt.lastActivity
+        let limit = Duration.seconds(30)
+        // 40 s later, 35 s of which the loop was held: 5 s of silence.
+        attempt.loopWasHeld(for: .seconds(35), at: quietFrom + .seconds(40))
+        #expect(attempt.stallReason(at: quietFrom + .seconds(40), limit: limit, connectLimit: .seconds(10), bytesPerSecond: nil) == nil)
+        #expect(attempt.stallReason(at: quietFrom + .seconds(66), limit: limit, connectLimit: .seconds(10), bytesPerSecond: nil)
+                == "no data for 30 s")
+    }
 }
 
 /// Hands a loop-thread object to the one other thread a test plays the loop on.
