@@ -24,9 +24,11 @@ struct MediaFetchCommand: AsyncParsableCommand {
               1    some items failed (one line each on stderr); the rest stay cached
               2    bad input: an unreadable or malformed input file, a bad URL,
                    or a collection the cache does not have (list)
-              3    the cache cannot be opened or written (a full disk, or a catalog
-                   locked by another process past 60 s, stops a run), or the
-                   limit on open files is under 64
+              3    the cache cannot be opened or written (no cache there for list
+                   or stats, another program's files or catalog, a full disk, or
+                   a catalog locked by another process past 60 s, stops a run),
+                   or the limit on open files (under 64) or on address space
+                   (ulimit -v) is too low
               64   command-line usage error (unknown flag, bad flag value,
                    a CA file from --cacert, $CURL_CA_BUNDLE or $SSL_CERT_FILE
                    with no certificate)
