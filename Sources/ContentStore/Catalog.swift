@@ -245,6 +245,18 @@ public final class Catalog: Sendable {
 
     /// Whether the file at `path` is an SQLite database in rollback-journal
     /// mode (byte 18 of its header is 1; a WAL database has 2).
+    /// Why the SQLite file at `path`, found where a cache that does not
+    /// exist yet would keep its catalog, is another program's (see
+    /// `schemaProblem`); nil when it is none, or cannot be read here (the
+    /// catalog's own opening then says why). Read only: a cache made
+    /// around another program's database left directories and a 1 MiB
+    /// reserve in its folder before the catalog was refused.
+    public static func foreignSchemaProblem(at path: String) -> String? {
+        guard let queue = try? DatabaseQueue(path: path, configuration: readOnlyConfiguration) else { return nil }
+        defer { try? queue.close() }
+        return (try? queue.read { try schemaProblem($0) }) ?? nil
+    }
+
     private static func isInRollbackJournalMode(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }

@@ -55,6 +55,12 @@ public final class MediaCache: Sendable {
         if readingOnly {
             store = ObjectStore(readingAt: absolute)
         } else {
+            // Another program's database where a new cache's catalog goes: refused before anything is made beside it.
+            let catalogPath = Self.catalogPath(root: absolute)
+            if access(ObjectStore.objectsDirectory(root: absolute), F_OK) != 0, access(catalogPath, F_OK) == 0,
+               let problem = Catalog.foreignSchemaProblem(at: catalogPath) {
+                throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
+            }
             if let target = Self.danglingLinkTarget(absolute) {
                 // (Made through, the link would hide the cache; an unmounted disk leaves links so.)
                 throw CacheError("cannot open the cache at \(absolute): it is a symbolic link to '\(target)', which does not exist")

@@ -33,6 +33,27 @@ import TestSupport
         #expect(origin.requests().count == before)
     }
 
+    /// A directory that holds only another program's database, where a new
+    /// cache's catalog would go, is refused before anything is made in it:
+    /// the cache's directories and its 1 MiB reserve were left there.
+    @Test(arguments: [false, true])
+    func anotherProgramsDatabaseGetsNothingMadeBesideIt(writeAheadLog: Bool) async throws {
+        try await withOrigin { origin, directory in
+            let cache = directory.appending("theirs")
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            let other = try DatabaseQueue(path: cache + "/catalog.sqlite")
+            if writeAheadLog { _ = try await other.writeWithoutTransaction { try String.fetchOne($0, sql: "PRAGMA journal_mode = WAL") } }
+            try await other.write { try $0.execute(sql: "CREATE TABLE foo (x); INSERT INTO foo VALUES (1)") }
+            try other.close()
+            let names = try FileManager.default.contentsOfDirectory(atPath: cache).sorted()
+
+            try await expectRefused(cache, origin, saying: "it is not a mediafetch catalog (it holds other tables: foo)")
+            // (SQLite may make the empty log and index a WAL database's reader needs.)
+            let sqlitesOwn: Set = ["catalog.sqlite-wal", "catalog.sqlite-shm"]
+            #expect(try FileManager.default.contentsOfDirectory(atPath: cache).filter { !sqlitesOwn.contains($0) }.sorted() == names)
+        }
+    }
+
     @Test func aCatalogCopiedWithoutItsLogIsNotTakenForAnEmptyOne() async throws {
         try await withOrigin { origin, directory in
             let cache = try await cacheWithOnePhoto(origin, directory)
