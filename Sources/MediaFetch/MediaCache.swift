@@ -52,12 +52,20 @@ public final class MediaCache: Sendable {
             throw CacheError("\(absolute) is not a mediafetch cache (it has no catalog.sqlite) and holds other files "
                 + "(\(shown)): give a new or empty directory for a cache")
         }
+        let catalogPath = Self.catalogPath(root: absolute)
+        // Before anything is made: a catalog that is a FIFO or a directory, or damaged, is said at once.
+        if let problem = Self.damageBeforeOpening(catalogPath: catalogPath) {
+            throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
+        }
         if readingOnly {
             store = ObjectStore(readingAt: absolute)
         } else {
             // Another program's database where a new cache's catalog goes: refused before anything is made beside it.
-            let catalogPath = Self.catalogPath(root: absolute)
-            if access(ObjectStore.objectsDirectory(root: absolute), F_OK) != 0, access(catalogPath, F_OK) == 0,
+            // (A regular file with something in it only: a FIFO would block the opening, and the
+            // other kinds are said by `damageBeforeOpening`.)
+            var info = stat()
+            if access(ObjectStore.objectsDirectory(root: absolute), F_OK) != 0, stat(catalogPath, &info) == 0,
+               info.st_mode & S_IFMT == S_IFREG, info.st_size > 0,
                let problem = Catalog.foreignSchemaProblem(at: catalogPath) {
                 throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
             }
@@ -73,10 +81,6 @@ public final class MediaCache: Sendable {
         }
         if let problem = OutOfSpace.catalogOpeningProblem(directory: absolute) {
             throw CacheError(problem, outOfSpace: true)
-        }
-        let catalogPath = Self.catalogPath(root: absolute)
-        if let problem = Self.damageBeforeOpening(catalogPath: catalogPath) {
-            throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
         }
         let isNew = access(catalogPath, F_OK) != 0
         if readingOnly, isNew { throw CacheError("no catalog at \(catalogPath)") }

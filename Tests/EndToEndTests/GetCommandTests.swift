@@ -456,6 +456,16 @@ import TestSupport
                     + "directory, not a file"], "\(command)")
             }
             #expect(origin.requests(for: "/a.jpg").isEmpty)
+            // Said before anything is made beside it.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: cache) == ["catalog.sqlite"])
+            // A FIFO there is named too, not opened (which would wait for a writer).
+            let fifo = directory.appending("fifo")
+            try FileManager.default.createDirectory(atPath: fifo, withIntermediateDirectories: true)
+            #expect(mkfifo(fifo + "/catalog.sqlite", 0o600) == 0)
+            let result = try await BuiltProducts.run(["get", "--cache", fifo, origin.url("/a.jpg")])
+            #expect(result.status == 3)
+            #expect(result.stderrLines == ["mediafetch: cannot open the catalog at \(fifo)/catalog.sqlite: it is not a regular file"])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: fifo) == ["catalog.sqlite"])
         }
     }
 
