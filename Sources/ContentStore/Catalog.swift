@@ -243,8 +243,6 @@ public final class Catalog: Sendable {
         try db.tableExists("grdb_migrations") && !migrator.appliedIdentifiers(db).isEmpty
     }
 
-    /// Whether the file at `path` is an SQLite database in rollback-journal
-    /// mode (byte 18 of its header is 1; a WAL database has 2).
     /// Why the SQLite file at `path`, found where a cache that does not
     /// exist yet would keep its catalog, is another program's (see
     /// `schemaProblem`); nil when it is none, or cannot be read here (the
@@ -257,6 +255,8 @@ public final class Catalog: Sendable {
         return (try? queue.read { try schemaProblem($0) }) ?? nil
     }
 
+    /// Whether the file at `path` is an SQLite database in rollback-journal
+    /// mode (byte 18 of its header is 1; a WAL database has 2).
     private static func isInRollbackJournalMode(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }

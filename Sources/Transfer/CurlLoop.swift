@@ -123,7 +123,7 @@ final class Attempt: @unchecked Sendable {
         requestSentAt = min(now, requestSentAt + held)
         headStartedAt = min(now, headStartedAt + held)
         connectingSince = min(now, connectingSince + held)
-        restartSpeedWindow(at: now)
+        speedWindow.leaveOut(held, at: now)
     }
 
     /// Called by libcurl once the connection is made, just before the
@@ -187,9 +187,15 @@ final class Attempt: @unchecked Sendable {
         let interim = (100...199).contains(head.status)
         let headLimit = interim ? limit * 10 : limit
         let owedSince = interim ? requestSentAt : max(requestSentAt, headStartedAt)
-        if connected, !head.isComplete, now - owedSince > headLimit {
-            return head.status >= 200 ? "no complete response header in \(NumberText.seconds(limit.seconds))"
-                : "no final answer in \(NumberText.wait(headLimit.seconds)) (only interim ones, 1xx)"
+        if connected, !head.isComplete {
+            if now - owedSince > headLimit {
+                return interim ? "no final answer in \(NumberText.wait(headLimit.seconds)) (only interim ones, 1xx)"
+                    : "no complete response header in \(NumberText.seconds(limit.seconds))"
+            }
+            // And the whole head, whatever came, within ten times the limit of the request.
+            if now - requestSentAt > limit * 10 {
+                return "no complete response header in \(NumberText.wait((limit * 10).seconds))"
+            }
         }
         if let allowedAgain, allowedAgain > speedWindow.partStart {
             // The limiter held it back in this window: the window starts when it lets go.
@@ -225,7 +231,7 @@ final class Attempt: @unchecked Sendable {
     func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
         lastActivity = .now
         speedWindow.add(line.count)
-        if line.starts(with: "HTTP/".utf8) { headStartedAt = lastActivity }
+        if head.awaitsStatusLine, line.starts(with: "HTTP/".utf8) { headStartedAt = lastActivity }
         head.consume(bytes: line)
         if !hostAnswered, head.isComplete || head.endedInRedirect {
             // A paused host goes on from the head of the first response, not

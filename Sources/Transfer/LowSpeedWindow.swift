@@ -29,6 +29,14 @@ struct LowSpeedWindow {
         parts.removeAll(keepingCapacity: true)
     }
 
+    /// Leaves `held` out of the part being counted (the loop thread was
+    /// held by a write, a few microseconds for any HTTP/2 write): what was
+    /// counted stays. (Restarted, the window never covered a whole limit
+    /// while any HTTP/2 stream wrote, and no trickle was caught.)
+    mutating func leaveOut(_ held: Duration, at now: ContinuousClock.Instant) {
+        partStart = min(now, partStart + held)
+    }
+
     /// Whether, at `now`, the last `limit` (at least) brought fewer bytes
     /// than `bytesPerSecond` over that long. Checked on the loop's ticks:
     /// a part ends at the first check an eighth of `limit` after it began.

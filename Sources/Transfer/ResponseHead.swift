@@ -19,6 +19,12 @@ struct ResponseHead: Sendable {
     /// True once the blank line ending a redirect that libcurl follows was
     /// seen (until the next response's status line): a new connection may come.
     var endedInRedirect = false
+    /// A status line may come next: at the start, and after the blank line
+    /// ending a 1xx or a followed redirect. Elsewhere a line beginning
+    /// `HTTP/` is no new response (libcurl checks only a block's first
+    /// line): a header line or a trailer so made reset the head, and
+    /// repeated every 29 s held a slot for ever.
+    private(set) var awaitsStatusLine = true
     /// The paths of the `Location`s of the redirects followed to this
     /// response, each ending in a newline: which file an ETag names depends
     /// on them. Paths only: a signed link's query (an expiry, a signature)
@@ -185,16 +191,18 @@ struct ResponseHead: Sendable {
             let redirect = (300...399).contains(status) && values[.location] != nil
             let followed = (100...199).contains(status) || redirect
             isComplete = !followed
+            awaitsStatusLine = followed
             endedInRedirect = redirect
             if redirect { redirectedThrough += URLPath.of(values[.location] ?? "") + "\n" }
             return
         }
         while let last = line.last, last == 32 || last == 9 { line = line.dropLast() }
         if line.isEmpty { return }
-        if line.starts(with: "HTTP/".utf8) {
+        if awaitsStatusLine, line.starts(with: "HTTP/".utf8) {
             let through = redirectedThrough
             self = ResponseHead()
             redirectedThrough = through
+            awaitsStatusLine = false
             let parts = line.split(separator: 32, maxSplits: 2)
             // "HTTP/2", "HTTP/1.1": the digit after the slash.
             if let major = line.dropFirst(5).first, (49...57).contains(major) { majorVersion = Int(major - 48) }

@@ -105,7 +105,7 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("per-host"), parsing: .unconditional, help: "Concurrent transfers against one host.")
     var perHost: Int = 8
 
-    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx); unless it is 0, failures to reach a host whose other URLs fail too use none while its patience lasts (--host-patience), and a 429 or 503 that says when to come back (Retry-After) uses none while those waits add up to 10 min.")
+    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx); unless it is 0, failures to reach a host whose other URLs fail too use none while its patience lasts (--host-patience), and a 429 or 503 that says when to come back (Retry-After) uses none while those waits add up to 10 min (each counted retry may then wait up to 10 min too).")
     var retries: Int = 4
 
     @Option(name: .customLong("host-patience"), parsing: .unconditional, help: ArgumentHelp(

@@ -193,6 +193,24 @@ import TestSupport
         #expect(check(.seconds(311)) == "no complete response header in 30 s")
     }
 
+    /// A header line that repeats the status line is no new response: it
+    /// moved the head's clock, and, sent every 29 s, held a slot for ever.
+    @Test func aRepeatedStatusLineIsNoNewHead() throws {
+        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
+                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
+        attempt.connectionReady()
+        let sent = attempt.requestSentAt
+        receive(["HTTP/1.1 200 OK"], attempt)
+        let started = attempt.headStartedAt
+        receive(["HTTP/1.1 200 OK"], attempt)
+        #expect(attempt.headStartedAt == started)
+        attempt.lastActivity = sent + .seconds(29)
+        #expect(attempt.stallReason(at: sent + .seconds(29), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil) == nil)
+        attempt.lastActivity = sent + .seconds(31)
+        #expect(attempt.stallReason(at: sent + .seconds(31), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil)
+                == "no complete response header in 30 s")
+    }
+
     /// Only interim answers, past ten times the limit: no final answer.
     @Test func endlessInterimAnswersEndAfterTenTimesTheStallTimeout() throws {
         let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),

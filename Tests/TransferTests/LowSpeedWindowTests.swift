@@ -38,6 +38,24 @@ import Testing
         #expect(firstStall(&silentThenFast, limit: .seconds(4), from: 0, to: 60) { _ in 100 } == nil)
     }
 
+    /// A hold of the loop (any HTTP/2 write holds it a few microseconds) is
+    /// left out of the window, not a restart of it: restarted every tick,
+    /// the window never covered a limit, and no trickle was caught.
+    @Test func aShortHoldEveryTickKeepsWhatWasCounted() throws {
+        var window = LowSpeedWindow(at: start)
+        var time = 0.0
+        var caught: Double?
+        while time <= 30, caught == nil {
+            let now = start + .milliseconds(Int(time * 1000))
+            window.leaveOut(.microseconds(10), at: now)
+            if time.truncatingRemainder(dividingBy: 3) == 0 { window.add(1) }
+            if window.isUnder(1, over: .seconds(10), at: now) { caught = time }
+            time += 0.25
+        }
+        let at = try #require(caught)
+        #expect(at >= 10 && at <= 11.5, "\(at)")
+    }
+
     @Test func aRestartForgetsWhatWasCounted() {
         var window = LowSpeedWindow(at: start)
         // Nine quiet seconds, then a restart (a pause ended): no stall before 10 s after it.

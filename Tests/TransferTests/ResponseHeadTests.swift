@@ -192,6 +192,20 @@ import URLText
         #expect(parsed.contentRange?.total == 1000)
     }
 
+    /// Only a block's first line may be a status line: a header line or a
+    /// trailer beginning `HTTP/` reset the head (and its clock).
+    @Test func aLineBeginningHTTPInsideABlockIsNoNewResponse() {
+        var inside = head(["HTTP/1.1 200 OK", "HTTP/1.1 500 Oops", "Content-Length: 5", ""])
+        #expect(inside.status == 200 && inside.isComplete && inside.contentLength == 5)
+        // A trailer after the whole head.
+        let trailer = Array("HTTP/1.1 500 x\r\n".utf8)
+        trailer.withUnsafeBytes { inside.consume(bytes: $0) }
+        #expect(inside.status == 200 && inside.isComplete)
+        // After a 1xx's blank line, the next block's status line is read.
+        let interim = head(["HTTP/1.1 100 Continue", "", "HTTP/1.1 204 No Content", ""])
+        #expect(interim.status == 204 && interim.isComplete)
+    }
+
     @Test func retryAfterInSecondsOrAsADate() {
         #expect(head(["HTTP/1.1 429 Too Many Requests", "Retry-After: 12", ""]).retryAfter() == 12)
         let now = Date(timeIntervalSince1970: 784_111_717) // Sun, 06 Nov 1994 08:48:37 GMT

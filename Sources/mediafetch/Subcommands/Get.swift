@@ -101,7 +101,8 @@ struct FetchRunner {
                 + "docker --ulimit)", progress: transfer.progress)
             throw Exit.cacheUnusable
         }
-        if let problem = AddressSpace.problem(jobs: configuration.maxConcurrentTransfers) {
+        // The transfers that will run: --jobs, held to what the open files allow.
+        if let problem = AddressSpace.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs)) {
             Terminal.error(problem, progress: transfer.progress)
             throw Exit.cacheUnusable
         }
