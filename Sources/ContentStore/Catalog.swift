@@ -244,15 +244,25 @@ public final class Catalog: Sendable {
     }
 
     /// Why the SQLite file at `path`, found where a cache that does not
-    /// exist yet would keep its catalog, is another program's (see
-    /// `schemaProblem`); nil when it is none, or cannot be read here (the
-    /// catalog's own opening then says why). Read only: a cache made
-    /// around another program's database left directories and a 1 MiB
-    /// reserve in its folder before the catalog was refused.
-    public static func foreignSchemaProblem(at path: String) -> String? {
-        guard let queue = try? DatabaseQueue(path: path, configuration: readOnlyConfiguration) else { return nil }
-        defer { try? queue.close() }
-        return (try? queue.read { try schemaProblem($0) }) ?? nil
+    /// exist yet would keep its catalog (no `objects/` beside it), is no
+    /// catalog to make a cache around: another program's (see
+    /// `schemaProblem`), or one that cannot be read (damaged, encrypted, or
+    /// held locked by its program); nil when it is a catalog. Read only: a
+    /// cache made around another program's database left directories and a
+    /// 1 MiB reserve in its folder before the catalog was refused.
+    public static func notACatalogToMakeACacheAround(at path: String) -> String? {
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: readOnlyConfiguration)
+            defer { try? queue.close() }
+            return try queue.read { try schemaProblem($0) }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+            // (Not "held for over 60 s": nothing waited for it.)
+            return "it cannot be read as a catalog (another program holds it locked), and no objects/ is beside it: "
+                + "another program's database; give another cache directory"
+        } catch {
+            return "it cannot be read as a catalog (\(describe(error))), and no objects/ is beside it: "
+                + "another program's file, or damaged; give another cache directory"
+        }
     }
 
     /// Whether the file at `path` is an SQLite database in rollback-journal

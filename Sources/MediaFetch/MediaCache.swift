@@ -57,18 +57,18 @@ public final class MediaCache: Sendable {
         if let problem = Self.damageBeforeOpening(catalogPath: catalogPath) {
             throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
         }
+        // Another program's database where a new cache's catalog goes (no objects/ beside
+        // it): refused before anything is made beside it. A regular file with something in
+        // it only: a FIFO would block the opening, and the other kinds are said above.
+        var info = stat()
+        if access(ObjectStore.objectsDirectory(root: absolute), F_OK) != 0, stat(catalogPath, &info) == 0,
+           info.st_mode & S_IFMT == S_IFREG, info.st_size > 0,
+           let problem = Catalog.notACatalogToMakeACacheAround(at: catalogPath) {
+            throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
+        }
         if readingOnly {
             store = ObjectStore(readingAt: absolute)
         } else {
-            // Another program's database where a new cache's catalog goes: refused before anything is made beside it.
-            // (A regular file with something in it only: a FIFO would block the opening, and the
-            // other kinds are said by `damageBeforeOpening`.)
-            var info = stat()
-            if access(ObjectStore.objectsDirectory(root: absolute), F_OK) != 0, stat(catalogPath, &info) == 0,
-               info.st_mode & S_IFMT == S_IFREG, info.st_size > 0,
-               let problem = Catalog.foreignSchemaProblem(at: catalogPath) {
-                throw CacheError("cannot open the catalog at \(catalogPath): \(problem)")
-            }
             if let target = Self.danglingLinkTarget(absolute) {
                 // (Made through, the link would hide the cache; an unmounted disk leaves links so.)
                 throw CacheError("cannot open the cache at \(absolute): it is a symbolic link to '\(target)', which does not exist")
@@ -184,7 +184,9 @@ public final class MediaCache: Sendable {
     /// count: a card or a USB disk formatted elsewhere has them, and so has a
     /// folder a desktop has shown (`.Trash-1000`, `.DS_Store`).
     static func filesOfOthers(in root: String) -> [String] {
-        guard access(catalogPath(root: root), F_OK) != 0,
+        // (An empty catalog.sqlite is none: among another program's files it made the folder a cache.)
+        var info = stat()
+        guard stat(catalogPath(root: root), &info) != 0 || info.st_size == 0,
               let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
         return names.filter { !ownNames.contains($0) && !$0.hasPrefix(".") && !diskNames.contains($0) }
     }

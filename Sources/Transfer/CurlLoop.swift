@@ -180,21 +180,18 @@ final class Attempt: @unchecked Sendable {
         }
         if let allowedAgain, allowedAgain > quietSince { quietSince = allowedAgain }
         if now - quietSince > limit { return "no data for \(NumberText.seconds(limit.seconds))" }
-        // A server still at work may say so with interim answers (`102
-        // Processing`): it has ten times as long to start the final one (5 min by default).
-        // The final head is owed within `limit` of its status line too: after a minute of
-        // 102s, a 200 whose lines came in two reads failed at once.
-        let interim = (100...199).contains(head.status)
-        let headLimit = interim ? limit * 10 : limit
-        let owedSince = interim ? requestSentAt : max(requestSentAt, headStartedAt)
+        // A head, once its status line came, is owed within `limit` (a header line at a
+        // time held a run for ever); a server still at work may say so with interim
+        // answers (`102 Processing`), each whole, for ten times as long (5 min by default),
+        // and the whole head is owed within that too.
         if connected, !head.isComplete {
-            if now - owedSince > headLimit {
-                return interim ? "no final answer in \(NumberText.wait(headLimit.seconds)) (only interim ones, 1xx)"
-                    : "no complete response header in \(NumberText.seconds(limit.seconds))"
+            if !head.awaitsStatusLine, now - headStartedAt > limit {
+                return "no complete response header in \(NumberText.seconds(limit.seconds))"
             }
-            // And the whole head, whatever came, within ten times the limit of the request.
             if now - requestSentAt > limit * 10 {
-                return "no complete response header in \(NumberText.wait((limit * 10).seconds))"
+                let waited = NumberText.wait((limit * 10).seconds)
+                return (100...199).contains(head.status) ? "no final answer in \(waited) (only interim ones, 1xx)"
+                    : "no complete response header in \(waited)"
             }
         }
         if let allowedAgain, allowedAgain > speedWindow.partStart {

@@ -37,8 +37,8 @@ struct LowSpeedWindow {
         partStart = min(now, partStart + held)
     }
 
-    /// Whether, at `now`, the last `limit` (at least) brought fewer bytes
-    /// than `bytesPerSecond` over that long. Checked on the loop's ticks:
+    /// Whether, at `now`, the last `limit` (at least, and less than a part
+    /// more) brought fewer bytes than `bytesPerSecond` over `limit`. Checked on the loop's ticks:
     /// a part ends at the first check an eighth of `limit` after it began.
     mutating func isUnder(_ bytesPerSecond: Double, over limit: Duration, at now: ContinuousClock.Instant) -> Bool {
         guard now - partStart >= limit / 8 else { return false }
@@ -53,6 +53,8 @@ struct LowSpeedWindow {
         }
         guard length >= limit else { return false }
         let bytes = parts.reduce(Int64(0)) { $0 + $1.bytes }
-        return Double(bytes) < bytesPerSecond * length.seconds
+        // Against the limit, not the window's length (up to a part longer): 5 bytes every
+        // 4 s under a 5 s limit, 1.25 a second, were judged over 5.6 s and failed.
+        return Double(bytes) < bytesPerSecond * limit.seconds
     }
 }

@@ -54,6 +54,53 @@ import TestSupport
         }
     }
 
+    /// A file there that cannot be read as a catalog (damaged, encrypted,
+    /// or held locked by its program), with no objects/ beside it, is no
+    /// cache's either: nothing is made beside it.
+    @Test func anUnreadableDatabaseWithNoObjectsGetsNothingMadeBesideIt() async throws {
+        try await withOrigin { origin, directory in
+            let cache = directory.appending("theirs")
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            try Data(fixtureBytes(count: 8192, seed: 77)).write(to: URL(fileURLWithPath: cache + "/catalog.sqlite"))
+            try await expectRefused(cache, origin, saying: "it cannot be read as a catalog (")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: cache) == ["catalog.sqlite"])
+
+            // Another program's database, held locked by it.
+            let locked = directory.appending("locked")
+            try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: true)
+            let other = try DatabaseQueue(path: locked + "/catalog.sqlite")
+            try await other.write { try $0.execute(sql: "CREATE TABLE notes (x)") }
+            try other.close()
+            // Held by another process (GRDB keeps no transaction open past an access), until it is killed.
+            let holder = #"import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "#
+                + #"c.execute('BEGIN EXCLUSIVE'); open(sys.argv[1] + '.held', 'w').close(); time.sleep(30)"#
+            let get = try await BuiltProducts.runShell(#"python3 -c "$HOLDER" "$CACHE/catalog.sqlite" & holder=$!; "#
+                + #"while [ ! -e "$CACHE/catalog.sqlite.held" ]; do sleep 0.05; done; "#
+                + #""$MEDIAFETCH" get --cache "$CACHE" "$URL"; status=$?; kill -9 $holder; rm -f "$CACHE/catalog.sqlite.held"; exit $status"#,
+                environment: ["HOLDER": holder, "CACHE": locked, "URL": origin.url("/a.jpg")])
+            #expect(get.status == 3)
+            #expect(get.stderrLines.count == 1 && get.stderr.contains("it cannot be read as a catalog (another program holds it locked)"),
+                    "\(get.stderr)")
+            let made: Set = ["objects", "tmp", "catalog.reserve", "catalog.sqlite.lock"]
+            #expect(try FileManager.default.contentsOfDirectory(atPath: locked).filter(made.contains).isEmpty)
+        }
+    }
+
+    /// An empty catalog.sqlite among another program's files is no catalog:
+    /// it made the folder a cache, and the file mediafetch's.
+    @Test func anEmptyCatalogAmongOtherFilesIsNoCache() async throws {
+        try await withOrigin { origin, directory in
+            let folder = directory.appending("project")
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try "x".write(toFile: folder + "/notes.txt", atomically: true, encoding: .utf8)
+            #expect(FileManager.default.createFile(atPath: folder + "/catalog.sqlite", contents: Data()))
+            let result = try await BuiltProducts.run(["get", "--cache", folder, origin.url("/a.jpg")])
+            #expect(result.status == 3)
+            #expect(result.stderr.contains("is not a mediafetch cache") && result.stderr.contains("'notes.txt'"), "\(result.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == ["catalog.sqlite", "notes.txt"])
+        }
+    }
+
     @Test func aCatalogCopiedWithoutItsLogIsNotTakenForAnEmptyOne() async throws {
         try await withOrigin { origin, directory in
             let cache = try await cacheWithOnePhoto(origin, directory)

@@ -211,6 +211,23 @@ import TestSupport
                 == "no complete response header in 30 s")
     }
 
+    /// An interim answer is owed whole within the limit of its status line
+    /// too: a 103 whose `Link` lines came a second apart, never ended, had
+    /// ten times the limit.
+    @Test func anInterimHeadThatNeverEndsHasTheLimitOnly() throws {
+        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
+                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
+        attempt.connectionReady()
+        let sent = attempt.requestSentAt
+        receive(["HTTP/1.1 103 Early Hints", "Link: </a.css>; rel=preload"], attempt)
+        attempt.headStartedAt = sent
+        attempt.lastActivity = sent + .seconds(30)
+        #expect(attempt.stallReason(at: sent + .seconds(30), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil) == nil)
+        attempt.lastActivity = sent + .seconds(31)
+        #expect(attempt.stallReason(at: sent + .seconds(31), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil)
+                == "no complete response header in 30 s")
+    }
+
     /// Only interim answers, past ten times the limit: no final answer.
     @Test func endlessInterimAnswersEndAfterTenTimesTheStallTimeout() throws {
         let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),

@@ -56,6 +56,21 @@ import Testing
         #expect(at >= 10 && at <= 11.5, "\(at)")
     }
 
+    /// Bytes that come in bursts, a byte a second or more on the whole, are
+    /// no stall: 5 bytes every 4 s under a 5 s limit were judged over a
+    /// window a part longer than the limit, and failed.
+    @Test func burstsAtAByteASecondOrMoreAreNoStall() {
+        var window = LowSpeedWindow(at: start)
+        #expect(firstStall(&window, limit: .seconds(5), from: 0, to: 60) { time in
+            time.truncatingRemainder(dividingBy: 4) == 0 ? 5 : 0
+        } == nil)
+        var steady = LowSpeedWindow(at: start)
+        // 1.3 bytes a second, as whole bytes: one every 0.75 s, under a 3 s limit.
+        #expect(firstStall(&steady, limit: .seconds(3), from: 0, to: 60) { time in
+            time.truncatingRemainder(dividingBy: 0.75) == 0 ? 1 : 0
+        } == nil)
+    }
+
     @Test func aRestartForgetsWhatWasCounted() {
         var window = LowSpeedWindow(at: start)
         // Nine quiet seconds, then a restart (a pause ended): no stall before 10 s after it.
