@@ -150,6 +150,20 @@ import TestSupport
         #expect(counters.heldByWrites == .zero)
     }
 
+    /// An attempt whose request just went out, and when it did.
+    private func connectedAttempt() throws -> (Attempt, ContinuousClock.Instant) {
+        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
+                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
+        attempt.connectionReady()
+        return (attempt, attempt.requestSentAt)
+    }
+
+    /// Why `attempt` is stalled at `instant` under a 30 s limit, its last byte having come then.
+    private func quietStallReason(_ attempt: Attempt, at instant: ContinuousClock.Instant) -> String? {
+        attempt.lastActivity = instant
+        return attempt.stallReason(at: instant, limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil)
+    }
+
     /// Feeds `lines` to `attempt` as header lines.
     private func receive(_ lines: [String], _ attempt: Attempt) {
         for line in lines {
@@ -165,10 +179,7 @@ import TestSupport
     /// whose lines came in two reads failed at once.
     @Test func interimAnswersHaveTenTimesTheStallTimeout() throws {
         let limit = Duration.seconds(30)
-        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
-                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
-        attempt.connectionReady()
-        let sent = attempt.requestSentAt
+        let (attempt, sent) = try connectedAttempt()
         func check(_ after: Duration) -> String? {
             attempt.stallReason(at: sent + after, limit: limit, connectLimit: .seconds(10), bytesPerSecond: nil)
         }
@@ -196,18 +207,13 @@ import TestSupport
     /// A header line that repeats the status line is no new response: it
     /// moved the head's clock, and, sent every 29 s, held a slot for ever.
     @Test func aRepeatedStatusLineIsNoNewHead() throws {
-        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
-                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
-        attempt.connectionReady()
-        let sent = attempt.requestSentAt
+        let (attempt, sent) = try connectedAttempt()
         receive(["HTTP/1.1 200 OK"], attempt)
         let started = attempt.headStartedAt
         receive(["HTTP/1.1 200 OK"], attempt)
         #expect(attempt.headStartedAt == started)
-        attempt.lastActivity = sent + .seconds(29)
-        #expect(attempt.stallReason(at: sent + .seconds(29), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil) == nil)
-        attempt.lastActivity = sent + .seconds(31)
-        #expect(attempt.stallReason(at: sent + .seconds(31), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil)
+        #expect(quietStallReason(attempt, at: sent + .seconds(29)) == nil)
+        #expect(quietStallReason(attempt, at: sent + .seconds(31))
                 == "no complete response header in 30 s")
     }
 
@@ -215,30 +221,20 @@ import TestSupport
     /// too: a 103 whose `Link` lines came a second apart, never ended, had
     /// ten times the limit.
     @Test func anInterimHeadThatNeverEndsHasTheLimitOnly() throws {
-        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
-                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
-        attempt.connectionReady()
-        let sent = attempt.requestSentAt
+        let (attempt, sent) = try connectedAttempt()
         receive(["HTTP/1.1 103 Early Hints", "Link: </a.css>; rel=preload"], attempt)
         attempt.headStartedAt = sent
-        attempt.lastActivity = sent + .seconds(30)
-        #expect(attempt.stallReason(at: sent + .seconds(30), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil) == nil)
-        attempt.lastActivity = sent + .seconds(31)
-        #expect(attempt.stallReason(at: sent + .seconds(31), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil)
+        #expect(quietStallReason(attempt, at: sent + .seconds(30)) == nil)
+        #expect(quietStallReason(attempt, at: sent + .seconds(31))
                 == "no complete response header in 30 s")
     }
 
     /// Only interim answers, past ten times the limit: no final answer.
     @Test func endlessInterimAnswersEndAfterTenTimesTheStallTimeout() throws {
-        let attempt = Attempt(id: TransferID(rawValue: 1), target: try RequestTarget("http://example.test/a.zip"),
-                              number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
-        attempt.connectionReady()
-        let sent = attempt.requestSentAt
+        let (attempt, sent) = try connectedAttempt()
         receive(["HTTP/1.1 103 Early Hints", "Link: </a.css>; rel=preload", ""], attempt)
-        attempt.lastActivity = sent + .seconds(299)
-        #expect(attempt.stallReason(at: sent + .seconds(299), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil) == nil)
-        attempt.lastActivity = sent + .seconds(301)
-        #expect(attempt.stallReason(at: sent + .seconds(301), limit: .seconds(30), connectLimit: .seconds(10), bytesPerSecond: nil)
+        #expect(quietStallReason(attempt, at: sent + .seconds(299)) == nil)
+        #expect(quietStallReason(attempt, at: sent + .seconds(301))
                 == "no final answer in 5 min (only interim ones, 1xx)")
     }
 
