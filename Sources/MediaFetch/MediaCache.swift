@@ -69,9 +69,9 @@ public final class MediaCache: Sendable {
         if readingOnly {
             store = ObjectStore(readingAt: absolute)
         } else {
-            if let target = Self.danglingLinkTarget(absolute) {
+            if let problem = Self.danglingLink(absolute) {
                 // (Made through, the link would hide the cache; an unmounted disk leaves links so.)
-                throw CacheError("cannot open the cache at \(absolute): it is a symbolic link to '\(target)', which does not exist")
+                throw CacheError("cannot open the cache at \(absolute): \(problem)")
             }
             do {
                 store = try ObjectStore(root: absolute)
@@ -307,11 +307,13 @@ public final class MediaCache: Sendable {
         return missing
     }
 
-    /// Where `path` points when it is a symbolic link to nothing; nil otherwise.
-    public static func danglingLinkTarget(_ path: String) -> String? {
+    /// "it is a symbolic link to 'TARGET', which does not exist" when `path`
+    /// is a link to nothing (a disk not mounted); nil otherwise.
+    public static func danglingLink(_ path: String) -> String? {
         var info = stat()
         guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK, stat(path, &info) != 0, errno == ENOENT else { return nil }
-        return DisplayText.escapingControls((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?")
+        let target = DisplayText.escapingControls((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?")
+        return "it is a symbolic link to '\(target)', which does not exist"
     }
 
     /// The URLs whose last fetch failed (see `Catalog.readFailures`), each

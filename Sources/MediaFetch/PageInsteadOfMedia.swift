@@ -61,19 +61,21 @@ enum PageInsteadOfMedia {
 
     /// Whether `bytes` begin, after blanks and a UTF-8 byte order mark, with `<`.
     static func looksLikeMarkup(_ bytes: [UInt8]) -> Bool {
+        afterBlanks(bytes).first == UInt8(ascii: "<")
+    }
+
+    /// `bytes` without a UTF-8 byte order mark and the blanks that open them.
+    private static func afterBlanks(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
         var rest = bytes[...]
         if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
-        return rest.first { ![0x20, 0x09, 0x0A, 0x0D, 0x0C].contains($0) } == UInt8(ascii: "<")
+        return rest.drop { [0x20, 0x09, 0x0A, 0x0D, 0x0C].contains($0) }
     }
 
     /// Whether `bytes` begin, after blanks and a byte order mark, as an HTML
     /// or XML page does (`<!DOCTYPE html`, `<html`, `<head`, `<body`,
     /// `<?xml`, `<!--`), in any letter case.
     static func opensAsAPage(_ bytes: [UInt8]) -> Bool {
-        var rest = bytes[...]
-        if rest.starts(with: [0xEF, 0xBB, 0xBF]) { rest = rest.dropFirst(3) }
-        let opening = rest.drop { [0x20, 0x09, 0x0A, 0x0D, 0x0C].contains($0) }.prefix(14)
-            .map { (65...90).contains($0) ? $0 + 32 : $0 }
+        let opening = afterBlanks(bytes).prefix(14).map { (65...90).contains($0) ? $0 + 32 : $0 }
         return ["<!doctype html", "<html", "<head", "<body", "<?xml", "<!--"].contains { opening.starts(with: $0.utf8) }
     }
 

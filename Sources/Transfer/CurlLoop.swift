@@ -108,7 +108,7 @@ final class Attempt: @unchecked Sendable {
     /// When the attempt began to connect (its start, or the last redirect).
     var connectingSince = ContinuousClock.now
     /// When the request went out (see `connectionReady`): the final
-    /// response's head is owed within the stall timeout of it.
+    /// response's head is owed within ten times the stall timeout of it.
     var requestSentAt = ContinuousClock.now
     /// When the last status line arrived (a 1xx's, a redirect's, the final one's).
     var headStartedAt = ContinuousClock.now
@@ -132,15 +132,11 @@ final class Attempt: @unchecked Sendable {
         lastActivity = .now
         requestSentAt = lastActivity
         connected = true
-        restartSpeedWindow(at: lastActivity)
+        speedWindow.restart(at: lastActivity)
         if probeEndsWhenConnected { connectionAnswered() }
     }
     /// The header and body bytes of the last stall timeout (see `stallReason`).
     var speedWindow = LowSpeedWindow(at: .now)
-
-    func restartSpeedWindow(at now: ContinuousClock.Instant) {
-        speedWindow.restart(at: now)
-    }
     /// When libcurl took the attempt, and the body bytes it has received
     /// since: under `--limit-rate` they say how long libcurl may hold it back.
     var startedAt = ContinuousClock.now
@@ -164,13 +160,14 @@ final class Attempt: @unchecked Sendable {
     /// kept a 30 s stall clock from ever running out. Nor by answering
     /// without end: a 1xx after another, or header lines a few bytes at a
     /// time, never reach the final head, and held a run without
-    /// `--timeout` for ever; the head is owed within `limit` of the
-    /// request, or, while only interim answers came, within ten times that.
+    /// `--timeout` for ever; each head, interim ones too, is owed whole
+    /// within `limit` of its status line, and the final head within ten
+    /// times that of the request.
     /// Returns why the attempt counts as stalled, or nil; moves the
     /// low-speed window on (a check is one step of it).
     func stallReason(at now: ContinuousClock.Instant, limit: Duration, connectLimit: Duration, bytesPerSecond: Int64?) -> String? {
         if paused {
-            restartSpeedWindow(at: now)
+            speedWindow.restart(at: now)
             return nil
         }
         var quietSince = lastActivity
@@ -196,7 +193,7 @@ final class Attempt: @unchecked Sendable {
         }
         if let allowedAgain, allowedAgain > speedWindow.partStart {
             // The limiter held it back in this window: the window starts when it lets go.
-            restartSpeedWindow(at: min(now, allowedAgain))
+            speedWindow.restart(at: min(now, allowedAgain))
             return nil
         }
         // Before the head is whole, the rules above judge: 1xx answers of 28 bytes, one
@@ -247,7 +244,7 @@ final class Attempt: @unchecked Sendable {
             connectionAnswered()
             // The body's pace is judged from here: the head's own bytes paid for none of it.
             if !begun {
-                restartSpeedWindow(at: lastActivity)
+                speedWindow.restart(at: lastActivity)
                 return beginBody()
             }
         }
@@ -840,7 +837,7 @@ final class CurlLoop: Sendable {
                 }
                 attempt.paused = false
                 attempt.lastActivity = .now
-                attempt.restartSpeedWindow(at: attempt.lastActivity)
+                attempt.speedWindow.restart(at: attempt.lastActivity)
                 let code = mf_easy_unpause(handle)
                 if code != CURLE_OK {
                     // The sink refused the bytes (the attempt says why), or libcurl failed: libcurl does not end it.

@@ -63,22 +63,25 @@ struct MediaFetchCommand: AsyncParsableCommand {
         let command = configuration.subcommands.first { $0._commandName == arguments.first }
         if let problem = CommandLineLayout.unknownCommand(in: arguments,
                                                             commands: configuration.subcommands.map { $0._commandName }) {
-            Terminal.writeErr("Error: \(problem)\n"
-                + "Usage: \(usageString(for: Self.self))\n"
-                + "  See 'mediafetch --help' for more information.\n")
+            writeUsageError(problem, for: nil)
             Self.exit(withError: ExitCode.validationFailure)
         }
         if let option = CommandLineLayout.optionWithEmptyValue(in: arguments),
            CommandLineLayout.globalOptions.contains(option)
             || CommandLineLayout.longOptionsTakingValues(inHelpDump: (command ?? Self.self)._dumpHelp()).contains(option) {
-            // Laid out as the parser's own errors, with the usage of the command it was given to.
-            let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
-            Terminal.writeErr("Error: \(option) needs a value (\(option)= gives none)\n"
-                + "Usage: \(usageString(for: command ?? Self.self))\n"
-                + "  See '\(name) --help' for more information.\n")
+            writeUsageError("\(option) needs a value (\(option)= gives none)", for: command)
             Self.exit(withError: ExitCode.validationFailure)
         }
         await main(arguments)
+    }
+
+    /// Writes `problem` laid out as the parser's own usage errors, with the
+    /// usage of `command` (a subcommand; nil: mediafetch's own).
+    static func writeUsageError(_ problem: String, for command: (any ParsableCommand.Type)?) {
+        let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
+        Terminal.writeErr("Error: \(problem)\n"
+            + "Usage: \(usageString(for: command ?? Self.self))\n"
+            + "  See '\(name) --help' for more information.\n")
     }
 
     /// An argument that is not valid UTF-8 is a usage error naming it: Swift

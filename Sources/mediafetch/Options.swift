@@ -56,7 +56,7 @@ struct CacheOptions: ParsableArguments {
             let exists = FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory)
             // A file given for the directory is named as such, not as a missing cache.
             let why = exists && !isDirectory.boolValue ? ": it is not a directory"
-                : MediaCache.danglingLinkTarget(root).map { ": it is a symbolic link to '\($0)', which does not exist" } ?? ""
+                : MediaCache.danglingLink(root).map { ": \($0)" } ?? ""
             // A catalog removed from a cache that holds objects is a lost catalog, not a missing cache.
             Terminal.error(MediaCache.lostCatalog(root: root)
                 ?? "no cache at \(root)\(why) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)

@@ -34,10 +34,7 @@ struct Get: AsyncParsableCommand {
         // Here, not in `validate`: ArgumentParser validates before it names an
         // unknown option, and `get --bogus` said "give URLs" instead.
         if urls.isEmpty, inputFiles.isEmpty {
-            // Laid out as the parser's own errors, with get's usage.
-            Terminal.writeErr("Error: give URLs or --input-file FILE\n"
-                + "Usage: \(MediaFetchCommand.usageString(for: Get.self))\n"
-                + "  See 'mediafetch get --help' for more information.\n")
+            MediaFetchCommand.writeUsageError("give URLs or --input-file FILE", for: Get.self)
             throw ExitCode.validationFailure
         }
         if transfer.progress == .json { StopSignals.exitEarly(json: true) }
