@@ -58,7 +58,7 @@ enum Terminal {
     /// `Exit.outputFailed` instead of leaving a cut-short file unremarked.
     static func writeOut(_ text: String) throws(ExitCode) {
         if mf_standard_descriptor_was_closed(STDOUT_FILENO) != 0 {
-            // (It writes to /dev/null since: said, not lost in silence.)
+            // (Its placeholder refuses writes: said by name, not as a bad descriptor.)
             error("cannot write the output: standard output is closed")
             throw Exit.outputFailed
         }

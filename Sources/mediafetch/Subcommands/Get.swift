@@ -59,7 +59,7 @@ struct Get: AsyncParsableCommand {
         do { list = try URLList.validate(urls) } catch { problems += error.problems }
         for inputFile in inputFiles {
             if inputFile == "-", mf_standard_descriptor_was_closed(STDIN_FILENO) != 0 {
-                // (Its number holds a placeholder since, which reads nothing.)
+                // (Its number holds a placeholder that refuses reads: said by name, not as a bad descriptor.)
                 problems.append("standard input: it is closed (give the list in a file, or pipe it in)")
                 continue
             }
