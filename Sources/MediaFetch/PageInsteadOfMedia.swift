@@ -106,8 +106,17 @@ enum PageInsteadOfMedia {
     /// The media type of a `Content-Type` value, lower-cased, without parameters.
     static func mediaType(_ contentType: String?) -> String? {
         guard let contentType else { return nil }
-        let type = contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
-        return type.isEmpty ? nil : type
+        // Bytes, not Foundation's trimming: this runs for every body, and a
+        // header value is ASCII. `.whitespaces` is tab and Unicode's spaces,
+        // of which ASCII has only the space.
+        var type = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }[...]
+        guard type.allSatisfy({ $0 < 0x80 }) else {
+            let type = contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
+            return type.isEmpty ? nil : type
+        }
+        while let first = type.first, first == 0x20 || first == 0x09 { type.removeFirst() }
+        while let last = type.last, last == 0x20 || last == 0x09 { type.removeLast() }
+        return type.isEmpty ? nil : String(decoding: type.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The extension of the URL's file name when it names an image, a sound
@@ -115,11 +124,12 @@ enum PageInsteadOfMedia {
     static func mediaExtension(of url: String) -> String? {
         let path = URLPath.of(url)
         // (A path ending in "/" names a directory, not its last part.)
-        let segment = path.hasSuffix("/") ? "" : path.split(separator: "/").last ?? ""
+        let segment = path.hasSuffix("/") ? "" : path[(path.lastIndex(of: "/").map(path.index(after:)) ?? path.startIndex)...]
         // Without its parameters (`a.jpg;jsessionid=…`, a Java server's login
         // redirect), and decoded (`a%2Ejpg`).
         let parameterless = segment.prefix { $0 != ";" }
-        let name = parameterless.removingPercentEncoding ?? String(parameterless)
+        // (Foundation's decoding only where there is something to decode: this runs for every body.)
+        let name = parameterless.contains("%") ? parameterless.removingPercentEncoding ?? String(parameterless) : String(parameterless)
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
         let ext = name[name.index(after: dot)...].lowercased()
         return mediaExtensions.contains(ext) ? ext : nil

@@ -7,7 +7,9 @@ public enum URLPath {
     /// `/a/b.jpg`; a reference without scheme or authority is a path already.
     public static func of(_ reference: String) -> Substring {
         var rest = Substring(reference)
-        if let scheme = rest.range(of: "://") {
+        // The standard library's search, not Foundation's `range(of:)`: this
+        // runs for every body stored, and Foundation's goes through NSString.
+        if let scheme = rest.utf8.firstRange(of: "://".utf8) {
             rest = rest[scheme.upperBound...].drop { $0 != "/" }
         } else if rest.hasPrefix("//") {
             rest = rest.dropFirst(2).drop { $0 != "/" }

@@ -64,6 +64,21 @@ import Testing
         #expect(PageInsteadOfMedia.mediaExtension(of: "http://h/a.html;x.jpg") == nil)
     }
 
+    /// A `Content-Type` is read as its media type alone, lower-cased and
+    /// trimmed of spaces and tabs; a non-ASCII value is read the same way.
+    @Test func theMediaTypeIsReadWithoutParametersCaseOrBlanks() {
+        #expect(PageInsteadOfMedia.mediaType(" \tText/HTML ; charset=UTF-8") == "text/html")
+        #expect(PageInsteadOfMedia.mediaType("image/jpeg") == "image/jpeg")
+        #expect(PageInsteadOfMedia.mediaType(" ;x") == nil)
+        #expect(PageInsteadOfMedia.mediaType("") == nil)
+        #expect(PageInsteadOfMedia.mediaType(nil) == nil)
+        #expect(PageInsteadOfMedia.mediaType("\u{00A0}Text/Plain\u{00A0}") == "text/plain")
+        #expect(PageInsteadOfMedia.mediaExtension(of: "https://h/dir/B.JPEG?x=/a.html#y") == "jpeg")
+        #expect(PageInsteadOfMedia.mediaExtension(of: "https://h/a.jpg/") == nil)
+        #expect(PageInsteadOfMedia.mediaExtension(of: "https://h") == nil)
+        #expect(PageInsteadOfMedia.mediaExtension(of: "https://h/.jpg") == nil)
+    }
+
     /// An error sent as plain text, JSON or XML under a media name is refused
     /// too: "Access denied" was stored as the photo.
     @Test func textWhereMediaWasAskedForIsRefused() {
