@@ -509,6 +509,10 @@ public final class TransferEngine: Sendable {
     /// that is not HTTP it speaks (rather than of a URL's scheme).
     private static let notHTTPWordings = ["HTTP/0.9", "Unsupported response code", "Unsupported HTTP version"]
 
+    /// What OpenSSL says when the handshake's answer is not TLS: a plain
+    /// HTTP server's `HTTP/1.1 400` read as a TLS record.
+    private static let notTLSWordings = ["wrong version number", "packet length too long", "unknown protocol"]
+
     /// A 2xx with no bytes. A 204 says there is no content (final); an empty
     /// 200 may be a server's passing fault (tried again).
     static func emptyBody(_ head: ResponseHead) -> TransferError {
@@ -544,6 +548,10 @@ public final class TransferEngine: Sendable {
                  CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED:
                 // The same certificate comes back on every try: fail at once, not after four retries.
                 return .failure(TransferError(.certificate(curlCode: outcome.curlCode), message))
+            case CURLE_SSL_CONNECT_ERROR where notTLSWordings.contains(where: message.contains):
+                // A plain HTTP server's answer to the handshake: the same on every try.
+                return .failure(TransferError(.notTLS, "TLS handshake failed: the server did not answer in TLS "
+                    + "(plain HTTP on this port? then the URL is http://): \(message)"))
             case CURLE_OUT_OF_MEMORY:
                 // What libcurl 7.88 says of a response head over 100 KB too: the
                 // same head comes back on every try (curl does not say more).

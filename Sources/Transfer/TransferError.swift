@@ -28,6 +28,9 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// The server's TLS certificate is not trusted (or the local TLS setup
         /// is broken): asking again gets the same certificate.
         case certificate(curlCode: Int)
+        /// The server did not answer the TLS handshake in TLS (plain HTTP on
+        /// the port of an `https` URL): asking again gets the same answer.
+        case notTLS
         /// Not tried (or not tried again): the host was given up. Every
         /// attempt at it failed without an answer for a while (see
         /// `HostReachability`), or it asked to wait longer than mediafetch
@@ -53,7 +56,7 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         switch kind {
         case .http(let status): return status == 408 || status == 429 || (500...599).contains(status)
         case .network, .timeout, .protocolViolation: return true
-        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate, .hostGivenUp:
+        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate, .notTLS, .hostGivenUp:
             return false
         }
     }

@@ -94,6 +94,25 @@ import Testing
         #expect(garbage?.isRetryable == true)
     }
 
+    /// An `https` URL on a plain HTTP port was tried five times over 6 s,
+    /// and failed with OpenSSL's words alone; a handshake that fails
+    /// otherwise (reset mid-way) may pass on another try.
+    @Test func plainHTTPWhereTLSWasAskedIsFinalAndSaidPlainly() {
+        func classified(_ message: String) -> TransferError? {
+            let outcome = AttemptOutcome(curlCode: 35, curlMessage: message, head: ResponseHead(), abort: nil, effectiveURL: nil)
+            guard case .failure(let error) = TransferEngine.classify(outcome) else { return nil }
+            return error
+        }
+        let plain = classified("OpenSSL/3.0.19: error:0A00010B:SSL routines::wrong version number")
+        #expect(plain?.kind == .notTLS)
+        #expect(plain?.isRetryable == false)
+        #expect(plain?.message == "TLS handshake failed: the server did not answer in TLS (plain HTTP on this port? "
+            + "then the URL is http://): OpenSSL/3.0.19: error:0A00010B:SSL routines::wrong version number")
+        let reset = classified("OpenSSL SSL_connect: Connection reset by peer in connection to h.test:443")
+        #expect(reset?.kind == .network(curlCode: 35))
+        #expect(reset?.isRetryable == true)
+    }
+
     @Test func sizeLimitsAndBadURLsAreFinal() {
         #expect(policy.delay(beforeRetry: 1, after: TransferError(.tooLarge, "big")) == nil)
         #expect(policy.delay(beforeRetry: 1, after: TransferError(.unsupportedURL, "ftp")) == nil)
