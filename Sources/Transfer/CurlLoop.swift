@@ -870,7 +870,8 @@ final class CurlLoop: Sendable {
             let rate = rateWindow.record(counters.bytesReceived, at: now)
             lastReport = now
             let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
-                TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize)
+                TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize,
+                                 secondsWithoutData: max(0, (now - $0.lastActivity).seconds))
             }
             var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
                                           bytesReceived: counters.bytesReceived, bytesPerSecond: rate)

@@ -14,12 +14,16 @@ public struct TransferSnapshot: Sendable, Equatable {
     public let bytesReceived: Int64
     /// The full size when the server said it.
     public let bytesExpected: Int64?
+    /// Seconds since a byte of it last arrived (or its request went out):
+    /// a stalled transfer shows so rather than an estimate of time left.
+    public let secondsWithoutData: Double
 
-    public init(id: TransferID, url: String, bytesReceived: Int64, bytesExpected: Int64?) {
+    public init(id: TransferID, url: String, bytesReceived: Int64, bytesExpected: Int64?, secondsWithoutData: Double = 0) {
         self.id = id
         self.url = url
         self.bytesReceived = bytesReceived
         self.bytesExpected = bytesExpected
+        self.secondsWithoutData = secondsWithoutData
     }
 }
 

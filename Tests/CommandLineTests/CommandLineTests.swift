@@ -152,6 +152,28 @@ import Testing
         #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 active")
     }
 
+    /// While no running transfer gets a byte, the line says for how long
+    /// instead of an estimate that grew as the rate decayed ("9 s left"
+    /// with nothing coming); one transfer still moving keeps the estimate.
+    @Test func aStallIsShownInsteadOfTheTimeLeft() {
+        func snapshot(_ id: UInt64, silent: Double) -> TransferSnapshot {
+            TransferSnapshot(id: TransferID(rawValue: id), url: "http://h/\(id)", bytesReceived: 300_000,
+                             bytesExpected: 1_000_000, secondsWithoutData: silent)
+        }
+        var stalled = progress()
+        (stalled.waitingToRetry, stalled.skipped, stalled.bytesPerSecond) = (0, 0, 78_000)
+        stalled.active = [snapshot(1, silent: 2.9)]
+        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: 30% of 976.6 KiB, 9 s left")
+        stalled.active = [snapshot(1, silent: 8.7)]
+        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: no data for 8 s")
+        stalled.bytesPerSecond = 0
+        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 0 B/s, 1 active: no data for 8 s")
+        stalled.active.append(snapshot(2, silent: 0.2))
+        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 0 B/s, 2 active")
+        let line = ProgressJSON.line(for: .progress(stalled))
+        #expect(line.contains(#""secondsWithoutData":8"#) && line.components(separatedBy: "secondsWithoutData").count == 2)
+    }
+
     /// Bodies that are in but wait to be stored (another process holds the
     /// catalog's lock) are counted once nothing else runs, or once they pile up.
     @Test func bodiesWaitingToBeStoredAreCounted() {

@@ -29,6 +29,8 @@ public enum ProgressJSON {
                     var item: [String: JSONValue] = ["url": .string(RedactedURL.of(transfer.url)),
                                                      "bytes": .integer(transfer.bytesReceived)]
                     if let expected = transfer.bytesExpected { item["total"] = .integer(expected) }
+                    // Whole seconds without a byte, once there is one.
+                    if transfer.secondsWithoutData >= 1 { item["secondsWithoutData"] = .integer(Int64(transfer.secondsWithoutData)) }
                     return .object(item)
                 }),
                 // Items sleeping before their next attempt: neither active nor queued.
@@ -140,6 +142,11 @@ public enum ProgressText {
     /// they will take a while at the present rate (5 s or more): a large
     /// file otherwise showed only its bytes so far, for minutes.
     private static func activeLeft(_ progress: RunProgress) -> StatusField? {
+        // Every running transfer silent: for how long, not an estimate that
+        // grew as the rate decayed ("9 s left" while nothing came).
+        if let silent = progress.active.map(\.secondsWithoutData).min(), silent >= stalledAfter {
+            return StatusField(.activeLeft, keep: 2, ["no data for \(NumberText.wait(silent.rounded(.down)))"])
+        }
         var expected: Int64 = 0, received: Int64 = 0
         for transfer in progress.active {
             guard let total = transfer.bytesExpected, total > 0 else { return nil }
@@ -154,6 +161,10 @@ public enum ProgressText {
         // Dropped before the active count it belongs to: alone, "2 min left" read as the whole run's.
         return StatusField(.activeLeft, keep: 2, ["\(percent)% of \(ByteSize.format(expected)), \(left)", left])
     }
+
+    /// Seconds without a byte from any running transfer after which the
+    /// status line says so: longer than a server's usual pause between writes.
+    static let stalledAfter: Double = 3
 
     /// The one-line summary at the end.
     public static func summary(_ report: FetchReport) -> String {
