@@ -451,7 +451,10 @@ public final class TransferEngine: Sendable {
                 // The last of several tries: say so, or "HTTP 500" reads as if it was tried once.
                 // (A host given up says how long it was tried, not this URL's share.)
                 guard requests > 1, error.kind != .hostGivenUp else { throw error }
-                throw TransferError(error.kind, "\(error.message) (after \(requests) attempts)", retryAfter: error.retryAfter)
+                // Retries that used up none (see below) are said to be: "after 6 attempts" under
+                // `--retries 2` read as the option ignored.
+                let uncounted = requests > attempt ? ", \(requests - attempt) of them not counted against --retries" : ""
+                throw TransferError(error.kind, "\(error.message) (after \(requests) attempts\(uncounted))", retryAfter: error.retryAfter)
             }
             // A 429 or 503 that says when to come back is the server's schedule,
             // not a failed attempt: it uses up no retry while the waits asked

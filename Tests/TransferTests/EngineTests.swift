@@ -422,6 +422,21 @@ import TestSupport
         }
     }
 
+    /// A URL that fails after retries that used up none says how many
+    /// there were: "after 4 attempts" under `--retries 1` read as the option ignored.
+    @Test func theRetriesThatUsedUpNoneAreSaidWhenTheURLFails() async throws {
+        _ = try await withEngine(retries: 1) { origin, engine, _ in
+            let answered = Mutex(0)
+            origin.route("/later-broken") { _ in
+                let count = answered.withLock { $0 += 1; return $0 }
+                return count <= 2 ? OriginResponse(status: 429, headers: [("Retry-After", "1")]) : OriginResponse(status: 500)
+            }
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/later-broken")) }
+            #expect(error?.message == "HTTP 500 Internal Server Error (after 4 attempts, 2 of them not counted against --retries)")
+            #expect(answered.withLock { $0 } == 4)
+        }
+    }
+
     @Test func a503IsRetriedUntilItPasses() async throws {
         _ = try await withEngine { origin, engine, _ in
             origin.addResource("/flaky", data: Data("ok".utf8))
