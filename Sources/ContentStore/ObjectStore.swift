@@ -279,9 +279,22 @@ public final class ObjectStore: BlobStore {
         // A body in the temporary directory is named relative to it.
         let (sourceDirectory, source) = relativeToTemporaryDirectory(blob.path)
         if !knownDirectories.withLock({ $0.contains(fanOut) }) { try makeDirectory(fanOut) }
-        // Objects are immutable: read-only for everyone.
+        // The body written, still: a link or another file put at its name
+        // (the temporary directory is writable by everyone sharing the cache)
+        // is neither followed nor stored.
+        var staged = stat()
+        guard fstatat(sourceDirectory, source, &staged, AT_SYMLINK_NOFOLLOW) == 0 else {
+            throw StoreError.system("cannot look at", blob.path)
+        }
+        guard staged.st_mode & S_IFMT == S_IFREG, Int64(staged.st_size) == blob.size else {
+            throw StoreError("\(blob.path) is no longer the body written (another program replaced it); not stored")
+        }
+        // Objects are immutable: read-only for everyone. Through a descriptor
+        // that refuses a link, not by name (which follows one).
         if !blob.isReadOnly {
-            guard fchmodat(sourceDirectory, source, 0o444, 0) == 0 else {
+            let fd = openat(sourceDirectory, source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            defer { if fd >= 0 { _ = close(fd) } }
+            guard fd >= 0, fchmod(fd, 0o444) == 0 else {
                 throw StoreError.system("cannot make read-only", blob.path)
             }
         }
@@ -296,28 +309,33 @@ public final class ObjectStore: BlobStore {
             moved = mf_renameat_noreplace(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
             code = errno
         }
-        if !moved, code == EEXIST, let found = sizeOfObject(target), found != blob.size {
-            // The file under this name is not these bytes (cut short or grown by
-            // outside damage): the good copy replaces it rather than being dropped.
+        var placedNew = moved
+        if !moved, code == EEXIST {
+            // Something holds the name already: the same bytes (another URL,
+            // collection or process), or outside damage (a file cut short, a
+            // link to nothing, other bytes of the same length put there by hand).
+            // The bytes just hashed replace it: the same bytes lose nothing,
+            // other ones are mended, and a rename is what dropping them cost.
+            // A directory there refuses it, and the item fails.
+            var found = stat()
+            let intact = fstatat(objectsDirectoryDescriptor, target, &found, AT_SYMLINK_NOFOLLOW) == 0
+                && found.st_mode & S_IFMT == S_IFREG && Int64(found.st_size) == blob.size
             moved = renameat(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
             code = errno
+            placedNew = moved && !intact
         }
-        if moved || code == EEXIST {
-            // A duplicate's name counts too: it may be another process's rename, not durable yet.
+        if moved {
+            // A duplicate's too: the name it replaced may be another process's rename, not durable yet.
             unflushed.withLock { state in
                 state.fanOuts.insert(fanOut)
                 if moved, !blob.isReadOnly { state.modeChanged.append(target) }
             }
         }
         if !moved {
-            guard code == EEXIST else {
-                // The directory that refused the name is what to look at, not the body's temporary name.
-                throw StoreError.system("cannot move \(blob.path) into", "\(objectsDirectory)/\(fanOut)", errno: code)
-            }
-            _ = unlinkat(sourceDirectory, source, 0)
-            return false
+            // The directory that refused the name is what to look at, not the body's temporary name.
+            throw StoreError.system("cannot move \(blob.path) into", "\(objectsDirectory)/\(fanOut)", errno: code)
         }
-        return true
+        return placedNew
     }
 
     /// The size of the file at `target` (relative to the objects directory),

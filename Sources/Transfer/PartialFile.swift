@@ -84,7 +84,7 @@ final class PartialFile {
             // came out all zeros, the same for every file, when descriptors ran short.
             let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
             path = "\(shard)/\(key).\(getpid())-\(sequence).tmp"
-            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, Self.readOnlyMode)
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
             descriptor = fd
             validatorPath = nil
@@ -131,7 +131,11 @@ final class PartialFile {
         var text = text
         let temporary = path + ".\(getpid())"
         // The umask decides who may read it (a group sharing a cache, under 002).
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+        // A new file, never one found at the name: a link put there by
+        // another user of the cache would have this process write through it.
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+        var fd = open(temporary, flags, 0o666)
+        if fd < 0, errno == EEXIST, unlink(temporary) == 0 { fd = open(temporary, flags, 0o666) }
         guard fd >= 0 else { return false }
         let written = text.withUTF8 { systemWrite(fd, $0.baseAddress, $0.count) }
         _ = systemClose(fd)
@@ -144,7 +148,7 @@ final class PartialFile {
 
     /// The text of a validator file (a few hundred bytes at most); nil when unreadable.
     static func readValidatorFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { _ = systemClose(fd) }
         var buffer = [UInt8](repeating: 0, count: 8192)
@@ -345,8 +349,8 @@ final class PartialFile {
     private static func removeUnlessHeld(_ path: String, judged info: stat, withValidator: Bool) -> Int {
         // A partial may be read-only; a read-only descriptor can lock it
         // (except on NFS, where flock needs one that writes: tried first).
-        var fd = open(path, O_RDWR | O_CLOEXEC)
-        if fd < 0, errno == EACCES { fd = open(path, O_RDONLY | O_CLOEXEC) }
+        var fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        if fd < 0, errno == EACCES { fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
         defer { _ = systemClose(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return 0 }
@@ -403,8 +407,8 @@ final class PartialFile {
         let newPartial = "\(shard)/\(key).part"
         guard newPartial != partial, URLPassword.range(in: String(firstLine)) != nil || partial.hasSuffix("/\(key).part")
         else { return 0 }
-        var fd = open(partial, O_RDWR | O_CLOEXEC)
-        if fd < 0, errno == EACCES { fd = open(partial, O_RDONLY | O_CLOEXEC) }
+        var fd = open(partial, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        if fd < 0, errno == EACCES { fd = open(partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
         defer { _ = systemClose(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: partial) else { return 0 }
@@ -432,7 +436,7 @@ final class PartialFile {
     /// there already (no space, no permission): that is the error to report,
     /// not a failure to make a private file after it.
     private static func createLocked(_ path: String, direct: Bool) throws(TransferError) -> (Int32, Bool)? {
-        let flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC
+        let flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
         let directFlag = direct ? mf_direct_open_flag() : 0
         var fd = open(path, flags | directFlag, readOnlyMode)
         if fd < 0, errno == ENOENT, let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")),
@@ -447,7 +451,7 @@ final class PartialFile {
             // (writable again, or only root could open it for writing; no
             // body has been written to it, so its mode is ours to change).
             _ = chmod(path, writableMode)
-            fd = open(path, O_RDWR | O_CLOEXEC)
+            fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
             isDirect = false
         }
         guard fd >= 0 else {
@@ -467,15 +471,28 @@ final class PartialFile {
     /// Opens `path` and takes an exclusive lock without waiting. Retries when
     /// the file was renamed away between `open` and `flock` (a finished body).
     /// A read-only partial (see the type's comment) is made writable first,
-    /// under its lock.
+    /// under its lock. A link at the name is removed, never followed: the
+    /// directory is writable by everyone sharing the cache, and a link to
+    /// another of this user's files had the download written over it.
+    /// Anything else that is not a file is left alone (the download goes
+    /// to a private file).
     private static func openLocked(_ path: String) -> Int32? {
         for _ in 0..<8 {
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, writableMode)
+            let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, writableMode)
             if fd < 0, errno == EACCES {
                 if makeWritable(path) { continue }
                 return nil
             }
+            if fd < 0, errno == ELOOP {
+                if unlink(path) == 0 || errno == ENOENT { continue }
+                return nil
+            }
             guard fd >= 0 else { return nil }
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                _ = systemClose(fd)
+                return nil
+            }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 _ = systemClose(fd)
                 return nil
@@ -503,7 +520,7 @@ final class PartialFile {
     /// the mode that process reads when its body is complete stays true.
     /// Returns whether opening it again is worth a try.
     private static func makeWritable(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return errno == ENOENT }
         defer { _ = systemClose(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
@@ -519,11 +536,11 @@ final class PartialFile {
         mkdir(path, 0o777) == 0 || errno == EEXIST
     }
 
-    /// Whether `fd` is the file now at `path`.
+    /// Whether `fd` is the file now at `path` (itself: a link to it is not).
     private static func isFile(_ fd: Int32, at path: String) -> Bool {
         var opened = stat()
         var named = stat()
-        return fstat(fd, &opened) == 0 && stat(path, &named) == 0
+        return fstat(fd, &opened) == 0 && lstat(path, &named) == 0
             && opened.st_ino == named.st_ino && opened.st_dev == named.st_dev
     }
 

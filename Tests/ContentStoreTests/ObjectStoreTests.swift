@@ -78,6 +78,56 @@ import TestSupport
         }
     }
 
+    /// Whatever holds an object's name that is not these bytes is replaced
+    /// by them: a link to nothing (objects moved to a disk now gone; the
+    /// body was dropped, "downloaded" said, and fetched again every run),
+    /// other bytes of the same length put there by hand. A directory there
+    /// fails the blob.
+    @Test func aNameHeldByALinkOrOtherBytesIsMendedByTheBytesStored() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let content = fixtureBytes(count: 3000, seed: 11)
+            let blob = try stage(content, in: store)
+            let path = try #require(store.path(for: blob.sha256))
+            let fanOut = (path as NSString).deletingLastPathComponent
+            try FileManager.default.createDirectory(atPath: fanOut, withIntermediateDirectories: true)
+
+            #expect(symlink("/nonexistent/elsewhere", path) == 0)
+            #expect(try store.commit([blob]) == [blob.sha256])
+            #expect(FileManager.default.contents(atPath: path) == content)
+            var info = stat()
+            #expect(lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
+
+            #expect(unlink(path) == 0)
+            try fixtureBytes(count: 3000, seed: 12).write(to: URL(fileURLWithPath: path))
+            #expect(try store.commit([try stage(content, in: store)]).isEmpty)
+            #expect(FileManager.default.contents(atPath: path) == content)
+
+            #expect(unlink(path) == 0 && mkdir(path, 0o755) == 0)
+            #expect(throws: StoreError.self) { try store.commit([try stage(content, in: store)]) }
+        }
+    }
+
+    /// A staged body whose name now holds a link (the temporary directory
+    /// is writable by everyone sharing the cache) is neither stored nor
+    /// followed: the link's target keeps its bytes and its mode.
+    @Test func aStagedBodyReplacedByALinkIsNotStored() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let content = fixtureBytes(count: 2000, seed: 13)
+            let blob = try stage(content, in: store)
+            let victim = directory.appending("victim")
+            try content.write(to: URL(fileURLWithPath: victim))
+            #expect(chmod(victim, 0o600) == 0)
+            #expect(unlink(blob.path) == 0 && symlink(victim, blob.path) == 0)
+
+            #expect(throws: StoreError.self) { try store.commit([blob]) }
+            let permissions = try FileManager.default.attributesOfItem(atPath: victim)[.posixPermissions] as? Int
+            #expect(permissions == 0o600)
+            #expect(!store.contains(blob.sha256))
+        }
+    }
+
     @Test func namesThatAreNotHashesNeverBecomePaths() async throws {
         try await TemporaryDirectory.with { directory in
             let store = try ObjectStore(root: directory.path)

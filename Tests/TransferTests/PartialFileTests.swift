@@ -26,6 +26,52 @@ import Glibc
         }
     }
 
+    /// A link put at a partial's name (the temporary directory is writable
+    /// by everyone sharing the cache, and the name is the URL's hash) is
+    /// removed, not followed: the download was written over the link's
+    /// target, another of the user's files, and made it readable to all.
+    /// The same for the validator's temporary name.
+    @Test func aLinkAtAPartialsNameIsRemovedNotFollowed() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/photo.jpg"
+            let key = PartialFile.key(for: url)
+            let shard = PartialFile.shardDirectory(directory.path, key: key)
+            #expect(mkdir(shard, 0o777) == 0)
+            let victim = directory.appending("victim.txt")
+            try Data("private\n".utf8).write(to: URL(fileURLWithPath: victim))
+            #expect(chmod(victim, 0o600) == 0)
+            #expect(symlink(victim, "\(shard)/\(key).part") == 0)
+            #expect(symlink(victim, "\(shard)/\(key).part.validator.\(getpid())") == 0)
+
+            let partial = try PartialFile(directory: directory.path, url: url)
+            #expect(partial.path == "\(shard)/\(key).part")
+            partial.recordValidator("\"v1\"", total: 3, route: "")
+            #expect(write(partial.descriptor, "abc", 3) == 3)
+            partial.close(discard: false)
+
+            #expect(try String(contentsOfFile: victim, encoding: .utf8) == "private\n")
+            #expect(try mode(victim) == 0o600)
+            var info = stat()
+            #expect(lstat("\(shard)/\(key).part", &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
+            #expect(PartialFile.readValidatorFile("\(shard)/\(key).part.validator")?.hasPrefix(url) == true)
+        }
+    }
+
+    /// Anything else at the name that is not a file (a directory, a FIFO) is
+    /// left alone: the download goes to a private file beside it.
+    @Test func aPartialsNameHeldByAFIFOGivesAPrivateFile() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/sound.wav"
+            let key = PartialFile.key(for: url)
+            let shard = PartialFile.shardDirectory(directory.path, key: key)
+            #expect(mkdir(shard, 0o777) == 0)
+            #expect(mkfifo("\(shard)/\(key).part", 0o666) == 0)
+            let partial = try PartialFile(directory: directory.path, url: url)
+            #expect(partial.path.hasSuffix(".tmp"))
+            partial.close(discard: true)
+        }
+    }
+
     @Test func aNewPartialIsReadOnlyAndSaysSoWhenComplete() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/new")
