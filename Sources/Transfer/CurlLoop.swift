@@ -658,6 +658,8 @@ final class CurlLoop: Sendable {
         /// retry: not connecting, a stall or a timeout (not a close or reset).
         func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) -> Bool {
             guard reachability != nil else { return false }
+            // The slots keep a failing host to one transfer while others can use them.
+            defer { slots.setFailing(attempt.host, reachability?.isFailing(attempt.host) == true) }
             let now = ContinuousClock.now
             if attempt.head.status != 0 || outcome.redirects > 0 || hasAnswer(attempt.host) {
                 takeBack(attempt.host)
@@ -817,8 +819,12 @@ final class CurlLoop: Sendable {
                     Self.endRefused(attempt, refusal)
                     continue
                 }
-                attempt.isProbe = slots.isProbing(host)
+                // (A failing host's transfer, too: its answer ends the host's one-at-a-time.)
+                attempt.isProbe = slots.isProbing(host) || slots.isFailing(host)
+                // A TLS connection made is a server there; a plain TCP one is not (the
+                // kernel completes it for a server that never reads): that probe waits for its head.
                 attempt.probeEndsWhenConnected = attempt.isProbe && configuration.maxTransfersPerHost <= 100
+                    && attempt.url.utf8.starts(with: "https:".utf8)
                 start(attempt)
             }
         }
@@ -908,8 +914,9 @@ final class CurlLoop: Sendable {
                         Self.endRefused(attempt, refusal)
                         continue
                     }
-                    // HTTPS may be HTTP/2 (plain HTTP is HTTP/1.1 here): its host's first transfer goes alone.
-                    slots.enqueue(attempt, host: attempt.host, probeFirst: multiplexes && attempt.url.hasPrefix("https:"))
+                    // A host's first transfer goes alone, until the host shows it is there (and, over
+                    // HTTPS, whether it speaks HTTP/2): see `SlotQueue`.
+                    slots.enqueue(attempt, host: attempt.host, probeFirst: true)
                 case .cancel(let id):
                     if let handle = byID[id] {
                         finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)

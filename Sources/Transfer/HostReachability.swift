@@ -101,6 +101,10 @@ struct HostReachability {
         givenUp.isEmpty ? nil : givenUp[host]?.refusal
     }
 
+    /// Whether `host`'s attempts have failed without an answer since its
+    /// last answer, and it is not given up (yet).
+    func isFailing(_ host: String) -> Bool { !failing.isEmpty && failing[host] != nil }
+
     /// Whether `host` is given up. No hashing while no host is (the loop
     /// asks once per transfer it starts).
     func isGivenUp(_ host: String) -> Bool { !givenUp.isEmpty && givenUp[host] != nil }

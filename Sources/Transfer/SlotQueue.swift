@@ -3,14 +3,24 @@
 /// skipped rather than blocking the others. A transfer reaches libcurl only
 /// with a slot, so queued items never start their timers.
 ///
-/// A host queued with `probeFirst` (HTTPS, which may be HTTP/2) gets one
-/// transfer until its connection has shown what it speaks (`answered`) or
-/// that transfer ended: then the rest start together, and libcurl puts them
-/// on that connection as HTTP/2 streams, or opens connections for HTTP/1.1.
-/// Starting them all at once would open a connection each; letting libcurl
-/// hold them back (`CURLOPT_PIPEWAIT`) makes them wait inside libcurl, where
-/// a host that never finishes its TLS handshake fails them one connect
-/// timeout after another, with the stall clock running.
+/// A host queued with `probeFirst` (every host the engine sees) gets one
+/// transfer until it has shown it is there and what it speaks (`answered`:
+/// its TLS connection is made, or a response came) or that transfer ended:
+/// then the rest start together, and libcurl puts them on that connection
+/// as HTTP/2 streams, or opens connections for HTTP/1.1. Starting them all
+/// at once would open a connection each; letting libcurl hold them back
+/// (`CURLOPT_PIPEWAIT`) makes them wait inside libcurl, where a host that
+/// never finishes its TLS handshake fails them one connect timeout after
+/// another, with the stall clock running. And a host that never answers (a
+/// name whose lookups time out, a server that takes connections and says
+/// nothing) holds one slot, not `perHost`: two such hosts at the head of a
+/// list held all 16 slots, and every live URL behind them waited 60 s.
+///
+/// A host `failing` (its attempts fail without an answer: see
+/// `HostReachability`) runs one transfer at a time while a slot it would
+/// take can go to another host, and up to its limit when none can: its
+/// stalls do not hold slots that live hosts need, and it is still tried as
+/// fast as before when nothing else waits, so it is given up as soon.
 ///
 /// Owned by the engine's loop thread: no locks and no suspension, so the slot
 /// of a transfer that just finished goes to the next one in the same turn of
@@ -31,6 +41,8 @@ struct SlotQueue<Element> {
     /// whose connection has answered (or whose first transfer ended).
     private var probing: Set<String> = []
     private var probed: Set<String> = []
+    /// Hosts whose attempts fail without an answer (see the type).
+    private var failing: Set<String> = []
     /// Hosts held below `perHost` (see `HostConcurrency`).
     private var limits: [String: Int] = [:]
     /// Hosts paused: how many more transfers each may start (0 while it is
@@ -58,15 +70,9 @@ struct SlotQueue<Element> {
     /// room, or returns nil when nothing waiting fits.
     mutating func next() -> (element: Element, host: String)? {
         guard running < total, waitingCount > 0 else { return nil }
-        var best: (host: String, sequence: UInt64)?
-        // Linear in the number of hosts with waiters: a handful in practice.
-        for (host, queue) in waiting {
-            let limit = probing.contains(host) ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
-            if !holds.isEmpty, let allowed = holds[host], allowed <= 0 { continue }
-            guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
-            if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }
-        }
-        guard let host = best?.host, let taken = waiting[host]?.removeFirst() else { return nil }
+        // A failing host past its one transfer only when no other host takes the slot.
+        guard let host = bestHost(failingToTheirLimit: false) ?? (failing.isEmpty ? nil : bestHost(failingToTheirLimit: true)),
+              let taken = waiting[host]?.removeFirst() else { return nil }
         if waiting[host]?.isEmpty == true { waiting[host] = nil }
         waitingCount -= 1
         running += 1
@@ -74,6 +80,29 @@ struct SlotQueue<Element> {
         if !holds.isEmpty, let allowed = holds[host] { holds[host] = allowed - 1 }
         return (taken.element, host)
     }
+
+    /// The host with room whose waiting element waited longest. A failing
+    /// host has room for one transfer, unless `failingToTheirLimit`.
+    private func bestHost(failingToTheirLimit: Bool) -> String? {
+        var best: (host: String, sequence: UInt64)?
+        // Linear in the number of hosts with waiters: a handful in practice.
+        for (host, queue) in waiting {
+            let oneAtATime = probing.contains(host) || !failingToTheirLimit && !failing.isEmpty && failing.contains(host)
+            let limit = oneAtATime ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
+            if !holds.isEmpty, let allowed = holds[host], allowed <= 0 { continue }
+            guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
+            if best.map({ head.sequence < $0.sequence }) ?? true { best = (host, head.sequence) }
+        }
+        return best?.host
+    }
+
+    /// Marks `host` as failing, or no longer (see the type).
+    mutating func setFailing(_ host: String, _ isFailing: Bool) {
+        if isFailing { failing.insert(host) } else if !failing.isEmpty { failing.remove(host) }
+    }
+
+    /// Whether `host` is marked failing.
+    func isFailing(_ host: String) -> Bool { !failing.isEmpty && failing.contains(host) }
 
     /// Holds `host` to `limit` transfers at once (`perHost` or more: no limit of its own).
     mutating func setLimit(_ limit: Int, for host: String) {
@@ -89,9 +118,11 @@ struct SlotQueue<Element> {
     /// Whether `host` runs one transfer until its connection answers.
     func isProbing(_ host: String) -> Bool { probing.contains(host) }
 
-    /// The first connection to `host` answered: its other transfers may start.
+    /// The first connection to `host` answered: its other transfers may
+    /// start, and it is not failing (the loop marks it again should it be).
     mutating func answered(host: String) {
         if probing.remove(host) != nil { probed.insert(host) }
+        setFailing(host, false)
     }
 
     /// Gives back a slot taken by `next()`. A host's first transfer that ends
@@ -102,7 +133,7 @@ struct SlotQueue<Element> {
         running -= 1
         let left = runningPerHost[host, default: 1] - 1
         runningPerHost[host] = left > 0 ? left : nil
-        if endingProbe { answered(host: host) }
+        if endingProbe, probing.remove(host) != nil { probed.insert(host) }
     }
 
     /// Removes and returns the first waiting element that matches (a cancelled transfer).

@@ -346,6 +346,49 @@ import TestSupport
         }
     }
 
+    /// Hosts that never answer hold one slot each, not `--per-host`: two
+    /// such servers at the head of a list held all the slots, and every live
+    /// URL behind them waited for two rounds of stalls (a minute at the
+    /// defaults). The live URLs now all end before the first stall does.
+    @Test func hostsThatNeverAnswerDoNotHoldTheSlotsLiveHostsNeed() async throws {
+        try await withOrigin { origin, directory in
+            let first = try SilentServer()
+            let second = try SilentServer()
+            defer { first.stop(); second.stop() }
+            let live = (0..<12).map { index in
+                origin.addResource("/live\(index)", data: fixtureBytes(count: 5_000, seed: UInt64(300 + index)))
+                return origin.url("/live\(index)")
+            }
+            let urls = (0..<4).map { first.url("/a\($0).jpg") } + (0..<4).map { second.url("/b\($0).jpg") } + live
+            var configuration = TransferConfiguration()
+            configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.02, maxDelay: 0.05)
+            configuration.maxConcurrentTransfers = 4
+            configuration.maxTransfersPerHost = 4
+            configuration.stallTimeout = 2
+            configuration.unreachableHostPatience = 1
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            defer { engine.shutdown() }
+
+            // The connections the silent servers had taken when the last live URL ended.
+            let silentConnections = Mutex<Int?>(nil)
+            let liveEnded = Mutex(0)
+            await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                #expect(index < 8 || (try? result.get()) != nil, "live URL \(index): \(result)")
+                if index >= 8, liveEnded.withLock({ $0 += 1; return $0 }) == live.count {
+                    silentConnections.withLock { $0 = first.accepted + second.accepted }
+                }
+                ready()
+            }
+
+            // One each (their first, still waiting for an answer), or a few more
+            // on a machine so slow that those stalled first; holding every slot,
+            // they had taken 4 each before any live URL could start.
+            let taken = try #require(silentConnections.withLock { $0 })
+            #expect(taken < 8, "\(taken) connections to the silent servers before the live URLs were done")
+        }
+    }
+
     /// A server that closes every connection without a word fails each URL
     /// after its own retries: such failures come within milliseconds, and
     /// retries free for the host's patience tried each URL 13 to 15 times.

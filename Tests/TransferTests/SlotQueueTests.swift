@@ -95,6 +95,33 @@ import Testing
         #expect(drain(&queue) == ["dead1", "dead2", "dead3"])
     }
 
+    /// A failing host (its attempts fail without an answer) runs one
+    /// transfer while another host can take the slot, and up to its limit
+    /// when none can: two dead hosts at the head of a list held all 16
+    /// slots, and the live URLs behind them waited a minute.
+    @Test func aFailingHostTakesOneSlotWhileOthersWait() {
+        var queue = SlotQueue<String>(total: 4, perHost: 4)
+        for index in 0..<4 { queue.enqueue("dead\(index)", host: "dead") }
+        queue.setFailing("dead", true)
+        for index in 0..<5 { queue.enqueue("live\(index)", host: "live") }
+        #expect(drain(&queue) == ["dead0", "live0", "live1", "live2"])
+        queue.release(host: "live")
+        #expect(drain(&queue) == ["live3"])
+        // A slot no other host takes goes to the failing host: it is tried as fast as before.
+        queue.release(host: "live")
+        queue.release(host: "live")
+        #expect(drain(&queue) == ["live4", "dead1"])
+        queue.release(host: "dead")
+        #expect(drain(&queue) == ["dead2"])
+        // An answer ends it: back to its own limit, in arrival order with the others.
+        queue.answered(host: "dead")
+        #expect(!queue.isFailing("dead"))
+        queue.enqueue("live5", host: "live")
+        queue.release(host: "live")
+        queue.release(host: "live")
+        #expect(drain(&queue) == ["dead3", "live5"])
+    }
+
     @Test func aCancelledFirstTransferLeavesTheNextToProbe() {
         var queue = SlotQueue<String>(total: 16, perHost: 8)
         for index in 0..<3 { queue.enqueue("tls\(index)", host: "tls", probeFirst: true) }
