@@ -698,7 +698,10 @@ public struct HeldPartials: Sendable, Equatable {
     /// Partials with a validator beside them, which a resumed download needs.
     public var resumable = 0
     /// Every partial: those of running downloads (this or another
-    /// process's) and those no run can resume too.
+    /// process's) and those no run can resume too, and the private files
+    /// of downloads whose partial another process held, and of finished
+    /// bodies not yet stored (a killed run leaves them until the sweep takes
+    /// them a day later: 122 of them, 19 MB, after three runs killed at once).
     public var count = 0
     /// Their bytes.
     public var bytes: Int64 = 0
@@ -711,12 +714,12 @@ public struct HeldPartials: Sendable, Equatable {
     public init(in directory: String) {
         for path in [directory] + PartialFile.shardNames.map({ "\(directory)/\($0)" }) {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { continue }
-            for name in names where name.hasSuffix(".part") && PartialFile.isOwnName(name) {
+            for name in names where !name.contains(".validator") && PartialFile.isOwnName(name) {
                 var info = stat()
-                guard stat("\(path)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+                guard lstat("\(path)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
                 count += 1
                 bytes += Int64(info.st_size)
-                if access("\(path)/\(name).validator", F_OK) == 0 { resumable += 1 }
+                if name.hasSuffix(".part"), access("\(path)/\(name).validator", F_OK) == 0 { resumable += 1 }
             }
         }
     }

@@ -280,17 +280,20 @@ import Transfer
             try Data(count: 50).write(to: URL(fileURLWithPath: "\(tmp)/a/\(key("a")).part"))
             // Left at the top by an older version: a run still finds it.
             try Data(count: 1000).write(to: URL(fileURLWithPath: "\(tmp)/\(key("b")).part"))
-            // Not a partial, or not named as mediafetch names one.
+            // A private download (its partial was another process's) and a finished
+            // body not yet stored, that a killed run left: disk too, until the sweep.
             try Data(count: 70).write(to: URL(fileURLWithPath: "\(tmp)/a/\(key("a")).1-1.tmp"))
+            try Data(count: 30).write(to: URL(fileURLWithPath: "\(tmp)/3/\(key("c")).part.1-2.done"))
+            // Not named as mediafetch names one.
             try Data(count: 70).write(to: URL(fileURLWithPath: "\(tmp)/a/notes.part"))
 
             let partials = cache.heldPartials()
-            #expect(partials.count == 3 && partials.resumable == 1 && partials.bytes == 101_050)
+            #expect(partials.count == 5 && partials.resumable == 1 && partials.bytes == 101_150)
             let stats = try StatsFormatter.render(try cache.catalog.stats(), partials: partials, root: "/c", as: .table)
-            #expect(stats.hasSuffix("partial downloads        3 (98.7 KiB in tmp/; 1 with the validator a resumed download needs)\n"), "\(stats)")
+            #expect(stats.hasSuffix("partial downloads        5 (98.8 KiB in tmp/; 1 with the validator a resumed download needs)\n"), "\(stats)")
             let json = try StatsFormatter.render(try cache.catalog.stats(), partials: partials, root: "/c", as: .json)
             let fields = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-            #expect(fields["partialDownloads"] as? Int == 3 && fields["partialBytes"] as? Int == 101_050 && fields["resumablePartials"] as? Int == 1)
+            #expect(fields["partialDownloads"] as? Int == 5 && fields["partialBytes"] as? Int == 101_150 && fields["resumablePartials"] as? Int == 1)
             let none = try StatsFormatter.render(try cache.catalog.stats(), root: "/c", as: .table)
             #expect(!none.contains("partial"))
         }
