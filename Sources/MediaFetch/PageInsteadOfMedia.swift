@@ -1,4 +1,5 @@
 import ContentStore
+import Transfer
 import Foundation
 import URLText
 

@@ -194,7 +194,7 @@ final class FileSink: BodySink {
             expectedTotal = head.contentLength ?? (head.status == 200 ? head.lengthBesideChunks : nil)
         }
         if let limit = maxFileSize, let total = expectedTotal, total > limit {
-            return .tooLarge(limit: limit)
+            return .tooLarge(limit: limit, announced: total)
         }
         accepting = true
         self.head = head

@@ -563,7 +563,7 @@ public final class TransferEngine: Sendable {
             case CURLE_TOO_MANY_REDIRECTS:
                 return .failure(TransferError(.tooManyRedirects, "too many redirects: \(message)"))
             case CURLE_FILESIZE_EXCEEDED:
-                return .failure(maxFileSize.map(TransferError.tooLarge(limit:))
+                return .failure(maxFileSize.map { TransferError.tooLarge(limit: $0, announced: outcome.head.contentLength) }
                     ?? TransferError(.tooLarge, "larger than the --max-filesize limit"))
             case CURLE_WRITE_ERROR:
                 return .failure(TransferError(.fileSystem(errno: 0), "cannot write the body: \(message)"))

@@ -74,7 +74,19 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
 
 extension TransferError {
     /// A body over `--max-filesize`, whether libcurl (from Content-Length) or the sink (counting) found it.
-    static func tooLarge(limit: Int64) -> TransferError {
-        TransferError(.tooLarge, "larger than the --max-filesize limit of \(limit) bytes")
+    /// Both in the units a size is given in (`1M` read as 1048576 bytes was not
+    /// recognised), and the size the server gave when it did.
+    static func tooLarge(limit: Int64, announced: Int64? = nil) -> TransferError {
+        let size = announced.map { ": the server gave its size as \(ByteSize.format($0))" } ?? ""
+        return TransferError(.tooLarge, "larger than the --max-filesize limit of \(exactSize(limit))\(size)")
+    }
+
+    /// `ByteSize.format`, with the bytes beside it where it rounds (a limit
+    /// of 1025 bytes is no "1.0 KiB").
+    private static func exactSize(_ bytes: Int64) -> String {
+        var unit: Int64 = 1
+        while unit < 1 << 40, Double(bytes) / Double(unit) >= 1023.95 { unit <<= 10 }
+        let exact = unit == 1 || (bytes % unit) * 10 % unit == 0
+        return exact ? ByteSize.format(bytes) : "\(ByteSize.format(bytes)) (\(bytes) bytes)"
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Transfer
 
 /// Sizes as people write them: `512`, `64K`, `1.5M`, `2G` (powers of 1024, like curl).
 public enum ByteSize {
