@@ -222,16 +222,21 @@ public final class FetchJob: Sendable {
     /// Cancelling it also ends a wait for another process's catalog lock:
     /// what could not be recorded then is kept for the next run (see
     /// `UnrecordedRows`), and the run ends as interrupted.
-    public func run(_ requested: any FetchList) async throws -> FetchReport {
+    /// `whenDownloadsBegin` is told how many items will be downloaded, when
+    /// there are any (once the cached ones are known): a note about the
+    /// downloads is for a run that makes some.
+    public func run(_ requested: any FetchList,
+                    whenDownloadsBegin: (@Sendable (_ count: Int) -> Void)? = nil) async throws -> FetchReport {
         try await withTaskCancellationHandler {
-            try await runUntilCancelled(requested)
+            try await runUntilCancelled(requested, whenDownloadsBegin: whenDownloadsBegin)
         } onCancel: {
             state.withLock { $0.cancelled = true }
             cache.stopWaitingForCatalogLocks()
         }
     }
 
-    private func runUntilCancelled(_ requested: any FetchList) async throws -> FetchReport {
+    private func runUntilCancelled(_ requested: any FetchList,
+                                   whenDownloadsBegin: (@Sendable (Int) -> Void)?) async throws -> FetchReport {
         let clock = ContinuousClock()
         let started = clock.now
         defer { eventSink.finish() }
@@ -261,7 +266,7 @@ public final class FetchJob: Sendable {
                 // start while it is created, and stop if it cannot be (a
                 // child that throws ends the group, which cancels the other).
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { await self.download(items, engine: engine, ingestor: ingestor) }
+                    group.addTask { await self.download(items, engine: engine, ingestor: ingestor, whenBegun: whenDownloadsBegin) }
                     group.addTask { _ = try await self.cache.openedCatalog() }
                     while try await group.next() != nil {}
                 }
@@ -285,7 +290,9 @@ public final class FetchJob: Sendable {
                     throw cache.catalogReadError(error)
                 }
                 // Interrupted while the list was being looked up: nothing is started.
-                if !Task.isCancelled { await download(toDownload, engine: engine, ingestor: ingestor) }
+                if !Task.isCancelled {
+                    await download(toDownload, engine: engine, ingestor: ingestor, whenBegun: whenDownloadsBegin)
+                }
             }
         } catch {
             engine.shutdown()
@@ -491,7 +498,9 @@ public final class FetchJob: Sendable {
     /// A full disk or a failed catalog stops them: the items not started are
     /// left for a later run (as after Ctrl-C) rather than each requested and
     /// failed in turn.
-    private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor) async {
+    private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor,
+                          whenBegun: (@Sendable (Int) -> Void)?) async {
+        if items.count > 0 { whenBegun?(items.count) }
         let downloads = Task { [self] in
             await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
                 switch result {

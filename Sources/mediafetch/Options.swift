@@ -36,7 +36,8 @@ struct CacheOptions: ParsableArguments {
     /// it cannot write comes with why, for the command to say when it needs
     /// to write after all.
     func openForDownloads(mustExist: Bool = false, progress: ProgressMode?) throws -> (MediaCache, CacheError?) {
-        let root = MediaCache.resolveRoot(explicit: cache)
+        // Absolute in what is said of it: "no cache at Cache" named no place.
+        let root = MediaCache.absolutePath(MediaCache.resolveRoot(explicit: cache))
         var info = stat()
         if stat(root + "/catalog.sqlite", &info) != 0, errno != ENOENT, errno != ENOTDIR,
            mustExist || errno == EACCES || errno == EPERM {

@@ -788,8 +788,14 @@ import TestSupport
                 + "LimitNOFILE=, docker --ulimit)"), "\(result.stderr)")
             #expect(result.stderr.contains("300 downloaded, 0 already cached, 0 failed"))
 
+            // Nothing to download (every URL cached): nothing to say of how many run at once.
+            let again = try await BuiltProducts.run(["get", "--cache", cache, "-i", input, "--jobs", "400"], openFileLimit: 256)
+            #expect(again.status == 0)
+            #expect(again.stderrLines.count == 1, "\(again.stderr)")
+            #expect(again.stderrLines.first?.hasPrefix("0 downloaded, 300 already cached, 0 failed") == true, "\(again.stderr)")
+
             // With --progress json the note is a JSON line like the rest.
-            let json = try await BuiltProducts.run(["get", "--cache", cache, "-i", input, "--jobs", "400", "--progress", "json"],
+            let json = try await BuiltProducts.run(["get", "--cache", cache + "-json", "-i", input, "--jobs", "400", "--progress", "json"],
                                                    openFileLimit: 256)
             #expect(json.status == 0)
             #expect(jsonLines(json.stderr).count == json.stderrLines.count)

@@ -116,19 +116,24 @@ struct FetchRunner {
             try await checkCached(items, in: cache, notWritable: notWritable)
             return
         }
-        // The engine runs no more transfers than the open-file limit allows: say so.
+        // The engine runs no more transfers than the open-file limit allows: said
+        // when there are downloads to run (not when every URL is cached).
+        var limitNote: (@Sendable (Int) -> Void)?
         if configuration.maxConcurrentTransfers > budget.maxJobs {
-            Terminal.notice("--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
+            let note = "--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
                 + "\(budget.limit) allows: running \(budget.maxJobs) at once (that is the hard limit, ulimit -Hn, as the "
-                + "soft one was raised to it: raise it where it is set, limits.conf, LimitNOFILE=, docker --ulimit)",
-                progress: transfer.progress)
+                + "soft one was raised to it: raise it where it is set, limits.conf, LimitNOFILE=, docker --ulimit)"
+            let (maxJobs, progress) = (budget.maxJobs, transfer.progress)
+            limitNote = { count in
+                if count > maxJobs { Terminal.notice(note, progress: progress) }
+            }
         }
         // Only the JSON lines show each stored item; the other modes show totals.
         let job = FetchJob(cache: cache, configuration: configuration,
                            reportsEachStoredItem: transfer.progress == .json)
         let printer = ProgressPrinter(mode: transfer.progress)
         let display = Task { await printer.consume(job.events) }
-        let work = Task { try await job.run(items) }
+        let work = Task { try await job.run(items, whenDownloadsBegin: limitNote) }
 
         // Ctrl-C cancels the job: running transfers stop, what finished is
         // stored and recorded, partials stay for the next run. SIGTERM
