@@ -37,6 +37,25 @@ enum CommandLineLayout {
         return [arguments[index]] + leading + arguments[(index + 1)...]
     }
 
+    /// A global option written before the command with nothing after it
+    /// (`mediafetch --cache`), if any: the parser, which knows it only after
+    /// a command, called it an unknown option.
+    static func leadingOptionWithoutValue(in arguments: [String]) -> String? {
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if let equals = argument.firstIndex(of: "="), globalOptions.contains(String(argument[..<equals])) {
+                index += 1
+            } else if globalOptions.contains(argument) {
+                if index + 1 == arguments.count { return argument }
+                index += 2
+            } else {
+                return nil
+            }
+        }
+        return nil
+    }
+
     /// The first `--name=` with nothing after the `=`, if any (before a `--`
     /// that ends the options). The parser would take the next argument as
     /// the value: `--collection="$NAME"` with `NAME` unset named a

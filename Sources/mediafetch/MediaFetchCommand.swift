@@ -59,6 +59,10 @@ struct MediaFetchCommand: AsyncParsableCommand {
         // Text that help and --version leave in stdout's buffer is written at exit, where a failure would go unnoticed.
         atexit(flushBufferedOutputAtExit)
         refuseTextThatIsNotUTF8()
+        if let option = CommandLineLayout.leadingOptionWithoutValue(in: Array(CommandLine.arguments.dropFirst())) {
+            writeUsageError("\(option) needs a value (mediafetch \(option) DIR <command>)", for: nil)
+            Self.exit(withError: ExitCode.validationFailure)
+        }
         let arguments = CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst()))
         let command = configuration.subcommands.first { $0._commandName == arguments.first }
         if let problem = CommandLineLayout.unknownCommand(in: arguments,

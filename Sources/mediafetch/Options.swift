@@ -100,13 +100,16 @@ enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
 /// Transfer options shared by every downloading command.
 struct TransferOptions: ParsableArguments {
     // `.unconditional`: `--jobs -1` is a bad number, not a missing value.
-    @Option(name: .long, parsing: .unconditional, help: "Concurrent transfers in total.")
+    @Option(name: .long, parsing: .unconditional, help: "Concurrent transfers in total.",
+            transform: { try wholeNumber($0) })
     var jobs: Int = 16
 
-    @Option(name: .customLong("per-host"), parsing: .unconditional, help: "Concurrent transfers against one host.")
+    @Option(name: .customLong("per-host"), parsing: .unconditional, help: "Concurrent transfers against one host.",
+            transform: { try wholeNumber($0) })
     var perHost: Int = 8
 
-    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx); unless it is 0, failures to reach a host whose other URLs fail too use none while its patience lasts (--host-patience), and a 429 or 503 that says when to come back (Retry-After) uses none while those waits add up to 10 min (each counted retry may then wait up to 10 min too).")
+    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx). Unless it is 0, waits a server asks for (Retry-After, 10 min in all; then up to 10 min a retry) and failures to reach a host that is out (--host-patience) use none.",
+            transform: { try wholeNumber($0) })
     var retries: Int = 4
 
     @Option(name: .customLong("host-patience"), parsing: .unconditional, help: ArgumentHelp(
@@ -172,16 +175,32 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .long, help: "Progress display: auto (a status line on a terminal; elsewhere only failures and the summary), bar (the status line even off a terminal), json (lines on stderr), none (failures only).")
     var progress: ProgressMode = .auto
 
+    /// A whole number as an option's value, or why it is none: the parser's
+    /// own said only "is invalid", of `20000000000000000000` too.
+    static func wholeNumber(_ text: String) throws -> Int {
+        if let number = Int(text) { return number }
+        let digits = text.hasPrefix("-") || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+        if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            throw ValidationError("a number that large is not taken")
+        }
+        throw ValidationError("not a whole number")
+    }
+
+    /// A number of seconds as it was written, or near enough: `0`, not `0.0`.
+    static func shown(_ seconds: Double) -> String {
+        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
+    }
+
     mutating func validate() throws {
         guard jobs >= 1 else { throw ValidationError("--jobs must be at least 1 (got \(jobs))") }
         guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1 (got \(perHost))") }
         guard retries >= 0 else { throw ValidationError("--retries must not be negative (got \(retries))") }
         guard hostPatience == 0 || (1...86_400.0).contains(hostPatience) else {
-            throw ValidationError("--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got \(hostPatience))")
+            throw ValidationError("--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got \(Self.shown(hostPatience)))")
         }
         for (name, value) in [("--timeout", timeout), ("--connect-timeout", connectTimeout), ("--stall-timeout", stallTimeout)] {
             if let value, !(0.001...86_400.0 * 365).contains(value) {
-                throw ValidationError("\(name) must be from 0.001 to 31536000 seconds (a year) (got \(value))")
+                throw ValidationError("\(name) must be from 0.001 to 31536000 seconds (a year) (got \(Self.shown(value)))")
             }
         }
         if let maxFileSize, (ByteSize.parse(maxFileSize) ?? 0) <= 0 {

@@ -11,6 +11,15 @@ import Testing
         #expect(CommandLineLayout.placingGlobalOptions(["--cache=/c", "list"]) == ["list", "--cache=/c"])
     }
 
+    /// `mediafetch --cache` with nothing after it was called an unknown option.
+    @Test func aCacheBeforeTheCommandWithNoValueIsFound() {
+        #expect(CommandLineLayout.leadingOptionWithoutValue(in: ["--cache"]) == "--cache")
+        #expect(CommandLineLayout.leadingOptionWithoutValue(in: ["--cache=/a", "--cache"]) == "--cache")
+        #expect(CommandLineLayout.leadingOptionWithoutValue(in: ["--cache", "/c"]) == nil)
+        #expect(CommandLineLayout.leadingOptionWithoutValue(in: ["--cache", "/c", "stats"]) == nil)
+        #expect(CommandLineLayout.leadingOptionWithoutValue(in: ["get", "--cache"]) == nil)
+    }
+
     @Test func helpNeedsNoCache() {
         #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "help", "get"]) == ["help", "get"])
     }
@@ -213,8 +222,10 @@ import Testing
         (["--per-host", "0"], "--per-host must be at least 1 (got 0)"),
         (["--retries", "-1"], "--retries must not be negative (got -1)"),
         (["--host-patience", "0.5"], "--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got 0.5)"),
-        (["--host-patience", "-1"], "--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got -1.0)"),
-        (["--connect-timeout", "0"], "--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got 0.0)"),
+        (["--host-patience", "-1"], "--host-patience must be 0 (none) or from 1 to 86400 seconds (a day) (got -1)"),
+        (["--connect-timeout", "0"], "--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got 0)"),
+        (["--jobs", "99999999999999999999"], "The value '99999999999999999999' is invalid for '--jobs <jobs>': a number that large is not taken"),
+        (["--per-host", "1.5"], "The value '1.5' is invalid for '--per-host <per-host>': not a whole number"),
         (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),
         (["--limit-rate", "0"], "--limit-rate: '0' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),
         (["--max-filesize", "9E"], "--max-filesize: '9E' is not a size of at least 1 byte and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 200M or 1.5G)"),
