@@ -29,7 +29,9 @@ struct Connection {
     /// Handles requests until the client closes, asks to close, misbehaves, or the
     /// server shuts down. The caller closes the descriptor afterwards.
     mutating func run() {
-        defer { finish() }
+        // Set by `resetNextRequest`: the next request is met with a reset.
+        var resetNext = false
+        defer { if !resetNext { finish() } }
         while !server.isShutdown {
             let bytes: [UInt8]
             switch readHead() {
@@ -37,6 +39,11 @@ struct Connection {
                 return
             case .tooLarge:
                 sendError(431, "Request head too large\n")
+                return
+            case .head where resetNext:
+                // Closed with a reset, unanswered: no drain, no FIN first.
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
                 return
             case .head(let head):
                 bytes = head
@@ -54,6 +61,7 @@ struct Connection {
             let (reply, bodyFault) = server.reply(to: request)
             guard write(reply, headOnly: head.method == "HEAD", keepAlive: keepAlive,
                         http10: head.isHTTP10, bodyFault: bodyFault), keepAlive else { return }
+            if bodyFault == .resetNextRequest { resetNext = true }
         }
     }
 

@@ -43,6 +43,11 @@ public enum Fault: Sendable, Equatable {
     /// `seconds` apart, until the client leaves (a broken proxy, or a
     /// server that holds a client's slot on purpose). Bounded: 10,000 sends.
     case endlessHead(interim: Bool, seconds: Double)
+    /// Answer in full, keeping the connection open (no `Connection: close`),
+    /// then reset it, unanswered, when the client sends its next request on
+    /// it: a server that dropped an idle connection just as the client
+    /// reused it.
+    case resetNextRequest
 }
 
 /// A fault installed for a path, with how many more requests it applies to.
@@ -56,7 +61,7 @@ extension Fault {
     /// Whether this fault alters how a body is written (as opposed to what is answered).
     var affectsBodyDelivery: Bool {
         switch self {
-        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked, .endlessHead: true
+        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked, .endlessHead, .resetNextRequest: true
         case .status, .html, .ignoreRange: false
         }
     }

@@ -105,6 +105,10 @@ final class Attempt: @unchecked Sendable {
     /// timeout is what limits the attempt, not the stall clock. Cleared by a
     /// redirect, which may need a new connection.
     var connected = false
+    /// Requests libcurl sent for the attempt: one, one more a redirect, and
+    /// one more each time it sent the request again on a fresh connection
+    /// (a reused one the server had closed meanwhile).
+    var requestsSent = 0
     /// When the attempt began to connect (its start, or the last redirect).
     var connectingSince = ContinuousClock.now
     /// When the request went out (see `connectionReady`): the final
@@ -129,6 +133,7 @@ final class Attempt: @unchecked Sendable {
     /// Called by libcurl once the connection is made, just before the
     /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
     func connectionReady() {
+        requestsSent += 1
         lastActivity = .now
         requestSentAt = lastActivity
         connected = true
@@ -608,7 +613,12 @@ final class CurlLoop: Sendable {
             attempt.headerList = nil
             easy.prepareForReuse()
             // A handle ended while paused may still hold the bytes it kept: not reused.
-            if !wasPaused, spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
+            // Nor one whose request libcurl sent again on a fresh connection: the handle
+            // counts those retries for good, gives up after five, and a reset would
+            // clear the options set once; past five, every later such race failed its
+            // URL (a server closing each connection unannounced failed 1 URL in 7).
+            let retriedWithin = attempt.requestsSent > 1 + ended.redirects
+            if !wasPaused, !retriedWithin, spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
             let onEnd = attempt.takeOnEnd()
             if whole {
                 // The last chunk and the digest go to the writer from here,

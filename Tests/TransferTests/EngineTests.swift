@@ -422,6 +422,31 @@ import TestSupport
         }
     }
 
+    /// A server that drops each idle connection just as it is reused: libcurl
+    /// sends the request again on a fresh connection, but counts those
+    /// retries in the easy handle for good and stops after five. Handles
+    /// are reused, so from the sixth such race on every URL failed (a
+    /// server closing each connection unannounced failed 1 URL in 7 under
+    /// `--retries 0`, where curl failed none).
+    @Test func aConnectionTheServerDroppedAsItWasReusedFailsNoURL() async throws {
+        _ = try await withEngine(retries: 0, adjust: { $0.maxConcurrentTransfers = 1 }) { origin, engine, _ in
+            var urls: [String] = []
+            for index in 0..<12 {
+                origin.addResource("/k\(index).jpg", data: fixtureBytes(count: 3000, seed: UInt64(700 + index)))
+                origin.setFault("/k\(index).jpg", .resetNextRequest)
+                urls.append(origin.url("/k\(index).jpg"))
+            }
+            for url in urls {
+                let body = try await engine.download(url)
+                #expect(body.size == 3000)
+                body.file.release()
+            }
+            // Each after the first was asked on the connection the server dropped
+            // (met with a reset, unrecorded), then on a new one.
+            #expect(Set(origin.requests().map(\.connection)).count == 12)
+        }
+    }
+
     /// A URL that fails after retries that used up none says how many
     /// there were: "after 4 attempts" under `--retries 1` read as the option ignored.
     @Test func theRetriesThatUsedUpNoneAreSaidWhenTheURLFails() async throws {
