@@ -40,11 +40,15 @@ enum PageInsteadOfMedia {
             expected = "a .\(ext) file"
         }
         let bytes = opening()
+        // Named a page or text, and compressed (sent gzip or zstd unasked): what it
+        // says it is, as no image or sound begins with those bytes.
+        let compressed = !unnamed && isCompressed(bytes)
         // A page may be plain words ("Access denied" as text/html) as well as markup.
         // Unnamed, markup must open as a page does: a body of any bytes may begin with `<`.
-        guard looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) || unnamed && opensAsAPage(bytes) else { return nil }
+        guard compressed || looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) || unnamed && opensAsAPage(bytes) else { return nil }
         let what = isPage || unnamed && opensAsAPage(bytes) ? "a web page" : "text"
-        return "the server sent \(what) (\(type ?? "no type given"), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
+        let how = compressed ? ", compressed" : ""
+        return "the server sent \(what) (\(type ?? "no type given")\(how), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
     }
 
     /// Types that say only "bytes": what a server sends when it does not know.
@@ -58,6 +62,13 @@ enum PageInsteadOfMedia {
     static func isTextual(_ type: String) -> Bool {
         type.hasPrefix("text/") || ["application/json", "application/xml", "application/javascript"].contains(type)
             || type.hasSuffix("+json") || type.hasSuffix("+xml")
+    }
+
+    /// Whether `bytes` begin as a gzip or zstd stream does: a page a server
+    /// compressed though it was not asked to (mediafetch sends no
+    /// `Accept-Encoding`), which is stored as sent.
+    static func isCompressed(_ bytes: [UInt8]) -> Bool {
+        bytes.starts(with: [0x1F, 0x8B, 0x08]) || bytes.starts(with: [0x28, 0xB5, 0x2F, 0xFD])
     }
 
     /// Whether `bytes` begin, after blanks and a UTF-8 byte order mark, with `<`.

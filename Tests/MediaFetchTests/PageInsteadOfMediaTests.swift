@@ -108,6 +108,21 @@ import Testing
         #expect(!PageInsteadOfMedia.looksLikeText([]))
     }
 
+    /// A login page sent gzip-compressed, unasked, was stored as the photo:
+    /// its bytes do not read as a page, but nothing a photo or a sound opens
+    /// with does either.
+    @Test func aCompressedPageOrTextIsRefusedAsWhatItSaysItIs() {
+        let gzip: [UInt8] = [0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xB3, 0xC9]
+        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .file, size: 53, opening: { gzip })
+                == "the server sent a web page (text/html, compressed, 53 B) where a .jpg file was asked for; not stored")
+        let zstd: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD, 0x04, 0x58]
+        #expect(PageInsteadOfMedia.reason(contentType: "application/json", url: "http://h/a.mp3", kind: .sound, size: 6, opening: { zstd })
+                == "the server sent text (application/json, compressed, 6 B) where a sound was asked for; not stored")
+        // Unnamed, compressed bytes say nothing of what they hold.
+        #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", url: "http://h/a.jpg", kind: .file, size: 12,
+                                          opening: { gzip }) == nil)
+    }
+
     /// A real photo a handler labels `text/html` (it sets no type of its own) is stored.
     @Test func aBodyThatDoesNotLookLikeAPageIsStoredWhateverItsType() {
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
