@@ -135,7 +135,15 @@ final class FileSink: BodySink {
             return TransferError(.http(status: head.status),
                                  "HTTP \(head.status)\(reason): the server sent no file (only 200, 203 and 206 carry one); not stored")
         }
-        if head.status == 206 {
+        // A 206 that carries the whole file though no range was asked (some
+        // servers and CDNs answer so): the file, as a 200 would be. It was
+        // refused and asked again five times, to the same answer.
+        var wholeFileIn206: Int64?
+        if head.status == 206, requestedOffset == 0, bytesHeld == 0, let range = head.contentRange, range.start == 0,
+           let total = range.total, range.end == total - 1, head.contentLength.map({ $0 == total }) ?? true {
+            wholeFileIn206 = total
+        }
+        if head.status == 206, wholeFileIn206 == nil {
             // `contentRange` is ordered and inside the file, so `total - 1` and
             // the range's length cannot overflow whatever the server sent.
             guard requestedOffset > 0, requestedOffset == bytesHeld, let range = head.contentRange,
@@ -191,7 +199,7 @@ final class FileSink: BodySink {
                 // version, and must not vouch for this one's bytes.
                 partial.forgetValidator()
             }
-            expectedTotal = head.contentLength ?? (head.status == 200 ? head.lengthBesideChunks : nil)
+            expectedTotal = head.contentLength ?? wholeFileIn206 ?? (head.status == 200 ? head.lengthBesideChunks : nil)
         }
         if let limit = maxFileSize, let total = expectedTotal, total > limit {
             return .tooLarge(limit: limit, announced: total)
@@ -199,7 +207,7 @@ final class FileSink: BodySink {
         accepting = true
         self.head = head
         heldAtBegin = bytesHeld
-        if head.status != 206 {
+        if head.status != 206 || wholeFileIn206 != nil {
             // If-Range takes a strong ETag or a strong date; a weak ETag would never match.
             let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
             let newValidator = strongETag ?? Self.strongLastModified(head)

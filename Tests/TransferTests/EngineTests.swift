@@ -231,6 +231,28 @@ import TestSupport
         }
     }
 
+    /// A 206 that carries the whole file, though no range was asked, is the
+    /// file (it was refused, and asked again five times to the same answer);
+    /// one with a part of it is still refused.
+    @Test func a206WithTheWholeFileUnaskedIsTheFile() async throws {
+        _ = try await withEngine(retries: 0) { origin, engine, _ in
+            let whole = fixtureBytes(count: 5002, seed: 37)
+            origin.route("/all.jpg") { _ in
+                OriginResponse(status: 206, headers: [("Content-Range", "bytes 0-5001/5002"), ("ETag", "\"w1\"")], body: whole)
+            }
+            origin.route("/some.jpg") { _ in
+                OriginResponse(status: 206, headers: [("Content-Range", "bytes 0-999/5002")], body: whole.prefix(1000))
+            }
+
+            let body = try await engine.download(origin.url("/all.jpg"))
+            #expect(body.sha256 == sha256(whole))
+            #expect(body.resumedBytes == 0)
+            body.file.release()
+            let refused = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/some.jpg")) }
+            #expect(refused?.message == "server answered with a range that was not asked for")
+        }
+    }
+
     /// A resume through the same redirect goes on from the bytes held, a
     /// signed link's changing query and host included.
     @Test func aResumeThroughTheSameRedirectGoesOn() async throws {
