@@ -6,6 +6,8 @@ import URLText
 struct ResponseHead: Sendable {
     var status = 0
     var reason = ""
+    /// The most characters of a reason phrase kept (`reason`).
+    static let longestReason = 120
     /// The HTTP major version of the status line: 2 or 3 for a response on a
     /// connection that other transfers may share (a stream), 1 otherwise.
     var majorVersion = 1
@@ -207,7 +209,13 @@ struct ResponseHead: Sendable {
             // "HTTP/2", "HTTP/1.1": the digit after the slash.
             if let major = line.dropFirst(5).first, (49...57).contains(major) { majorVersion = Int(major - 48) }
             if parts.count >= 2 { status = Int(String(decoding: UnsafeRawBufferPointer(rebasing: parts[1]), as: UTF8.self)) ?? 0 }
-            if parts.count == 3 { reason = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self) }
+            if parts.count == 3 {
+                // Quoted in failure lines and kept in the catalog: a server's 20,000
+                // characters made a line of that length. Cut, as `…`, at 120.
+                let text = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self)
+                reason = text.utf8.count > Self.longestReason && text.count > Self.longestReason
+                    ? text.prefix(Self.longestReason - 1) + "…" : text
+            }
             return
         }
         guard !isComplete, let colon = line.firstIndex(of: 58),

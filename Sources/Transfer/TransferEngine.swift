@@ -384,7 +384,9 @@ public final class TransferEngine: Sendable {
             if outcome.redirects > 0, let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
                 // "HTTP 404" alone named only the URL asked for, not the one that
                 // answered. Without its query: a signed CDN link holds a token.
-                let shown = effective.prefix { $0 != "?" }
+                var shown = effective.prefix { $0 != "?" }
+                // A server's Location of 30,000 characters made a failure line of that length.
+                if shown.count > 300 { shown = shown.prefix(299) + "…" }
                 error = TransferError(error.kind, "\(error.message) (redirected to \(URLPassword.replaced(in: String(shown), with: "***")))",
                                       retryAfter: error.retryAfter)
             }

@@ -31,6 +31,16 @@ import URLText
         #expect(head(["HTTP/1.1 200 OK", "ETag: \"a\tb\"", ""]).etag == "\"a\tb\"")
     }
 
+    /// A reason phrase is quoted in failure lines and kept in the catalog: a
+    /// server's 20,000 characters are cut to 120 (`…` the last).
+    @Test func aLongReasonPhraseIsCut() {
+        let long = head(["HTTP/1.1 500 " + String(repeating: "Ошибка ", count: 3000)])
+        #expect(long.reason.count == 120 && long.reason.hasSuffix("…") && long.reason.hasPrefix("Ошибка Ошибка"))
+        #expect(head(["HTTP/1.1 404 Not Found"]).reason == "Not Found")
+        let edge = String(repeating: "x", count: 120)
+        #expect(head(["HTTP/1.1 500 " + edge]).reason == edge)
+    }
+
     @Test func aContentLengthMustBeACountOfBytesThatFits() {
         func length(_ values: String...) -> (Int64?, Bool, Bool) {
             let h = head(["HTTP/1.1 200 OK"] + values.map { "Content-Length: \($0)" } + [""])
