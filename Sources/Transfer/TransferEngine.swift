@@ -577,7 +577,7 @@ public final class TransferEngine: Sendable {
         if (200...299).contains(status) { return .success(()) }
         var reason = outcome.head.reason.isEmpty ? "" : " \(outcome.head.reason)"
         // A redirect libcurl did not follow: "HTTP 302 Found" alone read as if it had gone somewhere.
-        if [301, 302, 303, 307, 308].contains(status), outcome.head.location == nil { reason += " (with no Location to follow)" }
+        if [301, 302, 303, 307, 308].contains(status), outcome.head.location?.isEmpty ?? true { reason += " (with no Location to follow)" }
         return .failure(TransferError(.http(status: status), "HTTP \(status)\(reason)", retryAfter: outcome.head.retryAfter()))
     }
 }

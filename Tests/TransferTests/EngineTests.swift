@@ -985,6 +985,10 @@ import TestSupport
             origin.route("/moved") { _ in OriginResponse(status: 302) }
             let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/moved")) }
             #expect(error?.message == "HTTP 302 Found (with no Location to follow)")
+            // An empty one is none either.
+            origin.route("/moved-nowhere") { _ in OriginResponse(status: 302, headers: [("Location", "")]) }
+            let empty = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/moved-nowhere")) }
+            #expect(empty?.message == "HTTP 302 Found (with no Location to follow)")
         }
     }
 
