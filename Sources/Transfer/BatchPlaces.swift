@@ -21,6 +21,12 @@
 /// a good URL every ten lines, the dead URLs filled the lookahead, then every
 /// place, and most good URLs waited 30 s for the host to be given up.
 ///
+/// A host that has not answered yet in the batch holds at most
+/// `unprovenShare` places (its `--per-host`): the engine runs one transfer
+/// of it until it answers (see `SlotQueue`), so more would only wait, and
+/// two hosts that never answer held every place between them, and the live
+/// URLs after them waited a minute for both to be given up.
+///
 /// Not thread-safe: the batch holds it under its lock.
 struct BatchPlaces {
     /// Items in the list.
@@ -28,6 +34,8 @@ struct BatchPlaces {
     /// The places a host may hold while other hosts' items may be waiting
     /// (`DownloadBatch.hostShare`: less than the batch's width).
     let share: Int
+    /// The places a host may hold until it has answered (`answered(_:)`).
+    let unprovenShare: Int
     /// The most items set aside at once: how far the list is read ahead.
     let lookahead: Int
     /// The most items of hosts in an outage set aside at once. Past it, they
@@ -47,10 +55,13 @@ struct BatchPlaces {
     private var outageSetAsideCount = 0
     /// Hosts in an outage.
     private var inOutage: Set<String> = []
+    /// Hosts that have answered in this batch.
+    private var proven: Set<String> = []
 
-    init(count: Int, share: Int, lookahead: Int, outageLookahead: Int? = nil) {
+    init(count: Int, share: Int, unprovenShare: Int? = nil, lookahead: Int, outageLookahead: Int? = nil) {
         self.count = count
         self.share = share
+        self.unprovenShare = min(share, max(1, unprovenShare ?? share))
         self.lookahead = max(0, lookahead)
         self.outageLookahead = max(0, outageLookahead ?? 16 * lookahead)
     }
@@ -71,7 +82,7 @@ struct BatchPlaces {
     /// list read to its end, or the outage lookahead used up) the oldest
     /// set-aside item.
     mutating func next() -> Next {
-        if let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share }),
+        if let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share(of: $0) }),
            let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
@@ -86,6 +97,16 @@ struct BatchPlaces {
             return .setAside(index: index, host: host)
         }
         return .none
+    }
+
+    /// The places `host` may hold now.
+    private func share(of host: String) -> Int {
+        unprovenShare == share || proven.contains(host) ? share : unprovenShare
+    }
+
+    /// `host` answered (a response began): it may hold its whole share.
+    mutating func answered(_ host: String) {
+        if unprovenShare < share { proven.insert(host) }
     }
 
     /// `host`'s URLs fail without an answer in an outage: its items set aside wait
@@ -113,7 +134,7 @@ struct BatchPlaces {
     /// item, and only the items handed out meanwhile can go past it.
     mutating func place(_ index: Int, host: String) -> Bool {
         let held = placesPerHost[host, default: 0]
-        if held >= share || setAside[host] != nil {
+        if held >= share(of: host) || setAside[host] != nil {
             setAside[host, default: FIFO()].append(index)
             countSetAside(1, of: host)
             return false

@@ -79,7 +79,8 @@ final class DownloadBatch: Sendable {
         let jobs = engine.configuration.maxConcurrentTransfers
         width = engine.descriptorBudget.batchWidth(jobs: jobs)
         let share = Self.hostShare(width: width, jobs: jobs, perHost: engine.configuration.maxTransfersPerHost)
-        let places = BatchPlaces(count: count, share: share, lookahead: Self.lookaheadPerPlace * width)
+        let places = BatchPlaces(count: count, share: share, unprovenShare: engine.configuration.maxTransfersPerHost,
+                                 lookahead: Self.lookaheadPerPlace * width)
         state = SleepingLock(State(remaining: count, places: places))
     }
 
@@ -234,7 +235,11 @@ final class DownloadBatch: Sendable {
     /// common case, handed over here), else on the loop thread, so the rest
     /// goes to a task.
     private func ended(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt) {
-        state.withLock { _ = $0.running.remove(first.id) }
+        state.withLock { state in
+            _ = state.running.remove(first.id)
+            // An answer, whatever it was: the host is there (see `BatchPlaces`).
+            if first.outcome.head.status != 0 { state.places.answered(prepared.target.hostKey) }
+        }
         if first.outcome.sealed, case .success = TransferEngine.classify(first.outcome) {
             let completed = TransferEngine.Completed(first.outcome, requestedOffset: first.offset)
             let result: Result<DownloadedBody, TransferError>

@@ -35,6 +35,22 @@ import Testing
         #expect(places.next() == .setAside(index: 3, host: "a"))
     }
 
+    /// A host that has not answered holds its `--per-host` of places, not
+    /// its share: two hosts that never answer held every place between
+    /// them, and a live host's items waited behind them.
+    @Test func hostsThatHaveNotAnsweredHoldFewerPlaces() {
+        // Given ten items each of dead hosts a and b, then a hundred of host c
+        var places = BatchPlaces(count: 120, share: 8, unprovenShare: 2, lookahead: 64)
+        let host = { (index: Int) in index < 10 ? "a" : index < 20 ? "b" : "c" }
+
+        // When six places are filled, each host takes the two it may before answering
+        #expect(fill(&places, upTo: 6, host: host) == [0, 1, 10, 11, 20, 21])
+        // Then c, once it answered, takes the next places up to its share, before
+        // the dead hosts' items waiting longer
+        places.answered("c")
+        #expect(fill(&places, upTo: 12, started: 6, host: host) == [22, 23, 24, 25, 26, 27])
+    }
+
     @Test func aListOfOneHostFillsTheBatchInItsOrder() {
         // Given one host and a share a third of the batch, with a short lookahead
         var places = BatchPlaces(count: 20, share: 2, lookahead: 3)

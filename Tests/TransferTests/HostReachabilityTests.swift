@@ -359,7 +359,9 @@ import TestSupport
                 origin.addResource("/live\(index)", data: fixtureBytes(count: 5_000, seed: UInt64(300 + index)))
                 return origin.url("/live\(index)")
             }
-            let urls = (0..<4).map { first.url("/a\($0).jpg") } + (0..<4).map { second.url("/b\($0).jpg") } + live
+            // Enough of them to fill every place of the batch between them, were they let.
+            let silentURLs = (0..<20).map { first.url("/a\($0).jpg") } + (0..<20).map { second.url("/b\($0).jpg") }
+            let urls = silentURLs + live
             var configuration = TransferConfiguration()
             configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.02, maxDelay: 0.05)
             configuration.maxConcurrentTransfers = 4
@@ -374,8 +376,8 @@ import TestSupport
             let liveEnded = Mutex(0)
             await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
                 if case .success(let body) = result { body.file.release() }
-                #expect(index < 8 || (try? result.get()) != nil, "live URL \(index): \(result)")
-                if index >= 8, liveEnded.withLock({ $0 += 1; return $0 }) == live.count {
+                #expect(index < silentURLs.count || (try? result.get()) != nil, "live URL \(index): \(result)")
+                if index >= silentURLs.count, liveEnded.withLock({ $0 += 1; return $0 }) == live.count {
                     silentConnections.withLock { $0 = first.accepted + second.accepted }
                 }
                 ready()
@@ -383,7 +385,8 @@ import TestSupport
 
             // One each (their first, still waiting for an answer), or a few more
             // on a machine so slow that those stalled first; holding every slot,
-            // they had taken 4 each before any live URL could start.
+            // they had taken 4 each before any live URL could start (and then,
+            // holding every place of the batch, more until they were given up).
             let taken = try #require(silentConnections.withLock { $0 })
             #expect(taken < 8, "\(taken) connections to the silent servers before the live URLs were done")
         }
