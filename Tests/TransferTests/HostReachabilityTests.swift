@@ -231,12 +231,13 @@ import TestSupport
     /// An engine with quick retries (unless `baseDelay` and `maxDelay` say
     /// otherwise), `jobs` transfers (all of them may go to one host) and `patience`.
     private func engine(patience: Double?, jobs: Int = 4, retries: Int = 3, baseDelay: Double = 0.02, maxDelay: Double = 0.05,
-                        directory: TemporaryDirectory) throws -> TransferEngine {
+                        stallTimeout: Double? = nil, directory: TemporaryDirectory) throws -> TransferEngine {
         var configuration = TransferConfiguration()
         configuration.retry = RetryPolicy(maxRetries: retries, baseDelay: baseDelay, maxDelay: maxDelay)
         configuration.maxConcurrentTransfers = jobs
         configuration.maxTransfersPerHost = jobs
         configuration.unreachableHostPatience = patience
+        if let stallTimeout { configuration.stallTimeout = stallTimeout }
         return try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
     }
 
@@ -317,13 +318,7 @@ import TestSupport
             let urls = (0..<40).map { silent.url("/photo\($0).jpg") }
 
             // When they are downloaded with a short stall timeout and patience
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: 0.02, maxDelay: 0.05)
-            configuration.maxConcurrentTransfers = 4
-            configuration.maxTransfersPerHost = 4
-            configuration.stallTimeout = 0.3
-            configuration.unreachableHostPatience = 1
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(patience: 1, stallTimeout: 0.3, directory: directory)
             defer { engine.shutdown() }
             let results = await runBatch(urls, on: engine)
 
@@ -362,13 +357,7 @@ import TestSupport
             // Enough of them to fill every place of the batch between them, were they let.
             let silentURLs = (0..<20).map { first.url("/a\($0).jpg") } + (0..<20).map { second.url("/b\($0).jpg") }
             let urls = silentURLs + live
-            var configuration = TransferConfiguration()
-            configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: 0.02, maxDelay: 0.05)
-            configuration.maxConcurrentTransfers = 4
-            configuration.maxTransfersPerHost = 4
-            configuration.stallTimeout = 2
-            configuration.unreachableHostPatience = 1
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let engine = try engine(patience: 1, retries: 1, stallTimeout: 2, directory: directory)
             defer { engine.shutdown() }
 
             // The connections the silent servers had taken when the last live URL ended.

@@ -31,12 +31,18 @@ import Glibc
     /// removed, not followed: the download was written over the link's
     /// target, another of the user's files, and made it readable to all.
     /// The same for the validator's temporary name.
+    /// The key of `url`'s partial and its shard directory in `directory`, made.
+    private func shard(of url: String, in directory: TemporaryDirectory) -> (key: Substring, shard: String) {
+        let key = PartialFile.key(for: url)
+        let shard = PartialFile.shardDirectory(directory.path, key: key)
+        #expect(mkdir(shard, 0o777) == 0)
+        return (key, shard)
+    }
+
     @Test func aLinkAtAPartialsNameIsRemovedNotFollowed() async throws {
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/photo.jpg"
-            let key = PartialFile.key(for: url)
-            let shard = PartialFile.shardDirectory(directory.path, key: key)
-            #expect(mkdir(shard, 0o777) == 0)
+            let (key, shard) = shard(of: url, in: directory)
             let victim = directory.appending("victim.txt")
             try Data("private\n".utf8).write(to: URL(fileURLWithPath: victim))
             #expect(chmod(victim, 0o600) == 0)
@@ -62,9 +68,7 @@ import Glibc
     @Test func aPartialsNameHeldByAFIFOGivesAPrivateFile() async throws {
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/sound.wav"
-            let key = PartialFile.key(for: url)
-            let shard = PartialFile.shardDirectory(directory.path, key: key)
-            #expect(mkdir(shard, 0o777) == 0)
+            let (key, shard) = shard(of: url, in: directory)
             #expect(mkfifo("\(shard)/\(key).part", 0o666) == 0)
             let partial = try PartialFile(directory: directory.path, url: url)
             #expect(partial.path.hasSuffix(".tmp"))
