@@ -111,7 +111,8 @@ public final class Catalog: Sendable {
         // which the umask cannot widen): a group's shared cache (umask 002)
         // needs the catalog writable by the group, and SQLite gives its log
         // and shared-memory file the catalog's mode.
-        let lock = readingOnly ? open(path + ".lock", O_RDONLY | O_CLOEXEC) : open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
+        let lock = readingOnly ? open(path + ".lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            : open(path + ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o666)
         defer { if lock >= 0 { close(lock) } }
         // Waited for as for the catalog's own lock: a process stuck while it
         // held this one had every later opening wait in silence, for ever.

@@ -286,7 +286,10 @@ public final class ObjectStore: BlobStore {
         guard fstatat(sourceDirectory, source, &staged, AT_SYMLINK_NOFOLLOW) == 0 else {
             throw StoreError.system("cannot look at", blob.path)
         }
-        guard staged.st_mode & S_IFMT == S_IFREG, Int64(staged.st_size) == blob.size else {
+        // Ours, and by one name: a hard link put there to another of this user's
+        // files (where the system allows one) is no body written here.
+        guard staged.st_mode & S_IFMT == S_IFREG, Int64(staged.st_size) == blob.size, staged.st_nlink == 1,
+              staged.st_uid == geteuid() else {
             throw StoreError("\(blob.path) is no longer the body written (another program replaced it); not stored")
         }
         // Objects are immutable: read-only for everyone. Through a descriptor
@@ -323,6 +326,12 @@ public final class ObjectStore: BlobStore {
             moved = renameat(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
             code = errno
             placedNew = moved && !intact
+            if !moved, intact {
+                // Another user's object in a sticky fan-out directory (EPERM): the same
+                // bytes, as far as can be told; the copy goes, as before this replaced.
+                _ = unlinkat(sourceDirectory, source, 0)
+                return false
+            }
         }
         if moved {
             // A duplicate's too: the name it replaced may be another process's rename, not durable yet.

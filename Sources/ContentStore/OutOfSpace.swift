@@ -43,7 +43,7 @@ public enum OutOfSpace {
     static func allocateSharedMemory(_ path: String) throws(StoreError) {
         var info = statvfs()
         guard statvfs(path, &info) == 0, hasSmallBlocks(info) else { return }
-        let fd = open(path, O_RDWR | O_CLOEXEC)
+        let fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return }
         defer { close(fd) }
         if mf_allocate_keeping_size(fd, 64 * 1024) != 0, isSystemCode(errno) {

@@ -107,9 +107,12 @@ enum PageInsteadOfMedia {
 
     /// The first bytes of the file at `path` (up to 512); none when it cannot be read.
     static func opening(of path: String) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Not blocking, and a file only: a FIFO put at the name would hold the run.
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return [] }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return [] }
         var bytes = [UInt8](repeating: 0, count: 512)
         let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         return count > 0 ? Array(bytes.prefix(count)) : []

@@ -139,7 +139,7 @@ final class FileSink: BodySink {
         // servers and CDNs answer so): the file, as a 200 would be. It was
         // refused and asked again five times, to the same answer.
         var wholeFileIn206: Int64?
-        if head.status == 206, requestedOffset == 0, bytesHeld == 0, let range = head.contentRange, range.start == 0,
+        if head.status == 206, requestedOffset == 0, let range = head.contentRange, range.start == 0,
            let total = range.total, range.end == total - 1, head.contentLength.map({ $0 == total }) ?? true {
             wholeFileIn206 = total
         }

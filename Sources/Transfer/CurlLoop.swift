@@ -833,8 +833,10 @@ final class CurlLoop: Sendable {
                 attempt.isProbe = slots.isProbing(host) || slots.isFailing(host)
                 // A TLS connection made is a server there; a plain TCP one is not (the
                 // kernel completes it for a server that never reads): that probe waits for its head.
-                attempt.probeEndsWhenConnected = attempt.isProbe && configuration.maxTransfersPerHost <= 100
-                    && attempt.url.utf8.starts(with: "https:".utf8)
+                // A failing host's does not either: a TLS front end whose backend hangs
+                // makes connections and never answers, and took every slot again each round.
+                attempt.probeEndsWhenConnected = attempt.isProbe && !slots.isFailing(host)
+                    && configuration.maxTransfersPerHost <= 100 && attempt.url.utf8.starts(with: "https:".utf8)
                 start(attempt)
             }
         }
@@ -887,7 +889,7 @@ final class CurlLoop: Sendable {
             lastReport = now
             let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
                 TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize,
-                                 secondsWithoutData: max(0, (now - $0.lastActivity).seconds))
+                                 secondsWithoutData: $0.paused ? 0 : max(0, Int((now - $0.lastActivity).seconds)))
             }
             var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
                                           bytesReceived: counters.bytesReceived, bytesPerSecond: rate)

@@ -305,8 +305,11 @@ final class DownloadBatch: Sendable {
             let host = prepared.target.hostKey
             state.withLock { state in
                 state.retrying.removeValue(forKey: first.id)
-                // Its host answered in the end: no longer in an outage.
-                if case .success = result { state.places.outageEnded(host) }
+                // Its host answered in the end: no longer in an outage, and may hold its share.
+                if case .success = result {
+                    state.places.outageEnded(host)
+                    state.places.answered(host)
+                }
             }
             finish(index, result, then: nextItem)
         }

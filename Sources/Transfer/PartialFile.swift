@@ -148,9 +148,12 @@ final class PartialFile {
 
     /// The text of a validator file (a few hundred bytes at most); nil when unreadable.
     static func readValidatorFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        // Not blocking, and a file only: a FIFO at the name held the run for ever.
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { _ = systemClose(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         var buffer = [UInt8](repeating: 0, count: 8192)
         let count = buffer.withUnsafeMutableBytes { bytes -> Int in
             guard let base = bytes.baseAddress else { return -1 }
@@ -450,7 +453,12 @@ final class PartialFile {
             // and only once the file is made: open what was just created
             // (writable again, or only root could open it for writing; no
             // body has been written to it, so its mode is ours to change).
-            _ = chmod(path, writableMode)
+            // (Through a descriptor: by name, a link put there meanwhile was followed.)
+            let made = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if made >= 0 {
+                _ = fchmod(made, writableMode)
+                _ = systemClose(made)
+            }
             fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
             isDirect = false
         }
@@ -488,8 +496,10 @@ final class PartialFile {
                 return nil
             }
             guard fd >= 0 else { return nil }
+            // A file of this user's, by one name: a hard link put there to another of
+            // its files (where the system allows one) would be truncated and written over.
             var info = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1, info.st_uid == geteuid() else {
                 _ = systemClose(fd)
                 return nil
             }

@@ -213,8 +213,9 @@ struct ResponseHead: Sendable {
                 // Quoted in failure lines and kept in the catalog: a server's 20,000
                 // characters made a line of that length. Cut, as `…`, at 120.
                 let text = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self)
-                reason = text.utf8.count > Self.longestReason && text.count > Self.longestReason
-                    ? text.prefix(Self.longestReason - 1) + "…" : text
+                // (Counted in scalars: one letter with 20,000 combining marks is one character.)
+                reason = text.utf8.count > Self.longestReason && text.unicodeScalars.count > Self.longestReason
+                    ? String(text.unicodeScalars.prefix(Self.longestReason - 1)) + "…" : text
             }
             return
         }

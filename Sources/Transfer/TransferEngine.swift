@@ -386,7 +386,8 @@ public final class TransferEngine: Sendable {
                 // answered. Without its query: a signed CDN link holds a token.
                 var shown = effective.prefix { $0 != "?" }
                 // A server's Location of 30,000 characters made a failure line of that length.
-                if shown.count > 300 { shown = shown.prefix(299) + "…" }
+                // (Counted in scalars: one letter with 20,000 combining marks is one character.)
+                if shown.unicodeScalars.count > 300 { shown = Substring(shown.unicodeScalars.prefix(299)) + "…" }
                 error = TransferError(error.kind, "\(error.message) (redirected to \(URLPassword.replaced(in: String(shown), with: "***")))",
                                       retryAfter: error.retryAfter)
             }
@@ -565,7 +566,9 @@ public final class TransferEngine: Sendable {
             case CURLE_TOO_MANY_REDIRECTS:
                 return .failure(TransferError(.tooManyRedirects, "too many redirects: \(message)"))
             case CURLE_FILESIZE_EXCEEDED:
-                return .failure(maxFileSize.map { TransferError.tooLarge(limit: $0, announced: outcome.head.contentLength) }
+                // (A 206's length is the rest of the file: the size is its range's total.)
+                let announced = outcome.head.status == 206 ? outcome.head.contentRange?.total : outcome.head.contentLength
+                return .failure(maxFileSize.map { TransferError.tooLarge(limit: $0, announced: announced) }
                     ?? TransferError(.tooLarge, "larger than the --max-filesize limit"))
             case CURLE_WRITE_ERROR:
                 return .failure(TransferError(.fileSystem(errno: 0), "cannot write the body: \(message)"))

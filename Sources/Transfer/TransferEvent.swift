@@ -14,11 +14,13 @@ public struct TransferSnapshot: Sendable, Equatable {
     public let bytesReceived: Int64
     /// The full size when the server said it.
     public let bytesExpected: Int64?
-    /// Seconds since a byte of it last arrived (or its request went out):
-    /// a stalled transfer shows so rather than an estimate of time left.
-    public let secondsWithoutData: Double
+    /// Whole seconds since a byte of it last arrived (or its request went
+    /// out), 0 while it is paused for the disk: a stalled transfer shows so
+    /// rather than an estimate of time left. Whole, so that a snapshot
+    /// differs from the last only when what is shown of it does.
+    public let secondsWithoutData: Int
 
-    public init(id: TransferID, url: String, bytesReceived: Int64, bytesExpected: Int64?, secondsWithoutData: Double = 0) {
+    public init(id: TransferID, url: String, bytesReceived: Int64, bytesExpected: Int64?, secondsWithoutData: Int = 0) {
         self.id = id
         self.url = url
         self.bytesReceived = bytesReceived

@@ -100,17 +100,20 @@ enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
 /// Transfer options shared by every downloading command.
 struct TransferOptions: ParsableArguments {
     // `.unconditional`: `--jobs -1` is a bad number, not a missing value.
-    @Option(name: .long, parsing: .unconditional, help: "Concurrent transfers in total.",
+    // (A transform leaves the default out of the help: it is written there.)
+    @Option(name: .long, parsing: .unconditional, help: "Concurrent transfers in total. (default: \(Self.defaultJobs))",
             transform: { try wholeNumber($0) })
-    var jobs: Int = 16
+    var jobs: Int = Self.defaultJobs
 
-    @Option(name: .customLong("per-host"), parsing: .unconditional, help: "Concurrent transfers against one host.",
-            transform: { try wholeNumber($0) })
-    var perHost: Int = 8
+    @Option(name: .customLong("per-host"), parsing: .unconditional,
+            help: "Concurrent transfers against one host. (default: \(Self.defaultPerHost))", transform: { try wholeNumber($0) })
+    var perHost: Int = Self.defaultPerHost
 
-    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx). Unless it is 0, waits a server asks for (Retry-After, 10 min in all; then up to 10 min a retry) and failures to reach a host that is out (--host-patience) use none.",
+    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx). Unless it is 0, waits a server asks for (Retry-After, 10 min in all; then up to 10 min a retry) and failures to reach a host that is out (--host-patience) use none. (default: \(Self.defaultRetries))",
             transform: { try wholeNumber($0) })
-    var retries: Int = 4
+    var retries: Int = Self.defaultRetries
+
+    static let defaultJobs = 16, defaultPerHost = 8, defaultRetries = 4
 
     @Option(name: .customLong("host-patience"), parsing: .unconditional, help: ArgumentHelp(
         "Seconds a host may go unanswered before its URLs fail at once; meanwhile its URLs' failures to reach it use up no retry. 0: no patience (every failure uses a retry, no host is given up).",

@@ -165,19 +165,19 @@ import Testing
     /// instead of an estimate that grew as the rate decayed ("9 s left"
     /// with nothing coming); one transfer still moving keeps the estimate.
     @Test func aStallIsShownInsteadOfTheTimeLeft() {
-        func snapshot(_ id: UInt64, silent: Double) -> TransferSnapshot {
+        func snapshot(_ id: UInt64, silent: Int) -> TransferSnapshot {
             TransferSnapshot(id: TransferID(rawValue: id), url: "http://h/\(id)", bytesReceived: 300_000,
                              bytesExpected: 1_000_000, secondsWithoutData: silent)
         }
         var stalled = progress()
         (stalled.waitingToRetry, stalled.skipped, stalled.bytesPerSecond) = (0, 0, 78_000)
-        stalled.active = [snapshot(1, silent: 2.9)]
+        stalled.active = [snapshot(1, silent: 2)]
         #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: 30% of 976.6 KiB, 9 s left")
-        stalled.active = [snapshot(1, silent: 8.7)]
+        stalled.active = [snapshot(1, silent: 8)]
         #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: no data for 8 s")
         stalled.bytesPerSecond = 0
         #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 0 B/s, 1 active: no data for 8 s")
-        stalled.active.append(snapshot(2, silent: 0.2))
+        stalled.active.append(snapshot(2, silent: 0))
         #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 0 B/s, 2 active")
         let line = ProgressJSON.line(for: .progress(stalled))
         #expect(line.contains(#""secondsWithoutData":8"#) && line.components(separatedBy: "secondsWithoutData").count == 2)
@@ -216,6 +216,19 @@ import Testing
         #expect(try TransferOptions.parse(["--host-patience", "45"]).configuration.unreachableHostPatience == 45)
         // 0: no patience, so --retries alone bounds a URL's attempts.
         #expect(try TransferOptions.parse(["--host-patience", "0"]).configuration.unreachableHostPatience == nil)
+    }
+
+    /// The counts read through a transform, which leaves the default out of
+    /// the help: it is written there instead.
+    @Test func theHelpGivesEachCountsDefault() {
+        let help = TransferOptions.helpMessage(columns: 200)
+        for line in ["Concurrent transfers in total. (default: 16)", "Concurrent transfers against one host. (default: 8)",
+                     "use none. (default: 4)"] {
+            #expect(help.contains(line), "\(line)")
+        }
+        #expect(TransferOptions.defaultJobs == TransferConfiguration().maxConcurrentTransfers)
+        #expect(TransferOptions.defaultPerHost == TransferConfiguration().maxTransfersPerHost)
+        #expect(TransferOptions.defaultRetries == TransferConfiguration().retry.maxRetries)
     }
 
     @Test(arguments: [

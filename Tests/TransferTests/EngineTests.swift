@@ -253,6 +253,26 @@ import TestSupport
         }
     }
 
+    /// The same after a first answer cut off (without a validator, its bytes
+    /// are held but no range is asked): the retry's whole-file 206 is the file.
+    @Test func a206WithTheWholeFileAfterACutIsTheFile() async throws {
+        _ = try await withEngine(retries: 1) { origin, engine, _ in
+            let whole = fixtureBytes(count: 50_000, seed: 38)
+            let answers = Mutex(0)
+            origin.route("/cut.jpg") { _ in
+                let count = answers.withLock { $0 += 1; return $0 }
+                return count == 1 ? OriginResponse(status: 200, body: whole)
+                    : OriginResponse(status: 206, headers: [("Content-Range", "bytes 0-49999/50000")], body: whole)
+            }
+            origin.setFault("/cut.jpg", .dropAfter(bytes: 20_000), times: 1)
+
+            let body = try await engine.download(origin.url("/cut.jpg"))
+            #expect(body.sha256 == sha256(whole))
+            #expect(answers.withLock { $0 } == 2)
+            body.file.release()
+        }
+    }
+
     /// A resume through the same redirect goes on from the bytes held, a
     /// signed link's changing query and host included.
     @Test func aResumeThroughTheSameRedirectGoesOn() async throws {

@@ -63,6 +63,41 @@ import Glibc
         }
     }
 
+    /// A hard link at a partial's name to another of the user's files (where
+    /// the system allows one) is not written through: the download goes to
+    /// a private file, and the linked file keeps its bytes.
+    @Test func aHardLinkAtAPartialsNameIsNotWrittenThrough() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/linked.jpg"
+            let (key, shard) = shard(of: url, in: directory)
+            let victim = directory.appending("victim.txt")
+            try Data("private\n".utf8).write(to: URL(fileURLWithPath: victim))
+            #expect(link(victim, "\(shard)/\(key).part") == 0)
+
+            let partial = try PartialFile(directory: directory.path, url: url)
+            #expect(partial.path.hasSuffix(".tmp"))
+            #expect(write(partial.descriptor, "abc", 3) == 3)
+            partial.close(discard: true)
+            #expect(try String(contentsOfFile: victim, encoding: .utf8) == "private\n")
+        }
+    }
+
+    /// A FIFO at a validator's name is not read: opening it waited for a
+    /// writer for ever.
+    @Test(.timeLimit(.minutes(1)))
+    func aFIFOAtAValidatorsNameIsNotRead() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/fifo.jpg"
+            let (key, shard) = shard(of: url, in: directory)
+            try Data(count: 4096).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
+            #expect(mkfifo("\(shard)/\(key).part.validator", 0o666) == 0)
+            #expect(PartialFile.readValidatorFile("\(shard)/\(key).part.validator") == nil)
+            let partial = try PartialFile(directory: directory.path, url: url)
+            #expect(partial.resumable == nil)
+            partial.close(discard: true)
+        }
+    }
+
     /// Anything else at the name that is not a file (a directory, a FIFO) is
     /// left alone: the download goes to a private file beside it.
     @Test func aPartialsNameHeldByAFIFOGivesAPrivateFile() async throws {

@@ -145,7 +145,7 @@ public enum ProgressText {
         // Every running transfer silent: for how long, not an estimate that
         // grew as the rate decayed ("9 s left" while nothing came).
         if let silent = progress.active.map(\.secondsWithoutData).min(), silent >= stalledAfter {
-            return StatusField(.activeLeft, keep: 2, ["no data for \(NumberText.wait(silent.rounded(.down)))"])
+            return StatusField(.activeLeft, keep: 2, ["no data for \(NumberText.wait(Double(silent)))"])
         }
         var expected: Int64 = 0, received: Int64 = 0
         for transfer in progress.active {
@@ -164,7 +164,7 @@ public enum ProgressText {
 
     /// Seconds without a byte from any running transfer after which the
     /// status line says so: longer than a server's usual pause between writes.
-    static let stalledAfter: Double = 3
+    static let stalledAfter = 3
 
     /// The one-line summary at the end.
     public static func summary(_ report: FetchReport) -> String {
