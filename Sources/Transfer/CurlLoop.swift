@@ -239,6 +239,7 @@ final class Attempt: @unchecked Sendable {
             // link to the file), or another host's; `finish` tells which.
             hostAnswered = true
             if head.isComplete, counters.watchingRateLimits, head.status != 429 { counters.rateLimitAnswers.append((host, startedAt)) }
+            if head.isComplete, counters.watchingFailingHosts, !isProbe { counters.answeredHosts.append(host) }
         }
         if head.endedInRedirect, connected {
             // libcurl follows it, maybe to another host: connecting again.
@@ -383,8 +384,13 @@ final class LoopCounters: @unchecked Sendable {
     // @unchecked: mutated and read on the loop thread only.
     var bytesReceived: Int64 = 0
     /// Hosts whose probing transfer's connection has answered since the loop
-    /// last looked (see `SlotQueue` and `Attempt.connectionAnswered`).
+    /// last looked (see `SlotQueue` and `Attempt.connectionAnswered`), and,
+    /// while `watchingFailingHosts`, hosts any transfer of which had its head.
     var answeredHosts: [String] = []
+    /// Whether a host is marked failing in the slot queue: only then does
+    /// every response head note its host in `answeredHosts` (a transfer
+    /// started before its host was marked, answered, ends the one at a time).
+    var watchingFailingHosts = false
     /// Whether a host is paused for a 429 (see `HostRateLimits`): only then
     /// do response heads note their host in `rateLimitAnswers`.
     var watchingRateLimits = false
@@ -669,7 +675,10 @@ final class CurlLoop: Sendable {
         func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) -> Bool {
             guard reachability != nil else { return false }
             // The slots keep a failing host to one transfer while others can use them.
-            defer { slots.setFailing(attempt.host, reachability?.isFailing(attempt.host) == true) }
+            defer {
+                slots.setFailing(attempt.host, reachability?.isFailing(attempt.host) == true)
+                counters.watchingFailingHosts = slots.anyFailing
+            }
             let now = ContinuousClock.now
             if attempt.head.status != 0 || outcome.redirects > 0 || hasAnswer(attempt.host) {
                 takeBack(attempt.host)
@@ -818,6 +827,7 @@ final class CurlLoop: Sendable {
         func startReady() {
             for host in counters.answeredHosts { slots.answered(host: host) }
             counters.answeredHosts.removeAll(keepingCapacity: true)
+            counters.watchingFailingHosts = slots.anyFailing
             if !counters.rateLimitAnswers.isEmpty {
                 for (host, started) in counters.rateLimitAnswers { endPause(of: host, answeredSince: started) }
                 counters.rateLimitAnswers.removeAll(keepingCapacity: true)

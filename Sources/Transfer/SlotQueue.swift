@@ -104,6 +104,9 @@ struct SlotQueue<Element> {
     /// Whether `host` is marked failing.
     func isFailing(_ host: String) -> Bool { !failing.isEmpty && failing.contains(host) }
 
+    /// Whether any host is marked failing.
+    var anyFailing: Bool { !failing.isEmpty }
+
     /// Holds `host` to `limit` transfers at once (`perHost` or more: no limit of its own).
     mutating func setLimit(_ limit: Int, for host: String) {
         limits[host] = limit < perHost ? max(1, limit) : nil
