@@ -105,6 +105,8 @@ final class Attempt: @unchecked Sendable {
     /// timeout is what limits the attempt, not the stall clock. Cleared by a
     /// redirect, which may need a new connection.
     var connected = false
+    /// When the attempt was made, to wait for a slot (see `HostReachability`).
+    let queuedAt = ContinuousClock.now
     /// Requests libcurl sent for the attempt: one, one more a redirect, and
     /// one more each time it sent the request again on a fresh connection
     /// (a reused one the server had closed meanwhile).
@@ -687,7 +689,8 @@ final class CurlLoop: Sendable {
                 let gaveUp = reachability?.failedWithoutAnswer(attempt.host, transfer: attempt.id,
                                                                reason: outcome.abort?.message ?? outcome.curlMessage,
                                                                madeConnection: attempt.connected,
-                                                               started: attempt.startedAt, at: now) == true
+                                                               started: attempt.startedAt, queued: attempt.queuedAt,
+                                                               at: now) == true
                 if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {
                     // Its attempts waiting for a slot end now, not one slot at a time.
                     for waiting in slots.removeAllWaiting(host: attempt.host) { Self.endRefused(waiting, refusal) }

@@ -135,8 +135,15 @@ struct HostReachability {
     /// it could not connect, or `madeConnection` and heard nothing back.
     /// Returns true when this gives the host up.
     @discardableResult
+    /// `queued`: when the attempt began to wait for a slot (`started` when
+    /// not given). Its wait is not a pause between failures: a failing host
+    /// runs one attempt at a time while other hosts use the slots (see
+    /// `SlotQueue`), and with more such hosts than slots each waited longer
+    /// than the patience, so its streak began again every time, and it was
+    /// never given up (40 silent hosts at 16 slots: 21 min).
     mutating func failedWithoutAnswer(_ host: String, transfer: TransferID, reason: String, madeConnection: Bool = false,
-                                      started: ContinuousClock.Instant, at now: ContinuousClock.Instant) -> Bool {
+                                      started: ContinuousClock.Instant, queued: ContinuousClock.Instant? = nil,
+                                      at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
             if givenUp[host]?.firstTransfer != transfer { givenUp[host]?.otherTransfers = true }
             endedWithoutAnswer(host, transfer: transfer, at: now)
@@ -147,7 +154,7 @@ struct HostReachability {
         var streak = failing[host] ?? fresh
         // Failures further apart than the patience (from one's end to the next
         // one's start) are not one outage: the streak starts again.
-        if started - streak.last > patience { streak = fresh }
+        if min(queued ?? started, started) - streak.last > patience { streak = fresh }
         if transfer != streak.firstTransfer { streak.otherTransfers = true }
         if madeConnection { streak.connections = true }
         streak.since = min(streak.since, counted)

@@ -18,9 +18,10 @@
 ///
 /// A host `failing` (its attempts fail without an answer: see
 /// `HostReachability`) runs one transfer at a time while a slot it would
-/// take can go to another host, and up to its limit when none can: its
-/// stalls do not hold slots that live hosts need, and it is still tried as
-/// fast as before when nothing else waits, so it is given up as soon.
+/// take can go to another host, and up to its limit when none can, within
+/// half the slots for all failing hosts together: its stalls do not hold
+/// slots that live hosts need, and it is still tried about as fast as
+/// before when nothing else waits, so it is given up about as soon.
 ///
 /// Owned by the engine's loop thread: no locks and no suspension, so the slot
 /// of a transfer that just finished goes to the next one in the same turn of
@@ -70,8 +71,12 @@ struct SlotQueue<Element> {
     /// room, or returns nil when nothing waiting fits.
     mutating func next() -> (element: Element, host: String)? {
         guard running < total, waitingCount > 0 else { return nil }
-        // A failing host past its one transfer only when no other host takes the slot.
-        guard let host = bestHost(failingToTheirLimit: false) ?? (failing.isEmpty ? nil : bestHost(failingToTheirLimit: true)),
+        // A failing host past its one transfer only when no other host takes the slot,
+        // and failing hosts so in half the slots at most: the slots they take are held a
+        // whole stall, and other hosts' transfers may come meanwhile (two silent hosts
+        // took all 16 at an instant nothing else waited, and held them 30 s).
+        guard let host = bestHost(failingToTheirLimit: false)
+                ?? (failing.isEmpty || runningOfFailingHosts >= max(1, total / 2) ? nil : bestHost(failingToTheirLimit: true)),
               let taken = waiting[host]?.removeFirst() else { return nil }
         if waiting[host]?.isEmpty == true { waiting[host] = nil }
         waitingCount -= 1
@@ -106,6 +111,9 @@ struct SlotQueue<Element> {
 
     /// Whether any host is marked failing.
     var anyFailing: Bool { !failing.isEmpty }
+
+    /// Transfers of failing hosts running now.
+    private var runningOfFailingHosts: Int { failing.reduce(0) { $0 + runningPerHost[$1, default: 0] } }
 
     /// Holds `host` to `limit` transfers at once (`perHost` or more: no limit of its own).
     mutating func setLimit(_ limit: Int, for host: String) {

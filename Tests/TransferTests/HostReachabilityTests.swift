@@ -61,6 +61,30 @@ import TestSupport
         #expect(reachability.refusal(for: "h.test:80", transfer: url, at: start + .seconds(3634))?.message.contains(" in 34 s of trying ") == true)
     }
 
+    /// An attempt that waited for a slot since before the last failure is
+    /// the same outage however late it starts: a failing host runs one at a
+    /// time while others use the slots, and 40 silent hosts at 16 slots each
+    /// began their streak again at every attempt, and were never given up.
+    @Test func aWaitForASlotDoesNotStartTheStreakAgain() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        for round in 0..<5 {
+            // Each stalls for 30 s after waiting 60 s for its slot, queued as the last one failed.
+            let started = start + .seconds(90 * round)
+            reachability.failedWithoutAnswer("stuck.test:80", transfer: TransferID(rawValue: UInt64(round)), reason: "stalled",
+                                             madeConnection: true, started: started, queued: started - .seconds(60),
+                                             at: started + .seconds(30))
+        }
+        #expect(reachability.isGivenUp("stuck.test:80"))
+        // Without the wait (started 60 s after the last failure ended, queued then too): five separate outages.
+        var apart = HostReachability(patience: .seconds(30), leastFailures: 5)
+        for round in 0..<5 {
+            let started = start + .seconds(90 * round)
+            apart.failedWithoutAnswer("stuck.test:80", transfer: TransferID(rawValue: UInt64(round)), reason: "stalled",
+                                      madeConnection: true, started: started, at: started + .seconds(30))
+        }
+        #expect(!apart.isGivenUp("stuck.test:80"))
+    }
+
     @Test func aConnectionEndsTheStreakAndTakesAGivenUpHostBack() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         for second in 0..<5 { fail(&reachability, "flaky.test:80", at: second) }

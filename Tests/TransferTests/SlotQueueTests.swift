@@ -122,6 +122,19 @@ import Testing
         #expect(drain(&queue) == ["dead3", "live5"])
     }
 
+    /// Failing hosts take half the slots at most, even when nothing else
+    /// waits: the slots are held a whole stall, and others may come.
+    @Test func failingHostsTakeHalfTheSlotsAtMost() {
+        var queue = SlotQueue<String>(total: 8, perHost: 8)
+        for index in 0..<6 { queue.enqueue("a\(index)", host: "a") }
+        for index in 0..<6 { queue.enqueue("b\(index)", host: "b") }
+        queue.setFailing("a", true)
+        queue.setFailing("b", true)
+        #expect(drain(&queue) == ["a0", "b0", "a1", "a2"])
+        queue.enqueue("live0", host: "live")
+        #expect(drain(&queue) == ["live0"])
+    }
+
     @Test func aCancelledFirstTransferLeavesTheNextToProbe() {
         var queue = SlotQueue<String>(total: 16, perHost: 8)
         for index in 0..<3 { queue.enqueue("tls\(index)", host: "tls", probeFirst: true) }
