@@ -380,6 +380,12 @@ public final class ObjectStore: BlobStore {
         if mkdirat(objectsDirectoryDescriptor, fanOut, 0o777) != 0, errno != EEXIST {
             throw StoreError.system("cannot create", "\(objectsDirectory)/\(fanOut)")
         }
+        // A directory, not a link to one: objects stored through a link put there
+        // landed outside the cache, and `list` called them cached.
+        var info = stat()
+        guard fstatat(objectsDirectoryDescriptor, fanOut, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw StoreError("\(objectsDirectory)/\(fanOut) is not a directory (a link, or a file, put there by hand); not stored")
+        }
         // Made by another process just now, maybe: its name must be durable all the same.
         unflushed.withLock { $0.objectsDirectory = true }
         knownDirectories.withLock { _ = $0.insert(fanOut) }

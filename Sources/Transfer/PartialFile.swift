@@ -244,8 +244,16 @@ final class PartialFile {
     /// cache that cannot be written is found up front (see
     /// `MediaCache.checkWritable`), not item by item. Best effort: a shard
     /// missing later is made by the first partial that needs it.
+    /// A link at a shard's name (the directory is writable by everyone
+    /// sharing the cache) is removed, not followed: partials were written
+    /// through it into another directory.
     static func makeShardDirectories(in directory: String) {
-        for name in shardNames { _ = makeDirectory("\(directory)/\(name)") }
+        for name in shardNames {
+            let shard = "\(directory)/\(name)"
+            var info = stat()
+            if lstat(shard, &info) == 0, info.st_mode & S_IFMT == S_IFLNK { _ = unlink(shard) }
+            _ = makeDirectory(shard)
+        }
     }
 
     /// Whether `name` is one this program gives files in the partial
@@ -308,7 +316,10 @@ final class PartialFile {
         var removed = 0
         for name in names where isShardName(name) {
             let shard = "\(directory)/\(name)"
-            guard let inShard = try? FileManager.default.contentsOfDirectory(atPath: shard) else { continue }
+            // Not through a link: files of mediafetch's names elsewhere are not its to remove.
+            var info = stat()
+            guard lstat(shard, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
+                  let inShard = try? FileManager.default.contentsOfDirectory(atPath: shard) else { continue }
             removed += sweep(names: inShard, in: shard, root: directory, staleAfter: staleAfter,
                              resumableFor: resumableFor, now: now)
         }
@@ -376,6 +387,8 @@ final class PartialFile {
         var found: [(url: String, path: String, info: stat)] = []
         let shards = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(isShardName)
         for shard in shards.map({ "\(directory)/\($0)" }) {
+            var info = stat()
+            guard lstat(shard, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
             for name in (try? FileManager.default.contentsOfDirectory(atPath: shard)) ?? [] where name.hasSuffix(".part") {
                 let path = "\(shard)/\(name)"
                 var info = stat()

@@ -128,6 +128,22 @@ import TestSupport
         }
     }
 
+    /// A fan-out directory that is a link is not stored through: objects
+    /// landed outside the cache, and `list` called them cached.
+    @Test func aFanOutThatIsALinkIsNotStoredThrough() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let blob = try stage(fixtureBytes(count: 700, seed: 14), in: store)
+            let elsewhere = directory.appending("elsewhere")
+            #expect(mkdir(elsewhere, 0o777) == 0)
+            try FileManager.default.createDirectory(atPath: store.objectsDirectory, withIntermediateDirectories: true)
+            #expect(symlink(elsewhere, "\(store.objectsDirectory)/\(blob.sha256.prefix(2))") == 0)
+
+            #expect(throws: StoreError.self) { try store.commit([blob]) }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+        }
+    }
+
     @Test func namesThatAreNotHashesNeverBecomePaths() async throws {
         try await TemporaryDirectory.with { directory in
             let store = try ObjectStore(root: directory.path)

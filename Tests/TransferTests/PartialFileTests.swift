@@ -98,6 +98,35 @@ import Glibc
         }
     }
 
+    /// A link at a shard directory's name is removed when an engine starts,
+    /// not followed: partials were written through it into another
+    /// directory, and the sweep looked there for files to remove.
+    @Test func aLinkAtAShardsNameIsRemovedNotFollowed() async throws {
+        try await TemporaryDirectory.with { directory in
+            let tmp = directory.appending("tmp"), elsewhere = directory.appending("elsewhere")
+            #expect(mkdir(tmp, 0o777) == 0 && mkdir(elsewhere, 0o777) == 0)
+            let key = PartialFile.key(for: "http://example.test/x.jpg")
+            let stale = "\(elsewhere)/\(String(repeating: "0", count: 40)).part"
+            try Data(count: 10).write(to: URL(fileURLWithPath: stale))
+            let weekAgo = timespec(tv_sec: time(nil) - 8 * 86_400, tv_nsec: 0)
+            #expect([weekAgo, weekAgo].withUnsafeBufferPointer { utimensat(AT_FDCWD, stale, $0.baseAddress, 0) } == 0)
+            #expect(symlink(elsewhere, "\(tmp)/0") == 0)
+            #expect(PartialFile.sweep(directory: tmp) == 0)
+            #expect(access(stale, F_OK) == 0)
+
+            #expect(symlink(elsewhere, PartialFile.shardDirectory(tmp, key: key)) == 0 || key.hasPrefix("0"))
+            PartialFile.makeShardDirectories(in: tmp)
+            for name in PartialFile.shardNames {
+                var info = stat()
+                #expect(lstat("\(tmp)/\(name)", &info) == 0 && info.st_mode & S_IFMT == S_IFDIR, "\(name)")
+            }
+            let partial = try PartialFile(directory: tmp, url: "http://example.test/x.jpg")
+            #expect(partial.path.hasPrefix(tmp + "/"))
+            partial.close(discard: true)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere) == [String(repeating: "0", count: 40) + ".part"])
+        }
+    }
+
     /// Anything else at the name that is not a file (a directory, a FIFO) is
     /// left alone: the download goes to a private file beside it.
     @Test func aPartialsNameHeldByAFIFOGivesAPrivateFile() async throws {
