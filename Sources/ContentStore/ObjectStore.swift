@@ -263,11 +263,13 @@ public final class ObjectStore: BlobStore {
         try checkObjectsReadable()
         if objectsDirectoryDescriptor < 0 { return false }
         var info = stat()
-        guard fstatat(objectsDirectoryDescriptor, target, &info, 0) == 0 else {
+        guard fstatat(objectsDirectoryDescriptor, target, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
             if errno == ENOENT || errno == ENOTDIR { return false }
             throw StoreError.system("cannot look at", "\(objectsDirectory)/\(target)")
         }
-        return size.map { Int64(info.st_size) == $0 } ?? true
+        // A file, not a link to one: a link to another file of the size stood for
+        // the object, whose name was then no longer the hash of what it held.
+        return info.st_mode & S_IFMT == S_IFREG && (size.map { Int64(info.st_size) == $0 } ?? true)
     }
 
     public func moveIntoPlace(_ blob: StagedBlob) throws(StoreError) -> Bool {
@@ -319,7 +321,7 @@ public final class ObjectStore: BlobStore {
             // link to nothing, other bytes of the same length put there by hand).
             // The bytes just hashed replace it: the same bytes lose nothing,
             // other ones are mended, and a rename is what dropping them cost.
-            // A directory there refuses it, and the item fails.
+            // A directory there refuses it (see below).
             var found = stat()
             let intact = fstatat(objectsDirectoryDescriptor, target, &found, AT_SYMLINK_NOFOLLOW) == 0
                 && found.st_mode & S_IFMT == S_IFREG && Int64(found.st_size) == blob.size
@@ -331,6 +333,18 @@ public final class ObjectStore: BlobStore {
                 // bytes, as far as can be told; the copy goes, as before this replaced.
                 _ = unlinkat(sourceDirectory, source, 0)
                 return false
+            }
+        }
+        if !moved, code == EISDIR || code == ENOTEMPTY || code == EEXIST {
+            // A directory at the object's name (made by hand): an empty one goes, and the
+            // body takes its place; else the item fails every run, naming it.
+            if unlinkat(objectsDirectoryDescriptor, target, AT_REMOVEDIR) == 0 {
+                moved = renameat(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
+                code = errno
+                placedNew = moved
+            }
+            if !moved {
+                throw StoreError("cannot store \(objectsDirectory)/\(target): a directory is at its name (remove it)", code: code)
             }
         }
         if moved {
@@ -351,7 +365,8 @@ public final class ObjectStore: BlobStore {
     /// or nil when there is none to look at.
     private func sizeOfObject(_ target: String) -> Int64? {
         var info = stat()
-        guard fstatat(objectsDirectoryDescriptor, target, &info, 0) == 0 else { return nil }
+        guard fstatat(objectsDirectoryDescriptor, target, &info, AT_SYMLINK_NOFOLLOW) == 0,
+              info.st_mode & S_IFMT == S_IFREG else { return nil }
         return Int64(info.st_size)
     }
 

@@ -77,7 +77,11 @@ extension TransferError {
     /// Both in the units a size is given in (`1M` read as 1048576 bytes was not
     /// recognised), and the size the server gave when it did.
     static func tooLarge(limit: Int64, announced: Int64? = nil) -> TransferError {
-        let size = announced.map { ": the server gave its size as \(ByteSize.format($0))" } ?? ""
+        // Each size in bytes too where rounding would show it as the other.
+        let size = announced.map { announced in
+            let text = ByteSize.format(announced)
+            return ": the server gave its size as " + (text == ByteSize.format(limit) ? "\(text) (\(announced) bytes)" : text)
+        } ?? ""
         return TransferError(.tooLarge, "larger than the --max-filesize limit of \(exactSize(limit))\(size)")
     }
 

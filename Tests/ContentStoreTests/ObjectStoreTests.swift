@@ -103,8 +103,19 @@ import TestSupport
             #expect(try store.commit([try stage(content, in: store)]).isEmpty)
             #expect(FileManager.default.contents(atPath: path) == content)
 
+            // An empty directory goes; one that holds something fails the blob, named.
             #expect(unlink(path) == 0 && mkdir(path, 0o755) == 0)
-            #expect(throws: StoreError.self) { try store.commit([try stage(content, in: store)]) }
+            #expect(try store.commit([try stage(content, in: store)]) == [blob.sha256])
+            #expect(FileManager.default.contents(atPath: path) == content)
+            #expect(unlink(path) == 0 && mkdir(path, 0o755) == 0 && mkdir(path + "/x", 0o755) == 0)
+            let refused = #expect(throws: StoreError.self) { try store.commit([try stage(content, in: store)]) }
+            #expect(refused?.message == "cannot store \(path): a directory is at its name (remove it)")
+            // A link to another file of its size is no object: looked up, it is missing.
+            let other = directory.appending("other")
+            try fixtureBytes(count: 3000, seed: 15).write(to: URL(fileURLWithPath: other))
+            #expect(rmdir(path + "/x") == 0 && rmdir(path) == 0 && symlink(other, path) == 0)
+            #expect(!store.contains(blob.sha256))
+            #expect(try !store.lookUp(blob.sha256, size: 3000))
         }
     }
 

@@ -113,6 +113,16 @@ import Testing
         #expect(reset?.isRetryable == true)
     }
 
+    /// The limit and the size as given, in bytes too where rounding would
+    /// make them read the same ("limit of 1.0 MiB: its size as 1.0 MiB").
+    @Test func aSizeOverTheLimitIsSaidSoThatTheTwoDiffer() {
+        #expect(TransferError.tooLarge(limit: 1_048_576, announced: 1_048_577).message
+                == "larger than the --max-filesize limit of 1.0 MiB: the server gave its size as 1.0 MiB (1048577 bytes)")
+        #expect(TransferError.tooLarge(limit: 1025, announced: 3_221_225_472).message
+                == "larger than the --max-filesize limit of 1.0 KiB (1025 bytes): the server gave its size as 3.0 GiB")
+        #expect(TransferError.tooLarge(limit: 500).message == "larger than the --max-filesize limit of 500 B")
+    }
+
     @Test func sizeLimitsAndBadURLsAreFinal() {
         #expect(policy.delay(beforeRetry: 1, after: TransferError(.tooLarge, "big")) == nil)
         #expect(policy.delay(beforeRetry: 1, after: TransferError(.unsupportedURL, "ftp")) == nil)
