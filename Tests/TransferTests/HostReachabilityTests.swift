@@ -460,8 +460,10 @@ import TestSupport
     @Test func retriesSleepingWhenTheirHostIsGivenUpEndThen() async throws {
         try await TemporaryDirectory.with { directory in
             let dead = try ReservedPort()
-            // Backoffs of 10 to 20 s: far longer than the patience.
-            let engine = try engine(patience: 1, jobs: 8, retries: 4, baseDelay: 20, maxDelay: 20, directory: directory)
+            // Backoffs of 30 to 60 s: far longer than the patience, and than a machine
+            // loaded by the other suites takes to start the URLs that come one by one
+            // (with 10 to 20 s, two slept out theirs in CI before the port was given up).
+            let engine = try engine(patience: 2, jobs: 8, retries: 4, baseDelay: 60, maxDelay: 60, directory: directory)
             defer { engine.shutdown() }
             // When each URL's retry was due (from its retrying event), and when it ended, and how.
             let times = RetryTimes()
@@ -488,7 +490,7 @@ import TestSupport
             // URLs that come one by one meanwhile: failures further apart than
             // the patience would start its count again)
             var later: [Task<Void, Never>] = []
-            for index in 0..<40 where !times.ended.withLock({ $0.values.contains { $0.1.errorKind == .hostGivenUp } }) {
+            for index in 0..<160 where !times.ended.withLock({ $0.values.contains { $0.1.errorKind == .hostGivenUp } }) {
                 later.append(Task { await download([dead.url("/later\(index).jpg")]) })
                 try await Task.sleep(for: .milliseconds(250))
             }
@@ -502,7 +504,7 @@ import TestSupport
                     continue
                 }
                 #expect(result.errorKind == .hostGivenUp, "\(url): \(result)")
-                // Its retry was due 10 s or more after it failed; the second is room for the events' delivery.
+                // Its retry was due 30 s or more after it failed; the second is room for the events' delivery.
                 #expect(time < due - .seconds(1), "\(url) ended \(time - due) after its retry was due")
             }
             // and so did those that came one by one, the one whose failure gave the port up among them
