@@ -538,6 +538,10 @@ public final class TransferEngine: Sendable {
         if code != CURLE_OK {
             let message = outcome.curlMessage
             switch code {
+            case CURLE_OPERATION_TIMEDOUT where message.contains("SSL connection timeout"):
+                // A server that waits, silent, for a plain request (mediafetch-origin does):
+                // the handshake times out with no word of why. Tried again all the same.
+                return .failure(TransferError(.timeout, "timed out: \(message) (no TLS answer: plain HTTP on this port?)"))
             case CURLE_OPERATION_TIMEDOUT:
                 return .failure(TransferError(.timeout, "timed out: \(message)"))
             case CURLE_UNSUPPORTED_PROTOCOL where notHTTPWordings.contains(where: message.contains):

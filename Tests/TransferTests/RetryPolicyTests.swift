@@ -108,6 +108,14 @@ import Testing
         #expect(plain?.isRetryable == false)
         #expect(plain?.message == "TLS handshake failed: the server did not answer in TLS (plain HTTP on this port? "
             + "then the URL is http://): OpenSSL/3.0.19: error:0A00010B:SSL routines::wrong version number")
+        // One that waits for a plain request says nothing: the timeout gets the same hint, and is tried again.
+        let outcome = AttemptOutcome(curlCode: 28, curlMessage: "SSL connection timeout", head: ResponseHead(), abort: nil, effectiveURL: nil)
+        guard case .failure(let silent) = TransferEngine.classify(outcome) else {
+            Issue.record("a timeout classified as success")
+            return
+        }
+        #expect(silent.message == "timed out: SSL connection timeout (no TLS answer: plain HTTP on this port?)")
+        #expect(silent.isRetryable)
         let reset = classified("OpenSSL SSL_connect: Connection reset by peer in connection to h.test:443")
         #expect(reset?.kind == .network(curlCode: 35))
         #expect(reset?.isRetryable == true)
