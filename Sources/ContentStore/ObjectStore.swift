@@ -322,9 +322,7 @@ public final class ObjectStore: BlobStore {
             // The bytes just hashed replace it: the same bytes lose nothing,
             // other ones are mended, and a rename is what dropping them cost.
             // A directory there refuses it (see below).
-            var found = stat()
-            let intact = fstatat(objectsDirectoryDescriptor, target, &found, AT_SYMLINK_NOFOLLOW) == 0
-                && found.st_mode & S_IFMT == S_IFREG && Int64(found.st_size) == blob.size
+            let intact = sizeOfObject(target) == blob.size
             moved = renameat(sourceDirectory, source, objectsDirectoryDescriptor, target) == 0
             code = errno
             placedNew = moved && !intact

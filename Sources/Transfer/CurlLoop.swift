@@ -842,8 +842,9 @@ final class CurlLoop: Sendable {
                     Self.endRefused(attempt, refusal)
                     continue
                 }
-                // (A failing host's transfer, too: its answer ends the host's one-at-a-time.)
-                attempt.isProbe = slots.isProbing(host) || slots.isFailing(host)
+                // (A failing host's answer is noted from any of its transfers' heads:
+                // see `LoopCounters.watchingFailingHosts`.)
+                attempt.isProbe = slots.isProbing(host)
                 // A TLS connection made is a server there; a plain TCP one is not (the
                 // kernel completes it for a server that never reads): that probe waits for its head.
                 // A failing host's does not either: a TLS front end whose backend hangs

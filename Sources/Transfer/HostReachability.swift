@@ -134,13 +134,13 @@ struct HostReachability {
     /// without an answer (`reason`, libcurl's words or the stall clock's):
     /// it could not connect, or `madeConnection` and heard nothing back.
     /// Returns true when this gives the host up.
-    @discardableResult
     /// `queued`: when the attempt began to wait for a slot (`started` when
     /// not given). Its wait is not a pause between failures: a failing host
     /// runs one attempt at a time while other hosts use the slots (see
     /// `SlotQueue`), and with more such hosts than slots each waited longer
     /// than the patience, so its streak began again every time, and it was
     /// never given up (40 silent hosts at 16 slots: 21 min).
+    @discardableResult
     mutating func failedWithoutAnswer(_ host: String, transfer: TransferID, reason: String, madeConnection: Bool = false,
                                       started: ContinuousClock.Instant, queued: ContinuousClock.Instant? = nil,
                                       at now: ContinuousClock.Instant) -> Bool {

@@ -316,10 +316,7 @@ final class PartialFile {
         var removed = 0
         for name in names where isShardName(name) {
             let shard = "\(directory)/\(name)"
-            // Not through a link: files of mediafetch's names elsewhere are not its to remove.
-            var info = stat()
-            guard lstat(shard, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
-                  let inShard = try? FileManager.default.contentsOfDirectory(atPath: shard) else { continue }
+            guard isDirectoryItself(shard), let inShard = try? FileManager.default.contentsOfDirectory(atPath: shard) else { continue }
             removed += sweep(names: inShard, in: shard, root: directory, staleAfter: staleAfter,
                              resumableFor: resumableFor, now: now)
         }
@@ -386,9 +383,7 @@ final class PartialFile {
     static func removeStored(directory: String, stored: ([String]) -> Set<String>) -> Int {
         var found: [(url: String, path: String, info: stat)] = []
         let shards = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter(isShardName)
-        for shard in shards.map({ "\(directory)/\($0)" }) {
-            var info = stat()
-            guard lstat(shard, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { continue }
+        for shard in shards.map({ "\(directory)/\($0)" }) where isDirectoryItself(shard) {
             for name in (try? FileManager.default.contentsOfDirectory(atPath: shard)) ?? [] where name.hasSuffix(".part") {
                 let path = "\(shard)/\(name)"
                 var info = stat()
@@ -550,6 +545,13 @@ final class PartialFile {
         // Renamed away (a finished body) since the open: look again.
         guard isFile(fd, at: path) else { return true }
         return fchmod(fd, writableMode) == 0
+    }
+
+    /// Whether `path` is a directory, not a link to one: files of mediafetch's
+    /// names found through a link elsewhere are not its to remove.
+    private static func isDirectoryItself(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
     }
 
     /// Makes the directory `path` (not its parents); whether it is there now.

@@ -212,10 +212,7 @@ struct ResponseHead: Sendable {
             if parts.count == 3 {
                 // Quoted in failure lines and kept in the catalog: a server's 20,000
                 // characters made a line of that length. Cut, as `…`, at 120.
-                let text = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self)
-                // (Counted in scalars: one letter with 20,000 combining marks is one character.)
-                reason = text.utf8.count > Self.longestReason && text.unicodeScalars.count > Self.longestReason
-                    ? String(text.unicodeScalars.prefix(Self.longestReason - 1)) + "…" : text
+                reason = String(decoding: UnsafeRawBufferPointer(rebasing: parts[2]), as: UTF8.self).cut(toScalars: Self.longestReason)
             }
             return
         }
@@ -296,5 +293,16 @@ private struct FieldValues: Sendable {
             case .transferEncoding: transferEncoding = newValue
             }
         }
+    }
+}
+
+extension StringProtocol {
+    /// The text, or its first `limit - 1` scalars and `…` when it is longer:
+    /// what a server sends is quoted in failure lines and kept in the catalog.
+    /// Counted in scalars, not characters: one letter with 20,000 combining
+    /// marks is one character.
+    func cut(toScalars limit: Int) -> String {
+        guard utf8.count > limit, unicodeScalars.count > limit else { return String(self) }
+        return String(String.UnicodeScalarView(unicodeScalars.prefix(limit - 1))) + "…"
     }
 }

@@ -132,8 +132,13 @@ struct SlotQueue<Element> {
     /// The first connection to `host` answered: its other transfers may
     /// start, and it is not failing (the loop marks it again should it be).
     mutating func answered(host: String) {
-        if probing.remove(host) != nil { probed.insert(host) }
+        endProbe(of: host)
         setFailing(host, false)
+    }
+
+    /// `host`'s other transfers may start.
+    private mutating func endProbe(of host: String) {
+        if probing.remove(host) != nil { probed.insert(host) }
     }
 
     /// Gives back a slot taken by `next()`. A host's first transfer that ends
@@ -144,7 +149,7 @@ struct SlotQueue<Element> {
         running -= 1
         let left = runningPerHost[host, default: 1] - 1
         runningPerHost[host] = left > 0 ? left : nil
-        if endingProbe, probing.remove(host) != nil { probed.insert(host) }
+        if endingProbe { endProbe(of: host) }
     }
 
     /// Removes and returns the first waiting element that matches (a cancelled transfer).

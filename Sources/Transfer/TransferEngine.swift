@@ -384,10 +384,8 @@ public final class TransferEngine: Sendable {
             if outcome.redirects > 0, let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
                 // "HTTP 404" alone named only the URL asked for, not the one that
                 // answered. Without its query: a signed CDN link holds a token.
-                var shown = effective.prefix { $0 != "?" }
-                // A server's Location of 30,000 characters made a failure line of that length.
-                // (Counted in scalars: one letter with 20,000 combining marks is one character.)
-                if shown.unicodeScalars.count > 300 { shown = Substring(shown.unicodeScalars.prefix(299)) + "…" }
+                // (Cut: a server's Location of 30,000 characters made a failure line of that length.)
+                let shown = effective.prefix { $0 != "?" }.cut(toScalars: 300)
                 error = TransferError(error.kind, "\(error.message) (redirected to \(URLPassword.replaced(in: String(shown), with: "***")))",
                                       retryAfter: error.retryAfter)
             }

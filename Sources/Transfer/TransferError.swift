@@ -85,12 +85,10 @@ extension TransferError {
         return TransferError(.tooLarge, "larger than the --max-filesize limit of \(exactSize(limit))\(size)")
     }
 
-    /// `ByteSize.format`, with the bytes beside it where it rounds (a limit
-    /// of 1025 bytes is no "1.0 KiB").
+    /// `ByteSize.format`, with the bytes beside it where the text does not
+    /// read back as them (a limit of 1025 bytes is no "1.0 KiB").
     private static func exactSize(_ bytes: Int64) -> String {
-        var unit: Int64 = 1
-        while unit < 1 << 40, Double(bytes) / Double(unit) >= 1023.95 { unit <<= 10 }
-        let exact = unit == 1 || (bytes % unit) * 10 % unit == 0
-        return exact ? ByteSize.format(bytes) : "\(ByteSize.format(bytes)) (\(bytes) bytes)"
+        let text = ByteSize.format(bytes)
+        return ByteSize.parse(text.filter { $0 != " " }) == bytes ? text : "\(text) (\(bytes) bytes)"
     }
 }

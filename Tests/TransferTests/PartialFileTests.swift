@@ -26,11 +26,6 @@ import Glibc
         }
     }
 
-    /// A link put at a partial's name (the temporary directory is writable
-    /// by everyone sharing the cache, and the name is the URL's hash) is
-    /// removed, not followed: the download was written over the link's
-    /// target, another of the user's files, and made it readable to all.
-    /// The same for the validator's temporary name.
     /// The key of `url`'s partial and its shard directory in `directory`, made.
     private func shard(of url: String, in directory: TemporaryDirectory) -> (key: Substring, shard: String) {
         let key = PartialFile.key(for: url)
@@ -39,12 +34,23 @@ import Glibc
         return (key, shard)
     }
 
+    /// Another of the user's files, outside the partial directory: "private\n".
+    private func victim(in directory: TemporaryDirectory) throws -> String {
+        let victim = directory.appending("victim.txt")
+        try Data("private\n".utf8).write(to: URL(fileURLWithPath: victim))
+        return victim
+    }
+
+    /// A link put at a partial's name (the temporary directory is writable
+    /// by everyone sharing the cache, and the name is the URL's hash) is
+    /// removed, not followed: the download was written over the link's
+    /// target, another of the user's files, and made it readable to all.
+    /// The same for the validator's temporary name.
     @Test func aLinkAtAPartialsNameIsRemovedNotFollowed() async throws {
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/photo.jpg"
             let (key, shard) = shard(of: url, in: directory)
-            let victim = directory.appending("victim.txt")
-            try Data("private\n".utf8).write(to: URL(fileURLWithPath: victim))
+            let victim = try self.victim(in: directory)
             #expect(chmod(victim, 0o600) == 0)
             #expect(symlink(victim, "\(shard)/\(key).part") == 0)
             #expect(symlink(victim, "\(shard)/\(key).part.validator.\(getpid())") == 0)
@@ -70,8 +76,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/linked.jpg"
             let (key, shard) = shard(of: url, in: directory)
-            let victim = directory.appending("victim.txt")
-            try Data("private\n".utf8).write(to: URL(fileURLWithPath: victim))
+            let victim = try self.victim(in: directory)
             #expect(link(victim, "\(shard)/\(key).part") == 0)
 
             let partial = try PartialFile(directory: directory.path, url: url)
