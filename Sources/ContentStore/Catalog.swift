@@ -559,10 +559,10 @@ public final class Catalog: Sendable {
             for record in records {
                 let url = URLPassword.removed(from: record.url)
                 // Recency never moves back (a late row's date is older than a use since).
-                try insertObject.execute(arguments: [record.sha256, record.size, record.contentType, now, now])
+                try insertObject.run(.text(record.sha256), .integer(record.size), .text(record.contentType), .real(now), .real(now))
                 if record.fetched {
-                    try insertSource.execute(arguments: [url, record.sha256, record.etag, record.lastModified,
-                                                         record.contentType, now, kept])
+                    try insertSource.run(.text(url), .text(record.sha256), .text(record.etag), .text(record.lastModified),
+                                         .text(record.contentType), .real(now), .flag(kept))
                 }
                 if let missing = record.replacesMissingObject, missing != record.sha256 {
                     // Fetched again with other bytes: the old object has no file, and now maybe no URL.
@@ -570,8 +570,8 @@ public final class Catalog: Sendable {
                 }
                 let collectionID = try collectionIDs[record.collection] ?? Self.collectionID(named: record.collection, in: db, now: now)
                 collectionIDs[record.collection] = collectionID
-                try insertItem.execute(arguments: [collectionID, url, record.kind.rawValue, record.title, now, record.metadata,
-                                                   kept, kept, kept])
+                try insertItem.run(.integer(collectionID), .text(url), .text(record.kind.rawValue), .text(record.title), .real(now),
+                                   .text(record.metadata), .flag(kept), .flag(kept), .flag(kept))
             }
             for failure in failures {
                 let url = URLPassword.removed(from: failure.url)

@@ -137,16 +137,22 @@ enum PageInsteadOfMedia {
     /// The extension of the URL's file name when it names an image, a sound
     /// or a video (`jpg`, `mp3`, `mp4`…), lower-cased; nil otherwise.
     static func mediaExtension(of url: String) -> String? {
-        let path = URLPath.of(url)
-        // (A path ending in "/" names a directory, not its last part.)
-        let segment = path.hasSuffix("/") ? "" : path[(path.lastIndex(of: "/").map(path.index(after:)) ?? path.startIndex)...]
+        // On the UTF-8 bytes, Foundation only to decode: this runs for every body.
+        let path = URLPath.of(url).utf8
+        // (A path ending in "/" names a directory, not its last part: its last part is empty.)
+        var segment = path[(path.lastIndex(of: UInt8(ascii: "/")).map(path.index(after:)) ?? path.startIndex)...]
         // Without its parameters (`a.jpg;jsessionid=…`, a Java server's login
         // redirect), and decoded (`a%2Ejpg`).
-        let parameterless = segment.prefix { $0 != ";" }
-        // (Foundation's decoding only where there is something to decode: this runs for every body.)
-        let name = parameterless.contains("%") ? parameterless.removingPercentEncoding ?? String(parameterless) : String(parameterless)
-        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
-        let ext = name[name.index(after: dot)...].lowercased()
+        if let parameters = segment.firstIndex(of: UInt8(ascii: ";")) { segment = segment[..<parameters] }
+        let name: [UInt8]
+        if segment.contains(UInt8(ascii: "%")) {
+            let encoded = String(Substring(segment))
+            name = Array((encoded.removingPercentEncoding ?? encoded).utf8)
+        } else {
+            name = Array(segment)
+        }
+        guard let dot = name.lastIndex(of: UInt8(ascii: ".")), dot != name.startIndex else { return nil }
+        let ext = String(decoding: name[(dot + 1)...].lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
         return mediaExtensions.contains(ext) ? ext : nil
     }
 

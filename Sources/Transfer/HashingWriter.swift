@@ -515,13 +515,19 @@ final class HashingWriter: @unchecked Sendable {
 extension Digest {
     /// Lower-case hex, the form used for object names.
     var hexString: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(Self.byteCount * 2)
-        for byte in self {
-            bytes.append(digits[Int(byte >> 4)])
-            bytes.append(digits[Int(byte & 0x0f)])
+        // Straight from the digest's bytes into the string's storage: once a body.
+        withUnsafeBytes { digest in
+            String(unsafeUninitializedCapacity: digest.count * 2) { text in
+                for (offset, byte) in digest.enumerated() {
+                    text[2 * offset] = Self.hexDigit(byte >> 4)
+                    text[2 * offset + 1] = Self.hexDigit(byte & 0x0F)
+                }
+                return digest.count * 2
+            }
         }
-        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }

@@ -12,25 +12,13 @@ public enum URLPassword {
     /// (`user:@host`). Nil when there is none (no `@`, or no `:` before it).
     public static func range(in url: String) -> Range<String.Index>? {
         // Cheap way out first: this runs for every URL of every list.
-        guard url.utf8.contains(UInt8(ascii: "@")), let authorityStart = authorityStart(in: url) else { return nil }
+        guard url.utf8.contains(UInt8(ascii: "@")), let authorityStart = URLPath.authorityStart(in: url) else { return nil }
         let authorityEnd = url[authorityStart...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
         let authority = url[authorityStart..<authorityEnd]
         // The host follows the last '@'; a password is what follows the first ':' before it.
         guard let at = authority.lastIndex(of: "@"),
               let colon = authority[..<at].firstIndex(of: ":") else { return nil }
         return authority.index(after: colon)..<at
-    }
-
-    /// Where the authority begins: just after the first `://`.
-    private static func authorityStart(in url: String) -> String.Index? {
-        let bytes = url.utf8
-        var index = bytes.startIndex
-        while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
-            let rest = bytes[bytes.index(after: colon)...]
-            if rest.starts(with: "//".utf8) { return bytes.index(colon, offsetBy: 3) }
-            index = bytes.index(after: colon)
-        }
-        return nil
     }
 
     /// `url` without its password and the `:` before it

@@ -6,14 +6,32 @@ public enum URLPath {
     /// `https://h.test/a/b.jpg?x=1#y` and `//h.test/a/b.jpg` give
     /// `/a/b.jpg`; a reference without scheme or authority is a path already.
     public static func of(_ reference: String) -> Substring {
-        var rest = Substring(reference)
-        // The standard library's search, not Foundation's `range(of:)`: this
-        // runs for every body stored, and Foundation's goes through NSString.
-        if let scheme = rest.utf8.firstRange(of: "://".utf8) {
-            rest = rest[scheme.upperBound...].drop { $0 != "/" }
-        } else if rest.hasPrefix("//") {
-            rest = rest.dropFirst(2).drop { $0 != "/" }
+        // On the UTF-8 bytes: this runs for every body stored, and every
+        // mark it looks for is ASCII, so a byte's index is a scalar's.
+        let bytes = reference.utf8
+        var start = bytes.startIndex
+        if let scheme = authorityStart(in: reference) {
+            start = scheme
+        } else if bytes.starts(with: "//".utf8) {
+            start = bytes.index(start, offsetBy: 2)
         }
-        return rest.prefix { $0 != "?" && $0 != "#" }
+        if start != bytes.startIndex {
+            // Past the authority: to the path's "/", or to the end.
+            start = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        }
+        let end = bytes[start...].firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
+        return reference[start..<end]
+    }
+
+    /// Where the authority begins: just after the first `://`.
+    static func authorityStart(in url: String) -> String.Index? {
+        let bytes = url.utf8
+        var index = bytes.startIndex
+        while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
+            let rest = bytes[bytes.index(after: colon)...]
+            if rest.starts(with: "//".utf8) { return bytes.index(colon, offsetBy: 3) }
+            index = rest.startIndex
+        }
+        return nil
     }
 }

@@ -10,4 +10,26 @@
 /// SQLite result code (SQLITE_OK is 0).
 int mf_sqlite_skip_checkpoint_on_close(void *db);
 
+/// sqlite3_bind_text(statement, index, text, length, SQLITE_TRANSIENT) for
+/// the prepared statement `statement` (a `sqlite3_stmt *`), or
+/// sqlite3_bind_null when `text` is NULL: SQLite copies the bytes, so they
+/// need only live for the call. SQLITE_TRANSIENT is a cast of -1 to a
+/// function pointer, which Swift does not import. Returns an SQLite result code.
+int mf_sqlite_bind_text(void *statement, int index, const char *text, int length);
+
+/// sqlite3_bind_int64(statement, index, value). Returns an SQLite result code.
+int mf_sqlite_bind_int64(void *statement, int index, long long value);
+
+/// sqlite3_bind_double(statement, index, value). Returns an SQLite result code.
+int mf_sqlite_bind_double(void *statement, int index, double value);
+
+/// Runs `statement` to its end (sqlite3_step until it gives no row), then
+/// resets it, keeping its bindings until they are replaced. Returns the
+/// result code of the last step: SQLITE_DONE (101) when it ran through.
+int mf_sqlite_run(void *statement);
+
+/// sqlite3_errmsg of the connection that prepared `statement`: the message
+/// for its last failed call.
+const char *mf_sqlite_error_message(void *statement);
+
 #endif
