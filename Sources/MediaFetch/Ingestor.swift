@@ -16,18 +16,45 @@ import Synchronization
 /// waiting items, and memory growing with the list, for 32,000 small files).
 final class Ingestor: Sendable {
     private struct Pending {
-        var blob: StagedBlob
-        var record: IngestRecord
+        /// What was submitted, shared rather than copied: an item passes
+        /// through several arrays on its way, and its record alone holds ten
+        /// strings (copying them was 1.5% of the CPU on 2000 small files).
+        private final class Submitted: Sendable {
+            let blob: StagedBlob
+            let record: IngestRecord
+            let beforeLeaving: (@Sendable () -> Void)?
+            let keepOnFailure: (@Sendable () -> Bool)?
+            let completion: @Sendable (Result<Void, CacheError>) -> Void
+
+            init(blob: StagedBlob, record: IngestRecord, beforeLeaving: (@Sendable () -> Void)?,
+                 keepOnFailure: (@Sendable () -> Bool)?, completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
+                self.blob = blob
+                self.record = record
+                self.beforeLeaving = beforeLeaving
+                self.keepOnFailure = keepOnFailure
+                self.completion = completion
+            }
+        }
+
+        private let submitted: Submitted
+        var blob: StagedBlob { submitted.blob }
+        var record: IngestRecord { submitted.record }
         /// Runs just before the blob leaves its name: moved into the store,
         /// or removed when it cannot be stored.
-        var beforeLeaving: (@Sendable () -> Void)?
+        var beforeLeaving: (@Sendable () -> Void)? { submitted.beforeLeaving }
         /// Asked when the blob cannot be stored: true when it stays where it
         /// is (to be resumed by a later run) instead of being removed.
-        var keepOnFailure: (@Sendable () -> Bool)?
-        var completion: @Sendable (Result<Void, CacheError>) -> Void
+        var keepOnFailure: (@Sendable () -> Bool)? { submitted.keepOnFailure }
+        var completion: @Sendable (Result<Void, CacheError>) -> Void { submitted.completion }
         /// Its body became a new object when it was moved into the store
         /// (rather than finding the same bytes there already).
         var placedNew = false
+
+        init(blob: StagedBlob, record: IngestRecord, beforeLeaving: (@Sendable () -> Void)?,
+             keepOnFailure: (@Sendable () -> Bool)?, completion: @escaping @Sendable (Result<Void, CacheError>) -> Void) {
+            submitted = Submitted(blob: blob, record: record, beforeLeaving: beforeLeaving,
+                                  keepOnFailure: keepOnFailure, completion: completion)
+        }
     }
 
     private struct Queue {

@@ -131,7 +131,10 @@ enum PageInsteadOfMedia {
         }
         while let first = type.first, first == 0x20 || first == 0x09 { type.removeFirst() }
         while let last = type.last, last == 0x20 || last == 0x09 { type.removeLast() }
-        return type.isEmpty ? nil : String(decoding: type.lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        guard !type.isEmpty else { return nil }
+        // (Lower-cased into an array, as a lazy map is read byte by byte; most types come lower-case.)
+        guard type.contains(where: { (0x41...0x5A).contains($0) }) else { return String(Substring(type)) }
+        return String(decoding: type.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The extension of the URL's file name when it names an image, a sound
