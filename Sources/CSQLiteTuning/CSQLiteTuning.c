@@ -11,9 +11,13 @@ int mf_sqlite_skip_checkpoint_on_close(void *db) {
 #endif
 }
 
-int mf_sqlite_bind_text(void *statement, int index, const char *text, int length) {
+int mf_sqlite_bind_text(void *statement, int index, const char *text) {
     if (text == NULL) return sqlite3_bind_null((sqlite3_stmt *)statement, index);
-    return sqlite3_bind_text((sqlite3_stmt *)statement, index, text, length, SQLITE_TRANSIENT);
+    return sqlite3_bind_text((sqlite3_stmt *)statement, index, text, -1, SQLITE_TRANSIENT);
+}
+
+int mf_sqlite_parameter_count(void *statement) {
+    return sqlite3_bind_parameter_count((sqlite3_stmt *)statement);
 }
 
 int mf_sqlite_bind_int64(void *statement, int index, long long value) {

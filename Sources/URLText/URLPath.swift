@@ -10,17 +10,33 @@ public enum URLPath {
         // mark it looks for is ASCII, so a byte's index is a scalar's.
         let bytes = reference.utf8
         var start = bytes.startIndex
-        if let scheme = authorityStart(in: reference) {
-            start = scheme
+        var hasAuthority = false
+        // A `://` after something that is no scheme is in a path or a query
+        // (`/login?next=https://h/p.jpg`).
+        if let authority = authorityStart(in: reference), isScheme(bytes[..<bytes.index(authority, offsetBy: -3)]) {
+            start = authority
+            hasAuthority = true
         } else if bytes.starts(with: "//".utf8) {
             start = bytes.index(start, offsetBy: 2)
+            hasAuthority = true
         }
-        if start != bytes.startIndex {
-            // Past the authority: to the path's "/", or to the end.
-            start = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        if hasAuthority {
+            // The authority ends where the path, the query or the fragment begins.
+            start = bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+                ?? bytes.endIndex
         }
         let end = bytes[start...].firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
         return reference[start..<end]
+    }
+
+    /// Whether `bytes` are a URL scheme: a letter, then letters, digits, `+`, `-` and `.`.
+    private static func isScheme(_ bytes: Substring.UTF8View) -> Bool {
+        guard let first = bytes.first, isLetter(first) else { return false }
+        return bytes.allSatisfy { isLetter($0) || (0x30...0x39).contains($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
+    }
+
+    private static func isLetter(_ byte: UInt8) -> Bool {
+        (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
     }
 
     /// Where the authority begins: just after the first `://`.

@@ -211,6 +211,59 @@ import TestSupport
         }
     }
 
+    /// A body's rows are bound through SQLite's C API as GRDB binds them:
+    /// an empty text is text and a missing one NULL, text ends at a NUL (GRDB
+    /// reads it back so), numbers keep their types.
+    @Test func rowValuesAreStoredAsGRDBStoresThem() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let catalog = try Catalog(path: path)
+            try catalog.record([IngestRecord(url: "http://h/1", collection: "c", kind: .sound, title: "", sha256: hashA, size: 1 << 40,
+                                             contentType: nil, etag: "a\u{0}b", lastModified: nil, metadata: "é")])
+            let row = try DatabaseQueue(path: path).read { db in
+                try Row.fetchOne(db, sql: """
+                    SELECT typeof(item.title) AS titleType, item.title, item.kind, item.metadata, hex(source.etag) AS etag,
+                      source.lastModified IS NULL AS noLastModified, object.mediaType IS NULL AS noType,
+                      typeof(object.size) AS sizeType, object.size, typeof(object.storedAt) AS dateType
+                    FROM item JOIN source ON source.url = item.url JOIN object ON object.hash = source.hash
+                    """)
+            }
+            let values = try #require(row)
+            #expect(values["titleType"] == "text")
+            #expect(values["title"] == "")
+            #expect(values["kind"] == "sound")
+            #expect(values["metadata"] == "é")
+            #expect(values["etag"] == "61")
+            #expect(values["noLastModified"] == true)
+            #expect(values["noType"] == true)
+            #expect(values["sizeType"] == "integer")
+            #expect(values["size"] == Int64(1) << 40)
+            #expect(values["dateType"] == "real")
+        }
+    }
+
+    /// A row SQLite refuses fails its group with SQLite's code and words,
+    /// and leaves none of the group's rows; the next group is recorded with
+    /// the same statements, reset after the failure.
+    @Test func aRefusedRowFailsItsGroupWithSQLitesCodeAndTheNextGroupIsRecorded() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let catalog = try Catalog(path: path)
+            try DatabaseQueue(path: path).write { db in
+                try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON item WHEN NEW.url = 'http://h/bad' BEGIN SELECT RAISE(ABORT, 'boom'); END")
+            }
+            #expect {
+                try catalog.record([record("http://h/good", "c", hashA), record("http://h/bad", "c", hashB)])
+            } throws: { error in
+                guard let error = error as? DatabaseError else { return false }
+                return error.extendedResultCode == .SQLITE_CONSTRAINT_TRIGGER && error.message == "boom" && !Catalog.failsEveryRow(error)
+            }
+            #expect(try catalog.entries().isEmpty)
+            try catalog.record([record("http://h/good", "c", hashA)])
+            #expect(try catalog.entries().map(\.url) == ["http://h/good"])
+        }
+    }
+
     @Test func statsCountBytesSavedByDeduplication() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))

@@ -1,4 +1,5 @@
 import Testing
+import URLText
 @testable import ContentStore
 @testable import MediaFetch
 
@@ -77,6 +78,39 @@ import Testing
         #expect(PageInsteadOfMedia.mediaExtension(of: "https://h/a.jpg/") == nil)
         #expect(PageInsteadOfMedia.mediaExtension(of: "https://h") == nil)
         #expect(PageInsteadOfMedia.mediaExtension(of: "https://h/.jpg") == nil)
+    }
+
+    /// A URL's path is what follows its scheme and authority, up to its
+    /// query or fragment; a `://` inside a path or a query starts no
+    /// authority (`/login?next=https://h/p.jpg` was read as `/p.jpg`), and
+    /// an authority ends at a query too (`https://h?f=/a.jpg` has no path).
+    @Test func aURLsPathIsReadPastSchemeAndAuthorityOnly() {
+        let cases: [(String, String)] = [
+            ("https://h.test/a/b.jpg?x=1#y", "/a/b.jpg"), ("//h.test/a/b.jpg", "/a/b.jpg"), ("//host", ""),
+            ("https://h", ""), ("", ""), ("https:///a.jpg", "/a.jpg"), ("/a.jpg?u=1", "/a.jpg"),
+            ("https://h/a.html?next=https://c/x.jpg", "/a.html"), ("https://h?f=/a.jpg", ""), ("https://h#f/a.jpg", ""),
+            ("/login?next=https://h/p.jpg", "/login"), ("svn+ssh://h/r/a.mp3", "/r/a.mp3"), ("1http://h/a.jpg", "1http://h/a.jpg"),
+        ]
+        for (reference, path) in cases {
+            #expect(URLPath.of(reference) == path, "\(reference)")
+        }
+        #expect(PageInsteadOfMedia.mediaExtension(of: "https://h?f=/a.jpg") == nil)
+        #expect(PageInsteadOfMedia.mediaExtension(of: "https://h/login?next=https://h/p.jpg") == nil)
+    }
+
+    /// A media extension is found in any letter case, after decoding, and
+    /// only in the path's last part; a non-ASCII name around it is no matter.
+    @Test func aMediaExtensionIsFoundInTheLastPartOfThePathOnly() {
+        let cases: [(String, String?)] = [
+            ("//h/x.JPG", "jpg"), ("https://h/caf%C3%A9.MP3", "mp3"), ("https://h/a%FF.jpg", "jpg"), ("https://h/x.j%70g", "jpg"),
+            ("https://h/x.mp4#a.html", "mp4"), ("https://h/é/x.Mp4", "mp4"), ("https://h/a.jpg%2F", nil), ("https://h/a.jpg.html", nil),
+            ("https://h/a.", nil), ("https://h/noextension", nil),
+        ]
+        for (url, ext) in cases {
+            #expect(PageInsteadOfMedia.mediaExtension(of: url) == ext, "\(url)")
+        }
+        #expect(PageInsteadOfMedia.mediaType("image/jpeg ;q=1") == "image/jpeg")
+        #expect(PageInsteadOfMedia.mediaType("\timage/png") == "image/png")
     }
 
     /// An error sent as plain text, JSON or XML under a media name is refused

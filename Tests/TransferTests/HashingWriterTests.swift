@@ -92,6 +92,12 @@ import Glibc
         }
     }
 
+    /// A digest's name is its 32 bytes in lower-case hex.
+    @Test func aDigestIsNamedInLowerCaseHex() {
+        #expect(SHA256.hash(data: Data()).hexString == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hash(data: Data("abc".utf8)).hexString == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
     @Test(arguments: [true, false])
     func bodiesOfEveryShapeAreWrittenAndHashedExactly(directIO: Bool) async throws {
         try await TemporaryDirectory.with { directory in

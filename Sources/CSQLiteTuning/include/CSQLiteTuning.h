@@ -10,12 +10,16 @@
 /// SQLite result code (SQLITE_OK is 0).
 int mf_sqlite_skip_checkpoint_on_close(void *db);
 
-/// sqlite3_bind_text(statement, index, text, length, SQLITE_TRANSIENT) for
-/// the prepared statement `statement` (a `sqlite3_stmt *`), or
-/// sqlite3_bind_null when `text` is NULL: SQLite copies the bytes, so they
-/// need only live for the call. SQLITE_TRANSIENT is a cast of -1 to a
-/// function pointer, which Swift does not import. Returns an SQLite result code.
-int mf_sqlite_bind_text(void *statement, int index, const char *text, int length);
+/// sqlite3_bind_text(statement, index, text, -1, SQLITE_TRANSIENT) for the
+/// prepared statement `statement` (a `sqlite3_stmt *`): the text up to its
+/// NUL, copied by SQLite, so it need only live for the call; or
+/// sqlite3_bind_null when `text` is NULL. SQLITE_TRANSIENT is a cast of -1
+/// to a function pointer, which Swift does not import. Returns an SQLite
+/// result code.
+int mf_sqlite_bind_text(void *statement, int index, const char *text);
+
+/// sqlite3_bind_parameter_count(statement): how many parameters it has.
+int mf_sqlite_parameter_count(void *statement);
 
 /// sqlite3_bind_int64(statement, index, value). Returns an SQLite result code.
 int mf_sqlite_bind_int64(void *statement, int index, long long value);
