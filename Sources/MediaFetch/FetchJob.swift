@@ -502,7 +502,12 @@ public final class FetchJob: Sendable {
                           whenBegun: (@Sendable (Int) -> Void)?) async {
         if items.count > 0 { whenBegun?(items.count) }
         let downloads = Task { [self] in
-            await engine.download(count: items.count, url: { items[$0].url }) { [self] index, result, ready in
+            let resumeAnswerCheck: @Sendable (Int) -> ResumeAnswerCheck? = { index in
+                let item = items[index]
+                return { PageInsteadOfMedia.resumeAnswerRefusal(contentType: $0, url: item.url, kind: item.kind) }
+            }
+            await engine.download(count: items.count, url: { items[$0].url },
+                                  resumeAnswerCheck: resumeAnswerCheck) { [self] index, result, ready in
                 switch result {
                 case .success(let body):
                     let item = items[index]

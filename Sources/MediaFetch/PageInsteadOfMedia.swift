@@ -31,14 +31,7 @@ enum PageInsteadOfMedia {
         let unnamed = type.map(sayingNothing.contains) ?? true
         let isPage = type == "text/html" || type == "application/xhtml+xml"
         guard isPage || unnamed || type.map(isTextual) == true else { return nil }
-        let expected: String
-        switch kind {
-        case .photo: expected = "a photo"
-        case .sound: expected = "a sound"
-        case .file:
-            guard let ext = mediaExtension(of: url) else { return nil }
-            expected = "a .\(ext) file"
-        }
+        guard let expected = expectedMedia(url: url, kind: kind) else { return nil }
         let bytes = opening()
         // Named a page or text, and compressed (sent gzip or zstd unasked): what it
         // says it is, as no image or sound begins with those bytes.
@@ -49,6 +42,30 @@ enum PageInsteadOfMedia {
         let what = isPage || unnamed && opensAsAPage(bytes) ? "a web page" : "text"
         let how = compressed ? ", compressed" : ""
         return "the server sent \(what) (\(type ?? "no type given")\(how), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
+    }
+
+    /// Why a whole new body (a 200) that answers a resume is not the file
+    /// and must not replace the bytes held, judged by its `Content-Type`
+    /// alone (nothing of it has arrived yet); nil when it may. Only a page
+    /// or text where media was asked for: a body that names no type may be
+    /// the file, and a changed file is sent whole, as it should be.
+    static func resumeAnswerRefusal(contentType: String?, url: String, kind: ItemKind) -> String? {
+        guard let type = mediaType(contentType), !sayingNothing.contains(type) else { return nil }
+        let isPage = type == "text/html" || type == "application/xhtml+xml"
+        guard isPage || isTextual(type) else { return nil }
+        guard let expected = expectedMedia(url: url, kind: kind) else { return nil }
+        return "the server answered the resume with \(isPage ? "a web page" : "text") (\(type)) where \(expected) "
+            + "was asked for; the part already fetched is kept for the next run"
+    }
+
+    /// What media the item asks for, as errors name it: "a photo", "a
+    /// sound", "a .jpg file"; nil when it asks for no media.
+    private static func expectedMedia(url: String, kind: ItemKind) -> String? {
+        switch kind {
+        case .photo: return "a photo"
+        case .sound: return "a sound"
+        case .file: return mediaExtension(of: url).map { "a .\($0) file" }
+        }
     }
 
     /// Types that say only "bytes": what a server sends when it does not know.

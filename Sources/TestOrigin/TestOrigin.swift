@@ -74,6 +74,11 @@ public final class TestOrigin: Sendable {
         server.state.withLock { $0.routes[OriginServer.normalize(path)] = handler }
     }
 
+    /// Removes the route for `path`: its resource (or file) answers again.
+    public func removeRoute(_ path: String) {
+        server.state.withLock { _ = $0.routes.removeValue(forKey: OriginServer.normalize(path)) }
+    }
+
     /// Makes requests for `path` misbehave as `fault` describes.
     ///
     /// `times` is how many requests it applies to before the path behaves normally again

@@ -7,6 +7,15 @@ import Glibc
 import Darwin
 #endif
 
+/// Asked when a server answers a resume request (`Range`) with a whole body
+/// (200), before the bytes held give way to it, with the answer's
+/// `Content-Type`: a reason to refuse the answer as not the file, or nil to
+/// take it. A login page sent with 200 for a photo's URL otherwise replaced
+/// the photo's partial download, which the next run then fetched from byte
+/// zero. A refused answer ends the download with `.notTheFile`, and the
+/// bytes held stay to be resumed.
+public typealias ResumeAnswerCheck = @Sendable (_ contentType: String?) -> String?
+
 /// What a sink did with body bytes handed to it.
 enum BodyWrite: Equatable {
     /// Every byte was taken.
@@ -99,9 +108,14 @@ final class FileSink: BodySink {
 
     private let budget: FinishedFile.Budget
 
+    /// Asked before the bytes held give way to a whole new body (see `ResumeAnswerCheck`).
+    private let resumeAnswerCheck: ResumeAnswerCheck?
+
     init(partial: PartialFile, maxFileSize: Int64?, resumableThreshold: Int64,
-         budget: FinishedFile.Budget, directIO: Bool, chunkPool: ChunkPool = HashingWriter.pool) throws(TransferError) {
+         budget: FinishedFile.Budget, directIO: Bool, chunkPool: ChunkPool = HashingWriter.pool,
+         resumeAnswerCheck: ResumeAnswerCheck? = nil) throws(TransferError) {
         self.partial = partial
+        self.resumeAnswerCheck = resumeAnswerCheck
         self.budget = budget
         self.maxFileSize = maxFileSize
         self.resumableThreshold = resumableThreshold
@@ -191,7 +205,13 @@ final class FileSink: BodySink {
                     + "(Content-Range: \(head.fields["content-range"] ?? ""))")
             }
             if bytesHeld > 0 {
-                // 200 to a range request: the server sends the whole (maybe new) body.
+                // 200 to a range request: the server sends the whole (maybe new)
+                // body, unless it is no file at all (a login page): the bytes
+                // held then stay for the run that gets the file again.
+                if let refusal = resumeAnswerCheck?(head.contentType) {
+                    accepting = false
+                    return TransferError(.notTheFile, refusal)
+                }
                 restart()
             } else {
                 // A new response: a validator an earlier attempt recorded (its

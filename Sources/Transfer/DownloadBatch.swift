@@ -20,13 +20,17 @@ extension TransferEngine {
     /// the caller slows the batch down: call it once, at once or later (from
     /// any thread that may do file work), when it can take another body; the
     /// item that takes this one's place starts only then.
+    ///
+    /// `resumeAnswerCheck` gives an item's `ResumeAnswerCheck`, if any.
     public func download(
         count: Int,
         url: @escaping @Sendable (Int) -> String,
+        resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
         completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, _ ready: @escaping @Sendable () -> Void) -> Void
     ) async {
         guard count > 0 else { return }
-        let batch = DownloadBatch(engine: self, count: count, url: url, completion: completion)
+        let batch = DownloadBatch(engine: self, count: count, url: url, resumeAnswerCheck: resumeAnswerCheck,
+                                  completion: completion)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 batch.start(whenDone: { continuation.resume() })
@@ -65,16 +69,20 @@ final class DownloadBatch: Sendable {
     private let engine: TransferEngine
     private let count: Int
     private let url: @Sendable (Int) -> String
+    /// Each item's `ResumeAnswerCheck`, if it has one.
+    private let resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)?
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let state: SleepingLock<State>
     /// How many items are in flight at once (see `DescriptorBudget`).
     private let width: Int
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
+         resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
          completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
         self.engine = engine
         self.count = count
         self.url = url
+        self.resumeAnswerCheck = resumeAnswerCheck
         self.completion = completion
         let jobs = engine.configuration.maxConcurrentTransfers
         width = engine.descriptorBudget.batchWidth(jobs: jobs)
@@ -186,7 +194,7 @@ final class DownloadBatch: Sendable {
     private func launch(_ index: Int, _ target: RequestTarget, _ partial: PartialFile) -> Bool {
         let prepared: TransferEngine.PreparedDownload
         do {
-            prepared = try engine.prepare(target, partial)
+            prepared = try engine.prepare(target, partial, resumeAnswerCheck: resumeAnswerCheck?(index))
         } catch {
             release(target.hostKey)
             finish(index, .failure(error), then: nil)

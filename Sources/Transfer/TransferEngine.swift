@@ -163,13 +163,17 @@ public final class TransferEngine: Sendable {
     /// hashing as bytes arrive. Resumes a partial left by an earlier attempt or
     /// run (`Range` + `If-Range`); retries what `RetryPolicy` allows.
     /// Throws `TransferError`.
-    public func download(_ url: String) async throws(TransferError) -> DownloadedBody {
+    /// `resumeAnswerCheck` is asked when a server answers a resume with a
+    /// whole body (200) before the bytes held give way to it.
+    public func download(_ url: String, resumeAnswerCheck: ResumeAnswerCheck? = nil) async throws(TransferError) -> DownloadedBody {
         let (target, partial) = try openPartial(for: url)
         // Resuming re-reads the held bytes to restore the hash: blocking
         // I/O that belongs on a Dispatch thread, not the cooperative pool.
         let prepared = partial.resumable == nil
-            ? try prepare(target, partial)
-            : try await Self.offCooperativePool { [self] () throws(TransferError) in try prepare(target, partial) }
+            ? try prepare(target, partial, resumeAnswerCheck: resumeAnswerCheck)
+            : try await Self.offCooperativePool { [self] () throws(TransferError) in
+                try prepare(target, partial, resumeAnswerCheck: resumeAnswerCheck)
+            }
         return try await complete(prepared, after: nil)
     }
 
@@ -194,12 +198,13 @@ public final class TransferEngine: Sendable {
 
     /// Sets up the sink for `partial`; a resumed partial is read once here to
     /// seed the hash (blocking). The partial is closed if this fails.
-    func prepare(_ target: RequestTarget, _ partial: PartialFile) throws(TransferError) -> PreparedDownload {
+    func prepare(_ target: RequestTarget, _ partial: PartialFile,
+                 resumeAnswerCheck: ResumeAnswerCheck? = nil) throws(TransferError) -> PreparedDownload {
         let sink: FileSink
         do {
             sink = try FileSink(partial: partial, maxFileSize: configuration.maxFileSize,
                                 resumableThreshold: configuration.resumableThreshold, budget: finishedBudget,
-                                directIO: configuration.directIO, chunkPool: chunkPool)
+                                directIO: configuration.directIO, chunkPool: chunkPool, resumeAnswerCheck: resumeAnswerCheck)
         } catch {
             partial.close(discard: true)
             throw error
@@ -262,10 +267,12 @@ public final class TransferEngine: Sendable {
     /// the run after the user has made room goes on from it, as curl -C -
     /// and aria2c do, instead of fetching gigabytes again; and after a body
     /// over this run's `--max-filesize`, which a run without it goes on
-    /// from (300 MB of an interrupted 1 GB download were dropped).
+    /// from (300 MB of an interrupted 1 GB download were dropped); and after
+    /// a page that answered a resume (`ResumeAnswerCheck`), which the file's
+    /// bytes held must outlive.
     static func keepsPartial(after error: TransferError) -> Bool {
-        error.kind == .cancelled || error.kind == .hostGivenUp || error.kind == .tooLarge || error.isOutOfSpace
-            || error.isRetryable
+        error.kind == .cancelled || error.kind == .hostGivenUp || error.kind == .tooLarge || error.kind == .notTheFile
+            || error.isOutOfSpace || error.isRetryable
     }
 
     /// Fetches a small response into memory (up to `maxBytes`), with the same

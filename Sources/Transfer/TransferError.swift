@@ -36,6 +36,11 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         /// `HostReachability`), or it asked to wait longer than mediafetch
         /// waits (see `HostRateLimits`).
         case hostGivenUp
+        /// The server answered a resume with something the caller's
+        /// `ResumeAnswerCheck` says is not the file (a login or error page
+        /// where media was asked for): the bytes held are kept for a later
+        /// run, and asking again now gets the same answer.
+        case notTheFile
     }
 
     public let kind: Kind
@@ -56,7 +61,8 @@ public struct TransferError: Error, Sendable, Equatable, CustomStringConvertible
         switch kind {
         case .http(let status): return status == 408 || status == 429 || (500...599).contains(status)
         case .network, .timeout, .protocolViolation: return true
-        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate, .notTLS, .hostGivenUp:
+        case .tooLarge, .unsupportedURL, .tooManyRedirects, .fileSystem, .cancelled, .engine, .certificate, .notTLS, .hostGivenUp,
+             .notTheFile:
             return false
         }
     }

@@ -640,6 +640,42 @@ import TestSupport
         }
     }
 
+    /// A login page that answers a resume (200, `text/html`, as a server
+    /// that lost the session sends for any URL) fails the photo and leaves
+    /// the part already fetched; the run after, with the photo served
+    /// again, resumes from it. The page replaced the partial before, and the
+    /// next run fetched the photo from byte zero.
+    @Test func aLoginPageThatAnswersAResumeLeavesThePartToResume() async throws {
+        try await withOrigin { origin, directory in
+            let photo = fixtureBytes(count: 1_500_000, seed: 41)
+            origin.addResource("/album/summit.jpg", data: photo, contentType: "image/jpeg")
+            origin.setFault("/album/summit.jpg", .dropAfter(bytes: 600_000), times: 1)
+            let arguments = ["get", "--cache", directory.appending("cache"), "--retries", "0", origin.url("/album/summit.jpg")]
+            let first = try await BuiltProducts.run(arguments)
+            let held = resumeOffset(afterCutAt: 600_000, in: directory.path)
+
+            origin.route("/album/summit.jpg") { _ in
+                OriginResponse(headers: [("Content-Type", "text/html; charset=utf-8")],
+                               body: Data("<!DOCTYPE html><html><body>Please log in</body></html>".utf8))
+            }
+            let refused = try await BuiltProducts.run(arguments)
+            let partialsAfterPage = partialDirectoryFiles(directory.appending("cache/tmp")).filter { $0.hasSuffix(".part") }
+            origin.removeRoute("/album/summit.jpg")
+            let resumed = try await BuiltProducts.run(arguments)
+
+            #expect(first.status == 1)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("the server answered the resume with a web page (text/html) where a .jpg file was asked for; "
+                + "the part already fetched is kept for the next run"), "\(refused.stderr)")
+            #expect(partialsAfterPage.count == 1)
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            #expect(origin.requests(for: "/album/summit.jpg").last?.header("range") == "bytes=\(held)-")
+            #expect(resumed.stderr.contains("resumed"))
+            let hash = SHA256.hash(data: photo).map { String(format: "%02x", $0) }.joined()
+            #expect(try objectPaths(inCache: directory.appending("cache")).map { $0.split(separator: "/").last.map(String.init) } == [hash])
+        }
+    }
+
     /// Partials are created read-only; an ordinary user (root ignores modes)
     /// must still reopen one to resume it.
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))

@@ -80,6 +80,25 @@ import URLText
         #expect(PageInsteadOfMedia.mediaExtension(of: "https://h/.jpg") == nil)
     }
 
+    /// A whole body that answers a resume is refused before it replaces the
+    /// bytes held only when it says it is a page or text where media was
+    /// asked for: a body of no type, or of a media type, may be the file
+    /// (changed, and rightly sent whole); a page asked for is a page.
+    @Test func aPageThatAnswersAResumeOfMediaIsRefused() {
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "text/html; charset=utf-8", url: "https://h/p", kind: .photo)
+            == "the server answered the resume with a web page (text/html) where a photo was asked for; "
+            + "the part already fetched is kept for the next run")
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "application/json", url: "https://h/a.MP3", kind: .file)
+            == "the server answered the resume with text (application/json) where a .mp3 file was asked for; "
+            + "the part already fetched is kept for the next run")
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "Text/Plain", url: "https://h/s", kind: .sound) != nil)
+        for type in [nil, "", "application/octet-stream", "image/jpeg", "audio/flac"] {
+            #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: type, url: "https://h/a.jpg", kind: .photo) == nil, "\(type ?? "nil")")
+        }
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "text/html", url: "https://h/index.html", kind: .file) == nil)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "text/html", url: "https://h/download?id=3", kind: .file) == nil)
+    }
+
     /// A URL's path is what follows its scheme and authority, up to its
     /// query or fragment; a `://` inside a path or a query starts no
     /// authority (`/login?next=https://h/p.jpg` was read as `/p.jpg`), and

@@ -851,6 +851,46 @@ import TestSupport
         }
     }
 
+    /// A whole body that answers a resume and that the caller's check
+    /// refuses ends the download as `.notTheFile` at once (no retry: it
+    /// would get the same answer), its body unread, and the bytes held stay:
+    /// the next run resumes from them. Without a check, such an answer
+    /// starts the file over (`aServerThatIgnoresRangesStartsOverCleanly`).
+    @Test func aResumeAnswerTheCallerRefusesKeepsTheBytesHeld() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 500_000, seed: 12)
+            origin.addResource("/photo.jpg", data: content, contentType: "image/jpeg")
+            origin.setFault("/photo.jpg", .dropAfter(bytes: 300_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await failOnce(origin.url("/photo.jpg"), partials: partials)
+            let held = resumeOffset(afterCutAt: 300_000, in: directory.path)
+
+            origin.route("/photo.jpg") { _ in
+                OriginResponse(headers: [("Content-Type", "text/html")], body: Data(repeating: 0x20, count: 200_000))
+            }
+            let asked = Mutex<[String?]>([])
+            let check: ResumeAnswerCheck = { type in
+                asked.withLock { $0.append(type) }
+                return type == "text/html" ? "a page, not the photo" : nil
+            }
+            let error = await #expect(throws: TransferError.self) {
+                try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                    try await engine.download(origin.url("/photo.jpg"), resumeAnswerCheck: check)
+                }
+            }
+            #expect(error?.kind == .notTheFile)
+            #expect(error?.message.hasPrefix("a page, not the photo") == true, "\(error?.message ?? "")")
+            #expect(asked.withLock { $0 } == ["text/html"])
+            #expect(origin.requests(for: "/photo.jpg").count == 2)
+
+            origin.removeRoute("/photo.jpg")
+            let body = try await downloadInNewRun(origin.url("/photo.jpg"), partials: partials)
+            #expect(origin.requests(for: "/photo.jpg").last?.header("range") == "bytes=\(held)-")
+            #expect(body.resumedBytes == held)
+            #expect(body.sha256 == sha256(content))
+        }
+    }
+
     /// `--timeout` bounds one attempt, kept on the loop's clock: a body that
     /// takes longer fails as timed out, and is retried like any timeout.
     @Test(.timeLimit(.minutes(1)))
