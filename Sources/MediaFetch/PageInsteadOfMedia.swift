@@ -149,7 +149,7 @@ enum PageInsteadOfMedia {
         while let first = type.first, first == 0x20 || first == 0x09 { type.removeFirst() }
         while let last = type.last, last == 0x20 || last == 0x09 { type.removeLast() }
         guard !type.isEmpty else { return nil }
-        // (Lower-cased into an array, as a lazy map is read byte by byte; most types come lower-case.)
+        // (Lower-cased into an array, as for an extension; most types come lower-case.)
         guard type.contains(where: { (0x41...0x5A).contains($0) }) else { return String(Substring(type)) }
         return String(decoding: type.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
@@ -172,7 +172,8 @@ enum PageInsteadOfMedia {
             name = Array(segment)
         }
         guard let dot = name.lastIndex(of: UInt8(ascii: ".")), dot != name.startIndex else { return nil }
-        let ext = String(decoding: name[(dot + 1)...].lazy.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        // (Lower-cased into an array: a lazy map is decoded through a dynamic cast and byte by byte.)
+        let ext = String(decoding: name[(dot + 1)...].map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
         return mediaExtensions.contains(ext) ? ext : nil
     }
 
