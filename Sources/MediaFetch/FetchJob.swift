@@ -504,14 +504,15 @@ public final class FetchJob: Sendable {
         let downloads = Task { [self] in
             let resumeAnswerCheck: @Sendable (Int) -> ResumeAnswerCheck? = { index in
                 let item = items[index]
-                return { PageInsteadOfMedia.resumeAnswerRefusal(contentType: $0, url: item.url, kind: item.kind) }
+                return { PageInsteadOfMedia.resumeAnswerRefusal($0, url: item.url, kind: item.kind) }
             }
             await engine.download(count: items.count, url: { items[$0].url },
                                   resumeAnswerCheck: resumeAnswerCheck) { [self] index, result, ready in
                 switch result {
                 case .success(let body):
                     let item = items[index]
-                    if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, url: item.url, kind: item.kind,
+                    if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, contentEncoding: body.contentEncoding,
+                                                               url: item.url, kind: item.kind,
                                                                size: body.size, opening: { body.opening ?? PageInsteadOfMedia.opening(of: body.path) }) {
                         // Not kept to resume: the next run asks again.
                         body.file.discard()

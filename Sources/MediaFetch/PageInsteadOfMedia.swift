@@ -25,37 +25,57 @@ enum PageInsteadOfMedia {
     /// the body's first bytes are kept as they arrive, and its file is read
     /// only for a body resumed from an earlier run (a read from the disk,
     /// since bodies are written past the page cache).
-    static func reason(contentType: String?, url: String, kind: ItemKind, size: Int64,
+    /// A page or text that names a `contentEncoding` (mediafetch asks for
+    /// none) is taken for what it says it is.
+    static func reason(contentType: String?, contentEncoding: String? = nil, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
+        refusal(contentType: contentType, contentEncoding: contentEncoding, url: url, kind: kind, opening: opening).map {
+            "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for; not stored"
+        }
+    }
+
+    /// Why a whole new body (a 200) that answered a resume is not the file
+    /// and must not replace the part already fetched, from its type and its
+    /// first bytes, by the rules of `reason`; nil when it may (a changed file
+    /// is sent whole, as it should be, and a real photo labelled `text/plain`
+    /// is taken as one).
+    static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
+        refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, url: url, kind: kind,
+                opening: { answer.opening }).map {
+            "the server answered the resume with \($0.what) (\($0.type)\($0.how)) where \($0.expected) was asked for; "
+                + "the part already fetched is kept for the next run"
+        }
+    }
+
+    /// What `reason` and `resumeAnswerRefusal` say of a refused body.
+    private struct Refusal {
+        /// "a web page" or "text".
+        let what: String
+        /// The media type, or "no type given".
+        let type: String
+        /// ", compressed" or nothing.
+        let how: String
+        /// What was asked for: "a photo", "a .jpg file".
+        let expected: String
+    }
+
+    private static func refusal(contentType: String?, contentEncoding: String?, url: String, kind: ItemKind,
+                                opening: () -> [UInt8]) -> Refusal? {
         let type = mediaType(contentType)
         let unnamed = type.map(sayingNothing.contains) ?? true
         let isPage = type == "text/html" || type == "application/xhtml+xml"
         guard isPage || unnamed || type.map(isTextual) == true else { return nil }
         guard let expected = expectedMedia(url: url, kind: kind) else { return nil }
         let bytes = opening()
-        // Named a page or text, and compressed (sent gzip or zstd unasked): what it
-        // says it is, as no image or sound begins with those bytes.
-        let compressed = !unnamed && isCompressed(bytes)
+        // Named a page or text, and compressed (a coding named, or gzip's or
+        // zstd's bytes, sent unasked): what it says it is, as no image or
+        // sound is sent so (brotli and deflate were stored as the photo).
+        let compressed = !unnamed && !bytes.isEmpty && (contentEncoding != nil || isCompressed(bytes))
         // A page may be plain words ("Access denied" as text/html) as well as markup.
         // Unnamed, markup must open as a page does: a body of any bytes may begin with `<`.
         guard compressed || looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) || unnamed && opensAsAPage(bytes) else { return nil }
-        let what = isPage || unnamed && opensAsAPage(bytes) ? "a web page" : "text"
-        let how = compressed ? ", compressed" : ""
-        return "the server sent \(what) (\(type ?? "no type given")\(how), \(ByteSize.format(size))) where \(expected) was asked for; not stored"
-    }
-
-    /// Why a whole new body (a 200) that answers a resume is not the file
-    /// and must not replace the bytes held, judged by its `Content-Type`
-    /// alone (nothing of it has arrived yet); nil when it may. Only a page
-    /// or text where media was asked for: a body that names no type may be
-    /// the file, and a changed file is sent whole, as it should be.
-    static func resumeAnswerRefusal(contentType: String?, url: String, kind: ItemKind) -> String? {
-        guard let type = mediaType(contentType), !sayingNothing.contains(type) else { return nil }
-        let isPage = type == "text/html" || type == "application/xhtml+xml"
-        guard isPage || isTextual(type) else { return nil }
-        guard let expected = expectedMedia(url: url, kind: kind) else { return nil }
-        return "the server answered the resume with \(isPage ? "a web page" : "text") (\(type)) where \(expected) "
-            + "was asked for; the part already fetched is kept for the next run"
+        return Refusal(what: isPage || unnamed && opensAsAPage(bytes) ? "a web page" : "text", type: type ?? "no type given",
+                       how: compressed ? ", compressed" : "", expected: expected)
     }
 
     /// What media the item asks for, as errors name it: "a photo", "a

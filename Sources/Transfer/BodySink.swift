@@ -7,14 +7,31 @@ import Glibc
 import Darwin
 #endif
 
-/// Asked when a server answers a resume request (`Range`) with a whole body
-/// (200), before the bytes held give way to it, with the answer's
-/// `Content-Type`: a reason to refuse the answer as not the file, or nil to
-/// take it. A login page sent with 200 for a photo's URL otherwise replaced
-/// the photo's partial download, which the next run then fetched from byte
-/// zero. A refused answer ends the download with `.notTheFile`, and the
-/// bytes held stay to be resumed.
-public typealias ResumeAnswerCheck = @Sendable (_ contentType: String?) -> String?
+/// A whole body (a 200) that answers a resume request (`Range`), as far as
+/// it is known when its first bytes arrive.
+public struct ResumeAnswer: Sendable {
+    public let contentType: String?
+    /// `Content-Encoding`, if a coding is named.
+    public let contentEncoding: String?
+    /// The body's first bytes: those of its first write, up to 512.
+    public let opening: [UInt8]
+
+    public init(contentType: String?, contentEncoding: String?, opening: [UInt8]) {
+        self.contentType = contentType
+        self.contentEncoding = contentEncoding
+        self.opening = opening
+    }
+}
+
+/// Asked when a server answers a resume request with a whole body, once its
+/// first bytes arrive and before the bytes held give way to it: a reason to
+/// refuse it as not the file, or nil to take it. A login page sent with 200
+/// for a photo's URL otherwise replaced the photo's partial download, which
+/// the next run then fetched from byte zero. A refused answer ends the
+/// download with `.notTheFile`, and the bytes held and their validator stay
+/// to be resumed. (Asked at the first bytes, not at the head: a server that
+/// labels real photos `text/plain` sends the file all the same.)
+public typealias ResumeAnswerCheck = @Sendable (ResumeAnswer) -> String?
 
 /// What a sink did with body bytes handed to it.
 enum BodyWrite: Equatable {
@@ -206,13 +223,14 @@ final class FileSink: BodySink {
             }
             if bytesHeld > 0 {
                 // 200 to a range request: the server sends the whole (maybe new)
-                // body, unless it is no file at all (a login page): the bytes
-                // held then stay for the run that gets the file again.
-                if let refusal = resumeAnswerCheck?(head.contentType) {
-                    accepting = false
-                    return TransferError(.notTheFile, refusal)
+                // body, unless it is no file at all (a login page). Which it is
+                // shows in its first bytes: until then the bytes held, and their
+                // validator, stay as they are (see `takeAnswerToResume`).
+                if resumeAnswerCheck != nil {
+                    answerToResumePending = true
+                } else {
+                    restart()
                 }
-                restart()
             } else {
                 // A new response: a validator an earlier attempt recorded (its
                 // body cut off before any byte arrived) belongs to another
@@ -227,17 +245,50 @@ final class FileSink: BodySink {
         accepting = true
         self.head = head
         heldAtBegin = bytesHeld
-        if head.status != 206 || wholeFileIn206 != nil {
-            // If-Range takes a strong ETag or a strong date; a weak ETag would never match.
-            let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
-            let newValidator = strongETag ?? Self.strongLastModified(head)
-            validator = newValidator
-            validatorTotal = expectedTotal
-            validatorRoute = head.route
-            if let newValidator, (expectedTotal ?? .max) >= resumableThreshold {
-                partial.recordValidator(newValidator, total: expectedTotal, route: validatorRoute)
+        if (head.status != 206 || wholeFileIn206 != nil) && !answerToResumePending {
+            takeValidator(of: head)
+        }
+        return nil
+    }
+
+    /// Makes `head`'s validator the one the body's bytes are resumed by.
+    private func takeValidator(of head: ResponseHead) {
+        // If-Range takes a strong ETag or a strong date; a weak ETag would never match.
+        let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
+        let newValidator = strongETag ?? Self.strongLastModified(head)
+        validator = newValidator
+        validatorTotal = expectedTotal
+        validatorRoute = head.route
+        if let newValidator, (expectedTotal ?? .max) >= resumableThreshold {
+            partial.recordValidator(newValidator, total: expectedTotal, route: validatorRoute)
+        }
+    }
+
+    /// A whole body answered a resume, and the caller checks such answers
+    /// (`ResumeAnswerCheck`): decided at its first bytes (or taken at its
+    /// end, when it has none). Until then the bytes held and their validator
+    /// are as before.
+    private var answerToResumePending = false
+
+    /// Decides a pending answer to a resume from its first bytes: refused
+    /// (the error ends the transfer, the bytes held stay), or taken in place
+    /// of the bytes held, which then start over from byte zero.
+    /// With no `opening` (an empty body) it is taken unasked.
+    @discardableResult
+    private func takeAnswerToResume(opening: UnsafeRawBufferPointer?) -> TransferError? {
+        answerToResumePending = false
+        guard let head else { return nil }
+        if let opening {
+            let answer = ResumeAnswer(contentType: head.contentType, contentEncoding: head.contentEncoding,
+                                      opening: Array(opening.prefix(Self.openingSize)))
+            if let refusal = resumeAnswerCheck?(answer) {
+                accepting = false
+                return TransferError(.notTheFile, refusal)
             }
         }
+        restart()
+        heldAtBegin = 0
+        takeValidator(of: head)
         return nil
     }
 
@@ -294,21 +345,29 @@ final class FileSink: BodySink {
     private(set) var expectedTotal: Int64?
 
     func attemptFailed() {
+        // An answer to a resume that ended before its first byte replaced nothing.
+        answerToResumePending = false
         bytesHeld -= Int64(writer.submitFilling(endingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     func attemptCancelled() {
+        answerToResumePending = false
         bytesHeld -= Int64(writer.cancelUnwritten(keepingFillingEndingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     /// Hashing and writing the last chunk happen on the writer queue, which
     /// wakes the task when the digest is ready.
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
+        // An empty answer to a resume: the file is empty now, as any empty
+        // 200 says (which is retried, never stored). Never the bytes held
+        // sealed as the body; with no byte there is nothing to check.
+        if answerToResumePending { takeAnswerToResume(opening: nil) }
         writer.seal(then: resume)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         guard accepting else { return .taken }
+        if answerToResumePending, !bytes.isEmpty, let error = takeAnswerToResume(opening: bytes) { return .refused(error) }
         if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .refused(.tooLarge(limit: limit)) }
         let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }, mayPause: mayPause,
                                   giveUp: giveUp)

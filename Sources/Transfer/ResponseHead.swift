@@ -130,6 +130,15 @@ struct ResponseHead: Sendable {
     var date: String? { values[.date] }
     /// The media type; nil when the header is missing or empty (`Content-Type:`).
     var contentType: String? { values[.contentType].flatMap { $0.isEmpty ? nil : $0 } }
+    /// The codings the server applied to the body (`gzip`, `br`), as sent;
+    /// nil when none is named (missing, empty, or `identity`). mediafetch
+    /// asks for none, so a coded body is stored as it came.
+    var contentEncoding: String? {
+        values[.contentEncoding].flatMap { value in
+            let trimmed = value.trimmingCharacters(in: .whitespaces)
+            return trimmed.isEmpty || trimmed.lowercased() == "identity" ? nil : trimmed
+        }
+    }
 
     /// `Retry-After` as seconds: either delta-seconds (a fraction taken too)
     /// or an HTTP date. A date counts from the response's own `Date` when it
@@ -258,13 +267,14 @@ private extension Slice<UnsafeRawBufferPointer> {
 /// skipped without building strings.
 private enum Field: String, CaseIterable {
     case contentLength = "content-length", contentType = "content-type", contentRange = "content-range",
-         date, etag, lastModified = "last-modified", location, retryAfter = "retry-after",
-         transferEncoding = "transfer-encoding"
+         contentEncoding = "content-encoding", date, etag, lastModified = "last-modified", location,
+         retryAfter = "retry-after", transferEncoding = "transfer-encoding"
 }
 
 /// One optional value per `Field`, stored inline (no allocation per response).
 private struct FieldValues: Sendable {
-    private var contentLength, contentType, contentRange, date, etag, lastModified, location, retryAfter, transferEncoding: String?
+    private var contentLength, contentType, contentRange, contentEncoding, date, etag, lastModified, location, retryAfter,
+                transferEncoding: String?
 
     subscript(field: Field) -> String? {
         get {
@@ -272,6 +282,7 @@ private struct FieldValues: Sendable {
             case .contentLength: contentLength
             case .contentType: contentType
             case .contentRange: contentRange
+            case .contentEncoding: contentEncoding
             case .date: date
             case .etag: etag
             case .lastModified: lastModified
@@ -285,6 +296,7 @@ private struct FieldValues: Sendable {
             case .contentLength: contentLength = newValue
             case .contentType: contentType = newValue
             case .contentRange: contentRange = newValue
+            case .contentEncoding: contentEncoding = newValue
             case .date: date = newValue
             case .etag: etag = newValue
             case .lastModified: lastModified = newValue

@@ -19,6 +19,8 @@ public struct DownloadedBody: Sendable {
     public let sha256: String
     public let size: Int64
     public let contentType: String?
+    /// The codings the server applied to the body (`Content-Encoding`), if any.
+    public var contentEncoding: String? = nil
     public let etag: String?
     public let lastModified: String?
     /// Bytes kept from an earlier attempt or run instead of downloaded again.
@@ -35,7 +37,8 @@ public struct FetchedResponse: Sendable, Equatable {
     public let url: String
     public let status: Int
     /// The header fields the engine keeps (content-type, content-length,
-    /// etag, last-modified, location, retry-after, content-range), lower-cased.
+    /// content-encoding, etag, last-modified, location, retry-after,
+    /// content-range, date, transfer-encoding), lower-cased.
     public let headers: [String: String]
     public let body: Data
 }
@@ -247,8 +250,9 @@ public final class TransferEngine: Sendable {
         return DownloadedBody(
             url: prepared.target.url, effectiveURL: outcome.effectiveURL ?? prepared.target.url,
             file: finished.file, sha256: finished.sha256, size: finished.size,
-            contentType: head.contentType, etag: head.etag, lastModified: head.lastModified,
-            resumedBytes: outcome.resumedBytes, attempts: attempts, opening: prepared.sink.opening)
+            contentType: head.contentType, contentEncoding: head.contentEncoding, etag: head.etag,
+            lastModified: head.lastModified, resumedBytes: outcome.resumedBytes, attempts: attempts,
+            opening: prepared.sink.opening)
     }
 
     /// Closes a download that failed: a transient failure or a cancel keeps

@@ -676,6 +676,41 @@ import TestSupport
         }
     }
 
+    /// A whole body that answers a resume is judged by its first bytes as
+    /// well as its type: a changed photo that a server labels `text/plain`
+    /// (nginx's default type) replaces the part fetched and is stored, where
+    /// it was refused run after run; a login page labelled
+    /// `application/octet-stream` keeps the part, where it replaced it.
+    @Test func aResumeAnswerIsJudgedByItsFirstBytes() async throws {
+        try await withOrigin { origin, directory in
+            let photo = fixtureBytes(count: 1_500_000, seed: 42)
+            let changed = Data([0xFF, 0xD8, 0xFF, 0xE0]) + fixtureBytes(count: 1_200_000, seed: 43)
+            origin.addResource("/a/old.jpg", data: photo, contentType: "image/jpeg")
+            origin.addResource("/a/new.jpg", data: photo, contentType: "image/jpeg")
+            for path in ["/a/old.jpg", "/a/new.jpg"] { origin.setFault(path, .dropAfter(bytes: 600_000), times: 1) }
+            let cache = directory.appending("cache")
+            let first = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0",
+                                                     origin.url("/a/old.jpg"), origin.url("/a/new.jpg")])
+            origin.route("/a/old.jpg") { _ in
+                OriginResponse(headers: [("Content-Type", "application/octet-stream")],
+                               body: Data("\n<html><body>Session expired</body></html>".utf8))
+            }
+            origin.route("/a/new.jpg") { _ in OriginResponse(headers: [("Content-Type", "text/plain")], body: changed) }
+            let second = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0",
+                                                      origin.url("/a/old.jpg"), origin.url("/a/new.jpg")])
+            let partials = partialDirectoryFiles(cache + "/tmp").filter { $0.hasSuffix(".part") }
+
+            #expect(first.status == 1)
+            #expect(second.status == 1)
+            #expect(second.stderr.contains("the server answered the resume with a web page (application/octet-stream) "
+                + "where a .jpg file was asked for"), "\(second.stderr)")
+            #expect(!second.stderr.contains("/a/new.jpg"), "\(second.stderr)")
+            #expect(partials.count == 1)
+            let hash = SHA256.hash(data: changed).map { String(format: "%02x", $0) }.joined()
+            #expect(try objectPaths(inCache: cache).map { $0.split(separator: "/").last.map(String.init) } == [hash])
+        }
+    }
+
     /// Partials are created read-only; an ordinary user (root ignores modes)
     /// must still reopen one to resume it.
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))

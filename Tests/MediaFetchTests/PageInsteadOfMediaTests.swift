@@ -1,4 +1,5 @@
 import Testing
+import Transfer
 import URLText
 @testable import ContentStore
 @testable import MediaFetch
@@ -81,22 +82,48 @@ import URLText
     }
 
     /// A whole body that answers a resume is refused before it replaces the
-    /// bytes held only when it says it is a page or text where media was
-    /// asked for: a body of no type, or of a media type, may be the file
-    /// (changed, and rightly sent whole); a page asked for is a page.
+    /// part already fetched by the rules a fresh body is refused by: a page
+    /// or text where media was asked for, judged by its type and its first
+    /// bytes (a real photo labelled `text/plain` is the file, sent whole; a
+    /// page labelled `application/octet-stream` is a page).
     @Test func aPageThatAnswersAResumeOfMediaIsRefused() {
-        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "text/html; charset=utf-8", url: "https://h/p", kind: .photo)
+        let page = Array("<!DOCTYPE html><html>Log in</html>".utf8)
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46, 0x49, 0x46]
+        func answer(_ type: String?, _ opening: [UInt8], encoding: String? = nil) -> ResumeAnswer {
+            ResumeAnswer(contentType: type, contentEncoding: encoding, opening: opening)
+        }
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html; charset=utf-8", page), url: "https://h/p", kind: .photo)
             == "the server answered the resume with a web page (text/html) where a photo was asked for; "
             + "the part already fetched is kept for the next run")
-        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "application/json", url: "https://h/a.MP3", kind: .file)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("application/json", Array(#"{"error":"expired"}"#.utf8)),
+                                                       url: "https://h/a.MP3", kind: .file)
             == "the server answered the resume with text (application/json) where a .mp3 file was asked for; "
             + "the part already fetched is kept for the next run")
-        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "Text/Plain", url: "https://h/s", kind: .sound) != nil)
-        for type in [nil, "", "application/octet-stream", "image/jpeg", "audio/flac"] {
-            #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: type, url: "https://h/a.jpg", kind: .photo) == nil, "\(type ?? "nil")")
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("application/octet-stream", page), url: "https://h/a.jpg", kind: .file)
+            == "the server answered the resume with a web page (application/octet-stream) where a .jpg file was asked for; "
+            + "the part already fetched is kept for the next run")
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", [0x1B, 0x2F, 0x00], encoding: "br"), url: "https://h/s", kind: .sound)
+            == "the server answered the resume with a web page (text/html, compressed) where a sound was asked for; "
+            + "the part already fetched is kept for the next run")
+        for type in ["text/plain", "text/html", nil, "application/octet-stream", "image/jpeg"] {
+            #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer(type, jpeg), url: "https://h/a.jpg", kind: .photo) == nil, "\(type ?? "nil")")
         }
-        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "text/html", url: "https://h/index.html", kind: .file) == nil)
-        #expect(PageInsteadOfMedia.resumeAnswerRefusal(contentType: "text/html", url: "https://h/download?id=3", kind: .file) == nil)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/index.html", kind: .file) == nil)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/download?id=3", kind: .file) == nil)
+    }
+
+    /// A page or text that names a coding (mediafetch asks for none) is
+    /// taken for what it says it is: a brotli or deflate login page was
+    /// stored as the photo, where gzip and zstd ones, known by their bytes, were not.
+    @Test func aCodedPageIsRefusedWhateverItsCoding() {
+        let deflated: [UInt8] = [0x78, 0x9C, 0xB3, 0x51, 0x74, 0xF1, 0x77, 0x0E]
+        for coding in ["br", "deflate", "gzip", "x-custom"] {
+            #expect(PageInsteadOfMedia.reason(contentType: "text/html", contentEncoding: coding, url: "https://h/a.jpg", kind: .file,
+                                              size: 83, opening: { deflated })
+                == "the server sent a web page (text/html, compressed, 83 B) where a .jpg file was asked for; not stored", "\(coding)")
+        }
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
+                                          size: 83, opening: { deflated }) == nil)
     }
 
     /// A URL's path is what follows its scheme and authority, up to its

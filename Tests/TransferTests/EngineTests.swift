@@ -868,10 +868,10 @@ import TestSupport
             origin.route("/photo.jpg") { _ in
                 OriginResponse(headers: [("Content-Type", "text/html")], body: Data(repeating: 0x20, count: 200_000))
             }
-            let asked = Mutex<[String?]>([])
-            let check: ResumeAnswerCheck = { type in
-                asked.withLock { $0.append(type) }
-                return type == "text/html" ? "a page, not the photo" : nil
+            let asked = Mutex<[ResumeAnswer]>([])
+            let check: ResumeAnswerCheck = { answer in
+                asked.withLock { $0.append(answer) }
+                return answer.contentType == "text/html" ? "a page, not the photo" : nil
             }
             let error = await #expect(throws: TransferError.self) {
                 try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
@@ -880,7 +880,10 @@ import TestSupport
             }
             #expect(error?.kind == .notTheFile)
             #expect(error?.message.hasPrefix("a page, not the photo") == true, "\(error?.message ?? "")")
-            #expect(asked.withLock { $0 } == ["text/html"])
+            // Asked once, at the body's first bytes (up to 512 of them).
+            let answers = asked.withLock { $0 }
+            #expect(answers.map(\.contentType) == ["text/html"])
+            #expect(answers.first.map { !$0.opening.isEmpty && $0.opening.count <= 512 && $0.opening.allSatisfy { $0 == 0x20 } } == true)
             #expect(origin.requests(for: "/photo.jpg").count == 2)
 
             origin.removeRoute("/photo.jpg")
@@ -888,6 +891,32 @@ import TestSupport
             #expect(origin.requests(for: "/photo.jpg").last?.header("range") == "bytes=\(held)-")
             #expect(body.resumedBytes == held)
             #expect(body.sha256 == sha256(content))
+        }
+    }
+
+    /// An answer to a resume that the check takes replaces the bytes held
+    /// (the file changed, or the server ignores ranges), and its validator
+    /// becomes the partial's; one cut before its first byte replaces
+    /// nothing, and the retry asks for the same range again.
+    @Test func aResumeAnswerTheCallerTakesReplacesTheBytesHeld() async throws {
+        try await withOrigin { origin, directory in
+            let old = fixtureBytes(count: 500_000, seed: 13)
+            let new = fixtureBytes(count: 400_000, seed: 14)
+            origin.addResource("/photo.jpg", data: old, contentType: "image/jpeg", etag: "\"v1\"")
+            origin.setFault("/photo.jpg", .dropAfter(bytes: 300_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await failOnce(origin.url("/photo.jpg"), partials: partials)
+            let held = resumeOffset(afterCutAt: 300_000, in: directory.path)
+
+            // The file changed: If-Range no longer matches, so the server sends it whole.
+            origin.addResource("/photo.jpg", data: new, contentType: "text/plain", etag: "\"v2\"")
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/photo.jpg"), resumeAnswerCheck: { _ in nil })
+            }
+            #expect(origin.requests(for: "/photo.jpg").last?.header("range") == "bytes=\(held)-")
+            #expect(body.sha256 == sha256(new))
+            #expect(body.resumedBytes == 0)
+            #expect(body.etag == "\"v2\"")
         }
     }
 
