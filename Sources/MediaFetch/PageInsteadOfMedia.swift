@@ -39,8 +39,15 @@ enum PageInsteadOfMedia {
     /// first bytes, by the rules of `reason`; nil when it may (a changed file
     /// is sent whole, as it should be, and a real photo labelled `text/plain`
     /// is taken as one).
+    /// The first bytes may be a few only (a server that sends its body in
+    /// small pieces): fewer than 16 are judged only when they open markup
+    /// or a coding is named, as a WAV's `RIFF`, a FLAC's `fLaC` or an Ogg's
+    /// `OggS` read as text until the bytes after them.
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
-        refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, url: url, kind: kind,
+        guard answer.opening.count >= 16 || answer.opening.first == UInt8(ascii: "<") || answer.contentEncoding != nil else {
+            return nil
+        }
+        return refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, url: url, kind: kind,
                 opening: { answer.opening }).map {
             "the server answered the resume with \($0.what) (\($0.type)\($0.how)) where \($0.expected) was asked for; "
                 + "the part already fetched is kept for the next run"

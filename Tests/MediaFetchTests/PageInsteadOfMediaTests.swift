@@ -108,6 +108,11 @@ import URLText
         for type in ["text/plain", "text/html", nil, "application/octet-stream", "image/jpeg"] {
             #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer(type, jpeg), url: "https://h/a.jpg", kind: .photo) == nil, "\(type ?? "nil")")
         }
+        // A first write of a few bytes: a sound's opening reads as text until the bytes after it.
+        for opening in ["RIFF", "fLaC", "OggS", "ID3"] {
+            #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/plain", Array(opening.utf8)), url: "https://h/a.wav", kind: .sound) == nil)
+        }
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", Array("<p>".utf8)), url: "https://h/a.wav", kind: .sound) != nil)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/index.html", kind: .file) == nil)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/download?id=3", kind: .file) == nil)
     }
