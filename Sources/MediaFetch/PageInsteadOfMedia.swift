@@ -39,15 +39,11 @@ enum PageInsteadOfMedia {
     /// first bytes, by the rules of `reason`; nil when it may (a changed file
     /// is sent whole, as it should be, and a real photo labelled `text/plain`
     /// is taken as one).
-    /// The first bytes may be a few only (a server that sends its body in
-    /// small pieces): fewer than 16 are judged only when they open markup
-    /// or a coding is named, as a WAV's `RIFF`, a FLAC's `fLaC` or an Ogg's
-    /// `OggS` read as text until the bytes after them.
+    /// (The engine judges an answer by its first 32 bytes at least, unless
+    /// it is shorter: a WAV's `RIFF`, a FLAC's `fLaC` or an Ogg's `OggS`
+    /// read as text until the bytes after them.)
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
-        guard answer.opening.count >= 16 || answer.opening.first == UInt8(ascii: "<") || answer.contentEncoding != nil else {
-            return nil
-        }
-        return refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, url: url, kind: kind,
+        refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, url: url, kind: kind,
                 opening: { answer.opening }).map {
             "the server answered the resume with \($0.what) (\($0.type)\($0.how)) where \($0.expected) was asked for; "
                 + "the part already fetched is kept for the next run"
@@ -77,7 +73,7 @@ enum PageInsteadOfMedia {
         // Named a page or text, and compressed (a coding named, or gzip's or
         // zstd's bytes, sent unasked): what it says it is, as no image or
         // sound is sent so (brotli and deflate were stored as the photo).
-        let compressed = !unnamed && !bytes.isEmpty && (contentEncoding != nil || isCompressed(bytes))
+        let compressed = !unnamed && !bytes.isEmpty && (contentEncoding.map(namesACompression) == true || isCompressed(bytes))
         // A page may be plain words ("Access denied" as text/html) as well as markup.
         // Unnamed, markup must open as a page does: a body of any bytes may begin with `<`.
         guard compressed || looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) || unnamed && opensAsAPage(bytes) else { return nil }
@@ -107,6 +103,16 @@ enum PageInsteadOfMedia {
         type.hasPrefix("text/") || ["application/json", "application/xml", "application/javascript"].contains(type)
             || type.hasSuffix("+json") || type.hasSuffix("+xml")
     }
+
+    /// Whether a `Content-Encoding` value names a compression (`gzip`, `br`,
+    /// `deflate, gzip`…); PHP's `none` and the like do not.
+    static func namesACompression(_ contentEncoding: String) -> Bool {
+        contentEncoding.lowercased().split(separator: ",").contains { coding in
+            compressions.contains(coding.trimmingCharacters(in: .whitespaces))
+        }
+    }
+
+    static let compressions: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"]
 
     /// Whether `bytes` begin as a gzip or zstd stream does: a page a server
     /// compressed though it was not asked to (mediafetch sends no

@@ -13,7 +13,8 @@ public struct ResumeAnswer: Sendable {
     public let contentType: String?
     /// `Content-Encoding`, if a coding is named.
     public let contentEncoding: String?
-    /// The body's first bytes: those of its first write, up to 512.
+    /// The body's first bytes: up to 512, and 32 at least unless the body
+    /// is shorter (see `FileSink.answerJudgedBy`).
     public let opening: [UInt8]
 
     public init(contentType: String?, contentEncoding: String?, opening: [UInt8]) {
@@ -75,6 +76,10 @@ protocol BodySink: AnyObject {
     /// The attempt was cancelled, and the transfer with it: bytes not yet
     /// written may be dropped. Must not wait.
     func attemptCancelled()
+    /// The transfer completed: the body has no more bytes. Returns an error
+    /// to end the attempt with instead of success. Called before the body is
+    /// counted (`bytesHeld`) and sealed.
+    func bodyEnded() -> TransferError?
     /// The attempt delivered the whole body: make it ready for the task, and
     /// call `resume` (on any thread) once it is, to wake the task.
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void)
@@ -221,13 +226,15 @@ final class FileSink: BodySink {
                 return TransferError(.protocolViolation, "the server answered \(head.status) with a part of the file "
                     + "(Content-Range: \(head.fields["content-range"] ?? ""))")
             }
+            let total = head.contentLength ?? wholeFileIn206 ?? (head.status == 200 ? head.lengthBesideChunks : nil)
             if bytesHeld > 0 {
                 // 200 to a range request: the server sends the whole (maybe new)
                 // body, unless it is no file at all (a login page). Which it is
-                // shows in its first bytes: until then the bytes held, and their
-                // validator, stay as they are (see `takeAnswerToResume`).
-                if resumeAnswerCheck != nil {
-                    answerToResumePending = true
+                // shows in its first bytes: until then the bytes held, their
+                // validator and their head stay as they are (see `PendingAnswer`).
+                // Only bytes a later run could resume are worth the wait.
+                if requestedOffset > 0, resumeAnswerCheck != nil, (validatorTotal ?? .max) >= resumableThreshold {
+                    pendingAnswer = PendingAnswer(head: head, total: total)
                 } else {
                     restart()
                 }
@@ -237,15 +244,16 @@ final class FileSink: BodySink {
                 // version, and must not vouch for this one's bytes.
                 partial.forgetValidator()
             }
-            expectedTotal = head.contentLength ?? wholeFileIn206 ?? (head.status == 200 ? head.lengthBesideChunks : nil)
+            if pendingAnswer == nil { expectedTotal = total }
         }
-        if let limit = maxFileSize, let total = expectedTotal, total > limit {
+        if let limit = maxFileSize, let total = pendingAnswer?.total ?? expectedTotal, total > limit {
             return .tooLarge(limit: limit, announced: total)
         }
         accepting = true
+        guard pendingAnswer == nil else { return nil }
         self.head = head
         heldAtBegin = bytesHeld
-        if (head.status != 206 || wholeFileIn206 != nil) && !answerToResumePending {
+        if head.status != 206 || wholeFileIn206 != nil {
             takeValidator(of: head)
         }
         return nil
@@ -264,31 +272,43 @@ final class FileSink: BodySink {
         }
     }
 
-    /// A whole body answered a resume, and the caller checks such answers
-    /// (`ResumeAnswerCheck`): decided at its first bytes (or taken at its
-    /// end, when it has none). Until then the bytes held and their validator
-    /// are as before.
-    private var answerToResumePending = false
+    /// A whole body that answered a resume while it is judged (see
+    /// `ResumeAnswerCheck`): its head, its length, and its first bytes, held
+    /// here as they arrive. Until it is decided, the bytes held, their
+    /// validator, `head` and `expectedTotal` are still the held bytes' own.
+    private struct PendingAnswer {
+        let head: ResponseHead
+        let total: Int64?
+        var opening: [UInt8] = []
+    }
+    private var pendingAnswer: PendingAnswer?
 
-    /// Decides a pending answer to a resume from its first bytes: refused
-    /// (the error ends the transfer, the bytes held stay), or taken in place
-    /// of the bytes held, which then start over from byte zero.
-    /// With no `opening` (an empty body) it is taken unasked.
-    @discardableResult
-    private func takeAnswerToResume(opening: UnsafeRawBufferPointer?) -> TransferError? {
-        answerToResumePending = false
-        guard let head else { return nil }
-        if let opening {
-            let answer = ResumeAnswer(contentType: head.contentType, contentEncoding: head.contentEncoding,
-                                      opening: Array(opening.prefix(Self.openingSize)))
-            if let refusal = resumeAnswerCheck?(answer) {
-                accepting = false
-                return TransferError(.notTheFile, refusal)
-            }
+    /// How many first bytes an answer to a resume is judged by, unless it
+    /// ends sooner: enough for a media file's opening to show a byte no text
+    /// has (a WAV's `RIFF`, its length and `WAVEfmt ` may all be printable;
+    /// the bytes after them are not). A first write is most often more.
+    static let answerJudgedBy = 32
+
+    /// Bytes of an answer taken after it was judged, still to be written
+    /// before any byte that follows them (held by earlier writes, while it
+    /// was judged; the writer had no room when it was taken).
+    private var carried: [UInt8] = []
+
+    /// Judges an answer to a resume by its first bytes: refused (the error
+    /// ends the transfer; the bytes held stay), or taken in place of the
+    /// bytes held, which then start over from byte zero with its validator.
+    private func judge(_ pending: PendingAnswer) -> TransferError? {
+        let answer = ResumeAnswer(contentType: pending.head.contentType, contentEncoding: pending.head.contentEncoding,
+                                  opening: Array(pending.opening.prefix(Self.openingSize)))
+        if let refusal = resumeAnswerCheck?(answer) {
+            accepting = false
+            return TransferError(.notTheFile, refusal)
         }
         restart()
+        head = pending.head
+        expectedTotal = pending.total
         heldAtBegin = 0
-        takeValidator(of: head)
+        takeValidator(of: pending.head)
         return nil
     }
 
@@ -345,29 +365,71 @@ final class FileSink: BodySink {
     private(set) var expectedTotal: Int64?
 
     func attemptFailed() {
-        // An answer to a resume that ended before its first byte replaced nothing.
-        answerToResumePending = false
+        // An answer to a resume that ended while it was judged replaced nothing.
+        pendingAnswer = nil
+        carried = []
         bytesHeld -= Int64(writer.submitFilling(endingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     func attemptCancelled() {
-        answerToResumePending = false
+        pendingAnswer = nil
+        carried = []
         bytesHeld -= Int64(writer.cancelUnwritten(keepingFillingEndingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
+    func bodyEnded() -> TransferError? {
+        guard accepting else { return nil }
+        if let pending = pendingAnswer {
+            pendingAnswer = nil
+            // No byte: it replaced nothing, and ends as any empty body does
+            // (retried, never stored), the bytes held kept for the retry.
+            if pending.opening.isEmpty { return TransferEngine.emptyBody(pending.head) }
+            // Fewer bytes than it is judged by: judged by all it sent.
+            if let error = judge(pending) { return error }
+            carried = pending.opening
+        }
+        guard !carried.isEmpty else { return nil }
+        let rest = carried
+        carried = []
+        // A few bytes, at the end of the body: waited for rather than paused.
+        if case .refused(let error) = rest.withUnsafeBytes({ writeBody($0, mayPause: false, giveUp: { false }) }) { return error }
+        return nil
+    }
+
     /// Hashing and writing the last chunk happen on the writer queue, which
-    /// wakes the task when the digest is ready.
+    /// wakes the task when the digest is ready. (An answer to a resume was
+    /// judged or refused by `bodyEnded`: the bytes held are never sealed as it.)
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void) {
-        // An empty answer to a resume: the file is empty now, as any empty
-        // 200 says (which is retried, never stored). Never the bytes held
-        // sealed as the body; with no byte there is nothing to check.
-        if answerToResumePending { takeAnswerToResume(opening: nil) }
         writer.seal(then: resume)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         guard accepting else { return .taken }
-        if answerToResumePending, !bytes.isEmpty, let error = takeAnswerToResume(opening: bytes) { return .refused(error) }
+        if var pending = pendingAnswer {
+            guard !bytes.isEmpty else { return .taken }
+            // Held here until there are enough to judge the answer by.
+            let earlier = pending.opening
+            pending.opening.append(contentsOf: bytes)
+            guard pending.opening.count >= Self.answerJudgedBy else {
+                pendingAnswer = pending
+                return .taken
+            }
+            pendingAnswer = nil
+            if let error = judge(pending) { return .refused(error) }
+            // Taken: the bytes held for it go first (this write's follow, below).
+            carried = earlier
+        }
+        if !carried.isEmpty {
+            let result = carried.withUnsafeBytes { writeBody($0, mayPause: mayPause, giveUp: giveUp) }
+            // Not taken (no room): libcurl hands this write's bytes again, and they follow these then.
+            guard result == .taken else { return result }
+            carried = []
+        }
+        return writeBody(bytes, mayPause: mayPause, giveUp: giveUp)
+    }
+
+    /// Writes body bytes in order, after the bytes held.
+    private func writeBody(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         if let limit = maxFileSize, bytesHeld + Int64(bytes.count) > limit { return .refused(.tooLarge(limit: limit)) }
         let answer = writer.write(bytes, expectedRemaining: expectedTotal.map { $0 - bytesHeld }, mayPause: mayPause,
                                   giveUp: giveUp)
@@ -420,6 +482,10 @@ final class FileSink: BodySink {
         if cancelled { writer.abandonUnwritten() } else { writer.drain() }
         partial.close(discard: discard)
     }
+}
+
+extension BodySink {
+    func bodyEnded() -> TransferError? { nil }
 }
 
 /// Collects a small body in memory (API responses), with a size cap.

@@ -108,10 +108,9 @@ import URLText
         for type in ["text/plain", "text/html", nil, "application/octet-stream", "image/jpeg"] {
             #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer(type, jpeg), url: "https://h/a.jpg", kind: .photo) == nil, "\(type ?? "nil")")
         }
-        // A first write of a few bytes: a sound's opening reads as text until the bytes after it.
-        for opening in ["RIFF", "fLaC", "OggS", "ID3"] {
-            #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/plain", Array(opening.utf8)), url: "https://h/a.wav", kind: .sound) == nil)
-        }
+        // The engine judges by 32 bytes at least: a sound's opening shows a byte no text has by then.
+        let wave: [UInt8] = Array("RIFFABCDWAVEfmt ".utf8) + [0x10, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00] + Array(repeating: 0x44, count: 8)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/plain", wave), url: "https://h/a.wav", kind: .sound) == nil)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", Array("<p>".utf8)), url: "https://h/a.wav", kind: .sound) != nil)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/index.html", kind: .file) == nil)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/download?id=3", kind: .file) == nil)
@@ -122,13 +121,16 @@ import URLText
     /// stored as the photo, where gzip and zstd ones, known by their bytes, were not.
     @Test func aCodedPageIsRefusedWhateverItsCoding() {
         let deflated: [UInt8] = [0x78, 0x9C, 0xB3, 0x51, 0x74, 0xF1, 0x77, 0x0E]
-        for coding in ["br", "deflate", "gzip", "x-custom"] {
+        for coding in ["br", "deflate", "gzip", "X-GZIP", "identity, br"] {
             #expect(PageInsteadOfMedia.reason(contentType: "text/html", contentEncoding: coding, url: "https://h/a.jpg", kind: .file,
                                               size: 83, opening: { deflated })
                 == "the server sent a web page (text/html, compressed, 83 B) where a .jpg file was asked for; not stored", "\(coding)")
         }
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
                                           size: 83, opening: { deflated }) == nil)
+        // PHP's `Content-Encoding: none` names no coding: a real photo labelled text/plain is the photo.
+        #expect(PageInsteadOfMedia.reason(contentType: "text/plain", contentEncoding: "none", url: "https://h/a.jpg", kind: .file,
+                                          size: 83, opening: { [0xFF, 0xD8, 0xFF, 0xE0] }) == nil)
     }
 
     /// A URL's path is what follows its scheme and authority, up to its

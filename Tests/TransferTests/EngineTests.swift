@@ -923,6 +923,94 @@ import TestSupport
         }
     }
 
+    /// An empty answer to a resume replaces nothing: it ends as any empty
+    /// body does (retried, never stored), and the bytes held stay for the
+    /// next run. It was stored as the file, 0 bytes long.
+    @Test func anEmptyAnswerToAResumeReplacesNothing() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 500_000, seed: 15)
+            origin.addResource("/photo.jpg", data: content, contentType: "image/jpeg")
+            origin.setFault("/photo.jpg", .dropAfter(bytes: 300_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await failOnce(origin.url("/photo.jpg"), partials: partials)
+            let held = resumeOffset(afterCutAt: 300_000, in: directory.path)
+
+            origin.route("/photo.jpg") { _ in OriginResponse(headers: [("Content-Type", "image/jpeg")]) }
+            let error = await #expect(throws: TransferError.self) {
+                try await withTransferEngine(configuration: configuration(retries: 1), partialDirectory: partials) { engine in
+                    try await engine.download(origin.url("/photo.jpg"), resumeAnswerCheck: { _ in nil })
+                }
+            }
+            #expect(error?.message.hasPrefix("the server sent an empty body (HTTP 200 OK)") == true, "\(error?.message ?? "")")
+            #expect(origin.requests(for: "/photo.jpg").suffix(2).map { $0.header("range") } == ["bytes=\(held)-", "bytes=\(held)-"])
+
+            origin.removeRoute("/photo.jpg")
+            let body = try await downloadInNewRun(origin.url("/photo.jpg"), partials: partials)
+            #expect(body.resumedBytes == held)
+            #expect(body.sha256 == sha256(content))
+        }
+    }
+
+    /// An answer to a resume cut before it could be judged leaves no trace:
+    /// the 416 that then proves the whole body held hands over the held
+    /// bytes' own validator, not the page's head (it was catalogued as
+    /// `text/html`, with the page's ETag).
+    @Test func anAnswerCutWhileItIsJudgedLeavesNoTrace() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 704_512, seed: 46)
+            let partials = directory.appending("tmp")
+            try leaveCompleteBody(content, of: origin.url("/whole.jpg"), validator: "\"v1\"", in: partials)
+            let asked = Mutex(0)
+            origin.route("/whole.jpg") { _ in
+                let first = asked.withLock { count -> Bool in
+                    count += 1
+                    return count == 1
+                }
+                return first
+                    ? OriginResponse(headers: [("Content-Type", "text/html"), ("ETag", "\"page\"")], body: Data(repeating: 0x3C, count: 1000))
+                    : OriginResponse(status: 416, headers: [("Content-Range", "bytes */704512"), ("ETag", "\"v1\"")])
+            }
+            origin.setFault("/whole.jpg", .dropAfter(bytes: 0), times: 1)
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/whole.jpg"), resumeAnswerCheck: { _ in "not the file" })
+            }
+            #expect(asked.withLock { $0 } == 2)
+            #expect(body.sha256 == sha256(content))
+            #expect(body.etag == "\"v1\"")
+            #expect(body.contentType != "text/html")
+        }
+    }
+
+    /// An answer to a resume sent a byte at a time is judged by its first 32
+    /// bytes, not by its first write (a WAV's `RIFF` reads as text until the
+    /// bytes after it); taken, every byte is written in order.
+    @Test(.timeLimit(.minutes(1)))
+    func anAnswerSentAByteAtATimeIsJudgedBy32BytesAndKeptWhole() async throws {
+        try await withOrigin { origin, directory in
+            let old = fixtureBytes(count: 500_000, seed: 16)
+            let new = Data("RIFF".utf8) + fixtureBytes(count: 400, seed: 17)
+            origin.addResource("/sound.wav", data: old, contentType: "audio/wav", etag: "\"v1\"")
+            origin.setFault("/sound.wav", .dropAfter(bytes: 300_000), times: 1)
+            let partials = directory.appending("tmp")
+            try await failOnce(origin.url("/sound.wav"), partials: partials)
+
+            origin.addResource("/sound.wav", data: new, contentType: "text/plain", etag: "\"v2\"")
+            origin.setFault("/sound.wav", .trickle(seconds: 0.001))
+            let openings = Mutex<[[UInt8]]>([])
+            let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/sound.wav"), resumeAnswerCheck: { answer in
+                    openings.withLock { $0.append(answer.opening) }
+                    return nil
+                })
+            }
+            #expect(openings.withLock { $0 }.map(\.count) == [32])
+            #expect(openings.withLock { $0 }.first == Array(new.prefix(32)))
+            #expect(body.sha256 == sha256(new))
+            #expect(body.size == Int64(new.count))
+            #expect(body.resumedBytes == 0)
+        }
+    }
+
     /// `--timeout` bounds one attempt, kept on the loop's clock: a body that
     /// takes longer fails as timed out, and is retried like any timeout.
     @Test(.timeLimit(.minutes(1)))

@@ -460,10 +460,12 @@ import TestSupport
     @Test func retriesSleepingWhenTheirHostIsGivenUpEndThen() async throws {
         try await TemporaryDirectory.with { directory in
             let dead = try ReservedPort()
-            // Backoffs of 30 to 60 s: far longer than the patience, and than a machine
+            // Backoffs of 75 to 150 s: far longer than the patience, and than a machine
             // loaded by the other suites takes to start the URLs that come one by one
-            // (with 10 to 20 s, two slept out theirs in CI before the port was given up).
-            let engine = try engine(patience: 2, jobs: 8, retries: 4, baseDelay: 60, maxDelay: 60, directory: directory)
+            // (with 10 to 20 s, two slept out theirs in CI before the port was given up),
+            // or to deliver the retry events to a task of the starved concurrency pool
+            // (in a full local run, fewer than eight had arrived after 30 s).
+            let engine = try engine(patience: 2, jobs: 8, retries: 4, baseDelay: 150, maxDelay: 150, directory: directory)
             defer { engine.shutdown() }
             // When each URL's retry was due (from its retrying event), and when it ended, and how.
             let times = RetryTimes()
@@ -484,7 +486,8 @@ import TestSupport
             // Given eight URLs of a refusing port, each sleeping before its retry
             let sleeping = (0..<8).map { dead.url("/sleeping\($0).jpg") }
             let first = Task { await download(sleeping) }
-            #expect(await waitUntil { times.due.withLock { $0.count } == 8 }, "retry events: \(times.due.withLock { $0.count })")
+            #expect(await waitUntil(atMost: .seconds(60)) { times.due.withLock { $0.count } == 8 },
+                    "retry events: \(times.due.withLock { $0.count })")
 
             // When the port is given up past its patience (by the failures of
             // URLs that come one by one meanwhile: failures further apart than
@@ -504,7 +507,7 @@ import TestSupport
                     continue
                 }
                 #expect(result.errorKind == .hostGivenUp, "\(url): \(result)")
-                // Its retry was due 30 s or more after it failed; the second is room for the events' delivery.
+                // Its retry was due 75 s or more after it failed; the second is room for the events' delivery.
                 #expect(time < due - .seconds(1), "\(url) ended \(time - due) after its retry was due")
             }
             // and so did those that came one by one, the one whose failure gave the port up among them
