@@ -29,7 +29,8 @@ enum PageInsteadOfMedia {
     /// none) is taken for what it says it is.
     static func reason(contentType: String?, contentEncoding: String? = nil, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
-        refusal(contentType: contentType, contentEncoding: contentEncoding, url: url, kind: kind, opening: opening).map {
+        refusal(contentType: contentType, contentEncoding: contentEncoding, expected: expectedMedia(url: url, kind: kind),
+                opening: opening).map {
             "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for; not stored"
         }
     }
@@ -42,9 +43,14 @@ enum PageInsteadOfMedia {
     /// (The engine judges an answer by its first 32 bytes at least, unless
     /// it is shorter: a WAV's `RIFF`, a FLAC's `fLaC` or an Ogg's `OggS`
     /// read as text until the bytes after them.)
+    /// Where the URL names no media, the bytes held tell what was asked
+    /// for: a file whose first bytes are not text is not answered by a page
+    /// (a login page replaced a photo's part at `/media/9`).
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
-        refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, url: url, kind: kind,
-                opening: { answer.opening }).map {
+        let heldIsBinary = !answer.held.isEmpty && !looksLikeText(answer.held) && !opensAsAPage(answer.held)
+        let expected = expectedMedia(url: url, kind: kind) ?? (heldIsBinary ? "a file whose first bytes are not text" : nil)
+        return refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, expected: expected,
+                       opening: { answer.opening }).map {
             "the server answered the resume with \($0.what) (\($0.type)\($0.how)) where \($0.expected) was asked for; "
                 + "the part already fetched is kept for the next run"
         }
@@ -62,13 +68,14 @@ enum PageInsteadOfMedia {
         let expected: String
     }
 
-    private static func refusal(contentType: String?, contentEncoding: String?, url: String, kind: ItemKind,
+    /// `expected`: what was asked for, as the message names it; nil when no media was.
+    private static func refusal(contentType: String?, contentEncoding: String?, expected: String?,
                                 opening: () -> [UInt8]) -> Refusal? {
         let type = mediaType(contentType)
         let unnamed = type.map(sayingNothing.contains) ?? true
         let isPage = type == "text/html" || type == "application/xhtml+xml"
         guard isPage || unnamed || type.map(isTextual) == true else { return nil }
-        guard let expected = expectedMedia(url: url, kind: kind) else { return nil }
+        guard let expected else { return nil }
         let bytes = opening()
         // Named a page or text, and compressed (a coding named, or gzip's or
         // zstd's bytes, sent unasked): what it says it is, as no image or

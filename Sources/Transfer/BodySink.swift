@@ -16,11 +16,15 @@ public struct ResumeAnswer: Sendable {
     /// The body's first bytes: up to 512, and 32 at least unless the body
     /// is shorter (see `FileSink.answerJudgedBy`).
     public let opening: [UInt8]
+    /// The first bytes (up to 512) of the bytes held, which the answer would
+    /// replace: what the file looked like.
+    public let held: [UInt8]
 
-    public init(contentType: String?, contentEncoding: String?, opening: [UInt8]) {
+    public init(contentType: String?, contentEncoding: String?, opening: [UInt8], held: [UInt8] = []) {
         self.contentType = contentType
         self.contentEncoding = contentEncoding
         self.opening = opening
+        self.held = held
     }
 }
 
@@ -226,7 +230,19 @@ final class FileSink: BodySink {
                 return TransferError(.protocolViolation, "the server answered \(head.status) with a part of the file "
                     + "(Content-Range: \(head.fields["content-range"] ?? ""))")
             }
-            let total = head.contentLength ?? wholeFileIn206 ?? (head.status == 200 ? head.lengthBesideChunks : nil)
+            var total = head.contentLength ?? wholeFileIn206 ?? (head.status == 200 ? head.lengthBesideChunks : nil)
+            if bytesHeld > 0, let known = validatorTotal, validatorStillMatches(head, absentMeans: false) {
+                // The version the bytes held are of, sent whole (the range ignored):
+                // its length is known. One that ends sooner was cut short (a body
+                // ended by the connection's close was stored truncated), and
+                // another length under the same validator is another file.
+                if let total, total != known {
+                    restart()
+                    return TransferError(.protocolViolation, "the file changed on the server while resuming "
+                        + "(\(total) bytes long now, \(known) before, under the same validator)")
+                }
+                total = known
+            }
             if bytesHeld > 0 {
                 // 200 to a range request: the server sends the whole (maybe new)
                 // body, unless it is no file at all (a login page). Which it is
@@ -299,7 +315,8 @@ final class FileSink: BodySink {
     /// bytes held, which then start over from byte zero with its validator.
     private func judge(_ pending: PendingAnswer) -> TransferError? {
         let answer = ResumeAnswer(contentType: pending.head.contentType, contentEncoding: pending.head.contentEncoding,
-                                  opening: Array(pending.opening.prefix(Self.openingSize)))
+                                  opening: Array(pending.opening.prefix(Self.openingSize)),
+                                  held: opening ?? writer.seededOpening)
         if let refusal = resumeAnswerCheck?(answer) {
             accepting = false
             return TransferError(.notTheFile, refusal)

@@ -301,6 +301,9 @@ final class HashingWriter: @unchecked Sendable {
     /// again, so that the body goes on with direct I/O: on a slow disk, one
     /// written through the page cache held up the run's last flush, and a
     /// stop, by tens of seconds.
+    /// The first bytes (up to 512) of those `seed` read back.
+    private(set) var seededOpening: [UInt8] = []
+
     func seed(fromFileLength length: Int64) throws(TransferError) -> Int64 {
         drain()
         let alignment = Int64(Self.directAlignment)
@@ -330,6 +333,7 @@ final class HashingWriter: @unchecked Sendable {
                 throw TransferError(.fileSystem(errno: errno), "cannot read the partial file \(path)")
             }
             hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            if offset == 0 { seededOpening = Array(UnsafeRawBufferPointer(rebasing: buffer[0..<min(count, 512)])) }
             offset += Int64(count)
         }
         _ = lseek(descriptor, off_t(length), SEEK_SET)

@@ -273,9 +273,12 @@ public final class TransferEngine: Sendable {
     /// over this run's `--max-filesize`, which a run without it goes on
     /// from (300 MB of an interrupted 1 GB download were dropped); and after
     /// a page that answered a resume (`ResumeAnswerCheck`), which the file's
-    /// bytes held must outlive.
+    /// bytes held must outlive; and after any final HTTP status but 404 and
+    /// 410 (a 403 for a signed URL that expired, a 204): the URL may send
+    /// the file again, and a later run goes on from them.
     static func keepsPartial(after error: TransferError) -> Bool {
-        error.kind == .cancelled || error.kind == .hostGivenUp || error.kind == .tooLarge || error.kind == .notTheFile
+        if case .http(let status) = error.kind, status != 404, status != 410 { return true }
+        return error.kind == .cancelled || error.kind == .hostGivenUp || error.kind == .tooLarge || error.kind == .notTheFile
             || error.isOutOfSpace || error.isRetryable
     }
 

@@ -676,6 +676,39 @@ import TestSupport
         }
     }
 
+    /// A login page that answers a resume at a URL that names no media
+    /// (`/media/9`) is refused all the same: the part held is a photo's, no
+    /// text; and a 403 (a signed URL past its time) leaves the part for a
+    /// run that gets the file. Both replaced or dropped it.
+    @Test func aPartHeldOfAFileThatIsNotTextOutlivesAPageAndA403() async throws {
+        try await withOrigin { origin, directory in
+            let photo = Data([0xFF, 0xD8, 0xFF, 0xE0]) + fixtureBytes(count: 1_500_000, seed: 44)
+            origin.addResource("/media/9", data: photo, contentType: "image/jpeg")
+            origin.setFault("/media/9", .dropAfter(bytes: 600_000), times: 1)
+            let arguments = ["get", "--cache", directory.appending("cache"), "--retries", "0", origin.url("/media/9")]
+            _ = try await BuiltProducts.run(arguments)
+            let held = resumeOffset(afterCutAt: 600_000, in: directory.path)
+
+            origin.route("/media/9") { _ in
+                OriginResponse(headers: [("Content-Type", "text/html")], body: Data("<html><body>Sign in</body></html>".utf8))
+            }
+            let page = try await BuiltProducts.run(arguments)
+            origin.setFault("/media/9", .status(403), times: 1)
+            origin.removeRoute("/media/9")
+            let forbidden = try await BuiltProducts.run(arguments)
+            let resumed = try await BuiltProducts.run(arguments)
+
+            #expect(page.status == 1)
+            #expect(page.stderr.contains("the server answered the resume with a web page (text/html) where a file whose first bytes are not text "
+                + "was asked for"), "\(page.stderr)")
+            #expect(forbidden.status == 1)
+            #expect(resumed.status == 0, "\(resumed.stderr)")
+            #expect(origin.requests(for: "/media/9").last?.header("range") == "bytes=\(held)-")
+            let hash = SHA256.hash(data: photo).map { String(format: "%02x", $0) }.joined()
+            #expect(try objectPaths(inCache: directory.appending("cache")).map { $0.split(separator: "/").last.map(String.init) } == [hash])
+        }
+    }
+
     /// A whole body that answers a resume is judged by its first bytes as
     /// well as its type: a changed photo that a server labels `text/plain`
     /// (nginx's default type) replaces the part fetched and is stored, where

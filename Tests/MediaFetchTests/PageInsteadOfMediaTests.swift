@@ -114,6 +114,13 @@ import URLText
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", Array("<p>".utf8)), url: "https://h/a.wav", kind: .sound) != nil)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/index.html", kind: .file) == nil)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page), url: "https://h/download?id=3", kind: .file) == nil)
+        // A URL that names no media: the bytes held tell. A photo's part is not answered by a page; a text's may be.
+        let heldPhoto = ResumeAnswer(contentType: "text/html", contentEncoding: nil, opening: page, held: jpeg)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(heldPhoto, url: "https://h/media/9", kind: .file)
+            == "the server answered the resume with a web page (text/html) where a file whose first bytes are not text was asked for; "
+            + "the part already fetched is kept for the next run")
+        let heldText = ResumeAnswer(contentType: "text/html", contentEncoding: nil, opening: page, held: Array("id,name\n1,a".utf8))
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(heldText, url: "https://h/media/9", kind: .file) == nil)
     }
 
     /// A page or text that names a coding (mediafetch asks for none) is

@@ -383,4 +383,36 @@ import URLText
             partial.close(discard: true)
         }
     }
+
+    /// A whole body that answers a resume under the validator of the bytes
+    /// held is that version, whose length is known: one that ends sooner was
+    /// cut (a body ended by the connection's close, with no length, was
+    /// stored truncated), and one of another length is refused.
+    @Test func aWholeBodyUnderTheHeldValidatorIsHeldToItsLength() async throws {
+        try await TemporaryDirectory.with { directory in
+            let partial = try PartialFile(directory: directory.path, url: "http://example.test/whole.bin")
+            let sink = try FileSink(partial: partial, maxFileSize: nil, resumableThreshold: 0,
+                                    budget: FinishedFile.Budget(limit: 4), directIO: false)
+            let bytes = [UInt8](repeating: 1, count: 1000)
+            func write() { _ = bytes.withUnsafeBytes { sink.write($0, mayPause: false, giveUp: { true }) } }
+            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 5000"]), requestedOffset: 0) == nil)
+            write()
+            sink.attemptFailed()
+            let held = sink.bytesHeld
+
+            // Sent whole again, ended by the connection's close: 5000 bytes are due.
+            #expect(sink.begin(head(["HTTP/1.0 200 OK", "ETag: \"v1\""]), requestedOffset: held) == nil)
+            #expect(sink.expectedTotal == 5000)
+            write()
+            sink.attemptFailed()
+            let again = sink.bytesHeld
+            // And with another length under the same validator.
+            let error = sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 20"]), requestedOffset: again)
+            #expect(error?.message == "the file changed on the server while resuming (20 bytes long now, 5000 before, under the same validator)")
+            // Another validator is another version, of any length.
+            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v2\"", "Content-Length: 20"]), requestedOffset: 0) == nil)
+            #expect(sink.expectedTotal == 20)
+            partial.close(discard: true)
+        }
+    }
 }
