@@ -21,7 +21,9 @@ enum PageInsteadOfMedia {
     /// A body with no type, or one that says nothing (`application/octet-stream`,
     /// or a header that could not be read) is looked at too: a login page
     /// sent so was stored as the photo.
-    /// Asked only for text, or an unnamed type, where media was asked for:
+    /// A body labelled media (`image/jpeg`) that opens as an HTML page is
+    /// one too: a server's or CDN's error page sent as the image.
+    /// Asked only for text, an unnamed type or media, where media was asked for:
     /// the body's first bytes are kept as they arrive, and its file is read
     /// only for a body resumed from an earlier run (a read from the disk,
     /// since bodies are written past the page cache).
@@ -74,9 +76,18 @@ enum PageInsteadOfMedia {
         let type = mediaType(contentType)
         let unnamed = type.map(sayingNothing.contains) ?? true
         let isPage = type == "text/html" || type == "application/xhtml+xml"
-        guard isPage || unnamed || type.map(isTextual) == true else { return nil }
+        // Labelled media, yet an HTML page (a misconfigured server or CDN
+        // labels its error page as the image it stands for): no image, sound
+        // or video opens as one. (Not an SVG or other XML type, which may.)
+        let labelledMedia = type.map { ($0.hasPrefix("image/") || $0.hasPrefix("audio/") || $0.hasPrefix("video/"))
+            && !$0.hasSuffix("+xml") && !$0.hasSuffix("/xml") } == true
+        guard isPage || unnamed || labelledMedia || type.map(isTextual) == true else { return nil }
         guard let expected else { return nil }
         let bytes = opening()
+        if labelledMedia {
+            guard opensAsHTML(bytes) else { return nil }
+            return Refusal(what: "a web page", type: type ?? "", how: "", expected: expected)
+        }
         // Named a page or text, and compressed (a coding named, or gzip's or
         // zstd's bytes, sent unasked): what it says it is, as no image or
         // sound is sent so (brotli and deflate were stored as the photo).
@@ -146,6 +157,13 @@ enum PageInsteadOfMedia {
     static func opensAsAPage(_ bytes: [UInt8]) -> Bool {
         let opening = afterBlanks(bytes).prefix(14).map { (65...90).contains($0) ? $0 + 32 : $0 }
         return ["<!doctype html", "<html", "<head", "<body", "<?xml", "<!--"].contains { opening.starts(with: $0.utf8) }
+    }
+
+    /// Whether `bytes` begin, after blanks and a byte order mark, as an HTML
+    /// page does (`<!DOCTYPE html`, `<html`, `<head`, `<body`), in any letter case.
+    static func opensAsHTML(_ bytes: [UInt8]) -> Bool {
+        let opening = afterBlanks(bytes).prefix(14).map { (65...90).contains($0) ? $0 + 32 : $0 }
+        return ["<!doctype html", "<html", "<head", "<body"].contains { opening.starts(with: $0.utf8) }
     }
 
     /// Whether `bytes` (a file's opening, maybe cut inside a character) are

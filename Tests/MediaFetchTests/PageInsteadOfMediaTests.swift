@@ -22,8 +22,9 @@ import URLText
         for url in ["http://h/", "http://h/index.html", "http://h/page", "http://h/a.jpg/", "http://h/.mp3", "http://h/x?f=a.jpg"] {
             #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: url, kind: .file, size: 1, opening: { page }) == nil, "\(url)")
         }
-        // A type that names media or anything else but text, under a media name.
-        for type in ["image/jpeg", "audio/mpeg", "application/pdf"] {
+        // A type that names anything else but text or media, under a media name
+        // (one that names media, on a page, is refused: `anHTMLPageLabelledAsMediaIsRefused`).
+        for type in ["application/pdf", "application/zip"] {
             #expect(PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .photo, size: 1, opening: { page }) == nil)
         }
         // Media that comes with no type, or one that says nothing.
@@ -121,6 +122,20 @@ import URLText
             + "the part already fetched is kept for the next run")
         let heldText = ResumeAnswer(contentType: "text/html", contentEncoding: nil, opening: page, held: Array("id,name\n1,a".utf8))
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(heldText, url: "https://h/media/9", kind: .file) == nil)
+    }
+
+    /// An HTML page labelled as media (a server's or CDN's error page sent
+    /// as the image it stands for) is refused; a body that does not open as
+    /// HTML is stored whatever its label, and an SVG is no page.
+    @Test func anHTMLPageLabelledAsMediaIsRefused() {
+        let page = Array("\u{FEFF}\n<!DOCTYPE html><html><body>Not found</body></html>".utf8)
+        for type in ["image/jpeg", "audio/mpeg", "video/mp4", "image/png; charset=utf-8"] {
+            #expect(PageInsteadOfMedia.reason(contentType: type, url: "https://h/a.jpg", kind: .photo, size: 60, opening: { page })
+                == "the server sent a web page (\(type.split(separator: ";")[0]), 60 B) where a photo was asked for; not stored", "\(type)")
+        }
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/a.jpg", kind: .photo, size: 60,
+                                          opening: { [0xFF, 0xD8, 0xFF, 0xE0, 0x3C, 0x68] }) == nil)
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/page", kind: .file, size: 60, opening: { page }) == nil)
     }
 
     /// A page or text that names a coding (mediafetch asks for none) is
@@ -226,18 +241,23 @@ import URLText
         #expect(!PageInsteadOfMedia.looksLikeMarkup(Array("x<p>".utf8)))
     }
 
-    /// Only a page where media was asked for is looked at: the file of every other body is not read.
+    /// Only a body that may be a page where media was asked for is looked
+    /// at (text, no type, or media, which an error page may be labelled):
+    /// the file of every other body is not read.
     @Test func onlyAPageWhereMediaWasAskedForIsRead() {
         var reads = 0
         let opening = { () -> [UInt8] in
             reads += 1
             return Array("<html>".utf8)
         }
-        _ = PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/a.jpg", kind: .photo, size: 1, opening: opening)
+        _ = PageInsteadOfMedia.reason(contentType: "application/pdf", url: "http://h/a.jpg", kind: .photo, size: 1, opening: opening)
         _ = PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/page", kind: .file, size: 1, opening: opening)
         _ = PageInsteadOfMedia.reason(contentType: nil, url: "http://h/page.bin", kind: .file, size: 1, opening: opening)
+        _ = PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/page.bin", kind: .file, size: 1, opening: opening)
         #expect(reads == 0)
         #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .file, size: 1, opening: opening) != nil)
-        #expect(reads == 1)
+        // Media labelled media is looked at too: an HTML page may come so.
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/a.jpg", kind: .file, size: 1, opening: opening) != nil)
+        #expect(reads == 2)
     }
 }
