@@ -109,6 +109,19 @@ import TestSupport
         }
     }
 
+    /// What a run cut off after 300,000 of the 500,000 bytes of `path`
+    /// (served as `contentType`, with `etag` when given) leaves: the body it
+    /// was fetching, the partial directory, and the bytes the partial holds.
+    private func leavePartial(_ origin: TestOrigin, _ directory: TemporaryDirectory, _ path: String, seed: UInt64,
+                              contentType: String = "image/jpeg", etag: String? = nil) async throws -> (content: Data, partials: String, held: Int) {
+        let content = fixtureBytes(count: 500_000, seed: seed)
+        origin.addResource(path, data: content, contentType: contentType, etag: etag)
+        origin.setFault(path, .dropAfter(bytes: 300_000), times: 1)
+        let partials = directory.appending("tmp")
+        try await failOnce(origin.url(path), partials: partials)
+        return (content, partials, resumeOffset(afterCutAt: 300_000, in: directory.path))
+    }
+
     private func leftovers(_ directory: TemporaryDirectory) -> [String] {
         partialDirectoryFiles(directory.appending("tmp"))
     }
@@ -858,12 +871,7 @@ import TestSupport
     /// starts the file over (`aServerThatIgnoresRangesStartsOverCleanly`).
     @Test func aResumeAnswerTheCallerRefusesKeepsTheBytesHeld() async throws {
         try await withOrigin { origin, directory in
-            let content = fixtureBytes(count: 500_000, seed: 12)
-            origin.addResource("/photo.jpg", data: content, contentType: "image/jpeg")
-            origin.setFault("/photo.jpg", .dropAfter(bytes: 300_000), times: 1)
-            let partials = directory.appending("tmp")
-            try await failOnce(origin.url("/photo.jpg"), partials: partials)
-            let held = resumeOffset(afterCutAt: 300_000, in: directory.path)
+            let (content, partials, held) = try await leavePartial(origin, directory, "/photo.jpg", seed: 12)
 
             origin.route("/photo.jpg") { _ in
                 OriginResponse(headers: [("Content-Type", "text/html")], body: Data(repeating: 0x20, count: 200_000))
@@ -900,13 +908,8 @@ import TestSupport
     /// nothing, and the retry asks for the same range again.
     @Test func aResumeAnswerTheCallerTakesReplacesTheBytesHeld() async throws {
         try await withOrigin { origin, directory in
-            let old = fixtureBytes(count: 500_000, seed: 13)
             let new = fixtureBytes(count: 400_000, seed: 14)
-            origin.addResource("/photo.jpg", data: old, contentType: "image/jpeg", etag: "\"v1\"")
-            origin.setFault("/photo.jpg", .dropAfter(bytes: 300_000), times: 1)
-            let partials = directory.appending("tmp")
-            try await failOnce(origin.url("/photo.jpg"), partials: partials)
-            let held = resumeOffset(afterCutAt: 300_000, in: directory.path)
+            let (_, partials, held) = try await leavePartial(origin, directory, "/photo.jpg", seed: 13, etag: "\"v1\"")
 
             // The file changed: If-Range no longer matches, so the server sends
             // it whole; the first such answer is cut before its first byte.
@@ -928,12 +931,7 @@ import TestSupport
     /// next run. It was stored as the file, 0 bytes long.
     @Test func anEmptyAnswerToAResumeReplacesNothing() async throws {
         try await withOrigin { origin, directory in
-            let content = fixtureBytes(count: 500_000, seed: 15)
-            origin.addResource("/photo.jpg", data: content, contentType: "image/jpeg")
-            origin.setFault("/photo.jpg", .dropAfter(bytes: 300_000), times: 1)
-            let partials = directory.appending("tmp")
-            try await failOnce(origin.url("/photo.jpg"), partials: partials)
-            let held = resumeOffset(afterCutAt: 300_000, in: directory.path)
+            let (content, partials, held) = try await leavePartial(origin, directory, "/photo.jpg", seed: 15)
 
             origin.route("/photo.jpg") { _ in OriginResponse(headers: [("Content-Type", "image/jpeg")]) }
             let error = await #expect(throws: TransferError.self) {
@@ -987,12 +985,8 @@ import TestSupport
     @Test(.timeLimit(.minutes(1)))
     func anAnswerSentAByteAtATimeIsJudgedBy32BytesAndKeptWhole() async throws {
         try await withOrigin { origin, directory in
-            let old = fixtureBytes(count: 500_000, seed: 16)
             let new = Data("RIFF".utf8) + fixtureBytes(count: 400, seed: 17)
-            origin.addResource("/sound.wav", data: old, contentType: "audio/wav", etag: "\"v1\"")
-            origin.setFault("/sound.wav", .dropAfter(bytes: 300_000), times: 1)
-            let partials = directory.appending("tmp")
-            try await failOnce(origin.url("/sound.wav"), partials: partials)
+            let (_, partials, _) = try await leavePartial(origin, directory, "/sound.wav", seed: 16, contentType: "audio/wav", etag: "\"v1\"")
 
             origin.addResource("/sound.wav", data: new, contentType: "text/plain", etag: "\"v2\"")
             origin.setFault("/sound.wav", .trickle(seconds: 0.001))
