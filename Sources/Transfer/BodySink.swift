@@ -248,8 +248,11 @@ final class FileSink: BodySink {
                 // body, unless it is no file at all (a login page). Which it is
                 // shows in its first bytes: until then the bytes held, their
                 // validator and their head stay as they are (see `PendingAnswer`).
-                // Only bytes a later run could resume are worth the wait.
-                if requestedOffset > 0, resumeAnswerCheck != nil, (validatorTotal ?? .max) >= resumableThreshold {
+                // Only bytes a later run could resume are worth the wait (a
+                // refusal says they are kept): a body the validator file is
+                // written for, and enough of it to outlive trimming to blocks.
+                if requestedOffset > 0, resumeAnswerCheck != nil, bytesHeld >= resumableThreshold,
+                   (validatorTotal ?? .max) >= resumableThreshold {
                     pendingAnswer = PendingAnswer(head: head, total: total)
                 } else {
                     restart()

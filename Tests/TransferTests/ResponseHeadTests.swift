@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 import URLText
@@ -380,6 +381,38 @@ import URLText
             #expect(error?.message.hasPrefix("the file changed on the server while resuming (8000 bytes long now, 5000 before") == true,
                     "\(error?.message ?? "accepted")")
             #expect(sink.bytesHeld == 0)
+            partial.close(discard: true)
+        }
+    }
+
+    /// Only a part a later run could resume waits for the answer to its
+    /// resume to be judged (a refusal says it is kept): with fewer bytes
+    /// held than the threshold, a whole answer starts over unasked.
+    @Test func onlyAPartALaterRunCouldResumeWaitsForItsAnswerToBeJudged() async throws {
+        try await TemporaryDirectory.with { directory in
+            let partial = try PartialFile(directory: directory.path, url: "http://example.test/small.jpg")
+            let asked = Mutex(0)
+            let sink = try FileSink(partial: partial, maxFileSize: nil, resumableThreshold: 5000,
+                                    budget: FinishedFile.Budget(limit: 4), directIO: false,
+                                    resumeAnswerCheck: { _ in asked.withLock { $0 += 1 }; return "a page" })
+            let bytes = [UInt8](repeating: 1, count: 1000)
+            func write() -> BodyWrite { bytes.withUnsafeBytes { sink.write($0, mayPause: false, giveUp: { true }) } }
+            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 8000"]), requestedOffset: 0) == nil)
+            _ = write()
+            sink.attemptFailed()
+            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v2\"", "Content-Type: text/html"]), requestedOffset: sink.bytesHeld) == nil)
+            #expect(write() == .taken)
+            #expect(sink.bytesHeld == 1000)
+            #expect(asked.withLock { $0 } == 0)
+
+            for _ in 0..<5 { _ = write() }
+            sink.attemptFailed()
+            let held = sink.bytesHeld
+            #expect(held >= 5000)
+            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v3\"", "Content-Type: text/html"]), requestedOffset: held) == nil)
+            #expect(write() == .refused(TransferError(.notTheFile, "a page")))
+            #expect(asked.withLock { $0 } == 1)
+            #expect(sink.bytesHeld == held)
             partial.close(discard: true)
         }
     }
