@@ -155,15 +155,26 @@ enum PageInsteadOfMedia {
     /// or XML page does (`<!DOCTYPE html`, `<html`, `<head`, `<body`,
     /// `<?xml`, `<!--`), in any letter case.
     static func opensAsAPage(_ bytes: [UInt8]) -> Bool {
-        let opening = afterBlanks(bytes).prefix(14).map { (65...90).contains($0) ? $0 + 32 : $0 }
-        return ["<!doctype html", "<html", "<head", "<body", "<?xml", "<!--"].contains { opening.starts(with: $0.utf8) }
+        opens(bytes, withOneOf: htmlOpenings + ["<?xml", "<!--"])
     }
 
     /// Whether `bytes` begin, after blanks and a byte order mark, as an HTML
-    /// page does (`<!DOCTYPE html`, `<html`, `<head`, `<body`), in any letter case.
+    /// page does (`htmlOpenings`), in any letter case.
     static func opensAsHTML(_ bytes: [UInt8]) -> Bool {
-        let opening = afterBlanks(bytes).prefix(14).map { (65...90).contains($0) ? $0 + 32 : $0 }
-        return ["<!doctype html", "<html", "<head", "<body"].contains { opening.starts(with: $0.utf8) }
+        opens(bytes, withOneOf: htmlOpenings)
+    }
+
+    private static let htmlOpenings = ["<!doctype html", "<html", "<head", "<body"]
+
+    private static func opens(_ bytes: [UInt8], withOneOf openings: [String]) -> Bool {
+        let opening = asciiLowercased(afterBlanks(bytes).prefix(14))
+        return openings.contains { opening.starts(with: $0.utf8) }
+    }
+
+    /// `bytes` with ASCII capitals made small, as an array (a lazy map is
+    /// read through a dynamic cast, byte by byte, when a string is made of it).
+    private static func asciiLowercased<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> [UInt8] {
+        bytes.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
     }
 
     /// Whether `bytes` (a file's opening, maybe cut inside a character) are
@@ -207,9 +218,9 @@ enum PageInsteadOfMedia {
         while let first = type.first, first == 0x20 || first == 0x09 { type.removeFirst() }
         while let last = type.last, last == 0x20 || last == 0x09 { type.removeLast() }
         guard !type.isEmpty else { return nil }
-        // (Lower-cased into an array, as for an extension; most types come lower-case.)
+        // Most types come lower-case already.
         guard type.contains(where: { (0x41...0x5A).contains($0) }) else { return String(Substring(type)) }
-        return String(decoding: type.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        return String(decoding: asciiLowercased(type), as: UTF8.self)
     }
 
     /// The extension of the URL's file name when it names an image, a sound
@@ -230,8 +241,7 @@ enum PageInsteadOfMedia {
             name = Array(segment)
         }
         guard let dot = name.lastIndex(of: UInt8(ascii: ".")), dot != name.startIndex else { return nil }
-        // (Lower-cased into an array: a lazy map is decoded through a dynamic cast and byte by byte.)
-        let ext = String(decoding: name[(dot + 1)...].map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        let ext = String(decoding: asciiLowercased(name[(dot + 1)...]), as: UTF8.self)
         return mediaExtensions.contains(ext) ? ext : nil
     }
 

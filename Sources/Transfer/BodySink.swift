@@ -408,12 +408,17 @@ final class FileSink: BodySink {
             if let error = judge(pending) { return error }
             carried = pending.opening
         }
-        guard !carried.isEmpty else { return nil }
-        let rest = carried
-        carried = []
         // A few bytes, at the end of the body: waited for rather than paused.
-        if case .refused(let error) = rest.withUnsafeBytes({ writeBody($0, mayPause: false, giveUp: { false }) }) { return error }
+        if case .refused(let error) = writeCarried(mayPause: false, giveUp: { false }) { return error }
         return nil
+    }
+
+    /// Writes the bytes `carried` holds, if any; they are gone once taken.
+    private func writeCarried(mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
+        guard !carried.isEmpty else { return .taken }
+        let result = carried.withUnsafeBytes { writeBody($0, mayPause: mayPause, giveUp: giveUp) }
+        if result == .taken { carried = [] }
+        return result
     }
 
     /// Hashing and writing the last chunk happen on the writer queue, which
@@ -439,12 +444,9 @@ final class FileSink: BodySink {
             // Taken: the bytes held for it go first (this write's follow, below).
             carried = earlier
         }
-        if !carried.isEmpty {
-            let result = carried.withUnsafeBytes { writeBody($0, mayPause: mayPause, giveUp: giveUp) }
-            // Not taken (no room): libcurl hands this write's bytes again, and they follow these then.
-            guard result == .taken else { return result }
-            carried = []
-        }
+        // Not taken (no room): libcurl hands this write's bytes again, and they follow these then.
+        let result = writeCarried(mayPause: mayPause, giveUp: giveUp)
+        guard result == .taken else { return result }
         return writeBody(bytes, mayPause: mayPause, giveUp: giveUp)
     }
 

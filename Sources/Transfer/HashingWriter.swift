@@ -294,6 +294,9 @@ final class HashingWriter: @unchecked Sendable {
         }
     }
 
+    /// The first bytes (up to `FileSink.openingSize`) of those `seed` read back.
+    private(set) var seededOpening: [UInt8] = []
+
     /// Hashes bytes already in the file (a partial from an earlier run)
     /// without writing them, and returns how many it kept: all of them, or,
     /// where the file can be written past the page cache, those up to the
@@ -301,9 +304,6 @@ final class HashingWriter: @unchecked Sendable {
     /// again, so that the body goes on with direct I/O: on a slow disk, one
     /// written through the page cache held up the run's last flush, and a
     /// stop, by tens of seconds.
-    /// The first bytes (up to 512) of those `seed` read back.
-    private(set) var seededOpening: [UInt8] = []
-
     func seed(fromFileLength length: Int64) throws(TransferError) -> Int64 {
         drain()
         let alignment = Int64(Self.directAlignment)
@@ -333,7 +333,7 @@ final class HashingWriter: @unchecked Sendable {
                 throw TransferError(.fileSystem(errno: errno), "cannot read the partial file \(path)")
             }
             hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-            if offset == 0 { seededOpening = Array(UnsafeRawBufferPointer(rebasing: buffer[0..<min(count, 512)])) }
+            if offset == 0 { seededOpening = Array(UnsafeRawBufferPointer(rebasing: buffer[0..<min(count, FileSink.openingSize)])) }
             offset += Int64(count)
         }
         _ = lseek(descriptor, off_t(length), SEEK_SET)

@@ -659,7 +659,7 @@ public struct RequestTarget: Sendable, Equatable {
         if leading > 0 { bytes.removeFirst(leading) }
         let trimmed = leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self)
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
-              bytes[0..<colon].allSatisfy({ Self.isSchemeByte($0) }), Self.isLetter(bytes[0]) else {
+              URLPath.isScheme(bytes[0..<colon]) else {
             throw TransferError(.unsupportedURL, "not a URL: \(shown)")
         }
         let scheme = String(decoding: bytes[0..<colon], as: UTF8.self).lowercased()
@@ -797,14 +797,6 @@ public struct RequestTarget: Sendable, Equatable {
 
     private static func isUpper(_ byte: UInt8) -> Bool { (65...90).contains(byte) }
 
-    private static func isLetter(_ byte: UInt8) -> Bool {
-        (65...90).contains(byte) || (97...122).contains(byte)
-    }
-
-    private static func isSchemeByte(_ byte: UInt8) -> Bool {
-        isLetter(byte) || (48...57).contains(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-")
-            || byte == UInt8(ascii: ".")
-    }
 }
 
 /// Carries work to a Dispatch thread and its result back.

@@ -29,8 +29,9 @@ public enum URLPath {
         return reference[start..<end]
     }
 
-    /// Whether `bytes` are a URL scheme: a letter, then letters, digits, `+`, `-` and `.`.
-    private static func isScheme(_ bytes: Substring.UTF8View) -> Bool {
+    /// Whether `bytes` are a URL scheme (RFC 3986): a letter, then letters,
+    /// digits, `+`, `-` and `.`.
+    public static func isScheme<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bool {
         guard let first = bytes.first, isLetter(first) else { return false }
         return bytes.allSatisfy { isLetter($0) || (0x30...0x39).contains($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
     }

@@ -341,6 +341,20 @@ import URLText
         return head
     }
 
+    /// Runs `body` with a file sink over a new partial for `url`, and a
+    /// write of 1000 bytes to hand it; the partial is removed afterwards.
+    private func withSink(_ url: String, resumableThreshold: Int64 = 0, resumeAnswerCheck: ResumeAnswerCheck? = nil,
+                          _ body: (FileSink, () -> BodyWrite) throws -> Void) async throws {
+        try await TemporaryDirectory.with { directory in
+            let partial = try PartialFile(directory: directory.path, url: url)
+            defer { partial.close(discard: true) }
+            let sink = try FileSink(partial: partial, maxFileSize: nil, resumableThreshold: resumableThreshold,
+                                    budget: FinishedFile.Budget(limit: 4), directIO: false, resumeAnswerCheck: resumeAnswerCheck)
+            let bytes = [UInt8](repeating: 1, count: 1000)
+            try body(sink) { bytes.withUnsafeBytes { sink.write($0, mayPause: false, giveUp: { true }) } }
+        }
+    }
+
     /// Dates are read in every form HTTP allows.
     @Test func datesAreReadInEveryForm() {
         let expected = Date(timeIntervalSince1970: 784_111_777)
@@ -357,21 +371,15 @@ import URLText
     /// range answer gives: a later range answer for another length is
     /// another version under the same ETag, and is not stitched on.
     @Test func aBodyOfNoLengthIsHeldToTheFirstLengthARangeAnswerGives() async throws {
-        try await TemporaryDirectory.with { directory in
-            let partial = try PartialFile(directory: directory.path, url: "http://example.test/chunked.bin")
-            let sink = try FileSink(partial: partial, maxFileSize: nil, resumableThreshold: 0,
-                                    budget: FinishedFile.Budget(limit: 4), directIO: false)
-            let bytes = [UInt8](repeating: 1, count: 1000)
-            func write() { _ = bytes.withUnsafeBytes { sink.write($0, mayPause: false, giveUp: { true }) } }
-
+        try await withSink("http://example.test/chunked.bin") { sink, write in
             #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"same\"", "Transfer-Encoding: chunked"]), requestedOffset: 0) == nil)
-            write()
+            _ = write()
             sink.attemptFailed()
             let held = sink.bytesHeld
             #expect(held > 0)
             let first = head(["HTTP/1.1 206 Partial Content", "ETag: \"same\"", "Content-Range: bytes \(held)-4999/5000"])
             #expect(sink.begin(first, requestedOffset: held) == nil)
-            write()
+            _ = write()
             sink.attemptFailed()
             let more = sink.bytesHeld
             let other = head(["HTTP/1.1 206 Partial Content", "ETag: \"same\"", "Content-Range: bytes \(more)-7999/8000"])
@@ -381,7 +389,6 @@ import URLText
             #expect(error?.message.hasPrefix("the file changed on the server while resuming (8000 bytes long now, 5000 before") == true,
                     "\(error?.message ?? "accepted")")
             #expect(sink.bytesHeld == 0)
-            partial.close(discard: true)
         }
     }
 
@@ -389,14 +396,9 @@ import URLText
     /// resume to be judged (a refusal says it is kept): with fewer bytes
     /// held than the threshold, a whole answer starts over unasked.
     @Test func onlyAPartALaterRunCouldResumeWaitsForItsAnswerToBeJudged() async throws {
-        try await TemporaryDirectory.with { directory in
-            let partial = try PartialFile(directory: directory.path, url: "http://example.test/small.jpg")
-            let asked = Mutex(0)
-            let sink = try FileSink(partial: partial, maxFileSize: nil, resumableThreshold: 5000,
-                                    budget: FinishedFile.Budget(limit: 4), directIO: false,
-                                    resumeAnswerCheck: { _ in asked.withLock { $0 += 1 }; return "a page" })
-            let bytes = [UInt8](repeating: 1, count: 1000)
-            func write() -> BodyWrite { bytes.withUnsafeBytes { sink.write($0, mayPause: false, giveUp: { true }) } }
+        let asked = Mutex(0)
+        try await withSink("http://example.test/small.jpg", resumableThreshold: 5000,
+                           resumeAnswerCheck: { _ in asked.withLock { $0 += 1 }; return "a page" }) { sink, write in
             #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 8000"]), requestedOffset: 0) == nil)
             _ = write()
             sink.attemptFailed()
@@ -413,7 +415,6 @@ import URLText
             #expect(write() == .refused(TransferError(.notTheFile, "a page")))
             #expect(asked.withLock { $0 } == 1)
             #expect(sink.bytesHeld == held)
-            partial.close(discard: true)
         }
     }
 
@@ -422,21 +423,16 @@ import URLText
     /// cut (a body ended by the connection's close, with no length, was
     /// stored truncated), and one of another length is refused.
     @Test func aWholeBodyUnderTheHeldValidatorIsHeldToItsLength() async throws {
-        try await TemporaryDirectory.with { directory in
-            let partial = try PartialFile(directory: directory.path, url: "http://example.test/whole.bin")
-            let sink = try FileSink(partial: partial, maxFileSize: nil, resumableThreshold: 0,
-                                    budget: FinishedFile.Budget(limit: 4), directIO: false)
-            let bytes = [UInt8](repeating: 1, count: 1000)
-            func write() { _ = bytes.withUnsafeBytes { sink.write($0, mayPause: false, giveUp: { true }) } }
+        try await withSink("http://example.test/whole.bin") { sink, write in
             #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 5000"]), requestedOffset: 0) == nil)
-            write()
+            _ = write()
             sink.attemptFailed()
             let held = sink.bytesHeld
 
             // Sent whole again, ended by the connection's close: 5000 bytes are due.
             #expect(sink.begin(head(["HTTP/1.0 200 OK", "ETag: \"v1\""]), requestedOffset: held) == nil)
             #expect(sink.expectedTotal == 5000)
-            write()
+            _ = write()
             sink.attemptFailed()
             let again = sink.bytesHeld
             // And with another length under the same validator.
@@ -445,7 +441,6 @@ import URLText
             // Another validator is another version, of any length.
             #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v2\"", "Content-Length: 20"]), requestedOffset: 0) == nil)
             #expect(sink.expectedTotal == 20)
-            partial.close(discard: true)
         }
     }
 }
