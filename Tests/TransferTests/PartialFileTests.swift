@@ -305,6 +305,36 @@ import Glibc
         }
     }
 
+    @Test func aLockHeldForAMomentIsWaitedOutAndOneHeldOnIsNot() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("a.part")
+            #expect(FileManager.default.createFile(atPath: path, contents: Data("abc".utf8)))
+            let ours = open(path, O_RDWR)
+            defer { close(ours) }
+            // Held through another open file description, as a child being spawned holds it until it execs.
+            var holder = open(path, O_RDONLY)
+            #expect(flock(holder, LOCK_EX) == 0)
+            var pauses: [UInt32] = []
+            let released = PartialFile.lockWaitingOutSpawns(ours) { microseconds in
+                pauses.append(microseconds)
+                close(holder)
+                holder = -1
+            }
+            #expect(released)
+            #expect(pauses == [1_000])
+            let probe = open(path, O_RDONLY)
+            defer { close(probe) }
+            #expect(flock(probe, LOCK_EX | LOCK_NB) != 0)
+
+            let other = open(path, O_RDWR)
+            defer { close(other) }
+            pauses = []
+            // Held on (here by `ours`): refused after a few short pauses.
+            #expect(!PartialFile.lockWaitingOutSpawns(other) { pauses.append($0) })
+            #expect(pauses == [1_000, 2_000, 4_000])
+        }
+    }
+
     @Test func aPartialAnOlderVersionNamedAfterAPasswordIsMovedToTheNameWithoutIt() async throws {
         try await TemporaryDirectory.with { directory in
             // As versions before this kept them: named by the whole URL's hash, which the validator quotes.
