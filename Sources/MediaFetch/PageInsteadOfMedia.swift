@@ -92,10 +92,12 @@ enum PageInsteadOfMedia {
         // zstd's bytes, sent unasked): what it says it is, as no image or
         // sound is sent so (brotli and deflate were stored as the photo).
         let compressed = !unnamed && !bytes.isEmpty && (contentEncoding.map(namesACompression) == true || isCompressed(bytes))
+        let text = textOpening(bytes, labelledText: !unnamed, charset: charset(contentType))
+        let opensAsPage = opensAsAPage(bytes) || text.map(opensAsAPage) == true
         // A page may be plain words ("Access denied" as text/html) as well as markup.
         // Unnamed, markup must open as a page does: a body of any bytes may begin with `<`.
-        guard compressed || looksLikeText(bytes) || isPage && looksLikeMarkup(bytes) || unnamed && opensAsAPage(bytes) else { return nil }
-        return Refusal(what: isPage || unnamed && opensAsAPage(bytes) ? "a web page" : "text", type: type ?? "no type given",
+        guard compressed || text != nil || isPage && looksLikeMarkup(bytes) || unnamed && opensAsPage else { return nil }
+        return Refusal(what: isPage || unnamed && opensAsPage ? "a web page" : "text", type: type ?? "no type given",
                        how: compressed ? ", compressed" : "", expected: expected)
     }
 
@@ -178,18 +180,116 @@ enum PageInsteadOfMedia {
     }
 
     /// Whether `bytes` (a file's opening, maybe cut inside a character) are
-    /// UTF-8 text: no control character but line breaks, tabs and form
-    /// feeds. Every image, sound and video format opens with bytes that are
-    /// not (JPEG `FF D8`, PNG `89`, a NUL in RIFF's, FLAC's and Ogg's headers).
+    /// text by `textOpening`'s rules for a body not labelled text: UTF-8, or
+    /// UTF-16 after its byte order mark.
     static func looksLikeText(_ bytes: [UInt8]) -> Bool {
-        guard !bytes.isEmpty else { return false }
-        // A character cut by the end of the opening is text still.
-        let text = (0...3).lazy.compactMap { cut in
-            cut < bytes.count ? String(validating: bytes.dropLast(cut), as: UTF8.self) : nil
-        }.first
-        guard let text else { return false }
-        return text.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F || [0x09, 0x0A, 0x0C, 0x0D].contains($0.value) }
+        textOpening(bytes) != nil
     }
+
+    /// `bytes` (a file's opening, maybe cut inside a character) as UTF-8 when
+    /// they are text, with no control character but line breaks, tabs and
+    /// form feeds; nil when they are not. Every image, sound and video format
+    /// opens with bytes that are not (JPEG `FF D8`, PNG `89`, a NUL in RIFF's,
+    /// FLAC's and Ogg's headers).
+    ///
+    /// Text is UTF-8, or UTF-16 after its byte order mark (mostly ASCII, as
+    /// a page's markup and an error's words are: an MPEG audio frame may
+    /// open with `FF FE`). Labelled text (`labelledText`: a `text/*`, page,
+    /// JSON or XML type), it may be in the `charset` the type names
+    /// (`shift_jis`, `windows-1250`…), or, with none named or one not known
+    /// here, in a charset that keeps ASCII's control bytes for controls:
+    /// ISO 8859-1 (text's old default), whose 80–9F are controls too, when
+    /// none is named; any, when one is. An error page in Latin-1 or
+    /// Shift_JIS was taken for a photo.
+    static func textOpening(_ bytes: [UInt8], labelledText: Bool = false, charset: String? = nil) -> [UInt8]? {
+        guard !bytes.isEmpty else { return nil }
+        if let text = String(validating: withoutACutCharacter(bytes), as: UTF8.self), !text.isEmpty {
+            return hasNoControls(text) ? bytes : nil
+        }
+        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
+            return utf16Text(bytes)
+        }
+        guard labelledText, !["utf-8", "utf8", "utf-16", "utf-16le", "utf-16be"].contains(charset) else { return nil }
+        if let charset, let encoding = knownCharsets[charset] {
+            // A multi-byte character cut by the end of the opening is text still.
+            let text = (0...2).lazy.compactMap { cut in
+                cut < bytes.count ? String(bytes: bytes.dropLast(cut), encoding: encoding) : nil
+            }.first
+            return text.flatMap { hasNoControls($0) ? Array($0.utf8) : nil }
+        }
+        let isControl: (UInt8) -> Bool = { byte in
+            (byte < 0x20 || byte == 0x7F || charset == nil && (0x80...0x9F).contains(byte))
+                && ![0x09, 0x0A, 0x0C, 0x0D].contains(byte)
+        }
+        guard !bytes.contains(where: isControl) else { return nil }
+        // With no charset named, Latin-1 words are mostly ASCII (a JPEG's `FF D8 FF E0` is none).
+        guard charset != nil || bytes.filter({ $0 < 0x80 }).count * 2 >= bytes.count else { return nil }
+        // Read as Latin-1: a charset not known here keeps ASCII, all the markup a page is known by.
+        var text = String.UnicodeScalarView()
+        text.append(contentsOf: bytes.map(Unicode.Scalar.init))
+        return Array(String(text).utf8)
+    }
+
+    /// `bytes` without the start of a UTF-8 character that the end of the
+    /// opening cut (a lead byte and fewer continuation bytes than it calls
+    /// for); as they are otherwise.
+    private static func withoutACutCharacter(_ bytes: [UInt8]) -> ArraySlice<UInt8> {
+        var start = bytes.endIndex
+        while start > bytes.startIndex, bytes.endIndex - start < 3, (0x80...0xBF).contains(bytes[start - 1]) { start -= 1 }
+        guard start > bytes.startIndex else { return bytes[...] }
+        let lead = bytes[start - 1]
+        let length = (0xC2...0xDF).contains(lead) ? 2 : (0xE0...0xEF).contains(lead) ? 3 : (0xF0...0xF4).contains(lead) ? 4 : 0
+        return length > bytes.endIndex - (start - 1) ? bytes[..<(start - 1)] : bytes[...]
+    }
+
+    /// Whether `text` has no control character but tabs, line breaks and form feeds (C1's included).
+    private static func hasNoControls(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy {
+            $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) || [0x09, 0x0A, 0x0C, 0x0D].contains($0.value)
+        }
+    }
+
+    /// UTF-16 `bytes` after their byte order mark, as UTF-8, when they are
+    /// text (see `textOpening`) and at least half of their characters ASCII.
+    private static func utf16Text(_ bytes: [UInt8]) -> [UInt8]? {
+        let bigEndian = bytes[0] == 0xFE
+        var units: [UInt16] = stride(from: 2, to: bytes.count - 1, by: 2).map { index in
+            let first = UInt16(bytes[index]), second = UInt16(bytes[index + 1])
+            return bigEndian ? first << 8 | second : second << 8 | first
+        }
+        // A pair cut by the end of the opening.
+        if let last = units.last, UTF16.isLeadSurrogate(last) { units.removeLast() }
+        guard !units.isEmpty, let text = String(validating: units, as: UTF16.self), hasNoControls(text) else { return nil }
+        let scalars = text.unicodeScalars
+        guard scalars.filter({ $0.isASCII }).count * 2 >= scalars.count else { return nil }
+        return Array(text.utf8)
+    }
+
+    /// The `charset` parameter of a `Content-Type` value, lower-cased and unquoted; nil when it names none.
+    static func charset(_ contentType: String?) -> String? {
+        guard let contentType, contentType.contains(";") else { return nil }
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let parts = parameter.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else { continue }
+            let value = parts[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"'"))
+            return value.isEmpty ? nil : value.lowercased()
+        }
+        return nil
+    }
+
+    /// The charsets, by their registered names and common aliases, that
+    /// text is read in besides UTF-8 and UTF-16.
+    private static let knownCharsets: [String: String.Encoding] = [
+        "iso-8859-1": .isoLatin1, "iso_8859-1": .isoLatin1, "latin1": .isoLatin1, "l1": .isoLatin1,
+        "us-ascii": .isoLatin1, "ascii": .isoLatin1,
+        "iso-8859-2": .isoLatin2, "iso_8859-2": .isoLatin2, "latin2": .isoLatin2, "l2": .isoLatin2,
+        "windows-1250": .windowsCP1250, "cp1250": .windowsCP1250, "windows-1251": .windowsCP1251, "cp1251": .windowsCP1251,
+        "windows-1252": .windowsCP1252, "cp1252": .windowsCP1252, "windows-1253": .windowsCP1253, "cp1253": .windowsCP1253,
+        "windows-1254": .windowsCP1254, "cp1254": .windowsCP1254,
+        "shift_jis": .shiftJIS, "shift-jis": .shiftJIS, "sjis": .shiftJIS, "x-sjis": .shiftJIS, "ms_kanji": .shiftJIS,
+        "windows-31j": .shiftJIS, "cp932": .shiftJIS,
+        "euc-jp": .japaneseEUC, "iso-2022-jp": .iso2022JP,
+    ]
 
     /// The first bytes of the file at `path` (up to 512); none when it cannot be read.
     static func opening(of path: String) -> [UInt8] {

@@ -217,6 +217,67 @@ import URLText
         #expect(!PageInsteadOfMedia.looksLikeText([]))
     }
 
+    /// An error in a charset other than UTF-8 is text too: Latin-1 (text's
+    /// old default) when none is named, the charset a text type names, and
+    /// UTF-16 after its byte order mark, whatever the type. Such a page was
+    /// taken for a photo.
+    @Test func textInOtherCharsetsIsRefusedWhereMediaWasAskedFor() {
+        // "Prístup zamietnutý" in ISO 8859-2 (í ED, ý FD); "Accès refusé" in Latin-1; "アクセス拒否" in Shift_JIS.
+        let slovak = Array("Pr".utf8) + [0xED] + Array("stup zamietnut".utf8) + [0xFD]
+        let french = Array("Acc".utf8) + [0xE8] + Array("s refus".utf8) + [0xE9]
+        let japanese: [UInt8] = [0x83, 0x41, 0x83, 0x4E, 0x83, 0x5A, 0x83, 0x58, 0x8B, 0x91, 0x94, 0xDB]
+        let cases: [(type: String, body: [UInt8])] = [
+            ("text/plain; charset=ISO-8859-2", slovak), ("text/plain", french), ("text/plain; charset=\"windows-1252\"", french),
+            ("application/json; charset=Shift_JIS", japanese), ("text/plain; charset=shift_jis", japanese + [0x83]),
+            // A charset not known here: its text keeps ASCII's controls out.
+            ("text/plain; charset=gbk", [0xB7, 0xC3, 0xCE, 0xCA, 0xB1, 0xBB, 0xBE, 0xDC, 0xBE, 0xF8]),
+        ]
+        for (type, body) in cases {
+            let refused = PageInsteadOfMedia.reason(contentType: type, url: "http://h/a.jpg", kind: .file, size: Int64(body.count),
+                                                    opening: { body })
+            let shown = PageInsteadOfMedia.mediaType(type) ?? ""
+            #expect(refused == "the server sent text (\(shown), \(body.count) B) where a .jpg file was asked for; not stored", "\(type)")
+        }
+        // UTF-16 with its byte order mark, whatever the type: a page is named one.
+        func utf16(_ text: String, bigEndian: Bool) -> [UInt8] {
+            (bigEndian ? [0xFE, 0xFF] : [0xFF, 0xFE]) + text.utf16.flatMap { unit -> [UInt8] in
+                let high = UInt8(unit >> 8), low = UInt8(unit & 0xFF)
+                return bigEndian ? [high, low] : [low, high]
+            }
+        }
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/a.mp3", kind: .file, size: 28,
+                                          opening: { utf16("Access denied", bigEndian: false) })
+                == "the server sent text (no type given, 28 B) where a .mp3 file was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", url: "http://h/x", kind: .photo, size: 40,
+                                          opening: { utf16("<html><body>Login</body></html>", bigEndian: true) })?
+            .hasPrefix("the server sent a web page (application/octet-stream") == true)
+        // Cut inside a character, or a surrogate pair, at the end of the opening.
+        #expect(PageInsteadOfMedia.looksLikeText(utf16("Zugriff verweigert 🚫", bigEndian: false).dropLast(1)))
+        #expect(PageInsteadOfMedia.looksLikeText(utf16("Zugriff verweigert 🚫", bigEndian: true).dropLast(2)))
+    }
+
+    /// Media never reads as text in another charset: its opening has
+    /// control bytes where text has none.
+    @Test func mediaIsNotTakenForTextInAnotherCharset() {
+        // An MPEG audio frame that opens with FF FE, read as UTF-16: not mostly ASCII.
+        let mpeg: [UInt8] = [0xFF, 0xFE, 0x92, 0x64, 0xE1, 0x7A, 0xB3, 0x5C, 0xC4, 0x9E, 0x6B, 0xD2, 0xA7, 0xF1, 0x3B, 0xE8]
+        #expect(!PageInsteadOfMedia.looksLikeText(mpeg))
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/a.mp3", kind: .sound, size: 16, opening: { mpeg }) == nil)
+        // Latin-1 (no charset named) has no C1 controls; an MPEG frame's 0x90 is one.
+        let frame: [UInt8] = [0xFF, 0xFB, 0x90, 0x64, 0xE1, 0x7A, 0xB3, 0x5C, 0xC4, 0xAE, 0x6B, 0xD2]
+        #expect(PageInsteadOfMedia.reason(contentType: "text/plain", url: "http://h/a.mp3", kind: .sound, size: 12, opening: { frame }) == nil)
+        #expect(PageInsteadOfMedia.textOpening(frame, labelledText: true, charset: nil) == nil)
+        // A JPEG's NUL is a control in every charset, named or not.
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
+        for charset in [nil, "gbk", "windows-1252", "shift_jis"] as [String?] {
+            #expect(PageInsteadOfMedia.textOpening(jpeg, labelledText: true, charset: charset) == nil)
+        }
+        // Unlabelled, only UTF-8 and UTF-16 are text: a Latin-1 opening may be any bytes.
+        #expect(PageInsteadOfMedia.textOpening(Array("Acc".utf8) + [0xE8, 0x73], labelledText: false) == nil)
+        #expect(PageInsteadOfMedia.charset(" text/plain ; Charset = \"Shift_JIS\" ;q=1") == "shift_jis")
+        #expect(PageInsteadOfMedia.charset("text/plain") == nil && PageInsteadOfMedia.charset(nil) == nil)
+    }
+
     /// A login page sent gzip-compressed, unasked, was stored as the photo:
     /// its bytes do not read as a page, but nothing a photo or a sound opens
     /// with does either.
