@@ -31,8 +31,9 @@ enum PageInsteadOfMedia {
     /// none) is taken for what it says it is.
     static func reason(contentType: String?, contentEncoding: String? = nil, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
-        refusal(contentType: contentType, contentEncoding: contentEncoding, expected: expectedMedia(url: url, kind: kind),
-                opening: opening).map {
+        let media = expectedMedia(url: url, kind: kind)
+        return refusal(contentType: contentType, contentEncoding: contentEncoding, expected: media, mediaNamed: media != nil,
+                       opening: opening).map {
             "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for; not stored"
         }
     }
@@ -50,9 +51,10 @@ enum PageInsteadOfMedia {
     /// (a login page replaced a photo's part at `/media/9`).
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
         let heldIsBinary = !answer.held.isEmpty && !looksLikeText(answer.held) && !opensAsAPage(answer.held)
-        let expected = expectedMedia(url: url, kind: kind) ?? (heldIsBinary ? "a file whose first bytes are not text" : nil)
+        let media = expectedMedia(url: url, kind: kind)
+        let expected = media ?? (heldIsBinary ? "a file whose first bytes are not text" : nil)
         return refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, expected: expected,
-                       opening: { answer.opening }).map {
+                       mediaNamed: media != nil, opening: { answer.opening }).map {
             "the server answered the resume with \($0.what) (\($0.type)\($0.how)) where \($0.expected) was asked for; "
                 + "the part already fetched is kept for the next run"
         }
@@ -70,8 +72,10 @@ enum PageInsteadOfMedia {
         let expected: String
     }
 
-    /// `expected`: what was asked for, as the message names it; nil when no media was.
-    private static func refusal(contentType: String?, contentEncoding: String?, expected: String?,
+    /// `expected`: what was asked for, as the message names it; nil when no
+    /// media was. `mediaNamed`: whether the item or its URL names media (a
+    /// file at `/media/9` may be a gzip file).
+    private static func refusal(contentType: String?, contentEncoding: String?, expected: String?, mediaNamed: Bool,
                                 opening: () -> [UInt8]) -> Refusal? {
         let type = mediaType(contentType)
         let unnamed = type.map(sayingNothing.contains) ?? true
@@ -92,6 +96,12 @@ enum PageInsteadOfMedia {
         // zstd's bytes, sent unasked): what it says it is, as no image or
         // sound is sent so (brotli and deflate were stored as the photo).
         let compressed = !unnamed && !bytes.isEmpty && (contentEncoding.map(namesACompression) == true || isCompressed(bytes))
+        // Unnamed, a gzip or zstd stream is no image, sound or video file,
+        // whatever it holds (a page, or the file compressed unasked): stored,
+        // it was the URL's photo for good.
+        if unnamed && mediaNamed && isCompressed(bytes) {
+            return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
+        }
         let text = textOpening(bytes, labelledText: !unnamed, charset: charset(contentType))
         let opensAsPage = opensAsAPage(bytes) || text.map(opensAsAPage) == true
         // A page may be plain words ("Access denied" as text/html) as well as markup.
@@ -136,7 +146,7 @@ enum PageInsteadOfMedia {
 
     /// Whether `bytes` begin as a gzip or zstd stream does: a page a server
     /// compressed though it was not asked to (mediafetch sends no
-    /// `Accept-Encoding`), which is stored as sent.
+    /// `Accept-Encoding`), which would be stored as sent.
     static func isCompressed(_ bytes: [UInt8]) -> Bool {
         bytes.starts(with: [0x1F, 0x8B, 0x08]) || bytes.starts(with: [0x28, 0xB5, 0x2F, 0xFD])
     }

@@ -425,6 +425,49 @@ import Transfer
         }
     }
 
+    /// An error page in Latin-1 or Shift_JIS, and a login page gzipped
+    /// unasked and sent as bytes, are refused where media was asked for:
+    /// each was stored as the photo or sound.
+    @Test func textInAnotherCharsetAndCompressedBytesAreRefusedWhereMediaWasAskedFor() async throws {
+        try await withOrigin { origin, directory in
+            let photo = origin.addFixtures(count: 1, size: 3000, firstSeed: 960)[0]
+            let latin1 = Data("Acc".utf8) + Data([0xE8]) + Data("s refus".utf8) + Data([0xE9, 0x0A])
+            origin.addResource("/refused.jpg", data: latin1, contentType: "text/plain")
+            let japanese = Data([0x83, 0x41, 0x83, 0x4E, 0x83, 0x5A, 0x83, 0x58, 0x8B, 0x91, 0x94, 0xDB])
+            origin.addResource("/refused.mp3", data: japanese, contentType: "text/plain; charset=Shift_JIS")
+            origin.addResource("/login.jpg", data: gzipStored(Data("<html><body>Sign in</body></html>".utf8)),
+                               contentType: "application/octet-stream")
+            let root = directory.appending("cache")
+            let items = [photo, origin.url("/refused.jpg"), origin.url("/refused.mp3"), origin.url("/login.jpg")]
+                .map { FetchItem(url: $0, collection: "trip") }
+
+            let report = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+
+            #expect(report.downloaded == 1)
+            #expect(Set(report.failures.map(\.message)) == [
+                "the server sent text (text/plain, 13 B) where a .jpg file was asked for; not stored",
+                "the server sent text (text/plain, 12 B) where a .mp3 file was asked for; not stored",
+                "the server sent compressed data (application/octet-stream, 56 B) where a .jpg file was asked for; not stored",
+            ])
+            #expect(try objectPaths(inCache: root).count == 1)
+            #expect(try MediaCache(root: root).catalog.entries(collection: "trip").map(\.url) == [photo])
+        }
+    }
+
+    /// `data` as a gzip stream of one stored (uncompressed) deflate block.
+    private func gzipStored(_ data: Data) -> Data {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in data {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        crc ^= 0xFFFF_FFFF
+        let length = UInt16(data.count)
+        func littleEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        return Data([0x1F, 0x8B, 0x08, 0, 0, 0, 0, 0, 0, 0x03, 0x01] + littleEndian(length) + littleEndian(~length))
+            + data + Data(littleEndian(crc) + littleEndian(UInt32(data.count)))
+    }
+
     /// A catalog damaged on disk is named, with SQLite's reason in a few
     /// words: the lookup of a long list quoted a kilobyte of SQL.
     @Test func aDamagedCatalogIsNamedInOneShortLine() async throws {

@@ -288,9 +288,19 @@ import URLText
         let zstd: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD, 0x04, 0x58]
         #expect(PageInsteadOfMedia.reason(contentType: "application/json", url: "http://h/a.mp3", kind: .sound, size: 6, opening: { zstd })
                 == "the server sent text (application/json, compressed, 6 B) where a sound was asked for; not stored")
-        // Unnamed, compressed bytes say nothing of what they hold.
+        // Unnamed, compressed bytes say nothing of what they hold, but they are no photo or sound file either.
         #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", url: "http://h/a.jpg", kind: .file, size: 12,
-                                          opening: { gzip }) == nil)
+                                          opening: { gzip })
+                == "the server sent compressed data (application/octet-stream, 12 B) where a .jpg file was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/x", kind: .sound, size: 6, opening: { zstd })
+                == "the server sent compressed data (no type given, 6 B) where a sound was asked for; not stored")
+        // Where no media was named, it may be the file (a .gz at `/media/9`): stored, and a resume answered with it is taken.
+        #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/media/9", kind: .file, size: 12, opening: { gzip }) == nil)
+        let answer = ResumeAnswer(contentType: nil, contentEncoding: nil, opening: gzip, held: [0x1F, 0x8B, 0x08, 0x00])
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer, url: "http://h/media/9", kind: .file) == nil)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer, url: "http://h/a.jpg", kind: .file)
+                == "the server answered the resume with compressed data (no type given) where a .jpg file was asked for; "
+                + "the part already fetched is kept for the next run")
     }
 
     /// A real photo a handler labels `text/html` (it sets no type of its own) is stored.
