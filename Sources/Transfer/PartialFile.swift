@@ -14,6 +14,17 @@ let systemWrite = Darwin.write
 let systemClose = Darwin.close
 #endif
 
+/// Unlocks `fd`'s `flock` and closes it. Closing alone leaves the lock with
+/// any copy of the descriptor: a process that another thread of this
+/// program is starting (`posix_spawn`, `fork`) holds one until it execs, and
+/// a retry or the next download of the URL then found its partial locked and
+/// started over in a private file (an app that embeds the engine and starts
+/// processes, or the test suite). An unlock acts on the open file itself.
+func closeUnlocking(_ fd: Int32) -> Int32 {
+    _ = flock(fd, LOCK_UN)
+    return systemClose(fd)
+}
+
 /// The file a body is written into before it is complete.
 ///
 /// A URL's partial has a stable name (`<k>/<key>.part`, where the key is 40
@@ -104,7 +115,7 @@ final class PartialFile {
     private var hasValidator = true
 
     deinit {
-        if isOpen { _ = systemClose(descriptor) }
+        if isOpen { _ = closeUnlocking(descriptor) }
     }
 
     /// Remembers the validator of the body being written, for a later resume.
@@ -187,7 +198,7 @@ final class PartialFile {
                                 validatorPath: hasValidator ? validatorPath : nil)
         }
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
-        defer { _ = systemClose(descriptor) }
+        defer { _ = closeUnlocking(descriptor) }
         guard validatorPath != nil else {
             return FinishedFile(path: path, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
         }
@@ -221,7 +232,7 @@ final class PartialFile {
             if let validatorPath { _ = unlink(validatorPath) }
         }
         isOpen = false
-        _ = systemClose(descriptor)
+        _ = closeUnlocking(descriptor)
     }
 
     /// The directory of the partials whose key is `key`: one of sixteen,
@@ -363,7 +374,7 @@ final class PartialFile {
         var fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0, errno == EACCES { fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
-        defer { _ = systemClose(fd) }
+        defer { _ = closeUnlocking(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return 0 }
         var locked = stat()
         guard fstat(fd, &locked) == 0, locked.st_ino == info.st_ino, locked.st_dev == info.st_dev,
@@ -421,7 +432,7 @@ final class PartialFile {
         var fd = open(partial, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0, errno == EACCES { fd = open(partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
-        defer { _ = systemClose(fd) }
+        defer { _ = closeUnlocking(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: partial) else { return 0 }
         let rest = text.dropFirst(firstLine.count)
         // Never over another partial. The lock goes with the file, so no one
@@ -478,7 +489,7 @@ final class PartialFile {
         // sweep that took it for stale): not ours to write. The caller then
         // opens whatever is at the name now, under its lock.
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: path) else {
-            _ = systemClose(fd)
+            _ = closeUnlocking(fd)
             return nil
         }
         return (fd, isDirect)
@@ -511,31 +522,14 @@ final class PartialFile {
                 _ = systemClose(fd)
                 return nil
             }
-            guard lockWaitingOutSpawns(fd) else {
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 _ = systemClose(fd)
                 return nil
             }
             if isFile(fd, at: path) { return fd }
-            _ = systemClose(fd)
+            _ = closeUnlocking(fd)
         }
         return nil
-    }
-
-    /// Takes an exclusive lock on `fd`, trying again over a few milliseconds
-    /// while it is held. A process that another thread of this program is
-    /// starting (`posix_spawn`, `fork`) holds a copy of every open descriptor,
-    /// and so the lock of a partial closed just then, until it execs: an app
-    /// that embeds the engine and starts processes, or a test run, then had a
-    /// retry or the next download of that URL start over in a private file.
-    /// A lock held by another download outlasts the wait, and costs it 7 ms.
-    /// `pause` sleeps between tries (the tests pass their own).
-    static func lockWaitingOutSpawns(_ fd: Int32, pause: (_ microseconds: UInt32) -> Void = { _ = usleep($0) }) -> Bool {
-        for microseconds: UInt32 in [1_000, 2_000, 4_000] {
-            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
-            guard errno == EWOULDBLOCK || errno == EINTR else { return false }
-            pause(microseconds)
-        }
-        return flock(fd, LOCK_EX | LOCK_NB) == 0
     }
 
     /// The stable part of a URL's partial name: 40 hex digits of the SHA-256
@@ -557,7 +551,7 @@ final class PartialFile {
     private static func makeWritable(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return errno == ENOENT }
-        defer { _ = systemClose(fd) }
+        defer { _ = closeUnlocking(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
         // Renamed away (a finished body) since the open: look again.
         guard isFile(fd, at: path) else { return true }
@@ -729,7 +723,7 @@ public final class FinishedFile: Sendable {
         }) else { return }
         // Given up without a move and not kept: the validator goes with the body.
         if !kept.load(ordering: .relaxed) { forgetValidator() }
-        _ = systemClose(fd)
+        _ = closeUnlocking(fd)
         budget.giveBack()
     }
 }

@@ -305,33 +305,23 @@ import Glibc
         }
     }
 
-    @Test func aLockHeldForAMomentIsWaitedOutAndOneHeldOnIsNot() async throws {
+    /// A copy of a partial's descriptor held elsewhere (a process being
+    /// spawned holds one until it execs) does not keep its lock once the
+    /// partial is closed: it is resumed, not started over in a private file.
+    @Test func aPartialClosedWhileACopyOfItsDescriptorIsHeldIsResumed() async throws {
         try await TemporaryDirectory.with { directory in
-            let path = directory.appending("a.part")
-            #expect(FileManager.default.createFile(atPath: path, contents: Data("abc".utf8)))
-            let ours = open(path, O_RDWR)
-            defer { close(ours) }
-            // Held through another open file description, as a child being spawned holds it until it execs.
-            var holder = open(path, O_RDONLY)
-            #expect(flock(holder, LOCK_EX) == 0)
-            var pauses: [UInt32] = []
-            let released = PartialFile.lockWaitingOutSpawns(ours) { microseconds in
-                pauses.append(microseconds)
-                close(holder)
-                holder = -1
-            }
-            #expect(released)
-            #expect(pauses == [1_000])
-            let probe = open(path, O_RDONLY)
-            defer { close(probe) }
-            #expect(flock(probe, LOCK_EX | LOCK_NB) != 0)
+            let url = "http://example.test/a.jpg"
+            let partial = try PartialFile(directory: directory.path, url: url)
+            partial.recordValidator("\"v1\"", total: 3, route: "")
+            #expect(write(partial.descriptor, "abc", 3) == 3)
+            let copy = dup(partial.descriptor)
+            defer { close(copy) }
+            partial.close(discard: false)
 
-            let other = open(path, O_RDWR)
-            defer { close(other) }
-            pauses = []
-            // Held on (here by `ours`): refused after a few short pauses.
-            #expect(!PartialFile.lockWaitingOutSpawns(other) { pauses.append($0) })
-            #expect(pauses == [1_000, 2_000, 4_000])
+            let again = try PartialFile(directory: directory.path, url: url)
+            defer { again.close(discard: true) }
+            #expect(again.path == partial.path)
+            #expect(again.resumable?.size == 3)
         }
     }
 
