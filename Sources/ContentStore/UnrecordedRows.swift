@@ -127,7 +127,8 @@ public struct UnrecordedRows: Sendable {
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
             guard let fd = Self.openRegularFile(path) else { continue }
-            defer { close(fd) }
+            // Unlocked before the close: a process being spawned meanwhile holds a copy until it execs.
+            defer { flock(fd, LOCK_UN); close(fd) }
             // Held by another process recording it now, or gone since the listing.
             guard flock(fd, LOCK_EX | LOCK_NB) == 0, access(path, F_OK) == 0,
                   let data = FileManager.default.contents(atPath: path) else { continue }
