@@ -27,8 +27,10 @@ enum PageInsteadOfMedia {
     /// the body's first bytes are kept as they arrive, and its file is read
     /// only for a body resumed from an earlier run (a read from the disk,
     /// since bodies are written past the page cache).
-    /// A page or text that names a `contentEncoding` (mediafetch asks for
-    /// none) is taken for what it says it is.
+    /// A body compressed (a `contentEncoding` named, mediafetch asking for
+    /// none, or a compressed stream's bytes) is no image or sound as stored,
+    /// unless it opens as one: a page or text is taken for what it says it
+    /// is, anything else for compressed data.
     static func reason(contentType: String?, contentEncoding: String? = nil, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
         let media = expectedMedia(url: url, kind: kind)
@@ -88,26 +90,33 @@ enum PageInsteadOfMedia {
         guard isPage || unnamed || labelledMedia || type.map(isTextual) == true else { return nil }
         guard let expected else { return nil }
         let bytes = opening()
+        // Compressed (a coding named, or a compressed stream's bytes, sent
+        // unasked: mediafetch sends no `Accept-Encoding` and undoes none):
+        // no image or sound file as stored, unless it opens as one (a header
+        // that lies). Named a page or text, it is what it says it is (brotli
+        // and deflate pages were stored as the photo); labelled media, or
+        // unnamed, it is the file compressed or anything else: stored, it was
+        // the URL's photo for good, one that never opens.
+        let compressed = !bytes.isEmpty && (contentEncoding.map(namesACompression) == true || isCompressed(bytes))
+            && !opensWithAMediaSignature(bytes)
+        if compressed && (labelledMedia || unnamed) {
+            // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
+            guard mediaNamed else { return nil }
+            return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
+        }
         if labelledMedia {
             guard opensAsHTML(bytes) else { return nil }
             return Refusal(what: "a web page", type: type ?? "", how: "", expected: expected)
         }
-        // Named a page or text, and compressed (a coding named, or gzip's or
-        // zstd's bytes, sent unasked): what it says it is, as no image or
-        // sound is sent so (brotli and deflate were stored as the photo).
-        let compressed = !unnamed && !bytes.isEmpty && (contentEncoding.map(namesACompression) == true || isCompressed(bytes))
-        // Unnamed, a gzip or zstd stream is no image, sound or video file,
-        // whatever it holds (a page, or the file compressed unasked): stored,
-        // it was the URL's photo for good.
-        if unnamed && mediaNamed && isCompressed(bytes) {
-            return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
-        }
         let text = textOpening(bytes, labelledText: !unnamed, charset: charset(contentType))
-        let opensAsPage = opensAsAPage(bytes) || text.map(opensAsAPage) == true
+        // Unnamed, markup must open as a page does: a body of any bytes may
+        // begin with `<`. Labelled text, an HTML page is one whatever its
+        // charset (XML is text: S3's `<Error>`).
+        let opensAsPage = unnamed ? opensAsAPage(bytes) || text.map(opensAsAPage) == true
+            : opensAsHTML(bytes) || text.map(opensAsHTML) == true
         // A page may be plain words ("Access denied" as text/html) as well as markup.
-        // Unnamed, markup must open as a page does: a body of any bytes may begin with `<`.
-        guard compressed || text != nil || isPage && looksLikeMarkup(bytes) || unnamed && opensAsPage else { return nil }
-        return Refusal(what: isPage || unnamed && opensAsPage ? "a web page" : "text", type: type ?? "no type given",
+        guard compressed || text != nil || isPage && looksLikeMarkup(bytes) || opensAsPage else { return nil }
+        return Refusal(what: isPage || opensAsPage ? "a web page" : "text", type: type ?? "no type given",
                        how: compressed ? ", compressed" : "", expected: expected)
     }
 
@@ -144,11 +153,18 @@ enum PageInsteadOfMedia {
 
     static let compressions: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"]
 
-    /// Whether `bytes` begin as a gzip or zstd stream does: a page a server
-    /// compressed though it was not asked to (mediafetch sends no
-    /// `Accept-Encoding`), which would be stored as sent.
+    /// Whether `bytes` begin as a gzip, zstd, xz or bzip2 stream does: a page
+    /// or a file a server compressed though it was not asked to (mediafetch
+    /// sends no `Accept-Encoding`), which would be stored as sent.
+    /// (By the first byte first: this runs for every body where media was asked for.)
     static func isCompressed(_ bytes: [UInt8]) -> Bool {
-        bytes.starts(with: [0x1F, 0x8B, 0x08]) || bytes.starts(with: [0x28, 0xB5, 0x2F, 0xFD])
+        switch bytes.first {
+        case 0x1F: return bytes.starts(with: [0x1F, 0x8B, 0x08]) // gzip
+        case 0x28: return bytes.starts(with: [0x28, 0xB5, 0x2F, 0xFD]) // zstd
+        case 0xFD: return bytes.starts(with: [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00]) // xz
+        case 0x42: return bytes.count >= 4 && bytes[1] == 0x5A && bytes[2] == 0x68 && (0x31...0x39).contains(bytes[3]) // bzip2
+        default: return false
+        }
     }
 
     /// Whether `bytes` begin, after blanks and a UTF-8 byte order mark, with `<`.
@@ -202,43 +218,88 @@ enum PageInsteadOfMedia {
     /// opens with bytes that are not (JPEG `FF D8`, PNG `89`, a NUL in RIFF's,
     /// FLAC's and Ogg's headers).
     ///
-    /// Text is UTF-8, or UTF-16 after its byte order mark (mostly ASCII, as
-    /// a page's markup and an error's words are: an MPEG audio frame may
-    /// open with `FF FE`). Labelled text (`labelledText`: a `text/*`, page,
-    /// JSON or XML type), it may be in the `charset` the type names
-    /// (`shift_jis`, `windows-1250`…), or, with none named or one not known
-    /// here, in a charset that keeps ASCII's control bytes for controls:
-    /// ISO 8859-1 (text's old default), whose 80–9F are controls too, when
-    /// none is named; any, when one is. An error page in Latin-1 or
-    /// Shift_JIS was taken for a photo.
+    /// Text is UTF-8; UTF-16 after its byte order mark (see `utf16Text`);
+    /// and Windows-1252 words, mostly ASCII (Latin-1 is read so, as browsers
+    /// read it). Labelled text (`labelledText`: a `text/*`, page, JSON or XML
+    /// type), it may also be in the `charset` the type names (`shift_jis`,
+    /// `iso-2022-jp`, `windows-1250`, `utf-16le`…), or, with one named that
+    /// cannot be read here (`euc-kr`, `big5`), any bytes but ASCII's
+    /// controls. An error page in Latin-1 or Shift_JIS was taken for a photo.
+    /// Those charsets give meaning to any byte, so an opening that begins
+    /// as media does (`opensWithAMediaSignature`) is never read in them: a
+    /// JPEG whose first segment is XMP, or a long comment, has no control
+    /// byte for dozens or thousands of bytes.
     static func textOpening(_ bytes: [UInt8], labelledText: Bool = false, charset: String? = nil) -> [UInt8]? {
         guard !bytes.isEmpty else { return nil }
-        if let text = String(validating: withoutACutCharacter(bytes), as: UTF8.self), !text.isEmpty {
-            return hasNoControls(text) ? bytes : nil
-        }
-        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
-            return utf16Text(bytes)
-        }
-        guard labelledText, !["utf-8", "utf8", "utf-16", "utf-16le", "utf-16be"].contains(charset) else { return nil }
-        if let charset, let encoding = knownCharsets[charset] {
-            // A multi-byte character cut by the end of the opening is text still.
-            let text = (0...2).lazy.compactMap { cut in
+        let inAnotherCharset = !opensWithAMediaSignature(bytes)
+        // A charset counts where the type says text.
+        let named = labelledText && inAnotherCharset ? charset : nil
+        var namedIsReadable = false
+        if let named, let encoding = knownCharsets[named] {
+            // A multi-byte character (or an escape) cut by the end of the opening is text still.
+            let text = (0...3).lazy.compactMap { cut in
                 cut < bytes.count ? String(bytes: bytes.dropLast(cut), encoding: encoding) : nil
             }.first
-            return text.flatMap { hasNoControls($0) ? Array($0.utf8) : nil }
+            if let text, !text.isEmpty {
+                if hasNoControls(text) { return Array(text.utf8) }
+                namedIsReadable = true
+            }
         }
-        let isControl: (UInt8) -> Bool = { byte in
-            (byte < 0x20 || byte == 0x7F || charset == nil && (0x80...0x9F).contains(byte))
-                && ![0x09, 0x0A, 0x0C, 0x0D].contains(byte)
+        // Labelled another charset, UTF-8 or UTF-16 may still be what was sent.
+        if let text = String(validating: withoutACutCharacter(bytes), as: UTF8.self), !text.isEmpty {
+            // C1 characters count as text here (Windows-1252 text converted twice has them).
+            if hasNoControls(text, countingC1: false) { return bytes }
+            // ISO 2022's seven bits are valid UTF-8, its escapes and shifts controls there.
+            guard named?.hasPrefix("iso-2022") == true else { return nil }
         }
-        guard !bytes.contains(where: isControl) else { return nil }
-        // With no charset named, Latin-1 words are mostly ASCII (a JPEG's `FF D8 FF E0` is none).
-        guard charset != nil || bytes.filter({ $0 < 0x80 }).count * 2 >= bytes.count else { return nil }
-        // Read as Latin-1: a charset not known here keeps ASCII, all the markup a page is known by.
-        var text = String.UnicodeScalarView()
-        text.append(contentsOf: bytes.map(Unicode.Scalar.init))
-        return Array(String(text).utf8)
+        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
+            return utf16Text(bytes.dropFirst(2), bigEndian: bytes[0] == 0xFE)
+        }
+        if let named, named.hasPrefix("utf-16") {
+            // No byte order mark: big-endian unless the name says otherwise (RFC 2781), little-endian as Windows writes it.
+            let bigEndianFirst = named != "utf-16le"
+            return utf16Text(bytes[...], bigEndian: bigEndianFirst)
+                ?? (named == "utf-16" ? utf16Text(bytes[...], bigEndian: false) : nil)
+        }
+        guard inAnotherCharset, !namedIsReadable else { return nil }
+        let allowed: Set<UInt8> = named?.hasPrefix("iso-2022") == true
+            ? [0x09, 0x0A, 0x0C, 0x0D, 0x0E, 0x0F, 0x1B] // ISO 2022's shifts and escapes
+            : [0x09, 0x0A, 0x0C, 0x0D]
+        guard !bytes.contains(where: { ($0 < 0x20 || $0 == 0x7F) && !allowed.contains($0) }) else { return nil }
+        if let named, !unicodeCharsets.contains(named) {
+            // Named, and not one read here: any charset that keeps ASCII. Read
+            // as Latin-1, which keeps ASCII, all the markup a page is known by.
+            var text = String.UnicodeScalarView()
+            text.append(contentsOf: bytes.map(Unicode.Scalar.init))
+            return Array(String(text).utf8)
+        }
+        // None named (or a Unicode one the bytes are not in): Windows-1252
+        // words, mostly ASCII (an MPEG audio frame's bytes are not), without
+        // its five unassigned bytes.
+        guard !bytes.contains(where: { [0x81, 0x8D, 0x8F, 0x90, 0x9D].contains($0) }),
+              bytes.filter({ $0 < 0x80 }).count * 2 >= bytes.count,
+              let text = String(bytes: bytes, encoding: .windowsCP1252) else { return nil }
+        return Array(text.utf8)
     }
+
+    /// The charsets of Unicode, which `textOpening` reads by their own rules.
+    private static let unicodeCharsets: Set<String> = ["utf-8", "utf8", "utf-16", "utf-16le", "utf-16be"]
+
+    /// Whether `bytes` begin as an image, sound or video file does: JPEG,
+    /// PNG, GIF, RIFF (WAV, WebP, AVI), AIFF, FLAC, Ogg, an ID3 tag, an MPEG
+    /// audio or ADTS frame, Matroska/WebM, TIFF, or an ISO media file (`ftyp`:
+    /// MP4, M4A, MOV, HEIC, AVIF).
+    static func opensWithAMediaSignature(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 2 else { return false }
+        if bytes[0] == 0xFF, bytes[1] & 0xE0 == 0xE0 || bytes[1] == 0xD8 { return true }
+        if bytes.count >= 8, bytes[4...7].elementsEqual("ftyp".utf8) { return true }
+        return mediaSignatures.contains { bytes.starts(with: $0) }
+    }
+
+    private static let mediaSignatures: [[UInt8]] = [
+        [0x89, 0x50, 0x4E, 0x47], Array("GIF8".utf8), Array("RIFF".utf8), Array("FORM".utf8), Array("fLaC".utf8),
+        Array("OggS".utf8), Array("ID3".utf8), [0x1A, 0x45, 0xDF, 0xA3], [0x49, 0x49, 0x2A, 0x00], [0x4D, 0x4D, 0x00, 0x2A],
+    ]
 
     /// `bytes` without the start of a UTF-8 character that the end of the
     /// opening cut (a lead byte and fewer continuation bytes than it calls
@@ -252,18 +313,24 @@ enum PageInsteadOfMedia {
         return length > bytes.endIndex - (start - 1) ? bytes[..<(start - 1)] : bytes[...]
     }
 
-    /// Whether `text` has no control character but tabs, line breaks and form feeds (C1's included).
-    private static func hasNoControls(_ text: String) -> Bool {
+    /// Whether `text` has no control character but tabs, line breaks and
+    /// form feeds; C1's (U+0080–U+009F) count when `countingC1`.
+    private static func hasNoControls(_ text: String, countingC1: Bool = true) -> Bool {
         text.unicodeScalars.allSatisfy {
-            $0.value >= 0x20 && $0.value != 0x7F && !(0x80...0x9F).contains($0.value) || [0x09, 0x0A, 0x0C, 0x0D].contains($0.value)
+            $0.value >= 0x20 && $0.value != 0x7F && !(countingC1 && (0x80...0x9F).contains($0.value))
+                || [0x09, 0x0A, 0x0C, 0x0D].contains($0.value)
         }
     }
 
-    /// UTF-16 `bytes` after their byte order mark, as UTF-8, when they are
-    /// text (see `textOpening`) and at least half of their characters ASCII.
-    private static func utf16Text(_ bytes: [UInt8]) -> [UInt8]? {
-        let bigEndian = bytes[0] == 0xFE
-        var units: [UInt16] = stride(from: 2, to: bytes.count - 1, by: 2).map { index in
+    /// UTF-16 `bytes` (after a byte order mark, if there was one) as UTF-8
+    /// when they are text: no control, and either mostly ASCII (a page's
+    /// markup, a Latin script's words) or at least eight characters with
+    /// none unassigned or for private use (Japanese, Russian). An MPEG audio
+    /// frame may open with `FF FE`: its bytes, read so, soon pair no
+    /// surrogates or fall in the private use area.
+    private static func utf16Text(_ bytes: ArraySlice<UInt8>, bigEndian: Bool) -> [UInt8]? {
+        let start = bytes.startIndex
+        var units: [UInt16] = stride(from: start, to: bytes.endIndex - 1, by: 2).map { index in
             let first = UInt16(bytes[index]), second = UInt16(bytes[index + 1])
             return bigEndian ? first << 8 | second : second << 8 | first
         }
@@ -271,8 +338,12 @@ enum PageInsteadOfMedia {
         if let last = units.last, UTF16.isLeadSurrogate(last) { units.removeLast() }
         guard !units.isEmpty, let text = String(validating: units, as: UTF16.self), hasNoControls(text) else { return nil }
         let scalars = text.unicodeScalars
-        guard scalars.filter({ $0.isASCII }).count * 2 >= scalars.count else { return nil }
-        return Array(text.utf8)
+        if scalars.filter({ $0.isASCII }).count * 2 >= scalars.count { return Array(text.utf8) }
+        let ordinary = scalars.allSatisfy { scalar in
+            let category = scalar.properties.generalCategory
+            return category != .unassigned && category != .privateUse && !scalar.properties.isNoncharacterCodePoint
+        }
+        return ordinary && scalars.count >= 8 ? Array(text.utf8) : nil
     }
 
     /// The `charset` parameter of a `Content-Type` value, lower-cased and unquoted; nil when it names none.
@@ -290,8 +361,9 @@ enum PageInsteadOfMedia {
     /// The charsets, by their registered names and common aliases, that
     /// text is read in besides UTF-8 and UTF-16.
     private static let knownCharsets: [String: String.Encoding] = [
-        "iso-8859-1": .isoLatin1, "iso_8859-1": .isoLatin1, "latin1": .isoLatin1, "l1": .isoLatin1,
-        "us-ascii": .isoLatin1, "ascii": .isoLatin1,
+        // As browsers read them (the WHATWG Encoding Standard): servers send Windows-1252 under these names.
+        "iso-8859-1": .windowsCP1252, "iso_8859-1": .windowsCP1252, "latin1": .windowsCP1252, "l1": .windowsCP1252,
+        "us-ascii": .windowsCP1252, "ascii": .windowsCP1252,
         "iso-8859-2": .isoLatin2, "iso_8859-2": .isoLatin2, "latin2": .isoLatin2, "l2": .isoLatin2,
         "windows-1250": .windowsCP1250, "cp1250": .windowsCP1250, "windows-1251": .windowsCP1251, "cp1251": .windowsCP1251,
         "windows-1252": .windowsCP1252, "cp1252": .windowsCP1252, "windows-1253": .windowsCP1253, "cp1253": .windowsCP1253,

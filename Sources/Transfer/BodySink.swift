@@ -303,9 +303,10 @@ final class FileSink: BodySink {
     private var pendingAnswer: PendingAnswer?
 
     /// How many first bytes an answer to a resume is judged by, unless it
-    /// ends sooner: enough for a media file's opening to show a byte no text
-    /// has (a WAV's `RIFF`, its length and `WAVEfmt ` may all be printable;
-    /// the bytes after them are not). A first write is most often more.
+    /// ends sooner: enough for a media file's opening to show its signature
+    /// or a byte no text has (a WAV's `RIFF`, its length and `WAVEfmt ` may
+    /// all be printable; the bytes after them are not). A first write is
+    /// most often more.
     static let answerJudgedBy = 32
 
     /// Bytes of an answer taken after it was judged, still to be written

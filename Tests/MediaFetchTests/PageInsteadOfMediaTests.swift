@@ -148,7 +148,18 @@ import URLText
                                               size: 83, opening: { deflated })
                 == "the server sent a web page (text/html, compressed, 83 B) where a .jpg file was asked for; not stored", "\(coding)")
         }
+        // Labelled media, or with no type, a compressed body is no photo (it never opens), unless it opens as one: the header lies.
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
+                                          size: 83, opening: { deflated })
+                == "the server sent compressed data (image/jpeg, 83 B) where a .jpg file was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: nil, contentEncoding: "br", url: "https://h/a.mp3", kind: .file,
+                                          size: 83, opening: { deflated })?.hasPrefix("the server sent compressed data (no type given") == true)
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
+        for type in ["image/jpeg", "text/plain", "application/octet-stream"] {
+            #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
+                                              size: 83, opening: { jpeg }) == nil, "\(type)")
+        }
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a", kind: .file,
                                           size: 83, opening: { deflated }) == nil)
         // PHP's `Content-Encoding: none` names no coding: a real photo labelled text/plain is the photo.
         #expect(PageInsteadOfMedia.reason(contentType: "text/plain", contentEncoding: "none", url: "https://h/a.jpg", kind: .file,
@@ -256,6 +267,70 @@ import URLText
         #expect(PageInsteadOfMedia.looksLikeText(utf16("Zugriff verweigert 🚫", bigEndian: true).dropLast(2)))
     }
 
+    /// What two reviews found let through, or refused, in other charsets.
+    @Test func errorsInOtherCharsetsFoundByReviewsAreRefused() {
+        func refusal(_ type: String?, _ body: [UInt8], url: String = "http://h/p.jpg") -> String? {
+            PageInsteadOfMedia.reason(contentType: type, url: url, kind: .file, size: Int64(body.count), opening: { body })
+        }
+        func utf16(_ text: String, bigEndian: Bool, mark: Bool = true) -> [UInt8] {
+            (mark ? (bigEndian ? [0xFE, 0xFF] : [0xFF, 0xFE]) : []) + text.utf16.flatMap { unit -> [UInt8] in
+                bigEndian ? [UInt8(unit >> 8), UInt8(unit & 0xFF)] : [UInt8(unit & 0xFF), UInt8(unit >> 8)]
+            }
+        }
+        // "Zugriff verweigert – Sie haben keine Berechtigung „hier“" in Windows-1252, under Latin-1's names or none.
+        let german = Array("Zugriff verweigert ".utf8) + [0x96] + Array(" Sie haben keine Berechtigung ".utf8) + [0x84]
+            + Array("hier".utf8) + [0x93]
+        for type in ["text/plain", "text/plain; charset=iso-8859-1", "text/plain; charset=US-ASCII", "text/plain; charset=utf-8",
+                     "application/octet-stream"] {
+            #expect(refusal(type, german)?.hasPrefix("the server sent text (") == true, "\(type)")
+        }
+        #expect(refusal(nil, german) == "the server sent text (no type given, 56 B) where a .jpg file was asked for; not stored")
+        // Windows-1252 converted twice into UTF-8: C1 characters are text there.
+        #expect(refusal("text/plain", Array("Access denied \u{96} you don\u{92}t have permission".utf8)) != nil)
+        // ISO-2022-JP (7 bits, with escapes), EUC-JP (not read here: any bytes but ASCII's controls), ISO-2022-KR.
+        let iso2022: [UInt8] = [0x1B, 0x24, 0x42, 0x25, 0x22, 0x25, 0x2F, 0x25, 0x3B, 0x25, 0x39, 0x35, 0x71, 0x48, 0x5D, 0x1B, 0x28, 0x42]
+        #expect(refusal("text/plain; charset=iso-2022-jp", iso2022) != nil)
+        let eucJP: [UInt8] = [0xA5, 0xA2, 0xA5, 0xAF, 0xA5, 0xBB, 0xA5, 0xB9, 0xB5, 0xF1, 0xC8, 0xDD]
+        #expect(refusal("text/plain; charset=EUC-JP", eucJP) != nil)
+        #expect(refusal("text/plain; charset=iso-2022-kr", [0x1B, 0x24, 0x29, 0x43, 0x0E, 0x3E, 0x7B, 0x0F, 0x41]) != nil)
+        // UTF-16 of a script that is not Latin, with its byte order mark or under a name that says which.
+        #expect(refusal(nil, utf16("アクセスが拒否されました。", bigEndian: false)) != nil)
+        #expect(refusal("application/octet-stream", utf16("Ошибка 403. Доступ запрещён.", bigEndian: true)) != nil)
+        #expect(refusal("text/plain; charset=UTF-16LE", utf16("Accès refusé", bigEndian: false, mark: false)) != nil)
+        #expect(refusal("text/plain; charset=utf-16", utf16("Accès refusé", bigEndian: true, mark: false)) != nil)
+        #expect(refusal("text/plain; charset=utf-16", utf16("Accès refusé", bigEndian: false, mark: false)) != nil)
+        // An HTML page is one under text/plain too, whatever its charset.
+        let shiftJISPage = Array("<html><head><title>".utf8) + [0x83, 0x41, 0x83, 0x4E, 0x83, 0x5A, 0x83, 0x58, 0x8B, 0x91, 0x94, 0xDB]
+        #expect(refusal("text/plain", shiftJISPage)?.hasPrefix("the server sent a web page (text/plain, ") == true)
+        // Compressed streams other than gzip and zstd, with no type.
+        #expect(refusal(nil, [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00, 0x00, 0x04])?.hasPrefix("the server sent compressed data") == true)
+        #expect(refusal("application/octet-stream", Array("BZh91AY&SY".utf8))?.hasPrefix("the server sent compressed data") == true)
+    }
+
+    /// Media that two reviews found refused, or close to it: a JPEG whose
+    /// first segment is text, and an MPEG frame read in a charset not known here.
+    @Test func mediaThatOpensWithTextOrHighBytesIsStored() {
+        func refusal(_ type: String?, _ body: [UInt8], url: String = "http://h/p.jpg") -> String? {
+            PageInsteadOfMedia.reason(contentType: type, url: url, kind: .file, size: Int64(body.count), opening: { body })
+        }
+        // XMP first: the first NUL is at byte 34; a resume's answer is judged by 32.
+        let xmp = [0xFF, 0xD8, 0xFF, 0xE1, 0x0C, 0x5E] + Array("http://ns.adobe.com/xap/1.0/".utf8) + [0x00]
+        // A comment of Latin-1 words first (`FF FE`, then its length).
+        let comment = [0xFF, 0xD8, 0xFF, 0xFE, 0x24, 0x24] + Array(String(repeating: "Photo prise à Bratislava. ", count: 20).utf8).prefix(506)
+        for type in ["text/plain", "text/html", "text/plain; charset=iso-8859-1", "text/plain; charset=windows-1252",
+                     "text/plain; charset=gbk", "text/plain; charset=utf-8", nil] as [String?] {
+            #expect(refusal(type, Array(xmp.prefix(32))) == nil, "\(type ?? "none")")
+            #expect(refusal(type, Array(comment)) == nil, "\(type ?? "none")")
+        }
+        // An MPEG audio frame, then bytes of 0x80–0xFF: a charset not known here gives them meaning.
+        let frame = [0xFF, 0xFB, 0x90, 0x64] + (0..<508).map { UInt8(0x80 + ($0 * 37) % 128) }
+        for type in ["text/plain; charset=bogus", "text/plain; charset=koi8-r", "text/plain"] {
+            #expect(refusal(type, frame, url: "http://h/a.mp3") == nil, "\(type)")
+        }
+        #expect(PageInsteadOfMedia.opensWithAMediaSignature(Array("\0\0\0\u{20}ftypheic".utf8)))
+        #expect(!PageInsteadOfMedia.opensWithAMediaSignature(Array("Access".utf8)))
+    }
+
     /// Media never reads as text in another charset: its opening has
     /// control bytes where text has none.
     @Test func mediaIsNotTakenForTextInAnotherCharset() {
@@ -272,8 +347,10 @@ import URLText
         for charset in [nil, "gbk", "windows-1252", "shift_jis"] as [String?] {
             #expect(PageInsteadOfMedia.textOpening(jpeg, labelledText: true, charset: charset) == nil)
         }
-        // Unlabelled, only UTF-8 and UTF-16 are text: a Latin-1 opening may be any bytes.
-        #expect(PageInsteadOfMedia.textOpening(Array("Acc".utf8) + [0xE8, 0x73], labelledText: false) == nil)
+        // Unlabelled as labelled, Windows-1252 is read for words, mostly ASCII.
+        #expect(PageInsteadOfMedia.textOpening(Array("Acc".utf8) + [0xE8, 0x73], labelledText: false)
+                == Array("Accès".utf8))
+        #expect(PageInsteadOfMedia.textOpening([0x41, 0xE8, 0xE9, 0xEA], labelledText: true) == nil)
         #expect(PageInsteadOfMedia.charset(" text/plain ; Charset = \"Shift_JIS\" ;q=1") == "shift_jis")
         #expect(PageInsteadOfMedia.charset("text/plain") == nil && PageInsteadOfMedia.charset(nil) == nil)
     }
