@@ -84,30 +84,38 @@ enum PageInsteadOfMedia {
         let isPage = type == "text/html" || type == "application/xhtml+xml"
         // Labelled media, yet an HTML page (a misconfigured server or CDN
         // labels its error page as the image it stands for): no image, sound
-        // or video opens as one. (Not an SVG or other XML type, which may.)
-        let labelledMedia = type.map { ($0.hasPrefix("image/") || $0.hasPrefix("audio/") || $0.hasPrefix("video/"))
-            && !$0.hasSuffix("+xml") && !$0.hasSuffix("/xml") } == true
+        // or video opens as one. (An SVG, which is XML, does not either: an
+        // image so labelled is one.)
+        let labelledMedia = type.map { $0.hasPrefix("image/") || $0.hasPrefix("audio/") || $0.hasPrefix("video/") } == true
         guard isPage || unnamed || labelledMedia || type.map(isTextual) == true else { return nil }
         guard let expected else { return nil }
         let bytes = opening()
-        // Compressed (a coding named, or a compressed stream's bytes, sent
-        // unasked: mediafetch sends no `Accept-Encoding` and undoes none):
-        // no image or sound file as stored, unless it opens as one (a header
-        // that lies). Named a page or text, it is what it says it is (brotli
-        // and deflate pages were stored as the photo); labelled media, or
-        // unnamed, it is the file compressed or anything else: stored, it was
-        // the URL's photo for good, one that never opens.
-        let compressed = !bytes.isEmpty && (contentEncoding.map(namesACompression) == true || isCompressed(bytes))
-            && !opensWithAMediaSignature(bytes)
-        if compressed && (labelledMedia || unnamed) {
-            // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
-            guard mediaNamed else { return nil }
-            return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
+        // Compressed, sent unasked (mediafetch sends no `Accept-Encoding` and
+        // undoes none): no image or sound file as stored, unless it opens as
+        // one. Named a page or text, with a coding named or a compressed
+        // stream's bytes, it is what it says it is (brotli and deflate pages
+        // were stored as the photo). Labelled media, or unnamed, only a
+        // compressed stream's bytes tell: it is the file compressed, or
+        // anything else (stored, it was the URL's photo for good, one that
+        // never opens), where a header alone may lie (a BMP, or a QuickTime
+        // file that opens with `moov`, sent with `Content-Encoding: gzip`).
+        let codingNamed = contentEncoding.map(namesACompression) == true
+        if labelledMedia || unnamed {
+            let compressedStream = isCompressed(bytes)
+                || codingNamed && opensAsZlib(bytes) && contentEncoding?.lowercased().contains("deflate") == true
+            if compressedStream && !opensWithAMediaSignature(bytes) {
+                // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
+                guard mediaNamed else { return nil }
+                return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
+            }
         }
         if labelledMedia {
-            guard opensAsHTML(bytes) else { return nil }
+            // (A page in UTF-16 opens with its byte order mark.)
+            let htmlInUTF16 = bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF])
+            guard opensAsHTML(bytes) || htmlInUTF16 && textOpening(bytes).map(opensAsHTML) == true else { return nil }
             return Refusal(what: "a web page", type: type ?? "", how: "", expected: expected)
         }
+        let compressed = !unnamed && !bytes.isEmpty && (codingNamed || isCompressed(bytes)) && !opensWithAMediaSignature(bytes)
         let text = textOpening(bytes, labelledText: !unnamed, charset: charset(contentType))
         // Unnamed, markup must open as a page does: a body of any bytes may
         // begin with `<`. Labelled text, an HTML page is one whatever its
@@ -165,6 +173,12 @@ enum PageInsteadOfMedia {
         case 0x42: return bytes.count >= 4 && bytes[1] == 0x5A && bytes[2] == 0x68 && (0x31...0x39).contains(bytes[3]) // bzip2
         default: return false
         }
+    }
+
+    /// Whether `bytes` begin as a zlib stream does (`deflate` as HTTP
+    /// means it): deflate's method and a header check that 31 divides.
+    static func opensAsZlib(_ bytes: [UInt8]) -> Bool {
+        bytes.count >= 2 && bytes[0] & 0x0F == 8 && bytes[0] >> 4 <= 7 && (UInt16(bytes[0]) << 8 | UInt16(bytes[1])) % 31 == 0
     }
 
     /// Whether `bytes` begin, after blanks and a UTF-8 byte order mark, with `<`.
@@ -231,9 +245,24 @@ enum PageInsteadOfMedia {
     /// byte for dozens or thousands of bytes.
     static func textOpening(_ bytes: [UInt8], labelledText: Bool = false, charset: String? = nil) -> [UInt8]? {
         guard !bytes.isEmpty else { return nil }
+        // By a byte order mark, UTF-32's first (it opens with UTF-16's).
+        if bytes.starts(with: [0xFF, 0xFE, 0x00, 0x00]) || bytes.starts(with: [0x00, 0x00, 0xFE, 0xFF]) {
+            return wideText(bytes.dropFirst(4), width: 4, bigEndian: bytes[0] == 0)
+        }
+        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
+            return wideText(bytes.dropFirst(2), width: 2, bigEndian: bytes[0] == 0xFE)
+        }
         let inAnotherCharset = !opensWithAMediaSignature(bytes)
         // A charset counts where the type says text.
         let named = labelledText && inAnotherCharset ? charset : nil
+        if let named, named.hasPrefix("utf-16") || named.hasPrefix("utf-32") {
+            // No byte order mark: big-endian unless the name says otherwise (RFC 2781), then little-endian as Windows writes it.
+            let width = named.hasPrefix("utf-32") ? 4 : 2
+            let text = named.hasSuffix("le") ? nil : wideText(bytes[...], width: width, bigEndian: true)
+            if let text = text ?? (named.hasSuffix("be") ? nil : wideText(bytes[...], width: width, bigEndian: false)) {
+                return text
+            }
+        }
         var namedIsReadable = false
         if let named, let encoding = knownCharsets[named] {
             // A multi-byte character (or an escape) cut by the end of the opening is text still.
@@ -245,28 +274,24 @@ enum PageInsteadOfMedia {
                 namedIsReadable = true
             }
         }
-        // Labelled another charset, UTF-8 or UTF-16 may still be what was sent.
+        // Labelled another charset, UTF-8 may still be what was sent.
         if let text = String(validating: withoutACutCharacter(bytes), as: UTF8.self), !text.isEmpty {
             // C1 characters count as text here (Windows-1252 text converted twice has them).
             if hasNoControls(text, countingC1: false) { return bytes }
+            // ISO-2022-JP with no charset named: its escapes say what it is.
+            if named == nil, labelledText, inAnotherCharset, bytes.contains(0x1B),
+               let text = String(bytes: bytes, encoding: .iso2022JP), !text.isEmpty, hasNoControls(text) {
+                return Array(text.utf8)
+            }
             // ISO 2022's seven bits are valid UTF-8, its escapes and shifts controls there.
             guard named?.hasPrefix("iso-2022") == true else { return nil }
-        }
-        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
-            return utf16Text(bytes.dropFirst(2), bigEndian: bytes[0] == 0xFE)
-        }
-        if let named, named.hasPrefix("utf-16") {
-            // No byte order mark: big-endian unless the name says otherwise (RFC 2781), little-endian as Windows writes it.
-            let bigEndianFirst = named != "utf-16le"
-            return utf16Text(bytes[...], bigEndian: bigEndianFirst)
-                ?? (named == "utf-16" ? utf16Text(bytes[...], bigEndian: false) : nil)
         }
         guard inAnotherCharset, !namedIsReadable else { return nil }
         let allowed: Set<UInt8> = named?.hasPrefix("iso-2022") == true
             ? [0x09, 0x0A, 0x0C, 0x0D, 0x0E, 0x0F, 0x1B] // ISO 2022's shifts and escapes
             : [0x09, 0x0A, 0x0C, 0x0D]
         guard !bytes.contains(where: { ($0 < 0x20 || $0 == 0x7F) && !allowed.contains($0) }) else { return nil }
-        if let named, !unicodeCharsets.contains(named) {
+        if let named, !unicodeCharsets.contains(named), !named.hasPrefix("utf-") {
             // Named, and not one read here: any charset that keeps ASCII. Read
             // as Latin-1, which keeps ASCII, all the markup a page is known by.
             var text = String.UnicodeScalarView()
@@ -286,15 +311,23 @@ enum PageInsteadOfMedia {
     private static let unicodeCharsets: Set<String> = ["utf-8", "utf8", "utf-16", "utf-16le", "utf-16be"]
 
     /// Whether `bytes` begin as an image, sound or video file does: JPEG,
-    /// PNG, GIF, RIFF (WAV, WebP, AVI), AIFF, FLAC, Ogg, an ID3 tag, an MPEG
-    /// audio or ADTS frame, Matroska/WebM, TIFF, or an ISO media file (`ftyp`:
-    /// MP4, M4A, MOV, HEIC, AVIF).
+    /// PNG, GIF, BMP, RIFF (WAV, WebP, AVI), AIFF, FLAC, Ogg, an ID3 tag, an
+    /// MPEG audio or ADTS frame (after zeros, as some MP3s have), Matroska/WebM,
+    /// TIFF, or an ISO media or QuickTime file (`ftyp`, `moov`, `mdat`,
+    /// `wide`, `free`, `skip`, `pnot` first: MP4, M4A, MOV, HEIC, AVIF).
     static func opensWithAMediaSignature(_ bytes: [UInt8]) -> Bool {
         guard bytes.count >= 2 else { return false }
-        if bytes[0] == 0xFF, bytes[1] & 0xE0 == 0xE0 || bytes[1] == 0xD8 { return true }
-        if bytes.count >= 8, bytes[4...7].elementsEqual("ftyp".utf8) { return true }
+        let frame = bytes.prefix(66).firstIndex { $0 != 0 } ?? bytes.endIndex
+        if frame + 1 < bytes.count, bytes[frame] == 0xFF, bytes[frame + 1] & 0xE0 == 0xE0 || frame == 0 && bytes[1] == 0xD8 {
+            return true
+        }
+        if bytes.count >= 8, quickTimeBoxes.contains(where: { bytes[4...7].elementsEqual($0) }) { return true }
+        // A BMP's two reserved words are zero.
+        if bytes.count >= 10, bytes[0] == 0x42, bytes[1] == 0x4D, bytes[6...9].allSatisfy({ $0 == 0 }) { return true }
         return mediaSignatures.contains { bytes.starts(with: $0) }
     }
+
+    private static let quickTimeBoxes = ["ftyp", "moov", "mdat", "wide", "free", "skip", "pnot"].map { Array($0.utf8) }
 
     private static let mediaSignatures: [[UInt8]] = [
         [0x89, 0x50, 0x4E, 0x47], Array("GIF8".utf8), Array("RIFF".utf8), Array("FORM".utf8), Array("fLaC".utf8),
@@ -322,21 +355,30 @@ enum PageInsteadOfMedia {
         }
     }
 
-    /// UTF-16 `bytes` (after a byte order mark, if there was one) as UTF-8
-    /// when they are text: no control, and either mostly ASCII (a page's
-    /// markup, a Latin script's words) or at least eight characters with
-    /// none unassigned or for private use (Japanese, Russian). An MPEG audio
-    /// frame may open with `FF FE`: its bytes, read so, soon pair no
-    /// surrogates or fall in the private use area.
-    private static func utf16Text(_ bytes: ArraySlice<UInt8>, bigEndian: Bool) -> [UInt8]? {
-        let start = bytes.startIndex
-        var units: [UInt16] = stride(from: start, to: bytes.endIndex - 1, by: 2).map { index in
-            let first = UInt16(bytes[index]), second = UInt16(bytes[index + 1])
-            return bigEndian ? first << 8 | second : second << 8 | first
+    /// UTF-16 or UTF-32 `bytes` (`width` 2 or 4; after a byte order mark,
+    /// if there was one) as UTF-8 when they are text: no control, and either
+    /// mostly ASCII (a page's markup, a Latin script's words) or at least
+    /// eight characters with none unassigned or for private use (Japanese,
+    /// Russian). An MPEG audio frame may open with `FF FE`: its bytes, read
+    /// so, soon pair no surrogates or fall in the private use area. A byte
+    /// order mark alone is an empty text.
+    private static func wideText(_ bytes: ArraySlice<UInt8>, width: Int, bigEndian: Bool) -> [UInt8]? {
+        guard !bytes.isEmpty else { return [] }
+        var units: [UInt32] = stride(from: bytes.startIndex, to: bytes.endIndex - (width - 1), by: width).map { index in
+            let unit = bytes[index..<(index + width)]
+            let mostSignificantFirst = bigEndian ? Array(unit) : unit.reversed()
+            return mostSignificantFirst.reduce(0) { $0 << 8 | UInt32($1) }
         }
-        // A pair cut by the end of the opening.
-        if let last = units.last, UTF16.isLeadSurrogate(last) { units.removeLast() }
-        guard !units.isEmpty, let text = String(validating: units, as: UTF16.self), hasNoControls(text) else { return nil }
+        let text: String?
+        if width == 2 {
+            // A pair cut by the end of the opening.
+            if let last = units.last, UTF16.isLeadSurrogate(UInt16(last)) { units.removeLast() }
+            text = String(validating: units.map { UInt16($0) }, as: UTF16.self)
+        } else {
+            let scalars = units.compactMap(Unicode.Scalar.init)
+            text = scalars.count == units.count ? String(String.UnicodeScalarView(scalars)) : nil
+        }
+        guard let text, !text.isEmpty, hasNoControls(text) else { return nil }
         let scalars = text.unicodeScalars
         if scalars.filter({ $0.isASCII }).count * 2 >= scalars.count { return Array(text.utf8) }
         let ordinary = scalars.allSatisfy { scalar in

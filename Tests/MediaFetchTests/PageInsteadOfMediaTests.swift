@@ -149,11 +149,22 @@ import URLText
                 == "the server sent a web page (text/html, compressed, 83 B) where a .jpg file was asked for; not stored", "\(coding)")
         }
         // Labelled media, or with no type, a compressed body is no photo (it never opens), unless it opens as one: the header lies.
+        let gzipped: [UInt8] = [0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03]
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
-                                          size: 83, opening: { deflated })
+                                          size: 83, opening: { gzipped })
                 == "the server sent compressed data (image/jpeg, 83 B) where a .jpg file was asked for; not stored")
-        #expect(PageInsteadOfMedia.reason(contentType: nil, contentEncoding: "br", url: "https://h/a.mp3", kind: .file,
+        #expect(PageInsteadOfMedia.reason(contentType: nil, contentEncoding: "deflate", url: "https://h/a.mp3", kind: .file,
                                           size: 83, opening: { deflated })?.hasPrefix("the server sent compressed data (no type given") == true)
+        // Labelled media or unnamed, only the bytes tell: a header alone may lie (a BMP, a QuickTime file that opens with `moov`).
+        let bmp: [UInt8] = [0x42, 0x4D, 0x46, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x36, 0x00]
+        let movie: [UInt8] = [0x00, 0x00, 0x6C, 0x5A] + Array("moov".utf8) + [0x00, 0x00, 0x00, 0x6C]
+        let zeros: [UInt8] = [0x00, 0x00, 0x00, 0xFF, 0xFB, 0x90, 0x64]
+        for (opening, url) in [(bmp, "https://h/a.bmp"), (movie, "https://h/a.mov"), (zeros, "https://h/a.mp3"), (deflated, "https://h/a.jpg")] {
+            for type in ["image/bmp", "video/quicktime", "application/octet-stream"] {
+                #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: "br", url: url, kind: .file,
+                                                  size: 83, opening: { opening }) == nil, "\(url) \(type)")
+            }
+        }
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
         for type in ["image/jpeg", "text/plain", "application/octet-stream"] {
             #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
@@ -305,6 +316,43 @@ import URLText
         // Compressed streams other than gzip and zstd, with no type.
         #expect(refusal(nil, [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00, 0x00, 0x04])?.hasPrefix("the server sent compressed data") == true)
         #expect(refusal("application/octet-stream", Array("BZh91AY&SY".utf8))?.hasPrefix("the server sent compressed data") == true)
+    }
+
+    /// What the second round of the black-box review found.
+    @Test func wideTextISO2022AndPagesInUTF16AreFoundWhereverTheyAre() {
+        func refusal(_ type: String?, _ body: [UInt8], url: String = "http://h/p.jpg") -> String? {
+            PageInsteadOfMedia.reason(contentType: type, url: url, kind: .file, size: Int64(body.count), opening: { body })
+        }
+        func wide(_ text: String, width: Int, bigEndian: Bool) -> [UInt8] {
+            text.unicodeScalars.flatMap { scalar -> [UInt8] in
+                let units: [UInt32] = width == 4 ? [scalar.value] : String(scalar).utf16.map(UInt32.init)
+                return units.flatMap { unit -> [UInt8] in
+                    let bytes = (0..<width).map { UInt8(truncatingIfNeeded: unit >> (8 * $0)) }
+                    return bigEndian ? bytes.reversed() : bytes
+                }
+            }
+        }
+        // Cyrillic in UTF-16 without a mark is valid UTF-8 (every byte below 0x80): the name says what it is.
+        let russian = "Доступ запрещен\n"
+        #expect(refusal("text/plain; charset=utf-16le", wide(russian, width: 2, bigEndian: false)) != nil)
+        #expect(refusal("text/plain; charset=UTF-16BE", wide(russian, width: 2, bigEndian: true)) != nil)
+        #expect(refusal("text/plain; charset=utf-16", wide(russian, width: 2, bigEndian: false)) != nil)
+        // UTF-32, by its mark or its name.
+        #expect(refusal("text/plain", [0xFF, 0xFE, 0x00, 0x00] + wide("Access denied", width: 4, bigEndian: false)) != nil)
+        #expect(refusal("text/plain; charset=utf-32", wide("Access denied", width: 4, bigEndian: true)) != nil)
+        // ISO-2022-JP with no charset named.
+        let iso2022: [UInt8] = [0x1B, 0x24, 0x42, 0x25, 0x22, 0x25, 0x2F, 0x25, 0x3B, 0x25, 0x39, 0x35, 0x71, 0x48, 0x5D, 0x1B, 0x28, 0x42]
+        #expect(refusal("text/plain", iso2022) != nil)
+        // A byte order mark alone is an empty text, as UTF-8's is.
+        for mark in [[0xFF, 0xFE], [0xFE, 0xFF], [0xFF, 0xFE, 0x00, 0x00], [0x00, 0x00, 0xFE, 0xFF], [0xEF, 0xBB, 0xBF]] as [[UInt8]] {
+            #expect(refusal("text/plain", mark) != nil, "\(mark)")
+        }
+        // An HTML page in UTF-16, labelled as the image.
+        #expect(refusal("image/jpeg", [0xFF, 0xFE] + wide("<html><body>Login</body></html>", width: 2, bigEndian: false))?
+            .hasPrefix("the server sent a web page (image/jpeg") == true)
+        // An SVG is an image: labelled one, it is not refused as text, wherever it is.
+        let svg = Array("<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8)
+        #expect(refusal("image/svg+xml", svg) == nil)
     }
 
     /// Media that two reviews found refused, or close to it: a JPEG whose
