@@ -997,8 +997,12 @@ import TestSupport
                     return nil
                 })
             }
-            #expect(openings.withLock { $0 }.map(\.count) == [32])
-            #expect(openings.withLock { $0 }.first == Array(new.prefix(32)))
+            // Judged once, at 32 bytes or the first write past them (a busy
+            // machine may read a few trickled bytes at once).
+            let judged = openings.withLock { $0 }
+            #expect(judged.count == 1)
+            #expect((32..<new.count).contains(judged.first?.count ?? 0), "\(judged.map(\.count))")
+            #expect(judged.first.map { Array(new.prefix($0.count)) == $0 } == true)
             #expect(body.sha256 == sha256(new))
             #expect(body.size == Int64(new.count))
             #expect(body.resumedBytes == 0)
