@@ -472,6 +472,7 @@ enum PageInsteadOfMedia {
     static let mediaExtensions: Set<String> = [
         "jpg", "jpeg", "png", "gif", "webp", "heic", "heif", "avif", "tif", "tiff", "bmp",
         "mp3", "wav", "flac", "ogg", "oga", "opus", "m4a", "aac", "aif", "aiff",
-        "mp4", "m4v", "mov", "webm", "mkv", "avi",
+        "m4b", "wma", "mka", "amr", "caf", "jxl",
+        "mp4", "m4v", "mov", "webm", "mkv", "avi", "ogv", "3gp", "mpg", "mpeg", "flv",
     ]
 }

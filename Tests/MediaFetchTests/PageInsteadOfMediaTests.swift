@@ -64,6 +64,9 @@ import URLText
             #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: url, kind: .file, size: 1, opening: { page }) != nil, "\(url)")
         }
         #expect(PageInsteadOfMedia.mediaExtension(of: "http://h/a.jpg;jsessionid=1") == "jpg")
+        for ext in ["ogv", "3gp", "mpg", "flv", "wma", "m4b", "jxl"] {
+            #expect(PageInsteadOfMedia.mediaExtension(of: "http://h/clip.\(ext.uppercased())") == ext)
+        }
         #expect(PageInsteadOfMedia.mediaExtension(of: "http://h/a.html;x.jpg") == nil)
     }
 
