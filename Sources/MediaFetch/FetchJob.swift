@@ -513,7 +513,7 @@ public final class FetchJob: Sendable {
                     let item = items[index]
                     if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, contentEncoding: body.contentEncoding,
                                                                url: item.url, kind: item.kind,
-                                                               size: body.size, opening: { body.opening ?? PageInsteadOfMedia.opening(of: body.path) }) {
+                                                               size: body.size, opening: { body.opening ?? BodyOpening.opening(of: body.path) }) {
                         // Not kept to resume: the next run asks again.
                         body.file.discard()
                         // Received all the same (the summary counts what arrived).

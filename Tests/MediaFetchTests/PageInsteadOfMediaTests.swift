@@ -52,7 +52,7 @@ import URLText
         // Bytes that only happen to begin with `<` are no page.
         let binary: [UInt8] = [0x20, 0x3C, 0x00, 0xFF, 0x13, 0x80, 0x3C]
         #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/a.jpg", kind: .file, size: 7, opening: { binary }) == nil)
-        #expect(PageInsteadOfMedia.opensAsAPage(Array("\u{FEFF}\n <!DOCTYPE HTML>".utf8)) && !PageInsteadOfMedia.opensAsAPage(Array("<x".utf8)))
+        #expect(BodyOpening.opensAsAPage(Array("\u{FEFF}\n <!DOCTYPE HTML>".utf8)) && !BodyOpening.opensAsAPage(Array("<x".utf8)))
         // Where no media was named, it is stored as it comes.
         #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/page", kind: .file, size: 20, opening: { login }) == nil)
     }
@@ -238,8 +238,8 @@ import URLText
                                           opening: { Array("Access denied".utf8) })
                 == "the server sent a web page (text/html, 13 B) where a photo was asked for; not stored")
         // Text cut inside a character at the end of the opening is text.
-        #expect(PageInsteadOfMedia.looksLikeText(Array("Prístup".utf8) + [0xC3]))
-        #expect(!PageInsteadOfMedia.looksLikeText([]))
+        #expect(BodyOpening.looksLikeText(Array("Prístup".utf8) + [0xC3]))
+        #expect(!BodyOpening.looksLikeText([]))
     }
 
     /// An error in a charset other than UTF-8 is text too: Latin-1 (text's
@@ -277,8 +277,8 @@ import URLText
                                           opening: { utf16("<html><body>Login</body></html>", bigEndian: true) })?
             .hasPrefix("the server sent a web page (application/octet-stream") == true)
         // Cut inside a character, or a surrogate pair, at the end of the opening.
-        #expect(PageInsteadOfMedia.looksLikeText(utf16("Zugriff verweigert 🚫", bigEndian: false).dropLast(1)))
-        #expect(PageInsteadOfMedia.looksLikeText(utf16("Zugriff verweigert 🚫", bigEndian: true).dropLast(2)))
+        #expect(BodyOpening.looksLikeText(utf16("Zugriff verweigert 🚫", bigEndian: false).dropLast(1)))
+        #expect(BodyOpening.looksLikeText(utf16("Zugriff verweigert 🚫", bigEndian: true).dropLast(2)))
     }
 
     /// What two reviews found let through, or refused, in other charsets.
@@ -378,8 +378,8 @@ import URLText
         for type in ["text/plain; charset=bogus", "text/plain; charset=koi8-r", "text/plain"] {
             #expect(refusal(type, frame, url: "http://h/a.mp3") == nil, "\(type)")
         }
-        #expect(PageInsteadOfMedia.opensWithAMediaSignature(Array("\0\0\0\u{20}ftypheic".utf8)))
-        #expect(!PageInsteadOfMedia.opensWithAMediaSignature(Array("Access".utf8)))
+        #expect(BodyOpening.opensWithAMediaSignature(Array("\0\0\0\u{20}ftypheic".utf8)))
+        #expect(!BodyOpening.opensWithAMediaSignature(Array("Access".utf8)))
     }
 
     /// Media never reads as text in another charset: its opening has
@@ -387,23 +387,23 @@ import URLText
     @Test func mediaIsNotTakenForTextInAnotherCharset() {
         // An MPEG audio frame that opens with FF FE, read as UTF-16: not mostly ASCII.
         let mpeg: [UInt8] = [0xFF, 0xFE, 0x92, 0x64, 0xE1, 0x7A, 0xB3, 0x5C, 0xC4, 0x9E, 0x6B, 0xD2, 0xA7, 0xF1, 0x3B, 0xE8]
-        #expect(!PageInsteadOfMedia.looksLikeText(mpeg))
+        #expect(!BodyOpening.looksLikeText(mpeg))
         #expect(PageInsteadOfMedia.reason(contentType: nil, url: "http://h/a.mp3", kind: .sound, size: 16, opening: { mpeg }) == nil)
         // Latin-1 (no charset named) has no C1 controls; an MPEG frame's 0x90 is one.
         let frame: [UInt8] = [0xFF, 0xFB, 0x90, 0x64, 0xE1, 0x7A, 0xB3, 0x5C, 0xC4, 0xAE, 0x6B, 0xD2]
         #expect(PageInsteadOfMedia.reason(contentType: "text/plain", url: "http://h/a.mp3", kind: .sound, size: 12, opening: { frame }) == nil)
-        #expect(PageInsteadOfMedia.textOpening(frame, labelledText: true, charset: nil) == nil)
+        #expect(BodyOpening.textOpening(frame, labelledText: true, charset: nil) == nil)
         // A JPEG's NUL is a control in every charset, named or not.
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
         for charset in [nil, "gbk", "windows-1252", "shift_jis"] as [String?] {
-            #expect(PageInsteadOfMedia.textOpening(jpeg, labelledText: true, charset: charset) == nil)
+            #expect(BodyOpening.textOpening(jpeg, labelledText: true, charset: charset) == nil)
         }
         // Unlabelled as labelled, Windows-1252 is read for words, mostly ASCII.
-        #expect(PageInsteadOfMedia.textOpening(Array("Acc".utf8) + [0xE8, 0x73], labelledText: false)
+        #expect(BodyOpening.textOpening(Array("Acc".utf8) + [0xE8, 0x73], labelledText: false)
                 == Array("Accès".utf8))
-        #expect(PageInsteadOfMedia.textOpening([0x41, 0xE8, 0xE9, 0xEA], labelledText: true) == nil)
-        #expect(PageInsteadOfMedia.charset(" text/plain ; Charset = \"Shift_JIS\" ;q=1") == "shift_jis")
-        #expect(PageInsteadOfMedia.charset("text/plain") == nil && PageInsteadOfMedia.charset(nil) == nil)
+        #expect(BodyOpening.textOpening([0x41, 0xE8, 0xE9, 0xEA], labelledText: true) == nil)
+        #expect(BodyOpening.charset(" text/plain ; Charset = \"Shift_JIS\" ;q=1") == "shift_jis")
+        #expect(BodyOpening.charset("text/plain") == nil && BodyOpening.charset(nil) == nil)
     }
 
     /// A login page sent gzip-compressed, unasked, was stored as the photo:
@@ -436,8 +436,8 @@ import URLText
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
         #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .photo, size: 8, opening: { jpeg }) == nil)
         #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .photo, size: 0, opening: { [] }) == nil)
-        #expect(PageInsteadOfMedia.looksLikeMarkup(Array(" \r\n\t<p>".utf8)))
-        #expect(!PageInsteadOfMedia.looksLikeMarkup(Array("x<p>".utf8)))
+        #expect(BodyOpening.looksLikeMarkup(Array(" \r\n\t<p>".utf8)))
+        #expect(!BodyOpening.looksLikeMarkup(Array("x<p>".utf8)))
     }
 
     /// Only a body that may be a page where media was asked for is looked
