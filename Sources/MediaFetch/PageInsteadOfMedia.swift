@@ -111,12 +111,16 @@ enum PageInsteadOfMedia {
                 return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
             }
         }
-        if labelledMedia {
-            // (A page in UTF-16 opens with its byte order mark.)
+        if let type, labelledMedia {
+            // A page in UTF-16 opens with its byte order mark.
             let inUTF16 = bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF])
             let isHTML = BodyOpening.opensAsHTML(bytes) || inUTF16 && BodyOpening.textOpening(bytes).map(BodyOpening.opensAsHTML) == true
-            guard isHTML else { return nil }
-            return Refusal(what: "a web page", type: type ?? "", how: "", expected: expected)
+            if isHTML { return Refusal(what: "a web page", type: type, how: "", expected: expected) }
+            // Words where an image, sound or video was named ("403 Forbidden"
+            // from a proxy that keeps the image's type, a playlist at a `.mp3`
+            // URL): none of them reads as text, but for the types that are text.
+            guard !opensAsMedia, !textMedia(type), BodyOpening.looksLikeText(bytes) else { return nil }
+            return Refusal(what: "text", type: type, how: "", expected: expected)
         }
         let compressed = !unnamed && !bytes.isEmpty && (codingNamed || BodyOpening.isCompressed(bytes)) && !opensAsMedia
         let text = BodyOpening.textOpening(bytes, labelledText: !unnamed, charset: BodyOpening.charset(contentType))
@@ -129,6 +133,13 @@ enum PageInsteadOfMedia {
         guard compressed || text != nil || isPage && BodyOpening.looksLikeMarkup(bytes) || opensAsPage else { return nil }
         return Refusal(what: isPage || opensAsPage ? "a web page" : "text", type: type ?? "no type given",
                        how: compressed ? ", compressed" : "", expected: expected)
+    }
+
+    /// Whether a media type names an image that is text: SVG (XML), and
+    /// the plain PBM/PGM/PPM, XPM and XBM formats.
+    private static func textMedia(_ type: String) -> Bool {
+        type.hasSuffix("+xml") || type.hasSuffix("/xml") || type.hasPrefix("image/x-portable-")
+            || type == "image/x-xpixmap" || type == "image/x-xbitmap"
     }
 
     /// What media the item asks for, as errors name it: "a photo", "a

@@ -141,6 +141,23 @@ import URLText
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/page", kind: .file, size: 60, opening: { page }) == nil)
     }
 
+    /// Words labelled as the media they stand for (a proxy's error that
+    /// keeps the image's type, a playlist at a `.mp3` URL) are text; an
+    /// image whose format is text (SVG, plain PPM, XPM) is the image.
+    @Test func textLabelledAsMediaIsRefusedButAnImageThatIsTextIsNot() {
+        func refusal(_ type: String, _ text: String, url: String = "https://h/a.jpg") -> String? {
+            PageInsteadOfMedia.reason(contentType: type, url: url, kind: .file, size: Int64(text.utf8.count), opening: { Array(text.utf8) })
+        }
+        #expect(refusal("image/jpeg", "403 Forbidden") == "the server sent text (image/jpeg, 13 B) where a .jpg file was asked for; not stored")
+        #expect(refusal("audio/x-mpegurl", "#EXTM3U\nhttp://radio.example/live\n", url: "https://h/a.mp3")?
+            .hasPrefix("the server sent text (audio/x-mpegurl") == true)
+        #expect(refusal("image/svg+xml", "<svg xmlns=\"http://www.w3.org/2000/svg\"/>") == nil)
+        #expect(refusal("image/x-portable-pixmap", "P3\n2 1\n255\n255 0 0 0 0 255\n") == nil)
+        #expect(refusal("image/x-xpixmap", "/* XPM */\nstatic char *x[] = {") == nil)
+        // At a URL that names no media, it is stored.
+        #expect(refusal("image/jpeg", "403 Forbidden", url: "https://h/media/9") == nil)
+    }
+
     /// A page or text that names a coding (mediafetch asks for none) is
     /// taken for what it says it is: a brotli or deflate login page was
     /// stored as the photo, where gzip and zstd ones, known by their bytes, were not.
