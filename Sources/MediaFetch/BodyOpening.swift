@@ -40,13 +40,15 @@ enum BodyOpening {
 
     /// Whether `bytes` begin, after blanks and a byte order mark, as an HTML
     /// or XML page does (`<!DOCTYPE html`, `<html`, `<head`, `<body`,
-    /// `<?xml`, `<!--`), in any letter case.
+    /// `<?xml`, `<!--`), in any letter case; in UTF-8 or in UTF-16, with its
+    /// mark or without.
     static func opensAsAPage(_ bytes: [UInt8]) -> Bool {
         opens(bytes, withOneOf: htmlOpenings + ["<?xml", "<!--"])
     }
 
     /// Whether `bytes` begin, after blanks and a byte order mark, as an HTML
-    /// page does (`htmlOpenings`), in any letter case.
+    /// page does (`htmlOpenings`), in any letter case; in UTF-8 or UTF-16, as
+    /// `opensAsAPage` reads them.
     static func opensAsHTML(_ bytes: [UInt8]) -> Bool {
         opens(bytes, withOneOf: htmlOpenings)
     }
@@ -54,8 +56,37 @@ enum BodyOpening {
     private static let htmlOpenings = ["<!doctype html", "<html", "<head", "<body"]
 
     private static func opens(_ bytes: [UInt8], withOneOf openings: [String]) -> Bool {
-        let opening = asciiLowercased(afterBlanks(bytes).prefix(14))
+        let opening = asciiLowercased(afterBlanks(asciiOfUTF16(bytes) ?? bytes).prefix(14))
         return openings.contains { opening.starts(with: $0.utf8) }
+    }
+
+    /// The ASCII characters a UTF-16 opening begins with (after its byte
+    /// order mark, if any), a byte each: all that markup is known by. Nil
+    /// when `bytes` do not begin as UTF-16 (with a mark, or an ASCII
+    /// character and a zero byte in either order: `<` `00`, `00` `<`).
+    private static func asciiOfUTF16(_ bytes: [UInt8]) -> [UInt8]? {
+        guard bytes.count >= 2 else { return nil }
+        var rest = bytes[...]
+        let bigEndian: Bool
+        if bytes[0] == 0xFF && bytes[1] == 0xFE || bytes[0] == 0xFE && bytes[1] == 0xFF {
+            bigEndian = bytes[0] == 0xFE
+            rest = rest.dropFirst(2)
+        } else if bytes[0] != 0, bytes[0] < 0x80, bytes[1] == 0 {
+            bigEndian = false
+        } else if bytes[0] == 0, bytes[1] != 0, bytes[1] < 0x80 {
+            bigEndian = true
+        } else {
+            return nil
+        }
+        var ascii: [UInt8] = []
+        var index = rest.startIndex
+        while index + 1 < rest.endIndex, ascii.count < 32 {
+            let (high, low) = bigEndian ? (rest[index], rest[index + 1]) : (rest[index + 1], rest[index])
+            guard high == 0, low < 0x80 else { break }
+            ascii.append(low)
+            index += 2
+        }
+        return ascii
     }
 
     /// `bytes` with ASCII capitals made small, as an array (a lazy map is

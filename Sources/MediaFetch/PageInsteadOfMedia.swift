@@ -112,10 +112,7 @@ enum PageInsteadOfMedia {
             }
         }
         if let type, labelledMedia {
-            // A page in UTF-16 opens with its byte order mark.
-            let inUTF16 = bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF])
-            let isHTML = BodyOpening.opensAsHTML(bytes) || inUTF16 && BodyOpening.textOpening(bytes).map(BodyOpening.opensAsHTML) == true
-            if isHTML { return Refusal(what: "a web page", type: type, how: "", expected: expected) }
+            if BodyOpening.opensAsHTML(bytes) { return Refusal(what: "a web page", type: type, how: "", expected: expected) }
             // Words where an image, sound or video was named ("403 Forbidden"
             // from a proxy that keeps the image's type, a playlist at a `.mp3`
             // URL): none of them reads as text, but for the types that are text.

@@ -367,9 +367,18 @@ import URLText
         for mark in [[0xFF, 0xFE], [0xFE, 0xFF], [0xFF, 0xFE, 0x00, 0x00], [0x00, 0x00, 0xFE, 0xFF], [0xEF, 0xBB, 0xBF]] as [[UInt8]] {
             #expect(refusal("text/plain", mark) != nil, "\(mark)")
         }
-        // An HTML page in UTF-16, labelled as the image.
-        #expect(refusal("image/jpeg", [0xFF, 0xFE] + wide("<html><body>Login</body></html>", width: 2, bigEndian: false))?
+        // An HTML page in UTF-16, with its mark or without, labelled as the image, as a page, or not at all.
+        let login = "<!DOCTYPE html><html><body>Login</body></html>"
+        #expect(refusal("image/jpeg", [0xFF, 0xFE] + wide(login, width: 2, bigEndian: false))?
             .hasPrefix("the server sent a web page (image/jpeg") == true)
+        for bigEndian in [false, true] {
+            for type in ["image/jpeg", "text/html", "text/plain", "application/octet-stream"] {
+                #expect(refusal(type, wide(login, width: 2, bigEndian: bigEndian))?.hasPrefix("the server sent a web page (\(type)") == true,
+                        "\(type) \(bigEndian)")
+            }
+        }
+        // A file whose first bytes are an ASCII character and a zero is no page for that.
+        #expect(refusal("image/bmp", Array("B".utf8) + [0x00, 0x4D, 0x00, 0x00, 0x00, 0x00, 0x00]) == nil)
         // An SVG is an image: labelled one, it is not refused as text, wherever it is.
         let svg = Array("<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8)
         #expect(refusal("image/svg+xml", svg) == nil)
