@@ -43,7 +43,7 @@ enum BodyOpening {
     /// `<?xml`, `<!--`), in any letter case; in UTF-8 or in UTF-16, with its
     /// mark or without.
     static func opensAsAPage(_ bytes: [UInt8]) -> Bool {
-        opens(bytes, withOneOf: htmlOpenings + ["<?xml", "<!--"])
+        opens(bytes, withOneOf: pageOpenings)
     }
 
     /// Whether `bytes` begin, after blanks and a byte order mark, as an HTML
@@ -54,6 +54,7 @@ enum BodyOpening {
     }
 
     private static let htmlOpenings = ["<!doctype html", "<html", "<head", "<body"]
+    private static let pageOpenings = htmlOpenings + ["<?xml", "<!--"]
 
     private static func opens(_ bytes: [UInt8], withOneOf openings: [String]) -> Bool {
         let opening = asciiLowercased(afterBlanks(asciiOfUTF16(bytes) ?? bytes).prefix(14))
@@ -96,8 +97,8 @@ enum BodyOpening {
     }
 
     /// Whether `bytes` (a file's opening, maybe cut inside a character) are
-    /// text by `textOpening`'s rules for a body not labelled text: UTF-8, or
-    /// UTF-16 after its byte order mark.
+    /// text by `textOpening`'s rules for a body not labelled text: UTF-8,
+    /// UTF-16 or UTF-32 after its byte order mark, or Windows-1252 words.
     static func looksLikeText(_ bytes: [UInt8]) -> Bool {
         textOpening(bytes) != nil
     }
@@ -108,9 +109,9 @@ enum BodyOpening {
     /// opens with bytes that are not (JPEG `FF D8`, PNG `89`, a NUL in RIFF's,
     /// FLAC's and Ogg's headers).
     ///
-    /// Text is UTF-8; UTF-16 after its byte order mark (see `utf16Text`);
-    /// and Windows-1252 words, mostly ASCII (Latin-1 is read so, as browsers
-    /// read it). Labelled text (`labelledText`: a `text/*`, page, JSON or XML
+    /// Text is UTF-8; UTF-16 or UTF-32 after its byte order mark (see
+    /// `wideText`); and Windows-1252 words, mostly ASCII (Latin-1 is read so,
+    /// as browsers read it). Labelled text (`labelledText`: a `text/*`, page, JSON or XML
     /// type), it may also be in the `charset` the type names (`shift_jis`,
     /// `iso-2022-jp`, `windows-1250`, `utf-16le`…), or, with one named that
     /// cannot be read here (`euc-kr`, `big5`), any bytes but ASCII's
@@ -130,7 +131,7 @@ enum BodyOpening {
         }
         let inAnotherCharset = !opensWithAMediaSignature(bytes)
         // A charset counts where the type says text.
-        let named = labelledText && inAnotherCharset ? charset : nil
+        var named = labelledText && inAnotherCharset ? charset : nil
         if let named, named.hasPrefix("utf-16") || named.hasPrefix("utf-32") {
             // No byte order mark: big-endian unless the name says otherwise (RFC 2781), then little-endian as Windows writes it.
             let width = named.hasPrefix("utf-32") ? 4 : 2
@@ -140,7 +141,7 @@ enum BodyOpening {
             }
         }
         var namedIsReadable = false
-        if let named, let encoding = knownCharsets[named] {
+        if let name = named, let encoding = knownCharsets[name] {
             // A multi-byte character (or an escape) cut by the end of the opening is text still.
             let text = (0...3).lazy.compactMap { cut in
                 cut < bytes.count ? String(bytes: bytes.dropLast(cut), encoding: encoding) : nil
@@ -148,6 +149,10 @@ enum BodyOpening {
             if let text, !text.isEmpty {
                 if hasNoControls(text) { return Array(text.utf8) }
                 namedIsReadable = true
+            } else if encoding == .windowsCP1252 {
+                // Latin-1's names are read as Windows-1252; bytes that it
+                // leaves unassigned are judged as if no charset were named.
+                named = nil
             }
         }
         // Labelled another charset, UTF-8 may still be what was sent.
@@ -167,7 +172,7 @@ enum BodyOpening {
             ? [0x09, 0x0A, 0x0C, 0x0D, 0x0E, 0x0F, 0x1B] // ISO 2022's shifts and escapes
             : [0x09, 0x0A, 0x0C, 0x0D]
         guard !bytes.contains(where: { ($0 < 0x20 || $0 == 0x7F) && !allowed.contains($0) }) else { return nil }
-        if let named, !unicodeCharsets.contains(named), !named.hasPrefix("utf-") {
+        if let named, !named.hasPrefix("utf") {
             // Named, and not one read here: any charset that keeps ASCII. Read
             // as Latin-1, which keeps ASCII, all the markup a page is known by.
             var text = String.UnicodeScalarView()
@@ -183,21 +188,27 @@ enum BodyOpening {
         return Array(text.utf8)
     }
 
-    /// The charsets of Unicode, which `textOpening` reads by their own rules.
-    private static let unicodeCharsets: Set<String> = ["utf-8", "utf8", "utf-16", "utf-16le", "utf-16be"]
-
     /// Whether `bytes` begin as an image, sound or video file does: JPEG,
-    /// PNG, GIF, BMP, RIFF (WAV, WebP, AVI), AIFF, FLAC, Ogg, an ID3 tag, an
-    /// MPEG audio or ADTS frame (after zeros, as some MP3s have), Matroska/WebM,
-    /// TIFF, or an ISO media or QuickTime file (`ftyp`, `moov`, `mdat`,
-    /// `wide`, `free`, `skip`, `pnot` first: MP4, M4A, MOV, HEIC, AVIF).
+    /// JPEG XL, PNG, GIF, BMP, RIFF (WAV, WebP, AVI), AIFF, CAF, FLAC, Ogg,
+    /// AMR, ASF (WMA), FLV, an ID3 tag, an MPEG audio or ADTS frame (after up
+    /// to 64 zero bytes, as some MP3s have), Matroska/WebM, TIFF, or an ISO
+    /// media or QuickTime file (`ftyp`, `moov`, `mdat`, `wide`, `free`,
+    /// `skip`, `pnot` first, after a box size that is not four letters: MP4,
+    /// M4A, MOV, HEIC, AVIF).
+    /// `FF FE` is taken for UTF-16's byte order mark, not for an MPEG frame:
+    /// `wideText` tells such a frame from text.
     static func opensWithAMediaSignature(_ bytes: [UInt8]) -> Bool {
         guard bytes.count >= 2 else { return false }
+        // The first byte that is not zero, among the first 66 (a frame's two bytes after 64 zeros).
         let frame = bytes.prefix(66).firstIndex { $0 != 0 } ?? bytes.endIndex
-        if frame + 1 < bytes.count, bytes[frame] == 0xFF, bytes[frame + 1] & 0xE0 == 0xE0 || frame == 0 && bytes[1] == 0xD8 {
+        if frame + 1 < bytes.count, bytes[frame] == 0xFF,
+           bytes[frame + 1] & 0xE0 == 0xE0 && !(frame == 0 && bytes[1] == 0xFE) || frame == 0 && [0xD8, 0x0A].contains(bytes[1]) {
             return true
         }
-        if bytes.count >= 8, quickTimeBoxes.contains(where: { bytes[4...7].elementsEqual($0) }) { return true }
+        if bytes.count >= 8, !bytes[0...3].allSatisfy({ (0x20...0x7E).contains($0) }),
+           quickTimeBoxes.contains(where: { bytes[4...7].elementsEqual($0) }) {
+            return true
+        }
         // A BMP's two reserved words are zero.
         if bytes.count >= 10, bytes[0] == 0x42, bytes[1] == 0x4D, bytes[6...9].allSatisfy({ $0 == 0 }) { return true }
         return mediaSignatures.contains { bytes.starts(with: $0) }
@@ -208,6 +219,7 @@ enum BodyOpening {
     private static let mediaSignatures: [[UInt8]] = [
         [0x89, 0x50, 0x4E, 0x47], Array("GIF8".utf8), Array("RIFF".utf8), Array("FORM".utf8), Array("fLaC".utf8),
         Array("OggS".utf8), Array("ID3".utf8), [0x1A, 0x45, 0xDF, 0xA3], [0x49, 0x49, 0x2A, 0x00], [0x4D, 0x4D, 0x00, 0x2A],
+        Array("#!AMR".utf8), Array("caff".utf8), Array("FLV".utf8) + [0x01], [0x30, 0x26, 0xB2, 0x75],
     ]
 
     /// `bytes` without the start of a UTF-8 character that the end of the

@@ -27,10 +27,11 @@ enum PageInsteadOfMedia {
     /// the body's first bytes are kept as they arrive, and its file is read
     /// only for a body resumed from an earlier run (a read from the disk,
     /// since bodies are written past the page cache).
-    /// A body compressed (a `contentEncoding` named, mediafetch asking for
-    /// none, or a compressed stream's bytes) is no image or sound as stored,
-    /// unless it opens as one: a page or text is taken for what it says it
-    /// is, anything else for compressed data.
+    /// A body compressed (mediafetch asks for no coding) is no image or
+    /// sound as stored, unless it opens as one: a page or text that names a
+    /// `contentEncoding`, or opens as a compressed stream, is taken for what
+    /// it says it is; a body labelled media, or unnamed, is compressed data
+    /// only when it opens as a compressed stream (a header alone may lie).
     static func reason(contentType: String?, contentEncoding: String? = nil, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
         let media = expectedMedia(url: url, kind: kind)
@@ -53,8 +54,9 @@ enum PageInsteadOfMedia {
     /// (a login page replaced a photo's part at `/media/9`).
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
         let held = answer.held
-        let heldIsBinary = !held.isEmpty && !BodyOpening.looksLikeText(held) && !BodyOpening.opensAsAPage(held)
         let media = expectedMedia(url: url, kind: kind)
+        // Asked only where the URL names no media.
+        let heldIsBinary = media == nil && !held.isEmpty && !BodyOpening.looksLikeText(held) && !BodyOpening.opensAsAPage(held)
         let expected = media ?? (heldIsBinary ? "a file whose first bytes are not text" : nil)
         return refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, expected: expected,
                        mediaNamed: media != nil, opening: { answer.opening }).map {
@@ -65,7 +67,7 @@ enum PageInsteadOfMedia {
 
     /// What `reason` and `resumeAnswerRefusal` say of a refused body.
     private struct Refusal {
-        /// "a web page" or "text".
+        /// "a web page", "text" or "compressed data".
         let what: String
         /// The media type, or "no type given".
         let type: String
@@ -103,7 +105,7 @@ enum PageInsteadOfMedia {
         let codingNamed = contentEncoding.map(namesACompression) == true
         let opensAsMedia = BodyOpening.opensWithAMediaSignature(bytes)
         if labelledMedia || unnamed {
-            let deflateNamed = codingNamed && contentEncoding?.lowercased().contains("deflate") == true
+            let deflateNamed = codingNamed && contentEncoding.map { codings(of: $0).contains("deflate") } == true
             let compressedStream = BodyOpening.isCompressed(bytes) || deflateNamed && BodyOpening.opensAsZlib(bytes)
             if compressedStream && !opensAsMedia {
                 // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
@@ -116,7 +118,7 @@ enum PageInsteadOfMedia {
             // Words where an image, sound or video was named ("403 Forbidden"
             // from a proxy that keeps the image's type, a playlist at a `.mp3`
             // URL): none of them reads as text, but for the types that are text.
-            guard !opensAsMedia, !textMedia(type), BodyOpening.looksLikeText(bytes) else { return nil }
+            guard !opensAsMedia, !isTextImageType(type), BodyOpening.looksLikeText(bytes) else { return nil }
             return Refusal(what: "text", type: type, how: "", expected: expected)
         }
         let compressed = !unnamed && !bytes.isEmpty && (codingNamed || BodyOpening.isCompressed(bytes)) && !opensAsMedia
@@ -132,11 +134,12 @@ enum PageInsteadOfMedia {
                        how: compressed ? ", compressed" : "", expected: expected)
     }
 
-    /// Whether a media type names an image that is text: SVG (XML), and
-    /// the plain PBM/PGM/PPM, XPM and XBM formats.
-    private static func textMedia(_ type: String) -> Bool {
-        type.hasSuffix("+xml") || type.hasSuffix("/xml") || type.hasPrefix("image/x-portable-")
-            || type == "image/x-xpixmap" || type == "image/x-xbitmap"
+    /// Whether a media type names an image that is text: SVG (XML, under
+    /// its other names too), FITS and EPS (ASCII headers), and the plain
+    /// PBM/PGM/PPM, XPM and XBM formats.
+    private static func isTextImageType(_ type: String) -> Bool {
+        type.hasSuffix("+xml") || type.hasSuffix("/xml") || type.hasPrefix("image/svg") || type.hasPrefix("image/x-portable-")
+            || ["image/x-xpixmap", "image/x-xbitmap", "image/fits", "image/x-eps", "image/eps"].contains(type)
     }
 
     /// What media the item asks for, as errors name it: "a photo", "a
@@ -165,9 +168,12 @@ enum PageInsteadOfMedia {
     /// Whether a `Content-Encoding` value names a compression (`gzip`, `br`,
     /// `deflate, gzip`…); PHP's `none` and the like do not.
     static func namesACompression(_ contentEncoding: String) -> Bool {
-        contentEncoding.lowercased().split(separator: ",").contains { coding in
-            compressions.contains(coding.trimmingCharacters(in: .whitespaces))
-        }
+        codings(of: contentEncoding).contains(where: compressions.contains)
+    }
+
+    /// The codings a `Content-Encoding` value lists, lower-cased.
+    static func codings(of contentEncoding: String) -> [String] {
+        contentEncoding.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     static let compressions: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"]

@@ -384,6 +384,35 @@ import URLText
         #expect(refusal("image/svg+xml", svg) == nil)
     }
 
+    /// What the last code review found: UTF-16's mark is no MPEG frame to
+    /// the text check, words are no QuickTime box, SVG under other names
+    /// and FITS are images, AMR and JPEG XL open as media, a named charset
+    /// is read by it, and Latin-1 that its Windows-1252 reading leaves
+    /// unassigned is judged as if no charset were named.
+    @Test func signaturesAndCharsetsAsTheCodeReviewFoundThem() {
+        func refusal(_ type: String, _ body: [UInt8], url: String = "https://h/a.jpg") -> String? {
+            PageInsteadOfMedia.reason(contentType: type, url: url, kind: .file, size: Int64(body.count), opening: { body })
+        }
+        let forbidden: [UInt8] = [0xFF, 0xFE] + "403 Forbidden".utf16.flatMap { unit -> [UInt8] in [UInt8(unit & 0xFF), UInt8(unit >> 8)] }
+        #expect(refusal("image/jpeg", forbidden) == "the server sent text (image/jpeg, 28 B) where a .jpg file was asked for; not stored")
+        #expect(refusal("image/jpeg", Array("Get free access \u{2013} log in".utf8))?.hasPrefix("the server sent text") == true)
+        #expect(refusal("image/svg", Array("<svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8)) == nil)
+        #expect(refusal("image/fits", Array("SIMPLE  =                    T / conforms to FITS".utf8)) == nil)
+        let amr = Array("#!AMR\n".utf8) + [UInt8](repeating: 0x44, count: 26)
+        #expect(refusal("audio/amr", amr, url: "https://h/a.amr") == nil && BodyOpening.opensWithAMediaSignature(amr))
+        #expect(BodyOpening.opensWithAMediaSignature([0xFF, 0x0A, 0xFA, 0x7F]))
+        #expect(!BodyOpening.opensWithAMediaSignature(forbidden))
+        // Read by the charset named (not merely free of controls).
+        let sjis: [UInt8] = [0x83, 0x41, 0x83, 0x4E, 0x83, 0x5A, 0x83, 0x58, 0x8B, 0x91, 0x94, 0xDB]
+        #expect(BodyOpening.textOpening(sjis, labelledText: true, charset: "shift_jis") == Array("アクセス拒否".utf8))
+        #expect(BodyOpening.textOpening(Array("Pr".utf8) + [0xED] + Array("stup".utf8), labelledText: true, charset: "iso-8859-2")
+                == Array("Prístup".utf8))
+        // Named Latin-1, bytes Windows-1252 leaves unassigned: the rules for no charset, mostly ASCII.
+        #expect(BodyOpening.textOpening([0x81, 0xE9, 0xE8, 0x41], labelledText: true, charset: "iso-8859-1") == nil)
+        #expect(BodyOpening.textOpening([0x81, 0xE9, 0x41, 0x42], labelledText: true, charset: "iso-8859-1") == nil)
+        #expect(BodyOpening.textOpening([0x41, 0xE9, 0x41, 0x42], labelledText: true, charset: "iso-8859-1") == Array("AéAB".utf8))
+    }
+
     /// Media that two reviews found refused, or close to it: a JPEG whose
     /// first segment is text, and an MPEG frame read in a charset not known here.
     @Test func mediaThatOpensWithTextOrHighBytesIsStored() {
