@@ -195,14 +195,16 @@ enum BodyOpening {
     /// media or QuickTime file (`ftyp`, `moov`, `mdat`, `wide`, `free`,
     /// `skip`, `pnot` first, after a box size that is not four letters: MP4,
     /// M4A, MOV, HEIC, AVIF).
-    /// `FF FE` is taken for UTF-16's byte order mark, not for an MPEG frame:
-    /// `wideText` tells such a frame from text.
+    /// (`FF FE` is UTF-16's byte order mark as well as an MPEG frame's
+    /// start: `textOpening` reads the mark first, and `wideText` tells such
+    /// a frame from text.) MPEG program and elementary streams (`00 00 01
+    /// BA`, `00 00 01 B3`) and transport streams (`G` every 188 bytes) too.
     static func opensWithAMediaSignature(_ bytes: [UInt8]) -> Bool {
         guard bytes.count >= 2 else { return false }
         // The first byte that is not zero, among the first 66 (a frame's two bytes after 64 zeros).
         let frame = bytes.prefix(66).firstIndex { $0 != 0 } ?? bytes.endIndex
         if frame + 1 < bytes.count, bytes[frame] == 0xFF,
-           bytes[frame + 1] & 0xE0 == 0xE0 && !(frame == 0 && bytes[1] == 0xFE) || frame == 0 && [0xD8, 0x0A].contains(bytes[1]) {
+           bytes[frame + 1] & 0xE0 == 0xE0 || frame == 0 && [0xD8, 0x0A].contains(bytes[1]) {
             return true
         }
         if bytes.count >= 8, !bytes[0...3].allSatisfy({ (0x20...0x7E).contains($0) }),
@@ -211,6 +213,7 @@ enum BodyOpening {
         }
         // A BMP's two reserved words are zero.
         if bytes.count >= 10, bytes[0] == 0x42, bytes[1] == 0x4D, bytes[6...9].allSatisfy({ $0 == 0 }) { return true }
+        if bytes.count > 376, bytes[0] == 0x47, bytes[188] == 0x47, bytes[376] == 0x47 { return true }
         return mediaSignatures.contains { bytes.starts(with: $0) }
     }
 
@@ -220,6 +223,7 @@ enum BodyOpening {
         [0x89, 0x50, 0x4E, 0x47], Array("GIF8".utf8), Array("RIFF".utf8), Array("FORM".utf8), Array("fLaC".utf8),
         Array("OggS".utf8), Array("ID3".utf8), [0x1A, 0x45, 0xDF, 0xA3], [0x49, 0x49, 0x2A, 0x00], [0x4D, 0x4D, 0x00, 0x2A],
         Array("#!AMR".utf8), Array("caff".utf8), Array("FLV".utf8) + [0x01], [0x30, 0x26, 0xB2, 0x75],
+        [0x00, 0x00, 0x01, 0xBA], [0x00, 0x00, 0x01, 0xB3],
     ]
 
     /// `bytes` without the start of a UTF-8 character that the end of the

@@ -118,7 +118,9 @@ enum PageInsteadOfMedia {
             // Words where an image, sound or video was named ("403 Forbidden"
             // from a proxy that keeps the image's type, a playlist at a `.mp3`
             // URL): none of them reads as text, but for the types that are text.
-            guard !opensAsMedia, !isTextImageType(type), BodyOpening.looksLikeText(bytes) else { return nil }
+            // (`FF FE` opens an MPEG frame or UTF-16 text: `looksLikeText` tells them apart.)
+            let mayBeText = !opensAsMedia || bytes.starts(with: [0xFF, 0xFE])
+            guard mayBeText, !isTextImageType(type), BodyOpening.looksLikeText(bytes) else { return nil }
             return Refusal(what: "text", type: type, how: "", expected: expected)
         }
         let compressed = !unnamed && !bytes.isEmpty && (codingNamed || BodyOpening.isCompressed(bytes)) && !opensAsMedia

@@ -401,7 +401,11 @@ import URLText
         let amr = Array("#!AMR\n".utf8) + [UInt8](repeating: 0x44, count: 26)
         #expect(refusal("audio/amr", amr, url: "https://h/a.amr") == nil && BodyOpening.opensWithAMediaSignature(amr))
         #expect(BodyOpening.opensWithAMediaSignature([0xFF, 0x0A, 0xFA, 0x7F]))
-        #expect(!BodyOpening.opensWithAMediaSignature(forbidden))
+        #expect(BodyOpening.opensWithAMediaSignature([0x00, 0x00, 0x01, 0xBA, 0x44, 0x00]))
+        // An MPEG Layer I frame opens with UTF-16's mark: under a text type and a coding that lies, it is still the sound.
+        let layerOne: [UInt8] = [0xFF, 0xFE, 0x92, 0x64, 0x00, 0x00, 0x13, 0x80]
+        #expect(PageInsteadOfMedia.reason(contentType: "text/plain", contentEncoding: "gzip", url: "https://h/a.mp3", kind: .file,
+                                          size: 8, opening: { layerOne }) == nil)
         // Read by the charset named (not merely free of controls).
         let sjis: [UInt8] = [0x83, 0x41, 0x83, 0x4E, 0x83, 0x5A, 0x83, 0x58, 0x8B, 0x91, 0x94, 0xDB]
         #expect(BodyOpening.textOpening(sjis, labelledText: true, charset: "shift_jis") == Array("アクセス拒否".utf8))
