@@ -194,7 +194,8 @@ enum BodyOpening {
     /// to 64 zero bytes, as some MP3s have), Matroska/WebM, TIFF, or an ISO
     /// media or QuickTime file (`ftyp`, `moov`, `mdat`, `wide`, `free`,
     /// `skip`, `pnot` first, after a box size that is not four letters: MP4,
-    /// M4A, MOV, HEIC, AVIF).
+    /// M4A, MOV, HEIC, AVIF; JPEG 2000's `jP  `), AC-3, MIDI, PSD, WavPack
+    /// or ICO.
     /// (`FF FE` is UTF-16's byte order mark as well as an MPEG frame's
     /// start: `textOpening` reads the mark first, and `wideText` tells such
     /// a frame from text.) MPEG program and elementary streams (`00 00 01
@@ -217,13 +218,14 @@ enum BodyOpening {
         return mediaSignatures.contains { bytes.starts(with: $0) }
     }
 
-    private static let quickTimeBoxes = ["ftyp", "moov", "mdat", "wide", "free", "skip", "pnot"].map { Array($0.utf8) }
+    private static let quickTimeBoxes = ["ftyp", "moov", "mdat", "wide", "free", "skip", "pnot", "jP  "].map { Array($0.utf8) }
 
     private static let mediaSignatures: [[UInt8]] = [
         [0x89, 0x50, 0x4E, 0x47], Array("GIF8".utf8), Array("RIFF".utf8), Array("FORM".utf8), Array("fLaC".utf8),
         Array("OggS".utf8), Array("ID3".utf8), [0x1A, 0x45, 0xDF, 0xA3], [0x49, 0x49, 0x2A, 0x00], [0x4D, 0x4D, 0x00, 0x2A],
         Array("#!AMR".utf8), Array("caff".utf8), Array("FLV".utf8) + [0x01], [0x30, 0x26, 0xB2, 0x75],
         [0x00, 0x00, 0x01, 0xBA], [0x00, 0x00, 0x01, 0xB3],
+        [0x0B, 0x77], Array("MThd".utf8), Array("8BPS".utf8), Array("wvpk".utf8), [0x00, 0x00, 0x01, 0x00], // AC-3, MIDI, PSD, WavPack, ICO
     ]
 
     /// `bytes` without the start of a UTF-8 character that the end of the

@@ -401,7 +401,10 @@ import URLText
         let amr = Array("#!AMR\n".utf8) + [UInt8](repeating: 0x44, count: 26)
         #expect(refusal("audio/amr", amr, url: "https://h/a.amr") == nil && BodyOpening.opensWithAMediaSignature(amr))
         #expect(BodyOpening.opensWithAMediaSignature([0xFF, 0x0A, 0xFA, 0x7F]))
-        #expect(BodyOpening.opensWithAMediaSignature([0x00, 0x00, 0x01, 0xBA, 0x44, 0x00]))
+        for opening in [[0x00, 0x00, 0x01, 0xBA, 0x44, 0x00], [0x0B, 0x77, 0x3E, 0x51], Array("MThd".utf8) + [0, 0, 0, 6],
+                        [0x00, 0x00, 0x00, 0x0C] + Array("jP  ".utf8)] as [[UInt8]] {
+            #expect(BodyOpening.opensWithAMediaSignature(opening), "\(opening)")
+        }
         // An MPEG Layer I frame opens with UTF-16's mark: under a text type and a coding that lies, it is still the sound.
         let layerOne: [UInt8] = [0xFF, 0xFE, 0x92, 0x64, 0x00, 0x00, 0x13, 0x80]
         #expect(PageInsteadOfMedia.reason(contentType: "text/plain", contentEncoding: "gzip", url: "https://h/a.mp3", kind: .file,
