@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -95,4 +96,9 @@ int mf_pipe_cloexec(int ends[2]) {
     fcntl(ends[1], F_SETFD, FD_CLOEXEC);
     return 0;
 #endif
+}
+
+int mf_close_unlocking(int fd) {
+    (void)flock(fd, LOCK_UN);
+    return close(fd);
 }

@@ -1,3 +1,4 @@
+import CFileSync
 import CSQLiteTuning
 import Foundation
 import GRDB
@@ -113,8 +114,7 @@ public final class Catalog: Sendable {
         // and shared-memory file the catalog's mode.
         let lock = readingOnly ? open(path + ".lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             : open(path + ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o666)
-        // Unlocked before the close: a process being spawned meanwhile holds a copy until it execs.
-        defer { if lock >= 0 { flock(lock, LOCK_UN); close(lock) } }
+        defer { if lock >= 0 { _ = mf_close_unlocking(lock) } }
         // Waited for as for the catalog's own lock: a process stuck while it
         // held this one had every later opening wait in silence, for ever.
         var tries = 0

@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 import Synchronization
 import URLText
@@ -127,8 +128,7 @@ public struct UnrecordedRows: Sendable {
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
             guard let fd = Self.openRegularFile(path) else { continue }
-            // Unlocked before the close: a process being spawned meanwhile holds a copy until it execs.
-            defer { flock(fd, LOCK_UN); close(fd) }
+            defer { _ = mf_close_unlocking(fd) }
             // Held by another process recording it now, or gone since the listing.
             guard flock(fd, LOCK_EX | LOCK_NB) == 0, access(path, F_OK) == 0,
                   let data = FileManager.default.contents(atPath: path) else { continue }

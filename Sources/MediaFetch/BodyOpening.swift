@@ -69,8 +69,8 @@ enum BodyOpening {
         guard bytes.count >= 2 else { return nil }
         var rest = bytes[...]
         let bigEndian: Bool
-        if bytes[0] == 0xFF && bytes[1] == 0xFE || bytes[0] == 0xFE && bytes[1] == 0xFF {
-            bigEndian = bytes[0] == 0xFE
+        if let marked = utf16Mark(bytes) {
+            bigEndian = marked
             rest = rest.dropFirst(2)
         } else if bytes[0] != 0, bytes[0] < 0x80, bytes[1] == 0 {
             bigEndian = false
@@ -88,6 +88,17 @@ enum BodyOpening {
             index += 2
         }
         return ascii
+    }
+
+    /// Whether `bytes` open with UTF-16's byte order mark: true for
+    /// big-endian (`FE FF`), false for little-endian (`FF FE`); nil for none.
+    static func utf16Mark(_ bytes: [UInt8]) -> Bool? {
+        guard bytes.count >= 2 else { return nil }
+        switch (bytes[0], bytes[1]) {
+        case (0xFE, 0xFF): return true
+        case (0xFF, 0xFE): return false
+        default: return nil
+        }
     }
 
     /// `bytes` with ASCII capitals made small, as an array (a lazy map is
@@ -126,8 +137,8 @@ enum BodyOpening {
         if bytes.starts(with: [0xFF, 0xFE, 0x00, 0x00]) || bytes.starts(with: [0x00, 0x00, 0xFE, 0xFF]) {
             return wideText(bytes.dropFirst(4), width: 4, bigEndian: bytes[0] == 0)
         }
-        if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
-            return wideText(bytes.dropFirst(2), width: 2, bigEndian: bytes[0] == 0xFE)
+        if let bigEndian = utf16Mark(bytes) {
+            return wideText(bytes.dropFirst(2), width: 2, bigEndian: bigEndian)
         }
         let inAnotherCharset = !opensWithAMediaSignature(bytes)
         // A charset counts where the type says text.

@@ -105,7 +105,7 @@ enum PageInsteadOfMedia {
         let codingNamed = contentEncoding.map(namesACompression) == true
         let opensAsMedia = BodyOpening.opensWithAMediaSignature(bytes)
         if labelledMedia || unnamed {
-            let deflateNamed = codingNamed && contentEncoding.map { codings(of: $0).contains("deflate") } == true
+            let deflateNamed = contentEncoding.map { codings(of: $0).contains("deflate") } == true
             let compressedStream = BodyOpening.isCompressed(bytes) || deflateNamed && BodyOpening.opensAsZlib(bytes)
             if compressedStream && !opensAsMedia {
                 // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
@@ -119,7 +119,7 @@ enum PageInsteadOfMedia {
             // from a proxy that keeps the image's type, a playlist at a `.mp3`
             // URL): none of them reads as text, but for the types that are text.
             // (`FF FE` opens an MPEG frame or UTF-16 text: `looksLikeText` tells them apart.)
-            let mayBeText = !opensAsMedia || bytes.starts(with: [0xFF, 0xFE])
+            let mayBeText = !opensAsMedia || BodyOpening.utf16Mark(bytes) == false
             guard mayBeText, !isTextImageType(type), BodyOpening.looksLikeText(bytes) else { return nil }
             return Refusal(what: "text", type: type, how: "", expected: expected)
         }

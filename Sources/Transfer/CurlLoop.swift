@@ -594,13 +594,10 @@ final class CurlLoop: Sendable {
                 _ = attempt.beginBody() // an empty body never calls the write callback
             }
             let sink = attempt.sink
-            if code == CURLE_OK, attempt.abort == nil, (200...299).contains(attempt.head.status), let error = sink.bodyEnded() {
-                attempt.abort = error
-            }
-            if code == CURLE_OK, attempt.abort == nil, (200...299).contains(attempt.head.status), sink.bytesHeld == 0 {
+            if code == CURLE_OK, attempt.abort == nil, (200...299).contains(attempt.head.status) {
                 // Nothing to store (a cached empty file would never be fetched
                 // again): never sealed, so the writer stays open for a retry.
-                attempt.abort = TransferEngine.emptyBody(attempt.head)
+                attempt.abort = sink.bodyEnded() ?? (sink.bytesHeld == 0 ? TransferEngine.emptyBody(attempt.head) : nil)
             }
             let whole = code == CURLE_OK && attempt.abort == nil && (200...299).contains(attempt.head.status)
                 && (sink.expectedTotal.map { $0 == sink.bytesHeld } ?? true)

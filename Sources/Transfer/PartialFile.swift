@@ -14,17 +14,6 @@ let systemWrite = Darwin.write
 let systemClose = Darwin.close
 #endif
 
-/// Unlocks `fd`'s `flock` and closes it. Closing alone leaves the lock with
-/// any copy of the descriptor: a process that another thread of this
-/// program is starting (`posix_spawn`, `fork`) holds one until it execs, and
-/// a retry or the next download of the URL then found its partial locked and
-/// started over in a private file (an app that embeds the engine and starts
-/// processes, or the test suite). An unlock acts on the open file itself.
-func closeUnlocking(_ fd: Int32) -> Int32 {
-    _ = flock(fd, LOCK_UN)
-    return systemClose(fd)
-}
-
 /// The file a body is written into before it is complete.
 ///
 /// A URL's partial has a stable name (`<k>/<key>.part`, where the key is 40
@@ -115,7 +104,7 @@ final class PartialFile {
     private var hasValidator = true
 
     deinit {
-        if isOpen { _ = closeUnlocking(descriptor) }
+        if isOpen { _ = mf_close_unlocking(descriptor) }
     }
 
     /// Remembers the validator of the body being written, for a later resume.
@@ -198,7 +187,7 @@ final class PartialFile {
                                 validatorPath: hasValidator ? validatorPath : nil)
         }
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
-        defer { _ = closeUnlocking(descriptor) }
+        defer { _ = mf_close_unlocking(descriptor) }
         guard validatorPath != nil else {
             return FinishedFile(path: path, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
         }
@@ -232,7 +221,7 @@ final class PartialFile {
             if let validatorPath { _ = unlink(validatorPath) }
         }
         isOpen = false
-        _ = closeUnlocking(descriptor)
+        _ = mf_close_unlocking(descriptor)
     }
 
     /// The directory of the partials whose key is `key`: one of sixteen,
@@ -374,7 +363,7 @@ final class PartialFile {
         var fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0, errno == EACCES { fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
-        defer { _ = closeUnlocking(fd) }
+        defer { _ = mf_close_unlocking(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return 0 }
         var locked = stat()
         guard fstat(fd, &locked) == 0, locked.st_ino == info.st_ino, locked.st_dev == info.st_dev,
@@ -432,7 +421,7 @@ final class PartialFile {
         var fd = open(partial, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0, errno == EACCES { fd = open(partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
-        defer { _ = closeUnlocking(fd) }
+        defer { _ = mf_close_unlocking(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: partial) else { return 0 }
         let rest = text.dropFirst(firstLine.count)
         // Never over another partial. The lock goes with the file, so no one
@@ -489,7 +478,7 @@ final class PartialFile {
         // sweep that took it for stale): not ours to write. The caller then
         // opens whatever is at the name now, under its lock.
         guard flock(fd, LOCK_EX | LOCK_NB) == 0, isFile(fd, at: path) else {
-            _ = closeUnlocking(fd)
+            _ = mf_close_unlocking(fd)
             return nil
         }
         return (fd, isDirect)
@@ -527,7 +516,7 @@ final class PartialFile {
                 return nil
             }
             if isFile(fd, at: path) { return fd }
-            _ = closeUnlocking(fd)
+            _ = mf_close_unlocking(fd)
         }
         return nil
     }
@@ -551,7 +540,7 @@ final class PartialFile {
     private static func makeWritable(_ path: String) -> Bool {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { return errno == ENOENT }
-        defer { _ = closeUnlocking(fd) }
+        defer { _ = mf_close_unlocking(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
         // Renamed away (a finished body) since the open: look again.
         guard isFile(fd, at: path) else { return true }
@@ -723,7 +712,7 @@ public final class FinishedFile: Sendable {
         }) else { return }
         // Given up without a move and not kept: the validator goes with the body.
         if !kept.load(ordering: .relaxed) { forgetValidator() }
-        _ = closeUnlocking(fd)
+        _ = mf_close_unlocking(fd)
         budget.giveBack()
     }
 }

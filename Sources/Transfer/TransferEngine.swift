@@ -796,7 +796,6 @@ public struct RequestTarget: Sendable, Equatable {
     }
 
     private static func isUpper(_ byte: UInt8) -> Bool { (65...90).contains(byte) }
-
 }
 
 /// Carries work to a Dispatch thread and its result back.

@@ -355,6 +355,15 @@ import URLText
         }
     }
 
+    /// Begins `head` at `offset`, hands the sink one write and fails the
+    /// attempt, as a dropped connection does: the bytes held then.
+    private func holdAfterOneWrite(_ sink: FileSink, _ write: () -> BodyWrite, _ head: ResponseHead, at offset: Int64 = 0) -> Int64 {
+        #expect(sink.begin(head, requestedOffset: offset) == nil)
+        _ = write()
+        sink.attemptFailed()
+        return sink.bytesHeld
+    }
+
     /// Dates are read in every form HTTP allows.
     @Test func datesAreReadInEveryForm() {
         let expected = Date(timeIntervalSince1970: 784_111_777)
@@ -372,16 +381,10 @@ import URLText
     /// another version under the same ETag, and is not stitched on.
     @Test func aBodyOfNoLengthIsHeldToTheFirstLengthARangeAnswerGives() async throws {
         try await withSink("http://example.test/chunked.bin") { sink, write in
-            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"same\"", "Transfer-Encoding: chunked"]), requestedOffset: 0) == nil)
-            _ = write()
-            sink.attemptFailed()
-            let held = sink.bytesHeld
+            let held = holdAfterOneWrite(sink, write, head(["HTTP/1.1 200 OK", "ETag: \"same\"", "Transfer-Encoding: chunked"]))
             #expect(held > 0)
             let first = head(["HTTP/1.1 206 Partial Content", "ETag: \"same\"", "Content-Range: bytes \(held)-4999/5000"])
-            #expect(sink.begin(first, requestedOffset: held) == nil)
-            _ = write()
-            sink.attemptFailed()
-            let more = sink.bytesHeld
+            let more = holdAfterOneWrite(sink, write, first, at: held)
             let other = head(["HTTP/1.1 206 Partial Content", "ETag: \"same\"", "Content-Range: bytes \(more)-7999/8000"])
 
             let error = sink.begin(other, requestedOffset: more)
@@ -399,10 +402,8 @@ import URLText
         let asked = Mutex(0)
         try await withSink("http://example.test/small.jpg", resumableThreshold: 5000,
                            resumeAnswerCheck: { _ in asked.withLock { $0 += 1 }; return "a page" }) { sink, write in
-            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 8000"]), requestedOffset: 0) == nil)
-            _ = write()
-            sink.attemptFailed()
-            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v2\"", "Content-Type: text/html"]), requestedOffset: sink.bytesHeld) == nil)
+            let small = holdAfterOneWrite(sink, write, head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 8000"]))
+            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v2\"", "Content-Type: text/html"]), requestedOffset: small) == nil)
             #expect(write() == .taken)
             #expect(sink.bytesHeld == 1000)
             #expect(asked.withLock { $0 } == 0)
@@ -424,10 +425,7 @@ import URLText
     /// stored truncated), and one of another length is refused.
     @Test func aWholeBodyUnderTheHeldValidatorIsHeldToItsLength() async throws {
         try await withSink("http://example.test/whole.bin") { sink, write in
-            #expect(sink.begin(head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 5000"]), requestedOffset: 0) == nil)
-            _ = write()
-            sink.attemptFailed()
-            let held = sink.bytesHeld
+            let held = holdAfterOneWrite(sink, write, head(["HTTP/1.1 200 OK", "ETag: \"v1\"", "Content-Length: 5000"]))
 
             // Sent whole again, ended by the connection's close: 5000 bytes are due.
             #expect(sink.begin(head(["HTTP/1.0 200 OK", "ETag: \"v1\""]), requestedOffset: held) == nil)

@@ -66,4 +66,13 @@ long mf_filesystem_type(const char *path);
 /// does not export pipe2. Elsewhere, pipe + fcntl. Returns 0 or -1 with errno.
 int mf_pipe_cloexec(int ends[2]);
 
+/// Releases `fd`'s flock(2) lock (LOCK_UN), then closes it. Closing alone
+/// leaves the lock with any copy of the descriptor: a process that another
+/// thread of the program is starting (posix_spawn, fork) holds one until it
+/// execs, and a partial download or catalog file closed meanwhile was found
+/// locked by the next opening in this process. An unlock acts on the open
+/// file itself. Harmless on a descriptor that holds no lock. Returns
+/// close(2)'s result.
+int mf_close_unlocking(int fd);
+
 #endif
