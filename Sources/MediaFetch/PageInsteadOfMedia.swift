@@ -31,7 +31,10 @@ enum PageInsteadOfMedia {
     /// sound as stored, unless it opens as one: a page or text that names a
     /// `contentEncoding`, or opens as a compressed stream, is taken for what
     /// it says it is; a body labelled media, or unnamed, is compressed data
-    /// only when it opens as a compressed stream (a header alone may lie).
+    /// only when it opens as a compressed stream (a header alone may lie),
+    /// as is one labelled a compressed file (`application/gzip`).
+    /// Images and sounds whose formats open with text (Netpbm, XPM, XBM,
+    /// AMR) are never taken for text.
     static func reason(contentType: String?, contentEncoding: String? = nil, url: String, kind: ItemKind, size: Int64,
                        opening: () -> [UInt8]) -> String? {
         let media = expectedMedia(url: url, kind: kind)
@@ -90,9 +93,14 @@ enum PageInsteadOfMedia {
         // or video opens as one. (An SVG, which is XML, does not either: an
         // image so labelled is one.)
         let labelledMedia = type.map { $0.hasPrefix("image/") || $0.hasPrefix("audio/") || $0.hasPrefix("video/") } == true
-        guard isPage || unnamed || labelledMedia || type.map(isTextual) == true else { return nil }
+        // A compressed file's own type (`application/gzip`): the file compressed, or anything else.
+        let labelledCompressed = type.map(compressedTypes.contains) == true
+        guard isPage || unnamed || labelledMedia || labelledCompressed || type.map(isTextual) == true else { return nil }
         guard let expected else { return nil }
         let bytes = opening()
+        // An image or a sound in a format of text (a plain PPM, XPM, AMR) is
+        // no page, whatever it is labelled, and wherever it was asked for.
+        if BodyOpening.opensAsTextFormatMedia(bytes) { return nil }
         // Compressed, sent unasked (mediafetch sends no `Accept-Encoding` and
         // undoes none): no image or sound file as stored, unless it opens as
         // one. Named a page or text, with a coding named or a compressed
@@ -104,15 +112,16 @@ enum PageInsteadOfMedia {
         // file that opens with `moov`, sent with `Content-Encoding: gzip`).
         let codingNamed = contentEncoding.map(namesACompression) == true
         let opensAsMedia = BodyOpening.opensWithAMediaSignature(bytes)
-        if labelledMedia || unnamed {
+        if labelledMedia || unnamed || labelledCompressed {
             let deflateNamed = contentEncoding.map { codings(of: $0).contains("deflate") } == true
-            let compressedStream = BodyOpening.isCompressed(bytes) || deflateNamed && BodyOpening.opensAsZlib(bytes)
+            let compressedStream = BodyOpening.isCompressed(bytes) || (deflateNamed || type == "application/zlib") && BodyOpening.opensAsZlib(bytes)
             if compressedStream && !opensAsMedia {
                 // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
                 guard mediaNamed else { return nil }
                 return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
             }
         }
+        guard !labelledCompressed else { return nil }
         if let type, labelledMedia {
             if BodyOpening.opensAsHTML(bytes) { return Refusal(what: "a web page", type: type, how: "", expected: expected) }
             // Words where an image, sound or video was named ("403 Forbidden"
@@ -177,6 +186,13 @@ enum PageInsteadOfMedia {
     static func codings(of contentEncoding: String) -> [String] {
         contentEncoding.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
+
+    /// Types of a compressed file: what a server sends for a `.gz` stored
+    /// in place of the photo (an S3 object uploaded gzipped).
+    static let compressedTypes: Set<String> = [
+        "application/gzip", "application/x-gzip", "application/x-gzip-compressed", "application/zstd", "application/x-zstd",
+        "application/x-xz", "application/x-bzip2", "application/x-bzip", "application/zlib",
+    ]
 
     static let compressions: Set<String> = ["gzip", "x-gzip", "deflate", "br", "zstd", "compress", "x-compress"]
 

@@ -468,6 +468,62 @@ import URLText
         #expect(BodyOpening.charset("text/plain") == nil && BodyOpening.charset(nil) == nil)
     }
 
+    /// Images and sounds whose formats open with text (Netpbm, XPM, XBM,
+    /// AMR) are stored under any label and at any media URL; formats whose
+    /// letters are followed by binary (APE, DSF, binary PGM) count as media
+    /// when a text label comes with a false `Content-Encoding`.
+    @Test func mediaInFormatsOfTextAndMoreSignaturesAreStored() {
+        func refusal(_ type: String?, _ body: [UInt8], url: String = "http://h/p.jpg", coding: String? = nil) -> String? {
+            PageInsteadOfMedia.reason(contentType: type, contentEncoding: coding, url: url, kind: .file, size: Int64(body.count),
+                                      opening: { body })
+        }
+        let plainPPM = Array("P3\n# made by hand\n2 1\n255\n255 0 0 0 0 255\n".utf8)
+        let xpm = Array("/* XPM */\nstatic char *pin[] = {\n\"2 1 1 1\",".utf8)
+        let xbm = Array("#define pin_width 16\n#define pin_height 16\nstatic unsigned char pin_bits[] = {".utf8)
+        // AMR's silent frames after its magic: every byte ASCII; judged at 32 bytes.
+        let amr = Array("#!AMR\n".utf8) + [UInt8](repeating: 0x44, count: 26)
+        for type in ["text/plain", "text/html", "image/jpeg", "application/octet-stream", nil] as [String?] {
+            #expect(refusal(type, plainPPM) == nil, "\(type ?? "none")")
+            #expect(refusal(type, xpm, url: "http://h/p.png") == nil, "\(type ?? "none")")
+            #expect(refusal(type, xbm, url: "http://h/p.png") == nil, "\(type ?? "none")")
+            #expect(refusal(type, amr, url: "http://h/a.amr") == nil, "\(type ?? "none")")
+        }
+        // Cut short by the opening: a long comment, a name at the end.
+        #expect(BodyOpening.opensAsTextFormatMedia(Array("P6\n# Created by GIMP vers".utf8)))
+        #expect(BodyOpening.opensAsTextFormatMedia(Array("P7\nWIDTH 2\n".utf8)))
+        #expect(BodyOpening.opensAsTextFormatMedia(Array("#define pin_width".utf8)))
+        // A text label with a false Content-Encoding: refused as compressed unless the body opens as media.
+        let binaryPGM = Array("P5\n640 480\n255\n".utf8) + [0x00, 0xFF, 0x10, 0x80]
+        let ape = Array("MAC ".utf8) + [0x96, 0x0F, 0x34, 0x00, 0x00, 0x00]
+        let dsf = Array("DSD ".utf8) + [0x1C, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00]
+        for (body, url) in [(binaryPGM, "http://h/p.jpg"), (ape, "http://h/a.mp3"), (dsf, "http://h/a.mp3")] {
+            #expect(refusal("text/plain", body, url: url, coding: "gzip") == nil, "\(url)")
+        }
+        // Words that only begin so are text all the same.
+        for words in ["Plain text: access denied", "P3 is not allowed here", "#define your terms", "MAC address blocked",
+                      "#!AMR is not served here"] {
+            #expect(refusal("text/plain", Array(words.utf8))?.hasPrefix("the server sent text (text/plain, ") == true, "\(words)")
+        }
+        #expect(refusal("text/plain", Array("MAC address blocked".utf8), coding: "gzip")
+                == "the server sent text (text/plain, compressed, 19 B) where a .jpg file was asked for; not stored")
+    }
+
+    /// A gzip file labelled as one (`application/gzip`, an object stored
+    /// gzipped) is no photo where one was asked for; elsewhere it is the file.
+    @Test func aCompressedFileLabelledSoIsRefusedWhereMediaWasAskedFor() {
+        let gzip: [UInt8] = [0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xB3, 0xC9]
+        #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.jpg", kind: .file, size: 12, opening: { gzip })
+                == "the server sent compressed data (application/gzip, 12 B) where a .jpg file was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "application/x-gzip", url: "http://h/x", kind: .photo, size: 12, opening: { gzip }) != nil)
+        let zlib: [UInt8] = [0x78, 0x9C, 0xB3, 0x51, 0x74, 0xF1, 0x77, 0x0E]
+        #expect(PageInsteadOfMedia.reason(contentType: "application/zlib", url: "http://h/a.mp3", kind: .file, size: 8, opening: { zlib }) != nil)
+        #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/media/9", kind: .file, size: 12, opening: { gzip }) == nil)
+        #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.tar.gz", kind: .file, size: 12, opening: { gzip }) == nil)
+        // The label lies, the bytes do not: a JPEG is stored.
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
+        #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.jpg", kind: .photo, size: 8, opening: { jpeg }) == nil)
+    }
+
     /// A login page sent gzip-compressed, unasked, was stored as the photo:
     /// its bytes do not read as a page, but nothing a photo or a sound opens
     /// with does either.
