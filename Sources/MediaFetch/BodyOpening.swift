@@ -206,8 +206,8 @@ enum BodyOpening {
     /// media or QuickTime file (`ftyp`, `moov`, `mdat`, `wide`, `free`,
     /// `skip`, `pnot` first, after a box size that is not four letters: MP4,
     /// M4A, MOV, HEIC, AVIF; JPEG 2000's `jP  `), AC-3, MIDI, PSD, WavPack,
-    /// ICO, Monkey's Audio (APE), DSF, DSDIFF, Musepack or TTA; or a format
-    /// that opens with text (`opensAsTextFormatMedia`: Netpbm, XPM, XBM, AMR).
+    /// ICO, Monkey's Audio (APE), DSF, DSDIFF, Musepack or TTA. (Formats that
+    /// open with text are `TextFormatMedia`'s.)
     /// (`FF FE` is UTF-16's byte order mark as well as an MPEG frame's
     /// start: `textOpening` reads the mark first, and `wideText` tells such
     /// a frame from text.) MPEG program and elementary streams (`00 00 01
@@ -227,64 +227,14 @@ enum BodyOpening {
         // A BMP's two reserved words are zero.
         if bytes.count >= 10, bytes[0] == 0x42, bytes[1] == 0x4D, bytes[6...9].allSatisfy({ $0 == 0 }) { return true }
         if bytes.count > 376, bytes[0] == 0x47, bytes[188] == 0x47, bytes[376] == 0x47 { return true }
-        // Monkey's Audio and Musepack SV7 by a version after their letters (a small number: not text).
-        if bytes.count >= 6, bytes.starts(with: Array("MAC ".utf8)), bytes[5] < 0x20 { return true }
-        if bytes.count >= 4, bytes.starts(with: Array("MP+".utf8)), bytes[3] < 0x20 { return true }
-        return mediaSignatures.contains { bytes.starts(with: $0) } || opensAsTextFormatMedia(bytes)
-    }
-
-    /// Whether `bytes` begin as an image or a sound whose format opens with
-    /// text: Netpbm (PBM, PGM, PPM, PAM: `P1` to `P7`, then blanks or
-    /// comments and the width, or PAM's first keyword), XPM (`/* XPM */`,
-    /// `! XPM2`), XBM (`#define name_width 16`), and AMR (`#!AMR` and a line
-    /// break; its silent frames are ASCII too). Such an image is no page,
-    /// whatever its label or its URL's extension says (a PPM at a `.jpg` URL
-    /// is a photo still).
-    static func opensAsTextFormatMedia(_ bytes: [UInt8]) -> Bool {
-        if textFormatOpenings.contains(where: { bytes.starts(with: $0) }) { return true }
-        return opensAsNetpbm(bytes) || opensAsXBM(bytes)
-    }
-
-    private static let textFormatOpenings: [[UInt8]] = ["/* XPM */", "! XPM2", "#!AMR\n", "#!AMR-WB\n", "#!AMR_MC1.0\n", "#!AMR-WB_MC1.0\n"]
-        .map { Array($0.utf8) }
-
-    /// `P1`–`P7`, a blank or a comment, then (past blanks and `#` comments,
-    /// to the end of the opening if need be) a digit, or for PAM (`P7`) a
-    /// keyword of its header.
-    private static func opensAsNetpbm(_ bytes: [UInt8]) -> Bool {
-        guard bytes.count >= 3, bytes[0] == UInt8(ascii: "P"), (UInt8(ascii: "1")...UInt8(ascii: "7")).contains(bytes[1]) else {
-            return false
+        // Monkey's Audio (integer or float) and Musepack SV7 by the version after
+        // their letters (3.00 to 5.00, or 7.0 and 7.1: not text), Musepack SV8 by its first packet's key.
+        if bytes.count >= 6, bytes.starts(with: Array("MAC ".utf8)) || bytes.starts(with: Array("MACF".utf8)),
+           (3000...5000).contains(UInt16(bytes[5]) << 8 | UInt16(bytes[4])) {
+            return true
         }
-        let blanks: [UInt8] = [0x20, 0x09, 0x0A, 0x0D]
-        guard blanks.contains(bytes[2]) || bytes[2] == UInt8(ascii: "#") else { return false }
-        var index = 2
-        while index < bytes.count {
-            if blanks.contains(bytes[index]) {
-                index += 1
-            } else if bytes[index] == UInt8(ascii: "#") {
-                while index < bytes.count, bytes[index] != 0x0A, bytes[index] != 0x0D { index += 1 }
-            } else {
-                break
-            }
-        }
-        guard index < bytes.count else { return true }
-        if bytes[1] == UInt8(ascii: "7") {
-            let rest = bytes[index...]
-            return ["WIDTH", "HEIGHT", "DEPTH", "MAXVAL", "TUPLTYPE"].contains { rest.starts(with: $0.utf8) }
-        }
-        return (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index])
-    }
-
-    /// `#define `, a C name ending in `_width`, a blank and a digit.
-    private static func opensAsXBM(_ bytes: [UInt8]) -> Bool {
-        let define = Array("#define ".utf8)
-        guard bytes.starts(with: define) else { return false }
-        let name = bytes[define.count...].prefix { $0 == UInt8(ascii: "_") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0 & 0xDF) }
-        guard name.count > 6, name.suffix(6).elementsEqual("_width".utf8) else { return false }
-        let after = bytes[name.endIndex...].drop { $0 == 0x20 || $0 == 0x09 }
-        // (The opening may end anywhere past the name.)
-        guard let first = after.first else { return true }
-        return after.startIndex > name.endIndex && (0x30...0x39).contains(first)
+        if bytes.count >= 4, bytes.starts(with: Array("MP+".utf8)), [0x07, 0x17].contains(bytes[3]) { return true }
+        return mediaSignatures.contains { bytes.starts(with: $0) }
     }
 
     private static let quickTimeBoxes = ["ftyp", "moov", "mdat", "wide", "free", "skip", "pnot", "jP  "].map { Array($0.utf8) }
@@ -295,8 +245,8 @@ enum BodyOpening {
         Array("caff".utf8), Array("FLV".utf8) + [0x01], [0x30, 0x26, 0xB2, 0x75],
         [0x00, 0x00, 0x01, 0xBA], [0x00, 0x00, 0x01, 0xB3],
         [0x0B, 0x77], Array("MThd".utf8), Array("8BPS".utf8), Array("wvpk".utf8), [0x00, 0x00, 0x01, 0x00], // AC-3, MIDI, PSD, WavPack, ICO
-        Array("DSD ".utf8) + [0x1C, 0x00], Array("FRM8".utf8) + [0x00], Array("MPCK".utf8), // DSF, DSDIFF, Musepack SV8
-        Array("TTA1".utf8) + [0x01, 0x00], Array("TTA1".utf8) + [0x02, 0x00], // TTA (PCM, float)
+        Array("DSD ".utf8) + [0x1C, 0x00], Array("FRM8".utf8) + [0x00], Array("MPCKSH".utf8), // DSF, DSDIFF, Musepack SV8
+        Array("TTA1".utf8) + [0x01, 0x00], Array("TTA1".utf8) + [0x02, 0x00], // TTA (its format: 1 or 2)
     ]
 
     /// `bytes` without the start of a UTF-8 character that the end of the

@@ -39,7 +39,7 @@ enum PageInsteadOfMedia {
                        opening: () -> [UInt8]) -> String? {
         let media = expectedMedia(url: url, kind: kind)
         return refusal(contentType: contentType, contentEncoding: contentEncoding, expected: media, mediaNamed: media != nil,
-                       opening: opening).map {
+                       size: size, opening: opening).map {
             "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for; not stored"
         }
     }
@@ -82,25 +82,28 @@ enum PageInsteadOfMedia {
 
     /// `expected`: what was asked for, as the message names it; nil when no
     /// media was. `mediaNamed`: whether the item or its URL names media (a
-    /// file at `/media/9` may be a gzip file).
+    /// file at `/media/9` may be a gzip file). `size`: the whole body's, when
+    /// it is known (an answer to a resume is judged before it has ended).
     private static func refusal(contentType: String?, contentEncoding: String?, expected: String?, mediaNamed: Bool,
-                                opening: () -> [UInt8]) -> Refusal? {
+                                size: Int64? = nil, opening: () -> [UInt8]) -> Refusal? {
         let type = mediaType(contentType)
-        let unnamed = type.map(sayingNothing.contains) ?? true
+        // A compressed file's own type (`application/gzip`) says no more of
+        // what a body holds than `application/octet-stream`: the file
+        // compressed, a page, or anything else.
+        let labelledCompressed = type.map(compressedTypes.contains) == true
+        let unnamed = (type.map(sayingNothing.contains) ?? true) || labelledCompressed
         let isPage = type == "text/html" || type == "application/xhtml+xml"
         // Labelled media, yet an HTML page (a misconfigured server or CDN
         // labels its error page as the image it stands for): no image, sound
         // or video opens as one. (An SVG, which is XML, does not either: an
         // image so labelled is one.)
         let labelledMedia = type.map { $0.hasPrefix("image/") || $0.hasPrefix("audio/") || $0.hasPrefix("video/") } == true
-        // A compressed file's own type (`application/gzip`): the file compressed, or anything else.
-        let labelledCompressed = type.map(compressedTypes.contains) == true
-        guard isPage || unnamed || labelledMedia || labelledCompressed || type.map(isTextual) == true else { return nil }
+        guard isPage || unnamed || labelledMedia || type.map(isTextual) == true else { return nil }
         guard let expected else { return nil }
         let bytes = opening()
         // An image or a sound in a format of text (a plain PPM, XPM, AMR) is
         // no page, whatever it is labelled, and wherever it was asked for.
-        if BodyOpening.opensAsTextFormatMedia(bytes) { return nil }
+        if TextFormatMedia.opens(bytes, whole: size.map { $0 <= Int64(bytes.count) } ?? false) { return nil }
         // Compressed, sent unasked (mediafetch sends no `Accept-Encoding` and
         // undoes none): no image or sound file as stored, unless it opens as
         // one. Named a page or text, with a coding named or a compressed
@@ -112,7 +115,7 @@ enum PageInsteadOfMedia {
         // file that opens with `moov`, sent with `Content-Encoding: gzip`).
         let codingNamed = contentEncoding.map(namesACompression) == true
         let opensAsMedia = BodyOpening.opensWithAMediaSignature(bytes)
-        if labelledMedia || unnamed || labelledCompressed {
+        if labelledMedia || unnamed {
             let deflateNamed = contentEncoding.map { codings(of: $0).contains("deflate") } == true
             let compressedStream = BodyOpening.isCompressed(bytes) || (deflateNamed || type == "application/zlib") && BodyOpening.opensAsZlib(bytes)
             if compressedStream && !opensAsMedia {
@@ -121,7 +124,6 @@ enum PageInsteadOfMedia {
                 return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
             }
         }
-        guard !labelledCompressed else { return nil }
         if let type, labelledMedia {
             if BodyOpening.opensAsHTML(bytes) { return Refusal(what: "a web page", type: type, how: "", expected: expected) }
             // Words where an image, sound or video was named ("403 Forbidden"

@@ -399,7 +399,7 @@ import URLText
         #expect(refusal("image/svg", Array("<svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8)) == nil)
         #expect(refusal("image/fits", Array("SIMPLE  =                    T / conforms to FITS".utf8)) == nil)
         let amr = Array("#!AMR\n".utf8) + [UInt8](repeating: 0x44, count: 26)
-        #expect(refusal("audio/amr", amr, url: "https://h/a.amr") == nil && BodyOpening.opensWithAMediaSignature(amr))
+        #expect(refusal("audio/amr", amr, url: "https://h/a.amr") == nil && TextFormatMedia.opens(amr, whole: true))
         #expect(BodyOpening.opensWithAMediaSignature([0xFF, 0x0A, 0xFA, 0x7F]))
         for opening in [[0x00, 0x00, 0x01, 0xBA, 0x44, 0x00], [0x0B, 0x77, 0x3E, 0x51], Array("MThd".utf8) + [0, 0, 0, 6],
                         [0x00, 0x00, 0x00, 0x0C] + Array("jP  ".utf8)] as [[UInt8]] {
@@ -478,38 +478,59 @@ import URLText
                                       opening: { body })
         }
         let plainPPM = Array("P3\n# made by hand\n2 1\n255\n255 0 0 0 0 255\n".utf8)
+        let pam = Array("P7\nWIDTH 2\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\nTUPLTYPE GRAYSCALE\nENDHDR\n".utf8) + [0x00, 0xFF]
         let xpm = Array("/* XPM */\nstatic char *pin[] = {\n\"2 1 1 1\",".utf8)
+        let xpm2 = Array("! XPM2\n2 1 1 1\n".utf8)
         let xbm = Array("#define pin_width 16\n#define pin_height 16\nstatic unsigned char pin_bits[] = {".utf8)
-        // AMR's silent frames after its magic: every byte ASCII; judged at 32 bytes.
-        let amr = Array("#!AMR\n".utf8) + [UInt8](repeating: 0x44, count: 26)
+        // GIMP's comment first; ImageMagick's name kept as the file's; tabs.
+        let xbmCommented = Array("/* Created with The GIMP */\n#define my-icon_width 16\n#define my-icon_height 2\n".utf8)
+        let xbmTabs = Array("#define\tpin_width\t16\n".utf8)
+        // AMR's silent frames: every byte ASCII (four SID frames, two NO_DATA).
+        let amr = Array("#!AMR\n".utf8) + [UInt8](repeating: 0x44, count: 24) + [0x7C, 0x7C]
         for type in ["text/plain", "text/html", "image/jpeg", "application/octet-stream", nil] as [String?] {
             #expect(refusal(type, plainPPM) == nil, "\(type ?? "none")")
-            #expect(refusal(type, xpm, url: "http://h/p.png") == nil, "\(type ?? "none")")
-            #expect(refusal(type, xbm, url: "http://h/p.png") == nil, "\(type ?? "none")")
+            for body in [pam, xpm, xpm2, xbm, xbmCommented, xbmTabs] {
+                #expect(refusal(type, body, url: "http://h/p.png") == nil, "\(type ?? "none"): \(String(decoding: body, as: UTF8.self))")
+            }
             #expect(refusal(type, amr, url: "http://h/a.amr") == nil, "\(type ?? "none")")
         }
-        // Cut short by the opening: a long comment, a name at the end.
-        #expect(BodyOpening.opensAsTextFormatMedia(Array("P6\n# Created by GIMP vers".utf8)))
-        #expect(BodyOpening.opensAsTextFormatMedia(Array("P7\nWIDTH 2\n".utf8)))
-        #expect(BodyOpening.opensAsTextFormatMedia(Array("#define pin_width".utf8)))
+        // Cut short by the opening (a body that goes on): a long comment, a name at the end.
+        #expect(TextFormatMedia.opens(Array("P6\n# Created by GIMP vers".utf8), whole: false))
+        #expect(TextFormatMedia.opens(Array("P7\nWIDTH 2\nHEI".utf8), whole: false))
+        #expect(TextFormatMedia.opens(Array("#define pin_width".utf8), whole: false))
+        #expect(TextFormatMedia.opens(Array("#!AMR\n".utf8) + [0x3C, 0x01, 0x02], whole: false))
+        // The same, whole: a body that ends inside its header is none.
+        #expect(!TextFormatMedia.opens(Array("P6\n# Created by GIMP vers".utf8), whole: true))
+        #expect(!TextFormatMedia.opens(Array("#define pin_width".utf8), whole: true))
+        #expect(!TextFormatMedia.opens(Array("#!AMR\n".utf8) + [0x3C, 0x01, 0x02], whole: true))
         // A text label with a false Content-Encoding: refused as compressed unless the body opens as media.
         let binaryPGM = Array("P5\n640 480\n255\n".utf8) + [0x00, 0xFF, 0x10, 0x80]
         let ape = Array("MAC ".utf8) + [0x96, 0x0F, 0x34, 0x00, 0x00, 0x00]
         let dsf = Array("DSD ".utf8) + [0x1C, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00]
-        for (body, url) in [(binaryPGM, "http://h/p.jpg"), (ape, "http://h/a.mp3"), (dsf, "http://h/a.mp3")] {
+        let floatAPE = Array("MACF".utf8) + [0x96, 0x0F, 0x34, 0x00]
+        let musepack7 = Array("MP+".utf8) + [0x17, 0x00, 0x00, 0x00]
+        let musepack8 = Array("MPCKSH".utf8) + [0x10, 0x8F, 0x2E, 0x00]
+        for (body, url) in [(binaryPGM, "http://h/p.jpg"), (ape, "http://h/a.mp3"), (dsf, "http://h/a.mp3"), (floatAPE, "http://h/a.mp3"),
+                            (musepack7, "http://h/a.mp3"), (musepack8, "http://h/a.mp3")] {
             #expect(refusal("text/plain", body, url: url, coding: "gzip") == nil, "\(url)")
         }
-        // Words that only begin so are text all the same.
+        // Words that only begin so are text all the same, under a text label or a media one.
         for words in ["Plain text: access denied", "P3 is not allowed here", "#define your terms", "MAC address blocked",
-                      "#!AMR is not served here"] {
+                      "#!AMR is not served here", "P5 500 Internal Server Error\n", "P2 2024-05-01 maintenance window\n",
+                      "P4\n403 Forbidden\n", "P1 1 error: quota exceeded\n", "P7 WIDTH exceeds limit\n",
+                      "P1 # ticket 123 open: access denied\n", "P3 #", "P1\n", "#define x_width", "#!AMR\n404 Not Found\n",
+                      "/* XPM */ not found", "! XPM2 is not served here", "MAC 1\nblocked\n", "MP+\nerror\n", "MPCK error\n"] {
             #expect(refusal("text/plain", Array(words.utf8))?.hasPrefix("the server sent text (text/plain, ") == true, "\(words)")
+            #expect(refusal("image/jpeg", Array(words.utf8))?.hasPrefix("the server sent text (image/jpeg, ") == true, "\(words)")
         }
         #expect(refusal("text/plain", Array("MAC address blocked".utf8), coding: "gzip")
                 == "the server sent text (text/plain, compressed, 19 B) where a .jpg file was asked for; not stored")
     }
 
     /// A gzip file labelled as one (`application/gzip`, an object stored
-    /// gzipped) is no photo where one was asked for; elsewhere it is the file.
+    /// gzipped) is no photo where one was asked for; elsewhere it is the
+    /// file. Such a label says no more than `application/octet-stream`: a
+    /// page sent under it is a page.
     @Test func aCompressedFileLabelledSoIsRefusedWhereMediaWasAskedFor() {
         let gzip: [UInt8] = [0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xB3, 0xC9]
         #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.jpg", kind: .file, size: 12, opening: { gzip })
@@ -519,9 +540,14 @@ import URLText
         #expect(PageInsteadOfMedia.reason(contentType: "application/zlib", url: "http://h/a.mp3", kind: .file, size: 8, opening: { zlib }) != nil)
         #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/media/9", kind: .file, size: 12, opening: { gzip }) == nil)
         #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.tar.gz", kind: .file, size: 12, opening: { gzip }) == nil)
-        // The label lies, the bytes do not: a JPEG is stored.
+        // The label lies, the bytes do not: a JPEG is stored, a page refused.
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46]
         #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.jpg", kind: .photo, size: 8, opening: { jpeg }) == nil)
+        let login = Array("<html>login</html>\r\n".utf8)
+        #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.jpg", kind: .photo, size: 20, opening: { login })
+                == "the server sent a web page (application/gzip, 20 B) where a photo was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "application/gzip", url: "http://h/a.jpg", kind: .photo, size: 14,
+                                          opening: { Array("403 Forbidden\n".utf8) }) != nil)
     }
 
     /// A login page sent gzip-compressed, unasked, was stored as the photo:
