@@ -658,12 +658,18 @@ public struct RequestTarget: Sendable, Equatable {
         let leading = bytes.prefix { $0 == 0x20 || $0 == 0x09 }.count
         if leading > 0 { bytes.removeFirst(leading) }
         let trimmed = leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self)
+        // `example.com/a.jpg`, `localhost:8080/a.jpg`: a host and no scheme, which curl would take as http.
+        let noScheme = "not a URL, it has no scheme (write http:// or https:// before it): \(shown)"
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
               URLPath.isScheme(bytes[0..<colon]) else {
-            throw TransferError(.unsupportedURL, "not a URL: \(shown)")
+            throw TransferError(.unsupportedURL, Self.opensWithAHost(bytes) ? noScheme : "not a URL: \(shown)")
         }
         let scheme = String(decoding: bytes[0..<colon], as: UTF8.self).lowercased()
         guard scheme == "http" || scheme == "https" else {
+            let port = bytes[(colon + 1)...].prefix { (0x30...0x39).contains($0) }
+            if (1...5).contains(port.count), port.endIndex == bytes.endIndex || [0x2F, 0x3F, 0x23].contains(bytes[port.endIndex]) {
+                throw TransferError(.unsupportedURL, noScheme)
+            }
             throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(shown)")
         }
         guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
@@ -732,6 +738,15 @@ public struct RequestTarget: Sendable, Equatable {
             self.url = trimmed
         }
         self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
+    }
+
+    /// Whether `bytes`, a URL without a scheme, begin with what reads as a
+    /// host: a dotted name or address, or one with a port, up to the path.
+    private static func opensWithAHost(_ bytes: [UInt8]) -> Bool {
+        let first = bytes.prefix { ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains($0) }
+        guard !first.isEmpty, first.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return false }
+        return first.contains(UInt8(ascii: ".")) || first.contains(UInt8(ascii: ":"))
+            || String(decoding: first, as: UTF8.self).lowercased() == "localhost"
     }
 
     /// A host libcurl 7.88 takes (checked against curl itself): an IPv6

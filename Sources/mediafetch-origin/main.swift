@@ -23,6 +23,27 @@ let usage = """
            mediafetch-origin --make-samples DIR [--photos N]
     """
 
+let help = """
+    mediafetch-origin: serves a directory over HTTP on 127.0.0.1, for demos and scripts
+    (the tests start the same origin in-process, with fault switches of their own).
+
+    \(usage)
+
+      --root DIR            serve the files under DIR (GET and HEAD), with Range,
+                            ETag and Last-Modified, If-Range and conditional requests
+      --port N              listen on port N; 0 (the default) picks a free port
+      --port-file PATH      write the port chosen to PATH once listening
+      --rate-limit N[/S]    serve at most N requests in each window of S seconds
+                            (default 1); answer the rest 429 with Retry-After
+      --make-samples DIR    write real media into DIR and exit: N JPEG photos in
+                            photos/ (one again as photos/copy-of-000.jpg) and a sound
+                            in each of WAV, AIFF, FLAC and Ogg Vorbis in sounds/
+      --photos N            how many photos --make-samples writes (default 200)
+
+    Prints `serving DIR at http://127.0.0.1:PORT` once listening; serves until
+    SIGINT or SIGTERM.
+    """
+
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("mediafetch-origin: \(message)\n\(usage)\n".utf8))
     exit(2)
@@ -61,7 +82,7 @@ while let argument = arguments.popFirst() {
         guard let value = arguments.popFirst(), let number = Int(value), number >= 1 else { fail("--photos needs a number from 1") }
         photoCount = number
     case "-h", "--help":
-        print(usage)
+        print(help)
         exit(0)
     default:
         fail("unexpected argument \(argument)")

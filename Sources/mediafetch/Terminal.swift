@@ -234,7 +234,10 @@ struct ProgressPrinter {
             case .progress(let progress) where live:
                 showStatus(progress)
             case .failed(let url, let reason):
-                // Above the status line, which stays (the job sends progress only when it changed).
+                // The status line shown is from before the failure (the item
+                // may be in it as waiting to retry): it goes, and the next
+                // progress, due within a second, draws it again.
+                if live { StatusLine.shared.clear() }
                 Terminal.error("failed \(url): \(reason)")
             case .hostLimited(let host, let connections):
                 Terminal.notice(ProgressText.hostLimitedNote(host: host, connections: connections), progress: mode)

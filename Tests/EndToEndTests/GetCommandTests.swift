@@ -421,6 +421,26 @@ import TestSupport
         }
     }
 
+    /// After an item's last failure the status line is not drawn again as it
+    /// was before it: "1 waiting to retry" came back under the failure line
+    /// of the item that had been waiting (until the next progress event).
+    @Test func noStaleStatusLineIsDrawnUnderAFailure() async throws {
+        try await withOrigin { origin, directory in
+            origin.route("/e500.jpg") { _ in OriginResponse(status: 500, body: Data("oops".utf8)) }
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--progress", "bar",
+                                                      "--retries", "1", origin.url("/e500.jpg")])
+
+            #expect(result.status == 1)
+            let failure = try #require(result.stderr.range(of: "mediafetch: failed "), "\(result.stderr.debugDescription)")
+            let before = result.stderr[..<failure.lowerBound]
+            let after = result.stderr[failure.upperBound...]
+            // It did wait to retry, and said so, before its last attempt.
+            #expect(before.contains("1 waiting to retry"), "\(result.stderr.debugDescription)")
+            #expect(!after.contains("waiting to retry"), "\(result.stderr.debugDescription)")
+            #expect(after.contains("1 failed"), "\(result.stderr.debugDescription)")
+        }
+    }
+
     /// The status line is not written again when nothing in it changed:
     /// progress repeats once a second while a server is quiet, which into
     /// a log was a line a second for the whole wait.
@@ -1507,6 +1527,10 @@ import TestSupport
         let noCache = try await BuiltProducts.run(["get", "--cache", "", "http://127.0.0.1:1/x"])
         #expect(noCache.status == 64)
         #expect(noCache.stderrLines.first == "Error: --cache must not be empty")
+        let noList = try await BuiltProducts.run(["get", "--cache", cache, "-i", ""])
+        #expect(noList.status == 64)
+        #expect(noList.stderrLines.first == "Error: --input-file must not be empty")
+        #expect(noList.stderrLines.contains { $0.hasPrefix("Usage: mediafetch get") }, "\(noList.stderrLines)")
         let negative = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "-1", "http://127.0.0.1:1/x"])
         #expect(negative.status == 64)
         #expect(negative.stderrLines.first == "Error: --jobs must be at least 1 (got -1)")

@@ -45,6 +45,13 @@ import TestSupport
         #expect(error?.problems == ["unsupported scheme 'ftp' (only http and https): ftp://a/",
                                     "unsupported scheme 'ftp' (only http and https): ftp://b/",
                                     "not a URL: bad3"])
+        // A host with no scheme is said to be one (curl would take it as http).
+        let hosts = #expect(throws: InputError.self) {
+            try URLList.validate(["example.com/a.jpg", "127.0.0.1:8080/x.jpg", "localhost:8080/a", "LOCALHOST", "tel:5551234"])
+        }
+        #expect(hosts?.problems == ["example.com/a.jpg", "127.0.0.1:8080/x.jpg", "localhost:8080/a", "LOCALHOST"].map {
+            "not a URL, it has no scheme (write http:// or https:// before it): \($0)"
+        } + ["unsupported scheme 'tel' (only http and https): tel:5551234"])
         let many = #expect(throws: InputError.self) { try URLList.validate((1...30).map { "bad\($0)" }) }
         #expect(many?.problems.count == 11)
         #expect(many?.problems.last == "stopped at the 10th bad URL of the command line")

@@ -28,6 +28,8 @@ struct Get: AsyncParsableCommand {
 
     mutating func validate() throws {
         if let problem = CollectionName.problem(collection) { throw ValidationError("--collection \(problem)") }
+        // An unset variable in `-i "$LIST"`: a usage error, as an empty --cache is.
+        if inputFiles.contains("") { throw ValidationError("--input-file must not be empty") }
     }
 
     func run() async throws {
