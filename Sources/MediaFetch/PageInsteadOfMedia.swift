@@ -62,7 +62,7 @@ enum PageInsteadOfMedia {
         let heldIsBinary = media == nil && !held.isEmpty && !BodyOpening.looksLikeText(held) && !BodyOpening.opensAsAPage(held)
         let expected = media ?? (heldIsBinary ? "a file whose first bytes are not text" : nil)
         return refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, expected: expected,
-                       mediaNamed: media != nil, opening: { answer.opening }).map {
+                       mediaNamed: media != nil, size: answer.wholeLength, opening: { answer.opening }).map {
             "the server answered the resume with \($0.what) (\($0.type)\($0.how)) where \($0.expected) was asked for; "
                 + "the part already fetched is kept for the next run"
         }

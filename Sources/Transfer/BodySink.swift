@@ -19,12 +19,17 @@ public struct ResumeAnswer: Sendable {
     /// The first bytes (up to 512) of the bytes held, which the answer would
     /// replace: what the file looked like.
     public let held: [UInt8]
+    /// The whole body's length, when all of it is in `opening`'s bytes (it
+    /// ended before it was judged, or its `Content-Length` arrived whole);
+    /// nil when the body goes on.
+    public let wholeLength: Int64?
 
-    public init(contentType: String?, contentEncoding: String?, opening: [UInt8], held: [UInt8] = []) {
+    public init(contentType: String?, contentEncoding: String?, opening: [UInt8], held: [UInt8] = [], wholeLength: Int64? = nil) {
         self.contentType = contentType
         self.contentEncoding = contentEncoding
         self.opening = opening
         self.held = held
+        self.wholeLength = wholeLength
     }
 }
 
@@ -317,10 +322,13 @@ final class FileSink: BodySink {
     /// Judges an answer to a resume by its first bytes: refused (the error
     /// ends the transfer; the bytes held stay), or taken in place of the
     /// bytes held, which then start over from byte zero with its validator.
-    private func judge(_ pending: PendingAnswer) -> TransferError? {
+    /// `ended`: the body ended with the bytes pending.
+    private func judge(_ pending: PendingAnswer, ended: Bool = false) -> TransferError? {
+        let received = Int64(pending.opening.count)
         let answer = ResumeAnswer(contentType: pending.head.contentType, contentEncoding: pending.head.contentEncoding,
                                   opening: Array(pending.opening.prefix(Self.openingSize)),
-                                  held: opening ?? writer.seededOpening)
+                                  held: opening ?? writer.seededOpening,
+                                  wholeLength: ended || pending.total == received ? received : nil)
         if let refusal = resumeAnswerCheck?(answer) {
             accepting = false
             return TransferError(.notTheFile, refusal)
@@ -406,7 +414,7 @@ final class FileSink: BodySink {
             // (retried, never stored), the bytes held kept for the retry.
             if pending.opening.isEmpty { return TransferEngine.emptyBody(pending.head) }
             // Fewer bytes than it is judged by: judged by all it sent.
-            if let error = judge(pending) { return error }
+            if let error = judge(pending, ended: true) { return error }
             carried = pending.opening
         }
         // A few bytes, at the end of the body: waited for rather than paused.

@@ -527,6 +527,17 @@ import URLText
                 == "the server sent text (text/plain, compressed, 19 B) where a .jpg file was asked for; not stored")
     }
 
+    /// An answer to a resume is judged by its first bytes: a header cut by
+    /// them may go on, unless the answer ended there.
+    @Test func aResumeAnswerEndingInsideAHeaderIsNoImage() {
+        let denied = Array("P1 # ticket 123 open: access denied\n".utf8)
+        let goesOn = ResumeAnswer(contentType: "text/plain", contentEncoding: nil, opening: denied)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(goesOn, url: "http://h/p.jpg", kind: .file) == nil)
+        let ended = ResumeAnswer(contentType: "text/plain", contentEncoding: nil, opening: denied, wholeLength: Int64(denied.count))
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(ended, url: "http://h/p.jpg", kind: .file)?
+            .hasPrefix("the server answered the resume with text (text/plain) where a .jpg file was asked for") == true)
+    }
+
     /// A gzip file labelled as one (`application/gzip`, an object stored
     /// gzipped) is no photo where one was asked for; elsewhere it is the
     /// file. Such a label says no more than `application/octet-stream`: a

@@ -991,9 +991,11 @@ import TestSupport
             origin.addResource("/sound.wav", data: new, contentType: "text/plain", etag: "\"v2\"")
             origin.setFault("/sound.wav", .trickle(seconds: 0.001))
             let openings = Mutex<[[UInt8]]>([])
+            let wholeLengths = Mutex<[Int64?]>([])
             let body = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
                 try await engine.download(origin.url("/sound.wav"), resumeAnswerCheck: { answer in
                     openings.withLock { $0.append(answer.opening) }
+                    wholeLengths.withLock { $0.append(answer.wholeLength) }
                     return nil
                 })
             }
@@ -1003,9 +1005,34 @@ import TestSupport
             #expect(judged.count == 1)
             #expect((32...new.count).contains(judged.first?.count ?? 0), "\(judged.map(\.count))")
             #expect(judged.first.map { Array(new.prefix($0.count)) == $0 } == true)
+            #expect(wholeLengths.withLock { $0 } == [judged.first?.count == new.count ? Int64(new.count) : nil])
             #expect(body.sha256 == sha256(new))
             #expect(body.size == Int64(new.count))
             #expect(body.resumedBytes == 0)
+        }
+    }
+
+    /// An answer shorter than the bytes it is judged by is judged whole,
+    /// and says so: a header that ends in it is cut by the body's end, not
+    /// by the opening (`P1 # denied` is no image then).
+    @Test(.timeLimit(.minutes(1)))
+    func anAnswerShorterThanItsJudgementIsJudgedWhole() async throws {
+        try await withOrigin { origin, directory in
+            let new = Data("P1 # access denied\n".utf8)
+            let (_, partials, _) = try await leavePartial(origin, directory, "/p.pbm", seed: 18, contentType: "image/x-portable-bitmap",
+                                                          etag: "\"v1\"")
+            origin.addResource("/p.pbm", data: new, contentType: "text/plain", etag: "\"v2\"")
+            let answers = Mutex<[ResumeAnswer]>([])
+            _ = try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                try await engine.download(origin.url("/p.pbm"), resumeAnswerCheck: { answer in
+                    answers.withLock { $0.append(answer) }
+                    return nil
+                })
+            }
+            let judged = answers.withLock { $0 }
+            #expect(judged.count == 1)
+            #expect(judged.first?.opening == Array(new))
+            #expect(judged.first?.wholeLength == Int64(new.count))
         }
     }
 
