@@ -615,3 +615,54 @@ import URLText
         #expect(reads == 2)
     }
 }
+
+/// The text-format readers on every cut of real headers and on mixes of
+/// their pieces: they never read past an opening, and a cut opening is
+/// taken at least as readily as a whole one.
+@Suite struct TextFormatMediaCutsTests {
+    private static let headers: [String] = [
+        "P1\n2 1\n0 1\n", "P2\n# c\n2 1\n255\n0 255\n", "P3 2 1 255 255 0 0 0 0 255\n", "P4\n8 1\n\u{1}",
+        "P5\n640 480\n255\n\u{0}", "P6\n# Created by GIMP version 2.10.30 PNM plug-in\n600 400\n255\n\u{FF}",
+        "P7\nWIDTH 2\nHEIGHT 1\nDEPTH 3\nMAXVAL 255\nTUPLTYPE RGB\nENDHDR\n", "/* XPM */\nstatic char *x[] = {",
+        "! XPM2\n2 1 1 1\n", "/* Created with The GIMP */\n#define a-b_width 16\n#define a-b_height 2\n",
+        "#!AMR\n\u{3C}", "#!AMR-WB\n\u{4}", "#!AMR_MC1.0\n", "P5 500 Internal Server Error\n", "#define x_width 1",
+    ]
+
+    /// A small generator with a fixed seed (SplitMix64), so a failure repeats.
+    private struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test func everyCutAndMixIsReadWithinItsBytes() {
+        var openings: [[UInt8]] = []
+        for header in Self.headers {
+            let bytes = Array(header.utf8) + Array("\n# more\n1 2 3\n".utf8)
+            for cut in 0...bytes.count { openings.append(Array(bytes.prefix(cut))) }
+        }
+        var random = Seeded(state: 42)
+        let pieces: [[UInt8]] = Self.headers.map { Array($0.utf8) } + ["P", "7", "#", "\n", " ", "/*", "*/", "_width", "WIDTH", "9", "\u{0}"]
+            .map { Array($0.utf8) }
+        for _ in 0..<3000 {
+            var bytes: [UInt8] = []
+            for _ in 0..<Int.random(in: 1...5, using: &random) {
+                let piece = pieces.randomElement(using: &random) ?? []
+                bytes += piece.prefix(Int.random(in: 0...piece.count, using: &random))
+            }
+            openings.append(bytes)
+        }
+        for opening in openings {
+            let whole = TextFormatMedia.opens(opening, whole: true)
+            let cut = TextFormatMedia.opens(opening, whole: false)
+            #expect(!whole || cut, "\(opening)")
+            _ = PageInsteadOfMedia.reason(contentType: "text/plain", url: "http://h/a.jpg", kind: .file, size: Int64(opening.count),
+                                          opening: { opening })
+        }
+    }
+}
