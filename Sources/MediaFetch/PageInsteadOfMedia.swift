@@ -244,5 +244,8 @@ enum PageInsteadOfMedia {
         "mp3", "wav", "flac", "ogg", "oga", "opus", "m4a", "aac", "aif", "aiff",
         "m4b", "wma", "mka", "amr", "caf", "jxl",
         "mp4", "m4v", "mov", "webm", "mkv", "avi", "ogv", "3gp", "mpg", "mpeg", "flv",
+        // Camera and other photo files, sounds by their codecs' names (not `.ts`: TypeScript's too).
+        "jpe", "jfif", "jp2", "ico", "psd", "dng", "cr2", "nef", "arw", "orf", "rw2", "pbm", "pgm", "ppm", "pnm", "pam", "xbm", "xpm",
+        "ape", "dsf", "dff", "mpc", "tta", "wv", "mid", "midi", "ac3", "weba", "m2ts", "mts",
     ]
 }

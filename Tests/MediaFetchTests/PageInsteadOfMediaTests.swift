@@ -221,7 +221,8 @@ import URLText
         let cases: [(String, String?)] = [
             ("//h/x.JPG", "jpg"), ("https://h/caf%C3%A9.MP3", "mp3"), ("https://h/a%FF.jpg", "jpg"), ("https://h/x.j%70g", "jpg"),
             ("https://h/x.mp4#a.html", "mp4"), ("https://h/é/x.Mp4", "mp4"), ("https://h/a.jpg%2F", nil), ("https://h/a.jpg.html", nil),
-            ("https://h/a.", nil), ("https://h/noextension", nil),
+            ("https://h/a.", nil), ("https://h/noextension", nil), ("https://h/IMG_0001.CR2", "cr2"), ("https://h/pin.xpm", "xpm"),
+            ("https://h/a.ape", "ape"), ("https://h/app.ts", nil), ("https://h/a.svg", nil),
         ]
         for (url, ext) in cases {
             #expect(PageInsteadOfMedia.mediaExtension(of: url) == ext, "\(url)")
