@@ -206,8 +206,8 @@ enum BodyOpening {
     /// media or QuickTime file (`ftyp`, `moov`, `mdat`, `wide`, `free`,
     /// `skip`, `pnot` first, after a box size that is not four letters: MP4,
     /// M4A, MOV, HEIC, AVIF; JPEG 2000's `jP  `), AC-3, MIDI, PSD, WavPack,
-    /// ICO, Monkey's Audio (APE), DSF, DSDIFF, Musepack or TTA. (Formats that
-    /// open with text are `TextFormatMedia`'s.)
+    /// ICO, Monkey's Audio (APE), DSF, DSDIFF, Musepack, TTA, or Olympus and
+    /// Panasonic raw photos. (Formats that open with text are `TextFormatMedia`'s.)
     /// (`FF FE` is UTF-16's byte order mark as well as an MPEG frame's
     /// start: `textOpening` reads the mark first, and `wideText` tells such
     /// a frame from text.) MPEG program and elementary streams (`00 00 01
@@ -247,6 +247,7 @@ enum BodyOpening {
         [0x0B, 0x77], Array("MThd".utf8), Array("8BPS".utf8), Array("wvpk".utf8), [0x00, 0x00, 0x01, 0x00], // AC-3, MIDI, PSD, WavPack, ICO
         Array("DSD ".utf8) + [0x1C, 0x00], Array("FRM8".utf8) + [0x00], Array("MPCKSH".utf8), // DSF, DSDIFF, Musepack SV8
         Array("TTA1".utf8) + [0x01, 0x00], Array("TTA1".utf8) + [0x02, 0x00], // TTA (its format: 1 or 2)
+        Array("IIRO".utf8) + [0x08, 0x00], Array("IIRS".utf8) + [0x08, 0x00], [0x49, 0x49, 0x55, 0x00], // Olympus and Panasonic raw
     ]
 
     /// `bytes` without the start of a UTF-8 character that the end of the

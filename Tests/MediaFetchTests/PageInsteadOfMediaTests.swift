@@ -511,8 +511,11 @@ import URLText
         let floatAPE = Array("MACF".utf8) + [0x96, 0x0F, 0x34, 0x00]
         let musepack7 = Array("MP+".utf8) + [0x17, 0x00, 0x00, 0x00]
         let musepack8 = Array("MPCKSH".utf8) + [0x10, 0x8F, 0x2E, 0x00]
+        let olympus = Array("IIRO".utf8) + [0x08, 0x00, 0x00, 0x00]
+        let panasonic: [UInt8] = [0x49, 0x49, 0x55, 0x00, 0x18, 0x00, 0x00, 0x00]
         for (body, url) in [(binaryPGM, "http://h/p.jpg"), (ape, "http://h/a.mp3"), (dsf, "http://h/a.mp3"), (floatAPE, "http://h/a.mp3"),
-                            (musepack7, "http://h/a.mp3"), (musepack8, "http://h/a.mp3")] {
+                            (musepack7, "http://h/a.mp3"), (musepack8, "http://h/a.mp3"), (olympus, "http://h/P1.ORF"),
+                            (panasonic, "http://h/P1.RW2")] {
             #expect(refusal("text/plain", body, url: url, coding: "gzip") == nil, "\(url)")
         }
         // Words that only begin so are text all the same, under a text label or a media one.
