@@ -122,8 +122,14 @@ struct ResponseHead: Sendable {
         }
     }
     private var lengths = Lengths()
-    var etag: String? { values[.etag] }
-    var lastModified: String? { values[.lastModified] }
+    /// Fields sent more than once with different values (`ETag: "a"`, then
+    /// `ETag: "b"`): taken as absent. The last one was taken, and a 206 whose
+    /// second `Content-Range` named the bytes asked for, or whose second
+    /// `ETag` matched the validator held, had another range's or another
+    /// version's bytes stitched on.
+    private var conflicting: Set<Field> = []
+    var etag: String? { conflicting.contains(.etag) ? nil : values[.etag] }
+    var lastModified: String? { conflicting.contains(.lastModified) ? nil : values[.lastModified] }
     /// Where a redirect points (`Location`), as sent.
     var location: String? { values[.location] }
     /// When the response was made (`Date`).
@@ -159,7 +165,7 @@ struct ResponseHead: Sendable {
 
     /// The first and last byte positions and the complete length of a `Content-Range: bytes a-b/total`.
     var contentRange: (start: Int64, end: Int64, total: Int64?)? {
-        guard let value = values[.contentRange] else { return nil }
+        guard !conflicting.contains(.contentRange), let value = values[.contentRange] else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bytes" else { return nil }
         let rangeAndTotal = parts[1].split(separator: "/", maxSplits: 1)
@@ -176,7 +182,9 @@ struct ResponseHead: Sendable {
 
     /// The file's length in a 416's `Content-Range: bytes */N`.
     var unsatisfiedRangeLength: Int64? {
-        guard let value = values[.contentRange], value.lowercased().hasPrefix("bytes */") else { return nil }
+        guard !conflicting.contains(.contentRange), let value = values[.contentRange], value.lowercased().hasPrefix("bytes */") else {
+            return nil
+        }
         return Int64(value.dropFirst("bytes */".count)).flatMap { $0 >= 0 ? $0 : nil }
     }
 
@@ -230,10 +238,17 @@ struct ResponseHead: Sendable {
         let value = line[line.index(after: colon)...].trimmingBlanks()
         guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else { return }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
-        if field == .contentLength {
+        switch field {
+        case .contentLength:
             lengths.note(value)
             values[field] = values[field].map { $0 + ", " + text } ?? text
-        } else {
+        case .contentEncoding:
+            // A list, whether in one field or several (RFC 9110 5.3).
+            values[field] = values[field].map { $0 + ", " + text } ?? text
+        case .contentRange, .etag, .lastModified:
+            if let earlier = values[field], earlier != text { conflicting.insert(field) }
+            values[field] = text
+        default:
             values[field] = text
         }
     }

@@ -864,6 +864,37 @@ import TestSupport
         }
     }
 
+    /// A 206 that names its range twice, or its validator twice, with
+    /// different values has no range or validator to trust: the file starts
+    /// over. The last value was taken, and the first 300 KB were stored twice
+    /// (a second `Content-Range` that named the bytes asked for), or another
+    /// version's tail stitched on (a second `ETag` that matched).
+    @Test(arguments: ["twoRanges", "twoTags"])
+    func aResumeAnswerWithTwoRangesOrTwoValidatorsStartsOver(_ fault: String) async throws {
+        try await withOrigin { origin, directory in
+            let (content, partials, held) = try await leavePartial(origin, directory, "/two.jpg", seed: 41, etag: "\"vv\"")
+            let other = fixtureBytes(count: 500_000, seed: 42)
+            origin.route("/two.jpg") { request in
+                guard request.header("range") != nil else {
+                    return OriginResponse(headers: [("Content-Type", "image/jpeg"), ("ETag", "\"vv\"")], body: content)
+                }
+                let rest = "bytes \(held)-499999/500000"
+                if fault == "twoRanges" {
+                    return OriginResponse(status: 206, headers: [("Content-Range", "bytes 0-\(499_999 - held)/500000"),
+                                                                 ("Content-Range", rest), ("ETag", "\"vv\"")],
+                                          body: content.prefix(500_000 - held))
+                }
+                return OriginResponse(status: 206, headers: [("Content-Range", rest), ("ETag", "\"other\""), ("ETag", "\"vv\"")],
+                                      body: other.suffix(500_000 - held))
+            }
+            let body = try await downloadInNewRun(origin.url("/two.jpg"), partials: partials)
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == 0)
+            #expect(origin.requests(for: "/two.jpg").contains { $0.header("range") != nil })
+        }
+    }
+
     /// A whole body that answers a resume and that the caller's check
     /// refuses ends the download as `.notTheFile` at once (no retry: it
     /// would get the same answer), its body unread, and the bytes held stay:

@@ -81,6 +81,27 @@ import URLText
         #expect(continued.route == route("/img/a.jpg"))
     }
 
+    /// A validator or a range sent twice with different values is none: the
+    /// last one was taken, and a 206 whose second `Content-Range` or `ETag`
+    /// matched what was asked for had other bytes stitched on. The same value
+    /// twice is that value; codings sent in several fields are one list.
+    @Test func aFieldRepeatedWithAnotherValueIsTakenAsAbsent() {
+        let ranges = head(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-99/200", "Content-Range: bytes 100-199/200", ""])
+        #expect(ranges.contentRange == nil)
+        let unsatisfied = head(["HTTP/1.1 416 Range Not Satisfiable", "Content-Range: bytes */100", "Content-Range: bytes */200", ""])
+        #expect(unsatisfied.unsatisfiedRangeLength == nil)
+        let tags = head(["HTTP/1.1 206 Partial Content", "ETag: \"other\"", "ETag: \"vv\"", "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT",
+                         "Last-Modified: Tue, 02 Jan 2024 00:00:00 GMT", ""])
+        #expect(tags.etag == nil && tags.lastModified == nil)
+        let same = head(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 100-199/200", "content-range: bytes 100-199/200",
+                         "ETag: \"vv\"", "ETag: \"vv\"", "Content-Encoding: gzip", "Content-Encoding: br", ""])
+        #expect(same.contentRange?.start == 100 && same.contentRange?.end == 199 && same.etag == "\"vv\"")
+        #expect(same.contentEncoding == "gzip, br")
+        // A redirect's fields are not the final response's.
+        let redirected = head(["HTTP/1.1 302 Found", "Location: /b", "ETag: \"a\"", "", "HTTP/1.1 200 OK", "ETag: \"b\"", ""])
+        #expect(redirected.etag == "\"b\"")
+    }
+
     @Test func aContentRangeMustBeOrderedAndInsideTheFile() {
         func range(_ value: String) -> (start: Int64, end: Int64, total: Int64?)? {
             head(["HTTP/1.1 206 Partial Content", "Content-Range: \(value)", ""]).contentRange
