@@ -102,9 +102,26 @@ final class Attempt: @unchecked Sendable {
     /// its connection was made): the stall clock.
     var lastActivity = ContinuousClock.now
     /// The connection is made (and its TLS set up): until then the connect
-    /// timeout is what limits the attempt, not the stall clock. Cleared by a
-    /// redirect, which may need a new connection.
+    /// timeout is what limits the attempt, not the stall clock. Cleared when
+    /// libcurl follows a redirect, which may need a new connection.
     var connected = false
+    /// libcurl's count of redirects followed once it follows the one whose
+    /// head came last; nil when none is pending. Until it does, libcurl is
+    /// reading that redirect's body on the connection it has, and the stall
+    /// clock judges it (a redirect's body that stopped took the connect
+    /// timeout and the stall timeout both, and was said to be a wait for a connection).
+    private(set) var redirectPending: Int?
+    /// Redirect heads this attempt has seen.
+    private var redirectHeads = 0
+
+    /// Told by the loop's clock how many redirects libcurl has followed:
+    /// once it follows the pending one, it is connecting again.
+    func noteRedirectsFollowed(_ count: Int, at now: ContinuousClock.Instant) {
+        guard let pending = redirectPending, count >= pending else { return }
+        redirectPending = nil
+        connected = false
+        connectingSince = now
+    }
     /// When the attempt was made, to wait for a slot (see `HostReachability`).
     let queuedAt = ContinuousClock.now
     /// Requests libcurl sent for the attempt: one, one more a redirect, and
@@ -135,6 +152,8 @@ final class Attempt: @unchecked Sendable {
     /// Called by libcurl once the connection is made, just before the
     /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
     func connectionReady() {
+        // (A redirect followed between two ticks of the clock: its request is out.)
+        redirectPending = nil
         requestsSent += 1
         lastActivity = .now
         requestSentAt = lastActivity
@@ -243,10 +262,11 @@ final class Attempt: @unchecked Sendable {
             if head.isComplete, counters.watchingRateLimits, head.status != 429 { counters.rateLimitAnswers.append((host, startedAt)) }
             if head.isComplete, counters.watchingFailingHosts, !isProbe { counters.answeredHosts.append(host) }
         }
-        if head.endedInRedirect, connected {
-            // libcurl follows it, maybe to another host: connecting again.
-            connected = false
-            connectingSince = lastActivity
+        if head.endedInRedirect {
+            // libcurl reads its body, then follows it, maybe to another host
+            // (connecting again): the loop's clock sees when (`noteRedirectsFollowed`).
+            redirectHeads += 1
+            redirectPending = redirectHeads
         }
         if head.isComplete {
             connectionAnswered()
@@ -982,6 +1002,9 @@ final class CurlLoop: Sendable {
                 let held = counters.heldByWrites - heldAtLastTick
                 heldAtLastTick = counters.heldByWrites
                 if held > .zero { for attempt in running.values { attempt.loopWasHeld(for: held, at: now) } }
+                for (handle, attempt) in running where attempt.redirectPending != nil {
+                    attempt.noteRedirectsFollowed(handles[handle]?.long(CURLINFO_REDIRECT_COUNT) ?? 0, at: now)
+                }
                 let stalled = running.compactMap { handle, attempt in
                     attempt.stallReason(at: now, limit: stallLimit, connectLimit: connectLimit,
                                         bytesPerSecond: configuration.maxBytesPerSecond).map { (handle, attempt, $0) }

@@ -1444,6 +1444,27 @@ import TestSupport
         }
     }
 
+    /// A redirect's body that stops is a stall, on the connection made: it
+    /// waited for the connect timeout first (libcurl reads a redirect's body
+    /// before it follows), as if for a connection, then for the stall timeout.
+    @Test(.timeLimit(.minutes(1)))
+    func aRedirectsBodyThatStopsStallsOnTheConnectionMade() async throws {
+        _ = try await withEngine(retries: 0, adjust: { $0.stallTimeout = 1; $0.connectTimeout = 300 }) { origin, engine, _ in
+            origin.addResource("/real.jpg", data: Data("jpeg".utf8))
+            origin.route("/moved") { _ in
+                OriginResponse(status: 302, headers: [("Location", "/real.jpg")], body: Data(repeating: 0x20, count: 100_000))
+            }
+            origin.setFault("/moved", .stallAfter(bytes: 10, seconds: 30))
+            await #expect(throws: TransferError(.timeout, "stalled: no data for 1 s")) {
+                try await engine.download(origin.url("/moved"))
+            }
+            // Followed at once, a redirect still gets its connect timeout for the next connection.
+            origin.route("/quick") { _ in .redirect(to: "/real.jpg") }
+            let quick = try await engine.download(origin.url("/quick"))
+            #expect(quick.size == 4)
+        }
+    }
+
     @Test func redirectsAreFollowedButOnlyToHTTP() async throws {
         _ = try await withEngine { origin, engine, _ in
             origin.addResource("/real.jpg", data: Data("jpeg".utf8))
