@@ -1126,9 +1126,9 @@ final class CurlLoop: Sendable {
         // Stalls and `--timeout` are watched on the loop's own clock (see the
         // progress tick): libcurl's low-speed check averages over a window and
         // reacts seconds late, and its CURLOPT_TIMEOUT counts paused time.
-        if let limit = configuration.maxFileSize {
-            try easy.set(CURLOPT_MAXFILESIZE_LARGE, large: limit)
-        }
+        // `--max-filesize` is the body sink's to hold (by the final response's
+        // length, and by the bytes as they come): libcurl's own check judged
+        // a redirect's body too, and refused a 500-byte file behind a 2 KB page.
         if let rate = configuration.maxBytesPerSecond {
             try easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, large: rate)
         }

@@ -1465,6 +1465,27 @@ import TestSupport
         }
     }
 
+    /// `--max-filesize` is the file's limit, not a redirect's: a 500-byte
+    /// file behind a redirect with a 2 KB page was refused as 2 KB.
+    @Test func aRedirectsOwnBodyIsNotHeldToTheFileSizeLimit() async throws {
+        _ = try await withEngine(retries: 0, adjust: { $0.maxFileSize = 1000 }) { origin, engine, _ in
+            origin.addResource("/small.jpg", data: fixtureBytes(count: 500, seed: 64))
+            origin.addResource("/large.jpg", data: fixtureBytes(count: 2000, seed: 65))
+            for target in ["/small.jpg", "/large.jpg"] {
+                origin.route("/to\(target)") { _ in
+                    OriginResponse(status: 302, headers: [("Location", target), ("Content-Type", "text/html")],
+                                   body: Data(repeating: 0x20, count: 2000))
+                }
+            }
+            let small = try await engine.download(origin.url("/to/small.jpg"))
+            #expect(small.size == 500)
+            let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/to/large.jpg")) }
+            #expect(error?.kind == .tooLarge)
+            #expect(error?.message.hasPrefix("larger than the --max-filesize limit of ") == true
+                && error?.message.contains(": the server gave its size as ") == true, "\(error?.message ?? "")")
+        }
+    }
+
     @Test func redirectsAreFollowedButOnlyToHTTP() async throws {
         _ = try await withEngine { origin, engine, _ in
             origin.addResource("/real.jpg", data: Data("jpeg".utf8))
