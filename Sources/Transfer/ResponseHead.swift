@@ -78,6 +78,9 @@ struct ResponseHead: Sendable {
     }
     /// Whether the body is framed by a `Transfer-Encoding` (chunks).
     var isTransferEncoded: Bool { values[.transferEncoding] != nil }
+    /// Whether that `Transfer-Encoding` names chunks (`identity`, long
+    /// obsolete, does not: the body then ends where its connection does).
+    var isChunked: Bool { values[.transferEncoding]?.lowercased().contains("chunked") == true }
     /// Whether the response's one `Content-Length` is no count of bytes: not
     /// decimal digits (`1e3`, `-1`) or more than fits in 63 bits. libcurl
     /// reads what it can of it (`1e3` as 1, 2^63 as no length), so where the

@@ -382,7 +382,7 @@ public final class TransferEngine: Sendable {
                 // A body that ended early without libcurl noticing (a short 206, say),
                 // or chunks that add up to another length than the one given beside them.
                 sink.restart()
-                result = .failure(TransferError(.protocolViolation, outcome.head.isTransferEncoded && outcome.head.status == 200
+                result = .failure(TransferError(.protocolViolation, outcome.head.isChunked && outcome.head.status == 200
                     ? "the server's chunks held \(outcome.bodyBytes) bytes where its Content-Length said \(expected)"
                     : "body ended at \(outcome.bodyBytes) of \(expected) bytes"))
             }

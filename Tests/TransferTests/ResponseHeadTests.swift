@@ -97,6 +97,8 @@ import URLText
                          "ETag: \"vv\"", "ETag: \"vv\"", "Content-Encoding: gzip", "Content-Encoding: br", ""])
         #expect(same.contentRange?.start == 100 && same.contentRange?.end == 199 && same.etag == "\"vv\"")
         #expect(same.contentEncoding == "gzip, br")
+        #expect(head(["HTTP/1.1 200 OK", "Transfer-Encoding: gzip, Chunked", ""]).isChunked)
+        #expect(!head(["HTTP/1.1 200 OK", "Transfer-Encoding: identity", ""]).isChunked)
         // A redirect's fields are not the final response's.
         let redirected = head(["HTTP/1.1 302 Found", "Location: /b", "ETag: \"a\"", "", "HTTP/1.1 200 OK", "ETag: \"b\"", ""])
         #expect(redirected.etag == "\"b\"")
