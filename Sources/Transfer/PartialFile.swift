@@ -86,6 +86,9 @@ final class PartialFile {
             path = "\(shard)/\(key).\(getpid())-\(sequence).tmp"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
+            // Locked as a shared partial is: a sweep then tells one in use
+            // from one a killed run left (see `abandonedAfter`).
+            _ = flock(fd, LOCK_EX | LOCK_NB)
             descriptor = fd
             validatorPath = nil
             resumable = nil
@@ -276,6 +279,12 @@ final class PartialFile {
         return first.utf8.count == 36 && UUID(uuidString: first) != nil && (rest == ["tmp"] || rest == ["done"])
     }
 
+    /// Whether `name` is a private temporary's: `<key>.<pid>-<n>.tmp`.
+    private static func isPrivateTemporary(_ name: String) -> Bool {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        return parts.count == 3 && parts[0].utf8.count == 40 && isSequence(parts[1]) && parts[2] == "tmp"
+    }
+
     /// `part`, or `<pid>-<n>` `tmp`: a partial's name after its key.
     private static func isPartialSuffix(_ parts: [String]) -> Bool {
         parts == ["part"] || parts.count == 2 && isSequence(parts[0]) && parts[1] == "tmp"
@@ -311,23 +320,29 @@ final class PartialFile {
     /// password) is moved there. Returns how many files were removed.
     @discardableResult
     static func sweep(directory: String, staleAfter: Double = 86_400, resumableFor: Double = 7 * 86_400,
-                      now: Date = Date()) -> Int {
+                      abandonedAfter: Double = 600, now: Date = Date()) -> Int {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
         var removed = 0
         for name in names where isShardName(name) {
             let shard = "\(directory)/\(name)"
             guard isDirectoryItself(shard), let inShard = try? FileManager.default.contentsOfDirectory(atPath: shard) else { continue }
             removed += sweep(names: inShard, in: shard, root: directory, staleAfter: staleAfter,
-                             resumableFor: resumableFor, now: now)
+                             resumableFor: resumableFor, abandonedAfter: abandonedAfter, now: now)
         }
         return removed + sweep(names: names, in: directory, root: directory, staleAfter: staleAfter,
-                               resumableFor: resumableFor, now: now)
+                               resumableFor: resumableFor, abandonedAfter: abandonedAfter, now: now)
     }
 
     /// `sweep` for the files `names` of one directory (directories among them
     /// are passed over, and so are files not named as this program names them).
+    /// `abandonedAfter`: how long an empty partial without a validator, or
+    /// a private temporary, is left alone when no process holds it. Neither
+    /// is ever resumed: no process holds one but while it writes it (and a
+    /// version that did not lock private files wrote them within a stall
+    /// timeout). Killed runs on a shared cache left a thousand of them in a
+    /// review, which waited a day.
     private static func sweep(names: [String], in directory: String, root: String, staleAfter: Double,
-                              resumableFor: Double, now: Date) -> Int {
+                              resumableFor: Double, abandonedAfter: Double, now: Date) -> Int {
         var removed = 0
         for name in names where isOwnName(name) {
             let path = "\(directory)/\(name)"
@@ -347,7 +362,8 @@ final class PartialFile {
                 }
                 continue
             }
-            guard age > (resumable ? resumableFor : staleAfter) else { continue }
+            let abandoned = isPart && !resumable && info.st_size == 0 || isPrivateTemporary(name)
+            guard age > (resumable ? resumableFor : abandoned ? abandonedAfter : staleAfter) else { continue }
             removed += removeUnlessHeld(path, judged: info, withValidator: isPart)
         }
         return removed

@@ -362,6 +362,41 @@ import Glibc
         }
     }
 
+    /// What a killed run leaves that nobody resumes (an empty partial with
+    /// no validator, a private temporary) goes after ten minutes unheld, not
+    /// a day: killed runs on a shared cache left a thousand such files. A
+    /// private temporary in use is locked, and stays.
+    @Test func abandonedFilesGoAfterTenMinutesUnlessHeld() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/a.jpg"
+            let key = PartialFile.key(for: url)
+            let shard = "\(directory.path)/\(key.prefix(1))"
+            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+            let emptyPart = "\(shard)/\(key).part"
+            let privateLeft = "\(shard)/\(key).4242-1.tmp"
+            let halfPart = "\(shard)/\(PartialFile.key(for: "http://example.test/b.jpg")).part"
+            try Data().write(to: URL(fileURLWithPath: emptyPart))
+            try Data("abc".utf8).write(to: URL(fileURLWithPath: privateLeft))
+            try Data("abc".utf8).write(to: URL(fileURLWithPath: halfPart))
+            // One in use: another process holds the URL's partial, so this one writes privately.
+            let heldURL = "http://example.test/c.jpg"
+            let shared = try PartialFile(directory: directory.path, url: heldURL)
+            defer { shared.close(discard: true) }
+            let inUse = try PartialFile(directory: directory.path, url: heldURL)
+            defer { inUse.close(discard: true) }
+            #expect(inUse.path.hasSuffix(".tmp"))
+            let later = { (minutes: Double) in Date().addingTimeInterval(minutes * 60) }
+
+            #expect(PartialFile.sweep(directory: directory.path, now: later(5)) == 0)
+            #expect(PartialFile.sweep(directory: directory.path, now: later(11)) == 2)
+
+            let left = Set(partialDirectoryFiles(directory.path).map { directory.appending($0) })
+            #expect(!left.contains(emptyPart) && !left.contains(privateLeft))
+            // A partial with bytes but no validator waits the day, as before; the ones in use stay.
+            #expect(left.contains(halfPart) && left.contains(inUse.path) && left.contains(shared.path))
+        }
+    }
+
     @Test func aPartialAtTheTopLeftByAVersionWithoutShardDirectoriesIsMovedIntoItsOwnAndResumes() async throws {
         try await TemporaryDirectory.with { directory in
             // Given partials where versions before the shard directories kept them: at the top
