@@ -559,6 +559,11 @@ public final class TransferEngine: Sendable {
             case CURLE_UNSUPPORTED_PROTOCOL where notHTTPWordings.contains(where: message.contains):
                 // libcurl's code for an answer that is not HTTP/1.1 or 2 as well.
                 return .failure(TransferError(.protocolViolation, "the server's answer is not valid HTTP: \(message)"))
+            case _ where message.hasPrefix("Invalid Content-Length"):
+                // libcurl refuses a negative length before the head is ours to read
+                // (`+10000` reaches `beginBody`, which says the same).
+                return .failure(TransferError(.protocolViolation,
+                                              "the server gave a length that is no count of bytes (libcurl: \(message))"))
             case CURLE_UNSUPPORTED_PROTOCOL:
                 // A scheme other than http and https, asked for or redirected to (`market:`).
                 return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))

@@ -545,9 +545,12 @@ import TestSupport
     @Test func aLengthThatIsNoCountOfBytesIsRefusedNotStoredCutShort() async throws {
         _ = try await withEngine(retries: 0) { origin, engine, directory in
             origin.addResource("/odd.jpg", data: fixtureBytes(count: 5000, seed: 63))
-            // (libcurl refuses a negative one itself: "Invalid Content-Length: value".)
+            // libcurl refuses a negative one itself ("Invalid Content-Length: value"), said as the others are.
             origin.setFault("/odd.jpg", .lengthText("-5000"))
-            await #expect(throws: TransferError.self) { try await engine.download(origin.url("/odd.jpg")) }
+            let negative = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/odd.jpg")) }
+            #expect(negative?.kind == .protocolViolation)
+            #expect(negative?.message.hasPrefix("the server gave a length that is no count of bytes (libcurl: Invalid Content-Length") == true,
+                    "\(negative?.message ?? "")")
             for text in ["1e3", "9223372036854775808", "99999999999999999999999", "5000 bytes"] {
                 origin.setFault("/odd.jpg", .lengthText(text))
                 let refused = TransferError(.protocolViolation,
