@@ -121,6 +121,30 @@ import Testing
         #expect(reset?.isRetryable == true)
     }
 
+    /// A handshake that can never succeed (no TLS version or algorithm in
+    /// common, a client certificate asked for) fails at once and says why:
+    /// each was tried five times over about 5 s, in OpenSSL's words alone.
+    @Test func aHopelessHandshakeIsFinalAndSaysWhy() {
+        func classified(_ code: Int, _ message: String) -> TransferError? {
+            let outcome = AttemptOutcome(curlCode: code, curlMessage: message, head: ResponseHead(), abort: nil, effectiveURL: nil)
+            guard case .failure(let error) = TransferEngine.classify(outcome) else { return nil }
+            return error
+        }
+        let legacy = classified(35, "OpenSSL/3.0.19: error:0A00014D:SSL routines::legacy sigalg disallowed or unsupported")
+        #expect(legacy?.isRetryable == false)
+        #expect(legacy?.message == "TLS handshake failed: no TLS signature algorithm in common (the server's TLS is older than "
+            + "this system allows): OpenSSL/3.0.19: error:0A00014D:SSL routines::legacy sigalg disallowed or unsupported")
+        let version = classified(35, "OpenSSL/3.0.19: error:0A000102:SSL routines::unsupported protocol")
+        #expect(version?.isRetryable == false && version?.message.contains("no TLS version in common") == true)
+        // TLS 1.3 asks for a client certificate after the handshake: libcurl says so of a receive.
+        let clientCertificate = classified(56, "OpenSSL SSL_read: OpenSSL/3.0.19: error:0A00045C:SSL routines::tlsv13 alert certificate required, errno 0")
+        #expect(clientCertificate?.isRetryable == false)
+        #expect(clientCertificate?.message.hasPrefix("TLS handshake failed: the server asks for a client certificate, "
+            + "which mediafetch does not send: ") == true)
+        // A receive that failed otherwise may pass on another try.
+        #expect(classified(56, "Recv failure: Connection reset by peer")?.isRetryable == true)
+    }
+
     /// The limit and the size as given, in bytes too where rounding would
     /// make them read the same ("limit of 1.0 MiB: its size as 1.0 MiB").
     @Test func aSizeOverTheLimitIsSaidSoThatTheTwoDiffer() {
