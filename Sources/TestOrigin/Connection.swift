@@ -202,6 +202,10 @@ struct Connection {
             head += "Connection: keep-alive\r\n"
         }
         head += "\r\n"
+        if case .cutHead(let bytes) = bodyFault {
+            _ = Socket.sendAll(fd, Array(head.utf8.prefix(max(0, bytes))))
+            return false
+        }
         guard Socket.sendAll(fd, Array(head.utf8)) else { return false }
         if headOnly { return true }
         return writeBody(reply.body, fault: bodyFault)

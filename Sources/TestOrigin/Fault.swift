@@ -48,6 +48,9 @@ public enum Fault: Sendable, Equatable {
     /// it: a server that dropped an idle connection just as the client
     /// reused it.
     case resetNextRequest
+    /// Send the first `bytes` bytes of the response's head, then close the
+    /// connection: a server or proxy that died mid-answer.
+    case cutHead(bytes: Int)
 }
 
 /// A fault installed for a path, with how many more requests it applies to.
@@ -61,7 +64,8 @@ extension Fault {
     /// Whether this fault alters how a body is written (as opposed to what is answered).
     var affectsBodyDelivery: Bool {
         switch self {
-        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked, .endlessHead, .resetNextRequest: true
+        case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked, .endlessHead, .resetNextRequest,
+             .cutHead: true
         case .status, .html, .ignoreRange: false
         }
     }

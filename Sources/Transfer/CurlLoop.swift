@@ -629,6 +629,13 @@ final class CurlLoop: Sendable {
             // A cancelled first transfer says nothing of the host: the next one probes it.
             slots.release(host: attempt.host, endingProbe: !cancelled)
             curl_multi_remove_handle(multi.handle, handle)
+            if code == CURLE_OK, attempt.abort == nil, !cancelled, !attempt.head.isComplete {
+                // libcurl 7.88 ends a response whose connection closed inside
+                // its head as if it were whole: a resume's 206 cut there was
+                // stored as the file, its bytes held alone (a prefix).
+                let status = attempt.head.status > 0 ? " (HTTP \(attempt.head.status))" : ""
+                attempt.abort = TransferError(.protocolViolation, "the connection closed inside the response's head\(status)")
+            }
             if code == CURLE_OK, !attempt.begun, attempt.head.isComplete, attempt.abort == nil {
                 _ = attempt.beginBody() // an empty body never calls the write callback
             }

@@ -210,7 +210,7 @@ struct ResponseHead: Sendable {
         while let last = line.last, last == 13 || last == 10 { line = line.dropLast() }
         if line.isEmpty {
             // 1xx answers and redirects are followed by another block.
-            let redirect = (300...399).contains(status) && values[.location] != nil
+            let redirect = (300...399).contains(status) && values[.location]?.isEmpty == false
             let followed = (100...199).contains(status) || redirect
             isComplete = !followed
             awaitsStatusLine = followed

@@ -898,6 +898,30 @@ import TestSupport
         }
     }
 
+    /// A connection closed inside the response's head is a failed attempt,
+    /// tried again: libcurl ends such a response as whole, and a resume's
+    /// 206 cut there was stored as the file, the bytes held alone (a prefix
+    /// of it, with exit status 0). A 200 cut so was said to be an empty body.
+    @Test(arguments: [40, 69, 100])
+    func aResponseCutInsideItsHeadIsRetriedNotStored(_ cut: Int) async throws {
+        try await withOrigin { origin, directory in
+            let (content, partials, _) = try await leavePartial(origin, directory, "/cut.jpg", seed: 43, etag: "\"c1\"")
+            origin.setFault("/cut.jpg", .cutHead(bytes: cut), times: 1)
+            let body = try await downloadInNewRun(origin.url("/cut.jpg"), partials: partials)
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.size == Int64(content.count))
+            #expect(body.attempts == 2)
+        }
+        _ = try await withEngine(retries: 0) { origin, engine, _ in
+            origin.addResource("/whole.jpg", data: fixtureBytes(count: 5000, seed: 44))
+            origin.setFault("/whole.jpg", .cutHead(bytes: cut), times: 1)
+            await #expect(throws: TransferError(.protocolViolation, "the connection closed inside the response's head (HTTP 200)")) {
+                try await engine.download(origin.url("/whole.jpg"))
+            }
+        }
+    }
+
     /// A whole body that answers a resume and that the caller's check
     /// refuses ends the download as `.notTheFile` at once (no retry: it
     /// would get the same answer), its body unread, and the bytes held stay:
