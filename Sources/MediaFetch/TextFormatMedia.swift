@@ -37,8 +37,11 @@ enum TextFormatMedia {
     /// XPM's and AMR's openings, by their magic and what follows it; nil
     /// when `reader`'s bytes open with none of them.
     private static func magic(_ reader: inout HeaderReader) -> Verdict? {
-        for (magic, rest) in [("/* XPM */", xpm), ("! XPM2", xpm2), ("#!AMR-WB\n", amrWideband), ("#!AMR\n", amr),
-                              ("#!AMR_MC1.0\n", { _ in .yes }), ("#!AMR-WB_MC1.0\n", { _ in .yes })] as [(String, (inout HeaderReader) -> Verdict)] {
+        // (Most bodies are a JPEG's or an MP3's: no magic here begins with their first byte.)
+        guard let first = reader.current, first == UInt8(ascii: "/") || first == UInt8(ascii: "!") || first == UInt8(ascii: "#") else {
+            return nil
+        }
+        for (magic, rest) in magics {
             var attempt = reader
             switch attempt.take(magic) {
             case .matched:
@@ -53,6 +56,12 @@ enum TextFormatMedia {
         }
         return nil
     }
+
+    /// Each magic and the reader of what follows it.
+    private static let magics: [(String, @Sendable (inout HeaderReader) -> Verdict)] = [
+        ("/* XPM */", xpm), ("! XPM2", xpm2), ("#!AMR-WB\n", amrWideband), ("#!AMR\n", amr),
+        ("#!AMR_MC1.0\n", { _ in .yes }), ("#!AMR-WB_MC1.0\n", { _ in .yes }),
+    ]
 
     /// P1–P6 after their two letters: a blank or comment before each of
     /// width, height and (but for the bitmaps, P1 and P4) the largest value;
