@@ -229,11 +229,11 @@ enum BodyOpening {
         if bytes.count > 376, bytes[0] == 0x47, bytes[188] == 0x47, bytes[376] == 0x47 { return true }
         // Monkey's Audio (integer or float) and Musepack SV7 by the version after
         // their letters (3.00 to 5.00, or 7.0 and 7.1: not text), Musepack SV8 by its first packet's key.
-        if bytes.count >= 6, bytes.starts(with: Array("MAC ".utf8)) || bytes.starts(with: Array("MACF".utf8)),
+        if bytes.count >= 6, bytes.starts(with: "MAC ".utf8) || bytes.starts(with: "MACF".utf8),
            (3000...5000).contains(UInt16(bytes[5]) << 8 | UInt16(bytes[4])) {
             return true
         }
-        if bytes.count >= 4, bytes.starts(with: Array("MP+".utf8)), [0x07, 0x17].contains(bytes[3]) { return true }
+        if bytes.count >= 4, bytes.starts(with: "MP+".utf8), [0x07, 0x17].contains(bytes[3]) { return true }
         return mediaSignatures.contains { bytes.starts(with: $0) }
     }
 

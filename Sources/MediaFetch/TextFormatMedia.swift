@@ -41,27 +41,17 @@ enum TextFormatMedia {
         guard let first = reader.current, first == UInt8(ascii: "/") || first == UInt8(ascii: "!") || first == UInt8(ascii: "#") else {
             return nil
         }
-        for (magic, rest) in magics {
-            var attempt = reader
-            switch attempt.take(magic) {
-            case .matched:
-                reader = attempt
-                return rest(&reader)
-            case .cut:
-                // (An opening shorter than the magic: a body of a few bytes.)
-                return .cut
-            case .mismatched:
-                continue
-            }
+        switch reader.take(oneOf: magics) {
+        case .literal(let index): return rests[index](&reader)
+        // (An opening shorter than the magic: a body of a few bytes.)
+        case .cut: return .cut
+        case .none: return nil
         }
-        return nil
     }
 
-    /// Each magic and the reader of what follows it.
-    private static let magics: [(String, @Sendable (inout HeaderReader) -> Verdict)] = [
-        ("/* XPM */", xpm), ("! XPM2", xpm2), ("#!AMR-WB\n", amrWideband), ("#!AMR\n", amr),
-        ("#!AMR_MC1.0\n", { _ in .yes }), ("#!AMR-WB_MC1.0\n", { _ in .yes }),
-    ]
+    /// The magics, and the readers of what follows each.
+    private static let magics = ["/* XPM */", "! XPM2", "#!AMR-WB\n", "#!AMR\n", "#!AMR_MC1.0\n", "#!AMR-WB_MC1.0\n"]
+    private static let rests: [@Sendable (inout HeaderReader) -> Verdict] = [xpm, xpm2, amrWideband, amr, { _ in .yes }, { _ in .yes }]
 
     /// P1–P6 after their two letters: a blank or comment before each of
     /// width, height and (but for the bitmaps, P1 and P4) the largest value;
@@ -81,7 +71,7 @@ enum TextFormatMedia {
             if isDigit(byte) || isBlank(byte) {
                 reader.advance()
             } else if byte == UInt8(ascii: "#") {
-                reader.skip { $0 != 0x0A && $0 != 0x0D }
+                reader.skipToLineEnd()
             } else {
                 return .no
             }
@@ -92,7 +82,7 @@ enum TextFormatMedia {
     /// PAM after `P7`: a line break, then lines of a keyword and its value
     /// (`WIDTH 2`, `TUPLTYPE RGB`) or comments, up to `ENDHDR`.
     private static func pam(_ reader: inout HeaderReader) -> Verdict {
-        guard reader.take(where: { $0 == 0x0A || $0 == 0x0D }) != nil else { return reader.atEnd ? .cut : .no }
+        guard reader.take(where: isLineBreak) != nil else { return reader.atEnd ? .cut : .no }
         let keywords = ["WIDTH", "HEIGHT", "DEPTH", "MAXVAL", "TUPLTYPE", "ENDHDR"]
         while true {
             _ = reader.skipBlanksAndComments()
@@ -101,16 +91,16 @@ enum TextFormatMedia {
             if reader.atEnd { return keywords.contains { $0.utf8.starts(with: word) } ? .cut : .no }
             guard let keyword = keywords.first(where: { $0.utf8.elementsEqual(word) }) else { return .no }
             if keyword == "ENDHDR" { return .yes }
-            guard reader.skip(while: { $0 == 0x20 || $0 == 0x09 }) > 0 else { return reader.atEnd ? .cut : .no }
+            guard reader.skip(while: isSpaceOrTab) > 0 else { return reader.atEnd ? .cut : .no }
             guard !reader.atEnd else { return .cut }
             if keyword == "TUPLTYPE" {
-                reader.skip { $0 != 0x0A && $0 != 0x0D }
+                reader.skipToLineEnd()
             } else {
                 guard reader.skip(while: isDigit) > 0 else { return .no }
-                reader.skip { $0 == 0x20 || $0 == 0x09 }
+                reader.skip(while: isSpaceOrTab)
             }
-            guard !reader.atEnd else { return .cut }
-            guard let byte = reader.current, byte == 0x0A || byte == 0x0D else { return .no }
+            guard let byte = reader.current else { return .cut }
+            guard isLineBreak(byte) else { return .no }
         }
     }
 
@@ -118,20 +108,16 @@ enum TextFormatMedia {
     private static func xpm(_ reader: inout HeaderReader) -> Verdict {
         reader.skip(while: isBlank)
         guard !reader.atEnd else { return .cut }
-        for word in ["static", "char"] {
-            var attempt = reader
-            switch attempt.take(word) {
-            case .matched: return .yes
-            case .cut: return .cut
-            case .mismatched: continue
-            }
+        switch reader.take(oneOf: ["static", "char"]) {
+        case .literal: return .yes
+        case .cut: return .cut
+        case .none: return .no
         }
-        return .no
     }
 
     /// XPM2 after `! XPM2`: a line break, then its values (width, height, colours, characters a pixel).
     private static func xpm2(_ reader: inout HeaderReader) -> Verdict {
-        guard reader.take(where: { $0 == 0x0A || $0 == 0x0D }) != nil else { return reader.atEnd ? .cut : .no }
+        guard reader.take(where: isLineBreak) != nil else { return reader.atEnd ? .cut : .no }
         reader.skip(while: isBlank)
         guard let byte = reader.current else { return .cut }
         return isDigit(byte) ? .yes : .no
@@ -143,12 +129,10 @@ enum TextFormatMedia {
     private static func xbm(_ reader: inout HeaderReader) -> Verdict {
         reader.skip(while: isBlank)
         while true {
-            var attempt = reader
-            let comment = attempt.take("/*")
+            let comment = reader.take("/*")
             if comment == .cut { return .cut }
             guard comment == .matched else { break }
-            guard attempt.skip(past: Array("*/".utf8)) else { return .cut }
-            reader = attempt
+            guard reader.skip(past: Array("*/".utf8)) else { return .cut }
             reader.skip(while: isBlank)
         }
         switch reader.take("#define") {
@@ -156,11 +140,11 @@ enum TextFormatMedia {
         case .cut: return .cut
         case .mismatched: return .no
         }
-        guard reader.skip(while: { $0 == 0x20 || $0 == 0x09 }) > 0 else { return reader.atEnd ? .cut : .no }
+        guard reader.skip(while: isSpaceOrTab) > 0 else { return reader.atEnd ? .cut : .no }
         let name = reader.word { $0 > 0x20 && $0 != 0x7F }
         guard !reader.atEnd else { return .cut }
         guard name.count > 6, name.suffix(6).elementsEqual("_width".utf8) else { return .no }
-        guard reader.skip(while: { $0 == 0x20 || $0 == 0x09 }) > 0 else { return .no }
+        guard reader.skip(while: isSpaceOrTab) > 0 else { return .no }
         guard let byte = reader.current else { return .cut }
         return isDigit(byte) ? .yes : .no
     }
@@ -191,8 +175,10 @@ enum TextFormatMedia {
         return .yes
     }
 
-    private static func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
-    private static func isBlank(_ byte: UInt8) -> Bool { [0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C].contains(byte) }
+    private static let isDigit = HeaderReader.isDigit
+    private static let isBlank = HeaderReader.isBlank
+    private static let isSpaceOrTab = HeaderReader.isSpaceOrTab
+    private static let isLineBreak = HeaderReader.isLineBreak
 }
 
 /// A cursor over a header's bytes.
@@ -234,6 +220,24 @@ struct HeaderReader {
         return .matched
     }
 
+    /// Which of several literals `take(oneOf:)` found: the first the bytes
+    /// go on with, none, or the end of the bytes inside one first.
+    enum Choice {
+        case literal(Int), none, cut
+    }
+
+    /// Takes the first of `literals` the bytes go on with (moving on only then).
+    mutating func take(oneOf literals: [String]) -> Choice {
+        for (index, literal) in literals.enumerated() {
+            switch take(literal) {
+            case .matched: return .literal(index)
+            case .cut: return .cut
+            case .mismatched: continue
+            }
+        }
+        return .none
+    }
+
     /// Takes one byte that `predicate` accepts; nil (not moving) otherwise.
     mutating func take(where predicate: (UInt8) -> Bool) -> UInt8? {
         guard let byte = current, predicate(byte) else { return nil }
@@ -272,14 +276,25 @@ struct HeaderReader {
     mutating func skipBlanksAndComments() -> Bool {
         let start = index
         while let byte = current {
-            if [0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C].contains(byte) {
+            if Self.isBlank(byte) {
                 index += 1
             } else if byte == UInt8(ascii: "#") {
-                skip { $0 != 0x0A && $0 != 0x0D }
+                skipToLineEnd()
             } else {
                 break
             }
         }
         return index > start
     }
+
+    /// Skips what is left of the line (a comment), up to its line break.
+    mutating func skipToLineEnd() {
+        skip { !Self.isLineBreak($0) }
+    }
+
+    static func isDigit(_ byte: UInt8) -> Bool { (0x30...0x39).contains(byte) }
+    /// Space, tab, line breaks, vertical tab, form feed (C's `isspace`).
+    static func isBlank(_ byte: UInt8) -> Bool { [0x20, 0x09, 0x0A, 0x0D, 0x0B, 0x0C].contains(byte) }
+    static func isSpaceOrTab(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+    static func isLineBreak(_ byte: UInt8) -> Bool { byte == 0x0A || byte == 0x0D }
 }

@@ -105,20 +105,20 @@ final class Attempt: @unchecked Sendable {
     /// timeout is what limits the attempt, not the stall clock. Cleared when
     /// libcurl follows a redirect, which may need a new connection.
     var connected = false
-    /// libcurl's count of redirects followed once it follows the one whose
-    /// head came last; nil when none is pending. Until it does, libcurl is
+    /// A redirect's head came, and libcurl has not followed it yet: it is
     /// reading that redirect's body on the connection it has, and the stall
     /// clock judges it (a redirect's body that stopped took the connect
     /// timeout and the stall timeout both, and was said to be a wait for a connection).
-    private(set) var redirectPending: Int?
-    /// Redirect heads this attempt has seen.
+    private(set) var redirectPending = false
+    /// Redirect heads this attempt has seen: libcurl's count of redirects
+    /// followed once it follows the last.
     private var redirectHeads = 0
 
     /// Told by the loop's clock how many redirects libcurl has followed:
     /// once it follows the pending one, it is connecting again.
     func noteRedirectsFollowed(_ count: Int, at now: ContinuousClock.Instant) {
-        guard let pending = redirectPending, count >= pending else { return }
-        redirectPending = nil
+        guard redirectPending, count >= redirectHeads else { return }
+        redirectPending = false
         connected = false
         connectingSince = now
     }
@@ -153,7 +153,7 @@ final class Attempt: @unchecked Sendable {
     /// request goes out (CURLOPT_PREREQFUNCTION): the stall clock starts here.
     func connectionReady() {
         // (A redirect followed between two ticks of the clock: its request is out.)
-        redirectPending = nil
+        redirectPending = false
         requestsSent += 1
         lastActivity = .now
         requestSentAt = lastActivity
@@ -266,7 +266,7 @@ final class Attempt: @unchecked Sendable {
             // libcurl reads its body, then follows it, maybe to another host
             // (connecting again): the loop's clock sees when (`noteRedirectsFollowed`).
             redirectHeads += 1
-            redirectPending = redirectHeads
+            redirectPending = true
         }
         if head.isComplete {
             connectionAnswered()
@@ -1028,7 +1028,7 @@ final class CurlLoop: Sendable {
                 let held = counters.heldByWrites - heldAtLastTick
                 heldAtLastTick = counters.heldByWrites
                 if held > .zero { for attempt in running.values { attempt.loopWasHeld(for: held, at: now) } }
-                for (handle, attempt) in running where attempt.redirectPending != nil {
+                for (handle, attempt) in running where attempt.redirectPending {
                     attempt.noteRedirectsFollowed(handles[handle]?.long(CURLINFO_REDIRECT_COUNT) ?? 0, at: now)
                 }
                 let stalled = running.compactMap { handle, attempt in

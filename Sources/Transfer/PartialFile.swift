@@ -282,12 +282,17 @@ final class PartialFile {
     /// Whether `name` is a private temporary's: `<key>.<pid>-<n>.tmp`.
     private static func isPrivateTemporary(_ name: String) -> Bool {
         let parts = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        return parts.count == 3 && parts[0].utf8.count == 40 && isSequence(parts[1]) && parts[2] == "tmp"
+        return parts.first?.utf8.count == 40 && isPrivateSuffix(Array(parts.dropFirst()))
     }
 
-    /// `part`, or `<pid>-<n>` `tmp`: a partial's name after its key.
+    /// `part`, or a private temporary's ending: a partial's name after its key.
     private static func isPartialSuffix(_ parts: [String]) -> Bool {
-        parts == ["part"] || parts.count == 2 && isSequence(parts[0]) && parts[1] == "tmp"
+        parts == ["part"] || isPrivateSuffix(parts)
+    }
+
+    /// `<pid>-<n>` `tmp`: a private temporary's name after its key.
+    private static func isPrivateSuffix(_ parts: [String]) -> Bool {
+        parts.count == 2 && isSequence(parts[0]) && parts[1] == "tmp"
     }
 
     /// `<pid>-<n>` `done`: a finished body's name after its partial's.

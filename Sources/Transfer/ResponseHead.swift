@@ -242,11 +242,9 @@ struct ResponseHead: Sendable {
         guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else { return }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
         switch field {
-        case .contentLength:
-            lengths.note(value)
-            values[field] = values[field].map { $0 + ", " + text } ?? text
-        case .contentEncoding:
-            // A list, whether in one field or several (RFC 9110 5.3).
+        case .contentLength, .contentEncoding:
+            // Lists, whether in one field or several (RFC 9110 5.3).
+            if field == .contentLength { lengths.note(value) }
             values[field] = values[field].map { $0 + ", " + text } ?? text
         case .contentRange, .etag, .lastModified:
             if let earlier = values[field], earlier != text { conflicting.insert(field) }

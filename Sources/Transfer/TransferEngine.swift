@@ -536,15 +536,16 @@ public final class TransferEngine: Sendable {
     /// only TLS 1.0 or 1.1), or a client certificate asked for (TLS 1.3
     /// says so once the handshake is over: libcurl reports it as a failed
     /// receive or send). Each was tried five times, with backoff.
-    private static let hopelessHandshakes: [(wording: String, meaning: String)] = [
-        ("certificate required", "the server asks for a client certificate, which mediafetch does not send"),
-        ("unsupported protocol", "no TLS version in common (the server's is older than this system allows?)"),
-        ("no protocols available", "no TLS version in common (the server's is older than this system allows?)"),
-        ("alert protocol version", "no TLS version in common (the server's is older than this system allows?)"),
-        ("legacy sigalg disallowed", "no TLS signature algorithm in common (the server's TLS is older than this system allows)"),
-        ("no shared cipher", "no TLS cipher in common"),
-        ("no cipher match", "no TLS cipher in common"),
-    ]
+    private static let hopelessHandshakes: [(wording: String, meaning: String)] = {
+        let noVersion = "no TLS version in common (the server's is older than this system allows?)"
+        let noCipher = "no TLS cipher in common"
+        return [
+            ("certificate required", "the server asks for a client certificate, which mediafetch does not send"),
+            ("unsupported protocol", noVersion), ("no protocols available", noVersion), ("alert protocol version", noVersion),
+            ("legacy sigalg disallowed", "no TLS signature algorithm in common (the server's TLS is older than this system allows)"),
+            ("no shared cipher", noCipher), ("no cipher match", noCipher),
+        ]
+    }()
 
     /// A 2xx with no bytes. A 204 says there is no content (final); an empty
     /// 200 may be a server's passing fault (tried again).
@@ -564,6 +565,8 @@ public final class TransferEngine: Sendable {
         let code = CURLcode(rawValue: UInt32(outcome.curlCode))
         if code != CURLE_OK {
             let message = outcome.curlMessage
+            let hopeless = [CURLE_SSL_CONNECT_ERROR, CURLE_RECV_ERROR, CURLE_SEND_ERROR].contains(code)
+                ? hopelessHandshakes.first { message.contains($0.wording) }?.meaning : nil
             switch code {
             case CURLE_OPERATION_TIMEDOUT where message.contains("SSL connection timeout"):
                 // A server that waits, silent, for a plain request (mediafetch-origin does):
@@ -590,10 +593,8 @@ public final class TransferEngine: Sendable {
                  CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED:
                 // The same certificate comes back on every try: fail at once, not after four retries.
                 return .failure(TransferError(.certificate(curlCode: outcome.curlCode), message))
-            case _ where [CURLE_SSL_CONNECT_ERROR, CURLE_RECV_ERROR, CURLE_SEND_ERROR].contains(code)
-                && hopelessHandshakes.contains(where: { message.contains($0.wording) }):
-                let meaning = hopelessHandshakes.first { message.contains($0.wording) }?.meaning ?? ""
-                return .failure(TransferError(.certificate(curlCode: outcome.curlCode), "TLS handshake failed: \(meaning): \(message)"))
+            case _ where hopeless != nil:
+                return .failure(TransferError(.certificate(curlCode: outcome.curlCode), "TLS handshake failed: \(hopeless ?? ""): \(message)"))
             case CURLE_SSL_CONNECT_ERROR where notTLSWordings.contains(where: message.contains):
                 // A plain HTTP server's answer to the handshake: the same on every try.
                 return .failure(TransferError(.notTLS, "TLS handshake failed: the server did not answer in TLS "
