@@ -27,6 +27,15 @@
 /// two hosts that never answer held every place between them, and the live
 /// URLs after them waited a minute for both to be given up.
 ///
+/// An item that could not reach its host, and failed while as many items
+/// as may wait to retry already do, is parked (`park(_:host:)`): it gives
+/// its place back and holds no partial until its host answers or another of
+/// its URLs has failed for good (`unpark(_:)`), or nothing else is left to
+/// start. Such items used
+/// to keep their places while they waited: 2,000 URLs of 200 refused hosts
+/// mixed into 2,000 live ones filled the batch, and 913 live URLs waited
+/// 30 s for the dead hosts to be given up.
+///
 /// Not thread-safe: the batch holds it under its lock.
 struct BatchPlaces {
     /// Items in the list.
@@ -57,6 +66,12 @@ struct BatchPlaces {
     private var inOutage: Set<String> = []
     /// Hosts that have answered in this batch.
     private var proven: Set<String> = []
+    /// Parked items per host, each in the order they were parked (counted
+    /// in `outageSetAsideCount`).
+    private var parked: [String: FIFO<Int>] = [:]
+    /// Hosts with items parked, taken in turn at the end of the list (a
+    /// host may be listed again, or after its items were unparked).
+    private var parkedHosts = FIFO<String>()
 
     init(count: Int, share: Int, unprovenShare: Int? = nil, lookahead: Int, outageLookahead: Int? = nil) {
         self.count = count
@@ -93,10 +108,51 @@ struct BatchPlaces {
         if let host = oldestSetAside(where: { !inOutage.contains($0) }), let index = takeSetAside(of: host) {
             return .setAside(index: index, host: host)
         }
-        if cursor == count || outageSetAsideCount >= outageLookahead, let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
-            return .setAside(index: index, host: host)
+        if cursor == count || outageSetAsideCount >= outageLookahead {
+            if let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
+                return .setAside(index: index, host: host)
+            }
+            if let (index, host) = takeParked() { return .setAside(index: index, host: host) }
         }
         return .none
+    }
+
+    /// Whether an item parked now would wait for another to take its place:
+    /// not once the list is read to its end or the outage lookahead is used
+    /// up, where `next()` hands parked items out again at once.
+    var mayPark: Bool { cursor < count && outageSetAsideCount < outageLookahead }
+
+    /// The item `index` of `host`, which held a place, could not reach its
+    /// host and waits without the place (see the type's notes).
+    mutating func park(_ index: Int, host: String) {
+        release(host: host)
+        if parked[host] == nil { parkedHosts.append(host) }
+        parked[host, default: FIFO()].append(index)
+        outageSetAsideCount += 1
+    }
+
+    /// `host`'s parked items are set aside again, in list order, to take
+    /// places as its other items do: it answered, or its other URLs failed.
+    mutating func unpark(_ host: String) {
+        guard let items = parked.removeValue(forKey: host)?.elements else { return }
+        outageSetAsideCount -= items.count
+        countSetAside(items.count, of: host)
+        let merged = ((setAside[host]?.elements ?? []) + items).sorted()
+        var queue = FIFO<Int>()
+        for index in merged { queue.append(index) }
+        setAside[host] = queue
+    }
+
+    /// A parked item, its hosts taken in turn, which then holds a place.
+    private mutating func takeParked() -> (Int, String)? {
+        while let host = parkedHosts.removeFirst() {
+            guard let index = parked[host]?.removeFirst() else { continue }
+            if parked[host]?.isEmpty == true { parked[host] = nil } else { parkedHosts.append(host) }
+            outageSetAsideCount -= 1
+            placesPerHost[host, default: 0] += 1
+            return (index, host)
+        }
+        return nil
     }
 
     /// The places `host` may hold now.
@@ -120,6 +176,7 @@ struct BatchPlaces {
 
     /// `host` answered again.
     mutating func outageEnded(_ host: String) {
+        unpark(host)
         guard !inOutage.isEmpty, inOutage.remove(host) != nil else { return }
         let waiting = setAside[host]?.count ?? 0
         setAsideCount += waiting
@@ -156,6 +213,8 @@ struct BatchPlaces {
         let unstarted = max(0, count - cursor) + setAsideCount + outageSetAsideCount
         cursor = count
         setAside.removeAll()
+        parked.removeAll()
+        parkedHosts = FIFO()
         setAsideCount = 0
         outageSetAsideCount = 0
         return unstarted

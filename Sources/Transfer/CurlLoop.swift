@@ -379,6 +379,11 @@ struct AttemptOutcome: Sendable {
     /// with none of the host's transfers answered meanwhile, in an outage
     /// other URLs of the host see too (see `HostReachability.isOutage`).
     var hostUnreachable = false
+    /// The attempt ended without an answer because it could not reach its
+    /// host (no address, no connection, or one that stalled without a word),
+    /// whether or not other URLs of the host have seen it too: the first
+    /// URL of a dead host is not `hostUnreachable` yet.
+    var hostNotReached = false
     /// The attempt was turned away while its host served others, and the host
     /// is held to fewer transfers now: for want of room at the host, which
     /// its retry is not charged for (see `HostConcurrency.wasForWantOfRoom`).
@@ -658,6 +663,9 @@ final class CurlLoop: Sendable {
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
+            ended.hostNotReached = !cancelled && attempt.head.status == 0 && ended.redirects == 0
+                && HostReachability.failedForWantOfHost(code: code, abort: attempt.abort, madeConnection: attempt.connected)
+                && (!attempt.connected || HostReachability.isTimeout(code: code, abort: attempt.abort))
             if !cancelled {
                 ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code)
             }

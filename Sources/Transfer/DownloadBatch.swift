@@ -64,6 +64,8 @@ final class DownloadBatch: Sendable {
         var running: Set<TransferID> = []
         /// Items retrying in tasks of their own, to cancel on a cancel.
         var retrying: [TransferID: Task<Void, Never>] = [:]
+        /// The transfers of parked items (see `BatchPlaces`), by index.
+        var parkedIDs: [Int: TransferID] = [:]
     }
 
     private let engine: TransferEngine
@@ -200,25 +202,28 @@ final class DownloadBatch: Sendable {
             finish(index, .failure(error), then: nil)
             return false
         }
-        let id = engine.nextTransferID()
-        let attempt = engine.makeAttempt(id: id, target: prepared.target, number: 1, sink: prepared.sink)
-        let offset = attempt.requestedOffset
-        let first: @Sendable (AttemptOutcome) -> Void = { [self] outcome in
-            ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset))
-        }
-        attempt.onEnd = first
         // Checked and registered under the lock `cancel` takes: a cancel
         // either stops this item here or finds it running.
-        let admitted = state.withLock { state -> Bool in
-            guard !state.cancelled else { return false }
+        let admitted = state.withLock { state -> TransferID? in
+            guard !state.cancelled else { return nil }
+            // A parked item goes on as the same transfer: to its host's
+            // reachability a second one failing would make one dead URL an
+            // outage, whose failures use up no retry for 30 s.
+            let id = state.parkedIDs.isEmpty ? engine.nextTransferID()
+                : state.parkedIDs.removeValue(forKey: index) ?? engine.nextTransferID()
             state.running.insert(id)
-            return true
+            return id
         }
-        guard admitted else {
+        guard let id = admitted else {
             engine.abandon(prepared, after: .cancelled)
             release(target.hostKey)
             settle(1)
             return false
+        }
+        let attempt = engine.makeAttempt(id: id, target: prepared.target, number: 1, sink: prepared.sink)
+        let offset = attempt.requestedOffset
+        attempt.onEnd = { [self] outcome in
+            ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset))
         }
         if !engine.submit(attempt) {
             attempt.takeOnEnd()?(.cancelled())
@@ -270,23 +275,43 @@ final class DownloadBatch: Sendable {
         // item that needs them. Registered under the lock `cancel` takes, so
         // a cancel either finds the task or the task starts cancelled (its
         // own removal waits for the lock, so it comes after the insertion).
-        let givesWay = state.withLock { state -> Bool in
+        let host = prepared.target.hostKey
+        // Whether a place was freed (the item gave way or is parked), and whether it is parked.
+        let (freed, parks) = state.withLock { state -> (Bool, Bool) in
+            if first.outcome.hostUnreachable || first.outcome.pausedHost || first.outcome.abort?.kind == .hostGivenUp {
+                state.places.outageBegan(host)
+            }
             // An item waiting to retry (a backoff, a Retry-After) gives its place
             // to the next item at once, up to `retryLimit` of them: a dead host
             // must not hold up the rest of the list for its backoffs.
             let givesWay = state.retrying.count < retryLimit
-            if first.outcome.hostUnreachable || first.outcome.pausedHost || first.outcome.abort?.kind == .hostGivenUp {
-                state.places.outageBegan(prepared.target.hostKey)
-            }
+            // Past them, an item that failed for want of its host and holds
+            // no bytes is parked (see `BatchPlaces`): an index, no partial,
+            // started again later with a new one. (Not one refused as its host
+            // is given up: that fails at once.)
+            if !givesWay, first.outcome.hostNotReached, first.outcome.abort?.kind != .hostGivenUp, prepared.sink.bytesHeld == 0, state.places.mayPark, !state.cancelled { return (true, true) }
             let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)
             if state.cancelled { task.cancel() }
             state.retrying[first.id] = task
-            return givesWay
+            if givesWay { state.places.release(host: host) }
+            return (givesWay, false)
         }
-        // Off the loop thread, which may be the one here.
-        if givesWay {
-            release(prepared.target.hostKey)
-            DispatchQueue.global().async { [self] in startNext() }
+        guard freed else { return }
+        // Off the loop thread, which may be the one here: starting the next
+        // item, and closing a parked item's partial (which may wait for its writer).
+        DispatchQueue.global().async { [self] in
+            if parks {
+                engine.abandon(prepared, after: .cancelled)
+                // A cancel meanwhile did not count it among the unstarted: it settles itself.
+                let parked = state.withLock { state -> Bool in
+                    guard !state.cancelled else { return false }
+                    state.places.park(index, host: host)
+                    state.parkedIDs[index] = first.id
+                    return true
+                }
+                guard parked else { return settle(1) }
+            }
+            startNext()
         }
     }
 
@@ -313,10 +338,15 @@ final class DownloadBatch: Sendable {
             let host = prepared.target.hostKey
             state.withLock { state in
                 state.retrying.removeValue(forKey: first.id)
-                // Its host answered in the end: no longer in an outage, and may hold its share.
-                if case .success = result {
+                switch result {
+                case .success:
+                    // Its host answered in the end: no longer in an outage, and may hold its share.
                     state.places.outageEnded(host)
                     state.places.answered(host)
+                case .failure:
+                    // Its host is given up (or failed this URL's tries): the URLs
+                    // of it parked try now, and fail at once if it is given up.
+                    state.places.unpark(host)
                 }
             }
             finish(index, result, then: nextItem)

@@ -140,6 +140,63 @@ import Testing
         #expect(places.abandonUnstarted() == 1_000 - 5)
     }
 
+    @Test func parkedItemsWaitForTheEndOfTheList() {
+        // Given two items of host a, in an outage, then four of host b, and two places
+        var places = BatchPlaces(count: 6, share: 2, lookahead: 8)
+        let host = { (index: Int) in index < 2 ? "a" : "b" }
+        #expect(fill(&places, upTo: 2, host: host) == [0, 1])
+        places.outageBegan("a")
+
+        // When both of a's items fail and are parked
+        #expect(places.mayPark)
+        places.park(0, host: "a")
+        places.park(1, host: "a")
+
+        // Then b's items take the places, though a has room again
+        #expect(fill(&places, upTo: 2, host: host) == [2, 3])
+        places.release(host: "b")
+        places.release(host: "b")
+        #expect(fill(&places, upTo: 2, host: host) == [4, 5])
+        // and a's take them only once the list is read to its end, when
+        // parking more would only hand them out again
+        #expect(!places.mayPark)
+        places.release(host: "b")
+        #expect(places.next() == .setAside(index: 0, host: "a"))
+        #expect(places.next() == .setAside(index: 1, host: "a"))
+        #expect(places.next() == .none)
+    }
+
+    @Test func parkedItemsTakePlacesAgainInListOrderOnceTheirHostAnswers() {
+        // Given five items of host a, which holds one place, in an outage, then five of b
+        var places = BatchPlaces(count: 10, share: 1, lookahead: 8)
+        let host = { (index: Int) in index < 5 ? "a" : "b" }
+        #expect(fill(&places, upTo: 2, host: host) == [0, 5])
+        places.outageBegan("a")
+
+        // When a's first two items fail in turn and are parked
+        places.park(0, host: "a")
+        #expect(places.next() == .setAside(index: 1, host: "a"))
+        places.park(1, host: "a")
+
+        // Then once a answers they go before its items set aside, in list order
+        places.outageEnded("a")
+        #expect(places.next() == .setAside(index: 0, host: "a"))
+        places.release(host: "a")
+        #expect(places.next() == .setAside(index: 1, host: "a"))
+        places.release(host: "a")
+        #expect(places.next() == .setAside(index: 2, host: "a"))
+    }
+
+    @Test func aCancelCountsParkedItems() {
+        var places = BatchPlaces(count: 10, share: 1, lookahead: 8)
+        #expect(fill(&places, upTo: 2) { index in index < 5 ? "a" : "b" } == [0, 5])
+        places.outageBegan("a")
+        places.park(0, host: "a")
+        // Item 0 parked, 1–4 and 6–9 set aside.
+        #expect(places.abandonUnstarted() == 9)
+        #expect(places.next() == .none)
+    }
+
     @Test func aCancelCountsTheItemsSetAsideAndThoseNotRead() {
         var places = BatchPlaces(count: 10, share: 1, lookahead: 8)
         #expect(fill(&places, upTo: 2) { index in index < 5 ? "a" : "b" } == [0, 5])

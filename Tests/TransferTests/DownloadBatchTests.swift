@@ -332,6 +332,66 @@ import TestSupport
         }
     }
 
+    @Test func urlsOfMoreDeadHostsThanMayWaitToRetryLeaveTheBatchToTheOthers() async throws {
+        try await withOrigin { origin, directory in
+            // Given 600 refused hosts (loopback addresses nothing listens on
+            // at port 1) with two URLs each, every pair followed by a small
+            // file of a live origin: more dead URLs than may wait to retry
+            // (256 at 4 transfers), and none of them can end before its
+            // host's patience, 30 s, is out
+            let engine = try engine(directory, jobs: 4, perHost: 2, retry: RetryPolicy(maxRetries: 3, baseDelay: 0.5, maxDelay: 2))
+            defer { engine.shutdown() }
+            let live = origin.addFixtures(count: 600, size: 3000, firstSeed: 300)
+            let urls = (0..<600).flatMap { (host: Int) -> [String] in
+                let dead = "http://127.0.\(2 + host / 250).\(1 + host % 250):1/dead\(host)"
+                return ["\(dead)-a.jpg", "\(dead)-b.jpg", live[host]]
+            }
+            let liveIndices = Set(urls.indices.filter { $0 % 3 == 2 })
+
+            // When the live files are all done
+            let (deadEnded, liveResults) = try await runUntilDone(liveIndices, of: urls, on: engine)
+
+            // Then no dead URL had ended: past the 256 waiting, the dead URLs
+            // that failed gave their places up too (they used to keep them,
+            // and the live files waited 30 s for the dead hosts to be given up)
+            #expect(deadEnded == 0)
+            #expect(liveResults.count == 600)
+            for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
+        }
+    }
+
+    @Test func aParkedURLOfADeadHostUsesUpItsOwnRetries() async throws {
+        try await withOrigin { _, directory in
+            // Given 300 refused hosts with a URL each, more than may wait to
+            // retry at 2 transfers (128), so that some are parked, each with
+            // one retry after up to a second
+            let engine = try engine(directory, jobs: 2, perHost: 2, retry: RetryPolicy(maxRetries: 1, baseDelay: 1, maxDelay: 1))
+            defer { engine.shutdown() }
+            let urls = (0..<300).map { "http://127.0.\(10 + $0 / 250).\(1 + $0 % 250):1/dead\($0).jpg" }
+            let results = Results()
+
+            // When the batch runs
+            await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                results.record(index, result)
+                ready()
+            }
+
+            // Then each failed after its own tries, none of them given up with its
+            // host: started again, a parked URL was taken for a second one failing
+            // there, an outage, whose failures used up no retry until its host was
+            // given up at 30 s
+            let byIndex = results.byIndex.withLock { $0 }
+            #expect(byIndex.count == 300)
+            let givenUp = byIndex.values.filter { $0.first.map(isGivenUp) == true }.count
+            #expect(givenUp == 0)
+        }
+    }
+
+    private func isGivenUp(_ result: Result<DownloadedBody, TransferError>) -> Bool {
+        if case .failure(let error) = result { return error.kind == .hostGivenUp }
+        return false
+    }
+
     @Test func aHostInAnOutageDoesNotHoldUpTheURLsBetweenItsOwn() async throws {
         try await withOrigin { origin, directory in
             // Given 2,000 URLs of a port nothing listens on, with a small file of
