@@ -221,6 +221,10 @@ struct ProgressPrinter {
     func consume(_ events: AsyncStream<JobEvent>) async {
         let live = mode.showsStatusLine
         var pausedHosts: Set<String> = []
+        // Notes of hosts paused, held until a progress shows items left: a
+        // lone URL answered 429 under --retries 0 has failed already, and
+        // "its URLs wait 1 s" was said of none.
+        var heldNotes: [String] = []
         func showStatus(_ progress: RunProgress) {
             StatusLine.shared.draw(ProgressText.fittedStatus(progress, columns: Terminal.stderrColumns))
         }
@@ -229,6 +233,11 @@ struct ProgressPrinter {
                 // Every line a JSON object, failures included (they carry the URL and the reason).
                 Terminal.writeErr(ProgressJSON.line(for: event) + "\n")
                 continue
+            }
+            if case .progress(let progress) = event, !heldNotes.isEmpty,
+               progress.done + progress.failed + progress.skipped < progress.total {
+                for note in heldNotes { Terminal.notice(note, progress: mode) }
+                heldNotes = []
             }
             switch event {
             case .progress(let progress) where live:
@@ -243,9 +252,7 @@ struct ProgressPrinter {
                 Terminal.notice(ProgressText.hostLimitedNote(host: host, connections: connections), progress: mode)
             case .hostPaused(let host, let seconds):
                 // Once a host: a host that keeps a pace pauses it again and again.
-                if pausedHosts.insert(host).inserted {
-                    Terminal.notice(ProgressText.hostPausedNote(host: host, seconds: seconds), progress: mode)
-                }
+                if pausedHosts.insert(host).inserted { heldNotes.append(ProgressText.hostPausedNote(host: host, seconds: seconds)) }
             case .finished(let report):
                 StatusLine.shared.clear()
                 if mode != .none { Terminal.writeErr(ProgressText.summary(report) + "\n") }

@@ -296,6 +296,20 @@ import TestSupport
         }
     }
 
+    /// Under `--retries 0` a lone URL answered 429 fails at once: the run
+    /// says so, and no note says its URLs wait (there are none left).
+    @Test func aLoneURLAnswered429UnderNoRetriesIsNotSaidToWait() async throws {
+        try await withOrigin { origin, directory in
+            origin.limitRate(to: 0, per: 2)
+            let url = origin.addSlowPhotos(1, size: 3_000, seconds: 0)[0]
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0", url])
+
+            #expect(result.status == 1)
+            #expect(result.stderrLines.filter { $0.hasPrefix("mediafetch: failed \(url): HTTP 429") }.count == 1, "\(result.stderr)")
+            #expect(result.stderrLines.filter { $0.hasPrefix("mediafetch: note: ") } == [], "\(result.stderr)")
+        }
+    }
+
     /// A host that asks to wait two hours: mediafetch waits 10 min at most,
     /// so the host is given up at its first answers, every URL fails with one
     /// line saying why, and the summary names the host.
