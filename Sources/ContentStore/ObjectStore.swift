@@ -144,6 +144,9 @@ public final class ObjectStore: BlobStore {
     /// Why `objectsDirectoryDescriptor` could not be opened (a reader's
     /// store only); 0 when it was.
     private let objectsDirectoryError: Int32
+    /// Why there is no objects' directory when a name on its way is there as
+    /// something else (see `brokenPath`); nil when there is simply none.
+    private let objectsPathProblem: StoreError?
 
     /// Opens the store under `root` to read it only: nothing is created (a
     /// cache on a read-only disk, or copied without its empty `tmp/`, is
@@ -158,6 +161,31 @@ public final class ObjectStore: BlobStore {
         temporaryDirectoryDescriptor = -1
         objectsDirectoryDescriptor = open(objectsDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         objectsDirectoryError = objectsDirectoryDescriptor < 0 ? errno : 0
+        objectsPathProblem = objectsDirectoryError == ENOENT || objectsDirectoryError == ENOTDIR
+            ? Self.brokenPath(from: root, to: objectsDirectory) : nil
+    }
+
+    /// What stands in the way of `path` below `root` when it cannot be
+    /// opened: a link to nothing (a disk not mounted) or something not a
+    /// directory. Nil when a name on the way is simply not there.
+    static func brokenPath(from root: String, to path: String) -> StoreError? {
+        guard path.hasPrefix(root + "/") else { return nil }
+        var walked = root
+        for name in path.dropFirst(root.count + 1).split(separator: "/") {
+            walked += "/\(name)"
+            var info = stat()
+            guard lstat(walked, &info) == 0 else { return nil }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                var target = stat()
+                if stat(walked, &target) != 0 {
+                    let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: walked)) ?? "?"
+                    return StoreError("\(walked) is a link to \(link), which cannot be reached (\(String(cString: strerror(errno))))")
+                }
+                info = target
+            }
+            if info.st_mode & S_IFMT != S_IFDIR { return StoreError("\(walked) is not a directory") }
+        }
+        return nil
     }
 
     /// Opens (creating if needed) the store under `root`. `pendingWriteback`
@@ -167,9 +195,17 @@ public final class ObjectStore: BlobStore {
         self.pendingWriteback = pendingWriteback
         self.temporaryDirectory = root + "/tmp"
         self.objectsDirectory = root + "/objects/sha256"
-        for directory in [temporaryDirectory, objectsDirectory] { try Self.makeDirectories(directory) }
+        for directory in [temporaryDirectory, objectsDirectory] {
+            do {
+                try Self.makeDirectories(directory)
+            } catch {
+                // "cannot create …/objects/sha256: No such file or directory" said nothing of a link to a disk not mounted.
+                throw Self.brokenPath(from: root, to: directory) ?? error
+            }
+        }
         temporaryDirectoryDescriptor = try Self.openDirectory(temporaryDirectory)
         objectsDirectoryError = 0
+        objectsPathProblem = nil
         do {
             objectsDirectoryDescriptor = try Self.openDirectory(objectsDirectory)
         } catch {
@@ -247,9 +283,12 @@ public final class ObjectStore: BlobStore {
     }
 
     /// Throws when the objects' directory cannot be entered; a cache
-    /// without one (nothing stored yet) has no objects.
+    /// without one (nothing stored yet) has no objects. One that is a link
+    /// to nothing, or a file, is not that: it listed every object as gone.
     func checkObjectsReadable() throws(StoreError) {
-        guard objectsDirectoryDescriptor < 0, objectsDirectoryError != ENOENT, objectsDirectoryError != ENOTDIR else { return }
+        guard objectsDirectoryDescriptor < 0 else { return }
+        if let objectsPathProblem { throw objectsPathProblem }
+        guard objectsDirectoryError != ENOENT, objectsDirectoryError != ENOTDIR else { return }
         throw StoreError.system("cannot read", objectsDirectory, errno: objectsDirectoryError)
     }
 

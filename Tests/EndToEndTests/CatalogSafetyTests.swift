@@ -349,6 +349,38 @@ import TestSupport
         }
     }
 
+    /// An `objects/` that links to nothing (a disk not mounted), or that is a
+    /// file, is no cache without objects: list said every item was missing,
+    /// "get fetches them again", and stats that every object had no file.
+    @Test(arguments: [true, false])
+    func objectsThatLinkToNothingOrAreAFileAreNotCalledMissing(link: Bool) async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            let objects = cache + "/objects"
+            let away = directory.appending("unmounted")
+            #expect(rename(objects, away) == 0)
+            let reason: String
+            if link {
+                #expect(symlink(away, objects) == 0)
+                #expect(rename(away, away + "-gone") == 0)
+                reason = "\(objects) is a link to \(away), which cannot be reached (No such file or directory)"
+            } else {
+                #expect(FileManager.default.createFile(atPath: objects, contents: Data("not objects".utf8)))
+                reason = "\(objects) is not a directory"
+            }
+
+            for arguments in [["list"], ["list", "--format", "json"], ["stats"]] {
+                let result = try await BuiltProducts.run(arguments + ["--cache", cache])
+                #expect(result.status == 3)
+                #expect(result.stdout.isEmpty, "\(arguments): \(result.stdout)")
+                #expect(result.stderr == "mediafetch: cannot read the cache's objects: \(reason)\n", "\(arguments): \(result.stderr)")
+            }
+            let get = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+            #expect(get.status == 3)
+            #expect(get.stderr == "mediafetch: cannot open the cache at \(cache): \(reason)\n", "\(get.stderr)")
+        }
+    }
+
     /// Objects another user may not look at are not missing: list and stats
     /// said every one was gone, "get fetches them again", with every file intact.
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
