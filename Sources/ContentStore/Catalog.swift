@@ -525,9 +525,12 @@ public final class Catalog: Sendable {
     /// a process recording it meanwhile wins too), and an item that is there
     /// keeps its kind, title and metadata (the late row only fills in what
     /// it lacks).
+    /// `clearingFailuresOf`: URLs whose object a run found in place, so that
+    /// their last failure (a fetch when the file was gone) is past: the URL
+    /// was cached, and `list --failed` kept it for good.
     public func record(_ records: [IngestRecord], failures: [FailureRecord] = [], touching touched: [String] = [],
-                       at date: Date = Date(), kept: Bool = false) throws {
-        guard !records.isEmpty || !failures.isEmpty || !touched.isEmpty else { return }
+                       clearingFailuresOf cleared: [String] = [], at date: Date = Date(), kept: Bool = false) throws {
+        guard !records.isEmpty || !failures.isEmpty || !touched.isEmpty || !cleared.isEmpty else { return }
         let now = date.timeIntervalSince1970
         try database.write { db in
             var collectionIDs: [String: Int64] = [:]
@@ -576,15 +579,24 @@ public final class Catalog: Sendable {
             }
             for failure in failures {
                 let url = URLPassword.removed(from: failure.url)
+                // Not over a fetch recorded since the run found the URL not cached
+                // (another process's): the failure stayed listed, and the URL, cached,
+                // was never fetched again to clear it.
                 try db.cachedStatement(sql: """
                     INSERT INTO source (url, lastError, lastErrorAt) VALUES (?, ?, ?)
                     ON CONFLICT(url) DO UPDATE SET lastError = excluded.lastError, lastErrorAt = excluded.lastErrorAt
-                    """).execute(arguments: [url, failure.message, now])
+                    WHERE ? IS NULL OR source.fetchedAt IS NULL OR source.fetchedAt < ?
+                    """).execute(arguments: [url, failure.message, now, failure.since?.timeIntervalSince1970,
+                                               failure.since?.timeIntervalSince1970])
                 // A URL whose file was gone keeps its object when fetching it again
                 // fails: its items stay listed, as missing, in their collections
                 // (clearing it dropped them from `list` and `stats` for good).
             }
             try Self.touch(touched, at: now, in: db)
+            for url in cleared {
+                try db.cachedStatement(sql: "UPDATE source SET lastError = NULL, lastErrorAt = NULL WHERE url = ? AND hash IS NOT NULL")
+                    .execute(arguments: [URLPassword.removed(from: url)])
+            }
         }
     }
 
@@ -597,11 +609,11 @@ public final class Catalog: Sendable {
             guard try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM source WHERE hash IS NOT NULL)") == true else { return }
             try Self.inChunks(of: urls) { chunk, marks in
                 let rows = try Row.fetchAll(db, sql: """
-                    SELECT source.url, object.hash, object.size FROM source JOIN object ON object.hash = source.hash
-                    WHERE source.url IN (\(marks))
+                    SELECT source.url, object.hash, object.size, source.lastError IS NOT NULL FROM source
+                    JOIN object ON object.hash = source.hash WHERE source.url IN (\(marks))
                     """, arguments: StatementArguments(chunk))
                 for row in rows {
-                    let source = CachedSource(url: row[0], sha256: row[1], size: row[2])
+                    let source = CachedSource(url: row[0], sha256: row[1], size: row[2], lastFetchFailed: row[3])
                     found[source.url] = source
                 }
             }

@@ -48,9 +48,14 @@ public struct IngestRecord: Sendable, Equatable, Codable {
 public struct FailureRecord: Sendable, Equatable {
     public var url: String
     public var message: String
-    public init(url: String, message: String) {
+    /// When the run that failed it found the URL not cached: a fetch of it
+    /// recorded since (by another process) is newer news than this failure,
+    /// which is then not recorded. Nil: recorded whatever came before.
+    public var since: Date?
+    public init(url: String, message: String, since: Date? = nil) {
         self.url = url
         self.message = message
+        self.since = since
     }
 }
 
@@ -72,6 +77,8 @@ public struct CachedSource: Sendable, Equatable {
     public let url: String
     public let sha256: String
     public let size: Int64
+    /// Whether the URL's last fetch failed (its object was gone then).
+    public var lastFetchFailed = false
 }
 
 /// One item as `list` shows it: a URL in a collection and the object it resolved to.

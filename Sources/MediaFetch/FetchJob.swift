@@ -181,6 +181,9 @@ public final class FetchJob: Sendable {
         /// The job was cancelled: a catalog that then fails (its lock wait
         /// cut short) does not stop the run as a failed catalog would.
         var cancelled = false
+        /// When the run began, before it looked for its URLs in the catalog:
+        /// its failures do not overwrite fetches recorded since (`FailureRecord.since`).
+        var began = Date()
 
         /// Counts the items of `requested` (`items`, without its repeats) as the run's.
         mutating func count(_ items: any FetchList, of requested: any FetchList) {
@@ -241,7 +244,10 @@ public final class FetchJob: Sendable {
         let started = clock.now
         defer { eventSink.finish() }
         let items = requested.withoutRepeats()
-        state.withLock { $0.count(items, of: requested) }
+        state.withLock {
+            $0.began = Date()
+            $0.count(items, of: requested)
+        }
 
         let ingestor = Ingestor(cache: cache, store: ingestStore)
         let engine: TransferEngine
@@ -482,8 +488,10 @@ public final class FetchJob: Sendable {
             if !newInCollection.isEmpty { throw NeedsWriting() }
             return found.count
         }
+        // Found in place: a failure when its file was gone is past.
+        let failuresPast = found.filter(\.source.lastFetchFailed).map(\.key)
         do {
-            try cache.reserve.retryingOnFullDisk { try cache.catalog.record(newInCollection) }
+            try cache.reserve.retryingOnFullDisk { try cache.catalog.record(newInCollection, clearingFailuresOf: failuresPast) }
         } catch {
             throw CatalogWriteFailure(underlying: error)
         }
@@ -617,7 +625,7 @@ public final class FetchJob: Sendable {
             return
         }
         // A reason may quote the URL, password and all: the catalog keeps it redacted.
-        let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason))
+        let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason), since: state.withLock { $0.began })
         ingestor.noteFailure(failure)
         let givenUpHost = hostGivenUp ? (try? RequestTarget(item.url))?.hostKey : nil
         state.withLock {

@@ -312,6 +312,44 @@ import TestSupport
         }
     }
 
+    /// Two processes fetch one URL: the one that began first fails last. Its
+    /// failure is older news than the other's fetch, and is not recorded
+    /// (it stayed in `list --failed` for good: the URL, cached, was never
+    /// fetched again to clear it). A failure after the fetch still is.
+    @Test func aFailureDoesNotOverwriteAFetchRecordedSinceItsRunBegan() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            let began = Date()
+            try catalog.record([record("http://h/1", "b", hashA)], at: began.addingTimeInterval(1))
+
+            try catalog.record([], failures: [FailureRecord(url: "http://h/1", message: "timed out", since: began)],
+                               at: began.addingTimeInterval(4))
+            #expect(try catalog.stats().failedSources == 0)
+
+            try catalog.record([], failures: [FailureRecord(url: "http://h/1", message: "HTTP 404", since: began.addingTimeInterval(2))],
+                               at: began.addingTimeInterval(5))
+            #expect(try catalog.stats().failedSources == 1)
+        }
+    }
+
+    /// A run that finds a URL's object in place clears its last failure
+    /// (a fetch when the file was gone), and only that URL's.
+    @Test func aURLFoundInPlaceLosesItsLastFailure() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            try catalog.record([record("http://h/back", "c", hashA)])
+            try catalog.record([], failures: [FailureRecord(url: "http://h/back", message: "HTTP 503"),
+                                              FailureRecord(url: "http://h/never", message: "HTTP 404")])
+            #expect(try catalog.cachedSources(for: ["http://h/back"])["http://h/back"]?.lastFetchFailed == true)
+
+            try catalog.record([], clearingFailuresOf: ["http://h/back", "http://h/never"])
+
+            var failed: [CatalogFailure] = []
+            try catalog.readFailures { forEach in try forEach { failed.append($0) } }
+            #expect(failed.map(\.url) == ["http://h/never"])
+        }
+    }
+
     /// A URL whose object's file was gone and whose fetch then failed keeps
     /// its object and its items, listed as missing: clearing it dropped the
     /// item from its collection for good after one failed retry.

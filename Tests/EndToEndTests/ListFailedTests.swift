@@ -41,6 +41,58 @@ import TestSupport
         }
     }
 
+    /// A run that began before another process fetched the URL, and failed
+    /// it after: the fetch is the newer news. The failure stayed listed for
+    /// good (the URL, cached, was never fetched again to clear it).
+    @Test func aFailureOlderThanAnotherProcesssFetchIsNotListed() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/big.jpg", data: fixtureBytes(count: 300_000, seed: 83))
+            let cache = directory.appending("cache")
+            let url = origin.url("/big.jpg")
+            // The slow run: 1 KiB/s, given up after 4 s.
+            let slow = try BuiltProducts.start(["get", "--cache", cache, "--retries", "0", "--timeout", "4",
+                                                "--limit-rate", "1K", "--collection", "slow", url])
+            try await Task.sleep(for: .seconds(1))
+            let fast = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "fast", url])
+            #expect(fast.status == 0, "\(fast.stderr)")
+            let slowResult = await slow.wait()
+            #expect(slowResult.status == 1, "\(slowResult.stderr)")
+
+            let failed = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "json"])
+            #expect(failed.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "\(failed.stdout)")
+        }
+    }
+
+    /// A URL whose file was gone, and whose fetch then failed, is listed until
+    /// a run finds its file in place again (the same bytes came from
+    /// another URL): `get` said it was cached, and never fetched it to clear it.
+    @Test func aFailedURLWhoseFileIsBackLeavesTheListWhenFoundCached() async throws {
+        try await withOrigin { origin, directory in
+            let bytes = fixtureBytes(count: 3_000, seed: 84)
+            origin.addResource("/a.jpg", data: bytes)
+            origin.addResource("/copy.jpg", data: bytes)
+            let cache = directory.appending("cache")
+            let url = origin.url("/a.jpg")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, url]).status == 0)
+            let listed = try await BuiltProducts.run(["list", "--cache", cache, "--format", "json"])
+            let entries = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+            let path = try #require(entries.first?["path"] as? String)
+            #expect(unlink(path) == 0)
+            origin.setFault("/a.jpg", .status(503))
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", url]).status == 1)
+            let failedBefore = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "csv"])
+            #expect(failedBefore.stdout.split(separator: "\n").count == 2, "\(failedBefore.stdout)")
+
+            // The same bytes from another URL put the file back; the URL is then found cached.
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/copy.jpg")]).status == 0)
+            let again = try await BuiltProducts.run(["get", "--cache", cache, url])
+            #expect(again.status == 0, "\(again.stderr)")
+
+            let failedAfter = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "csv"])
+            #expect(failedAfter.stdout == "url,failedAt,reason,cached\n", "\(failedAfter.stdout)")
+        }
+    }
+
     @Test func failedTakesNoCollectionOrKind() async throws {
         try await TemporaryDirectory.with { directory in
             for extra in [["--collection", "x"], ["--kind", "photo"]] {
