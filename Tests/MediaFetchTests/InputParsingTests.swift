@@ -395,6 +395,29 @@ import TestSupport
         #expect(CollectionName.problem("vysoké tatry") == nil)
     }
 
+    /// What draws nothing makes a second collection that looks like the
+    /// first: a soft hyphen, a joiner or a variation selector after a
+    /// letter, a Hangul filler, a Braille blank, an accent with nothing to sit on.
+    @Test func collectionNamesThatDrawNothingOrLookLikeAnotherAreRefused() {
+        for (name, shown) in [("downloads\u{AD}", "downloads\\u{AD}"), ("downloads\u{200D}", "downloads\\u{200D}"),
+                              ("\u{200C}downloads", "\\u{200C}downloads"), ("downloads\u{FE0F}", "downloads\\u{FE0F}"),
+                              ("down\u{34F}loads", "down\\u{34F}loads"), ("downloads\u{180E}", "downloads\\u{180E}"),
+                              ("\u{3164}", "\\u{3164}"), ("downloads\u{E0041}", "downloads\\u{E0041}")] {
+            #expect(CollectionName.problem(name) == "must not hold control or invisible characters (got '\(shown)')", "\(shown)")
+        }
+        #expect(CollectionName.problem("\u{2800}") == "must not be empty")
+        #expect(CollectionName.problem("downloads\u{2800}") == "must not begin or end with white space (got 'downloads\\u{2800}')")
+        #expect(CollectionName.problem("\u{301}") == "must not begin with a combining mark (got '\u{301}')")
+        // Emoji sequences, an ideograph's variant, Mongolian's variants and a flag's tags are names.
+        for name in ["❤\u{FE0F} trips", "👨\u{200D}👩\u{200D}👧", "葛\u{E0100}", "ᠠ\u{180B}ᠡ", "🏴\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}",
+                     "e\u{301}te", "1\u{FE0F}\u{20E3}"] {
+            #expect(CollectionName.problem(name) == nil, "\(name)")
+        }
+        // A variation selector widens an emoji, not a letter.
+        #expect(DisplayText.displayWidth("s\u{FE0F}") == 1)
+        #expect(DisplayText.displayWidth("❤\u{FE0F}") == 2)
+    }
+
     @Test func wideCharactersTakeTwoColumns() {
         #expect(DisplayText.displayWidth("tatry") == 5)
         #expect(DisplayText.displayWidth("東京") == 4)

@@ -41,7 +41,8 @@ public enum DisplayText {
         if (0x200B...0x200D).contains(first.value) || (0x2060...0x2064).contains(first.value) || first.value == 0xFEFF {
             return 0
         }
-        return isWide(first) || character.unicodeScalars.contains("\u{FE0F}") ? 2 : 1
+        // U+FE0F widens only what it asks to draw as an emoji: after a letter terminals ignore it.
+        return isWide(first) || first.properties.isEmoji && character.unicodeScalars.contains("\u{FE0F}") ? 2 : 1
     }
 
     /// East Asian Wide and Fullwidth ranges (Unicode's EastAsianWidth.txt, W and F),

@@ -308,17 +308,68 @@ public enum CollectionName {
     /// from a CRLF file ended in CR, and one with a space or a no-break space
     /// after it (`--collection "downloads "`), made a second collection
     /// that looked like the first.
+    ///
+    /// Nor may it hold what draws nothing (a soft hyphen, a Hangul filler,
+    /// U+034F; joiners and variation selectors only inside, after what they
+    /// join or vary), nor begin with a combining mark or end in a blank:
+    /// `downloads` with a soft hyphen or a ZWJ after it was a second
+    /// `downloads` in the table.
     public static func problem(_ name: String) -> String? {
-        if name.allSatisfy(\.isWhitespace) { return "must not be empty" }
-        if name.unicodeScalars.contains(where: DisplayText.isControl) {
-            return "must not hold control or invisible characters (got '\(DisplayText.escapingControls(name))')"
+        let scalars = Array(name.unicodeScalars)
+        if scalars.allSatisfy(isBlank) { return "must not be empty" }
+        let shown = DisplayText.escaping(name) { DisplayText.isControl($0) || drawsNothing($0) || isBlank($0) && $0 != " " }
+        var previous: Unicode.Scalar?
+        for (offset, scalar) in scalars.enumerated() {
+            defer { previous = scalar }
+            let atAnEnd = offset == 0 || offset == scalars.count - 1
+            let fits = isJoiner(scalar) ? !atAnEnd : modifierFits(scalar, after: previous)
+            if DisplayText.isControl(scalar) || drawsNothing(scalar) && fits != true {
+                return "must not hold control or invisible characters (got '\(shown)')"
+            }
         }
-        if name.first?.isWhitespace == true || name.last?.isWhitespace == true {
+        if let first = scalars.first, isBlank(first) || isCombiningMark(first) || isBlank(scalars[scalars.count - 1]) {
             // A no-break or an ideographic space, shown as what it is.
-            let shown = DisplayText.escaping(name) { $0.properties.isWhitespace && $0 != " " }
-            return "must not begin or end with white space (got '\(shown)')"
+            return isCombiningMark(first) ? "must not begin with a combining mark (got '\(shown)')"
+                : "must not begin or end with white space (got '\(shown)')"
         }
         return nil
+    }
+
+    /// White space, and the Braille blank, which draws as one.
+    private static func isBlank(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.isWhitespace || scalar.value == 0x2800
+    }
+
+    /// The zero-width joiner and non-joiner, which emoji sequences and some scripts need inside a name.
+    private static func isJoiner(_ scalar: Unicode.Scalar) -> Bool { scalar.value == 0x200C || scalar.value == 0x200D }
+
+    /// Whether `scalar`, a variation selector or an emoji tag, varies what
+    /// comes before it (an emoji or an ideograph; a Mongolian letter for
+    /// Mongolian's); nil when it is none of those. After a letter it draws
+    /// nothing, and names nothing.
+    private static func modifierFits(_ scalar: Unicode.Scalar, after previous: Unicode.Scalar?) -> Bool? {
+        guard let previous else { return false }
+        switch scalar.value {
+        case 0xFE00...0xFE0F, 0xE0100...0xE01EF:
+            return previous.properties.isEmoji || previous.properties.isIdeographic
+        case 0x180B...0x180D, 0x180F:
+            return (0x1820...0x18AF).contains(previous.value)
+        case 0xE0020...0xE007F:
+            return previous.properties.isEmoji || (0xE0020...0xE007F).contains(previous.value)
+        default:
+            return nil
+        }
+    }
+
+    private static func drawsNothing(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.isDefaultIgnorableCodePoint
+    }
+
+    private static func isCombiningMark(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .nonspacingMark, .spacingMark, .enclosingMark: true
+        default: false
+        }
     }
 
     /// The stored name among `names` that `name` means: the same bytes, or
