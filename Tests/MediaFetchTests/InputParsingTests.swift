@@ -458,6 +458,10 @@ import TestSupport
         #expect(ListMessages.noCollection(named: "x", among: []) == "no collection named 'x' (the cache has none)")
         let many = (1...12).map { "c\($0)" }
         #expect(ListMessages.noCollection(named: "x", among: many).hasSuffix("'c10' and 2 more)"))
+        // A very long name is cut: one of 5,000 characters made a 10 KB line.
+        let long = String(repeating: "a", count: 5_000)
+        #expect(ListMessages.noCollection(named: long, among: [long])
+                == "no collection named '\(String(repeating: "a", count: 59))…' (the cache has '\(String(repeating: "a", count: 59))…')")
     }
 
     @Test func aTableRowCannotBeBrokenOrClearTheScreen() {

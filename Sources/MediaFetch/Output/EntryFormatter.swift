@@ -287,9 +287,16 @@ public enum ListMessages {
     /// name, with the names there are, so that a typo shows itself.
     public static func noCollection(named name: String, among names: [String]) -> String {
         let shown = 10
-        var known = names.prefix(shown).map { "'\(DisplayText.escapingControls($0))'" }.joined(separator: ", ")
+        var known = names.prefix(shown).map { "'\(quoted($0))'" }.joined(separator: ", ")
         if names.count > shown { known += " and \(names.count - shown) more" }
-        return "no collection named '\(DisplayText.escapingControls(name))' (" + (names.isEmpty ? "the cache has none" : "the cache has \(known)") + ")"
+        return "no collection named '\(quoted(name))' (" + (names.isEmpty ? "the cache has none" : "the cache has \(known)") + ")"
+    }
+
+    /// A name as the message shows it: escaped, and cut at 60 characters
+    /// (one of 5,000 made the line 10 KB).
+    private static func quoted(_ name: String) -> String {
+        let escaped = DisplayText.escapingControls(name)
+        return escaped.count > 60 ? escaped.prefix(59) + "…" : escaped
     }
 }
 
