@@ -90,7 +90,7 @@ final class DownloadBatch: Sendable {
         width = engine.descriptorBudget.batchWidth(jobs: jobs)
         let share = Self.hostShare(width: width, jobs: jobs, perHost: engine.configuration.maxTransfersPerHost)
         let places = BatchPlaces(count: count, share: share, unprovenShare: engine.configuration.maxTransfersPerHost,
-                                 lookahead: Self.lookaheadPerPlace * width)
+                                 lookahead: engine.configuration.batchLookaheadPerPlace * width)
         state = SleepingLock(State(remaining: count, places: places))
     }
 
@@ -204,17 +204,20 @@ final class DownloadBatch: Sendable {
         }
         // Checked and registered under the lock `cancel` takes: a cancel
         // either stops this item here or finds it running.
-        let admitted = state.withLock { state -> TransferID? in
+        let admitted = state.withLock { state -> (id: TransferID, wasParked: Bool)? in
             guard !state.cancelled else { return nil }
             // A parked item goes on as the same transfer: to its host's
             // reachability a second one failing would make one dead URL an
             // outage, whose failures use up no retry for 30 s.
-            let id = state.parkedIDs.isEmpty ? engine.nextTransferID()
-                : state.parkedIDs.removeValue(forKey: index) ?? engine.nextTransferID()
+            if !state.parkedIDs.isEmpty, let parked = state.parkedIDs.removeValue(forKey: index) {
+                state.running.insert(parked)
+                return (parked, true)
+            }
+            let id = engine.nextTransferID()
             state.running.insert(id)
-            return id
+            return (id, false)
         }
-        guard let id = admitted else {
+        guard let (id, wasParked) = admitted else {
             engine.abandon(prepared, after: .cancelled)
             release(target.hostKey)
             settle(1)
@@ -223,7 +226,7 @@ final class DownloadBatch: Sendable {
         let attempt = engine.makeAttempt(id: id, target: prepared.target, number: 1, sink: prepared.sink)
         let offset = attempt.requestedOffset
         attempt.onEnd = { [self] outcome in
-            ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset))
+            ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset), wasParked: wasParked)
         }
         if !engine.submit(attempt) {
             attempt.takeOnEnd()?(.cancelled())
@@ -247,7 +250,9 @@ final class DownloadBatch: Sendable {
     /// The first attempt ended: on the writer thread for a sealed body (the
     /// common case, handed over here), else on the loop thread, so the rest
     /// goes to a task.
-    private func ended(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt) {
+    /// `wasParked`: the item was parked once already (see `BatchPlaces`), and
+    /// is not again.
+    private func ended(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt, wasParked: Bool) {
         state.withLock { state in
             _ = state.running.remove(first.id)
             // An answer, whatever it was: the host is there (see `BatchPlaces`).
@@ -288,8 +293,11 @@ final class DownloadBatch: Sendable {
             // Past them, an item that failed for want of its host and holds
             // no bytes is parked (see `BatchPlaces`): an index, no partial,
             // started again later with a new one. (Not one refused as its host
-            // is given up: that fails at once.)
-            if !givesWay, first.outcome.hostNotReached, first.outcome.abort?.kind != .hostGivenUp, prepared.sink.bytesHeld == 0, state.places.mayPark, !state.cancelled { return (true, true) }
+            // is given up: that fails at once. Nor one parked before: started
+            // again when the outage lookahead was full, it was parked at once
+            // again, and taken again, a refused connection each time: 11
+            // attempts a URL where 3 were asked for.)
+            if !givesWay, !wasParked, first.outcome.hostNotReached, first.outcome.abort?.kind != .hostGivenUp, prepared.sink.bytesHeld == 0, state.places.mayPark, !state.cancelled { return (true, true) }
             let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)
             if state.cancelled { task.cancel() }
             state.retrying[first.id] = task

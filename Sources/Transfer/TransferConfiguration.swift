@@ -5,6 +5,9 @@ public let mediafetchVersion = "0.1.0"
 
 /// How the engine treats remote hosts: concurrency, timeouts, limits, retries.
 public struct TransferConfiguration: Sendable, Equatable {
+    /// How far a batch reads its list ahead, in places (see
+    /// `DownloadBatch.lookaheadPerPlace`); tests shorten it.
+    var batchLookaheadPerPlace = DownloadBatch.lookaheadPerPlace
     /// Transfers running at once, across all hosts (`--jobs`).
     public var maxConcurrentTransfers: Int = 16
     /// Transfers running at once against one host (`--per-host`).

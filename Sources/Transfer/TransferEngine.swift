@@ -59,6 +59,8 @@ public final class TransferEngine: Sendable {
     private let eventSink: AsyncStream<TransferEvent>.Continuation
     private let loop: CurlLoop
     private let nextID = Atomic<UInt64>(0)
+    /// Attempts made, first ones and retries (tests count them).
+    let attemptsMade = Atomic<Int>(0)
     private let isShutDown = Atomic<Bool>(false)
     private let finishedBudget: FinishedFile.Budget
     /// The proxies the environment names, to name in a failure to reach one.
@@ -494,7 +496,8 @@ public final class TransferEngine: Sendable {
 
     /// An attempt at `target` for the loop.
     func makeAttempt(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink) -> Attempt {
-        Attempt(id: id, target: target, number: number, sink: sink, counters: loop.counters)
+        attemptsMade.add(1, ordering: .relaxed)
+        return Attempt(id: id, target: target, number: number, sink: sink, counters: loop.counters)
     }
 
     /// Hands an attempt to the loop; `onEnd` gets its outcome. Returns false,

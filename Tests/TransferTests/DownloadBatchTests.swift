@@ -21,8 +21,10 @@ import TestSupport
     /// quick retries unless `retry` says otherwise, and a host's `patience`.
     private func engine(_ directory: TemporaryDirectory, jobs: Int = 4, perHost: Int? = nil,
                         retry: RetryPolicy = RetryPolicy(maxRetries: 3, baseDelay: 0.01, maxDelay: 0.05),
-                        patience: Double? = TransferConfiguration().unreachableHostPatience) throws -> TransferEngine {
+                        patience: Double? = TransferConfiguration().unreachableHostPatience,
+                        lookaheadPerPlace: Int = DownloadBatch.lookaheadPerPlace) throws -> TransferEngine {
         var configuration = TransferConfiguration()
+        configuration.batchLookaheadPerPlace = lookaheadPerPlace
         configuration.retry = retry
         configuration.maxConcurrentTransfers = jobs
         configuration.maxTransfersPerHost = perHost ?? jobs
@@ -384,6 +386,33 @@ import TestSupport
             #expect(byIndex.count == 300)
             let givenUp = byIndex.values.filter { $0.first.map(isGivenUp) == true }.count
             #expect(givenUp == 0)
+        }
+    }
+
+    @Test func aParkedURLIsNotParkedAgainWhenTheOutageLookaheadHandsItOut() async throws {
+        try await withOrigin { _, directory in
+            // Given 600 refused hosts with a URL each and one retry each, at 1
+            // transfer: 64 may wait to retry, and with a lookahead of one item
+            // a place (8) at most 128 are set aside or parked, so most parked
+            // URLs are handed out again while the list is still read
+            let engine = try engine(directory, jobs: 1, perHost: 1, retry: RetryPolicy(maxRetries: 1, baseDelay: 0.1, maxDelay: 0.1),
+                                    lookaheadPerPlace: 1)
+            defer { engine.shutdown() }
+            let urls = (0..<600).map { "http://127.0.\(20 + $0 / 250).\(1 + $0 % 250):1/dead\($0).jpg" }
+            let results = Results()
+
+            // When the batch runs
+            await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+                results.record(index, result)
+                ready()
+            }
+
+            // Then each URL was tried twice, and once more at most for being
+            // parked (handed out at once, a URL was parked again and again,
+            // a refused connection each time)
+            #expect(results.byIndex.withLock { $0.count } == 600)
+            let attempts = engine.attemptsMade.load(ordering: .relaxed)
+            #expect(attempts <= 3 * 600, "\(attempts) attempts")
         }
     }
 
