@@ -31,10 +31,9 @@
 /// as may wait to retry already do, is parked (`park(_:host:)`): it gives
 /// its place back and holds no partial until its host answers or another of
 /// its URLs has failed for good (`unpark(_:)`), or nothing else is left to
-/// start. Such items used
-/// to keep their places while they waited: 2,000 URLs of 200 refused hosts
-/// mixed into 2,000 live ones filled the batch, and 913 live URLs waited
-/// 30 s for the dead hosts to be given up.
+/// start. Such items used to keep their places while they waited: 2,000
+/// URLs of 200 refused hosts mixed into 2,000 live ones filled the batch,
+/// and 903 live URLs waited 31 s for the dead hosts to be given up.
 ///
 /// Not thread-safe: the batch holds it under its lock.
 struct BatchPlaces {
@@ -47,7 +46,7 @@ struct BatchPlaces {
     let unprovenShare: Int
     /// The most items set aside at once: how far the list is read ahead.
     let lookahead: Int
-    /// The most items of hosts in an outage set aside at once. Past it, they
+    /// The most items of hosts in an outage set aside, and items parked, at once. Past it, they
     /// take free places as at the end of the list: one 429 in a list of a
     /// million URLs of one host would otherwise read and hold the whole list.
     let outageLookahead: Int
@@ -118,9 +117,10 @@ struct BatchPlaces {
     }
 
     /// Whether an item parked now would wait for another to take its place:
-    /// not once the list is read to its end or the outage lookahead is used
-    /// up, where `next()` hands parked items out again at once.
-    var mayPark: Bool { cursor < count && outageSetAsideCount < outageLookahead }
+    /// not once the list is read to its end, nor when it would use up the
+    /// outage lookahead (parked items count against it), where `next()`
+    /// hands parked items out again at once.
+    var mayPark: Bool { cursor < count && outageSetAsideCount + 1 < outageLookahead }
 
     /// The item `index` of `host`, which held a place, could not reach its
     /// host and waits without the place (see the type's notes).

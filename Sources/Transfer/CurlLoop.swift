@@ -664,8 +664,7 @@ final class CurlLoop: Sendable {
                 bodyBytes: sink.bytesHeld)
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
             ended.hostNotReached = !cancelled && attempt.head.status == 0 && ended.redirects == 0
-                && HostReachability.failedForWantOfHost(code: code, abort: attempt.abort, madeConnection: attempt.connected)
-                && (!attempt.connected || HostReachability.isTimeout(code: code, abort: attempt.abort))
+                && HostReachability.neverReached(code: code, abort: attempt.abort, madeConnection: attempt.connected)
             if !cancelled {
                 ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code)
             }
@@ -757,7 +756,7 @@ final class CurlLoop: Sendable {
                 // its URL's retry: it comes within milliseconds, and retries free for the
                 // patience tried a server that reset everything 13 to 15 times a URL, not 5.
                 // A failure to connect, or a stall (30 s a try), is free.
-                return outage && (!attempt.connected || HostReachability.isTimeout(code: code, abort: attempt.abort))
+                return outage && HostReachability.neverReached(code: code, abort: attempt.abort, madeConnection: attempt.connected)
             } else {
                 reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: now)
             }

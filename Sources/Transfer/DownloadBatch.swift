@@ -64,8 +64,9 @@ final class DownloadBatch: Sendable {
         var running: Set<TransferID> = []
         /// Items retrying in tasks of their own, to cancel on a cancel.
         var retrying: [TransferID: Task<Void, Never>] = [:]
-        /// The transfers of parked items (see `BatchPlaces`), by index.
-        var parkedIDs: [Int: TransferID] = [:]
+        /// The transfers of parked items (see `BatchPlaces`), by index, and
+        /// whether the attempt before it was parked used up a retry.
+        var parked: [Int: (id: TransferID, charged: Bool)] = [:]
     }
 
     private let engine: TransferEngine
@@ -204,20 +205,20 @@ final class DownloadBatch: Sendable {
         }
         // Checked and registered under the lock `cancel` takes: a cancel
         // either stops this item here or finds it running.
-        let admitted = state.withLock { state -> (id: TransferID, wasParked: Bool)? in
+        let admitted = state.withLock { state -> (id: TransferID, earlier: (made: Int, charged: Int))? in
             guard !state.cancelled else { return nil }
-            // A parked item goes on as the same transfer: to its host's
-            // reachability a second one failing would make one dead URL an
-            // outage, whose failures use up no retry for 30 s.
-            if !state.parkedIDs.isEmpty, let parked = state.parkedIDs.removeValue(forKey: index) {
-                state.running.insert(parked)
-                return (parked, true)
+            // A parked item goes on as the same transfer, its attempt before
+            // counted: to its host's reachability a second one failing would
+            // make one dead URL an outage, whose failures use up no retry for 30 s.
+            if !state.parked.isEmpty, let parked = state.parked.removeValue(forKey: index) {
+                state.running.insert(parked.id)
+                return (parked.id, (1, parked.charged ? 1 : 0))
             }
             let id = engine.nextTransferID()
             state.running.insert(id)
-            return (id, false)
+            return (id, (0, 0))
         }
-        guard let (id, wasParked) = admitted else {
+        guard let (id, earlier) = admitted else {
             engine.abandon(prepared, after: .cancelled)
             release(target.hostKey)
             settle(1)
@@ -226,7 +227,7 @@ final class DownloadBatch: Sendable {
         let attempt = engine.makeAttempt(id: id, target: prepared.target, number: 1, sink: prepared.sink)
         let offset = attempt.requestedOffset
         attempt.onEnd = { [self] outcome in
-            ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset), wasParked: wasParked)
+            ended(index, prepared, FirstAttempt(id: id, outcome: outcome, offset: offset, earlier: earlier))
         }
         if !engine.submit(attempt) {
             attempt.takeOnEnd()?(.cancelled())
@@ -250,9 +251,7 @@ final class DownloadBatch: Sendable {
     /// The first attempt ended: on the writer thread for a sealed body (the
     /// common case, handed over here), else on the loop thread, so the rest
     /// goes to a task.
-    /// `wasParked`: the item was parked once already (see `BatchPlaces`), and
-    /// is not again.
-    private func ended(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt, wasParked: Bool) {
+    private func ended(_ index: Int, _ prepared: TransferEngine.PreparedDownload, _ first: FirstAttempt) {
         state.withLock { state in
             _ = state.running.remove(first.id)
             // An answer, whatever it was: the host is there (see `BatchPlaces`).
@@ -297,7 +296,10 @@ final class DownloadBatch: Sendable {
             // again when the outage lookahead was full, it was parked at once
             // again, and taken again, a refused connection each time: 11
             // attempts a URL where 3 were asked for.)
-            if !givesWay, !wasParked, first.outcome.hostNotReached, first.outcome.abort?.kind != .hostGivenUp, prepared.sink.bytesHeld == 0, state.places.mayPark, !state.cancelled { return (true, true) }
+            if !givesWay, first.earlier.made == 0, first.outcome.hostNotReached, first.outcome.abort?.kind != .hostGivenUp,
+               prepared.sink.bytesHeld == 0, state.places.mayPark, !state.cancelled {
+                return (true, true)
+            }
             let task = retry(index, prepared, first, startsNextWhenDone: !givesWay)
             if state.cancelled { task.cancel() }
             state.retrying[first.id] = task
@@ -314,7 +316,8 @@ final class DownloadBatch: Sendable {
                 let parked = state.withLock { state -> Bool in
                     guard !state.cancelled else { return false }
                     state.places.park(index, host: host)
-                    state.parkedIDs[index] = first.id
+                    // A failure for want of a host in an outage uses up no retry (see `TransferEngine.perform`).
+                    state.parked[index] = (first.id, !first.outcome.hostUnreachable)
                     return true
                 }
                 guard parked else { return settle(1) }

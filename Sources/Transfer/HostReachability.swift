@@ -205,6 +205,14 @@ struct HostReachability {
         }
     }
 
+    /// Whether an attempt ended without reaching its host: for want of it
+    /// (`failedForWantOfHost`), with no connection made or one that timed
+    /// out without a word (not a close or a reset, which come at once).
+    static func neverReached(code: CURLcode, abort: TransferError?, madeConnection: Bool) -> Bool {
+        failedForWantOfHost(code: code, abort: abort, madeConnection: madeConnection)
+            && (!madeConnection || isTimeout(code: code, abort: abort))
+    }
+
     /// Whether an attempt ended for want of time: libcurl's timeout, or the
     /// loop's own (the stall clock, `--timeout`).
     static func isTimeout(code: CURLcode, abort: TransferError?) -> Bool {

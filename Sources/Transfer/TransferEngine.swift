@@ -230,6 +230,9 @@ public final class TransferEngine: Sendable {
         let outcome: AttemptOutcome
         /// The `Range` start it asked for.
         let offset: Int64
+        /// Attempts made before this one (an item parked after one, see
+        /// `BatchPlaces`): `charged` of them used up a retry.
+        var earlier: (made: Int, charged: Int) = (0, 0)
     }
 
     /// Runs attempts (after `first`, if one already ran) until success, a final
@@ -347,9 +350,9 @@ public final class TransferEngine: Sendable {
                          first: FirstAttempt? = nil) async throws(TransferError) -> (Completed, Int) {
         let id = first?.id ?? nextTransferID()
         var pendingFirst = first
-        var attempt = 0
+        var attempt = first?.earlier.charged ?? 0
         // Requests made, the restart after a 416 included (`attempt` does not count it).
-        var requests = 0
+        var requests = first?.earlier.made ?? 0
         var restartedAfterRangeError = false
         // Seconds of waiting servers have asked for (429 and 503 with Retry-After) that used up no retry.
         var scheduledWaits = 0.0
