@@ -369,20 +369,14 @@ import TestSupport
             // one retry after up to a second
             let engine = try engine(directory, jobs: 2, perHost: 2, retry: RetryPolicy(maxRetries: 1, baseDelay: 1, maxDelay: 1))
             defer { engine.shutdown() }
-            let urls = (0..<300).map { "http://127.0.\(10 + $0 / 250).\(1 + $0 % 250):1/dead\($0).jpg" }
-            let results = Results()
 
             // When the batch runs
-            await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
-                results.record(index, result)
-                ready()
-            }
+            let byIndex = await runAll(refusedHostURLs(300, firstBlock: 10), on: engine)
 
             // Then each failed after its own tries, none of them given up with its
             // host: started again, a parked URL was taken for a second one failing
             // there, an outage, whose failures used up no retry until its host was
             // given up at 30 s
-            let byIndex = results.byIndex.withLock { $0 }
             #expect(byIndex.count == 300)
             let givenUp = byIndex.values.filter { $0.first.map(isGivenUp) == true }.count
             #expect(givenUp == 0)
@@ -398,20 +392,14 @@ import TestSupport
             let engine = try engine(directory, jobs: 1, perHost: 1, retry: RetryPolicy(maxRetries: 1, baseDelay: 0.1, maxDelay: 0.1),
                                     lookaheadPerPlace: 1)
             defer { engine.shutdown() }
-            let urls = (0..<600).map { "http://127.0.\(20 + $0 / 250).\(1 + $0 % 250):1/dead\($0).jpg" }
-            let results = Results()
 
             // When the batch runs
-            await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
-                results.record(index, result)
-                ready()
-            }
+            let byIndex = await runAll(refusedHostURLs(600, firstBlock: 20), on: engine)
 
             // Then each URL was tried twice, the attempt before it was parked
             // counted (handed out at once, a URL was parked again and again,
             // a refused connection each time; and a parked URL had two tries
             // more), and says so
-            let byIndex = results.byIndex.withLock { $0 }
             #expect(byIndex.count == 600)
             let attempts = engine.attemptsMade.load(ordering: .relaxed)
             #expect(attempts == 2 * 600, "\(attempts) attempts")
@@ -421,6 +409,23 @@ import TestSupport
             }
             #expect(saidTwice.count == 600)
         }
+    }
+
+    /// Runs `urls` as a batch to its end: each index's results.
+    private func runAll(_ urls: [String], on engine: TransferEngine) async -> [Int: [Result<DownloadedBody, TransferError>]] {
+        let results = Results()
+        await engine.download(count: urls.count, url: { urls[$0] }) { index, result, ready in
+            if case .success(let body) = result { body.file.release() }
+            results.record(index, result)
+            ready()
+        }
+        return results.byIndex.withLock { $0 }
+    }
+
+    /// `count` URLs of as many hosts that refuse connections: loopback
+    /// addresses from 127.0.`firstBlock`.1 on, at port 1, where nothing listens.
+    private func refusedHostURLs(_ count: Int, firstBlock: Int) -> [String] {
+        (0..<count).map { "http://127.0.\(firstBlock + $0 / 250).\(1 + $0 % 250):1/dead\($0).jpg" }
     }
 
     private func isGivenUp(_ result: Result<DownloadedBody, TransferError>) -> Bool {
