@@ -593,10 +593,8 @@ public final class Catalog: Sendable {
                 // (clearing it dropped them from `list` and `stats` for good).
             }
             try Self.touch(touched, at: now, in: db)
-            for url in cleared {
-                try db.cachedStatement(sql: "UPDATE source SET lastError = NULL, lastErrorAt = NULL WHERE url = ? AND hash IS NOT NULL")
-                    .execute(arguments: [URLPassword.removed(from: url)])
-            }
+            let clear = try db.cachedStatement(sql: "UPDATE source SET lastError = NULL, lastErrorAt = NULL WHERE url = ? AND hash IS NOT NULL")
+            for url in cleared { try clear.execute(arguments: [URLPassword.removed(from: url)]) }
         }
     }
 

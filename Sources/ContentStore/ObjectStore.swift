@@ -178,8 +178,9 @@ public final class ObjectStore: BlobStore {
             if info.st_mode & S_IFMT == S_IFLNK {
                 var target = stat()
                 if stat(walked, &target) != 0 {
+                    let reason = String(cString: strerror(errno))
                     let link = (try? FileManager.default.destinationOfSymbolicLink(atPath: walked)) ?? "?"
-                    return StoreError("\(walked) is a link to \(link), which cannot be reached (\(String(cString: strerror(errno))))")
+                    return StoreError("\(walked) is a link to \(link), which cannot be reached (\(reason))")
                 }
                 info = target
             }

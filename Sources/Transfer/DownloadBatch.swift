@@ -64,9 +64,9 @@ final class DownloadBatch: Sendable {
         var running: Set<TransferID> = []
         /// Items retrying in tasks of their own, to cancel on a cancel.
         var retrying: [TransferID: Task<Void, Never>] = [:]
-        /// The transfers of parked items (see `BatchPlaces`), by index, and
-        /// whether the attempt before it was parked used up a retry.
-        var parked: [Int: (id: TransferID, charged: Bool)] = [:]
+        /// The transfers of parked items (see `BatchPlaces`), by index, with
+        /// the attempt each made before it was parked.
+        var parked: [Int: (id: TransferID, earlier: (made: Int, charged: Int))] = [:]
     }
 
     private let engine: TransferEngine
@@ -212,7 +212,7 @@ final class DownloadBatch: Sendable {
             // make one dead URL an outage, whose failures use up no retry for 30 s.
             if !state.parked.isEmpty, let parked = state.parked.removeValue(forKey: index) {
                 state.running.insert(parked.id)
-                return (parked.id, (1, parked.charged ? 1 : 0))
+                return parked
             }
             let id = engine.nextTransferID()
             state.running.insert(id)
@@ -317,7 +317,7 @@ final class DownloadBatch: Sendable {
                     guard !state.cancelled else { return false }
                     state.places.park(index, host: host)
                     // A failure for want of a host in an outage uses up no retry (see `TransferEngine.perform`).
-                    state.parked[index] = (first.id, !first.outcome.hostUnreachable)
+                    state.parked[index] = (first.id, (1, first.outcome.hostUnreachable ? 0 : 1))
                     return true
                 }
                 guard parked else { return settle(1) }

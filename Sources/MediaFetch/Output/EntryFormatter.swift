@@ -334,7 +334,7 @@ public enum CollectionName {
                 return "must not hold control or invisible characters (got '\(shown)')"
             }
         }
-        if let first = scalars.first, isBlank(first) || isCombiningMark(first) || isBlank(scalars[scalars.count - 1]) {
+        if let first = scalars.first, let last = scalars.last, isBlank(first) || isCombiningMark(first) || isBlank(last) {
             // A no-break or an ideographic space, shown as what it is.
             return isCombiningMark(first) ? "must not begin with a combining mark (got '\(shown)')"
                 : "must not begin or end with white space (got '\(shown)')"
