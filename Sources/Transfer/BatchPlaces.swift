@@ -27,6 +27,15 @@
 /// two hosts that never answer held every place between them, and the live
 /// URLs after them waited a minute for both to be given up.
 ///
+/// Hosts that have not answered yet hold `unprovenTotal` places at most
+/// together (`DownloadBatch` leaves `--jobs` to the others): 300 hosts
+/// that take connections and never answer, one URL each, every other line
+/// of a list, filled every place with URLs waiting for the one slot the
+/// engine gives such hosts at a time, and the live URLs between them waited
+/// for them all, 30 s a stall. An item held back by that limit waits in
+/// list order (`awaitingRoom`) and counts against the lookahead: the list
+/// is read on for the URLs of hosts that answered.
+///
 /// An item that could not reach its host, and failed while as many items
 /// as may wait to retry already do, is parked (`park(_:host:)`): it gives
 /// its place back and holds no partial until its host answers or another of
@@ -44,6 +53,8 @@ struct BatchPlaces {
     let share: Int
     /// The places a host may hold until it has answered (`answered(_:)`).
     let unprovenShare: Int
+    /// The places all hosts that have not answered may hold together.
+    let unprovenTotal: Int
     /// The most items set aside at once: how far the list is read ahead.
     let lookahead: Int
     /// The most items of hosts in an outage set aside, and items parked, at once. Past it, they
@@ -65,6 +76,13 @@ struct BatchPlaces {
     private var inOutage: Set<String> = []
     /// Hosts that have answered in this batch.
     private var proven: Set<String> = []
+    /// Places held by items of hosts not in `proven`.
+    private var heldByUnproven = 0
+    /// Items held back by `unprovenTotal`, in list order (counted in
+    /// `setAsideCount`), and how many of them each host has. A host's later
+    /// items join them, so that its items start in list order.
+    private var awaitingRoom = FIFO<(index: Int, host: String)>()
+    private var awaitingPerHost: [String: Int] = [:]
     /// Parked items per host, each in the order they were parked (counted
     /// in `outageSetAsideCount`).
     private var parked: [String: FIFO<Int>] = [:]
@@ -72,10 +90,12 @@ struct BatchPlaces {
     /// host may be listed again, or after its items were unparked).
     private var parkedHosts = FIFO<String>()
 
-    init(count: Int, share: Int, unprovenShare: Int? = nil, lookahead: Int, outageLookahead: Int? = nil) {
+    init(count: Int, share: Int, unprovenShare: Int? = nil, unprovenTotal: Int? = nil, lookahead: Int,
+         outageLookahead: Int? = nil) {
         self.count = count
         self.share = share
         self.unprovenShare = min(share, max(1, unprovenShare ?? share))
+        self.unprovenTotal = max(1, unprovenTotal ?? count)
         self.lookahead = max(0, lookahead)
         self.outageLookahead = max(0, outageLookahead ?? 16 * lookahead)
     }
@@ -96,24 +116,85 @@ struct BatchPlaces {
     /// list read to its end, or the outage lookahead used up) the oldest
     /// set-aside item.
     mutating func next() -> Next {
-        if let host = oldestSetAside(where: { placesPerHost[$0, default: 0] < share(of: $0) }),
-           let index = takeSetAside(of: host) {
-            return .setAside(index: index, host: host)
+        if let taken = takeOldestSetAside(.withRoom, awaitingToo: heldByUnproven < unprovenTotal) {
+            return .setAside(index: taken.index, host: taken.host)
         }
         if cursor < count, setAsideCount < lookahead, outageSetAsideCount < outageLookahead {
             defer { cursor += 1 }
             return .fresh(index: cursor)
         }
-        if let host = oldestSetAside(where: { !inOutage.contains($0) }), let index = takeSetAside(of: host) {
-            return .setAside(index: index, host: host)
+        if let taken = takeOldestSetAside(.notInOutage, awaitingToo: true) {
+            return .setAside(index: taken.index, host: taken.host)
         }
         if cursor == count || outageSetAsideCount >= outageLookahead {
-            if let host = oldestSetAside(where: { _ in true }), let index = takeSetAside(of: host) {
-                return .setAside(index: index, host: host)
+            if let taken = takeOldestSetAside(.any, awaitingToo: true) {
+                return .setAside(index: taken.index, host: taken.host)
             }
             if let (index, host) = takeParked() { return .setAside(index: index, host: host) }
         }
         return .none
+    }
+
+    /// The hosts whose set-aside items `next()` may take.
+    private enum Eligible { case withRoom, notInOutage, any }
+
+    /// Takes the oldest set-aside item of an `eligible` host, or the oldest
+    /// item awaiting room if `awaitingToo` and it comes first; the item then
+    /// holds a place.
+    private mutating func takeOldestSetAside(_ eligible: Eligible, awaitingToo: Bool) -> (index: Int, host: String)? {
+        while true {
+            let setAsideHost = switch eligible {
+            case .withRoom: oldestSetAside(where: hasRoom)
+            case .notInOutage: oldestSetAside(where: { !inOutage.contains($0) })
+            case .any: oldestSetAside(where: { _ in true })
+            }
+            let setAsideHead = setAsideHost.flatMap { setAside[$0]?.first }
+            guard awaitingToo, let awaiting = awaitingRoom.first, setAsideHead.map({ awaiting.index < $0 }) ?? true else {
+                guard let host = setAsideHost, let index = takeSetAside(of: host) else { return nil }
+                return (index, host)
+            }
+            _ = awaitingRoom.removeFirst()
+            let left = awaitingPerHost[awaiting.host, default: 1] - 1
+            awaitingPerHost[awaiting.host] = left > 0 ? left : nil
+            // Its host took its own share meanwhile: it waits with the host's
+            // others, ahead of them (its later items are still awaiting room).
+            if placesPerHost[awaiting.host, default: 0] >= share(of: awaiting.host) {
+                setAside[awaiting.host, default: FIFO()].append(awaiting.index)
+                continue
+            }
+            setAsideCount -= 1
+            hold(awaiting.host)
+            return awaiting
+        }
+    }
+
+    /// Whether an item of `host` may take a place now: within its share, and
+    /// within `unprovenTotal` if it has not answered.
+    private func hasRoom(_ host: String) -> Bool {
+        placesPerHost[host, default: 0] < share(of: host) && (heldByUnproven < unprovenTotal || proven.contains(host))
+    }
+
+    /// An item of `host` takes a place.
+    private mutating func hold(_ host: String) {
+        placesPerHost[host, default: 0] += 1
+        if !proven.contains(host) { heldByUnproven += 1 }
+    }
+
+    /// `host`'s items awaiting room wait with its set-aside ones, in list
+    /// order: it answered, or is in an outage (whose items are set aside so).
+    private mutating func stopAwaitingRoom(_ host: String) {
+        guard awaitingPerHost.removeValue(forKey: host) != nil else { return }
+        // Linear in the items awaiting room, once per host that had some.
+        var kept = FIFO<(index: Int, host: String)>()
+        var moved: [Int] = []
+        while let item = awaitingRoom.removeFirst() {
+            if item.host == host { moved.append(item.index) } else { kept.append(item) }
+        }
+        awaitingRoom = kept
+        let merged = ((setAside[host]?.elements ?? []) + moved).sorted()
+        var queue = FIFO<Int>()
+        for index in merged { queue.append(index) }
+        setAside[host] = queue
     }
 
     /// Whether an item parked now would wait for another to take its place:
@@ -149,7 +230,7 @@ struct BatchPlaces {
             guard let index = parked[host]?.removeFirst() else { continue }
             if parked[host]?.isEmpty == true { parked[host] = nil } else { parkedHosts.append(host) }
             outageSetAsideCount -= 1
-            placesPerHost[host, default: 0] += 1
+            hold(host)
             return (index, host)
         }
         return nil
@@ -160,15 +241,19 @@ struct BatchPlaces {
         unprovenShare == share || proven.contains(host) ? share : unprovenShare
     }
 
-    /// `host` answered (a response began): it may hold its whole share.
+    /// `host` answered (a response began): it may hold its whole share, and
+    /// its places no longer count against `unprovenTotal`.
     mutating func answered(_ host: String) {
-        if unprovenShare < share { proven.insert(host) }
+        guard proven.insert(host).inserted else { return }
+        heldByUnproven -= placesPerHost[host, default: 0]
+        stopAwaitingRoom(host)
     }
 
     /// `host`'s URLs fail without an answer in an outage: its items set aside wait
     /// without holding up the lookahead.
     mutating func outageBegan(_ host: String) {
         guard inOutage.insert(host).inserted else { return }
+        stopAwaitingRoom(host)
         let waiting = setAside[host]?.count ?? 0
         setAsideCount -= waiting
         outageSetAsideCount += waiting
@@ -190,13 +275,20 @@ struct BatchPlaces {
     /// Past the lookahead too: `next()` then hands out the oldest set-aside
     /// item, and only the items handed out meanwhile can go past it.
     mutating func place(_ index: Int, host: String) -> Bool {
-        let held = placesPerHost[host, default: 0]
-        if held >= share(of: host) || setAside[host] != nil {
+        if awaitingPerHost[host] != nil
+            || heldByUnproven >= unprovenTotal && !proven.contains(host) && !inOutage.contains(host)
+            && setAside[host] == nil && placesPerHost[host, default: 0] < share(of: host) {
+            awaitingRoom.append((index, host))
+            awaitingPerHost[host, default: 0] += 1
+            setAsideCount += 1
+            return false
+        }
+        if !hasRoom(host) || setAside[host] != nil {
             setAside[host, default: FIFO()].append(index)
             countSetAside(1, of: host)
             return false
         }
-        placesPerHost[host] = held + 1
+        hold(host)
         return true
     }
 
@@ -205,6 +297,7 @@ struct BatchPlaces {
         assert(placesPerHost[host] != nil, "a place given back twice")
         let left = placesPerHost[host, default: 1] - 1
         placesPerHost[host] = left > 0 ? left : nil
+        if !proven.contains(host) { heldByUnproven -= 1 }
     }
 
     /// Ends the list (a cancel): returns how many items will now never
@@ -213,6 +306,8 @@ struct BatchPlaces {
         let unstarted = max(0, count - cursor) + setAsideCount + outageSetAsideCount
         cursor = count
         setAside.removeAll()
+        awaitingRoom = FIFO()
+        awaitingPerHost.removeAll()
         parked.removeAll()
         parkedHosts = FIFO()
         setAsideCount = 0
@@ -245,7 +340,7 @@ struct BatchPlaces {
         guard let index = setAside[host]?.removeFirst() else { return nil }
         if setAside[host]?.isEmpty == true { setAside[host] = nil }
         countSetAside(-1, of: host)
-        placesPerHost[host, default: 0] += 1
+        hold(host)
         return index
     }
 }

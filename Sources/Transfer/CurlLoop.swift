@@ -889,7 +889,8 @@ final class CurlLoop: Sendable {
                 counters.rateLimitAnswers.removeAll(keepingCapacity: true)
                 counters.watchingRateLimits = rateLimits.anyPaused
             }
-            while let (attempt, host) = slots.next() {
+            let now = ContinuousClock.now
+            while let (attempt, host) = slots.next(at: now) {
                 if let refusal = refusalInstead(of: attempt) {
                     releaseUnstarted(host)
                     Self.endRefused(attempt, refusal)
@@ -1052,10 +1053,10 @@ final class CurlLoop: Sendable {
                         finish(handle, code: CURLE_OPERATION_TIMEDOUT, cancelled: false)
                     }
                 }
-                // A paused host whose wait is over tries one transfer, now rather than a tick later.
-                let due = rateLimits.due(at: now)
-                for host in due { slots.setHold(1, for: host) }
-                if !due.isEmpty { startReady() }
+                // A paused host whose wait is over tries one transfer, now rather than a tick later;
+                // and slots kept from probes a moment are theirs once it is over (see `SlotQueue`).
+                for host in rateLimits.due(at: now) { slots.setHold(1, for: host) }
+                startReady()
                 reportProgress(at: now)
             }
 

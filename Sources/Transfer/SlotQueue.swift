@@ -23,12 +23,24 @@
 /// slots that live hosts need, and it is still tried about as fast as
 /// before when nothing else waits, so it is given up about as soon.
 ///
+/// Hosts not yet answered take half the slots at most while a host that has
+/// answered has a transfer waiting that fits, or started one within
+/// `answeredGrace` (its next one is on its way: the slot it freed must not
+/// go to a probe meanwhile), and all of them otherwise: a host's first
+/// transfer holds its slot a whole stall if the host takes connections and
+/// never answers, and 300 such hosts in a list with one live host, at
+/// `--jobs 2`, let 2 of its URLs through in a minute. (A list of hosts with
+/// one URL each starts no answered host's transfer, and keeps every slot.)
+///
 /// Owned by the engine's loop thread: no locks and no suspension, so the slot
 /// of a transfer that just finished goes to the next one in the same turn of
 /// the loop, without a round trip through the task that waited for it.
 struct SlotQueue<Element> {
     let total: Int
     let perHost: Int
+    /// How long after an answered host's transfer started probes keep to
+    /// half the slots though nothing else waits (see the type).
+    let answeredGrace: Duration
     /// Slots in use, overall and per host (hosts with none are absent).
     private(set) var running = 0
     private(set) var runningPerHost: [String: Int] = [:]
@@ -42,6 +54,10 @@ struct SlotQueue<Element> {
     /// whose connection has answered (or whose first transfer ended).
     private var probing: Set<String> = []
     private var probed: Set<String> = []
+    /// Transfers running against hosts in `probing` (kept as a sum: the set may be large).
+    private var runningOfProbingHosts = 0
+    /// When a transfer of a host not in `probing` last started.
+    private var answeredStartedAt: ContinuousClock.Instant?
     /// Hosts whose attempts fail without an answer (see the type).
     private var failing: Set<String> = []
     /// Hosts held below `perHost` (see `HostConcurrency`).
@@ -53,9 +69,10 @@ struct SlotQueue<Element> {
     /// without keeping the one that goes alone from starting.
     private var holds: [String: Int] = [:]
 
-    init(total: Int, perHost: Int) {
+    init(total: Int, perHost: Int, answeredGrace: Duration = .seconds(1)) {
         self.total = max(1, total)
         self.perHost = max(1, perHost)
+        self.answeredGrace = answeredGrace
     }
 
     /// Queues `element` for a slot against `host`. With `probeFirst`, a host
@@ -68,31 +85,45 @@ struct SlotQueue<Element> {
     }
 
     /// Takes a slot for the element that waited longest among the hosts with
-    /// room, or returns nil when nothing waiting fits.
-    mutating func next() -> (element: Element, host: String)? {
+    /// room, or returns nil when nothing waiting fits (or the slots left are
+    /// kept from probes a moment: see the type; call again later).
+    mutating func next(at now: ContinuousClock.Instant = .now) -> (element: Element, host: String)? {
         guard running < total, waitingCount > 0 else { return nil }
         // A failing host past its one transfer only when no other host takes the slot,
         // and failing hosts so in half the slots at most: the slots they take are held a
         // whole stall, and other hosts' transfers may come meanwhile (two silent hosts
         // took all 16 at an instant nothing else waited, and held them 30 s).
-        guard let host = bestHost(failingToTheirLimit: false)
-                ?? (failing.isEmpty || runningOfFailingHosts >= max(1, total / 2) ? nil : bestHost(failingToTheirLimit: true)),
+        // Hosts not yet answered past half the slots only when no answered host
+        // takes the slot, nor started one a moment ago.
+        let probesAtTheirShare = runningOfProbingHosts >= max(1, total / 2)
+        let answeredMayCome = probesAtTheirShare && answeredStartedAt.map { now - $0 < answeredGrace } ?? false
+        guard let host = (probesAtTheirShare ? bestHost(failingToTheirLimit: false, probingToo: false) : nil)
+                ?? (answeredMayCome ? nil : bestHost(failingToTheirLimit: false))
+                ?? (answeredMayCome || failing.isEmpty || runningOfFailingHosts >= max(1, total / 2) ? nil : bestHost(failingToTheirLimit: true)),
               let taken = waiting[host]?.removeFirst() else { return nil }
         if waiting[host]?.isEmpty == true { waiting[host] = nil }
         waitingCount -= 1
         running += 1
         runningPerHost[host, default: 0] += 1
+        if probing.contains(host) {
+            runningOfProbingHosts += 1
+        } else if failing.isEmpty || !failing.contains(host) {
+            answeredStartedAt = now
+        }
         if !holds.isEmpty, let allowed = holds[host] { holds[host] = allowed - 1 }
         return (taken.element, host)
     }
 
     /// The host with room whose waiting element waited longest. A failing
-    /// host has room for one transfer, unless `failingToTheirLimit`.
-    private func bestHost(failingToTheirLimit: Bool) -> String? {
+    /// host has room for one transfer, unless `failingToTheirLimit`; a
+    /// host not yet answered for one, and for none unless `probingToo`.
+    private func bestHost(failingToTheirLimit: Bool, probingToo: Bool = true) -> String? {
         var best: (host: String, sequence: UInt64)?
         // Linear in the number of hosts with waiters: a handful in practice.
         for (host, queue) in waiting {
-            let oneAtATime = probing.contains(host) || !failingToTheirLimit && !failing.isEmpty && failing.contains(host)
+            let isProbing = probing.contains(host)
+            if isProbing, !probingToo { continue }
+            let oneAtATime = isProbing || !failingToTheirLimit && !failing.isEmpty && failing.contains(host)
             let limit = oneAtATime ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
             if !holds.isEmpty, let allowed = holds[host], allowed <= 0 { continue }
             guard let head = queue.first, runningPerHost[host, default: 0] < limit else { continue }
@@ -138,7 +169,9 @@ struct SlotQueue<Element> {
 
     /// `host`'s other transfers may start.
     private mutating func endProbe(of host: String) {
-        if probing.remove(host) != nil { probed.insert(host) }
+        guard probing.remove(host) != nil else { return }
+        probed.insert(host)
+        runningOfProbingHosts -= runningPerHost[host, default: 0]
     }
 
     /// Gives back a slot taken by `next()`. A host's first transfer that ends
@@ -149,6 +182,7 @@ struct SlotQueue<Element> {
         running -= 1
         let left = runningPerHost[host, default: 1] - 1
         runningPerHost[host] = left > 0 ? left : nil
+        if probing.contains(host) { runningOfProbingHosts -= 1 }
         if endingProbe { endProbe(of: host) }
     }
 

@@ -51,6 +51,29 @@ import Testing
         #expect(fill(&places, upTo: 12, started: 6, host: host) == [22, 23, 24, 25, 26, 27])
     }
 
+    /// Hosts that have not answered hold `unprovenTotal` places together:
+    /// hosts that take connections and never answer, one URL each, every
+    /// other line, filled every place, and the live URLs between them waited.
+    @Test func hostsThatHaveNotAnsweredLeavePlacesToOneThatHas() {
+        // Given 300 silent hosts with one item each, every other line, between a live host's items
+        var places = BatchPlaces(count: 600, share: 6, unprovenTotal: 6, lookahead: 512)
+        let host = { (index: Int) in index % 2 == 0 ? "silent\(index)" : "live" }
+
+        // When the batch of 8 places is filled (the lookahead used up, in list order),
+        #expect(fill(&places, upTo: 8, host: host) == Array(0..<8))
+        // the live host answers, and three of its four items complete
+        places.answered("live")
+        for _ in 0..<3 { places.release(host: "live") }
+        // Then their places go to the oldest items until the silent hosts hold 6
+        #expect(fill(&places, upTo: 3, host: host) == [8, 9, 10])
+        // and from then on every place the live host frees is its own (before,
+        // every other one went to a silent host, until they held them all)
+        for round in 0..<5 {
+            places.release(host: "live")
+            #expect(fill(&places, upTo: 1, host: host) == [11 + 2 * round])
+        }
+    }
+
     @Test func aListOfOneHostFillsTheBatchInItsOrder() {
         // Given one host and a share a third of the batch, with a short lookahead
         var places = BatchPlaces(count: 20, share: 2, lookahead: 3)

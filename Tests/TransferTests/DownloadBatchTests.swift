@@ -313,6 +313,28 @@ import TestSupport
         }
     }
 
+    @Test func hostsThatTakeConnectionsAndNeverAnswerDoNotHoldBackALiveOne() async throws {
+        try await withOrigin { origin, directory in
+            // Given 20 hosts that take connections and never answer, one URL
+            // each, every other line of a list between 20 small files of a live
+            // host, with 2 slots (before, the silent hosts' URLs took every
+            // place and slot, and the small files waited for their 5 s stalls)
+            let silent = try (0..<20).map { _ in try SilentServer() }
+            defer { for server in silent { server.stop() } }
+            let live = origin.addFixtures(count: 20, size: 4000, firstSeed: 90)
+            let urls = (0..<20).flatMap { [silent[$0].url("/never\($0).jpg"), live[$0]] }
+            let engine = try engine(directory, jobs: 2)
+            defer { engine.shutdown() }
+
+            // When the small files are all done
+            let (silentEnded, liveResults) = try await runUntilDone(Set(stride(from: 1, to: 40, by: 2)), of: urls, on: engine)
+
+            // Then no silent host's URL had ended: none waited for their stalls
+            #expect(silentEnded == 0)
+            for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
+        }
+    }
+
     @Test func urlsOfDeadHostsWaitingToRetryLeaveTheBatchToTheOthers() async throws {
         try await withOrigin { origin, directory in
             // Given 100 URLs of two ports nothing listens on, alternating, each

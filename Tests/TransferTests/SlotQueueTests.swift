@@ -4,9 +4,9 @@ import Testing
 /// The loop's slot queue: limits overall and per host, order, cancellation.
 @Suite struct SlotQueueTests {
     /// Takes every element that fits now.
-    private func drain(_ queue: inout SlotQueue<String>) -> [String] {
+    private func drain(_ queue: inout SlotQueue<String>, at now: ContinuousClock.Instant = .now) -> [String] {
         var started: [String] = []
-        while let (element, _) = queue.next() { started.append(element) }
+        while let (element, _) = queue.next(at: now) { started.append(element) }
         return started
     }
 
@@ -133,6 +133,64 @@ import Testing
         #expect(drain(&queue) == ["a0", "b0", "a1", "a2"])
         queue.enqueue("live0", host: "live")
         #expect(drain(&queue) == ["live0"])
+    }
+
+    /// Hosts not yet answered take half the slots at most while an
+    /// answered host waits: each may be a host that takes connections and
+    /// never answers, holding its slot a whole stall.
+    @Test func unansweredHostsTakeHalfTheSlotsWhileAnAnsweredHostWaits() {
+        var queue = SlotQueue<String>(total: 2, perHost: 8, answeredGrace: .seconds(1))
+        let start = ContinuousClock.now
+        for index in 0..<3 {
+            queue.enqueue("silent\(index)", host: "silent\(index)", probeFirst: true)
+            queue.enqueue("live\(index)", host: "live", probeFirst: true)
+        }
+        #expect(drain(&queue, at: start) == ["silent0", "live0"])
+        queue.answered(host: "live")
+        queue.release(host: "live")
+        // silent1 waited longer, but the answered host takes the slot the probes may not.
+        #expect(drain(&queue, at: start) == ["live1"])
+        queue.release(host: "live")
+        #expect(drain(&queue, at: start) == ["live2"])
+        // Nothing answered waits: the slot is kept a moment for the live host's next one,
+        queue.release(host: "live")
+        #expect(drain(&queue, at: start + .milliseconds(999)).isEmpty)
+        // which may take it,
+        queue.enqueue("live3", host: "live")
+        #expect(drain(&queue, at: start + .milliseconds(999)) == ["live3"])
+        queue.release(host: "live")
+        // else, once the moment is over, the next probe does.
+        #expect(drain(&queue, at: start + .seconds(2)) == ["silent1"])
+        // A probe that ends (unanswered) gives its share back.
+        queue.release(host: "silent0")
+        queue.release(host: "silent1")
+        queue.enqueue("live4", host: "live")
+        #expect(drain(&queue, at: start + .seconds(2)) == ["silent2", "live4"])
+    }
+
+    /// The share only yields to an answered host that can start: past its
+    /// own limit, the slots go to the probes and none stays idle.
+    @Test func unansweredHostsTakeTheSlotsAnAnsweredHostCannot() {
+        var queue = SlotQueue<String>(total: 4, perHost: 1)
+        queue.enqueue("live0", host: "live", probeFirst: true)
+        #expect(drain(&queue) == ["live0"])
+        queue.answered(host: "live")
+        queue.enqueue("live1", host: "live")
+        for index in 0..<4 { queue.enqueue("silent\(index)", host: "silent\(index)", probeFirst: true) }
+        #expect(drain(&queue) == ["silent0", "silent1", "silent2"])
+        queue.release(host: "live")
+        #expect(drain(&queue) == ["live1"])
+    }
+
+    /// Hosts with one URL each are all probes: no answered host starts
+    /// anything, and they keep every slot.
+    @Test func hostsOfOneURLEachTakeEverySlot() {
+        var queue = SlotQueue<String>(total: 4, perHost: 8)
+        for index in 0..<8 { queue.enqueue("only\(index)", host: "only\(index)", probeFirst: true) }
+        #expect(drain(&queue) == ["only0", "only1", "only2", "only3"])
+        queue.answered(host: "only0")
+        queue.release(host: "only0")
+        #expect(drain(&queue) == ["only4"])
     }
 
     @Test func aCancelledFirstTransferLeavesTheNextToProbe() {
