@@ -761,17 +761,35 @@ public final class Catalog: Sendable {
 
     /// Those of `hashes` that have an object row.
     public func recordedObjects(among hashes: [String]) throws -> Set<String> {
-        guard !hashes.isEmpty else { return [] }
-        return try database.read { db in
-            var recorded: Set<String> = []
-            // In pieces: SQLite takes a bounded number of arguments.
+        var recorded: Set<String> = []
+        try read(among: hashes, sql: { "SELECT hash FROM object WHERE hash IN (\($0))" }) { row in
+            recorded.insert(row[0])
+        }
+        return recorded
+    }
+
+    /// How many items resolve to each of `hashes` (one with none is absent).
+    public func itemCounts(of hashes: [String]) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        try read(among: hashes, sql: {
+            "SELECT source.hash, count(*) FROM source JOIN item ON item.url = source.url WHERE source.hash IN (\($0)) GROUP BY source.hash"
+        }) { row in
+            counts[row[0]] = row[1]
+        }
+        return counts
+    }
+
+    /// Runs `sql` (given the placeholders for a piece of `hashes`) over
+    /// `hashes` in pieces, in one read: SQLite takes a bounded number of arguments.
+    private func read(among hashes: [String], sql: (String) -> String, _ visit: (Row) throws -> Void) throws {
+        guard !hashes.isEmpty else { return }
+        try database.read { db in
             for start in stride(from: 0, to: hashes.count, by: 500) {
                 let piece = Array(hashes[start..<min(start + 500, hashes.count)])
                 let marks = Array(repeating: "?", count: piece.count).joined(separator: ",")
-                recorded.formUnion(try String.fetchAll(db, sql: "SELECT hash FROM object WHERE hash IN (\(marks))",
-                                                       arguments: StatementArguments(piece)))
+                let rows = try Row.fetchCursor(db, sql: sql(marks), arguments: StatementArguments(piece))
+                while let row = try rows.next() { try visit(row) }
             }
-            return recorded
         }
     }
 

@@ -294,15 +294,20 @@ public final class MediaCache: Sendable {
     /// A look per object; `verify` reads the bytes too.
     public func missingObjects() throws -> MissingObjects {
         var missing = MissingObjects()
+        var sizes: [String: Int64] = [:]
         try catalog.forEachObject { sha256, size in
             do throws(StoreError) {
                 if try !store.lookUp(sha256, size: size) {
                     missing.count += 1
                     missing.bytes += size
+                    sizes[sha256] = size
                 }
             } catch {
                 throw CacheError.unreadableObjects(error)
             }
+        }
+        for (sha256, items) in try catalog.itemCounts(of: Array(sizes.keys)) {
+            missing.itemBytes += Int64(items) * (sizes[sha256] ?? 0)
         }
         return missing
     }
@@ -337,10 +342,20 @@ public struct MissingObjects: Sendable, Equatable {
     public var count = 0
     /// Their sizes as recorded, added up: bytes the catalog counts that the disk does not hold.
     public var bytes: Int64 = 0
+    /// The bytes the items that resolve to them stand for (an object's size
+    /// once an item): de-duplication saves nothing of them.
+    public var itemBytes: Int64 = 0
 
-    public init(count: Int = 0, bytes: Int64 = 0) {
+    public init(count: Int = 0, bytes: Int64 = 0, itemBytes: Int64 = 0) {
         self.count = count
         self.bytes = bytes
+        self.itemBytes = itemBytes
+    }
+
+    /// What de-duplication saves of the objects in place: `stats`'s figure
+    /// less what items of objects without a file would count.
+    public func bytesSavedByDeduplication(_ stats: CatalogStats) -> Int64 {
+        max(0, (stats.logicalBytes - itemBytes) - (stats.bytes - bytes))
     }
 }
 

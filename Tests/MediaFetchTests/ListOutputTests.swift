@@ -266,6 +266,41 @@ import Transfer
         }
     }
 
+    /// De-duplication saves nothing of an object without its file: `stats`
+    /// counted its second and third items as bytes saved.
+    @Test func bytesSavedByDeduplicationLeaveOutObjectsWithoutAFile() async throws {
+        try await TemporaryDirectory.with { directory in
+            // Given one object of 1,000 bytes behind three URLs, another of 300 behind two
+            let cache = try MediaCache(root: directory.appending("cache"))
+            try cache.catalog.record((0..<3).map {
+                IngestRecord(url: "http://h/x\($0).jpg", collection: "alps", kind: .photo, title: nil,
+                             sha256: Self.hash("e"), size: 1_000, contentType: "image/jpeg")
+            } + (0..<2).map {
+                IngestRecord(url: "http://h/y\($0).jpg", collection: "alps", kind: .photo, title: nil,
+                             sha256: Self.hash("f"), size: 300, contentType: "image/jpeg")
+            })
+            for entry in try cache.catalog.entries() { try Self.placeFile(of: entry, in: cache) }
+            func saved() throws -> (table: String, json: Int64?) {
+                let stats = try cache.catalog.stats()
+                let missing = try cache.missingObjects()
+                let table = try StatsFormatter.render(stats, missing: missing, root: "/c", as: .table)
+                let json = try StatsFormatter.render(stats, missing: missing, root: "/c", as: .json)
+                let fields = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+                return (table, fields?["bytesSavedByDeduplication"] as? Int64)
+            }
+            #expect(try saved().json == 2_300)
+            #expect(try saved().table.contains("saved by de-duplication  2.2 KiB\n"))
+
+            // When the first object's file is removed
+            try FileManager.default.removeItem(atPath: try #require(cache.path(for: Self.hash("e"))))
+
+            // Then only the second's duplicate counts as saved
+            #expect(try cache.missingObjects() == MissingObjects(count: 1, bytes: 1_000, itemBytes: 3_000))
+            #expect(try saved().json == 300)
+            #expect(try saved().table.contains("saved by de-duplication  300 B\n"))
+        }
+    }
+
     /// `stats` counts the partial downloads in `tmp/`: disk the store's
     /// figures leave out, and what the next run goes on from.
     @Test func statsCountsThePartialDownloads() async throws {

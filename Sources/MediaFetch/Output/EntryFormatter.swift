@@ -195,7 +195,8 @@ public enum StatsFormatter {
     /// `missing`: the catalog's objects that have no file in the cache (or
     /// not one of their size; see `MediaCache.missingObjects`): their bytes
     /// are counted in `bytes`, as recorded, and said apart so the figure is
-    /// not read as what the disk holds;
+    /// not read as what the disk holds, and the bytes saved by
+    /// de-duplication leave them out (nothing of them is held, once or more);
     /// `awaitingRecord`: rows of stored objects waiting in `unrecorded/`
     /// for the next run to record (see `UnrecordedRows`);
     /// `partials`: the partial downloads in `tmp/`, bytes the store's
@@ -210,7 +211,7 @@ public enum StatsFormatter {
                 "items": .integer(Int64(stats.items)), "logicalBytes": .integer(stats.logicalBytes),
                 "collections": .integer(Int64(stats.collections)),
                 "sources": .integer(Int64(stats.sources)), "failedSources": .integer(Int64(stats.failedSources)),
-                "bytesSavedByDeduplication": .integer(stats.bytesSavedByDeduplication),
+                "bytesSavedByDeduplication": .integer(missing.bytesSavedByDeduplication(stats)),
                 "missingObjects": .integer(Int64(missing.count)), "missingBytes": .integer(missing.bytes),
                 "awaitingRecord": .integer(Int64(awaitingRecord)),
                 "partialDownloads": .integer(Int64(partials.count)), "partialBytes": .integer(partials.bytes),
@@ -238,7 +239,7 @@ public enum StatsFormatter {
                 ["items", "\(stats.items) (\(ByteSize.format(stats.logicalBytes)))"],
                 ["collections", "\(stats.collections)"],
                 ["sources", "\(stats.sources) (\(stats.failedSources) failed last time)"],
-                ["saved by de-duplication", ByteSize.format(stats.bytesSavedByDeduplication)],
+                ["saved by de-duplication", ByteSize.format(missing.bytesSavedByDeduplication(stats))],
             ]
             if awaitingRecord > 0 {
                 rows.append(["waiting to be recorded", "\(awaitingRecord) (stored; the next get records them)"])
