@@ -514,8 +514,23 @@ public final class FetchJob: Sendable {
                 let item = items[index]
                 return { PageInsteadOfMedia.resumeAnswerRefusal($0, url: item.url, kind: item.kind) }
             }
-            await engine.download(count: items.count, url: { items[$0].url },
-                                  resumeAnswerCheck: resumeAnswerCheck) { [self] index, result, ready in
+            // An item another process was downloading into this cache, retaken at the end of the
+            // list: settled as cached if that process stored it, as at the start of the run.
+            let settledMeanwhile: @Sendable (Int) -> Bool = { [self] index in
+                var remaining: [Int32] = []
+                var missing: [String: String] = [:]
+                var objects: [String: Bool] = [:]
+                let found = try? settleCachedPart([items[index]], from: 0, remaining: &remaining, missing: &missing,
+                                                  objects: &objects, writing: true, ingestor: ingestor)
+                guard found == 1 else { return false }
+                state.withLock {
+                    $0.progress.skipped += 1
+                    $0.report.skipped += 1
+                }
+                return true
+            }
+            await engine.download(count: items.count, url: { items[$0].url }, resumeAnswerCheck: resumeAnswerCheck,
+                                  settledMeanwhile: settledMeanwhile) { [self] index, result, ready in
                 switch result {
                 case .success(let body):
                     let item = items[index]

@@ -44,6 +44,11 @@
 /// URLs of 200 refused hosts mixed into 2,000 live ones filled the batch,
 /// and 903 live URLs waited 31 s for the dead hosts to be given up.
 ///
+/// An item whose partial another process holds (it is downloading the same
+/// URL into the same cache) goes to the end (`deferToEnd(_:host:)`): it is
+/// taken once nothing else is left to start, when the other process has
+/// likely stored it.
+///
 /// Not thread-safe: the batch holds it under its lock.
 struct BatchPlaces {
     /// Items in the list.
@@ -89,6 +94,8 @@ struct BatchPlaces {
     /// Hosts with items parked, taken in turn at the end of the list (a
     /// host may be listed again, or after its items were unparked).
     private var parkedHosts = FIFO<String>()
+    /// Items sent to the end of the list, in the order they were (see the type).
+    private var deferred = FIFO<(index: Int, host: String)>()
 
     init(count: Int, share: Int, unprovenShare: Int? = nil, unprovenTotal: Int? = nil, lookahead: Int,
          outageLookahead: Int? = nil) {
@@ -114,7 +121,8 @@ struct BatchPlaces {
     /// has room, else the next item of the list while the lookahead lasts,
     /// else the oldest set-aside item of a host not in an outage, else (the
     /// list read to its end, or the outage lookahead used up) the oldest
-    /// set-aside item.
+    /// set-aside item, else a parked one, else (at the end of the list) a
+    /// deferred one.
     mutating func next() -> Next {
         if let taken = takeOldestSetAside(.withRoom, awaitingToo: heldByUnproven < unprovenTotal) {
             return .setAside(index: taken.index, host: taken.host)
@@ -131,6 +139,10 @@ struct BatchPlaces {
                 return .setAside(index: taken.index, host: taken.host)
             }
             if let (index, host) = takeParked() { return .setAside(index: index, host: host) }
+            if cursor == count, let item = deferred.removeFirst() {
+                hold(item.host)
+                return .setAside(index: item.index, host: item.host)
+            }
         }
         return .none
     }
@@ -210,6 +222,13 @@ struct BatchPlaces {
         if parked[host] == nil { parkedHosts.append(host) }
         parked[host, default: FIFO()].append(index)
         outageSetAsideCount += 1
+    }
+
+    /// The item `index` of `host`, which held a place, gives it up and waits
+    /// until nothing else is left to start (see the type's notes).
+    mutating func deferToEnd(_ index: Int, host: String) {
+        release(host: host)
+        deferred.append((index, host))
     }
 
     /// `host`'s parked items are set aside again, in list order, to take
@@ -303,8 +322,9 @@ struct BatchPlaces {
     /// Ends the list (a cancel): returns how many items will now never
     /// start, those not looked at and those set aside.
     mutating func abandonUnstarted() -> Int {
-        let unstarted = max(0, count - cursor) + setAsideCount + outageSetAsideCount
+        let unstarted = max(0, count - cursor) + setAsideCount + outageSetAsideCount + deferred.count
         cursor = count
+        deferred = FIFO()
         setAside.removeAll()
         awaitingRoom = FIFO()
         awaitingPerHost.removeAll()

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 extension TransferEngine {
     /// Downloads `count` URLs (`url(i)` for each index) and calls `completion`
@@ -22,15 +23,24 @@ extension TransferEngine {
     /// item that takes this one's place starts only then.
     ///
     /// `resumeAnswerCheck` gives an item's `ResumeAnswerCheck`, if any.
+    ///
+    /// With `settledMeanwhile`, an item whose partial another process holds
+    /// (downloading the same URL into the same cache) waits until nothing
+    /// else is left to start; it is then asked, from a thread that may do
+    /// file work, whether the caller finds the item stored now, and settles it
+    /// itself (true: the item is not completed), else downloads it (into a
+    /// private temporary if the partial is still held). Without it, such an
+    /// item downloads privately at once.
     public func download(
         count: Int,
         url: @escaping @Sendable (Int) -> String,
         resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
+        settledMeanwhile: (@Sendable (Int) -> Bool)? = nil,
         completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, _ ready: @escaping @Sendable () -> Void) -> Void
     ) async {
         guard count > 0 else { return }
         let batch = DownloadBatch(engine: self, count: count, url: url, resumeAnswerCheck: resumeAnswerCheck,
-                                  completion: completion)
+                                  settledMeanwhile: settledMeanwhile, completion: completion)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 batch.start(whenDone: { continuation.resume() })
@@ -67,6 +77,16 @@ final class DownloadBatch: Sendable {
         /// The transfers of parked items (see `BatchPlaces`), by index, with
         /// the attempt each made before it was parked.
         var parked: [Int: (id: TransferID, earlier: (made: Int, charged: Int))] = [:]
+        /// Items sent to the end because another process held their partial.
+        var deferred: Set<Int> = []
+        /// Deferred items taken again and found still held, one after another (see `deferToEnd`).
+        var heldAgainInARow = 0
+        /// The size of each deferred item's partial when last seen, and since when it has been.
+        var othersPartials: [Int: (size: Int64, since: ContinuousClock.Instant)] = [:]
+        /// Whether a `startNext` is due after a pause for other processes.
+        var retryScheduled = false
+        /// How many times each deferred item's partial was found gone when taken again.
+        var foundGone: [Int: Int] = [:]
     }
 
     private let engine: TransferEngine
@@ -74,6 +94,12 @@ final class DownloadBatch: Sendable {
     private let url: @Sendable (Int) -> String
     /// Each item's `ResumeAnswerCheck`, if it has one.
     private let resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)?
+    /// Whether the caller settled an item sent to the end (see `download(count:…)`).
+    private let settledMeanwhile: (@Sendable (Int) -> Bool)?
+    /// Whether another process has been seen downloading into the same
+    /// cache: from then on each item is first looked for (`settledMeanwhile`).
+    /// Outside the lock: read for every item.
+    private let otherProcessSeen = Atomic<Bool>(false)
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let state: SleepingLock<State>
     /// How many items are in flight at once (see `DescriptorBudget`).
@@ -81,11 +107,13 @@ final class DownloadBatch: Sendable {
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
          resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
+         settledMeanwhile: (@Sendable (Int) -> Bool)? = nil,
          completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
         self.engine = engine
         self.count = count
         self.url = url
         self.resumeAnswerCheck = resumeAnswerCheck
+        self.settledMeanwhile = settledMeanwhile
         self.completion = completion
         let jobs = engine.configuration.maxConcurrentTransfers
         width = engine.descriptorBudget.batchWidth(jobs: jobs)
@@ -171,13 +199,47 @@ final class DownloadBatch: Sendable {
             }
             // Parsed outside the lock: it runs for every item.
             if heldPlace == nil, !state.withLock({ $0.places.place(index, host: target.hostKey) }) { continue }
+            // An item sent to the end: the other process may have stored it
+            // meanwhile; so may it have any other, once it has been seen.
+            let retaken = heldPlace != nil && settledMeanwhile != nil
+                && state.withLock { !$0.deferred.isEmpty && $0.deferred.remove(index) != nil }
+            if retaken || otherProcessSeen.load(ordering: .relaxed), settledMeanwhile?(index) == true {
+                release(target.hostKey)
+                settle(1)
+                continue
+            }
             let partial: PartialFile
             do {
-                partial = try engine.openPartial(for: target)
+                partial = try engine.openPartial(for: target, privateIfHeld: settledMeanwhile == nil || retaken && othersPartialStalled(index, target))
             } catch {
-                release(target.hostKey)
-                finish(index, .failure(error), then: nil)
-                continue
+                guard error == PartialFile.heldElsewhere else {
+                    release(target.hostKey)
+                    finish(index, .failure(error), then: nil)
+                    continue
+                }
+                switch deferToEnd(index, host: target.hostKey, retaken: retaken) {
+                case .goOn: continue
+                case .pause: return
+                }
+            }
+            if retaken {
+                // The other process's partial is gone: it has moved the body into the store, and
+                // its row comes with its next flush. Looked for again a moment later (for 2 s), not fetched again.
+                let lookAgain = partial.opened != .unknown && state.withLock { state in
+                    state.foundGone[index, default: 0] += 1
+                    return state.foundGone[index, default: 0] <= 8
+                }
+                if lookAgain {
+                    partial.close(discard: true)
+                    switch deferToEnd(index, host: target.hostKey, retaken: true) {
+                    case .goOn: continue
+                    case .pause: return
+                    }
+                }
+                state.withLock { state in
+                    state.heldAgainInARow = 0
+                    state.othersPartials[index] = nil
+                }
             }
             if partial.resumable != nil {
                 // Its bytes are read back once to seed the hash, which may take
@@ -191,6 +253,58 @@ final class DownloadBatch: Sendable {
             if launch(index, target, partial) { return }
         }
     }
+
+    /// Whether the partial of a deferred item, which another process holds,
+    /// has not grown for `--stall-timeout`: that process is stuck, or stopped
+    /// (Ctrl-Z), and the item is downloaded beside it (privately) rather
+    /// than waited for any longer.
+    private func othersPartialStalled(_ index: Int, _ target: RequestTarget) -> Bool {
+        let size = engine.sharedPartialSize(of: target) ?? -1
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            guard let seen = state.othersPartials[index], seen.size == size else {
+                state.othersPartials[index] = (size, now)
+                return false
+            }
+            return now - seen.since > .seconds(engine.configuration.stallTimeout)
+        }
+    }
+
+    /// Sends item `index` of `host`, whose partial another process holds, to
+    /// the end of the list (see `BatchPlaces`). One taken from there again
+    /// (`retaken`) goes back; once every such item has been found held in
+    /// turn, nothing else is left to start: `startNext` pauses (`.pause`),
+    /// and runs again a moment later, or when a place is freed.
+    private func deferToEnd(_ index: Int, host: String, retaken: Bool) -> DeferredNext {
+        let (next, schedulesRetry) = state.withLock { state -> (DeferredNext?, Bool) in
+            // A cancel meanwhile did not count it among the unstarted: it settles itself.
+            guard !state.cancelled else { return (nil, false) }
+            state.places.deferToEnd(index, host: host)
+            state.deferred.insert(index)
+            otherProcessSeen.store(true, ordering: .relaxed)
+            guard retaken else { return (.goOn, false) }
+            state.heldAgainInARow += 1
+            guard state.heldAgainInARow >= state.deferred.count else { return (.goOn, false) }
+            state.heldAgainInARow = 0
+            defer { state.retryScheduled = true }
+            return (.pause, !state.retryScheduled)
+        }
+        if schedulesRetry {
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.25) { [self] in
+                state.withLock { $0.retryScheduled = false }
+                startNext()
+            }
+        }
+        guard let next else {
+            release(host)
+            settle(1)
+            return .goOn
+        }
+        return next
+    }
+
+    /// What `startNext` does after `deferToEnd`.
+    private enum DeferredNext { case goOn, pause }
 
     /// Sets the item up and hands its first attempt to the loop. Returns
     /// false when the item was completed on the spot instead (it failed, or

@@ -50,8 +50,10 @@ final class PartialFile {
 
     /// Opens (or creates) the partial for `url` in `directory`, locked. A new
     /// partial is opened for direct I/O when `direct` asks for it and the
-    /// filesystem allows it.
-    init(directory: String, url: String, direct: Bool = false) throws(TransferError) {
+    /// filesystem allows it. When another process holds it, a private
+    /// temporary is opened instead, unless `privateIfHeld` is false: then
+    /// this throws `heldElsewhere`.
+    init(directory: String, url: String, direct: Bool = false, privateIfHeld: Bool = true) throws(TransferError) {
         self.directory = directory
         let url = URLPassword.removed(from: url)
         let key = Self.key(for: url)
@@ -78,6 +80,8 @@ final class PartialFile {
                 resumable = nil
                 _ = ftruncate(fd, 0)
             }
+        } else if !privateIfHeld {
+            throw Self.heldElsewhere
         } else {
             // Another process holds this URL's partial: download privately, without resume.
             // Named by process and sequence, not a random UUID: Foundation's
@@ -98,6 +102,18 @@ final class PartialFile {
         // Only a partial that was there before may have a validator beside it.
         hasValidator = opened == .unknown
     }
+
+    /// The size of the shared partial for `url` in `directory`, if there is one.
+    static func sharedSize(directory: String, url: String) -> Int64? {
+        let key = key(for: URLPassword.removed(from: url))
+        var info = stat()
+        guard stat("\(shardDirectory(directory, key: key))/\(key).part", &info) == 0 else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// What `init` throws when another process holds the partial and no
+    /// private temporary is wanted.
+    static let heldElsewhere = TransferError(.fileSystem(errno: EWOULDBLOCK), "another process is downloading it")
 
     /// The URL without its password: the validator file's first line.
     private let url: String

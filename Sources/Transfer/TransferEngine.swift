@@ -196,9 +196,14 @@ public final class TransferEngine: Sendable {
         return (target, try openPartial(for: target))
     }
 
-    /// Opens (or resumes) the partial of a parsed URL.
-    func openPartial(for target: RequestTarget) throws(TransferError) -> PartialFile {
-        try PartialFile(directory: partialDirectory, url: target.url, direct: configuration.directIO)
+    /// The size of the partial a process would resume for `target`, if there is one.
+    func sharedPartialSize(of target: RequestTarget) -> Int64? {
+        PartialFile.sharedSize(directory: partialDirectory, url: target.url)
+    }
+
+    /// Opens (or resumes) the partial of a parsed URL; see `PartialFile.init` for `privateIfHeld`.
+    func openPartial(for target: RequestTarget, privateIfHeld: Bool = true) throws(TransferError) -> PartialFile {
+        try PartialFile(directory: partialDirectory, url: target.url, direct: configuration.directIO, privateIfHeld: privateIfHeld)
     }
 
     /// Sets up the sink for `partial`; a resumed partial is read once here to

@@ -161,9 +161,51 @@ import TestSupport
         }
     }
 
+    /// A second process does not fetch a URL the first is downloading into
+    /// the same cache: it fetches the rest of its list, waits for the first
+    /// to store it, and counts it as cached (each fetched it before).
+    @Test func aSecondProcessWaitsForAURLTheFirstIsDownloading() async throws {
+        try await withOrigin { origin, directory in
+            // Given a server that holds its answer for /long.wav until the test lets it go
+            let gate = DispatchSemaphore(value: 0)
+            let body = fixtureBytes(count: 2_000_000, seed: 43)
+            origin.route("/long.wav") { _ in
+                _ = gate.wait(timeout: .now() + 120)
+                return OriginResponse(status: 200, body: body)
+            }
+            let small = origin.addFixtures(count: 3, size: 4000, firstSeed: 120)
+            let smallPaths = try small.map { try #require(URL(string: $0)).path }
+            let cache = directory.appending("cache")
+            func waitFor(_ done: () -> Bool) async throws {
+                for _ in 0..<6000 where !done() { try await Task.sleep(for: .milliseconds(10)) }
+            }
+
+            // When a first process asks for it (its partial made and locked), then a second for it and three more
+            let first = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/long.wav")])
+            try await waitFor { !origin.requests(for: "/long.wav").isEmpty }
+            let second = try BuiltProducts.start(["get", "--cache", cache, "--collection", "b", origin.url("/long.wav")] + small)
+            // and the answer comes once the second has fetched the other three
+            try await waitFor { smallPaths.allSatisfy { !origin.requests(for: $0).isEmpty } }
+            try await Task.sleep(for: .milliseconds(300))
+            gate.signal()
+            gate.signal()
+            let results = [await first.wait(), await second.wait()]
+
+            // Then the first stored it, and the second counted it as cached without asking for it
+            #expect(results[0].status == 0, "\(results[0].stderr)")
+            #expect(results[1].status == 0, "\(results[1].stderr)")
+            #expect(results[1].stderr.contains("3 downloaded, 1 already cached, 0 failed"), "\(results[1].stderr)")
+            #expect(origin.requests(for: "/long.wav").count == 1)
+            let listed = try await BuiltProducts.run(["list", "--cache", cache, "--collection", "b", "--format", "csv"])
+            #expect(listed.stdout.contains(origin.url("/long.wav")), "\(listed.stdout)")
+            #expect(files(in: cache + "/tmp").isEmpty)
+        }
+    }
+
     /// An ordinary user's second process must not touch the read-only
     /// partial the first one is writing: its owner trusts that mode when it
-    /// stores the body. The second downloads privately instead.
+    /// stores the body. The second waits while the partial grows, then
+    /// (it stalls) downloads privately.
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
     func aSecondProcessLeavesThePartialInUseAlone() async throws {
         try await withOrigin { origin, directory in
@@ -182,7 +224,7 @@ import TestSupport
             for _ in 0..<3000 where (partial()?.size ?? 0) < 500_000 {
                 try await Task.sleep(for: .milliseconds(10))
             }
-            let second = try await BuiltProducts.run(arguments, as: user)
+            let second = try await BuiltProducts.run(arguments.map { $0 == "300" ? "2" : $0 }, as: user)
             let name = try #require(partial()?.name)
             let modeInUse = try permissions(of: "\(cache)/tmp/\(name)")
             first.interrupt()

@@ -74,6 +74,31 @@ import Testing
         }
     }
 
+    /// An item another process is downloading waits until nothing else is
+    /// left to start, and a cancel counts it among the items never started.
+    @Test func aDeferredItemComesAfterEverythingElse() {
+        // Given six items of one host with a share of two, the first two in places
+        var places = BatchPlaces(count: 6, share: 2, lookahead: 8)
+        #expect(fill(&places, upTo: 2) { _ in "a" } == [0, 1])
+
+        // When the first is deferred, its place goes to the next item, and the rest follow in order
+        places.deferToEnd(0, host: "a")
+        var order = fill(&places, upTo: 2, started: 1) { _ in "a" }
+        for _ in 0..<4 {
+            places.release(host: "a")
+            order += fill(&places, upTo: 2, started: 1) { _ in "a" }
+        }
+
+        // Then the deferred item is last
+        #expect(order == [2, 3, 4, 5, 0])
+        #expect(places.next() == .none)
+
+        // and one deferred again is counted when the list is abandoned
+        places.deferToEnd(0, host: "a")
+        #expect(places.abandonUnstarted() == 1)
+        #expect(places.next() == .none)
+    }
+
     @Test func aListOfOneHostFillsTheBatchInItsOrder() {
         // Given one host and a share a third of the batch, with a short lookahead
         var places = BatchPlaces(count: 20, share: 2, lookahead: 3)

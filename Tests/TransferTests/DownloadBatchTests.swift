@@ -22,13 +22,13 @@ import TestSupport
     private func engine(_ directory: TemporaryDirectory, jobs: Int = 4, perHost: Int? = nil,
                         retry: RetryPolicy = RetryPolicy(maxRetries: 3, baseDelay: 0.01, maxDelay: 0.05),
                         patience: Double? = TransferConfiguration().unreachableHostPatience,
-                        lookaheadPerPlace: Int = DownloadBatch.lookaheadPerPlace) throws -> TransferEngine {
+                        lookaheadPerPlace: Int = DownloadBatch.lookaheadPerPlace, stallTimeout: Double = 5) throws -> TransferEngine {
         var configuration = TransferConfiguration()
         configuration.batchLookaheadPerPlace = lookaheadPerPlace
         configuration.retry = retry
         configuration.maxConcurrentTransfers = jobs
         configuration.maxTransfersPerHost = perHost ?? jobs
-        configuration.stallTimeout = 5
+        configuration.stallTimeout = stallTimeout
         configuration.unreachableHostPatience = patience
         return try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
     }
@@ -332,6 +332,62 @@ import TestSupport
             // Then no silent host's URL had ended: none waited for their stalls
             #expect(silentEnded == 0)
             for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
+        }
+    }
+
+    /// Locks the partial of `url` in `directory` as another process
+    /// downloading it would; returns the descriptor that holds the lock.
+    private func holdPartial(of url: String, in directory: String) throws -> Int32 {
+        let key = PartialFile.key(for: url)
+        let shard = PartialFile.shardDirectory(directory, key: key)
+        try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+        let fd = open("\(shard)/\(key).part", O_RDWR | O_CREAT, 0o444)
+        #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+        return fd
+    }
+
+    /// A URL whose partial another process holds (it downloads the same URL
+    /// into the same cache) waits for the rest of the list, then for that
+    /// process, and is not fetched a second time beside it.
+    @Test func urlsAnotherProcessIsDownloadingWaitForItToStoreThem() async throws {
+        try await withOrigin { origin, directory in
+            // Given five small files, the partials of the first two held by another process
+            let urls = origin.addFixtures(count: 5, size: 4000, firstSeed: 110)
+            let partials = directory.appending("tmp")
+            let held = try urls.prefix(2).map { try holdPartial(of: $0, in: partials) }
+            // (Their partials do not grow: a stall timeout no busy machine reaches, or they are downloaded beside it.)
+            let engine = try engine(directory, jobs: 2, stallTimeout: 300)
+            defer { engine.shutdown() }
+            let completed = Mutex<[Int]>([])
+            let storedElsewhere = Mutex<Set<Int>>([])
+
+            // When they are downloaded as a batch whose caller looks in its cache for such
+            // URLs, and the other process lets go of both once the other three are done,
+            // having stored the first (its file moved into the store, the second's left)
+            await engine.download(count: urls.count, url: { urls[$0] },
+                                  settledMeanwhile: { index in storedElsewhere.withLock { $0.contains(index) } }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                let done = completed.withLock { completed in
+                    completed.append(index)
+                    return completed.count
+                }
+                if done == 3 {
+                    storedElsewhere.withLock { _ = $0.insert(0) }
+                    let key = PartialFile.key(for: urls[0])
+                    unlink("\(PartialFile.shardDirectory(partials, key: key))/\(key).part")
+                    for fd in held { close(fd) }
+                }
+                ready()
+            }
+
+            // Then the three free ones came first, the second after them, in the partial
+            // the other process left, and the first not at all: the caller settled it
+            let order = completed.withLock { $0 }
+            #expect(order.prefix(3).sorted() == [2, 3, 4])
+            #expect(order.dropFirst(3) == [1])
+            let paths = try urls.map { try #require(URL(string: $0)).path }
+            #expect(origin.requests(for: paths[0]).isEmpty)
+            #expect(origin.requests(for: paths[1]).count == 1)
         }
     }
 
