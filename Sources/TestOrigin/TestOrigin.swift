@@ -74,6 +74,19 @@ public final class TestOrigin: Sendable {
         server.state.withLock { $0.routes[OriginServer.normalize(path)] = handler }
     }
 
+    /// Answers `path` with `body` only once the returned gate is signalled
+    /// (once per request held; two minutes at most), so that a test does not
+    /// depend on how fast the machine is. `asked` is signalled as each request comes.
+    public func holdAnswers(_ path: String, body: Data, asked: DispatchSemaphore? = nil) -> DispatchSemaphore {
+        let gate = DispatchSemaphore(value: 0)
+        route(path) { _ in
+            asked?.signal()
+            _ = gate.wait(timeout: .now() + 120)
+            return OriginResponse(status: 200, body: body)
+        }
+        return gate
+    }
+
     /// Removes the route for `path`: its resource (or file) answers again.
     public func removeRoute(_ path: String) {
         server.state.withLock { _ = $0.routes.removeValue(forKey: OriginServer.normalize(path)) }

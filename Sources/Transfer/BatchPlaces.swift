@@ -203,9 +203,13 @@ struct BatchPlaces {
             if item.host == host { moved.append(item.index) } else { kept.append(item) }
         }
         awaitingRoom = kept
-        let merged = ((setAside[host]?.elements ?? []) + moved).sorted()
+        mergeIntoSetAside(moved, of: host)
+    }
+
+    /// Adds `indices` to `host`'s set-aside items, keeping them in list order.
+    private mutating func mergeIntoSetAside(_ indices: [Int], of host: String) {
         var queue = FIFO<Int>()
-        for index in merged { queue.append(index) }
+        for index in ((setAside[host]?.elements ?? []) + indices).sorted() { queue.append(index) }
         setAside[host] = queue
     }
 
@@ -237,10 +241,7 @@ struct BatchPlaces {
         guard let items = parked.removeValue(forKey: host)?.elements else { return }
         outageSetAsideCount -= items.count
         countSetAside(items.count, of: host)
-        let merged = ((setAside[host]?.elements ?? []) + items).sorted()
-        var queue = FIFO<Int>()
-        for index in merged { queue.append(index) }
-        setAside[host] = queue
+        mergeIntoSetAside(items, of: host)
     }
 
     /// A parked item, its hosts taken in turn, which then holds a place.

@@ -208,34 +208,30 @@ final class DownloadBatch: Sendable {
                 settle(1)
                 continue
             }
-            let partial: PartialFile
+            var opened: PartialFile?
             do {
-                partial = try engine.openPartial(for: target, privateIfHeld: settledMeanwhile == nil || retaken && othersPartialStalled(index, target))
+                opened = try engine.openPartial(for: target, privateIfHeld: settledMeanwhile == nil || retaken && othersPartialStalled(index, target))
+            } catch where error == PartialFile.heldElsewhere {
+                opened = nil
             } catch {
-                guard error == PartialFile.heldElsewhere else {
-                    release(target.hostKey)
-                    finish(index, .failure(error), then: nil)
-                    continue
-                }
-                switch deferToEnd(index, host: target.hostKey, retaken: retaken) {
-                case .goOn: continue
-                case .pause: return
-                }
+                release(target.hostKey)
+                finish(index, .failure(error), then: nil)
+                continue
+            }
+            // The other process's partial is gone: it has moved the body into the store, and
+            // its row comes with its next flush. Looked for again a moment later (for 2 s), not fetched again.
+            if retaken, let fresh = opened, fresh.opened != .unknown, state.withLock({ state in
+                state.foundGone[index, default: 0] += 1
+                return state.foundGone[index, default: 0] <= 8
+            }) {
+                fresh.close(discard: true)
+                opened = nil
+            }
+            guard let partial = opened else {
+                if deferToEnd(index, host: target.hostKey, retaken: retaken) { return }
+                continue
             }
             if retaken {
-                // The other process's partial is gone: it has moved the body into the store, and
-                // its row comes with its next flush. Looked for again a moment later (for 2 s), not fetched again.
-                let lookAgain = partial.opened != .unknown && state.withLock { state in
-                    state.foundGone[index, default: 0] += 1
-                    return state.foundGone[index, default: 0] <= 8
-                }
-                if lookAgain {
-                    partial.close(discard: true)
-                    switch deferToEnd(index, host: target.hostKey, retaken: true) {
-                    case .goOn: continue
-                    case .pause: return
-                    }
-                }
                 state.withLock { state in
                     state.heldAgainInARow = 0
                     state.othersPartials[index] = nil
@@ -273,21 +269,21 @@ final class DownloadBatch: Sendable {
     /// Sends item `index` of `host`, whose partial another process holds, to
     /// the end of the list (see `BatchPlaces`). One taken from there again
     /// (`retaken`) goes back; once every such item has been found held in
-    /// turn, nothing else is left to start: `startNext` pauses (`.pause`),
-    /// and runs again a moment later, or when a place is freed.
-    private func deferToEnd(_ index: Int, host: String, retaken: Bool) -> DeferredNext {
-        let (next, schedulesRetry) = state.withLock { state -> (DeferredNext?, Bool) in
+    /// turn, nothing else is left to start: returns true, and `startNext`
+    /// stops, to run again a moment later, or when a place is freed.
+    private func deferToEnd(_ index: Int, host: String, retaken: Bool) -> Bool {
+        let (deferred, pauses, schedulesRetry) = state.withLock { state -> (Bool, Bool, Bool) in
             // A cancel meanwhile did not count it among the unstarted: it settles itself.
-            guard !state.cancelled else { return (nil, false) }
+            guard !state.cancelled else { return (false, false, false) }
             state.places.deferToEnd(index, host: host)
             state.deferred.insert(index)
             otherProcessSeen.store(true, ordering: .relaxed)
-            guard retaken else { return (.goOn, false) }
+            guard retaken else { return (true, false, false) }
             state.heldAgainInARow += 1
-            guard state.heldAgainInARow >= state.deferred.count else { return (.goOn, false) }
+            guard state.heldAgainInARow >= state.deferred.count else { return (true, false, false) }
             state.heldAgainInARow = 0
             defer { state.retryScheduled = true }
-            return (.pause, !state.retryScheduled)
+            return (true, true, !state.retryScheduled)
         }
         if schedulesRetry {
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.25) { [self] in
@@ -295,16 +291,12 @@ final class DownloadBatch: Sendable {
                 startNext()
             }
         }
-        guard let next else {
+        if !deferred {
             release(host)
             settle(1)
-            return .goOn
         }
-        return next
+        return pauses
     }
-
-    /// What `startNext` does after `deferToEnd`.
-    private enum DeferredNext { case goOn, pause }
 
     /// Sets the item up and hands its first attempt to the loop. Returns
     /// false when the item was completed on the spot instead (it failed, or

@@ -167,12 +167,7 @@ import TestSupport
     @Test func aSecondProcessWaitsForAURLTheFirstIsDownloading() async throws {
         try await withOrigin { origin, directory in
             // Given a server that holds its answer for /long.wav until the test lets it go
-            let gate = DispatchSemaphore(value: 0)
-            let body = fixtureBytes(count: 2_000_000, seed: 43)
-            origin.route("/long.wav") { _ in
-                _ = gate.wait(timeout: .now() + 120)
-                return OriginResponse(status: 200, body: body)
-            }
+            let gate = origin.holdAnswers("/long.wav", body: fixtureBytes(count: 2_000_000, seed: 43))
             let small = origin.addFixtures(count: 3, size: 4000, firstSeed: 120)
             let smallPaths = try small.map { try #require(URL(string: $0)).path }
             let cache = directory.appending("cache")

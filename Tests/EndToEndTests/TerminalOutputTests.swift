@@ -60,12 +60,7 @@ import TestSupport
         try await withOrigin { origin, directory in
             // The slow item answers only when the test has seen the live line,
             // so the check does not depend on how fast this machine is.
-            let gate = DispatchSemaphore(value: 0)
-            let slowBody = fixtureBytes(count: 300_000, seed: 1)
-            origin.route("/slow.bin") { _ in
-                _ = gate.wait(timeout: .now() + 120)
-                return OriginResponse(status: 200, body: slowBody)
-            }
+            let gate = origin.holdAnswers("/slow.bin", body: fixtureBytes(count: 300_000, seed: 1))
             origin.addResource("/fast.jpg", data: fixtureBytes(count: 5_000, seed: 2))
             let session = try startGet([origin.url("/fast.jpg"), origin.url("/slow.bin"), origin.url("/nothing.jpg"),
                                         "--retries", "0", "--stall-timeout", "300"], columns: 160, rows: 20, in: directory)
@@ -96,14 +91,8 @@ import TestSupport
     /// only what a pipe would get.
     @Test func aDumbTerminalGetsNoStatusLine() async throws {
         try await withOrigin { origin, directory in
-            let gate = DispatchSemaphore(value: 0)
             let asked = DispatchSemaphore(value: 0)
-            let body = fixtureBytes(count: 50_000, seed: 5)
-            origin.route("/held.bin") { _ in
-                asked.signal()
-                _ = gate.wait(timeout: .now() + 120)
-                return OriginResponse(status: 200, body: body)
-            }
+            let gate = origin.holdAnswers("/held.bin", body: fixtureBytes(count: 50_000, seed: 5), asked: asked)
             let session = try startGet([origin.url("/held.bin")], columns: 160, rows: 20, terminal: "dumb", in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
 
