@@ -43,6 +43,9 @@ public struct RunProgress: Sendable, Equatable {
     public var waitingToRetry = 0
     /// Whole seconds until the first of those wakes.
     public var nextRetryInSeconds: Int?
+    /// Items another mediafetch process is downloading into the same cache,
+    /// waited for (counted as cached once it has stored them).
+    public var waitingForOtherProcess = 0
     /// Downloaded, and waiting to be moved into the store and recorded: a
     /// wait for another process's catalog lock showed "0/50 items" with all
     /// 50 bodies in.
@@ -675,6 +678,7 @@ public final class FetchJob: Sendable {
                     progress.queued = snapshot.queued
                     progress.waitingToRetry = snapshot.waitingToRetry
                     progress.nextRetryInSeconds = snapshot.nextRetryInSeconds
+                    progress.waitingForOtherProcess = snapshot.waitingForOtherProcess
                 }
             case .retrying(_, let url, let attempt, let delay, let reason):
                 eventSink.yield(.retrying(url: url, attempt: attempt, delay: delay, reason: reason.message))

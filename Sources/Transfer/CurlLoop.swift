@@ -448,6 +448,9 @@ final class CurlLoop: Sendable {
     /// Transfers sleeping before a retry: not the loop's, but shown with its
     /// snapshot, and woken when their host is given up.
     let retryWaits = RetryWaits()
+    /// Items that wait for another process downloading the same URL into
+    /// the same cache (see `DownloadBatch`): shown with the loop's snapshot.
+    let waitingForOtherProcess = Atomic<Int>(0)
 
     /// What other threads ask of the loop (internal for tests).
     enum Command {
@@ -962,6 +965,7 @@ final class CurlLoop: Sendable {
             var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
                                           bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
             (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaits.state(at: now)
+            snapshot.waitingForOtherProcess = waitingForOtherProcess.load(ordering: .relaxed)
             events.yield(.progress(snapshot))
         }
         // Only reads what the loop holds (no libcurl call), so it may run inside a libcurl callback.

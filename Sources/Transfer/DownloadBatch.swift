@@ -166,6 +166,8 @@ final class DownloadBatch: Sendable {
         let (running, retrying, unstarted) = state.withLock { state in
             state.cancelled = true
             // Items nobody will start now are given up.
+            engine.countWaitingForOtherProcess(-state.deferred.count)
+            state.deferred.removeAll()
             return (state.running, Array(state.retrying.values), state.places.abandonUnstarted())
         }
         for id in running { engine.cancel(id) }
@@ -203,6 +205,7 @@ final class DownloadBatch: Sendable {
             // meanwhile; so may it have any other, once it has been seen.
             let retaken = heldPlace != nil && settledMeanwhile != nil
                 && state.withLock { !$0.deferred.isEmpty && $0.deferred.remove(index) != nil }
+            if retaken { engine.countWaitingForOtherProcess(-1) }
             if retaken || otherProcessSeen.load(ordering: .relaxed), settledMeanwhile?(index) == true {
                 release(target.hostKey)
                 settle(1)
@@ -277,6 +280,7 @@ final class DownloadBatch: Sendable {
             guard !state.cancelled else { return (false, false, false) }
             state.places.deferToEnd(index, host: host)
             state.deferred.insert(index)
+            engine.countWaitingForOtherProcess(1)
             otherProcessSeen.store(true, ordering: .relaxed)
             guard retaken else { return (true, false, false) }
             state.heldAgainInARow += 1

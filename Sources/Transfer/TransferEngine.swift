@@ -196,6 +196,11 @@ public final class TransferEngine: Sendable {
         return (target, try openPartial(for: target))
     }
 
+    /// Counts `items` more (or fewer) waiting for another process (see `EngineSnapshot.waitingForOtherProcess`).
+    func countWaitingForOtherProcess(_ items: Int) {
+        loop.waitingForOtherProcess.add(items, ordering: .relaxed)
+    }
+
     /// The size of the partial a process would resume for `target`, if there is one.
     func sharedPartialSize(of target: RequestTarget) -> Int64? {
         PartialFile.sharedSize(directory: partialDirectory, url: target.url)

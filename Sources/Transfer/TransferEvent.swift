@@ -44,6 +44,9 @@ public struct EngineSnapshot: Sendable, Equatable {
     public var waitingToRetry = 0
     /// Whole seconds until the first of those wakes (rounded up).
     public var nextRetryInSeconds: Int?
+    /// Items left until another process downloading the same URLs into the
+    /// same cache has stored them (see `download(count:…)`'s `settledMeanwhile`).
+    public var waitingForOtherProcess = 0
 }
 
 /// What the engine reports while it works. The stream always ends with one `.finished`.

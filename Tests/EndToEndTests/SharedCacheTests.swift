@@ -178,10 +178,11 @@ import TestSupport
             // When a first process asks for it (its partial made and locked), then a second for it and three more
             let first = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300", origin.url("/long.wav")])
             try await waitFor { !origin.requests(for: "/long.wav").isEmpty }
-            let second = try BuiltProducts.start(["get", "--cache", cache, "--collection", "b", origin.url("/long.wav")] + small)
+            let second = try BuiltProducts.start(["get", "--cache", cache, "--collection", "b", "--progress", "json",
+                                                  origin.url("/long.wav")] + small)
             // and the answer comes once the second has fetched the other three
             try await waitFor { smallPaths.allSatisfy { !origin.requests(for: $0).isEmpty } }
-            try await Task.sleep(for: .milliseconds(300))
+            try await Task.sleep(for: .milliseconds(600))
             gate.signal()
             gate.signal()
             let results = [await first.wait(), await second.wait()]
@@ -189,7 +190,10 @@ import TestSupport
             // Then the first stored it, and the second counted it as cached without asking for it
             #expect(results[0].status == 0, "\(results[0].stderr)")
             #expect(results[1].status == 0, "\(results[1].stderr)")
-            #expect(results[1].stderr.contains("3 downloaded, 1 already cached, 0 failed"), "\(results[1].stderr)")
+            let finished = results[1].stderr.split(separator: "\n").first { $0.contains(#""event":"finished""#) } ?? ""
+            #expect(finished.contains(#""downloaded":3,"#) && finished.contains(#""skipped":1,"#), "\(results[1].stderr)")
+            // and said meanwhile what it was waiting for
+            #expect(results[1].stderr.contains(#""waitingForOtherProcess":1"#), "\(results[1].stderr)")
             #expect(origin.requests(for: "/long.wav").count == 1)
             let listed = try await BuiltProducts.run(["list", "--cache", cache, "--collection", "b", "--format", "csv"])
             #expect(listed.stdout.contains(origin.url("/long.wav")), "\(listed.stdout)")

@@ -444,6 +444,14 @@ import TestSupport
         #expect(ProgressText.status(progress) == "1/3 items, 0 B at 0 B/s")
     }
 
+    /// A wait for another process at the end of the list says so: it showed
+    /// nothing running and nothing waiting.
+    @Test func theStatusLineSaysWhatAnotherProcessIsFetching() {
+        var progress = RunProgress()
+        (progress.total, progress.done, progress.waitingForOtherProcess) = (3, 2, 1)
+        #expect(ProgressText.status(progress) == "2/3 items, 0 B at 0 B/s, 1 being fetched by another process")
+    }
+
     @Test func aCollectionNameIsTheSameInEitherUnicodeForm() {
         let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
         #expect(Array(CollectionName.normalized(decomposed).utf8) == Array(composed.utf8))

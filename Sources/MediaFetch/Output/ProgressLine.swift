@@ -35,6 +35,7 @@ public enum ProgressJSON {
                 }),
                 // Items sleeping before their next attempt: neither active nor queued.
                 "waitingToRetry": .integer(progress.waitingToRetry),
+                "waitingForOtherProcess": .integer(progress.waitingForOtherProcess),
                 // Downloaded, waiting to be moved into the store and recorded.
                 "storing": .integer(progress.storing),
                 // Not yet done, failed or cached: also those not yet started, which no other count holds.
@@ -135,6 +136,11 @@ public enum ProgressText {
                 fields.append(StatusField(.retrying, keep: 5, [waiting]))
             }
         }
+        if progress.waitingForOtherProcess > 0 {
+            // Else a wait at the end of the list showed nothing running and nothing said why.
+            fields.append(StatusField(.otherProcess, keep: 5, ["\(progress.waitingForOtherProcess) being fetched by another process",
+                                                               "\(progress.waitingForOtherProcess) held elsewhere"]))
+        }
         return fields
     }
 
@@ -222,7 +228,7 @@ public enum ProgressText {
 /// end of it at 80 columns.
 public struct StatusField: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
-        case items, cached, failed, transferred, storing, active, activeLeft, retrying
+        case items, cached, failed, transferred, storing, active, activeLeft, retrying, otherProcess
     }
 
     public let kind: Kind
