@@ -86,6 +86,35 @@ import TestSupport
         }
     }
 
+    /// A run that waits at the end of its list for another process, which
+    /// is downloading one of its URLs into the same cache, says so: the
+    /// status line showed nothing running and nothing waiting.
+    @Test func aTerminalSaysWhenAnotherProcessIsFetchingAURL() async throws {
+        try await withOrigin { origin, directory in
+            let gate = origin.holdAnswers("/long.wav", body: fixtureBytes(count: 100_000, seed: 3))
+            origin.addResource("/fast.jpg", data: fixtureBytes(count: 5_000, seed: 4))
+            let first = try BuiltProducts.start(["get", "--cache", directory.appending("cache"), "--stall-timeout", "300",
+                                                 origin.url("/long.wav")])
+            for _ in 0..<6000 where origin.requests(for: "/long.wav").isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            let session = try startGet([origin.url("/long.wav"), origin.url("/fast.jpg")], columns: 160, rows: 20, in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+
+            let during = try await screen(session, in: directory) { $0.contains("another process") }
+            gate.signal()
+            let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
+            _ = await first.wait()
+
+            let shown = during.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            // One status line: the other URL done, this one said to be another's.
+            #expect(shown.count == 1 && shown[0].hasPrefix("1/2 items, ") && shown[0].hasSuffix(", 1 being fetched by another process"),
+                    "\(shown)")
+            let lines = after.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            #expect(lines.contains { $0.hasPrefix("1 downloaded, 1 already cached, 0 failed (") }, "\(lines)")
+            #expect(lines.contains("EXIT=0"))
+            #expect(!lines.contains { $0.contains("another process") })
+        }
+    }
+
     /// A terminal that cannot erase a line (TERM=dumb, as in an Emacs shell
     /// buffer) gets no status line, whose redraws would pile up on one line:
     /// only what a pipe would get.
