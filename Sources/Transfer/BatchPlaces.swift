@@ -60,7 +60,8 @@ struct BatchPlaces {
     let unprovenShare: Int
     /// The places all hosts that have not answered may hold together.
     let unprovenTotal: Int
-    /// The most items set aside at once: how far the list is read ahead.
+    /// The most items set aside at once: how far the list is read ahead
+    /// (one at least: with none, no item of the list was ever handed out).
     let lookahead: Int
     /// The most items of hosts in an outage set aside, and items parked, at once. Past it, they
     /// take free places as at the end of the list: one 429 in a list of a
@@ -103,7 +104,7 @@ struct BatchPlaces {
         self.share = share
         self.unprovenShare = min(share, max(1, unprovenShare ?? share))
         self.unprovenTotal = max(1, unprovenTotal ?? count)
-        self.lookahead = max(0, lookahead)
+        self.lookahead = max(1, lookahead)
         self.outageLookahead = max(0, outageLookahead ?? 16 * lookahead)
     }
 
@@ -334,6 +335,21 @@ struct BatchPlaces {
         setAsideCount = 0
         outageSetAsideCount = 0
         return unstarted
+    }
+
+    /// What is wrong with the counts kept as sums, if anything (for tests):
+    /// each is worked out again from what it sums.
+    var inconsistency: String? {
+        let unproven = placesPerHost.filter { !proven.contains($0.key) }.values.reduce(0, +)
+        if unproven != heldByUnproven { return "heldByUnproven \(heldByUnproven), places of hosts not answered \(unproven)" }
+        if awaitingPerHost.values.reduce(0, +) != awaitingRoom.count { return "awaitingPerHost does not add up to awaitingRoom" }
+        let outageItems = setAside.filter { inOutage.contains($0.key) }.values.reduce(0) { $0 + $1.count }
+            + parked.values.reduce(0) { $0 + $1.count }
+        let otherItems = setAside.filter { !inOutage.contains($0.key) }.values.reduce(0) { $0 + $1.count } + awaitingRoom.count
+        if outageItems != outageSetAsideCount { return "outageSetAsideCount \(outageSetAsideCount), items \(outageItems)" }
+        if otherItems != setAsideCount { return "setAsideCount \(setAsideCount), items \(otherItems)" }
+        if placesPerHost.values.contains(where: { $0 <= 0 }) { return "a host holds no place but is listed" }
+        return nil
     }
 
     /// Adds `items` to the set-aside count `host`'s items go in: the

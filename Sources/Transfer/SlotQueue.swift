@@ -186,6 +186,16 @@ struct SlotQueue<Element> {
         if endingProbe { endProbe(of: host) }
     }
 
+    /// What is wrong with the counts kept as sums, if anything (for tests).
+    var inconsistency: String? {
+        let probes = probing.reduce(0) { $0 + runningPerHost[$1, default: 0] }
+        if probes != runningOfProbingHosts { return "runningOfProbingHosts \(runningOfProbingHosts), transfers of probing hosts \(probes)" }
+        if runningPerHost.values.reduce(0, +) != running { return "runningPerHost does not add up to running" }
+        if waiting.values.reduce(0, { $0 + $1.count }) != waitingCount { return "waiting does not add up to waitingCount" }
+        if running > total { return "\(running) running of \(total) slots" }
+        return nil
+    }
+
     /// Removes and returns the first waiting element that matches (a cancelled transfer).
     mutating func removeWaiting(where matches: (Element) -> Bool) -> Element? {
         for (host, var queue) in waiting {

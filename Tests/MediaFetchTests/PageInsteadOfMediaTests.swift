@@ -1,5 +1,6 @@
 import Testing
 import Transfer
+import TestSupport
 import URLText
 @testable import ContentStore
 @testable import MediaFetch
@@ -632,25 +633,13 @@ import URLText
         "#!AMR\n\u{3C}", "#!AMR-WB\n\u{4}", "#!AMR_MC1.0\n", "P5 500 Internal Server Error\n", "#define x_width 1",
     ]
 
-    /// A small generator with a fixed seed (SplitMix64), so a failure repeats.
-    private struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test func everyCutAndMixIsReadWithinItsBytes() {
         var openings: [[UInt8]] = []
         for header in Self.headers {
             let bytes = Array(header.utf8) + Array("\n# more\n1 2 3\n".utf8)
             for cut in 0...bytes.count { openings.append(Array(bytes.prefix(cut))) }
         }
-        var random = Seeded(state: 42)
+        var random = SeededGenerator(seed: 42)
         let pieces: [[UInt8]] = Self.headers.map { Array($0.utf8) } + ["P", "7", "#", "\n", " ", "/*", "*/", "_width", "WIDTH", "9", "\u{0}"]
             .map { Array($0.utf8) }
         for _ in 0..<3000 {

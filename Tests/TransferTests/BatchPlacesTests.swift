@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import Transfer
 
 /// Which item of a batch takes a free place: a host's share, the lookahead, order.
@@ -96,6 +97,73 @@ import Testing
         // and one deferred again is counted when the list is abandoned
         places.deferToEnd(0, host: "a")
         #expect(places.abandonUnstarted() == 1)
+        #expect(places.next() == .none)
+    }
+
+    /// Random lists, limits and turns of events (items completing, hosts
+    /// answering, outages, items parked, unparked and sent to the end):
+    /// every item starts and completes once, and nothing is left waiting
+    /// with no place to take; the counts kept as sums add up at every step.
+    @Test(arguments: 0..<200)
+    func randomRunsStartEveryItemOnceAndKeepTheirCounts(seed: UInt64) {
+        var random = SeededGenerator(seed: seed)
+        let count = Int.random(in: 1...300, using: &random)
+        let hostCount = Int.random(in: 1...12, using: &random)
+        let hosts = (0..<count).map { _ in "h\(Int.random(in: 0..<hostCount, using: &random))" }
+        let width = Int.random(in: 2...12, using: &random)
+        var places = BatchPlaces(count: count, share: max(1, width / 2), unprovenShare: Int.random(in: 1...3, using: &random),
+                                 unprovenTotal: Int.random(in: 1...width, using: &random),
+                                 lookahead: Int.random(in: 0...20, using: &random), outageLookahead: Int.random(in: 1...20, using: &random))
+        var held: [Int] = []
+        var started: [Int: Int] = [:]
+        var completed = 0
+        // Parked or deferred: started again once each.
+        var sentBack: Set<Int> = []
+        while completed < count {
+            fill: while held.count < width {
+                let taken: Int
+                switch places.next() {
+                case .none: break fill
+                case .fresh(let index):
+                    guard places.place(index, host: hosts[index]) else { continue }
+                    taken = index
+                case .setAside(let index, let host):
+                    #expect(host == hosts[index])
+                    taken = index
+                }
+                if sentBack.remove(taken) == nil { started[taken, default: 0] += 1 }
+                held.append(taken)
+            }
+            guard !held.isEmpty else {
+                Issue.record("seed \(seed): \(count - completed) items left with none to start")
+                return
+            }
+            let host = "h\(Int.random(in: 0..<hostCount, using: &random))"
+            let pick = Int.random(in: 0..<held.count, using: &random)
+            switch Int.random(in: 0..<12, using: &random) {
+            case 0..<6:
+                places.release(host: hosts[held.remove(at: pick)])
+                completed += 1
+            case 6: places.answered(host)
+            case 7: places.outageBegan(host)
+            case 8: places.outageEnded(host)
+            case 9 where places.mayPark:
+                let index = held.remove(at: pick)
+                places.park(index, host: hosts[index])
+                sentBack.insert(index)
+            case 10: places.unpark(host)
+            case 11:
+                let index = held.remove(at: pick)
+                places.deferToEnd(index, host: hosts[index])
+                sentBack.insert(index)
+            default: break
+            }
+            if let problem = places.inconsistency {
+                Issue.record("seed \(seed): \(problem)")
+                return
+            }
+        }
+        #expect(started.count == count && started.values.allSatisfy { $0 == 1 }, "seed \(seed)")
         #expect(places.next() == .none)
     }
 

@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import Transfer
 
 /// The loop's slot queue: limits overall and per host, order, cancellation.
@@ -191,6 +192,59 @@ import Testing
         queue.answered(host: "only0")
         queue.release(host: "only0")
         #expect(drain(&queue) == ["only4"])
+    }
+
+    /// Random turns of events: no more than the slots run, every waiter
+    /// starts once, a host runs no more than `perHost`, and the counts kept
+    /// as sums add up at every step.
+    @Test(arguments: 0..<200)
+    func randomTurnsKeepTheLimitsAndTheCounts(seed: UInt64) {
+        var random = SeededGenerator(seed: seed)
+        let total = Int.random(in: 1...8, using: &random)
+        let perHost = Int.random(in: 1...4, using: &random)
+        var queue = SlotQueue<Int>(total: total, perHost: perHost, answeredGrace: .milliseconds(Int.random(in: 0...2, using: &random)))
+        let start = ContinuousClock.now
+        var running: [(element: Int, host: String)] = []
+        var started: Set<Int> = []
+        var cancelled = 0
+        var enqueued = 0
+        for step in 0..<2_000 {
+            let host = "h\(Int.random(in: 0..<6, using: &random))"
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4:
+                queue.enqueue(enqueued, host: host, probeFirst: Bool.random(using: &random))
+                enqueued += 1
+            case 4..<7 where !running.isEmpty:
+                let ended = running.remove(at: Int.random(in: 0..<running.count, using: &random))
+                queue.release(host: ended.host, endingProbe: Bool.random(using: &random))
+            case 7: queue.answered(host: host)
+            case 8: queue.setFailing(host, Bool.random(using: &random))
+            default:
+                if queue.removeWaiting(where: { _ in true }) != nil { cancelled += 1 }
+            }
+            while let (element, host) = queue.next(at: start + .milliseconds(step)) {
+                #expect(started.insert(element).inserted, "seed \(seed): \(element) started twice")
+                running.append((element, host))
+            }
+            #expect(running.count <= total && Dictionary(grouping: running, by: \.host).values.allSatisfy { $0.count <= perHost },
+                    "seed \(seed): past a limit")
+            if let problem = queue.inconsistency {
+                Issue.record("seed \(seed): \(problem)")
+                return
+            }
+        }
+        #expect(started.count + cancelled + queue.waitingCount == enqueued, "seed \(seed)")
+        // And every waiter starts in the end, once the others end.
+        for round in 0..<enqueued where queue.waitingCount > 0 {
+            for ended in running { queue.release(host: ended.host) }
+            running.removeAll()
+            while let (element, host) = queue.next(at: start + .seconds(3_600 + round)) {
+                #expect(started.insert(element).inserted, "seed \(seed): \(element) started twice")
+                running.append((element, host))
+            }
+            if running.isEmpty { break }
+        }
+        #expect(queue.waitingCount == 0, "seed \(seed): \(queue.waitingCount) left waiting with every slot free")
     }
 
     @Test func aCancelledFirstTransferLeavesTheNextToProbe() {
