@@ -62,12 +62,14 @@ final class PartialFile {
         var opened = HashingWriter.OpenedFile.unknown
         if let (fd, isDirect) = try Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
+            Self.lockedHere.withLock { _ = $0.insert(sharedPath) }
             opened = .fresh(direct: isDirect)
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
             resumable = nil
         } else if let fd = Self.openLocked(sharedPath) {
+            Self.lockedHere.withLock { _ = $0.insert(sharedPath) }
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
@@ -80,7 +82,7 @@ final class PartialFile {
                 resumable = nil
                 _ = ftruncate(fd, 0)
             }
-        } else if !privateIfHeld {
+        } else if !privateIfHeld, !Self.lockedHere.withLock({ $0.contains(sharedPath) }) {
             throw Self.heldElsewhere
         } else {
             // Another process holds this URL's partial: download privately, without resume.
@@ -111,6 +113,16 @@ final class PartialFile {
         return Int64(info.st_size)
     }
 
+    /// The shared partials this process holds locked: a lock on one of them
+    /// is this process's own (the same URL twice in a list, with two
+    /// passwords), not another process's. Each leaves when its lock does.
+    static let lockedHere = Mutex<Set<String>>([])
+
+    /// `path`'s lock, held by this process, is gone.
+    static func unlockedHere(_ path: String) {
+        lockedHere.withLock { _ = $0.remove(path) }
+    }
+
     /// What `init` throws when another process holds the partial and no
     /// private temporary is wanted.
     static let heldElsewhere = TransferError(.fileSystem(errno: EWOULDBLOCK), "another process is downloading it")
@@ -123,7 +135,9 @@ final class PartialFile {
     private var hasValidator = true
 
     deinit {
-        if isOpen { _ = mf_close_unlocking(descriptor) }
+        guard isOpen else { return }
+        _ = mf_close_unlocking(descriptor)
+        if validatorPath != nil { Self.unlockedHere(path) }
     }
 
     /// Remembers the validator of the body being written, for a later resume.
@@ -203,10 +217,14 @@ final class PartialFile {
             // die first, the next run finds a partial it can prove complete
             // (a 416 for exactly its length) instead of fetching it again.
             return FinishedFile(path: path, descriptor: descriptor, isReadOnly: isReadOnly, budget: budget,
-                                validatorPath: hasValidator ? validatorPath : nil)
+                                validatorPath: hasValidator ? validatorPath : nil, lockedHere: true)
         }
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
-        defer { _ = mf_close_unlocking(descriptor) }
+        let sharedPath = path
+        defer {
+            _ = mf_close_unlocking(descriptor)
+            if validatorPath != nil { Self.unlockedHere(sharedPath) }
+        }
         guard validatorPath != nil else {
             return FinishedFile(path: path, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
         }
@@ -241,6 +259,7 @@ final class PartialFile {
         }
         isOpen = false
         _ = mf_close_unlocking(descriptor)
+        if validatorPath != nil { Self.unlockedHere(path) }
     }
 
     /// The directory of the partials whose key is `key`: one of sixteen,
@@ -666,13 +685,17 @@ public final class FinishedFile: Sendable {
     private let validator = Mutex((present: false, removedText: String?.none))
     /// Left in place to be resumed (see `keepForResume`): `release` keeps the validator.
     private let kept = Atomic(false)
+    /// Whether the lock is on a shared partial's name (see `PartialFile.lockedHere`).
+    private let lockedHere: Bool
 
-    init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget, validatorPath: String? = nil) {
+    init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget, validatorPath: String? = nil,
+         lockedHere: Bool = false) {
         self.path = path
         self.descriptor = Mutex(descriptor)
         self.isReadOnly = isReadOnly
         self.budget = budget
         self.validatorPath = validatorPath
+        self.lockedHere = lockedHere
         validator.withLock { $0.present = validatorPath != nil }
     }
 
@@ -750,6 +773,7 @@ public final class FinishedFile: Sendable {
         // Given up without a move and not kept: the validator goes with the body.
         if !kept.load(ordering: .relaxed) { forgetValidator() }
         _ = mf_close_unlocking(fd)
+        if lockedHere { PartialFile.unlockedHere(path) }
         budget.giveBack()
     }
 }

@@ -41,6 +41,33 @@ import Glibc
         return victim
     }
 
+    /// A partial held by another process is said to be (`heldElsewhere`),
+    /// for the batch to wait for it; one this process holds (the same URL
+    /// twice in a list, with two passwords) is not: a private file instead.
+    @Test func aPartialHeldByAnotherProcessIsToldFromOneHeldHere() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://ann:one@example.test/photo.jpg"
+            let (key, shard) = shard(of: url, in: directory)
+
+            // Held here: the second open goes private, as before, and the name is free again once closed.
+            let first = try PartialFile(directory: directory.path, url: url)
+            let second = try PartialFile(directory: directory.path, url: "http://ann:two@example.test/photo.jpg", privateIfHeld: false)
+            #expect(first.path == "\(shard)/\(key).part")
+            #expect(second.path.hasSuffix(".tmp"))
+            second.close(discard: true)
+            first.close(discard: true)
+            #expect(PartialFile.lockedHere.withLock { !$0.contains(first.path) })
+
+            // Held by a lock this process did not take through a partial: another process's, as far as it can tell.
+            let fd = open("\(shard)/\(key).part", O_RDWR | O_CREAT, 0o444)
+            #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            defer { close(fd) }
+            #expect(throws: PartialFile.heldElsewhere) {
+                _ = try PartialFile(directory: directory.path, url: url, privateIfHeld: false)
+            }
+        }
+    }
+
     /// A link put at a partial's name (the temporary directory is writable
     /// by everyone sharing the cache, and the name is the URL's hash) is
     /// removed, not followed: the download was written over the link's
