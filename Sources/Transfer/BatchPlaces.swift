@@ -296,9 +296,10 @@ struct BatchPlaces {
     /// Past the lookahead too: `next()` then hands out the oldest set-aside
     /// item, and only the items handed out meanwhile can go past it.
     mutating func place(_ index: Int, host: String) -> Bool {
-        if awaitingPerHost[host] != nil
-            || heldByUnproven >= unprovenTotal && !proven.contains(host) && !inOutage.contains(host)
-            && setAside[host] == nil && placesPerHost[host, default: 0] < share(of: host) {
+        // Held back by `unprovenTotal` alone (its host's share has room): it
+        // waits in list order, and so do its host's later items.
+        let ownRoom = placesPerHost[host, default: 0] < share(of: host)
+        if awaitingPerHost[host] != nil || ownRoom && !hasRoom(host) && setAside[host] == nil && !inOutage.contains(host) {
             awaitingRoom.append((index, host))
             awaitingPerHost[host, default: 0] += 1
             setAsideCount += 1

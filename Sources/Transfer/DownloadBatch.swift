@@ -77,16 +77,21 @@ final class DownloadBatch: Sendable {
         /// The transfers of parked items (see `BatchPlaces`), by index, with
         /// the attempt each made before it was parked.
         var parked: [Int: (id: TransferID, earlier: (made: Int, charged: Int))] = [:]
-        /// Items sent to the end because another process held their partial.
-        var deferred: Set<Int> = []
+        /// Items sent to the end because another process held their partial,
+        /// with what was seen of it when each was last taken again.
+        var deferred: [Int: Deferred] = [:]
         /// Deferred items taken again and found still held, one after another (see `deferToEnd`).
         var heldAgainInARow = 0
-        /// The size of each deferred item's partial when last seen, and since when it has been.
-        var othersPartials: [Int: (size: Int64, since: ContinuousClock.Instant)] = [:]
         /// Whether a `startNext` is due after a pause for other processes.
         var retryScheduled = false
-        /// How many times each deferred item's partial was found gone when taken again.
-        var foundGone: [Int: Int] = [:]
+    }
+
+    /// What was seen of a deferred item's partial, which another process holds.
+    private struct Deferred {
+        /// Its size when last looked at, and since when it has been that size.
+        var seen: (size: Int64, since: ContinuousClock.Instant)?
+        /// How many times it was found gone (the other process moved it into the store).
+        var foundGone = 0
     }
 
     private let engine: TransferEngine
@@ -203,17 +208,17 @@ final class DownloadBatch: Sendable {
             if heldPlace == nil, !state.withLock({ $0.places.place(index, host: target.hostKey) }) { continue }
             // An item sent to the end: the other process may have stored it
             // meanwhile; so may it have any other, once it has been seen.
-            let retaken = heldPlace != nil && settledMeanwhile != nil
-                && state.withLock { !$0.deferred.isEmpty && $0.deferred.remove(index) != nil }
-            if retaken { engine.countWaitingForOtherProcess(-1) }
-            if retaken || otherProcessSeen.load(ordering: .relaxed), settledMeanwhile?(index) == true {
+            var retaken = heldPlace == nil || settledMeanwhile == nil ? nil
+                : state.withLock { $0.deferred.isEmpty ? nil : $0.deferred.removeValue(forKey: index) }
+            if retaken != nil { engine.countWaitingForOtherProcess(-1) }
+            if retaken != nil || otherProcessSeen.load(ordering: .relaxed), settledMeanwhile?(index) == true {
                 release(target.hostKey)
                 settle(1)
                 continue
             }
             var opened: PartialFile?
             do {
-                opened = try engine.openPartial(for: target, privateIfHeld: settledMeanwhile == nil || retaken && othersPartialStalled(index, target))
+                opened = try engine.openPartial(for: target, privateIfHeld: settledMeanwhile == nil || othersPartialStalled(&retaken, target))
             } catch where error == PartialFile.heldElsewhere {
                 opened = nil
             } catch {
@@ -223,23 +228,19 @@ final class DownloadBatch: Sendable {
             }
             // The other process's partial is gone: it has moved the body into the store, and
             // its row comes with its next flush. Looked for again a moment later (for 2 s), not fetched again.
-            if retaken, let fresh = opened, fresh.opened != .unknown, state.withLock({ state in
-                state.foundGone[index, default: 0] += 1
-                return state.foundGone[index, default: 0] <= 8
-            }) {
-                fresh.close(discard: true)
-                opened = nil
+            if let fresh = opened, fresh.opened != .unknown, var record = retaken {
+                record.foundGone += 1
+                retaken = record
+                if record.foundGone <= 8 {
+                    fresh.close(discard: true)
+                    opened = nil
+                }
             }
             guard let partial = opened else {
                 if deferToEnd(index, host: target.hostKey, retaken: retaken) { return }
                 continue
             }
-            if retaken {
-                state.withLock { state in
-                    state.heldAgainInARow = 0
-                    state.othersPartials[index] = nil
-                }
-            }
+            if retaken != nil { state.withLock { $0.heldAgainInARow = 0 } }
             if partial.resumable != nil {
                 // Its bytes are read back once to seed the hash, which may take
                 // a while: not on this thread (a writer's, often).
@@ -253,36 +254,37 @@ final class DownloadBatch: Sendable {
         }
     }
 
-    /// Whether the partial of a deferred item, which another process holds,
-    /// has not grown for `--stall-timeout`: that process is stuck, or stopped
-    /// (Ctrl-Z), and the item is downloaded beside it (privately) rather
-    /// than waited for any longer.
-    private func othersPartialStalled(_ index: Int, _ target: RequestTarget) -> Bool {
+    /// Whether the partial of a deferred item taken again (`retaken`; nil
+    /// for any other item), which another process holds, has not grown for
+    /// `--stall-timeout`: that process is stuck, or stopped (Ctrl-Z), and the
+    /// item is downloaded beside it (privately) rather than waited for any
+    /// longer. Notes the size seen in `retaken`.
+    private func othersPartialStalled(_ retaken: inout Deferred?, _ target: RequestTarget) -> Bool {
+        guard retaken != nil else { return false }
         let size = engine.sharedPartialSize(of: target) ?? -1
         let now = ContinuousClock.now
-        return state.withLock { state in
-            guard let seen = state.othersPartials[index], seen.size == size else {
-                state.othersPartials[index] = (size, now)
-                return false
-            }
-            return now - seen.since > .seconds(engine.configuration.stallTimeout)
+        guard let seen = retaken?.seen, seen.size == size else {
+            retaken?.seen = (size, now)
+            return false
         }
+        return now - seen.since > .seconds(engine.configuration.stallTimeout)
     }
 
     /// Sends item `index` of `host`, whose partial another process holds, to
     /// the end of the list (see `BatchPlaces`). One taken from there again
-    /// (`retaken`) goes back; once every such item has been found held in
-    /// turn, nothing else is left to start: returns true, and `startNext`
-    /// stops, to run again a moment later, or when a place is freed.
-    private func deferToEnd(_ index: Int, host: String, retaken: Bool) -> Bool {
+    /// (`retaken`, with what was seen of it) goes back; once every such item
+    /// has been found held in turn, nothing else is left to start: returns
+    /// true, and `startNext` stops, to run again a moment later, or when a
+    /// place is freed.
+    private func deferToEnd(_ index: Int, host: String, retaken: Deferred?) -> Bool {
         let (deferred, pauses, schedulesRetry) = state.withLock { state -> (Bool, Bool, Bool) in
             // A cancel meanwhile did not count it among the unstarted: it settles itself.
             guard !state.cancelled else { return (false, false, false) }
             state.places.deferToEnd(index, host: host)
-            state.deferred.insert(index)
+            state.deferred[index] = retaken ?? Deferred()
             engine.countWaitingForOtherProcess(1)
             otherProcessSeen.store(true, ordering: .relaxed)
-            guard retaken else { return (true, false, false) }
+            guard retaken != nil else { return (true, false, false) }
             state.heldAgainInARow += 1
             guard state.heldAgainInARow >= state.deferred.count else { return (true, false, false) }
             state.heldAgainInARow = 0
