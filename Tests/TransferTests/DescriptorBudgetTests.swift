@@ -25,6 +25,9 @@ import Testing
         let budget = DescriptorBudget(limit: 65_536, heldFinishedBodies: 1024)
         #expect(budget.batchWidth(jobs: 16) == 64)
         #expect(budget.retryWaiting(jobs: 16) == 1024)
+        // Not fewer at fewer jobs: 2,000 refused hosts went through their patience 128 at a time at --jobs 2
+        #expect(budget.retryWaiting(jobs: 2) == 1024)
+        #expect(budget.retryWaiting(jobs: 32) == 2048)
         #expect(budget.batchWidth(jobs: 200) == 800)
         // Connections kept for the hosts a list goes round, beyond two a transfer.
         #expect(budget.connections(jobs: 16) == 32 + 256)
