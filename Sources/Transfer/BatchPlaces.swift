@@ -34,7 +34,13 @@
 /// engine gives such hosts at a time, and the live URLs between them waited
 /// for them all, 30 s a stall. An item held back by that limit waits in
 /// list order (`awaitingRoom`) and counts against the lookahead: the list
-/// is read on for the URLs of hosts that answered.
+/// is read on for the URLs of hosts that answered. Some of those places
+/// (`firstPlaceReserve`: `--jobs`, half of them at most) are kept for the
+/// first place of hosts that hold none, as many as can be tried at once:
+/// only one transfer of a host runs until it answers, and 10 silent hosts of
+/// 8 URLs each, ahead of a live host's, held them all with URLs that could
+/// not run; the live host was never tried, so never answered, and none of
+/// its 300 files was stored in a minute.
 ///
 /// An item that could not reach its host, and failed while as many items
 /// as may wait to retry already do, is parked (`park(_:host:)`): it gives
@@ -60,6 +66,8 @@ struct BatchPlaces {
     let unprovenShare: Int
     /// The places all hosts that have not answered may hold together.
     let unprovenTotal: Int
+    /// Of those, the places only a host holding none may take (see the type).
+    let firstPlaceReserve: Int
     /// The most items set aside at once: how far the list is read ahead
     /// (one at least: with none, no item of the list was ever handed out).
     let lookahead: Int
@@ -98,12 +106,13 @@ struct BatchPlaces {
     /// Items sent to the end of the list, in the order they were (see the type).
     private var deferred = FIFO<(index: Int, host: String)>()
 
-    init(count: Int, share: Int, unprovenShare: Int? = nil, unprovenTotal: Int? = nil, lookahead: Int,
-         outageLookahead: Int? = nil) {
+    init(count: Int, share: Int, unprovenShare: Int? = nil, unprovenTotal: Int? = nil, firstPlaceReserve: Int? = nil,
+         lookahead: Int, outageLookahead: Int? = nil) {
         self.count = count
         self.share = share
         self.unprovenShare = min(share, max(1, unprovenShare ?? share))
         self.unprovenTotal = max(1, unprovenTotal ?? count)
+        self.firstPlaceReserve = min(self.unprovenTotal / 2, max(0, firstPlaceReserve ?? self.unprovenTotal))
         self.lookahead = max(1, lookahead)
         self.outageLookahead = max(0, outageLookahead ?? 16 * lookahead)
     }
@@ -169,9 +178,10 @@ struct BatchPlaces {
             _ = awaitingRoom.removeFirst()
             let left = awaitingPerHost[awaiting.host, default: 1] - 1
             awaitingPerHost[awaiting.host] = left > 0 ? left : nil
-            // Its host took its own share meanwhile: it waits with the host's
-            // others, ahead of them (its later items are still awaiting room).
-            if placesPerHost[awaiting.host, default: 0] >= share(of: awaiting.host) {
+            // Its host took its own share meanwhile, or all a host holding a
+            // place may of the room for hosts not answered: it waits with the
+            // host's others, ahead of them (its later items are still awaiting room).
+            if !hasRoom(awaiting.host) {
                 setAside[awaiting.host, default: FIFO()].append(awaiting.index)
                 continue
             }
@@ -182,9 +192,12 @@ struct BatchPlaces {
     }
 
     /// Whether an item of `host` may take a place now: within its share, and
-    /// within `unprovenTotal` if it has not answered.
+    /// if it has not answered, within `unprovenTotal`, less the reserve for
+    /// hosts holding none if it holds one.
     private func hasRoom(_ host: String) -> Bool {
-        placesPerHost[host, default: 0] < share(of: host) && (heldByUnproven < unprovenTotal || proven.contains(host))
+        let held = placesPerHost[host, default: 0]
+        guard held < share(of: host) else { return false }
+        return proven.contains(host) || heldByUnproven < (held == 0 ? unprovenTotal : unprovenTotal - firstPlaceReserve)
     }
 
     /// An item of `host` takes a place.
@@ -296,10 +309,11 @@ struct BatchPlaces {
     /// Past the lookahead too: `next()` then hands out the oldest set-aside
     /// item, and only the items handed out meanwhile can go past it.
     mutating func place(_ index: Int, host: String) -> Bool {
-        // Held back by `unprovenTotal` alone (its host's share has room): it
-        // waits in list order, and so do its host's later items.
-        let ownRoom = placesPerHost[host, default: 0] < share(of: host)
-        if awaitingPerHost[host] != nil || ownRoom && !hasRoom(host) && setAside[host] == nil && !inOutage.contains(host) {
+        // The first place of a host held back by `unprovenTotal`: it waits in
+        // list order, and so do its host's later items. (A host holding places
+        // waits for room of its own, as for its share.)
+        let holdsNone = placesPerHost[host] == nil
+        if awaitingPerHost[host] != nil || holdsNone && !hasRoom(host) && setAside[host] == nil && !inOutage.contains(host) {
             awaitingRoom.append((index, host))
             awaitingPerHost[host, default: 0] += 1
             setAsideCount += 1

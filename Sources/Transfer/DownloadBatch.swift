@@ -123,9 +123,11 @@ final class DownloadBatch: Sendable {
         let jobs = engine.configuration.maxConcurrentTransfers
         width = engine.descriptorBudget.batchWidth(jobs: jobs)
         let share = Self.hostShare(width: width, jobs: jobs, perHost: engine.configuration.maxTransfersPerHost)
-        // Hosts not yet answered leave `--jobs` places to those that have, as one host does to the others.
+        // Hosts not yet answered leave `--jobs` places to those that have, as one host does to the others,
+        // and keep as many for hosts not tried yet.
         let places = BatchPlaces(count: count, share: share, unprovenShare: engine.configuration.maxTransfersPerHost,
-                                 unprovenTotal: width - jobs, lookahead: engine.configuration.batchLookaheadPerPlace * width)
+                                 unprovenTotal: width - jobs, firstPlaceReserve: jobs,
+                                 lookahead: engine.configuration.batchLookaheadPerPlace * width)
         state = SleepingLock(State(remaining: count, places: places))
     }
 

@@ -57,11 +57,14 @@ import TestSupport
     /// other line, filled every place, and the live URLs between them waited.
     @Test func hostsThatHaveNotAnsweredLeavePlacesToOneThatHas() {
         // Given 300 silent hosts with one item each, every other line, between a live host's items
-        var places = BatchPlaces(count: 600, share: 6, unprovenTotal: 6, lookahead: 512)
+        var places = BatchPlaces(count: 600, share: 6, unprovenTotal: 6, firstPlaceReserve: 2, lookahead: 512)
         let host = { (index: Int) in index % 2 == 0 ? "silent\(index)" : "live" }
 
-        // When the batch of 8 places is filled (the lookahead used up, in list order),
-        #expect(fill(&places, upTo: 8, host: host) == Array(0..<8))
+        // When the batch of 8 places is filled (the live host, not answered
+        // yet, takes a second place only while 2 of the 6 are left for hosts
+        // holding none; then the list is read to its end, and the oldest items
+        // take the places left),
+        #expect(fill(&places, upTo: 8, host: host) == [0, 1, 2, 3, 4, 6, 5, 7])
         // the live host answers, and three of its four items complete
         places.answered("live")
         for _ in 0..<3 { places.release(host: "live") }
@@ -73,6 +76,36 @@ import TestSupport
             places.release(host: "live")
             #expect(fill(&places, upTo: 1, host: host) == [11 + 2 * round])
         }
+    }
+
+    /// Places of hosts not answered are kept for the first place of hosts
+    /// holding none, as many as there are slots: ten silent hosts of eight
+    /// URLs each, ahead of a live host's URLs, held them all, and the live
+    /// host was never tried.
+    @Test func aHostNotTriedYetGetsAPlaceWhileOthersHoldTheirPerHost() {
+        // Given ten hosts of eight items each, then forty items of host "live",
+        // in a batch of 64 places at 16 jobs (hosts not answered hold 48 together)
+        var places = BatchPlaces(count: 120, share: 32, unprovenShare: 8, unprovenTotal: 48, firstPlaceReserve: 16,
+                                 lookahead: 4096)
+        let host = { (index: Int) in index < 80 ? "silent\(index / 8)" : "live" }
+
+        // When the places are filled
+        let started = fill(&places, upTo: 64, host: host)
+
+        // Then, as the list is read, the first four hosts take eight places
+        // each, the other six and the live host one each (before, six hosts
+        // took eight each, and the rest of the batch went to the next two)
+        #expect(started.prefix(39) == ArraySlice(Array(0..<32) + stride(from: 32, through: 80, by: 8)))
+        #expect(started.count == 64)
+        #expect(places.inconsistency == nil)
+        // and once the live host answered, the places it frees are its own, as
+        // are those the silent hosts free (their attempts stall and wait to retry)
+        places.answered("live")
+        places.release(host: "live")
+        #expect(fill(&places, upTo: 1, host: host) == [81])
+        places.release(host: "silent0")
+        #expect(fill(&places, upTo: 1, host: host) == [82])
+        #expect(places.inconsistency == nil)
     }
 
     /// An item another process is downloading waits until nothing else is

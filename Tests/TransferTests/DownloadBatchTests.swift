@@ -335,6 +335,28 @@ import TestSupport
         }
     }
 
+    @Test func silentHostsOfManyURLsAheadOfALiveHostLeaveItAPlace() async throws {
+        try await withOrigin { origin, directory in
+            // Given 10 hosts that take connections and never answer, 8 URLs
+            // each, then 30 small files of a live host, at 16 slots (before,
+            // the silent hosts' URLs held every place, the live host was never
+            // tried, and its files waited for their stalls)
+            let silent = try (0..<10).map { _ in try SilentServer() }
+            defer { for server in silent { server.stop() } }
+            let urls = (0..<80).map { silent[$0 / 8].url("/never\($0).jpg") }
+                + origin.addFixtures(count: 30, size: 4000, firstSeed: 140)
+            let engine = try engine(directory, jobs: 16, perHost: 8)
+            defer { engine.shutdown() }
+
+            // When the small files are all done
+            let (silentEnded, liveResults) = try await runUntilDone(Set(80..<110), of: urls, on: engine)
+
+            // Then no silent host's URL had ended: none waited for their stalls
+            #expect(silentEnded == 0)
+            for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
+        }
+    }
+
     /// Locks the partial of `url` in `directory` as another process
     /// downloading it would; returns the descriptor that holds the lock.
     private func holdPartial(of url: String, in directory: String) throws -> Int32 {
