@@ -89,6 +89,8 @@ protocol BodySink: AnyObject {
     /// to end the attempt with instead of success. Called before the body is
     /// counted (`bytesHeld`) and sealed.
     func bodyEnded() -> TransferError?
+    /// The file the body goes to, if any (see `PartialFile.markAlive`).
+    var partialPath: String? { get }
     /// The attempt delivered the whole body: make it ready for the task, and
     /// call `resume` (on any thread) once it is, to wake the task.
     func attemptSucceeded(then resume: @escaping @Sendable () -> Void)
@@ -111,6 +113,8 @@ final class FileSink: BodySink {
     private let partial: PartialFile
     private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
+    /// The file the body is written to.
+    var partialPath: String? { partial.path }
     /// The body's first bytes (up to `openingSize`) as they arrived: a
     /// caller looks at them where a page may stand in for media, without
     /// reading back a file written past the page cache. Nil when they were
@@ -517,6 +521,7 @@ final class FileSink: BodySink {
 
 extension BodySink {
     func bodyEnded() -> TransferError? { nil }
+    var partialPath: String? { nil }
 }
 
 /// Collects a small body in memory (API responses), with a size cap.

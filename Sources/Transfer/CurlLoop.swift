@@ -101,6 +101,8 @@ final class Attempt: @unchecked Sendable {
     /// When a header or body byte last arrived (or the attempt started, or
     /// its connection was made): the stall clock.
     var lastActivity = ContinuousClock.now
+    /// Whether nothing has arrived since `instant`, though the attempt was not paused.
+    func isQuiet(since instant: ContinuousClock.Instant) -> Bool { !paused && lastActivity < instant }
     /// The connection is made (and its TLS set up): until then the connect
     /// timeout is what limits the attempt, not the stall clock. Cleared when
     /// libcurl follows a redirect, which may need a new connection.
@@ -600,6 +602,8 @@ final class CurlLoop: Sendable {
         var paused: [Attempt] = []
         var resumeAtOnce = false
         var lastTick = ContinuousClock.now
+        /// When the shared partials held were last marked alive (see `PartialFile.markAlive`).
+        var lastMarkedAlive = lastTick
         /// `counters.heldByWrites` at the last tick (see `Attempt.loopWasHeld`).
         var heldAtLastTick: Duration = .zero
         /// When the last progress snapshot went out: a write that holds the
@@ -1062,6 +1066,12 @@ final class CurlLoop: Sendable {
                 for host in rateLimits.due(at: now) { slots.setHold(1, for: host) }
                 startReady()
                 reportProgress(at: now)
+                if now - lastMarkedAlive >= PartialFile.aliveInterval {
+                    // From this thread, so that a loop that is stuck marks nothing; the file work off it.
+                    let quiet = Set(running.values.compactMap { $0.isQuiet(since: lastMarkedAlive) ? $0.sink.partialPath : nil })
+                    lastMarkedAlive = now
+                    DispatchQueue.global(qos: .utility).async { PartialFile.markAlive(except: quiet) }
+                }
             }
 
             let untilTick = tickInterval - (ContinuousClock.now - lastTick)

@@ -88,8 +88,8 @@ final class DownloadBatch: Sendable {
 
     /// What was seen of a deferred item's partial, which another process holds.
     private struct Deferred {
-        /// Its size when last looked at, and since when it has been that size.
-        var seen: (size: Int64, since: ContinuousClock.Instant)?
+        /// What was seen of it when last looked at (nil: gone), and since when it has been so.
+        var seen: (progress: PartialFile.SharedProgress?, since: ContinuousClock.Instant)?
         /// How many times it was found gone (the other process moved it into the store).
         var foundGone = 0
     }
@@ -257,19 +257,21 @@ final class DownloadBatch: Sendable {
     }
 
     /// Whether the partial of a deferred item taken again (`retaken`; nil
-    /// for any other item), which another process holds, has not grown for
-    /// `--stall-timeout`: that process is stuck, or stopped (Ctrl-Z), and the
-    /// item is downloaded beside it (privately) rather than waited for any
-    /// longer. Notes the size seen in `retaken`.
+    /// for any other item), which another process holds, has neither grown
+    /// nor been marked alive (`PartialFile.markAlive`) for `--stall-timeout`
+    /// (three marks at least): that process is stuck, or stopped (Ctrl-Z),
+    /// or its transfer of the URL stalled, and the item is downloaded beside
+    /// it (privately) rather than waited for any longer. Notes what was seen
+    /// in `retaken`.
     private func othersPartialStalled(_ retaken: inout Deferred?, _ target: RequestTarget) -> Bool {
         guard retaken != nil else { return false }
-        let size = engine.sharedPartialSize(of: target) ?? -1
+        let progress = engine.sharedPartialProgress(of: target)
         let now = ContinuousClock.now
-        guard let seen = retaken?.seen, seen.size == size else {
-            retaken?.seen = (size, now)
+        guard let seen = retaken?.seen, seen.progress == progress else {
+            retaken?.seen = (progress, now)
             return false
         }
-        return now - seen.since > .seconds(engine.configuration.stallTimeout)
+        return now - seen.since > max(.seconds(engine.configuration.stallTimeout), PartialFile.aliveInterval * 3)
     }
 
     /// Sends item `index` of `host`, whose partial another process holds, to

@@ -105,13 +105,41 @@ final class PartialFile {
         hasValidator = opened == .unknown
     }
 
-    /// The size of the shared partial for `url` in `directory`, if there is one.
-    static func sharedSize(directory: String, url: String) -> Int64? {
+    /// What is seen of the shared partial for `url` in `directory`, if there
+    /// is one: its size, and when it was last written or marked alive (see
+    /// `markAlive(except:)`), in nanoseconds.
+    static func sharedProgress(directory: String, url: String) -> SharedProgress? {
         let key = key(for: URLPassword.removed(from: url))
         var info = stat()
         guard stat("\(shardDirectory(directory, key: key))/\(key).part", &info) == 0 else { return nil }
-        return Int64(info.st_size)
+        return SharedProgress(size: Int64(info.st_size),
+                              modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
     }
+
+    /// See `sharedProgress(directory:url:)`.
+    struct SharedProgress: Equatable {
+        let size: Int64
+        let modified: Int64
+    }
+
+    /// Sets the modification time of the shared partials this process holds
+    /// to now, but those in `quiet` (transfers that received nothing since
+    /// the last time). Another process waiting for one of them (see
+    /// `DownloadBatch`) takes a partial that neither grows nor is marked for
+    /// a stall timeout for one whose holder is stopped or stuck, and fetches
+    /// the URL itself. Growth alone said too little: bodies reach the file
+    /// 256 KiB at a time, and the partials of items waiting for a slot do not
+    /// grow at all, so a second process fetched again URLs the first was
+    /// downloading at 30 KB/s, or had not started yet.
+    static func markAlive(except quiet: Set<String>) {
+        let held = lockedHere.withLock { $0 }
+        for path in held where !quiet.contains(path) {
+            _ = utimensat(AT_FDCWD, path, nil, 0)
+        }
+    }
+
+    /// How often the engine's loop calls `markAlive(except:)`.
+    static let aliveInterval = Duration.seconds(1)
 
     /// The shared partials this process holds locked: a lock on one of them
     /// is this process's own (the same URL twice in a list, with two

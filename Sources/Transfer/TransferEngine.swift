@@ -201,9 +201,9 @@ public final class TransferEngine: Sendable {
         loop.waitingForOtherProcess.add(items, ordering: .relaxed)
     }
 
-    /// The size of the partial a process would resume for `target`, if there is one.
-    func sharedPartialSize(of target: RequestTarget) -> Int64? {
-        PartialFile.sharedSize(directory: partialDirectory, url: target.url)
+    /// What is seen of the partial a process would resume for `target`, if there is one.
+    func sharedPartialProgress(of target: RequestTarget) -> PartialFile.SharedProgress? {
+        PartialFile.sharedProgress(directory: partialDirectory, url: target.url)
     }
 
     /// Opens (or resumes) the partial of a parsed URL; see `PartialFile.init` for `privateIfHeld`.

@@ -201,6 +201,35 @@ import TestSupport
         }
     }
 
+    /// A body that comes slowly reaches its partial 256 KiB at a time: the
+    /// first process marks the partials it holds alive, and the second waits
+    /// for it rather than taking an unchanged partial for a stalled one
+    /// (it fetched the URL again after its stall timeout, a second request).
+    @Test func aSecondProcessWaitsForASlowDownloadOfTheFirst() async throws {
+        try await withOrigin { origin, directory in
+            // Given a body of 300 KB that comes at 60 KB/s
+            origin.addResource("/slow.wav", data: fixtureBytes(count: 300_000, seed: 44))
+            origin.setFault("/slow.wav", .slow(bytesPerSecond: 60_000))
+            let cache = directory.appending("cache")
+
+            // When a first process downloads it, and a second that takes 1 s
+            // without bytes for a stall asks for it once the first has begun
+            let first = try BuiltProducts.start(["get", "--cache", cache, origin.url("/slow.wav")])
+            for _ in 0..<3000 where origin.requests(for: "/slow.wav").isEmpty {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let second = try await BuiltProducts.run(["get", "--cache", cache, "--stall-timeout", "1", "--progress", "json",
+                                                      origin.url("/slow.wav")])
+            let firstResult = await first.wait()
+
+            // Then the second waited for the first to store it, and counted it as cached
+            #expect(firstResult.status == 0, "\(firstResult.stderr)")
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stderr.contains(#""skipped":1,"#), "\(second.stderr)")
+            #expect(origin.requests(for: "/slow.wav").count == 1)
+        }
+    }
+
     /// An ordinary user's second process must not touch the read-only
     /// partial the first one is writing: its owner trusts that mode when it
     /// stores the body. The second waits while the partial grows, then

@@ -68,6 +68,34 @@ import Glibc
         }
     }
 
+    /// The shared partials held here are marked alive for a process waiting
+    /// for them, but those of transfers that received nothing since the last
+    /// mark: their holder's transfer stalled, as a stopped process's would.
+    @Test func partialsHeldHereAreMarkedAliveButQuietOnes() async throws {
+        try await TemporaryDirectory.with { directory in
+            let moving = try PartialFile(directory: directory.path, url: "http://example.test/moving.wav")
+            let quiet = try PartialFile(directory: directory.path, url: "http://example.test/quiet.wav")
+            defer {
+                moving.close(discard: true)
+                quiet.close(discard: true)
+            }
+            // Both last written an hour ago
+            var anHourAgo = [timespec(tv_sec: time(nil) - 3600, tv_nsec: 0), timespec(tv_sec: time(nil) - 3600, tv_nsec: 0)]
+            for path in [moving.path, quiet.path] { #expect(utimensat(AT_FDCWD, path, &anHourAgo, 0) == 0) }
+            func seen(_ url: String) -> PartialFile.SharedProgress? {
+                PartialFile.sharedProgress(directory: directory.path, url: url)
+            }
+            let before = seen("http://example.test/quiet.wav")
+
+            PartialFile.markAlive(except: [quiet.path])
+
+            let marked = try #require(seen("http://example.test/moving.wav"))
+            #expect(marked.modified > Int64(time(nil) - 60) * 1_000_000_000)
+            #expect(marked.size == 0)
+            #expect(seen("http://example.test/quiet.wav") == before)
+        }
+    }
+
     /// A link put at a partial's name (the temporary directory is writable
     /// by everyone sharing the cache, and the name is the URL's hash) is
     /// removed, not followed: the download was written over the link's
