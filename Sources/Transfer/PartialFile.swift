@@ -133,8 +133,10 @@ final class PartialFile {
     /// downloading at 30 KB/s, or had not started yet.
     static func markAlive(except quiet: Set<String>) {
         let held = lockedHere.withLock { $0 }
+        // By name: the descriptor may be closed meanwhile, and its number taken by
+        // another file. A link put at the name (see `createLocked`) is not followed.
         for path in held where !quiet.contains(path) {
-            _ = utimensat(AT_FDCWD, path, nil, 0)
+            _ = utimensat(AT_FDCWD, path, nil, AT_SYMLINK_NOFOLLOW)
         }
     }
 
