@@ -319,19 +319,10 @@ import TestSupport
             // each, every other line of a list between 20 small files of a live
             // host, with 2 slots (before, the silent hosts' URLs took every
             // place and slot, and the small files waited for their 5 s stalls)
-            let silent = try (0..<20).map { _ in try SilentServer() }
-            defer { for server in silent { server.stop() } }
             let live = origin.addFixtures(count: 20, size: 4000, firstSeed: 90)
-            let urls = (0..<20).flatMap { [silent[$0].url("/never\($0).jpg"), live[$0]] }
-            let engine = try engine(directory, jobs: 2)
-            defer { engine.shutdown() }
-
-            // When the small files are all done
-            let (silentEnded, liveResults) = try await runUntilDone(Set(stride(from: 1, to: 40, by: 2)), of: urls, on: engine)
-
-            // Then no silent host's URL had ended: none waited for their stalls
-            #expect(silentEnded == 0)
-            for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
+            try await expectLiveURLsDoneFirst(Set(stride(from: 1, to: 40, by: 2)), silentHosts: 20, jobs: 2, in: directory) { silent in
+                (0..<20).flatMap { [silent[$0].url("/never\($0).jpg"), live[$0]] }
+            }
         }
     }
 
@@ -341,20 +332,29 @@ import TestSupport
             // each, then 30 small files of a live host, at 16 slots (before,
             // the silent hosts' URLs held every place, the live host was never
             // tried, and its files waited for their stalls)
-            let silent = try (0..<10).map { _ in try SilentServer() }
-            defer { for server in silent { server.stop() } }
-            let urls = (0..<80).map { silent[$0 / 8].url("/never\($0).jpg") }
-                + origin.addFixtures(count: 30, size: 4000, firstSeed: 140)
-            let engine = try engine(directory, jobs: 16, perHost: 8)
-            defer { engine.shutdown() }
-
-            // When the small files are all done
-            let (silentEnded, liveResults) = try await runUntilDone(Set(80..<110), of: urls, on: engine)
-
-            // Then no silent host's URL had ended: none waited for their stalls
-            #expect(silentEnded == 0)
-            for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
+            let live = origin.addFixtures(count: 30, size: 4000, firstSeed: 140)
+            try await expectLiveURLsDoneFirst(Set(80..<110), silentHosts: 10, jobs: 16, perHost: 8, in: directory) { silent in
+                (0..<80).map { silent[$0 / 8].url("/never\($0).jpg") } + live
+            }
         }
+    }
+
+    /// Runs the list `urls` makes of `silentHosts` servers that take
+    /// connections and never answer (and a live host's files, at `live`)
+    /// until the live items are done: then no silent host's URL may have
+    /// ended (none waited for their stalls), and each live one is stored.
+    private func expectLiveURLsDoneFirst(_ live: Set<Int>, silentHosts: Int, jobs: Int, perHost: Int? = nil,
+                                         in directory: TemporaryDirectory,
+                                         urls: ([SilentServer]) -> [String]) async throws {
+        let silent = try (0..<silentHosts).map { _ in try SilentServer() }
+        defer { for server in silent { server.stop() } }
+        let engine = try engine(directory, jobs: jobs, perHost: perHost)
+        defer { engine.shutdown() }
+
+        let (silentEnded, liveResults) = try await runUntilDone(live, of: urls(silent), on: engine)
+
+        #expect(silentEnded == 0)
+        for (index, result) in liveResults { #expect((try? result.get()) != nil, "item \(index) failed") }
     }
 
     /// Locks the partial of `url` in `directory` as another process
