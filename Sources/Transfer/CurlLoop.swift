@@ -101,8 +101,26 @@ final class Attempt: @unchecked Sendable {
     /// When a header or body byte last arrived (or the attempt started, or
     /// its connection was made): the stall clock.
     var lastActivity = ContinuousClock.now
-    /// Whether nothing has arrived since `instant`, though the attempt was not paused.
-    func isQuiet(since instant: ContinuousClock.Instant) -> Bool { !paused && lastActivity < instant }
+    /// Whether the attempt has been silent since `instant` as its stall clock
+    /// counts silence (see `silenceCounts(connectLimit:bytesPerSecond:)`), and not paused.
+    func isQuiet(since instant: ContinuousClock.Instant, connectLimit: Duration, bytesPerSecond: Int64?) -> Bool {
+        !paused && silenceCounts(connectLimit: connectLimit, bytesPerSecond: bytesPerSecond).from < instant
+    }
+
+    /// From when a silence counts against the attempt: its last byte, or
+    /// later while it connects (libcurl's connect timeout rules then) or
+    /// while `--limit-rate` holds it back (`allowedAgain`: when the limiter
+    /// lets it go on, under a rate limit).
+    private func silenceCounts(connectLimit: Duration, bytesPerSecond: Int64?)
+        -> (from: ContinuousClock.Instant, allowedAgain: ContinuousClock.Instant?) {
+        var from = lastActivity
+        if !connected, connectingSince + connectLimit > from { from = connectingSince + connectLimit }
+        let allowedAgain = bytesPerSecond.flatMap { rate in
+            rate > 0 ? startedAt + .seconds(Double(receivedThisAttempt) / Double(rate)) : nil
+        }
+        if let allowedAgain, allowedAgain > from { from = allowedAgain }
+        return (from, allowedAgain)
+    }
     /// The connection is made (and its TLS set up): until then the connect
     /// timeout is what limits the attempt, not the stall clock. Cleared when
     /// libcurl follows a redirect, which may need a new connection.
@@ -198,12 +216,7 @@ final class Attempt: @unchecked Sendable {
             speedWindow.restart(at: now)
             return nil
         }
-        var quietSince = lastActivity
-        if !connected, connectingSince + connectLimit > quietSince { quietSince = connectingSince + connectLimit }
-        let allowedAgain = bytesPerSecond.flatMap { rate in
-            rate > 0 ? startedAt + .seconds(Double(receivedThisAttempt) / Double(rate)) : nil
-        }
-        if let allowedAgain, allowedAgain > quietSince { quietSince = allowedAgain }
+        let (quietSince, allowedAgain) = silenceCounts(connectLimit: connectLimit, bytesPerSecond: bytesPerSecond)
         if now - quietSince > limit { return "no data for \(NumberText.seconds(limit.seconds))" }
         // A head, once its status line came, is owed within `limit` (a header line at a
         // time held a run for ever); a server still at work may say so with interim
@@ -1068,9 +1081,12 @@ final class CurlLoop: Sendable {
                 reportProgress(at: now)
                 if now - lastMarkedAlive >= PartialFile.aliveInterval {
                     // From this thread, so that a loop that is stuck marks nothing; the file work off it.
-                    let quiet = Set(running.values.compactMap { $0.isQuiet(since: lastMarkedAlive) ? $0.sink.partialPath : nil })
+                    let quiet = Set(running.values.compactMap { attempt in
+                        attempt.isQuiet(since: lastMarkedAlive, connectLimit: connectLimit,
+                                        bytesPerSecond: configuration.maxBytesPerSecond) ? attempt.sink.partialPath : nil
+                    })
                     lastMarkedAlive = now
-                    DispatchQueue.global(qos: .utility).async { PartialFile.markAlive(except: quiet) }
+                    PartialFile.markAliveInBackground(except: quiet)
                 }
             }
 

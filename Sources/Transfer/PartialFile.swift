@@ -140,8 +140,20 @@ final class PartialFile {
         }
     }
 
-    /// How often the engine's loop calls `markAlive(except:)`.
+    /// How often the engine's loop calls `markAliveInBackground(except:)`.
     static let aliveInterval = Duration.seconds(1)
+
+    /// `markAlive(except:)` on a utility thread, unless the last one has not
+    /// ended (a filesystem that hangs): passes would pile up, and a late one
+    /// mark partials found quiet meanwhile.
+    static func markAliveInBackground(except quiet: Set<String>) {
+        guard !marking.exchange(true, ordering: .acquiring) else { return }
+        DispatchQueue.global(qos: .utility).async {
+            markAlive(except: quiet)
+            marking.store(false, ordering: .releasing)
+        }
+    }
+    private static let marking = Atomic(false)
 
     /// The shared partials this process holds locked: a lock on one of them
     /// is this process's own (the same URL twice in a list, with two
@@ -717,6 +729,9 @@ public final class FinishedFile: Sendable {
     private let kept = Atomic(false)
     /// Whether the lock is on a shared partial's name (see `PartialFile.lockedHere`).
     private let lockedHere: Bool
+    /// Whether the name is in `PartialFile.lockedHere` still: it leaves when the
+    /// body is about to leave the name (see `forgetValidator`), or at `release`.
+    private let listed: Atomic<Bool>
 
     init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget, validatorPath: String? = nil,
          lockedHere: Bool = false) {
@@ -726,7 +741,13 @@ public final class FinishedFile: Sendable {
         self.budget = budget
         self.validatorPath = validatorPath
         self.lockedHere = lockedHere
+        listed = Atomic(lockedHere)
         validator.withLock { $0.present = validatorPath != nil }
+    }
+
+    /// Takes the name out of `PartialFile.lockedHere`, once.
+    private func unlist() {
+        if listed.exchange(false, ordering: .acquiringAndReleasing) { PartialFile.unlockedHere(path) }
     }
 
     /// Removes the body's validator: call it just before the body leaves its
@@ -735,6 +756,9 @@ public final class FinishedFile: Sendable {
     /// to another download's partial and validator. Idempotent; `release()`
     /// does it too, for a body given up.
     public func forgetValidator() {
+        // The name is left now: not marked alive any more (its body would be
+        // the store's, its name another download's), nor taken for this process's.
+        unlist()
         guard let path = validatorPath, validator.withLock({ state in
             defer { state.present = false }
             return state.present
@@ -759,6 +783,9 @@ public final class FinishedFile: Sendable {
             // its name, under our lock, so its validator can go back beside it.
             guard let removedText, PartialFile.writeValidatorFile(removedText, to: path) else { return false }
             validator.withLock { $0.present = true }
+            if lockedHere, !listed.exchange(true, ordering: .acquiringAndReleasing) {
+                PartialFile.lockedHere.withLock { _ = $0.insert(self.path) }
+            }
         }
         kept.store(true, ordering: .relaxed)
         return true
@@ -803,7 +830,7 @@ public final class FinishedFile: Sendable {
         // Given up without a move and not kept: the validator goes with the body.
         if !kept.load(ordering: .relaxed) { forgetValidator() }
         _ = mf_close_unlocking(fd)
-        if lockedHere { PartialFile.unlockedHere(path) }
+        unlist()
         budget.giveBack()
     }
 }

@@ -238,6 +238,31 @@ import TestSupport
                 == "no final answer in 5 min (only interim ones, 1xx)")
     }
 
+    /// A transfer is quiet, for the marks that tell another process it is
+    /// alive (see `PartialFile.markAlive`), as its stall clock counts
+    /// silence: not while `--limit-rate` holds it back (a holder at 10K left
+    /// its partial unmarked between libcurl's bursts, and a waiting process
+    /// fetched the URL again), nor while it connects.
+    @Test func aTransferHeldBackByTheRateLimitIsNotQuiet() throws {
+        let (attempt, sent) = try connectedAttempt()
+        receive(["HTTP/1.1 200 OK", "Content-Length: 1000000", ""], attempt)
+        // 100 KiB came in a burst at the start; at 10 KB/s the limiter holds it back for 10 s.
+        attempt.startedAt = sent
+        attempt.receivedThisAttempt = 100_000
+        attempt.lastActivity = sent
+        func quiet(since after: Duration, rate: Int64?) -> Bool {
+            attempt.isQuiet(since: sent + after, connectLimit: .seconds(10), bytesPerSecond: rate)
+        }
+        #expect(!quiet(since: .seconds(5), rate: 10_000))
+        #expect(quiet(since: .seconds(11), rate: 10_000))
+        #expect(quiet(since: .seconds(5), rate: nil))
+        // Nor one still connecting, within the connect timeout.
+        let connecting = Attempt(id: TransferID(rawValue: 2), target: try RequestTarget("http://example.test/b.zip"),
+                                 number: 1, sink: WaitingSink(wait: .zero), counters: LoopCounters())
+        #expect(!connecting.isQuiet(since: .now + .seconds(5), connectLimit: .seconds(10), bytesPerSecond: nil))
+        #expect(connecting.isQuiet(since: .now + .seconds(11), connectLimit: .seconds(10), bytesPerSecond: nil))
+    }
+
     /// Time the loop was held by a write is left out of the stall clocks:
     /// a disk that stopped for longer than the stall timeout failed the
     /// other streams of the connection as stalled.

@@ -96,6 +96,27 @@ import Glibc
         }
     }
 
+    /// A finished body's name is no longer this process's once the body is
+    /// about to leave it (moved into the store): a partial another process
+    /// makes there is neither marked alive by this one nor taken for its own.
+    /// Put back should the move fail and the body stay for the next run.
+    @Test func aFinishedBodyLeavesThePartialsHeldHereAsItLeavesItsName() async throws {
+        try await TemporaryDirectory.with { directory in
+            let partial = try PartialFile(directory: directory.path, url: "http://example.test/done.wav")
+            partial.recordValidator("\"v1\"", total: 0, route: "")
+            let finished = try partial.complete(budget: FinishedFile.Budget(limit: 4))
+            func listed() -> Bool { PartialFile.lockedHere.withLock { $0.contains(finished.path) } }
+            #expect(listed())
+
+            finished.forgetValidator()
+            #expect(!listed())
+            #expect(finished.keepForResume())
+            #expect(listed())
+            finished.release()
+            #expect(!listed())
+        }
+    }
+
     /// A link put at a partial's name (the temporary directory is writable
     /// by everyone sharing the cache, and the name is the URL's hash) is
     /// removed, not followed: the download was written over the link's
