@@ -62,14 +62,14 @@ final class PartialFile {
         var opened = HashingWriter.OpenedFile.unknown
         if let (fd, isDirect) = try Self.createLocked(sharedPath, direct: direct) {
             // The common case: no partial yet, so nothing to check or resume.
-            Self.lockedHere.withLock { _ = $0.insert(sharedPath) }
+            Self.heldHere(sharedPath)
             opened = .fresh(direct: isDirect)
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
             resumable = nil
         } else if let fd = Self.openLocked(sharedPath) {
-            Self.lockedHere.withLock { _ = $0.insert(sharedPath) }
+            Self.heldHere(sharedPath)
             path = sharedPath
             descriptor = fd
             validatorPath = sharedPath + ".validator"
@@ -123,8 +123,8 @@ final class PartialFile {
     }
 
     /// Sets the modification time of the shared partials this process holds
-    /// to now, but those in `quiet` (transfers that received nothing since
-    /// the last time). Another process waiting for one of them (see
+    /// to now, but those in `quiet` (of transfers silent since the last
+    /// time, as their stall clocks count silence). Another process waiting for one of them (see
     /// `DownloadBatch`) takes a partial that neither grows nor is marked for
     /// a stall timeout for one whose holder is stopped or stuck, and fetches
     /// the URL itself. Growth alone said too little: bodies reach the file
@@ -145,7 +145,7 @@ final class PartialFile {
 
     /// `markAlive(except:)` on a utility thread, unless the last one has not
     /// ended (a filesystem that hangs): passes would pile up, and a late one
-    /// mark partials found quiet meanwhile.
+    /// would mark partials found quiet meanwhile.
     static func markAliveInBackground(except quiet: Set<String>) {
         guard !marking.exchange(true, ordering: .acquiring) else { return }
         DispatchQueue.global(qos: .utility).async {
@@ -159,6 +159,11 @@ final class PartialFile {
     /// is this process's own (the same URL twice in a list, with two
     /// passwords), not another process's. Each leaves when its lock does.
     static let lockedHere = Mutex<Set<String>>([])
+
+    /// `path` is locked by this process (see `lockedHere`).
+    static func heldHere(_ path: String) {
+        lockedHere.withLock { _ = $0.insert(path) }
+    }
 
     /// `path`'s lock, held by this process, is gone.
     static func unlockedHere(_ path: String) {
@@ -783,9 +788,7 @@ public final class FinishedFile: Sendable {
             // its name, under our lock, so its validator can go back beside it.
             guard let removedText, PartialFile.writeValidatorFile(removedText, to: path) else { return false }
             validator.withLock { $0.present = true }
-            if lockedHere, !listed.exchange(true, ordering: .acquiringAndReleasing) {
-                PartialFile.lockedHere.withLock { _ = $0.insert(self.path) }
-            }
+            if lockedHere, !listed.exchange(true, ordering: .acquiringAndReleasing) { PartialFile.heldHere(self.path) }
         }
         kept.store(true, ordering: .relaxed)
         return true
