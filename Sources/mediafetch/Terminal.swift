@@ -114,9 +114,14 @@ enum Terminal {
 
     /// The width of the terminal on stderr now (asked at each redraw, so a
     /// resized window is followed), or nil when it is not a terminal.
-    static var stderrColumns: Int? {
+    static var stderrColumns: Int? { columns(of: STDERR_FILENO) }
+
+    /// The width of the terminal on stdout, or nil when it is not one (a pipe, a file).
+    static var stdoutColumns: Int? { columns(of: STDOUT_FILENO) }
+
+    private static func columns(of descriptor: Int32) -> Int? {
         var size = winsize()
-        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        guard ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
         return Int(size.ws_col)
     }
 }

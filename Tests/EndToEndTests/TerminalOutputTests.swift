@@ -338,6 +338,37 @@ import TestSupport
 
     /// A status line wider than the terminal wraps, and `\r` with erase-line
     /// clears only its last row: every redraw left a row behind.
+    /// `list` on a terminal fits each row to it, the middle of a long URL
+    /// left out (its host and file name kept), and says how to see it
+    /// whole; through a pipe the URL is whole.
+    @Test func aListOnANarrowTerminalKeepsEachItemOnOneRow() async throws {
+        try await withOrigin { origin, directory in
+            let path = "/albums/2026/bratislava/old-town/night/IMG_0042.jpg"
+            origin.addResource(path, data: fixtureBytes(count: 3_000, seed: 8))
+            let cache = directory.appending("cache")
+            let got = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "night", origin.url(path)])
+            #expect(got.status == 0, "\(got.stderr)")
+
+            let session = "mf-\(UUID().uuidString.prefix(8))"
+            let list = "\(BuiltProducts.mediafetch.path) list --cache \(cache)"
+            _ = try tmux(["new-session", "-d", "-s", session, "-x", "80", "-y", "20",
+                          "\(list); echo EXIT=$?; \(list) | cat; sleep 60"], in: directory)
+            defer { _ = try? tmux(["kill-server"], in: directory) }
+            let text = try await screen(session, in: directory) { $0.components(separatedBy: "KIND").count == 3 }
+
+            let rows = text.split(separator: "\n").map(String.init)
+            let onTerminal = try #require(rows.first { $0.contains("…") }, "\(text)")
+            #expect(onTerminal.contains("night") && onTerminal.contains("http://127.0.0.1:") && onTerminal.hasSuffix("/IMG_0042.jpg"),
+                    "\(text)")
+            #expect(DisplayText.displayWidth(onTerminal) < 80, "\(text)")
+            #expect(text.contains("mediafetch: note: long titles and URLs are cut (…) to fit the terminal"), "\(text)")
+            #expect(text.contains("EXIT=0"), "\(text)")
+            // Through the pipe, whole (wrapped by the terminal onto a second row).
+            let piped = rows.drop { !$0.contains("EXIT=") }.joined()
+            #expect(piped.contains(origin.url(path)), "\(text)")
+        }
+    }
+
     @Test func aNarrowTerminalKeepsTheStatusLineOnOneRow() async throws {
         try await withOrigin { origin, directory in
             // Two bodies that trickle in, so the line is redrawn many times.

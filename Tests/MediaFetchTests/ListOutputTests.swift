@@ -51,6 +51,52 @@ import Transfer
         return pieces.joined()
     }
 
+    /// On a terminal, a table's title or URL loses its middle rather than
+    /// wrap its row: the host and the file's name stay. Untouched where
+    /// the row fits, and in every other format.
+    @Test func aTableOnATerminalCutsTheMiddleOutOfLongURLs() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            let long = "http://photos.example.test/albums/2026/bratislava/old-town/night/IMG_0042.jpg"
+            try cache.catalog.record([
+                IngestRecord(url: long, collection: "bratislava", kind: .photo, title: nil, sha256: Self.hash("d"), size: 2_000),
+                IngestRecord(url: "http://h/e.jpg", collection: "bratislava", kind: .photo, title: nil, sha256: Self.hash("e"), size: 9),
+            ])
+            for entry in try cache.catalog.entries() { try Self.placeFile(of: entry, in: cache) }
+            func table(columns: Int?) throws -> (text: String, shortened: Int) {
+                var text = ""
+                var shortened = 0
+                try cache.catalog.readEntries { forEach in
+                    shortened = try EntryFormatter(cache: cache).write(forEach, as: .table, columns: columns, to: { text += $0 }).shortened
+                }
+                return (text, shortened)
+            }
+
+            let fitted = try table(columns: 80)
+            let whole = try table(columns: nil)
+
+            let rows = fitted.text.split(separator: "\n").map(String.init)
+            #expect(rows.allSatisfy { DisplayText.displayWidth($0) <= 79 }, "\(fitted.text)")
+            #expect(fitted.shortened == 1)
+            let cut = try #require(rows.first { $0.contains("…") })
+            #expect(cut.contains("http://photos.example") && cut.hasSuffix("/IMG_0042.jpg"), "\(cut)")
+            #expect(rows.contains { $0.hasSuffix("http://h/e.jpg") })
+            #expect(whole.text.contains(long) && whole.shortened == 0)
+            // Too narrow to leave a URL 20 columns: whole, to wrap.
+            #expect(try table(columns: 50).text == whole.text)
+        }
+    }
+
+    @Test func elidingTheMiddleKeepsBothEndsWithinTheWidth() {
+        let url = "http://127.0.0.1:38497/photos/copy-of-000.jpg"
+        #expect(DisplayText.elidingMiddle(url, toWidth: 80) == url)
+        #expect(DisplayText.elidingMiddle(url, toWidth: 26) == "http://127.0.0.…of-000.jpg")
+        // Wide characters take two columns: never past the width, even by one.
+        let wide = DisplayText.elidingMiddle("http://h/東京/写真/夜の東京タワー.jpg", toWidth: 21)
+        #expect(DisplayText.displayWidth(wide) <= 21 && wide.hasPrefix("http://h/") && wide.hasSuffix(".jpg"), "\(wide)")
+        #expect(DisplayText.elidingMiddle(url, toWidth: 5) == "http…")
+    }
+
     /// The same bytes in the same order: what JSONSerialization makes of it with sorted keys.
     private func canonical(_ object: Any) throws -> String {
         String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
@@ -232,7 +278,7 @@ import Transfer
             func written(_ format: OutputFormat) throws -> String {
                 var text = ""
                 try cache.catalog.readEntries { forEach in
-                    counts.append(try EntryFormatter(cache: cache).write(forEach, as: format, to: { text += $0 }))
+                    counts.append(try EntryFormatter(cache: cache).write(forEach, as: format, to: { text += $0 }).missing)
                 }
                 return text
             }

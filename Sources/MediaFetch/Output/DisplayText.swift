@@ -34,6 +34,33 @@ public enum DisplayText {
         text.reduce(0) { $0 + displayWidth($1) }
     }
 
+    /// `text` cut to at most `width` columns by leaving out its middle for
+    /// "…": the start of a URL (its host) and its end (the file's name) are
+    /// what tells it from the others. Whole when it fits; cut at its end
+    /// when `width` is under 8.
+    public static func elidingMiddle(_ text: String, toWidth width: Int) -> String {
+        guard displayWidth(text) > width else { return text }
+        guard width >= 8 else { return String(prefix(of: Array(text), width: max(0, width - 1))) + "…" }
+        let characters = Array(text)
+        let tailWidth = (width - 1) * 2 / 5
+        let head = prefix(of: characters, width: width - 1 - tailWidth)
+        let tail = prefix(of: characters.reversed(), width: tailWidth).reversed()
+        return String(head) + "…" + String(tail)
+    }
+
+    /// The first of `characters` that take at most `width` columns together.
+    private static func prefix<Characters: Collection<Character>>(of characters: Characters, width: Int) -> [Character] {
+        var taken: [Character] = []
+        var used = 0
+        for character in characters {
+            let next = displayWidth(character)
+            guard used + next <= width else { break }
+            taken.append(character)
+            used += next
+        }
+        return taken
+    }
+
     /// Columns one character takes: two when wide (or asked to be drawn as
     /// an emoji, U+FE0F), none for a zero-width one (U+200B, a joiner, U+FEFF).
     public static func displayWidth(_ character: Character) -> Int {

@@ -60,13 +60,17 @@ public struct EntryFormatter: Sendable {
     /// entries twice, first for the column widths, so `forEach` must give
     /// the same entries each time (`Catalog.readEntries` does). `output` is
     /// only called during this call; it is `@escaping` because the entries'
-    /// closures, passed to `forEach`, call it. Returns how many entries
-    /// have no file in the cache: the listing shows them as missing.
+    /// closures, passed to `forEach`, call it. `columns`, for a table on a
+    /// terminal that wide, cuts the middle out of each title or URL that
+    /// would make its row wrap (see `fittedLast`). Returns how many entries
+    /// have no file in the cache (the listing shows them as missing), and
+    /// how many titles or URLs were cut.
     @discardableResult
     public func write(_ forEach: (_ visit: (CatalogEntry) throws -> Void) throws -> Void,
-                      as format: OutputFormat, pieceSize: Int = 64 << 10,
-                      to output: @escaping (String) throws -> Void) throws -> Int {
+                      as format: OutputFormat, columns: Int? = nil, pieceSize: Int = 64 << 10,
+                      to output: @escaping (String) throws -> Void) throws -> (missing: Int, shortened: Int) {
         var missing = 0
+        var shortened = 0
         /// Whether the entry's file is missing, counted.
         func lookedFor(_ entry: CatalogEntry) throws -> Bool {
             let isMissing = try isMissing(entry)
@@ -103,12 +107,31 @@ public struct EntryFormatter: Sendable {
             try forEach { entry in
                 let isMissing = missingHashes.contains(entry.sha256)
                 if isMissing { missing += 1 }
-                try emit(TextTable.line(Self.tableRow(entry, missing: isMissing), widths: widths, rightAligned: [1]) + "\n")
+                var row = Self.tableRow(entry, missing: isMissing)
+                if let columns, Self.fittedLast(of: &row, widths: widths, columns: columns) { shortened += 1 }
+                try emit(TextTable.line(row, widths: widths, rightAligned: [1]) + "\n")
             }
         }
         try pieces.finish()
-        return missing
+        return (missing, shortened)
     }
+
+    /// Cuts the middle out of `row`'s last cell (a title or URL) so that the
+    /// row fits a terminal `columns` wide, with a column to spare; returns
+    /// whether it did. Not where that leaves it under `leastFittedWidth`
+    /// (a narrow terminal, or a long collection name): it wraps whole.
+    static func fittedLast(of row: inout [String], widths: [Int], columns: Int) -> Bool {
+        guard let last = row.last else { return false }
+        // The padded cells (a long collection name runs past its width) and the two spaces after each.
+        let before = zip(row.dropLast(), widths).reduce(0) { $0 + max($1.1, DisplayText.displayWidth($1.0)) + 2 }
+        let room = columns - 1 - before
+        guard room >= leastFittedWidth, DisplayText.displayWidth(last) > room else { return false }
+        row[row.count - 1] = DisplayText.elidingMiddle(last, toWidth: room)
+        return true
+    }
+
+    /// The narrowest a title or URL is cut to (see `fittedLast`).
+    static let leastFittedWidth = 20
 
     /// The widest the collection column is padded to: a longer name runs into
     /// its title on its own row, rather than pushing every row's title off

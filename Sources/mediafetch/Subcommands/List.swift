@@ -47,10 +47,16 @@ struct List: AsyncParsableCommand {
                 }
                 stored = name
             }
-            // Written as it is read: a long list is never held whole.
-            var missing = 0
+            // Written as it is read: a long list is never held whole. A table on a
+            // terminal fits its rows to it; a pipe or a file gets every URL whole.
+            var (missing, shortened) = (0, 0)
+            let columns = format == .table ? Terminal.stdoutColumns : nil
             try cache.catalog.readEntries(collection: stored, kind: kind) { forEach in
-                missing = try EntryFormatter(cache: cache).write(forEach, as: format, to: { try Terminal.writeOut($0) })
+                (missing, shortened) = try EntryFormatter(cache: cache).write(forEach, as: format, columns: columns,
+                                                                              to: { try Terminal.writeOut($0) })
+            }
+            if shortened > 0 {
+                Terminal.notice("long titles and URLs are cut (…) to fit the terminal; a pipe or --format csv shows them whole", progress: .none)
             }
             if missing > 0 {
                 // Listed all the same: the catalog knows them, and a run of get fetches them again.
