@@ -157,16 +157,7 @@ extension ProgressText {
         guard let columns else { return line }
         let room = columns - 3
         guard DisplayText.displayWidth(line) > room else { return line }
-        guard room >= 2 else { return "" }
-        var fitted = ""
-        var width = 0
-        for character in line {
-            let next = DisplayText.displayWidth(character)
-            if width + next > room - 1 { break }
-            fitted.append(character)
-            width += next
-        }
-        return fitted + "…"
+        return room >= 2 ? DisplayText.elidingEnd(line, toWidth: room) : ""
     }
 }
 

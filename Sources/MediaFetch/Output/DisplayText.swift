@@ -40,12 +40,18 @@ public enum DisplayText {
     /// when `width` is under 8.
     public static func elidingMiddle(_ text: String, toWidth width: Int) -> String {
         guard displayWidth(text) > width else { return text }
-        guard width >= 8 else { return String(prefix(of: Array(text), width: max(0, width - 1))) + "…" }
+        guard width >= 8 else { return elidingEnd(text, toWidth: width) }
         let characters = Array(text)
         let tailWidth = (width - 1) * 2 / 5
         let head = prefix(of: characters, width: width - 1 - tailWidth)
         let tail = prefix(of: characters.reversed(), width: tailWidth).reversed()
         return String(head) + "…" + String(tail)
+    }
+
+    /// `text` cut to at most `width` columns (one at least) by leaving out its end for "…"; whole when it fits.
+    public static func elidingEnd(_ text: String, toWidth width: Int) -> String {
+        guard displayWidth(text) > width else { return text }
+        return String(prefix(of: text, width: max(0, width - 1))) + "…"
     }
 
     /// The first of `characters` that take at most `width` columns together.
