@@ -340,7 +340,7 @@ import TestSupport
     /// clears only its last row: every redraw left a row behind.
     /// `list` on a terminal fits each row to it, the middle of a long URL
     /// left out (its host and file name kept), and says how to see it
-    /// whole; through a pipe the URL is whole.
+    /// whole; through a pipe the URL is whole. So does `list --failed`.
     @Test func aListOnANarrowTerminalKeepsEachItemOnOneRow() async throws {
         try await withOrigin { origin, directory in
             let path = "/albums/2026/bratislava/old-town/night/IMG_0042.jpg"
@@ -348,24 +348,30 @@ import TestSupport
             let cache = directory.appending("cache")
             let got = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "night", origin.url(path)])
             #expect(got.status == 0, "\(got.stderr)")
+            let missing = origin.url(path.replacingOccurrences(of: "IMG_0042", with: "IMG_0043"))
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", missing]).status == 1)
 
             let session = "mf-\(UUID().uuidString.prefix(8))"
             let list = "\(BuiltProducts.mediafetch.path) list --cache \(cache)"
-            _ = try tmux(["new-session", "-d", "-s", session, "-x", "80", "-y", "20",
-                          "\(list); echo EXIT=$?; \(list) | cat; sleep 60"], in: directory)
+            _ = try tmux(["new-session", "-d", "-s", session, "-x", "80", "-y", "24",
+                          "\(list); echo EXIT=$?; \(list) | cat; \(list) --failed; sleep 60"], in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
-            let text = try await screen(session, in: directory) { $0.components(separatedBy: "KIND").count == 3 }
+            // Both tables on a terminal, each with its note.
+            let text = try await screen(session, in: directory) { $0.components(separatedBy: "marks cut text").count == 3 }
 
             let rows = text.split(separator: "\n").map(String.init)
             let onTerminal = try #require(rows.first { $0.contains("…") }, "\(text)")
             #expect(onTerminal.contains("night") && onTerminal.contains("http://127.0.0.1:") && onTerminal.hasSuffix("/IMG_0042.jpg"),
                     "\(text)")
             #expect(DisplayText.displayWidth(onTerminal) < 80, "\(text)")
-            #expect(text.contains("mediafetch: note: long titles and URLs are cut (…) to fit the terminal"), "\(text)")
+            #expect(rows.filter { $0 == "mediafetch: note: … marks cut text; --format csv or a pipe shows it whole" }.count == 2, "\(text)")
             #expect(text.contains("EXIT=0"), "\(text)")
             // Through the pipe, whole (wrapped by the terminal onto a second row).
             let piped = rows.drop { !$0.contains("EXIT=") }.joined()
             #expect(piped.contains(origin.url(path)), "\(text)")
+            // And the failed URL, with its reason, on one row.
+            let failure = try #require(rows.first { $0.contains("HTTP 404") }, "\(text)")
+            #expect(failure.contains("…") && failure.hasSuffix("IMG_0043.jpg  HTTP 404 Not Found"), "\(text)")
         }
     }
 

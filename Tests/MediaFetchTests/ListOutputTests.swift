@@ -434,6 +434,42 @@ import Transfer
         #expect(rows[0].hasPrefix("FAILED AT") && rows[0].hasSuffix("REASON"))
     }
 
+    /// On a terminal, the URL column narrows to leave the reasons room, and
+    /// a URL or reason that would still wrap its row loses its middle: the
+    /// demo's one failure took 83 columns, and wrapped at 80.
+    @Test func onATerminalEachFailureKeepsToOneRow() throws {
+        let when = Date(timeIntervalSince1970: 1_795_000_000)
+        let refused = "Failed to connect to 127.0.2.1 port 30713 after 0 ms: Couldn't connect to server (after 5 attempts)"
+        let failures = [CatalogFailure(url: "http://127.0.0.1:38497/photos/missing.jpg", message: "HTTP 404 Not Found",
+                                       failedAt: when, isCached: false),
+                        CatalogFailure(url: "http://127.0.2.1:30713/albums/2026/night/IMG_0042.jpg", message: refused,
+                                       failedAt: when, isCached: false)]
+        func table(columns: Int?) throws -> (rows: [String], shortened: Int) {
+            var text = ""
+            let shortened = try FailureFormatter.write({ visit in try failures.forEach(visit) }, as: .table, columns: columns) { text += $0 }
+            return (text.split(separator: "\n").map(String.init), shortened)
+        }
+
+        let fitted = try table(columns: 80)
+
+        #expect(fitted.rows.count == 3)
+        #expect(fitted.rows.allSatisfy { DisplayText.displayWidth($0) <= 79 }, "\(fitted.rows)")
+        #expect(fitted.shortened == 2)
+        // The URL column left the long reason 40 columns.
+        #expect(fitted.rows[1].hasSuffix("  HTTP 404 Not Found") && fitted.rows[1].contains("http://127.0…ing.jpg"), "\(fitted.rows[1])")
+        #expect(fitted.rows[2].contains("  Failed to connect to …") && fitted.rows[2].hasSuffix("5 attempts)"), "\(fitted.rows[2])")
+        // The demo's one failure: the URL keeps its host and file name.
+        var demo = ""
+        try FailureFormatter.write({ visit in try visit(failures[0]) }, as: .table, columns: 80) { demo += $0 }
+        let row = try #require(demo.split(separator: "\n").last.map(String.init))
+        #expect(DisplayText.displayWidth(row) <= 79 && row.contains("  http://127.0.0.1:38497…") && row.contains("/missing.jpg  HTTP 404"),
+                "\(row)")
+        // Wide enough: as without a terminal.
+        let whole = try table(columns: nil)
+        #expect(try table(columns: 400).rows == whole.rows && whole.shortened == 0)
+        #expect(whole.rows[2].hasSuffix(refused))
+    }
+
     /// A server's reason phrase may carry escape codes: CSV shows them as
     /// the table does, not as codes for the terminal it is read on; JSON
     /// keeps them, escaped its own way.

@@ -22,10 +22,16 @@ public enum FailureFormatter {
     }
 
     /// Writes the failures `forEach` goes through in `format` (see
-    /// `EntryFormatter.write`: a table goes through them twice).
+    /// `EntryFormatter.write`: a table goes through them twice). `columns`,
+    /// for a table on a terminal that wide, narrows the URL column to leave
+    /// the reasons room (40 columns, or the longest reason if shorter), and
+    /// cuts the middle out of the URLs and reasons that would still make a
+    /// row wrap. Returns how many rows were cut.
+    @discardableResult
     public static func write(_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void,
-                             as format: OutputFormat, pieceSize: Int = 64 << 10,
-                             to output: @escaping (String) throws -> Void) throws {
+                             as format: OutputFormat, columns: Int? = nil, pieceSize: Int = 64 << 10,
+                             to output: @escaping (String) throws -> Void) throws -> Int {
+        var shortened = 0
         var pieces = OutputPieces(size: pieceSize, output: output)
         func emit(_ text: String) throws { try pieces.emit(text) }
         let dates = ISO8601DateFormatter()
@@ -43,15 +49,35 @@ public enum FailureFormatter {
             }
         case .table:
             var widths = tableHeader.map(DisplayText.displayWidth)
-            try forEach { failure in TextTable.widen(&widths, toFit: tableRow(failure, dates: dates, paddedOnly: true)) }
+            var widestReason = 0
+            try forEach { failure in
+                let row = tableRow(failure, dates: dates)
+                TextTable.widen(&widths, toFit: Array(row.dropLast()))
+                widestReason = max(widestReason, row.last.map(DisplayText.displayWidth) ?? 0)
+            }
             widths[1] = min(widths[1], widestPaddedURL)
+            if let columns {
+                let urlRoom = columns - 1 - (widths[0] + 2) - 2 - min(widestReason, reasonRoom)
+                widths[1] = min(widths[1], max(EntryFormatter.leastFittedWidth, urlRoom))
+            }
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
-                try emit(TextTable.line(tableRow(failure, dates: dates), widths: widths, rightAligned: []) + "\n")
+                var row = tableRow(failure, dates: dates)
+                if let columns {
+                    let url = DisplayText.elidingMiddle(row[1], toWidth: widths[1])
+                    let cut = url != row[1]
+                    row[1] = url
+                    if EntryFormatter.fittedLast(of: &row, widths: widths, columns: columns) || cut { shortened += 1 }
+                }
+                try emit(TextTable.line(row, widths: widths, rightAligned: []) + "\n")
             }
         }
         try pieces.finish()
+        return shortened
     }
+
+    /// The columns a table on a terminal leaves the reasons, at most (see `write`).
+    static let reasonRoom = 40
 
     /// One failure's cells, control characters shown as escapes; `paddedOnly` leaves out the last.
     static func tableRow(_ failure: CatalogFailure, dates: ISO8601DateFormatter, paddedOnly: Bool = false) -> [String] {

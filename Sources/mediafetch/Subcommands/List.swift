@@ -31,10 +31,14 @@ struct List: AsyncParsableCommand {
     func run() async throws {
         let cache = try cacheOptions.open(mustExist: true)
         do {
+            // A table on a terminal fits its rows to it; a pipe or a file gets every cell whole.
+            let columns = format == .table ? Terminal.stdoutColumns : nil
             if failed {
+                var shortened = 0
                 try cache.readFailures { forEach in
-                    try FailureFormatter.write(forEach, as: format, to: { try Terminal.writeOut($0) })
+                    shortened = try FailureFormatter.write(forEach, as: format, columns: columns, to: { try Terminal.writeOut($0) })
                 }
+                if shortened > 0 { Terminal.notice(Self.cutNote, progress: .none) }
                 return
             }
             var stored: String?
@@ -47,17 +51,13 @@ struct List: AsyncParsableCommand {
                 }
                 stored = name
             }
-            // Written as it is read: a long list is never held whole. A table on a
-            // terminal fits its rows to it; a pipe or a file gets every URL whole.
+            // Written as it is read: a long list is never held whole.
             var (missing, shortened) = (0, 0)
-            let columns = format == .table ? Terminal.stdoutColumns : nil
             try cache.catalog.readEntries(collection: stored, kind: kind) { forEach in
                 (missing, shortened) = try EntryFormatter(cache: cache).write(forEach, as: format, columns: columns,
                                                                               to: { try Terminal.writeOut($0) })
             }
-            if shortened > 0 {
-                Terminal.notice("long titles and URLs are cut (…) to fit the terminal; a pipe or --format csv shows them whole", progress: .none)
-            }
+            if shortened > 0 { Terminal.notice(Self.cutNote, progress: .none) }
             if missing > 0 {
                 // Listed all the same: the catalog knows them, and a run of get fetches them again.
                 Terminal.notice(missing == 1
@@ -72,4 +72,8 @@ struct List: AsyncParsableCommand {
             throw Exit.cacheUnusable
         }
     }
+
+    /// The note for a table with cells cut to fit the terminal (short enough
+    /// for 80 columns).
+    private static let cutNote = "… marks cut text; --format csv or a pipe shows it whole"
 }
