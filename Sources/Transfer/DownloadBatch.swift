@@ -82,8 +82,12 @@ final class DownloadBatch: Sendable {
         var deferred: [Int: Deferred] = [:]
         /// Deferred items taken again and found still held, one after another (see `deferToEnd`).
         var heldAgainInARow = 0
-        /// Whether a `startNext` is due after a pause for other processes.
-        var retryScheduled = false
+        /// The `startNext` calls due after a pause for other processes: one for
+        /// each that stopped without starting an item, so that the places they
+        /// had are filled again. (One call for them all started one item
+        /// at a time: a process that took over URLs from a stopped one fetched
+        /// them one after another.)
+        var startsOwed = 0
     }
 
     /// What was seen of a deferred item's partial, which another process holds.
@@ -292,13 +296,16 @@ final class DownloadBatch: Sendable {
             state.heldAgainInARow += 1
             guard state.heldAgainInARow >= state.deferred.count else { return (true, false, false) }
             state.heldAgainInARow = 0
-            defer { state.retryScheduled = true }
-            return (true, true, !state.retryScheduled)
+            state.startsOwed += 1
+            return (true, true, state.startsOwed == 1)
         }
         if schedulesRetry {
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.25) { [self] in
-                state.withLock { $0.retryScheduled = false }
-                startNext()
+                let owed = state.withLock { state in
+                    defer { state.startsOwed = 0 }
+                    return state.startsOwed
+                }
+                for _ in 0..<owed { startNext() }
             }
         }
         if !deferred {

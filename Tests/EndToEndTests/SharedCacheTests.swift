@@ -230,6 +230,42 @@ import TestSupport
         }
     }
 
+    /// A process that takes URLs over from a stopped one (its partials
+    /// neither grow nor are marked alive) fetches them as many at once as
+    /// it has slots: it fetched them one after another (35 s for eight
+    /// bodies of 4 s at --jobs 4, now 11 s), a pause's one `startNext`
+    /// standing for every place given back.
+    @Test func urlsTakenOverFromAStoppedProcessAreFetchedTogether() async throws {
+        try await withOrigin { origin, directory in
+            // Given eight URLs whose answers the origin holds until the test lets them go
+            let paths = (0..<8).map { "/over\($0).wav" }
+            let gates = paths.enumerated().map { origin.holdAnswers($1, body: fixtureBytes(count: 5_000, seed: 300 + UInt64($0))) }
+            let urls = paths.map { origin.url($0) }
+            let cache = directory.appending("cache")
+            func asked() -> Int { paths.filter { !origin.requests(for: $0).isEmpty }.count }
+
+            // When a first process (all eight partials in its batch) is stopped once it has
+            // asked for one (a host runs one transfer until it answers), and a second (4 slots)
+            // takes them over
+            let first = try BuiltProducts.start(["get", "--cache", cache, "--jobs", "2"] + urls)
+            for _ in 0..<6000 where asked() < 1 { try await Task.sleep(for: .milliseconds(10)) }
+            first.send(SIGSTOP)
+            let second = try BuiltProducts.start(["get", "--cache", cache, "--jobs", "4", "--stall-timeout", "1"] + urls)
+            for _ in 0..<6000 where asked() < 5 { try await Task.sleep(for: .milliseconds(10)) }
+            let askedWhileHeld = asked()
+            for gate in gates { for _ in 0..<4 { gate.signal() } }
+            let result = await second.wait()
+            first.send(SIGKILL)
+            first.send(SIGCONT)
+            _ = await first.wait()
+
+            // Then the second asked for four of the others at once, and stored all eight
+            #expect(askedWhileHeld >= 5)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderr.contains("8 downloaded"), "\(result.stderr)")
+        }
+    }
+
     /// An ordinary user's second process must not touch the read-only
     /// partial the first one is writing: its owner trusts that mode when it
     /// stores the body. The second waits while the partial grows, then
