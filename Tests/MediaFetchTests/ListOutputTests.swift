@@ -76,7 +76,7 @@ import Transfer
             let whole = try table(columns: nil)
 
             let rows = fitted.text.split(separator: "\n").map(String.init)
-            #expect(rows.allSatisfy { DisplayText.displayWidth($0) <= 79 }, "\(fitted.text)")
+            #expect(rows.allSatisfy { DisplayText.displayWidth($0) <= 80 }, "\(fitted.text)")
             #expect(fitted.shortened == 1)
             let cut = try #require(rows.first { $0.contains("…") })
             #expect(cut.contains("http://photos.example") && cut.hasSuffix("/IMG_0042.jpg"), "\(cut)")
@@ -84,6 +84,13 @@ import Transfer
             #expect(whole.text.contains(long) && whole.shortened == 0)
             // Too narrow to leave a URL 20 columns: whole, to wrap.
             #expect(try table(columns: 50).text == whole.text)
+            // A long collection name gives way to the URL's least 20 columns: both cut.
+            try cache.catalog.record([IngestRecord(url: long + "?v=2", collection: String(repeating: "long-name-", count: 6),
+                                                   kind: .photo, title: nil, sha256: Self.hash("f"), size: 5)])
+            for entry in try cache.catalog.entries() where entry.sha256 == Self.hash("f") { try Self.placeFile(of: entry, in: cache) }
+            let narrow = try table(columns: 80)
+            let named = try #require(narrow.text.split(separator: "\n").first { $0.contains("long-name") }.map(String.init))
+            #expect(DisplayText.displayWidth(named) == 80 && named.contains("long-name-long-na…") && named.hasSuffix("?v=2"), "\(narrow.text)")
         }
     }
 
@@ -91,6 +98,8 @@ import Transfer
         let url = "http://127.0.0.1:38497/photos/copy-of-000.jpg"
         #expect(DisplayText.elidingMiddle(url, toWidth: 80) == url)
         #expect(DisplayText.elidingMiddle(url, toWidth: 26) == "http://127.0.0.…of-000.jpg")
+        // Where the file's name fits beside them, the scheme, host and port stay whole.
+        #expect(DisplayText.elidingMiddle(url, toWidth: 40) == "http://127.0.0.1:38497/…/copy-of-000.jpg")
         // Wide characters take two columns: never past the width, even by one.
         let wide = DisplayText.elidingMiddle("http://h/東京/写真/夜の東京タワー.jpg", toWidth: 21)
         #expect(DisplayText.displayWidth(wide) <= 21 && wide.hasPrefix("http://h/") && wide.hasSuffix(".jpg"), "\(wide)")
@@ -453,7 +462,7 @@ import Transfer
         let fitted = try table(columns: 80)
 
         #expect(fitted.rows.count == 3)
-        #expect(fitted.rows.allSatisfy { DisplayText.displayWidth($0) <= 79 }, "\(fitted.rows)")
+        #expect(fitted.rows.allSatisfy { DisplayText.displayWidth($0) <= 80 }, "\(fitted.rows)")
         #expect(fitted.shortened == 2)
         // The URL column left the long reason 40 columns.
         #expect(fitted.rows[1].hasSuffix("  HTTP 404 Not Found") && fitted.rows[1].contains("http://127.0…ing.jpg"), "\(fitted.rows[1])")
@@ -462,7 +471,7 @@ import Transfer
         var demo = ""
         try FailureFormatter.write({ visit in try visit(failures[0]) }, as: .table, columns: 80) { demo += $0 }
         let row = try #require(demo.split(separator: "\n").last.map(String.init))
-        #expect(DisplayText.displayWidth(row) <= 79 && row.contains("  http://127.0.0.1:38497…") && row.contains("/missing.jpg  HTTP 404"),
+        #expect(DisplayText.displayWidth(row) <= 80 && row.contains("  http://127.0.0.1:38497/…") && row.contains("/missing.jpg  HTTP 404"),
                 "\(row)")
         // Wide enough: as without a terminal.
         let whole = try table(columns: nil)

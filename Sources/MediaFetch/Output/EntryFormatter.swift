@@ -103,12 +103,22 @@ public struct EntryFormatter: Sendable {
                 TextTable.widen(&widths, toFit: Self.tableRow(entry, missing: isMissing, paddedOnly: true))
             }
             widths[3] = min(widths[3], Self.widestPaddedCollection)
+            if let columns {
+                // On a terminal, long collection names give way too, so that titles keep their least.
+                let beforeCollection = widths.prefix(3).reduce(0) { $0 + $1 + 2 }
+                widths[3] = min(widths[3], max(Self.tableHeader[3].count, columns - beforeCollection - 2 - Self.leastFittedWidth))
+            }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
                 let isMissing = missingHashes.contains(entry.sha256)
                 if isMissing { missing += 1 }
                 var row = Self.tableRow(entry, missing: isMissing)
-                if let columns, Self.fittedLast(of: &row, widths: widths, columns: columns) { shortened += 1 }
+                if let columns {
+                    let collection = DisplayText.elidingMiddle(row[3], toWidth: widths[3])
+                    let cut = collection != row[3]
+                    row[3] = collection
+                    if Self.fittedLast(of: &row, widths: widths, columns: columns) || cut { shortened += 1 }
+                }
                 try emit(TextTable.line(row, widths: widths, rightAligned: [1]) + "\n")
             }
         }
@@ -117,14 +127,15 @@ public struct EntryFormatter: Sendable {
     }
 
     /// Cuts the middle out of `row`'s last cell (a title or URL) so that the
-    /// row fits a terminal `columns` wide, with a column to spare; returns
+    /// row fits a terminal `columns` wide (a row as wide as the terminal does
+    /// not wrap); returns
     /// whether it did. Not where that leaves it under `leastFittedWidth`
     /// (a narrow terminal, or a long collection name): it wraps whole.
     static func fittedLast(of row: inout [String], widths: [Int], columns: Int) -> Bool {
         guard let last = row.last else { return false }
         // The padded cells (a long collection name runs past its width) and the two spaces after each.
         let before = zip(row.dropLast(), widths).reduce(0) { $0 + max($1.1, DisplayText.displayWidth($1.0)) + 2 }
-        let room = columns - 1 - before
+        let room = columns - before
         guard room >= leastFittedWidth, DisplayText.displayWidth(last) > room else { return false }
         row[row.count - 1] = DisplayText.elidingMiddle(last, toWidth: room)
         return true

@@ -57,7 +57,7 @@ public enum FailureFormatter {
             }
             widths[1] = min(widths[1], widestPaddedURL)
             if let columns {
-                let urlRoom = columns - 1 - (widths[0] + 2) - 2 - min(widestReason, reasonRoom)
+                let urlRoom = columns - (widths[0] + 2) - 2 - min(widestReason, reasonRoom)
                 widths[1] = min(widths[1], max(EntryFormatter.leastFittedWidth, urlRoom))
             }
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
