@@ -113,12 +113,7 @@ public struct EntryFormatter: Sendable {
                 let isMissing = missingHashes.contains(entry.sha256)
                 if isMissing { missing += 1 }
                 var row = Self.tableRow(entry, missing: isMissing)
-                if let columns {
-                    let collection = DisplayText.elidingMiddle(row[3], toWidth: widths[3])
-                    let cut = collection != row[3]
-                    row[3] = collection
-                    if Self.fittedLast(of: &row, widths: widths, columns: columns) || cut { shortened += 1 }
-                }
+                if let columns, Self.fitted(&row, cutting: 3, widths: widths, columns: columns) { shortened += 1 }
                 try emit(TextTable.line(row, widths: widths, rightAligned: [1]) + "\n")
             }
         }
@@ -126,11 +121,19 @@ public struct EntryFormatter: Sendable {
         return (missing, shortened)
     }
 
+    /// Cuts `row`'s cell `column` to `widths[column]`, then its last cell as
+    /// `fittedLast` does; returns whether either was cut.
+    static func fitted(_ row: inout [String], cutting column: Int, widths: [Int], columns: Int) -> Bool {
+        let cell = DisplayText.elidingMiddle(row[column], toWidth: widths[column])
+        let cut = cell != row[column]
+        row[column] = cell
+        return fittedLast(of: &row, widths: widths, columns: columns) || cut
+    }
+
     /// Cuts the middle out of `row`'s last cell (a title or URL) so that the
     /// row fits a terminal `columns` wide (a row as wide as the terminal does
-    /// not wrap); returns
-    /// whether it did. Not where that leaves it under `leastFittedWidth`
-    /// (a narrow terminal, or a long collection name): it wraps whole.
+    /// not wrap); returns whether it did. Not where that leaves it under
+    /// `leastFittedWidth` (a narrow terminal): it wraps whole.
     static func fittedLast(of row: inout [String], widths: [Int], columns: Int) -> Bool {
         guard let last = row.last else { return false }
         // The padded cells (a long collection name runs past its width) and the two spaces after each.

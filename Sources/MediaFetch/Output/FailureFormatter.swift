@@ -63,12 +63,7 @@ public enum FailureFormatter {
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
-                if let columns {
-                    let url = DisplayText.elidingMiddle(row[1], toWidth: widths[1])
-                    let cut = url != row[1]
-                    row[1] = url
-                    if EntryFormatter.fittedLast(of: &row, widths: widths, columns: columns) || cut { shortened += 1 }
-                }
+                if let columns, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: columns) { shortened += 1 }
                 try emit(TextTable.line(row, widths: widths, rightAligned: []) + "\n")
             }
         }
