@@ -123,11 +123,11 @@ final class PartialFile {
     }
 
     /// Sets the modification time of the shared partials this process holds
-    /// to now, but those in `quiet` (of transfers silent since the last
-    /// time, as their stall clocks count silence). Another process waiting for one of them (see
-    /// `DownloadBatch`) takes a partial that neither grows nor is marked for
-    /// a stall timeout for one whose holder is stopped or stuck, and fetches
-    /// the URL itself. Growth alone said too little: bodies reach the file
+    /// to now, but those in `quiet` (of transfers silent since the last time,
+    /// as their stall clocks count silence). Another process waiting for one
+    /// of them (see `DownloadBatch`) takes a partial that neither grows nor
+    /// is marked for a stall timeout for one whose holder is stopped or
+    /// stuck, and fetches the URL itself. Growth alone said too little: bodies reach the file
     /// 256 KiB at a time, and the partials of items waiting for a slot do not
     /// grow at all, so a second process fetched again URLs the first was
     /// downloading at 30 KB/s, or had not started yet.
@@ -184,6 +184,11 @@ final class PartialFile {
     deinit {
         guard isOpen else { return }
         _ = mf_close_unlocking(descriptor)
+        leaveLockedHere()
+    }
+
+    /// A shared partial's lock is gone (see `lockedHere`); a private file was never listed.
+    private func leaveLockedHere() {
         if validatorPath != nil { Self.unlockedHere(path) }
     }
 
@@ -267,10 +272,9 @@ final class PartialFile {
                                 validatorPath: hasValidator ? validatorPath : nil, lockedHere: true)
         }
         if hasValidator, let validatorPath { _ = unlink(validatorPath) }
-        let sharedPath = path
         defer {
             _ = mf_close_unlocking(descriptor)
-            if validatorPath != nil { Self.unlockedHere(sharedPath) }
+            leaveLockedHere()
         }
         guard validatorPath != nil else {
             return FinishedFile(path: path, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
@@ -306,7 +310,7 @@ final class PartialFile {
         }
         isOpen = false
         _ = mf_close_unlocking(descriptor)
-        if validatorPath != nil { Self.unlockedHere(path) }
+        leaveLockedHere()
     }
 
     /// The directory of the partials whose key is `key`: one of sixteen,
