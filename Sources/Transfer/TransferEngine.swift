@@ -354,157 +354,199 @@ public final class TransferEngine: Sendable {
         TransferID(rawValue: nextID.add(1, ordering: .relaxed).newValue)
     }
 
+    /// Where an item's attempts stand between two of them: all `perform`
+    /// keeps across a wait. The judging of each attempt is in `judge`, off
+    /// the async frame: an item waiting to retry holds its task's frames
+    /// whole, and `perform`'s was 7 KB with the judging in it (1,024 items
+    /// may wait at once, see `DescriptorBudget.retryWaiting`).
+    struct AttemptTally {
+        /// Attempts that used up a retry, this one included.
+        var attempt: Int
+        /// Requests made, the restart after a 416 included (`attempt` does not count it).
+        var requests: Int
+        var restartedAfterRangeError = false
+        /// Seconds of waiting servers have asked for (429 and 503 with Retry-After) that used up no retry.
+        var scheduledWaits = 0.0
+        /// Failures for want of the host (see `freeRetry` in `judge`): how many, and since when.
+        var hostFailures = 0
+        var hostFailingSince: ContinuousClock.Instant?
+        /// Turn-aways for want of room at the host that used up no retry (see `roomRetry` in `judge`).
+        var turnAwaysForgiven = 0
+    }
+
+    /// What follows an attempt.
+    enum AfterAttempt {
+        case done(Completed)
+        /// Another attempt at once.
+        case again
+        /// Another attempt after this many seconds.
+        case wait(Double)
+    }
+
     /// Attempts until success, a final error, cancellation or the retries run
     /// out. `first`, when given, is the first attempt, already run.
     private func perform(_ target: RequestTarget, sink: any BodySink,
                          first: FirstAttempt? = nil) async throws(TransferError) -> (Completed, Int) {
         let id = first?.id ?? nextTransferID()
-        var pendingFirst = first
-        var attempt = first?.earlier.charged ?? 0
-        // Requests made, the restart after a 416 included (`attempt` does not count it).
-        var requests = first?.earlier.made ?? 0
-        var restartedAfterRangeError = false
-        // Seconds of waiting servers have asked for (429 and 503 with Retry-After) that used up no retry.
-        var scheduledWaits = 0.0
-        // Failures for want of the host (see `freeRetry` below): how many, and since when.
-        var hostFailures = 0
-        var hostFailingSince: ContinuousClock.Instant?
-        // Turn-aways for want of room at the host that used up no retry (see `roomRetry` below).
-        var turnAwaysForgiven = 0
-        while true {
-            attempt += 1
-            requests += 1
-            let offset: Int64
-            let outcome: AttemptOutcome
-            if let given = pendingFirst {
-                pendingFirst = nil
-                offset = given.offset
-                outcome = given.outcome
-            } else {
-                if Task.isCancelled { throw TransferError.cancelled }
-                offset = sink.resumeOffset
-                // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
-                outcome = await run(makeAttempt(id: id, target: target, number: attempt, sink: sink))
+        var tally = AttemptTally(attempt: first?.earlier.charged ?? 0, requests: first?.earlier.made ?? 0)
+        // The wait before the next attempt, if any. The first attempt, when
+        // it ran already, is judged before any wait: kept for after one,
+        // it would be part of the frame.
+        var wait: Double?
+        if let first {
+            tally.attempt += 1
+            tally.requests += 1
+            switch try judge(first.outcome, offset: first.offset, id: id, target: target, sink: sink, tally: &tally) {
+            case .done(let completed): return (completed, tally.attempt)
+            case .again: wait = nil
+            case .wait(let delay): wait = delay
             }
-
-            var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
-            if case .failure(let failure) = result, failure.kind == .network(curlCode: Int(CURLE_COULDNT_CONNECT.rawValue)) {
-                // A proxy from the environment that is down: named, or it read as the server being down.
-                let named = proxies.named(in: failure.message, scheme: target.url.hasPrefix("https:") ? "https" : "http")
-                if named != failure.message { result = .failure(TransferError(failure.kind, named, retryAfter: failure.retryAfter)) }
-            }
-            if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
-                // A body that ended early without libcurl noticing (a short 206, say),
-                // or chunks that add up to another length than the one given beside them.
-                sink.restart()
-                result = .failure(TransferError(.protocolViolation, outcome.head.isChunked && outcome.head.status == 200
-                    ? "the server's chunks held \(outcome.bodyBytes) bytes where its Content-Length said \(expected)"
-                    : "body ended at \(outcome.bodyBytes) of \(expected) bytes"))
-            }
-            var error: TransferError
-            switch result {
-            case .success:
-                return (Completed(outcome, requestedOffset: offset), attempt)
-            case .failure(let failure):
-                error = failure
-            }
-            // libcurl counts a redirect it could not follow (to `market:`) and
-            // keeps the URL asked for: that one is not named as its own target.
-            if outcome.redirects > 0, let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
-                // "HTTP 404" alone named only the URL asked for, not the one that
-                // answered. Without its query: a signed CDN link holds a token.
-                // (Cut: a server's Location of 30,000 characters made a failure line of that length.)
-                let shown = effective.prefix { $0 != "?" }.cut(toScalars: 300)
-                error = TransferError(error.kind, "\(error.message) (redirected to \(URLPassword.replaced(in: String(shown), with: "***")))",
-                                      retryAfter: error.retryAfter)
-            }
-            if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
-            if error.kind == .http(status: 416), offset > 0, offset == sink.bytesHeld,
-               let held = sink.wholeBodyHeld(answeredBy: outcome.head) {
-                // Every byte is held already (a body complete when the last run
-                // was killed before storing it): the file is exactly that long,
-                // and still the version the validator names (If-Range, and the
-                // 416's own validator where it sends one).
-                return (Completed(wholeBodyHeld: offset, head: held), attempt)
-            }
-            // The held bytes no longer fit the file (a 416), or the range answer was
-            // another version's or came by another redirect (the sink dropped them):
-            // the whole body is asked for once, at once, using up no retry (a signed
-            // link's partial used up a retry and its backoff, and under `--retries 0` failed).
-            let rangeAnswerRefused = error.kind == .protocolViolation && sink.bytesHeld == 0
-            if offset > 0, !restartedAfterRangeError, rangeAnswerRefused || error.kind == .http(status: 416) {
-                restartedAfterRangeError = true
-                if !rangeAnswerRefused { sink.restart() }
-                attempt -= 1
-                continue
-            }
-            // A failure for want of the host (no connection, or a stall or a
-            // timeout without an answer; none of its transfers answered) in
-            // an outage other URLs of it see too uses
-            // up no retry while the host's patience lasts (one URL of a dead
-            // host fails after its own retries, as it did): the host as a whole is given up when it runs out (see
-            // `HostReachability`). A server that restarted for 20 s failed
-            // every URL that tried it meanwhile, each of its 5 attempts spent
-            // in about 6 s. Twice the patience at most, in case the host is
-            // never given up; the backoff grows as for counted retries.
-            var freeRetry = false
-            if outcome.hostUnreachable, error.isRetryable, configuration.retry.maxRetries > 0,
-               let patience = configuration.unreachableHostPatience {
-                let since = hostFailingSince ?? .now
-                hostFailingSince = since
-                freeRetry = ContinuousClock.now - since < .milliseconds(Int(2 * patience * 1000))
-            }
-            if freeRetry { hostFailures += 1 }
-            // Turned away for want of room at a host that served others meanwhile and is held
-            // to fewer now (it takes fewer at once than were sent: see `HostConcurrency`): mediafetch's own doing,
-            // which uses up no retry, up to two more times than the URL has retries (under
-            // `--retries 0` the host's first burst and each try of one more failed URLs; the
-            // burst's retries may come back before the limit is down to what the host takes).
-            let roomRetry = !freeRetry && outcome.turnedAwayWhileServing && error.isRetryable
-                && turnAwaysForgiven < configuration.retry.maxRetries + 2
-            if roomRetry { turnAwaysForgiven += 1 }
-            // A retry that uses up none backs off as the counted ones would, by how many of
-            // its kind came before, and as far as the default retries' would at least: held
-            // at the first retry's wait under `--retries 1`, two URLs of a refused port were
-            // each tried 80 times in the 30 s of their host's patience.
-            var unchargedPolicy = configuration.retry
-            unchargedPolicy.maxRetries = max(unchargedPolicy.maxRetries, RetryPolicy().maxRetries)
-            let uncharged = freeRetry ? hostFailures : roomRetry ? turnAwaysForgiven : nil
-            let computedDelay = uncharged.map { unchargedPolicy.delay(beforeRetry: min($0, unchargedPolicy.maxRetries), after: error) }
-                ?? configuration.retry.delay(beforeRetry: attempt, after: error)
-            guard let delay = computedDelay else {
-                if let asked = configuration.retry.refusedWait(before: attempt, after: error) {
-                    let (askedText, limitText) = NumberText.distinctWaits(asked, configuration.retry.maxRetryAfter)
-                    throw TransferError(error.kind, "\(error.message) (the server asked to wait \(askedText) "
-                        + "before trying again; mediafetch waits \(limitText) at most)")
-                }
-                // The last of several tries: say so, or "HTTP 500" reads as if it was tried once.
-                // (A host given up says how long it was tried, not this URL's share.)
-                guard requests > 1, error.kind != .hostGivenUp else { throw error }
-                // Retries that used up none (see below) are said to be: "after 6 attempts" under
-                // `--retries 2` read as the option ignored.
-                let uncounted = requests > attempt ? ", \(requests - attempt) of them not counted against --retries" : ""
-                throw TransferError(error.kind, "\(error.message) (after \(requests) attempts\(uncounted))", retryAfter: error.retryAfter)
-            }
-            // A 429 or 503 that says when to come back is the server's schedule,
-            // not a failed attempt: it uses up no retry while the waits asked
-            // for add up to `maxRetryAfter` (items a rate-limited host sent away
-            // in turn had run out of attempts within seconds, 51 of 60 failed).
-            if freeRetry || roomRetry {
-                attempt -= 1
-            } else if error.kind == .http(status: 429) || error.kind == .http(status: 503), let asked = error.retryAfter, asked > 0,
-               scheduledWaits + delay <= configuration.retry.maxRetryAfter {
-                scheduledWaits += delay
-                attempt -= 1
-            }
-            // Not said of a retry that will not wait (its host was given up: it is refused at once).
-            if !loop.retryWaits.isGivenUp(target.hostKey) {
-                eventSink.yield(.retrying(id, url: target.url, attempt: requests + 1, delay: delay, reason: error))
-            }
-            // Counted while it sleeps, so that a display shows the wait (a long
-            // Retry-After looked like a hang: nothing active, nothing moving).
-            try await loop.retryWaits.sleep(id, host: target.hostKey, for: .milliseconds(Int(delay * 1000)))
         }
+        while true {
+            if let delay = wait {
+                // Counted while it sleeps, so that a display shows the wait (a long
+                // Retry-After looked like a hang: nothing active, nothing moving).
+                try await loop.retryWaits.sleep(id, host: target.hostKey, for: .milliseconds(Int(delay * 1000)))
+            }
+            tally.attempt += 1
+            tally.requests += 1
+            if Task.isCancelled { throw TransferError.cancelled }
+            let offset = sink.resumeOffset
+            // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
+            let outcome = await run(makeAttempt(id: id, target: target, number: tally.attempt, sink: sink))
+            switch try judge(outcome, offset: offset, id: id, target: target, sink: sink, tally: &tally) {
+            case .done(let completed): return (completed, tally.attempt)
+            case .again: wait = nil
+            case .wait(let delay): wait = delay
+            }
+        }
+    }
+
+    /// A redirect's target as messages name it: without its query (a signed
+    /// CDN link holds a token) or password, and cut (a server's `Location`
+    /// of 30,000 characters made a failure line of that length).
+    static func shownRedirectTarget(_ url: String) -> String {
+        URLPassword.replaced(in: String(url.prefix { $0 != "?" }.cut(toScalars: 300)), with: "***")
+    }
+
+    /// Judges an attempt that asked for bytes from `offset` on: done, again
+    /// at once, again after a wait, or a final error (thrown). Never inlined:
+    /// inlined, its locals would be kept in `perform`'s frame.
+    @inline(never)
+    private func judge(_ outcome: AttemptOutcome, offset: Int64, id: TransferID, target: RequestTarget, sink: any BodySink,
+                       tally: inout AttemptTally) throws(TransferError) -> AfterAttempt {
+        var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
+        if case .failure(let failure) = result, failure.kind == .network(curlCode: Int(CURLE_COULDNT_CONNECT.rawValue)) {
+            // A proxy from the environment that is down: named, or it read as the server being down.
+            let named = proxies.named(in: failure.message, scheme: target.url.hasPrefix("https:") ? "https" : "http")
+            if named != failure.message { result = .failure(TransferError(failure.kind, named, retryAfter: failure.retryAfter)) }
+        }
+        if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
+            // A body that ended early without libcurl noticing (a short 206, say),
+            // or chunks that add up to another length than the one given beside them.
+            sink.restart()
+            result = .failure(TransferError(.protocolViolation, outcome.head.isChunked && outcome.head.status == 200
+                ? "the server's chunks held \(outcome.bodyBytes) bytes where its Content-Length said \(expected)"
+                : "body ended at \(outcome.bodyBytes) of \(expected) bytes"))
+        }
+        var error: TransferError
+        switch result {
+        case .success:
+            return .done(Completed(outcome, requestedOffset: offset))
+        case .failure(let failure):
+            error = failure
+        }
+        // libcurl counts a redirect it could not follow (to `market:`) and
+        // keeps the URL asked for: that one is not named as its own target.
+        if outcome.redirects > 0, let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
+            // "HTTP 404" alone named only the URL asked for, not the one that answered.
+            error = TransferError(error.kind, "\(error.message) (redirected to \(Self.shownRedirectTarget(effective)))",
+                                  retryAfter: error.retryAfter)
+        }
+        if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
+        if error.kind == .http(status: 416), offset > 0, offset == sink.bytesHeld,
+           let held = sink.wholeBodyHeld(answeredBy: outcome.head) {
+            // Every byte is held already (a body complete when the last run
+            // was killed before storing it): the file is exactly that long,
+            // and still the version the validator names (If-Range, and the
+            // 416's own validator where it sends one).
+            return .done(Completed(wholeBodyHeld: offset, head: held))
+        }
+        // The held bytes no longer fit the file (a 416), or the range answer was
+        // another version's or came by another redirect (the sink dropped them):
+        // the whole body is asked for once, at once, using up no retry (a signed
+        // link's partial used up a retry and its backoff, and under `--retries 0` failed).
+        let rangeAnswerRefused = error.kind == .protocolViolation && sink.bytesHeld == 0
+        if offset > 0, !tally.restartedAfterRangeError, rangeAnswerRefused || error.kind == .http(status: 416) {
+            tally.restartedAfterRangeError = true
+            if !rangeAnswerRefused { sink.restart() }
+            tally.attempt -= 1
+            return .again
+        }
+        // A failure for want of the host (no connection, or a stall or a
+        // timeout without an answer; none of its transfers answered) in
+        // an outage other URLs of it see too uses
+        // up no retry while the host's patience lasts (one URL of a dead
+        // host fails after its own retries, as it did): the host as a whole is given up when it runs out (see
+        // `HostReachability`). A server that restarted for 20 s failed
+        // every URL that tried it meanwhile, each of its 5 attempts spent
+        // in about 6 s. Twice the patience at most, in case the host is
+        // never given up; the backoff grows as for counted retries.
+        var freeRetry = false
+        if outcome.hostUnreachable, error.isRetryable, configuration.retry.maxRetries > 0,
+           let patience = configuration.unreachableHostPatience {
+            let since = tally.hostFailingSince ?? .now
+            tally.hostFailingSince = since
+            freeRetry = ContinuousClock.now - since < .milliseconds(Int(2 * patience * 1000))
+        }
+        if freeRetry { tally.hostFailures += 1 }
+        // Turned away for want of room at a host that served others meanwhile and is held
+        // to fewer now (it takes fewer at once than were sent: see `HostConcurrency`): mediafetch's own doing,
+        // which uses up no retry, up to two more times than the URL has retries (under
+        // `--retries 0` the host's first burst and each try of one more failed URLs; the
+        // burst's retries may come back before the limit is down to what the host takes).
+        let roomRetry = !freeRetry && outcome.turnedAwayWhileServing && error.isRetryable
+            && tally.turnAwaysForgiven < configuration.retry.maxRetries + 2
+        if roomRetry { tally.turnAwaysForgiven += 1 }
+        // A retry that uses up none backs off as the counted ones would, by how many of
+        // its kind came before, and as far as the default retries' would at least: held
+        // at the first retry's wait under `--retries 1`, two URLs of a refused port were
+        // each tried 80 times in the 30 s of their host's patience.
+        var unchargedPolicy = configuration.retry
+        unchargedPolicy.maxRetries = max(unchargedPolicy.maxRetries, RetryPolicy().maxRetries)
+        let uncharged = freeRetry ? tally.hostFailures : roomRetry ? tally.turnAwaysForgiven : nil
+        let computedDelay = uncharged.map { unchargedPolicy.delay(beforeRetry: min($0, unchargedPolicy.maxRetries), after: error) }
+            ?? configuration.retry.delay(beforeRetry: tally.attempt, after: error)
+        guard let delay = computedDelay else {
+            if let asked = configuration.retry.refusedWait(before: tally.attempt, after: error) {
+                let (askedText, limitText) = NumberText.distinctWaits(asked, configuration.retry.maxRetryAfter)
+                throw TransferError(error.kind, "\(error.message) (the server asked to wait \(askedText) "
+                    + "before trying again; mediafetch waits \(limitText) at most)")
+            }
+            // The last of several tries: say so, or "HTTP 500" reads as if it was tried once.
+            // (A host given up says how long it was tried, not this URL's share.)
+            guard tally.requests > 1, error.kind != .hostGivenUp else { throw error }
+            // Retries that used up none (see below) are said to be: "after 6 attempts" under
+            // `--retries 2` read as the option ignored.
+            let uncounted = tally.requests > tally.attempt ? ", \(tally.requests - tally.attempt) of them not counted against --retries" : ""
+            throw TransferError(error.kind, "\(error.message) (after \(tally.requests) attempts\(uncounted))", retryAfter: error.retryAfter)
+        }
+        // A 429 or 503 that says when to come back is the server's schedule,
+        // not a failed attempt: it uses up no retry while the waits asked
+        // for add up to `maxRetryAfter` (items a rate-limited host sent away
+        // in turn had run out of attempts within seconds, 51 of 60 failed).
+        if freeRetry || roomRetry {
+            tally.attempt -= 1
+        } else if error.kind == .http(status: 429) || error.kind == .http(status: 503), let asked = error.retryAfter, asked > 0,
+           tally.scheduledWaits + delay <= configuration.retry.maxRetryAfter {
+            tally.scheduledWaits += delay
+            tally.attempt -= 1
+        }
+        // Not said of a retry that will not wait (its host was given up: it is refused at once).
+        if !loop.retryWaits.isGivenUp(target.hostKey) {
+            eventSink.yield(.retrying(id, url: target.url, attempt: tally.requests + 1, delay: delay, reason: error))
+        }
+        return .wait(delay)
     }
 
     /// An attempt at `target` for the loop.
@@ -526,6 +568,7 @@ public final class TransferEngine: Sendable {
     }
 
     /// Runs one attempt on the loop thread; a cancel of the task cancels the transfer.
+    @inline(never)
     private func run(_ attempt: Attempt) async -> AttemptOutcome {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<AttemptOutcome, Never>) in
