@@ -35,12 +35,20 @@ enum PageInsteadOfMedia {
     /// as is one labelled a compressed file (`application/gzip`).
     /// Images and sounds whose formats open with text (Netpbm, XPM, XBM,
     /// AMR) are never taken for text.
-    static func reason(contentType: String?, contentEncoding: String? = nil, url: String, kind: ItemKind, size: Int64,
-                       opening: () -> [UInt8]) -> String? {
-        let media = expectedMedia(url: url, kind: kind)
+    /// A URL that names no media but was redirected to one that does
+    /// (`/dl/3` to `/files/3.jpg`) asks for that media: a sign-in page sent
+    /// there was stored as the item, and the URL was cached for good.
+    static func reason(contentType: String?, contentEncoding: String? = nil, url: String, redirectedTo: String? = nil,
+                       kind: ItemKind, size: Int64, opening: () -> [UInt8]) -> String? {
+        var media = expectedMedia(url: url, kind: kind)
+        var named = ""
+        if media == nil, let redirectedTo, let target = expectedMedia(url: redirectedTo, kind: kind) {
+            media = target
+            named = " (redirected to \(redirectedTo))"
+        }
         return refusal(contentType: contentType, contentEncoding: contentEncoding, expected: media, mediaNamed: media != nil,
                        size: size, opening: opening).map {
-            "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for; not stored"
+            "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for\(named); not stored"
         }
     }
 

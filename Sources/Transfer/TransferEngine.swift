@@ -30,6 +30,9 @@ public struct DownloadedBody: Sendable {
     /// The body's first bytes (up to 512), as this process received them;
     /// nil for a body resumed from bytes written before (read the file).
     public var opening: [UInt8]? = nil
+
+    /// Where the URL was redirected to, as messages name it; nil when it was not.
+    public var redirectShown: String? { effectiveURL == url ? nil : TransferEngine.shownRedirectTarget(effectiveURL) }
 }
 
 /// A small response held in memory (an API answer).

@@ -454,6 +454,39 @@ import Transfer
         }
     }
 
+    /// A download link that names no media (`/dl/3`) but is redirected to
+    /// one that does asks for that media: a sign-in page sent there was
+    /// stored as the item, and the link counted as cached for good. A photo
+    /// behind the same kind of link is stored.
+    @Test func aPageBehindARedirectToAMediaNameIsRefused() async throws {
+        try await withOrigin { origin, directory in
+            let photo = fixtureBytes(count: 3000, seed: 961)
+            origin.addResource("/files/4.jpg", data: photo, contentType: "image/jpeg")
+            origin.addResource("/files/3.jpg", data: Data("<!doctype html><html><body>Sign in</body></html>".utf8),
+                               contentType: "text/html")
+            origin.route("/dl/3") { _ in .redirect(to: "/files/3.jpg?token=secret") }
+            origin.route("/dl/4") { _ in .redirect(to: "/files/4.jpg") }
+            origin.addResource("/about", data: Data("<html>about</html>".utf8), contentType: "text/html")
+            origin.route("/dl/about") { _ in .redirect(to: "/about") }
+            let root = directory.appending("cache")
+            let items = ["/dl/3", "/dl/4", "/dl/about"].map { FetchItem(url: origin.url($0), collection: "trip") }
+
+            let report = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+
+            #expect(report.downloaded == 2)
+            #expect(report.failures.map(\.url) == [origin.url("/dl/3")])
+            #expect(report.failures.map(\.message) == [
+                "the server sent a web page (text/html, 48 B) where a .jpg file was asked for "
+                    + "(redirected to \(origin.url("/files/3.jpg"))); not stored",
+            ])
+            #expect(Set(try MediaCache(root: root).catalog.entries(collection: "trip").map(\.url)) == [origin.url("/dl/4"), origin.url("/dl/about")])
+            // Not cached: the next run asks again.
+            let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+            #expect(again.failures.map(\.url) == [origin.url("/dl/3")])
+            #expect(origin.requests(for: "/dl/3").count == 2)
+        }
+    }
+
     /// `data` as a gzip stream of one stored (uncompressed) deflate block.
     private func gzipStored(_ data: Data) -> Data {
         var crc: UInt32 = 0xFFFF_FFFF
