@@ -4,6 +4,22 @@ import Foundation
 public enum ByteSize {
     /// Parses a size; nil when the text is not one.
     public static func parse(_ text: String) -> Int64? {
+        guard case .success(let bytes) = read(text) else { return nil }
+        return bytes
+    }
+
+    /// Why a text is not a size.
+    public enum Unreadable: Error, Equatable {
+        /// Not a number, or with a unit not known.
+        case notANumber
+        /// A number of bytes with a fraction (`1.5`): a count of bytes is whole.
+        case fraction
+        /// 8 EiB or more.
+        case tooLarge
+    }
+
+    /// Reads a size, or says why it is none.
+    public static func read(_ text: String) -> Result<Int64, Unreadable> {
         // No blanks: `--jobs ' 5'` is refused too, and a size is one word.
         var number = Substring(text.lowercased())
         if number.hasSuffix("b") { number = number.dropLast() }
@@ -17,14 +33,15 @@ public enum ByteSize {
             number = number.dropLast()
         }
         // Digits and a decimal point only: Double alone also takes 0x10, 1e3 and inf.
-        guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) else { return nil }
+        guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) else { return .failure(.notANumber) }
         // A whole number of bytes is read exactly: through a Double, 2^63 - 1 rounded up past the largest size.
-        if multiplier == 1, let whole = Int64(number) { return whole }
-        guard let value = Double(number), value.isFinite else { return nil }
+        if multiplier == 1, let whole = Int64(number) { return .success(whole) }
+        guard let value = Double(number), value.isFinite else { return .failure(.notANumber) }
         let bytes = value * multiplier
+        guard bytes < Double(Int64.max) else { return .failure(.tooLarge) }
         // A count of bytes is whole: "1.5" was taken as 2.
-        guard bytes < Double(Int64.max), multiplier > 1 || bytes == bytes.rounded() else { return nil }
-        return Int64(bytes.rounded())
+        guard multiplier > 1 || bytes == bytes.rounded() else { return .failure(.fraction) }
+        return .success(Int64(bytes.rounded()))
     }
 
     /// A short human form: `812 B`, `64.0 KiB`, `1.5 MiB`.

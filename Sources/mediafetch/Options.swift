@@ -117,16 +117,19 @@ struct TransferOptions: ParsableArguments {
 
     @Option(name: .customLong("host-patience"), parsing: .unconditional, help: ArgumentHelp(
         "Seconds a host may go unanswered before its URLs fail at once; meanwhile its URLs' failures to reach it use up no retry. 0: no patience (every failure uses a retry, no host is given up).",
-        valueName: "seconds"))
+        valueName: "seconds"), transform: { try seconds($0) })
     var hostPatience: Double = 30
 
-    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"),
+            transform: { try seconds($0) })
     var timeout: Double?
 
-    @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds to establish a connection.", valueName: "seconds"))
+    @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds to establish a connection.", valueName: "seconds"),
+            transform: { try seconds($0) })
     var connectTimeout: Double = 15
 
-    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data, under a byte a second, or without a complete response head (ten times as long while only 1xx answers come), before a transfer counts as stalled.", valueName: "seconds"))
+    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data, under a byte a second, or without a complete response head (ten times as long while only 1xx answers come), before a transfer counts as stalled.", valueName: "seconds"),
+            transform: { try seconds($0) })
     var stallTimeout: Double = 30
 
     @Option(name: .customLong("max-filesize"), parsing: .unconditional, help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))
@@ -189,6 +192,29 @@ struct TransferOptions: ParsableArguments {
         throw ValidationError("not a whole number")
     }
 
+    /// What is wrong with `text` as the size (in `unit`s) option `name` takes, or nil.
+    static func sizeProblem(_ text: String, name: String, unit: String, example: String) -> String? {
+        let form = "a whole number of bytes, or one with K, M, G, T, P or E, as in \(example)"
+        switch ByteSize.read(text) {
+        case .success(let bytes): return bytes > 0 ? nil : "\(name) must be at least 1 \(unit) (got \(text))"
+        case .failure(.fraction): return "\(name): '\(text)' holds a fraction of a byte (\(form))"
+        case .failure(.tooLarge): return "\(name): '\(text)' is too large (it must be below 8 EiB)"
+        case .failure(.notANumber): return "\(name): '\(text)' is not \(form)"
+        }
+    }
+
+    /// Seconds as an option's value: digits with a decimal point at most
+    /// (and a sign, which the range checks then refuse). Swift's own reading
+    /// also took `0x10` as 16 and `1e400` as infinity.
+    static func seconds(_ text: String) throws -> Double {
+        let digits = text.hasPrefix("-") || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+        guard digits.contains(where: \.isNumber), digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+              let value = Double(text) else {
+            throw ValidationError("not a number of seconds (as in 30 or 2.5)")
+        }
+        return value
+    }
+
     /// A number of seconds as it was written, or near enough: `0`, not `0.0`.
     static func shown(_ seconds: Double) -> String {
         seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
@@ -206,14 +232,12 @@ struct TransferOptions: ParsableArguments {
                 throw ValidationError("\(name) must be from 0.001 to 31536000 seconds (a year) (got \(Self.shown(value)))")
             }
         }
-        if let maxFileSize, (ByteSize.parse(maxFileSize) ?? 0) <= 0 {
-            // 0 would fail every download.
-            throw ValidationError("--max-filesize: '\(maxFileSize)' is not a size of at least 1 byte and below 8 EiB "
-                + "(a whole number of bytes, or with K, M, G, T, P or E, as in 200M or 1.5G)")
+        // 0 would fail every download.
+        if let maxFileSize, let problem = Self.sizeProblem(maxFileSize, name: "--max-filesize", unit: "byte", example: "200M or 1.5G") {
+            throw ValidationError(problem)
         }
-        if let limitRate, (ByteSize.parse(limitRate) ?? 0) <= 0 {
-            throw ValidationError("--limit-rate: '\(limitRate)' is not a rate of at least 1 byte a second and below 8 EiB "
-                + "(a whole number of bytes, or with K, M, G, T, P or E, as in 500K)")
+        if let limitRate, let problem = Self.sizeProblem(limitRate, name: "--limit-rate", unit: "byte a second", example: "500K") {
+            throw ValidationError(problem)
         }
         // Said once here, not as a certificate error on every https URL. The
         // variables are checked only when the list holds an https URL (see

@@ -239,9 +239,15 @@ import Testing
         (["--connect-timeout", "0"], "--connect-timeout must be from 0.001 to 31536000 seconds (a year) (got 0)"),
         (["--jobs", "99999999999999999999"], "The value '99999999999999999999' is invalid for '--jobs <jobs>': a number that large is not taken"),
         (["--per-host", "1.5"], "The value '1.5' is invalid for '--per-host <per-host>': not a whole number"),
-        (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),
-        (["--limit-rate", "0"], "--limit-rate: '0' is not a rate of at least 1 byte a second and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 500K)"),
-        (["--max-filesize", "9E"], "--max-filesize: '9E' is not a size of at least 1 byte and below 8 EiB (a whole number of bytes, or with K, M, G, T, P or E, as in 200M or 1.5G)"),
+        (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a whole number of bytes, or one with K, M, G, T, P or E, as in 500K"),
+        (["--limit-rate", "0"], "--limit-rate must be at least 1 byte a second (got 0)"),
+        (["--limit-rate", "1.5"], "--limit-rate: '1.5' holds a fraction of a byte (a whole number of bytes, or one with K, M, G, T, P or E, as in 500K)"),
+        (["--max-filesize", "9E"], "--max-filesize: '9E' is too large (it must be below 8 EiB)"),
+        (["--max-filesize", "9223372036854775808"], "--max-filesize: '9223372036854775808' is too large (it must be below 8 EiB)"),
+        // Swift's own reading of a Double took these as infinity and as 16.
+        (["--timeout", "1e400"], "The value '1e400' is invalid for '--timeout <seconds>': not a number of seconds (as in 30 or 2.5)"),
+        (["--stall-timeout", "0x10"], "The value '0x10' is invalid for '--stall-timeout <seconds>': not a number of seconds (as in 30 or 2.5)"),
+        (["--connect-timeout", "."], "The value '.' is invalid for '--connect-timeout <seconds>': not a number of seconds (as in 30 or 2.5)"),
     ])
     func aBadValueSaysWhatIsWrong(arguments: [String], message: String) {
         #expect(TransferOptions.message(for: failure(arguments)) == message)
