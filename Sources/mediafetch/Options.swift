@@ -195,7 +195,9 @@ struct TransferOptions: ParsableArguments {
     /// What is wrong with `text` as the size (in `unit`s) option `name` takes, or nil.
     static func sizeProblem(_ text: String, name: String, unit: String, example: String) -> String? {
         let form = "a whole number of bytes, or one with K, M, G, T, P or E, as in \(example)"
+        let negative = text.hasPrefix("-") && ByteSize.parse(String(text.dropFirst())) != nil
         switch ByteSize.read(text) {
+        case _ where negative: return "\(name) must be at least 1 \(unit) (got \(text))"
         case .success(let bytes): return bytes > 0 ? nil : "\(name) must be at least 1 \(unit) (got \(text))"
         case .failure(.fraction): return "\(name): '\(text)' holds a fraction of a byte (\(form))"
         case .failure(.tooLarge): return "\(name): '\(text)' is too large (it must be below 8 EiB)"

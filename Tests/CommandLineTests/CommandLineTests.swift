@@ -241,6 +241,7 @@ import Testing
         (["--per-host", "1.5"], "The value '1.5' is invalid for '--per-host <per-host>': not a whole number"),
         (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a whole number of bytes, or one with K, M, G, T, P or E, as in 500K"),
         (["--limit-rate", "0"], "--limit-rate must be at least 1 byte a second (got 0)"),
+        (["--limit-rate", "-2K"], "--limit-rate must be at least 1 byte a second (got -2K)"),
         (["--limit-rate", "1.5"], "--limit-rate: '1.5' holds a fraction of a byte (a whole number of bytes, or one with K, M, G, T, P or E, as in 500K)"),
         (["--max-filesize", "9E"], "--max-filesize: '9E' is too large (it must be below 8 EiB)"),
         (["--max-filesize", "9223372036854775808"], "--max-filesize: '9223372036854775808' is too large (it must be below 8 EiB)"),
