@@ -97,23 +97,32 @@ public struct EntryFormatter: Sendable {
             // A size and "missing" differ in width: the files are looked for in the first pass,
             // and those missing remembered (few, unless the store is gone) for the second.
             var missingHashes: Set<String> = []
+            var widestLast = 0
             try forEach { entry in
                 let isMissing = try isMissing(entry)
                 if isMissing { missingHashes.insert(entry.sha256) }
-                TextTable.widen(&widths, toFit: Self.tableRow(entry, missing: isMissing, paddedOnly: true))
+                var row = Self.tableRow(entry, missing: isMissing)
+                widestLast = max(widestLast, row.popLast().map(DisplayText.displayWidth) ?? 0)
+                TextTable.widen(&widths, toFit: row)
             }
             widths[3] = min(widths[3], Self.widestPaddedCollection)
+            var fitting: Int?
             if let columns {
-                // On a terminal, long collection names give way too, so that titles keep their least.
+                // On a terminal, long collection names give way to the titles, down to the header's width.
                 let beforeCollection = widths.prefix(3).reduce(0) { $0 + $1 + 2 }
-                widths[3] = min(widths[3], max(Self.tableHeader[3].count, columns - beforeCollection - 2 - Self.leastFittedWidth))
+                let collection = min(widths[3], max(Self.tableHeader[3].count, columns - beforeCollection - 2 - min(widestLast, Self.lastColumnRoom)))
+                // Too narrow to fit rows even so: they are left whole, as on a pipe (cut, the collection only made what wrapped harder to read).
+                if beforeCollection + collection + 2 + min(widestLast, Self.leastFittedWidth) <= columns {
+                    widths[3] = collection
+                    fitting = columns
+                }
             }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
                 let isMissing = missingHashes.contains(entry.sha256)
                 if isMissing { missing += 1 }
                 var row = Self.tableRow(entry, missing: isMissing)
-                if let columns, Self.fitted(&row, cutting: 3, widths: widths, columns: columns) { shortened += 1 }
+                if let fitting, Self.fitted(&row, cutting: 3, widths: widths, columns: fitting) { shortened += 1 }
                 try emit(TextTable.line(row, widths: widths, rightAligned: [1]) + "\n")
             }
         }
@@ -146,6 +155,10 @@ public struct EntryFormatter: Sendable {
 
     /// The narrowest a title or URL is cut to (see `fittedLast`).
     static let leastFittedWidth = 20
+
+    /// The columns a table on a terminal leaves its last cells (titles, a
+    /// failure's reasons) before the padded column before them gives way.
+    static let lastColumnRoom = 40
 
     /// The widest the collection column is padded to: a longer name runs into
     /// its title on its own row, rather than pushing every row's title off

@@ -56,23 +56,27 @@ public enum FailureFormatter {
                 widestReason = max(widestReason, row.last.map(DisplayText.displayWidth) ?? 0)
             }
             widths[1] = min(widths[1], widestPaddedURL)
+            var fitting: Int?
             if let columns {
-                let urlRoom = columns - (widths[0] + 2) - 2 - min(widestReason, reasonRoom)
-                widths[1] = min(widths[1], max(EntryFormatter.leastFittedWidth, urlRoom))
+                let least = EntryFormatter.leastFittedWidth
+                let urlRoom = columns - (widths[0] + 2) - 2 - min(widestReason, EntryFormatter.lastColumnRoom)
+                let url = min(widths[1], max(least, urlRoom))
+                // Too narrow to fit rows even so: they are left whole, as on a pipe (see `EntryFormatter.write`).
+                if widths[0] + 2 + url + 2 + min(widestReason, least) <= columns {
+                    widths[1] = url
+                    fitting = columns
+                }
             }
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
-                if let columns, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: columns) { shortened += 1 }
+                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting) { shortened += 1 }
                 try emit(TextTable.line(row, widths: widths, rightAligned: []) + "\n")
             }
         }
         try pieces.finish()
         return shortened
     }
-
-    /// The columns a table on a terminal leaves the reasons, at most (see `write`).
-    static let reasonRoom = 40
 
     /// One failure's cells, control characters shown as escapes; `paddedOnly` leaves out the last.
     static func tableRow(_ failure: CatalogFailure, dates: ISO8601DateFormatter, paddedOnly: Bool = false) -> [String] {
