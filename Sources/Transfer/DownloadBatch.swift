@@ -470,30 +470,22 @@ final class DownloadBatch: Sendable {
             } catch {
                 result = .failure(error)
             }
-            retried(index, first.id, host: prepared.target.hostKey, result, then: nextItem)
-        }
-    }
-
-    /// Settles an item that waited to retry. Not in `retry`'s task: what
-    /// runs after its wait would be part of the frames it holds meanwhile
-    /// (so it is never inlined there).
-    @inline(never)
-    private func retried(_ index: Int, _ id: TransferID, host: String, _ result: Result<DownloadedBody, TransferError>,
-                         then next: (@Sendable () -> Void)?) {
-        state.withLock { state in
-            state.retrying.removeValue(forKey: id)
-            switch result {
-            case .success:
-                // Its host answered in the end: no longer in an outage, and may hold its share.
-                state.places.outageEnded(host)
-                state.places.answered(host)
-            case .failure:
-                // Its host is given up (or failed this URL's tries): the URLs
-                // of it parked try now, and fail at once if it is given up.
-                state.places.unpark(host)
+            let host = prepared.target.hostKey
+            state.withLock { state in
+                state.retrying.removeValue(forKey: first.id)
+                switch result {
+                case .success:
+                    // Its host answered in the end: no longer in an outage, and may hold its share.
+                    state.places.outageEnded(host)
+                    state.places.answered(host)
+                case .failure:
+                    // Its host is given up (or failed this URL's tries): the URLs
+                    // of it parked try now, and fail at once if it is given up.
+                    state.places.unpark(host)
+                }
             }
+            finish(index, result, then: nextItem)
         }
-        finish(index, result, then: next)
     }
 
     /// How many items may wait to retry beside those in flight: each holds
