@@ -517,6 +517,18 @@ public final class ObjectStore: BlobStore {
         let inStore: Bool
     }
 
+    /// Makes the names of these objects durable, whoever moved them into
+    /// place: their fan-out directories are synced, then the objects
+    /// directory. (The rows a run held when it was killed point at objects
+    /// it moved and may not have flushed: see `UnrecordedRows.hold`.)
+    public func makeNamesDurable(of hashes: [String]) throws(StoreError) {
+        guard !hashes.isEmpty else { return }
+        for fanOut in Set(hashes.map { String($0.prefix(2)) }) {
+            try sync(objectsDirectoryDescriptor, fanOut, shown: "\(objectsDirectory)/\(fanOut)")
+        }
+        if fsync(objectsDirectoryDescriptor) != 0 { throw StoreError.system("cannot flush", objectsDirectory) }
+    }
+
     /// `fsync` (or `fdatasync`) of the file or directory `name` relative to
     /// `directory`; nothing when it is gone.
     private func sync(_ directory: Int32, _ name: String, shown: String, dataOnly: Bool = false) throws(StoreError) {

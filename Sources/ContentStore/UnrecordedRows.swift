@@ -41,6 +41,8 @@ public struct UnrecordedRows: Sendable {
         for name in names where name.hasSuffix(".jsonl") {
             guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
             defer { close(fd) }
+            // Held by a process moving and recording its rows now (see `hold`).
+            guard flock(fd, LOCK_SH | LOCK_NB) == 0 else { continue }
             guard let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
             count += Self.parse(data).0.count
         }
@@ -65,10 +67,59 @@ public struct UnrecordedRows: Sendable {
     /// fetched again, as before.
     public func keep(_ records: [IngestRecord], fetchedAt date: Date) throws(StoreError) {
         guard !records.isEmpty else { return }
+        let (fd, _) = try writeFile(records, fetchedAt: date, durably: true)
+        close(fd)
+    }
+
+    /// Rows a process holds in a file of its own while it moves their
+    /// objects into the store and records them (see `hold`).
+    /// Dropped without `release()`, the file is closed and left to replay.
+    public final class HeldRows: Sendable {
+        private let descriptor: Int32
+        private let path: String
+        private let isOpen = Atomic(true)
+
+        fileprivate init(descriptor: Int32, path: String) {
+            self.descriptor = descriptor
+            self.path = path
+        }
+
+        /// The rows are recorded, kept otherwise, or not to be recorded: the file goes.
+        public func release() {
+            guard isOpen.exchange(false, ordering: .relaxed) else { return }
+            // Removed while still locked: a replay that takes the lock next finds the name gone.
+            unlink(path)
+            close(descriptor)
+        }
+
+        deinit {
+            if isOpen.load(ordering: .relaxed) { close(descriptor) }
+        }
+    }
+
+    /// Writes `records` to a new file that this process holds locked until
+    /// `release()`, so that other processes' replays pass it by: written
+    /// before a group's objects are moved into the store, and released once
+    /// their rows are recorded. A process killed between the two (kill -9,
+    /// a crash) leaves the file unlocked, and the next run records the rows
+    /// whose objects are in the store: up to two groups of URLs (1,024) were
+    /// fetched again. Not synced (a process that dies leaves the page cache
+    /// behind; a power cut fetches again, as before), so this costs a small
+    /// file a group; nil when it cannot be written (the rows are then only
+    /// as safe as before).
+    public func hold(_ records: [IngestRecord], fetchedAt date: Date) -> HeldRows? {
+        guard !records.isEmpty, let (fd, path) = try? writeFile(records, fetchedAt: date, durably: false) else { return nil }
+        return HeldRows(descriptor: fd, path: path)
+    }
+
+    /// Writes a new file of `records` (a temporary name, then its own),
+    /// locked; returns its descriptor and path. `durably`: its bytes and its
+    /// name are synced, and those of the directory when it is new.
+    private func writeFile(_ records: [IngestRecord], fetchedAt date: Date, durably: Bool) throws(StoreError) -> (Int32, String) {
         if mkdir(directory, 0o777) == 0 {
             // A new directory's name is in the cache root: durable too, or a
             // power cut could take the kept file with it.
-            Self.syncDirectory(root)
+            if durably { Self.syncDirectory(root) }
         } else if errno != EEXIST {
             throw StoreError.system("cannot create", directory)
         }
@@ -84,17 +135,20 @@ public struct UnrecordedRows: Sendable {
         let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
         let name = "\(Int64(date.timeIntervalSince1970 * 1000))-\(getpid())-\(sequence)"
         let temporary = "\(directory)/.\(name).tmp"
+        let path = "\(directory)/\(name).jsonl"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
         guard fd >= 0 else { throw StoreError.system("cannot create", temporary) }
-        let written = text.withUTF8 { bytes in Self.writeAll(fd, bytes) } && fsync(fd) == 0
+        // Locked before it has its name: no replay can take it half written.
+        let written = flock(fd, LOCK_EX) == 0 && text.withUTF8 { bytes in Self.writeAll(fd, bytes) } && (!durably || fsync(fd) == 0)
         let code = errno
-        close(fd)
-        guard written, rename(temporary, "\(directory)/\(name).jsonl") == 0 else {
+        guard written, rename(temporary, path) == 0 else {
             let failure = StoreError.system("cannot write", temporary, errno: written ? errno : code)
             unlink(temporary)
+            close(fd)
             throw failure
         }
-        Self.syncDirectory(directory)
+        if durably { Self.syncDirectory(directory) }
+        return (fd, path)
     }
 
     /// `fsync` of a directory, so the names in it are durable. Best effort, as `keep` is.

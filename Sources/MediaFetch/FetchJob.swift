@@ -368,7 +368,7 @@ public final class FetchJob: Sendable {
     }
 
     /// Records the rows an earlier run kept because the catalog could not
-    /// take them (see `UnrecordedRows`), before the list is looked up, so
+    /// take them, or held when it was killed (see `UnrecordedRows`), before the list is looked up, so
     /// their URLs count as cached. A URL fetched since keeps its newer row
     /// (`Catalog.record(kept:)`); one whose object is gone is left out (and
     /// fetched again). A file goes only once its rows are durable. A
@@ -378,6 +378,7 @@ public final class FetchJob: Sendable {
         guard !Task.isCancelled, let catalog = try? cache.catalog else { return }
         _ = cache.unrecorded.replay({ records, fetchedAt in
             let present = records.filter { cache.store.contains($0.sha256, size: $0.size) }
+            try cache.store.makeNamesDurable(of: present.map(\.sha256))
             try cache.reserve.retryingOnFullDisk { try catalog.record(present, at: fetchedAt, kept: true) }
             try catalog.makeDurable()
         }, stops: Catalog.failsEveryRow)

@@ -226,12 +226,18 @@ final class Ingestor: Sendable {
     private static let gatherMilliseconds = 10
     private static let groupSize = 512
 
+    /// Items moved into the store since the last flush: their names are not
+    /// yet durable, so their rows wait for the next flush; held meanwhile in
+    /// a file of their own (see `UnrecordedRows.hold`).
+    private struct Moved {
+        var items: [Pending] = []
+        var rows: UnrecordedRows.HeldRows?
+    }
+
     private func run() {
-        // Moved into the store since the last flush: their names are not yet
-        // durable, so their rows wait for the next flush.
-        var moved: [Pending] = []
+        var moved = Moved()
         while true {
-            if moved.isEmpty {
+            if moved.items.isEmpty {
                 wake.wait()
             } else if wake.wait(timeout: .now() + .milliseconds(Self.gatherMilliseconds)) == .timedOut {
                 // Nothing new came to share the flush: the moved items' names are flushed on their own.
@@ -286,8 +292,8 @@ final class Ingestor: Sendable {
     /// name that is not durable) and this group is moved into place, its rows
     /// waiting for the next flush. Half the flushes of flushing before and
     /// after each group's moves, which on a slow disk is half the time.
-    private func step(_ group: [Pending], _ failures: [FailureRecord], _ moved: inout [Pending]) {
-        guard !group.isEmpty || !moved.isEmpty else {
+    private func step(_ group: [Pending], _ failures: [FailureRecord], _ moved: inout Moved) {
+        guard !group.isEmpty || !moved.items.isEmpty else {
             record([], failures)
             return
         }
@@ -299,11 +305,12 @@ final class Ingestor: Sendable {
             // Nothing written since the last flush can be counted on. The moved
             // bodies' old names may be a new download's partial by now: only
             // the bodies still staged are removed.
-            self.fail(moved, because: error, removingStaged: false)
-            noteUnrecorded(moved)
+            self.fail(moved.items, because: error, removingStaged: false)
+            noteUnrecorded(moved.items)
             removeUnrecordedObjects(keeping: [])
+            moved.rows?.release()
             self.fail(group, because: error, removingStaged: true)
-            moved = []
+            moved = Moved()
             record([], failures)
             return
         }
@@ -314,20 +321,24 @@ final class Ingestor: Sendable {
         // 9 and 6 ms).
         let previous = moved
         let recorded = DispatchGroup()
-        if previous.isEmpty && failures.isEmpty {
+        if previous.items.isEmpty && failures.isEmpty {
             record([], [])
         } else {
-            recorder.async(group: recorded) { self.record(previous, failures) }
+            recorder.async(group: recorded) { self.record(previous.items, failures) }
         }
-        moved = moveIntoPlace(group, rowsBeingRecorded: previous.count)
+        // Held before the moves: a process killed from here until the rows are recorded leaves them to the next run.
+        let rows = cache.unrecorded.hold(group.map(\.record), fetchedAt: Date())
+        moved = Moved(items: moveIntoPlace(group, rowsBeingRecorded: previous.items.count), rows: rows)
         recorded.wait()
+        // Recorded, kept on their own (see `failKeepingRows`), or given up with their objects.
+        previous.rows?.release()
         // Not an object the group just moved points at: its row comes next.
-        removeUnrecordedObjects(keeping: Set(moved.map(\.record.sha256)))
+        removeUnrecordedObjects(keeping: Set(moved.items.map(\.record.sha256)))
     }
 
     /// Flushes the names of the moved items and records their rows.
-    private func settle(_ moved: inout [Pending]) {
-        guard !moved.isEmpty else { return }
+    private func settle(_ moved: inout Moved) {
+        guard !moved.items.isEmpty else { return }
         step([], [], &moved)
     }
 

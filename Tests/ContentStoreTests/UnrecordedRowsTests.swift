@@ -70,6 +70,32 @@ import Glibc
         }
     }
 
+    /// Rows a process holds while it moves their objects into the store
+    /// are passed by, by replays and counts, until it lets them go: released
+    /// (recorded), the file goes; left (the process killed), the next replay
+    /// records them.
+    @Test func heldRowsWaitForTheirProcessAndAreReplayedWhenItDies() async throws {
+        try await TemporaryDirectory.with { directory in
+            let rows = UnrecordedRows(root: directory.path)
+            var replayed: [[IngestRecord]] = []
+            let recorded = try #require(rows.hold([record("http://h/1"), record("http://h/2")], fetchedAt: Date()))
+            #expect(rows.replay { records, _ in replayed.append(records) } == nil)
+            #expect(replayed.isEmpty && rows.waitingCount() == 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).count == 1)
+            recorded.release()
+            #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).isEmpty)
+
+            // A process killed while it held them: its descriptor closed, its lock gone.
+            var left = rows.hold([record("http://ann:hunter2@h/3")], fetchedAt: Date())
+            #expect(left != nil)
+            left = nil
+            #expect(rows.waitingCount() == 1)
+            #expect(rows.replay { records, _ in replayed.append(records) } == nil)
+            #expect(replayed == [[record("http://ann@h/3")]])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).isEmpty)
+        }
+    }
+
     @Test func aGroupTheCatalogRefusesIsSetAsideAndTheNextIsRecorded() async throws {
         struct Refused: Error {}
         try await TemporaryDirectory.with { directory in

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 import TestOrigin
@@ -124,6 +125,64 @@ import TestSupport
 
             #expect(next.status == 0, "\(next.stderr)")
             #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
+        }
+    }
+
+    /// A run killed (kill -9) after moving bodies into the store and before
+    /// recording their rows (here: while another program holds the
+    /// catalog's lock) leaves the rows for the next run, which records them
+    /// and fetches none of those URLs again. They were all fetched again:
+    /// the objects were there, but nothing said which URL each was.
+    @Test func aRunKilledBeforeRecordingItsRowsLeavesThemToTheNext() async throws {
+        try await withOrigin { origin, directory in
+            let cache = directory.appending("cache")
+            origin.addResource("/seed.jpg", data: fixtureBytes(count: 3_000, seed: 299))
+            let seeded = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/seed.jpg")])
+            #expect(seeded.status == 0, "\(seeded.stderr)")
+            var hashes: [String: String] = [:]
+            for index in 0..<12 {
+                let body = fixtureBytes(count: 4_000 + index, seed: UInt64(300 + index))
+                origin.addResource("/k\(index).jpg", data: body)
+                hashes["/k\(index).jpg"] = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+            }
+            let output = Pipe()
+            let holder = try SpawnedProcess(["/usr/bin/env", "python3", "-c", """
+                import sqlite3, sys, time
+                db = sqlite3.connect(sys.argv[1], isolation_level=None)
+                db.execute("BEGIN IMMEDIATE")
+                print("held", flush=True)
+                time.sleep(50)
+                """, cache + "/catalog.sqlite"], environment: ProcessInfo.processInfo.environment,
+                standardOutput: output.fileHandleForWriting.fileDescriptor)
+            try output.fileHandleForWriting.close()
+            defer { kill(holder.pid, SIGKILL) }
+            _ = output.fileHandleForReading.availableData
+
+            let killed = try BuiltProducts.start(["get", "--cache", cache] + hashes.keys.sorted().map(origin.url))
+            // Bodies moved into the store, their rows waiting for the lock: as many as
+            // will be (the groups after the first two wait to be moved), for half a second.
+            var inStore: Set<String> = []
+            var steady = 0
+            while steady < 50 {
+                try await Task.sleep(for: .milliseconds(10))
+                let now = Set(try objectPaths(inCache: cache).compactMap { $0.split(separator: "/").last.map(String.init) })
+                steady = now == inStore && now.count > 1 ? steady + 1 : 0
+                inStore = now
+            }
+            killed.send(SIGKILL)
+            _ = await killed.wait()
+            kill(holder.pid, SIGKILL)
+            _ = holder.waitForExit()
+
+            let next = try await BuiltProducts.run(["get", "--cache", cache] + hashes.keys.sorted().map(origin.url))
+
+            let moved = hashes.filter { inStore.contains($0.value) }.keys.sorted()
+            #expect(!moved.isEmpty)
+            #expect(next.status == 0, "\(next.stderr)")
+            // Not one of them asked for again.
+            #expect(moved.filter { origin.requests(for: $0).count != 1 } == [])
+            if moved.count == hashes.count { #expect(next.stderr.contains("0 downloaded, 12 already cached"), "\(next.stderr)") }
+            #expect(partialDirectoryFiles(cache + "/unrecorded").isEmpty)
         }
     }
 
