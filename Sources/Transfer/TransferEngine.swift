@@ -31,8 +31,10 @@ public struct DownloadedBody: Sendable {
     /// nil for a body resumed from bytes written before (read the file).
     public var opening: [UInt8]? = nil
 
-    /// Where the URL was redirected to, as messages name it; nil when it was not.
-    public var redirectShown: String? { effectiveURL == url ? nil : TransferEngine.shownRedirectTarget(effectiveURL) }
+    /// Where the URL was redirected to, and that URL as messages name it; nil when it was not.
+    public var redirect: (url: String, shown: String)? {
+        effectiveURL == url ? nil : (effectiveURL, TransferEngine.shownRedirectTarget(effectiveURL))
+    }
 }
 
 /// A small response held in memory (an API answer).
@@ -348,8 +350,8 @@ public final class TransferEngine: Sendable {
         }
 
         /// All `bytes` were held already; `head` is what is known of them.
-        init(wholeBodyHeld bytes: Int64, head: ResponseHead) {
-            effectiveURL = nil
+        init(wholeBodyHeld bytes: Int64, head: ResponseHead, effectiveURL: String?) {
+            self.effectiveURL = effectiveURL
             self.head = head
             resumedBytes = bytes
         }
@@ -432,7 +434,8 @@ public final class TransferEngine: Sendable {
     /// CDN link holds a token) or password, and cut (a server's `Location`
     /// of 30,000 characters made a failure line of that length).
     static func shownRedirectTarget(_ url: String) -> String {
-        URLPassword.replaced(in: String(url.prefix { $0 != "?" }.cut(toScalars: 300)), with: "***")
+        // The password goes first: cut, a long host lost the `@` that marks it.
+        URLPassword.replaced(in: String(url.prefix { $0 != "?" }), with: "***").cut(toScalars: 300)
     }
 
     /// Judges an attempt that asked for bytes from `offset` on: done, again
@@ -476,7 +479,7 @@ public final class TransferEngine: Sendable {
             // was killed before storing it): the file is exactly that long,
             // and still the version the validator names (If-Range, and the
             // 416's own validator where it sends one).
-            return .done(Completed(wholeBodyHeld: offset, head: held))
+            return .done(Completed(wholeBodyHeld: offset, head: held, effectiveURL: outcome.effectiveURL))
         }
         // The held bytes no longer fit the file (a 416), or the range answer was
         // another version's or came by another redirect (the sink dropped them):
