@@ -36,8 +36,9 @@ public enum ByteSize {
         guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) else { return .failure(.notANumber) }
         // A whole number of bytes is read exactly: through a Double, 2^63 - 1 rounded up past the largest size.
         if multiplier == 1, let whole = Int64(number) { return .success(whole) }
-        guard let value = Double(number), value.isFinite else { return .failure(.notANumber) }
+        guard let value = Double(number) else { return .failure(.notANumber) }
         let bytes = value * multiplier
+        // (Digits past 308 of them read as infinity.)
         guard bytes < Double(Int64.max) else { return .failure(.tooLarge) }
         // A count of bytes is whole: "1.5" was taken as 2.
         guard multiplier > 1 || bytes == bytes.rounded() else { return .failure(.fraction) }

@@ -116,21 +116,24 @@ struct TransferOptions: ParsableArguments {
     static let defaultJobs = 16, defaultPerHost = 8, defaultRetries = 4
 
     @Option(name: .customLong("host-patience"), parsing: .unconditional, help: ArgumentHelp(
-        "Seconds a host may go unanswered before its URLs fail at once; meanwhile its URLs' failures to reach it use up no retry. 0: no patience (every failure uses a retry, no host is given up).",
+        "Seconds a host may go unanswered before its URLs fail at once; meanwhile its URLs' failures to reach it use up no retry. 0: no patience (every failure uses a retry, no host is given up). (default: \(Self.shown(Self.defaultHostPatience)))",
         valueName: "seconds"), transform: { try seconds($0) })
-    var hostPatience: Double = 30
+    var hostPatience: Double = Self.defaultHostPatience
 
     @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Seconds one attempt may take in total (default: no limit).", valueName: "seconds"),
             transform: { try seconds($0) })
     var timeout: Double?
 
-    @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds to establish a connection.", valueName: "seconds"),
+    @Option(name: .customLong("connect-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds to establish a connection. (default: \(Self.shown(Self.defaultConnectTimeout)))", valueName: "seconds"),
             transform: { try seconds($0) })
-    var connectTimeout: Double = 15
+    var connectTimeout: Double = Self.defaultConnectTimeout
 
-    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data, under a byte a second, or without a complete response head (ten times as long while only 1xx answers come), before a transfer counts as stalled.", valueName: "seconds"),
+    @Option(name: .customLong("stall-timeout"), parsing: .unconditional, help: ArgumentHelp("Seconds without data, under a byte a second, or without a complete response head (ten times as long while only 1xx answers come), before a transfer counts as stalled. (default: \(Self.shown(Self.defaultStallTimeout)))", valueName: "seconds"),
             transform: { try seconds($0) })
-    var stallTimeout: Double = 30
+    var stallTimeout: Double = Self.defaultStallTimeout
+
+    // Written into the help: a transform leaves them out of it.
+    static let defaultHostPatience = 30.0, defaultConnectTimeout = 15.0, defaultStallTimeout = 30.0
 
     @Option(name: .customLong("max-filesize"), parsing: .unconditional, help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))
     var maxFileSize: String?
@@ -195,7 +198,7 @@ struct TransferOptions: ParsableArguments {
     /// What is wrong with `text` as the size (in `unit`s) option `name` takes, or nil.
     static func sizeProblem(_ text: String, name: String, unit: String, example: String) -> String? {
         let form = "a whole number of bytes, or one with K, M, G, T, P or E, as in \(example)"
-        let negative = text.hasPrefix("-") && ByteSize.parse(String(text.dropFirst())) != nil
+        let negative = text.hasPrefix("-") && ByteSize.read(String(text.dropFirst())) != .failure(.notANumber)
         switch ByteSize.read(text) {
         case _ where negative: return "\(name) must be at least 1 \(unit) (got \(text))"
         case .success(let bytes): return bytes > 0 ? nil : "\(name) must be at least 1 \(unit) (got \(text))"
@@ -214,6 +217,8 @@ struct TransferOptions: ParsableArguments {
               let value = Double(text) else {
             throw ValidationError("not a number of seconds (as in 30 or 2.5)")
         }
+        // Digits past 308 of them read as infinity.
+        guard value.isFinite else { throw ValidationError("a number that large is not taken") }
         return value
     }
 

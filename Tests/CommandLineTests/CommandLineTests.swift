@@ -220,15 +220,20 @@ import Testing
 
     /// The counts read through a transform, which leaves the default out of
     /// the help: it is written there instead.
-    @Test func theHelpGivesEachCountsDefault() {
-        let help = TransferOptions.helpMessage(columns: 200)
+    @Test func theHelpGivesEachCountsDefault() throws {
+        // Wrapped where it wraps: read as one line.
+        let help = TransferOptions.helpMessage(columns: 200).split(whereSeparator: \.isWhitespace).joined(separator: " ")
         for line in ["Concurrent transfers in total. (default: 16)", "Concurrent transfers against one host. (default: 8)",
-                     "use none. (default: 4)"] {
+                     "use none. (default: 4)", "no host is given up). (default: 30)", "establish a connection. (default: 15)",
+                     "counts as stalled. (default: 30)"] {
             #expect(help.contains(line), "\(line)")
         }
         #expect(TransferOptions.defaultJobs == TransferConfiguration().maxConcurrentTransfers)
         #expect(TransferOptions.defaultPerHost == TransferConfiguration().maxTransfersPerHost)
         #expect(TransferOptions.defaultRetries == TransferConfiguration().retry.maxRetries)
+        let defaults = TransferConfiguration()
+        #expect(TransferOptions.defaultHostPatience == defaults.unreachableHostPatience)
+        #expect(TransferOptions.defaultConnectTimeout == defaults.connectTimeout && TransferOptions.defaultStallTimeout == defaults.stallTimeout)
     }
 
     @Test(arguments: [
@@ -242,6 +247,11 @@ import Testing
         (["--limit-rate", "fast"], "--limit-rate: 'fast' is not a whole number of bytes, or one with K, M, G, T, P or E, as in 500K"),
         (["--limit-rate", "0"], "--limit-rate must be at least 1 byte a second (got 0)"),
         (["--limit-rate", "-2K"], "--limit-rate must be at least 1 byte a second (got -2K)"),
+        (["--limit-rate", "-1.5"], "--limit-rate must be at least 1 byte a second (got -1.5)"),
+        (["--max-filesize", "1" + String(repeating: "0", count: 400)],
+         "--max-filesize: '1\(String(repeating: "0", count: 400))' is too large (it must be below 8 EiB)"),
+        (["--timeout", "1" + String(repeating: "0", count: 400)],
+         "The value '1\(String(repeating: "0", count: 400))' is invalid for '--timeout <seconds>': a number that large is not taken"),
         (["--limit-rate", "1.5"], "--limit-rate: '1.5' holds a fraction of a byte (a whole number of bytes, or one with K, M, G, T, P or E, as in 500K)"),
         (["--max-filesize", "9E"], "--max-filesize: '9E' is too large (it must be below 8 EiB)"),
         (["--max-filesize", "9223372036854775808"], "--max-filesize: '9223372036854775808' is too large (it must be below 8 EiB)"),
