@@ -64,10 +64,11 @@ enum PageInsteadOfMedia {
     /// read as text until the bytes after them.)
     /// Where the URL names no media, the bytes held tell what was asked
     /// for: a file whose first bytes are not text is not answered by a page
-    /// (a login page replaced a photo's part at `/media/9`).
+    /// (a login page replaced a photo's part at `/media/9`). Nor where it
+    /// was redirected to a name of media (see `reason`).
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
         let held = answer.held
-        let media = expectedMedia(url: url, kind: kind)
+        let media = expectedMedia(url: url, kind: kind) ?? answer.redirectedTo.flatMap { expectedMedia(url: $0, kind: kind) }
         // Asked only where the URL names no media.
         let heldIsBinary = media == nil && !held.isEmpty && !BodyOpening.looksLikeText(held) && !BodyOpening.opensAsAPage(held)
         let expected = media ?? (heldIsBinary ? "a file whose first bytes are not text" : nil)

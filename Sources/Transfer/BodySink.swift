@@ -23,13 +23,17 @@ public struct ResumeAnswer: Sendable {
     /// ended before it was judged, or its `Content-Length` arrived whole);
     /// nil when the body goes on.
     public let wholeLength: Int64?
+    /// The path the answer was redirected to last (`/files/3.jpg`); nil when it was not.
+    public let redirectedTo: String?
 
-    public init(contentType: String?, contentEncoding: String?, opening: [UInt8], held: [UInt8] = [], wholeLength: Int64? = nil) {
+    public init(contentType: String?, contentEncoding: String?, opening: [UInt8], held: [UInt8] = [], wholeLength: Int64? = nil,
+                redirectedTo: String? = nil) {
         self.contentType = contentType
         self.contentEncoding = contentEncoding
         self.opening = opening
         self.held = held
         self.wholeLength = wholeLength
+        self.redirectedTo = redirectedTo
     }
 }
 
@@ -332,7 +336,8 @@ final class FileSink: BodySink {
         let answer = ResumeAnswer(contentType: pending.head.contentType, contentEncoding: pending.head.contentEncoding,
                                   opening: Array(pending.opening.prefix(Self.openingSize)),
                                   held: opening ?? writer.seededOpening,
-                                  wholeLength: ended || pending.total == received ? received : nil)
+                                  wholeLength: ended || pending.total == received ? received : nil,
+                                  redirectedTo: pending.head.lastRedirectPath)
         if let refusal = resumeAnswerCheck?(answer) {
             accepting = false
             return TransferError(.notTheFile, refusal)

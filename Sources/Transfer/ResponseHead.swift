@@ -33,6 +33,11 @@ struct ResponseHead: Sendable {
     /// changes at every request, and a mirror's host may too, for one file.
     private(set) var redirectedThrough = ""
 
+    /// The path of the last redirect's `Location` followed to this response; nil when none was.
+    var lastRedirectPath: String? {
+        redirectedThrough.split(separator: "\n").last.map(String.init)
+    }
+
     /// The redirects followed to this response, as a short stable name (a
     /// 64-bit FNV-1a hash in hex); empty when there were none. Bytes held
     /// are resumed only through the same redirects: nginx gives two files of

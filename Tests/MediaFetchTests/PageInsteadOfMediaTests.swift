@@ -126,6 +126,13 @@ import URLText
             + "the part already fetched is kept for the next run")
         let heldText = ResumeAnswer(contentType: "text/html", contentEncoding: nil, opening: page, held: Array("id,name\n1,a".utf8))
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(heldText, url: "https://h/media/9", kind: .file) == nil)
+        // Redirected to a name of media, the answer asks for that media, whatever the bytes held
+        // (text-like here: without the redirect, the page replaced them).
+        let redirected = ResumeAnswer(contentType: "text/html", contentEncoding: nil, opening: page, held: Array("id,name\n1,a".utf8),
+                                      redirectedTo: "/files/3.jpg")
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(redirected, url: "https://h/dl/3", kind: .file)
+            == "the server answered the resume with a web page (text/html) where a .jpg file was asked for; "
+            + "the part already fetched is kept for the next run")
     }
 
     /// An HTML page labelled as media (a server's or CDN's error page sent

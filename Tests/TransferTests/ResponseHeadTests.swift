@@ -75,6 +75,10 @@ import URLText
         // Another path, or another way through, is another route.
         #expect(route("/img/a.jpg") != route("/img/b.jpg"))
         #expect(route("/img/a.jpg") != route("/go", "/img/a.jpg"))
+        // The last one's path is where the answer came from (`ResumeAnswer.redirectedTo`).
+        let through = head(["HTTP/1.1 302 Found", "Location: /go", "", "HTTP/1.1 301 Moved", "Location: https://cdn.test/x/3.jpg?sig=1", "",
+                            "HTTP/1.1 200 OK", ""])
+        #expect(through.lastRedirectPath == "/x/3.jpg" && head(["HTTP/1.1 200 OK", ""]).lastRedirectPath == nil)
         // A 100 Continue between them changes nothing.
         let continued = head(["HTTP/1.1 302 Found", "Location: /img/a.jpg", "", "HTTP/1.1 100 Continue", "",
                               "HTTP/1.1 200 OK", ""])
