@@ -114,3 +114,37 @@ public final class SpawnedProcess: Sendable {
         }
     }
 }
+
+extension SpawnedProcess {
+    /// Another program holding the write lock of the SQLite database at
+    /// `path` (`BEGIN IMMEDIATE`), as another process writing its rows
+    /// does, for `seconds`; returns once it holds it. Kill it (SIGKILL) to
+    /// let go sooner.
+    public static func holdingWriteLock(ofDatabase path: String, seconds: Int) throws -> SpawnedProcess {
+        // A pipe of its own, not Foundation's `Pipe`: dropped when this returned,
+        // that broke the caller's run (a test waiting for the note of a lock wait
+        // never saw it; a descriptor closed twice is the likely cause).
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw POSIXError(.EMFILE) }
+        defer { close(ends[0]) }
+        let holder: SpawnedProcess
+        do {
+            holder = try SpawnedProcess(["/usr/bin/env", "python3", "-c", """
+                import sqlite3, sys, time
+                db = sqlite3.connect(sys.argv[1], isolation_level=None)
+                db.execute("BEGIN IMMEDIATE")
+                print("held", flush=True)
+                time.sleep(int(sys.argv[2]))
+                db.execute("COMMIT")
+                """, path, String(seconds)], environment: ProcessInfo.processInfo.environment, standardOutput: ends[1])
+        } catch {
+            close(ends[1])
+            throw error
+        }
+        close(ends[1])
+        // Its line, or the end of its output if it failed.
+        var byte: UInt8 = 0
+        while read(ends[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") {}
+        return holder
+    }
+}

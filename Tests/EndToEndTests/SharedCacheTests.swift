@@ -145,18 +145,8 @@ import TestSupport
                 origin.addResource("/k\(index).jpg", data: body)
                 hashes["/k\(index).jpg"] = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
             }
-            let output = Pipe()
-            let holder = try SpawnedProcess(["/usr/bin/env", "python3", "-c", """
-                import sqlite3, sys, time
-                db = sqlite3.connect(sys.argv[1], isolation_level=None)
-                db.execute("BEGIN IMMEDIATE")
-                print("held", flush=True)
-                time.sleep(50)
-                """, cache + "/catalog.sqlite"], environment: ProcessInfo.processInfo.environment,
-                standardOutput: output.fileHandleForWriting.fileDescriptor)
-            try output.fileHandleForWriting.close()
+            let holder = try SpawnedProcess.holdingWriteLock(ofDatabase: cache + "/catalog.sqlite", seconds: 50)
             defer { kill(holder.pid, SIGKILL) }
-            _ = output.fileHandleForReading.availableData
 
             let killed = try BuiltProducts.start(["get", "--cache", cache] + hashes.keys.sorted().map(origin.url))
             // Bodies moved into the store, their rows waiting for the lock: as many as

@@ -237,20 +237,9 @@ import TestSupport
             let seeded = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/p0.jpg")])
             #expect(seeded.status == 0, "\(seeded.stderr)")
             // Another program holds the catalog's write lock for a few seconds.
-            let output = Pipe()
-            let holder = try SpawnedProcess(["/usr/bin/env", "python3", "-c", """
-                import sqlite3, sys, time
-                db = sqlite3.connect(sys.argv[1], isolation_level=None)
-                db.execute("BEGIN IMMEDIATE")
-                print("held", flush=True)
-                time.sleep(6)
-                db.execute("COMMIT")
-                """, cache + "/catalog.sqlite"], environment: ProcessInfo.processInfo.environment,
-                standardOutput: output.fileHandleForWriting.fileDescriptor)
-            try output.fileHandleForWriting.close()
+            let holder = try SpawnedProcess.holdingWriteLock(ofDatabase: cache + "/catalog.sqlite", seconds: 6)
             // SIGKILL: SIGTERM may be blocked in it, as in the test process.
             defer { kill(holder.pid, SIGKILL) }
-            _ = output.fileHandleForReading.availableData
 
             let session = try startGet([origin.url("/p1.jpg"), origin.url("/p2.jpg")], columns: 160, rows: 20, in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
