@@ -32,21 +32,24 @@ public struct UnrecordedRows: Sendable {
         directory = root + "/unrecorded"
     }
 
-    /// How many rows wait to be recorded (by the next run that writes the
+    /// The rows waiting to be recorded (by the next run that writes the
     /// catalog): the records of the files waiting, read without changing
-    /// anything. Files set aside as `.bad` do not count.
-    public func waitingCount() -> Int {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
-        var count = 0
+    /// anything. Files set aside as `.bad` do not count, nor files a live
+    /// process holds (see `hold`). A file is only looked at under a lock,
+    /// and read after: held while it was read, it made a replay starting
+    /// meanwhile pass the file by, and fetch its URLs again.
+    public func waitingRecords() -> [IngestRecord] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+        var records: [IngestRecord] = []
         for name in names where name.hasSuffix(".jsonl") {
             guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
             defer { close(fd) }
-            // Held by a process moving and recording its rows now (see `hold`).
             guard flock(fd, LOCK_SH | LOCK_NB) == 0 else { continue }
+            flock(fd, LOCK_UN)
             guard let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
-            count += Self.parse(data).0.count
+            records += Self.parse(data).0
         }
-        return count
+        return records
     }
 
     /// A descriptor of the regular file at `path`, not waiting on a FIFO
@@ -169,22 +172,20 @@ public struct UnrecordedRows: Sendable {
     /// own, so that one bad row does not cost the rest, and then sets the
     /// file aside as `.bad` (for a look by hand; it is not replayed), so that
     /// it does not hold up the files after it run after run. Recording a
-    /// row twice is harmless: the rows are upserts. Temporary files a crash
-    /// left while writing are removed once a day old.
+    /// row twice is harmless: the rows are upserts. Temporary files a process
+    /// killed while writing left are removed (see `removeIfLeft`).
     public func replay(_ record: ([IngestRecord], Date) throws -> Void,
                        stops: (any Error) -> Bool = { _ in true }) -> (any Error)? {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
-            let path = "\(directory)/\(name)"
-            var info = stat()
-            if stat(path, &info) == 0, Double(info.st_mtim.tv_sec) < Date().timeIntervalSince1970 - 86_400 { unlink(path) }
+            removeIfLeft("\(directory)/\(name)")
         }
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
             guard let fd = Self.openRegularFile(path) else { continue }
             defer { _ = mf_close_unlocking(fd) }
             // Held by another process recording it now, or gone since the listing.
-            guard flock(fd, LOCK_EX | LOCK_NB) == 0, access(path, F_OK) == 0,
+            guard Self.lockSoon(fd), access(path, F_OK) == 0,
                   let data = FileManager.default.contents(atPath: path) else { continue }
             let (records, date) = Self.parse(data)
             if records.isEmpty, !data.isEmpty {
@@ -205,6 +206,36 @@ public struct UnrecordedRows: Sendable {
             unlink(path)
         }
         return nil
+    }
+
+    /// Takes the exclusive lock of `fd`, waiting up to 50 ms: a count
+    /// (`waitingRecords`) or another replay's look holds a file for an
+    /// instant, and a file passed by is fetched again. A process that
+    /// holds its rows (`hold`) keeps the lock for as long as they take.
+    private static func lockSoon(_ fd: Int32) -> Bool {
+        for attempt in 0..<10 {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
+            if errno != EWOULDBLOCK || attempt == 9 { break }
+            usleep(5_000)
+        }
+        return false
+    }
+
+    /// Removes a temporary file that no process is writing: locked by
+    /// none, and a minute old (a process killed while it wrote left it;
+    /// one being made is locked at once). A day old, one that cannot be
+    /// locked goes too, as before the lock was taken.
+    private func removeIfLeft(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
+        let age = Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec)
+        if age > 86_400 {
+            unlink(path)
+            return
+        }
+        guard age > 60, let fd = Self.openRegularFile(path) else { return }
+        defer { _ = mf_close_unlocking(fd) }
+        if flock(fd, LOCK_EX | LOCK_NB) == 0 { unlink(path) }
     }
 
     /// Records each row on its own; returns an error that `stops` the replay.

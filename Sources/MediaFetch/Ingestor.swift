@@ -328,7 +328,10 @@ final class Ingestor: Sendable {
         }
         // Held before the moves: a process killed from here until the rows are recorded leaves them to the next run.
         let rows = cache.unrecorded.hold(group.map(\.record), fetchedAt: Date())
-        moved = Moved(items: moveIntoPlace(group, rowsBeingRecorded: previous.items.count), rows: rows)
+        let items = moveIntoPlace(group, rowsBeingRecorded: previous.items.count)
+        // None moved (each failed on its own): no row of them is to be recorded, and none would release them.
+        if items.isEmpty { rows?.release() }
+        moved = Moved(items: items, rows: items.isEmpty ? nil : rows)
         recorded.wait()
         // Recorded, kept on their own (see `failKeepingRows`), or given up with their objects.
         previous.rows?.release()

@@ -327,6 +327,18 @@ public final class MediaCache: Sendable {
         try catalog.readFailures(objectFiles: store, body)
     }
 
+    /// How many rows in `unrecorded/` the next `get` would record, for
+    /// `stats`: those whose object is in the store and whose URL does not
+    /// point at it already. A run killed while it held a group's rows (see
+    /// `UnrecordedRows.hold`) left rows of bodies it never moved, and rows
+    /// it had recorded: counted, they made 435 "waiting" where 26 were.
+    public func rowsAwaitingRecord() throws -> Int {
+        let stored = unrecorded.waitingRecords().filter { store.contains($0.sha256, size: $0.size) }
+        guard !stored.isEmpty else { return 0 }
+        let recorded = try catalog.cachedSources(for: stored.map(\.url))
+        return stored.filter { recorded[$0.url]?.sha256 != $0.sha256 }.count
+    }
+
     /// The partial downloads in `tmp/`, for `stats`.
     public func heldPartials() -> HeldPartials {
         HeldPartials(in: store.temporaryDirectory)

@@ -825,6 +825,7 @@ import TestSupport
             #expect(mkdir(fanOut, 0o755) == 0 || errno == EEXIST)
             #expect(chmod(fanOut, 0o555) == 0)
             let first = try await BuiltProducts.run(arguments, as: user)
+            let unrecordedAfterFirst = (try? FileManager.default.contentsOfDirectory(atPath: cache + "/unrecorded")) ?? []
             #expect(chmod(fanOut, 0o777) == 0)
             let second = try await BuiltProducts.run(arguments, as: user)
 
@@ -832,6 +833,8 @@ import TestSupport
             // One line naming the URL once and the directory that refused the name.
             #expect(first.stderrLines.contains { $0.hasPrefix("mediafetch: failed \(origin.url("/walk.flac")): cannot store it: cannot move ")
                 && $0.hasSuffix(" into \(fanOut): Permission denied") }, "\(first.stderr)")
+            // The rows it held while the body was moved went with it: left, `stats` said it was stored.
+            #expect(unrecordedAfterFirst.isEmpty, "\(unrecordedAfterFirst)")
             #expect(second.status == 0, "\(second.stderr)")
             // Asked for what comes after the whole body: nothing came again.
             #expect(origin.requests(for: "/walk.flac").last?.header("range") == "bytes=704512-")

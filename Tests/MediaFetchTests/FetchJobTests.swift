@@ -238,6 +238,7 @@ import Transfer
             let stored = try objectPaths(inCache: root).count
             #expect(stored > 0)
             #expect(stored == report.awaitingRecord)
+            #expect(try cache.rowsAwaitingRecord() == stored)
             #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/unrecorded").count >= 1)
             let requestsBefore = origin.requests().count
             let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
@@ -487,6 +488,32 @@ import Transfer
             let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
             #expect(again.failures.map(\.url).sorted() == [origin.url("/dl/3"), origin.url("/dl/5")])
             #expect(origin.requests(for: "/dl/3").count == 2)
+        }
+    }
+
+    /// `stats` counts the rows in `unrecorded/` the next run would record:
+    /// not those of bodies never moved into the store, nor those recorded
+    /// already (a run killed while it held a group's rows leaves both; 435
+    /// were counted where 26 waited).
+    @Test func onlyRowsOfStoredObjectsNotYetRecordedAreCountedAsWaiting() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = try MediaCache(root: directory.appending("cache"))
+            func row(_ name: String, _ hash: Character) -> IngestRecord {
+                IngestRecord(url: "http://h/\(name).jpg", collection: "c", kind: .photo, title: nil,
+                             sha256: String(repeating: hash, count: 64), size: 10)
+            }
+            let stored = row("stored", "a"), recorded = row("recorded", "b"), neverMoved = row("never-moved", "c")
+            for record in [stored, recorded] {
+                let path = try #require(cache.path(for: record.sha256))
+                try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                        withIntermediateDirectories: true)
+                #expect(FileManager.default.createFile(atPath: path, contents: Data(count: 10)))
+            }
+            try cache.catalog.record([recorded])
+            try cache.unrecorded.keep([stored, recorded, neverMoved], fetchedAt: Date())
+
+            #expect(cache.unrecorded.waitingRecords().count == 3)
+            #expect(try cache.rowsAwaitingRecord() == 1)
         }
     }
 

@@ -15,7 +15,7 @@ struct Stats: AsyncParsableCommand {
         let text: String
         do {
             text = try StatsFormatter.render(cache.catalog.stats(), missing: cache.missingObjects(),
-                                             awaitingRecord: cache.unrecorded.waitingCount(), partials: cache.heldPartials(),
+                                             awaitingRecord: cache.rowsAwaitingRecord(), partials: cache.heldPartials(),
                                              root: cache.root,
                                              as: format)
         } catch {
