@@ -136,7 +136,8 @@ public struct UnrecordedRows: Sendable {
             text += String(decoding: line, as: UTF8.self) + "\n"
         }
         let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
-        let name = "\(Int64(date.timeIntervalSince1970 * 1000))-\(getpid())-\(sequence)"
+        // Random bits too: two containers sharing a cache may each run mediafetch as pid 1.
+        let name = "\(Int64(date.timeIntervalSince1970 * 1000))-\(getpid())-\(sequence)-\(String(UInt32.random(in: .min ... .max), radix: 16))"
         let temporary = "\(directory)/.\(name).tmp"
         let path = "\(directory)/\(name).jsonl"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
@@ -144,13 +145,18 @@ public struct UnrecordedRows: Sendable {
         // Locked before it has its name: no replay can take it half written.
         let written = flock(fd, LOCK_EX) == 0 && text.withUTF8 { bytes in Self.writeAll(fd, bytes) } && (!durably || fsync(fd) == 0)
         let code = errno
-        guard written, rename(temporary, path) == 0 else {
+        // Never over another file of the name: its process would remove this one as its own.
+        guard written, mf_renameat_noreplace(AT_FDCWD, temporary, AT_FDCWD, path) == 0 else {
             let failure = StoreError.system("cannot write", temporary, errno: written ? errno : code)
             unlink(temporary)
             close(fd)
             throw failure
         }
-        if durably { Self.syncDirectory(directory) }
+        if durably {
+            // Whole already: a replay need not wait out the sync (a file passed by is fetched again).
+            flock(fd, LOCK_UN)
+            Self.syncDirectory(directory)
+        }
         return (fd, path)
     }
 
@@ -180,12 +186,14 @@ public struct UnrecordedRows: Sendable {
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
             removeIfLeft("\(directory)/\(name)")
         }
+        // One wait for all files: a live process's held file is tried until then, not 50 ms a file.
+        let lockDeadline = ContinuousClock.now + .milliseconds(50)
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
             guard let fd = Self.openRegularFile(path) else { continue }
             defer { _ = mf_close_unlocking(fd) }
             // Held by another process recording it now, or gone since the listing.
-            guard Self.lockSoon(fd), access(path, F_OK) == 0,
+            guard Self.lock(fd, before: lockDeadline), access(path, F_OK) == 0,
                   let data = FileManager.default.contents(atPath: path) else { continue }
             let (records, date) = Self.parse(data)
             if records.isEmpty, !data.isEmpty {
@@ -208,32 +216,26 @@ public struct UnrecordedRows: Sendable {
         return nil
     }
 
-    /// Takes the exclusive lock of `fd`, waiting up to 50 ms: a count
+    /// Takes the exclusive lock of `fd`, trying until `deadline`: a count
     /// (`waitingRecords`) or another replay's look holds a file for an
     /// instant, and a file passed by is fetched again. A process that
     /// holds its rows (`hold`) keeps the lock for as long as they take.
-    private static func lockSoon(_ fd: Int32) -> Bool {
-        for attempt in 0..<10 {
+    private static func lock(_ fd: Int32, before deadline: ContinuousClock.Instant) -> Bool {
+        while true {
             if flock(fd, LOCK_EX | LOCK_NB) == 0 { return true }
-            if errno != EWOULDBLOCK || attempt == 9 { break }
+            guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else { return false }
             usleep(5_000)
         }
-        return false
     }
 
     /// Removes a temporary file that no process is writing: locked by
     /// none, and a minute old (a process killed while it wrote left it;
-    /// one being made is locked at once). A day old, one that cannot be
-    /// locked goes too, as before the lock was taken.
+    /// one being made is locked at once).
     private func removeIfLeft(_ path: String) {
         var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
-        let age = Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec)
-        if age > 86_400 {
-            unlink(path)
-            return
-        }
-        guard age > 60, let fd = Self.openRegularFile(path) else { return }
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+              Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec) > 60,
+              let fd = Self.openRegularFile(path) else { return }
         defer { _ = mf_close_unlocking(fd) }
         if flock(fd, LOCK_EX | LOCK_NB) == 0 { unlink(path) }
     }

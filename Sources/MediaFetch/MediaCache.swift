@@ -332,8 +332,12 @@ public final class MediaCache: Sendable {
     /// point at it already. A run killed while it held a group's rows (see
     /// `UnrecordedRows.hold`) left rows of bodies it never moved, and rows
     /// it had recorded: counted, they made 435 "waiting" where 26 were.
+    /// (A row in two files, kept and held by a run killed between the two, counts once.)
     public func rowsAwaitingRecord() throws -> Int {
-        let stored = unrecorded.waitingRecords().filter { store.contains($0.sha256, size: $0.size) }
+        var seen = Set<String>()
+        let stored = unrecorded.waitingRecords().filter {
+            seen.insert($0.url + "\n" + $0.collection + "\n" + $0.sha256).inserted && store.contains($0.sha256, size: $0.size)
+        }
         guard !stored.isEmpty else { return 0 }
         let recorded = try catalog.cachedSources(for: stored.map(\.url))
         return stored.filter { recorded[$0.url]?.sha256 != $0.sha256 }.count

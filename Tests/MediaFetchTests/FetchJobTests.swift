@@ -494,7 +494,7 @@ import Transfer
     /// `stats` counts the rows in `unrecorded/` the next run would record:
     /// not those of bodies never moved into the store, nor those recorded
     /// already (a run killed while it held a group's rows leaves both; 435
-    /// were counted where 26 waited).
+    /// were counted where 26 waited), and a row in two files once.
     @Test func onlyRowsOfStoredObjectsNotYetRecordedAreCountedAsWaiting() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))
@@ -511,8 +511,10 @@ import Transfer
             }
             try cache.catalog.record([recorded])
             try cache.unrecorded.keep([stored, recorded, neverMoved], fetchedAt: Date())
+            // A run killed between keeping a group and letting its held file go leaves the rows twice.
+            try cache.unrecorded.keep([stored], fetchedAt: Date())
 
-            #expect(cache.unrecorded.waitingRecords().count == 3)
+            #expect(cache.unrecorded.waitingRecords().count == 4)
             #expect(try cache.rowsAwaitingRecord() == 1)
         }
     }
