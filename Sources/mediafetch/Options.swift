@@ -195,13 +195,15 @@ struct TransferOptions: ParsableArguments {
         throw ValidationError("not a whole number")
     }
 
-    /// What is wrong with `text` as the size (in `unit`s) option `name` takes, or nil.
+    /// What is wrong with `text` as the size (in `unit`s) option `name`
+    /// takes, or nil. At least 1: a `--max-filesize` of 0 would fail every download.
     static func sizeProblem(_ text: String, name: String, unit: String, example: String) -> String? {
         let form = "a whole number of bytes, or one with K, M, G, T, P or E, as in \(example)"
-        let negative = text.hasPrefix("-") && ByteSize.read(String(text.dropFirst())) != .failure(.notANumber)
+        let atLeastOne = "\(name) must be at least 1 \(unit) (got \(text))"
+        // A number with a minus (`-1.5`, `-2K`) is one too small, not one unreadable.
+        if text.hasPrefix("-"), ByteSize.read(String(text.dropFirst())) != .failure(.notANumber) { return atLeastOne }
         switch ByteSize.read(text) {
-        case _ where negative: return "\(name) must be at least 1 \(unit) (got \(text))"
-        case .success(let bytes): return bytes > 0 ? nil : "\(name) must be at least 1 \(unit) (got \(text))"
+        case .success(let bytes): return bytes > 0 ? nil : atLeastOne
         case .failure(.fraction): return "\(name): '\(text)' holds a fraction of a byte (\(form))"
         case .failure(.tooLarge): return "\(name): '\(text)' is too large (it must be below 8 EiB)"
         case .failure(.notANumber): return "\(name): '\(text)' is not \(form)"
@@ -239,7 +241,6 @@ struct TransferOptions: ParsableArguments {
                 throw ValidationError("\(name) must be from 0.001 to 31536000 seconds (a year) (got \(Self.shown(value)))")
             }
         }
-        // 0 would fail every download.
         if let maxFileSize, let problem = Self.sizeProblem(maxFileSize, name: "--max-filesize", unit: "byte", example: "200M or 1.5G") {
             throw ValidationError(problem)
         }
