@@ -13,7 +13,7 @@ import Darwin
 ///
 ///     <root>/objects/sha256/ab/<hash>   complete, read-only objects
 ///     <root>/tmp/                       bodies being written, partials to resume
-///     <root>/unrecorded/                rows the catalog could not take, for the next run
+///     <root>/unrecorded/                rows the catalog could not take, or a killed run held, for the next run
 ///     <root>/catalog.sqlite             the SQLite catalog (WAL; .lock serializes opening)
 ///     <root>/catalog.reserve            room held back for the catalog on a disk that fills
 ///
@@ -21,7 +21,7 @@ import Darwin
 public final class MediaCache: Sendable {
     public let root: String
     public let store: ObjectStore
-    /// Rows the catalog could not take mid-run, for a later run to record.
+    /// Rows the catalog could not take mid-run, or a killed run held, for a later run to record.
     public let unrecorded: UnrecordedRows
     /// Room held back on the disk for the catalog (see `CatalogReserve`).
     public let reserve: CatalogReserve
