@@ -95,6 +95,20 @@ public struct UnrecordedRows: Sendable {
             close(descriptor)
         }
 
+        /// The rows are to wait for a later run after all (the catalog
+        /// failed): the file stays, synced as `keep` writes its files, and
+        /// is let go. False when it could not be synced, or was let go before.
+        public func keepDurably() -> Bool {
+            guard isOpen.load(ordering: .relaxed), fsync(descriptor) == 0 else { return false }
+            let directory = (path as NSString).deletingLastPathComponent
+            // Its directory's name too: `hold` made the directory without syncing the cache root.
+            UnrecordedRows.syncDirectory(directory)
+            UnrecordedRows.syncDirectory((directory as NSString).deletingLastPathComponent)
+            guard isOpen.exchange(false, ordering: .relaxed) else { return false }
+            close(descriptor)
+            return true
+        }
+
         deinit {
             if isOpen.load(ordering: .relaxed) { close(descriptor) }
         }

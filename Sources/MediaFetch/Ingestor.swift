@@ -324,7 +324,7 @@ final class Ingestor: Sendable {
         if previous.items.isEmpty && failures.isEmpty {
             record([], [])
         } else {
-            recorder.async(group: recorded) { self.record(previous.items, failures) }
+            recorder.async(group: recorded) { self.record(previous.items, failures, heldIn: previous.rows) }
         }
         // Held before the moves: a process killed from here until the rows are recorded leaves them to the next run.
         let rows = cache.unrecorded.hold(group.map(\.record), fetchedAt: Date())
@@ -385,7 +385,8 @@ final class Ingestor: Sendable {
     /// transaction, and completes them. One bad row must not sink the
     /// group: on an error each is tried on its own, unless the error is the
     /// catalog's as a whole (`Catalog.failsEveryRow`).
-    private func record(_ entries: [Pending], _ failures: [FailureRecord]) {
+    /// `rows`: the file that holds these entries' rows (see `UnrecordedRows.hold`).
+    private func record(_ entries: [Pending], _ failures: [FailureRecord], heldIn rows: UnrecordedRows.HeldRows? = nil) {
         let touches = queue.withLock { queue in
             defer { queue.touches.removeAll() }
             return queue.touches
@@ -398,7 +399,7 @@ final class Ingestor: Sendable {
             return
         }
         if let failure = catalogFailure.withLock({ $0 }) {
-            failKeepingRows(entries, failure)
+            failKeepingRows(entries, failure, heldIn: rows)
             return
         }
         do {
@@ -423,7 +424,7 @@ final class Ingestor: Sendable {
                                          lockTimedOut: Catalog.isLockTimeout(error))
                 if wholeCatalog {
                     catalogFailure.withLock { $0 = failure }
-                    failKeepingRows(entries, failure)
+                    failKeepingRows(entries, failure, heldIn: rows)
                 } else {
                     noteUnrecorded(entries)
                     for entry in entries { entry.completion(.failure(failure)) }
@@ -436,12 +437,15 @@ final class Ingestor: Sendable {
     /// Fails items whose objects are durable but that the catalog as a whole
     /// could not take, keeping their rows (see `UnrecordedRows`) so that the
     /// next run records them instead of fetching them again. Best effort:
-    /// each failure says whether its row was kept.
-    private func failKeepingRows(_ entries: [Pending], _ failure: CacheError) {
+    /// each failure says whether its row was kept. The file that holds
+    /// their rows already (`rows`) is kept, made durable, rather than
+    /// written again: on a full disk a second copy could fail where the
+    /// first stands, and the objects were then removed.
+    private func failKeepingRows(_ entries: [Pending], _ failure: CacheError, heldIn rows: UnrecordedRows.HeldRows? = nil) {
         guard !entries.isEmpty else { return }
         let records = entries.map(\.record)
         // A full disk: the room held back for the catalog, if still held, takes them.
-        let kept = (try? cache.reserve.retryingOnFullDisk(makingRoom: makeRoomInTheLog) {
+        let kept = rows?.keepDurably() == true || (try? cache.reserve.retryingOnFullDisk(makingRoom: makeRoomInTheLog) {
             try cache.unrecorded.keep(records, fetchedAt: Date())
         }) != nil
         if !kept { noteUnrecorded(entries) }

@@ -93,6 +93,15 @@ import Glibc
             #expect(rows.replay { records, _ in replayed.append(records) } == nil)
             #expect(replayed == [[record("http://ann@h/3")]])
             #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).isEmpty)
+
+            // Kept for a later run (the catalog failed): the file stays, let go, and is replayed.
+            let kept = try #require(rows.hold([record("http://h/4")], fetchedAt: Date()))
+            #expect(kept.keepDurably())
+            kept.release()
+            #expect(!kept.keepDurably())
+            #expect(rows.waitingRecords().count == 1)
+            #expect(rows.replay { records, _ in replayed.append(records) } == nil)
+            #expect(replayed.last == [record("http://h/4")])
         }
     }
 
