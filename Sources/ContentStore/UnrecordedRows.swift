@@ -194,14 +194,15 @@ public struct UnrecordedRows: Sendable {
     /// it does not hold up the files after it run after run. Recording a
     /// row twice is harmless: the rows are upserts. Temporary files a process
     /// killed while writing left are removed (see `removeIfLeft`).
+    /// `lockWait`: how long files held by others are tried, all together (see `lock(_:before:)`).
     public func replay(_ record: ([IngestRecord], Date) throws -> Void,
-                       stops: (any Error) -> Bool = { _ in true }) -> (any Error)? {
+                       stops: (any Error) -> Bool = { _ in true }, lockWait: Duration = .milliseconds(50)) -> (any Error)? {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return nil }
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
             removeIfLeft("\(directory)/\(name)")
         }
         // One wait for all files: a live process's held file is tried until then, not 50 ms a file.
-        let lockDeadline = ContinuousClock.now + .milliseconds(50)
+        let lockDeadline = ContinuousClock.now + lockWait
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = "\(directory)/\(name)"
             guard let fd = Self.openRegularFile(path) else { continue }

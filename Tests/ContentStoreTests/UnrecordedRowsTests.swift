@@ -117,8 +117,9 @@ import Glibc
             #expect(flock(look, LOCK_SH) == 0)
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(20)) { close(look) }
 
+            // (A generous wait: the look's end may come late on a loaded machine; 50 ms in use.)
             var replayed = 0
-            #expect(rows.replay { records, _ in replayed += records.count } == nil)
+            #expect(rows.replay({ records, _ in replayed += records.count }, lockWait: .seconds(30)) == nil)
 
             #expect(replayed == 1)
             #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).isEmpty)
