@@ -539,7 +539,7 @@ public final class FetchJob: Sendable {
                 case .success(let body):
                     let item = items[index]
                     if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, contentEncoding: body.contentEncoding,
-                                                               url: item.url, redirect: body.redirect, kind: item.kind,
+                                                               url: item.url, redirectedTo: body.redirectedTo, kind: item.kind,
                                                                size: body.size, opening: { body.opening ?? BodyOpening.opening(of: body.path) }) {
                         // Not kept to resume: the next run asks again.
                         body.file.discard()

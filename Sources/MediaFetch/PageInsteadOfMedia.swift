@@ -38,19 +38,15 @@ enum PageInsteadOfMedia {
     /// A URL that names no media but was redirected to one that does
     /// (`/dl/3` to `/files/3.jpg`) asks for that media: a sign-in page sent
     /// there was stored as the item, and the URL was cached for good.
-    /// (`redirect.shown` is the target as the message names it.)
-    static func reason(contentType: String?, contentEncoding: String? = nil, url: String,
-                       redirect: (url: String, shown: String)? = nil, kind: ItemKind, size: Int64,
-                       opening: () -> [UInt8]) -> String? {
-        var media = expectedMedia(url: url, kind: kind)
-        var named = ""
-        if media == nil, let redirect, let target = expectedMedia(url: redirect.url, kind: kind) {
-            media = target
-            named = " (redirected to \(redirect.shown))"
-        }
+    static func reason(contentType: String?, contentEncoding: String? = nil, url: String, redirectedTo: String? = nil,
+                       kind: ItemKind, size: Int64, opening: () -> [UInt8]) -> String? {
+        let asked = expectedMedia(url: url, kind: kind)
+        let media = asked ?? redirectedTo.flatMap { expectedMedia(url: $0, kind: kind) }
         return refusal(contentType: contentType, contentEncoding: contentEncoding, expected: media, mediaNamed: media != nil,
                        size: size, opening: opening).map {
-            "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for\(named); not stored"
+            // The target named only where it named the media.
+            let named = asked == nil ? redirectedTo.map { " (redirected to \(TransferEngine.shownRedirectTarget($0)))" } ?? "" : ""
+            return "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for\(named); not stored"
         }
     }
 

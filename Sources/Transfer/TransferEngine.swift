@@ -31,10 +31,9 @@ public struct DownloadedBody: Sendable {
     /// nil for a body resumed from bytes written before (read the file).
     public var opening: [UInt8]? = nil
 
-    /// Where the URL was redirected to, and that URL as messages name it; nil when it was not.
-    public var redirect: (url: String, shown: String)? {
-        effectiveURL == url ? nil : (effectiveURL, TransferEngine.shownRedirectTarget(effectiveURL))
-    }
+    /// Where the URL was redirected to; nil when it was not. Messages name
+    /// it through `TransferEngine.shownRedirectTarget`.
+    public var redirectedTo: String? { effectiveURL == url ? nil : effectiveURL }
 }
 
 /// A small response held in memory (an API answer).
@@ -433,7 +432,7 @@ public final class TransferEngine: Sendable {
     /// A redirect's target as messages name it: without its query (a signed
     /// CDN link holds a token) or password, and cut (a server's `Location`
     /// of 30,000 characters made a failure line of that length).
-    static func shownRedirectTarget(_ url: String) -> String {
+    public static func shownRedirectTarget(_ url: String) -> String {
         // The password goes first: cut, a long host lost the `@` that marks it.
         URLPassword.replaced(in: String(url.prefix { $0 != "?" }), with: "***").cut(toScalars: 300)
     }

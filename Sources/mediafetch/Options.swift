@@ -184,11 +184,16 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .long, help: "Progress display: auto (a status line on a terminal; elsewhere only failures and the summary), bar (the status line even off a terminal), json (lines on stderr), none (failures only).")
     var progress: ProgressMode = .auto
 
+    /// `text` without its sign, if it has one.
+    static func unsigned(_ text: String) -> Substring {
+        text.hasPrefix("-") || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+    }
+
     /// A whole number as an option's value, or why it is none: the parser's
     /// own said only "is invalid", of `20000000000000000000` too.
     static func wholeNumber(_ text: String) throws -> Int {
         if let number = Int(text) { return number }
-        let digits = text.hasPrefix("-") || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+        let digits = Self.unsigned(text)
         if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) {
             throw ValidationError("a number that large is not taken")
         }
@@ -214,7 +219,7 @@ struct TransferOptions: ParsableArguments {
     /// (and a sign, which the range checks then refuse). Swift's own reading
     /// also took `0x10` as 16 and `1e400` as infinity.
     static func seconds(_ text: String) throws -> Double {
-        let digits = text.hasPrefix("-") || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+        let digits = Self.unsigned(text)
         guard digits.contains(where: \.isNumber), digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
               let value = Double(text) else {
             throw ValidationError("not a number of seconds (as in 30 or 2.5)")

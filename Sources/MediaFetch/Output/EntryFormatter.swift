@@ -106,16 +106,9 @@ public struct EntryFormatter: Sendable {
                 TextTable.widen(&widths, toFit: row)
             }
             widths[3] = min(widths[3], Self.widestPaddedCollection)
-            var fitting: Int?
-            if let columns {
-                // On a terminal, long collection names give way to the titles, down to the header's width.
-                let beforeCollection = widths.prefix(3).reduce(0) { $0 + $1 + 2 }
-                let collection = min(widths[3], max(Self.tableHeader[3].count, columns - beforeCollection - 2 - min(widestLast, Self.lastColumnRoom)))
-                // Too narrow to fit rows even so: they are left whole, as on a pipe (cut, the collection only made what wrapped harder to read).
-                if beforeCollection + collection + 2 + min(widestLast, Self.leastFittedWidth) <= columns {
-                    widths[3] = collection
-                    fitting = columns
-                }
+            // On a terminal, long collection names give way to the titles, down to the header's width.
+            let fitting = columns.flatMap {
+                Self.fitting(&widths, narrowing: 3, downTo: Self.tableHeader[3].count, widestLast: widestLast, columns: $0)
             }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
@@ -151,6 +144,19 @@ public struct EntryFormatter: Sendable {
         guard room >= leastFittedWidth, DisplayText.displayWidth(last) > room else { return false }
         row[row.count - 1] = DisplayText.elidingMiddle(last, toWidth: room)
         return true
+    }
+
+    /// On a terminal `columns` wide, narrows padded column `column` (not
+    /// under `least`) to leave the last cells (`widestLast` at most)
+    /// `lastColumnRoom`; returns the width rows are then fitted to, or nil
+    /// where they cannot fit even so: they are left whole, as on a pipe
+    /// (cut, a collection or URL only made what wrapped harder to read).
+    static func fitting(_ widths: inout [Int], narrowing column: Int, downTo least: Int, widestLast: Int, columns: Int) -> Int? {
+        let before = widths.prefix(column).reduce(0) { $0 + $1 + 2 }
+        let narrowed = min(widths[column], max(least, columns - before - 2 - min(widestLast, lastColumnRoom)))
+        guard before + narrowed + 2 + min(widestLast, leastFittedWidth) <= columns else { return nil }
+        widths[column] = narrowed
+        return columns
     }
 
     /// The narrowest a title or URL is cut to (see `fittedLast`).

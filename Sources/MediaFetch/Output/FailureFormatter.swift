@@ -56,16 +56,8 @@ public enum FailureFormatter {
                 widestReason = max(widestReason, row.last.map(DisplayText.displayWidth) ?? 0)
             }
             widths[1] = min(widths[1], widestPaddedURL)
-            var fitting: Int?
-            if let columns {
-                let least = EntryFormatter.leastFittedWidth
-                let urlRoom = columns - (widths[0] + 2) - 2 - min(widestReason, EntryFormatter.lastColumnRoom)
-                let url = min(widths[1], max(least, urlRoom))
-                // Too narrow to fit rows even so: they are left whole, as on a pipe (see `EntryFormatter.write`).
-                if widths[0] + 2 + url + 2 + min(widestReason, least) <= columns {
-                    widths[1] = url
-                    fitting = columns
-                }
+            let fitting = columns.flatMap {
+                EntryFormatter.fitting(&widths, narrowing: 1, downTo: EntryFormatter.leastFittedWidth, widestLast: widestReason, columns: $0)
             }
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
