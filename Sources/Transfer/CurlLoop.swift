@@ -508,13 +508,18 @@ final class CurlLoop: Sendable {
     private let finished = Mutex(false)
     private let exited = DispatchSemaphore(value: 0)
     let counters = LoopCounters()
+    /// The engine's partial directory (see `init`).
+    private let partialDirectory: String
 
     /// `maxConnections`: the size of libcurl's cache of connections, in use
     /// and kept for reuse (`DescriptorBudget.connections`; libcurl may open
     /// one more per running transfer past it, and closes the extra ones as
     /// the transfers end).
-    init(configuration: TransferConfiguration, maxConnections: Int, events: AsyncStream<TransferEvent>.Continuation) throws {
+    /// `partialDirectory`: where the engine's partials are, which the loop marks alive (see `PartialFile.markAlive`).
+    init(configuration: TransferConfiguration, maxConnections: Int, partialDirectory: String,
+         events: AsyncStream<TransferEvent>.Continuation) throws {
         self.multi = try CurlMulti()
+        self.partialDirectory = partialDirectory
         self.configuration = configuration
         self.events = events
         let builtInCAFile = (try? CurlEasy())?.string(CURLINFO_CAINFO)
@@ -1086,7 +1091,7 @@ final class CurlLoop: Sendable {
                                         bytesPerSecond: configuration.maxBytesPerSecond) ? attempt.sink.partialPath : nil
                     })
                     lastMarkedAlive = now
-                    PartialFile.markAliveInBackground(except: quiet)
+                    PartialFile.markAliveInBackground(in: partialDirectory, except: quiet)
                 }
             }
 

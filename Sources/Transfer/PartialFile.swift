@@ -107,7 +107,7 @@ final class PartialFile {
 
     /// What is seen of the shared partial for `url` in `directory`, if there
     /// is one: its size, and when it was last written or marked alive (see
-    /// `markAlive(except:)`), in nanoseconds.
+    /// `markAlive(in:except:)`), in nanoseconds.
     static func sharedProgress(directory: String, url: String) -> SharedProgress? {
         let key = key(for: URLPassword.removed(from: url))
         var info = stat()
@@ -131,25 +131,28 @@ final class PartialFile {
     /// 256 KiB at a time, and the partials of items waiting for a slot do not
     /// grow at all, so a second process fetched again URLs the first was
     /// downloading at 30 KB/s, or had not started yet.
-    static func markAlive(except quiet: Set<String>) {
+    /// Only those in `directory`, an engine's: another engine of the
+    /// process (the tests run many at once) has quiet transfers of its own.
+    static func markAlive(in directory: String, except quiet: Set<String>) {
         let held = lockedHere.withLock { $0 }
+        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
         // By name: the descriptor may be closed meanwhile, and its number taken by
         // another file. A link put at the name (see `createLocked`) is not followed.
-        for path in held where !quiet.contains(path) {
+        for path in held where path.hasPrefix(prefix) && !quiet.contains(path) {
             _ = utimensat(AT_FDCWD, path, nil, AT_SYMLINK_NOFOLLOW)
         }
     }
 
-    /// How often the engine's loop calls `markAliveInBackground(except:)`.
+    /// How often the engine's loop calls `markAliveInBackground(in:except:)`.
     static let aliveInterval = Duration.seconds(1)
 
-    /// `markAlive(except:)` on a utility thread, unless the last one has not
+    /// `markAlive(in:except:)` on a utility thread, unless the last one has not
     /// ended (a filesystem that hangs): passes would pile up, and a late one
     /// would mark partials found quiet meanwhile.
-    static func markAliveInBackground(except quiet: Set<String>) {
+    static func markAliveInBackground(in directory: String, except quiet: Set<String>) {
         guard !marking.exchange(true, ordering: .acquiring) else { return }
         DispatchQueue.global(qos: .utility).async {
-            markAlive(except: quiet)
+            markAlive(in: directory, except: quiet)
             marking.store(false, ordering: .releasing)
         }
     }

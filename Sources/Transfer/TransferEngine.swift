@@ -100,7 +100,8 @@ public final class TransferEngine: Sendable {
         PartialFile.makeShardDirectories(in: partialDirectory)
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
         loop = try CurlLoop(configuration: configuration,
-                            maxConnections: descriptorBudget.connections(jobs: configuration.maxConcurrentTransfers), events: eventSink)
+                            maxConnections: descriptorBudget.connections(jobs: configuration.maxConcurrentTransfers),
+                            partialDirectory: partialDirectory, events: eventSink)
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
         // Four of the largest chunks a slot for the first 16 slots, two for
         // each past them: with two, a 64 MiB body's writer often had them all

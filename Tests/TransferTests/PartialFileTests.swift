@@ -71,6 +71,8 @@ import Glibc
     /// The shared partials held here are marked alive for a process waiting
     /// for them, but those of transfers that received nothing since the last
     /// mark: their holder's transfer stalled, as a stopped process's would.
+    /// Only those in the engine's directory: another engine's tick (another
+    /// test's, in this process) marked this test's quiet one.
     @Test func partialsHeldHereAreMarkedAliveButQuietOnes() async throws {
         try await TemporaryDirectory.with { directory in
             let moving = try PartialFile(directory: directory.path, url: "http://example.test/moving.wav")
@@ -87,7 +89,7 @@ import Glibc
             }
             let before = seen("http://example.test/quiet.wav")
 
-            PartialFile.markAlive(except: [quiet.path])
+            PartialFile.markAlive(in: directory.path, except: [quiet.path])
 
             let marked = try #require(seen("http://example.test/moving.wav"))
             #expect(marked.modified > Int64(time(nil) - 60) * 1_000_000_000)
