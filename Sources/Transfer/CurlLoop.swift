@@ -143,7 +143,7 @@ final class Attempt: @unchecked Sendable {
         connectingSince = now
     }
     /// When the attempt was made, to wait for a slot (see `HostReachability`).
-    let queuedAt = ContinuousClock.now
+    let queuedAt: ContinuousClock.Instant
     /// Requests libcurl sent for the attempt: one, one more a redirect, and
     /// one more each time it sent the request again on a fresh connection
     /// (a reused one the server had closed meanwhile).
@@ -255,7 +255,25 @@ final class Attempt: @unchecked Sendable {
         self.requestedOffset = sink.resumeOffset
         self.validator = sink.resumeOffset > 0 ? sink.resumeValidator : nil
         self.counters = counters
+        queuedAt = .now
     }
+
+    private init(again attempt: Attempt) {
+        id = attempt.id
+        url = attempt.url
+        host = attempt.host
+        number = attempt.number
+        sink = attempt.sink
+        requestedOffset = attempt.requestedOffset
+        validator = attempt.validator
+        counters = attempt.counters
+        queuedAt = attempt.queuedAt
+        onEnd = attempt.takeOnEnd()
+    }
+
+    /// The same attempt as it was before libcurl took it, to queue again:
+    /// one that had no answer, so nothing of it reached the sink.
+    func afresh() -> Attempt { Attempt(again: self) }
 
     /// Recovers the attempt from libcurl's user-data pointer. The loop's
     /// `running` table holds the strong reference while libcurl may call back.
@@ -915,6 +933,12 @@ final class CurlLoop: Sendable {
                 counters.watchingRateLimits = rateLimits.anyPaused
             }
             let now = ContinuousClock.now
+            startWithSlots(at: now)
+            while slots.probeShouldYield, putBackNewestProbe() { startWithSlots(at: now) }
+        }
+
+        /// Hands every waiting attempt that has a slot to libcurl (see `startReady`).
+        func startWithSlots(at now: ContinuousClock.Instant) {
             while let (attempt, host) = slots.next(at: now) {
                 if let refusal = refusalInstead(of: attempt) {
                     releaseUnstarted(host)
@@ -932,6 +956,28 @@ final class CurlLoop: Sendable {
                     && configuration.maxTransfersPerHost <= 100 && attempt.url.utf8.starts(with: "https:".utf8)
                 start(attempt)
             }
+        }
+
+        /// Takes the probe started last that has had no answer off libcurl
+        /// and queues it again, as it was (see `SlotQueue.probeShouldYield`);
+        /// false when every probe running has had its answer. Its connection
+        /// is closed: a silent host's probe only starts over later.
+        func putBackNewestProbe() -> Bool {
+            var newest: (handle: UnsafeMutableRawPointer, attempt: Attempt)?
+            for (handle, attempt) in running
+            where attempt.isProbe && slots.isProbing(attempt.host) && attempt.head.status == 0 && !attempt.begun && !attempt.paused {
+                if newest.map({ attempt.startedAt > $0.attempt.startedAt }) ?? true { newest = (handle, attempt) }
+            }
+            guard let (handle, attempt) = newest, let easy = handles.removeValue(forKey: handle) else { return false }
+            running[handle] = nil
+            byID[attempt.id] = nil
+            curl_multi_remove_handle(multi.handle, handle)
+            if let list = attempt.headerList { curl_slist_free_all(list) }
+            attempt.headerList = nil
+            easy.prepareForReuse()
+            if attempt.requestsSent <= 1, spareHandles.count < configuration.maxConcurrentTransfers { spareHandles.append(easy) }
+            slots.putBack(attempt.afresh(), host: attempt.host)
+            return true
         }
 
         /// Unpauses transfers paused for a full sink, longest paused first,

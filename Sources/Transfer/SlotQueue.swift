@@ -32,6 +32,13 @@
 /// `--jobs 2`, let 2 of its URLs through in a minute. (A list of hosts with
 /// one URL each starts no answered host's transfer, and keeps every slot.)
 ///
+/// Probes past that share took their slots when nothing answered waited;
+/// should an answered host's transfer come while they hold every slot, one
+/// of them gives its slot back (`probeShouldYield`, `putBack`): a host's
+/// first transfer ends before its next is handed to the loop, and the slot
+/// it freed went to a silent host's probe; at `--jobs 2` the live host's
+/// other URLs then waited a whole stall.
+///
 /// Owned by the engine's loop thread: no locks and no suspension, so the slot
 /// of a transfer that just finished goes to the next one in the same turn of
 /// the loop, without a round trip through the task that waited for it.
@@ -114,15 +121,37 @@ struct SlotQueue<Element> {
         return (taken.element, host)
     }
 
+    /// Whether a probe should give its slot back to a waiting transfer of
+    /// a host that has answered (see the type): every slot is taken, probes
+    /// hold more than their share, and such a transfer fits (not a failing
+    /// host's: it would likely stall as well).
+    var probeShouldYield: Bool {
+        running >= total && runningOfProbingHosts > max(1, total / 2)
+            && bestHost(failingToTheirLimit: false, probingToo: false, failingToo: false) != nil
+    }
+
+    /// Gives back the slot of `element`, a probe that has had no answer,
+    /// and queues it again first of its host's (its host is still probed).
+    mutating func putBack(_ element: Element, host: String) {
+        release(host: host, endingProbe: false)
+        // (Its start is given back too, should its host be held to a few.)
+        if !holds.isEmpty, let allowed = holds[host] { holds[host] = allowed + 1 }
+        nextSequence += 1
+        waiting[host, default: FIFO()].prepend((nextSequence, element))
+        waitingCount += 1
+    }
+
     /// The host with room whose waiting element waited longest. A failing
-    /// host has room for one transfer, unless `failingToTheirLimit`; a
-    /// host not yet answered for one, and for none unless `probingToo`.
-    private func bestHost(failingToTheirLimit: Bool, probingToo: Bool = true) -> String? {
+    /// host has room for one transfer, unless `failingToTheirLimit`, and
+    /// none unless `failingToo`; a host not yet answered for one, and for
+    /// none unless `probingToo`.
+    private func bestHost(failingToTheirLimit: Bool, probingToo: Bool = true, failingToo: Bool = true) -> String? {
         var best: (host: String, sequence: UInt64)?
         // Linear in the number of hosts with waiters: a handful in practice.
         for (host, queue) in waiting {
             let isProbing = probing.contains(host)
             if isProbing, !probingToo { continue }
+            if !failingToo, !failing.isEmpty, failing.contains(host) { continue }
             let oneAtATime = isProbing || !failingToTheirLimit && !failing.isEmpty && failing.contains(host)
             let limit = oneAtATime ? 1 : limits.isEmpty ? perHost : limits[host] ?? perHost
             if !holds.isEmpty, let allowed = holds[host], allowed <= 0 { continue }
@@ -239,6 +268,16 @@ struct FIFO<Element> {
 
     mutating func append(_ element: Element) {
         storage.append(element)
+    }
+
+    /// Puts `element` at the head of the queue.
+    mutating func prepend(_ element: Element) {
+        if head > 0 {
+            head -= 1
+            storage[head] = element
+        } else {
+            storage.insert(element, at: 0)
+        }
     }
 
     mutating func removeFirst() -> Element? {

@@ -326,6 +326,50 @@ import TestSupport
         }
     }
 
+    /// A probe takes a slot past the probes' share when nothing answered
+    /// waits; a live host's transfer that comes next gets it back. (A host's
+    /// first URL, done before its second was handed to the loop, left its
+    /// slot to a silent host, and with two slots the second URL waited a
+    /// whole stall: the race that failed the test above now and then.)
+    @Test func aSlotAProbeTookWhileNothingElseWaitedGoesToAnAnsweredHostsNextURL() async throws {
+        try await withOrigin { origin, directory in
+            let silent = try (0..<2).map { _ in try SilentServer() }
+            defer { for server in silent { server.stop() } }
+            let live = origin.addFixtures(count: 2, size: 4000, firstSeed: 170)
+            // (No retries: a silent host's URL that stalled would end.)
+            let engine = try engine(directory, jobs: 2, retry: RetryPolicy(maxRetries: 0), stallTimeout: 20)
+            defer { engine.shutdown() }
+
+            // Given two slots, one taken by a silent host's first URL,
+            let first = Task { try await engine.download(silent[0].url("/a.jpg")) }
+            #expect(await waitUntil { silent[0].accepted == 1 })
+            // a live host that answered (its first URL done),
+            try await engine.download(live[0]).file.release()
+            // and the other slot taken by a second silent host, as nothing else waited
+            let second = Task { try await engine.download(silent[1].url("/b.jpg")) }
+            #expect(await waitUntil { silent[1].accepted == 1 })
+
+            // When the live host's next URL comes
+            let body = try await engine.download(live[1])
+            body.file.release()
+
+            // Then it is done while neither silent host's URL has ended (it
+            // waited for one of their stalls), and the probe that gave its
+            // slot back connects again once the slot is free
+            #expect(body.sha256 == sha256(fixtureBytes(count: 4000, seed: 171)))
+            #expect(await waitUntil { silent[1].accepted == 2 })
+            first.cancel()
+            second.cancel()
+            for task in [first, second] {
+                guard case .failure(let error as TransferError) = await task.result else {
+                    Issue.record("a silent host's URL ended before it was cancelled")
+                    continue
+                }
+                #expect(error.kind == .cancelled, "\(error)")
+            }
+        }
+    }
+
     @Test func silentHostsOfManyURLsAheadOfALiveHostLeaveItAPlace() async throws {
         try await withOrigin { origin, directory in
             // Given 10 hosts that take connections and never answer, 8 URLs

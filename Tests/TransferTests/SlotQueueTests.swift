@@ -183,6 +183,35 @@ import TestSupport
         #expect(drain(&queue) == ["live1"])
     }
 
+    /// A probe that took a slot past the probes' share, as nothing answered
+    /// waited, gives it back when an answered host's transfer comes; not for
+    /// a failing host's, which would likely hold it as long.
+    @Test func aProbePastTheShareGivesItsSlotBackToAnAnsweredHost() {
+        var queue = SlotQueue<String>(total: 2, perHost: 8)
+        queue.enqueue("silent0", host: "silent0", probeFirst: true)
+        queue.enqueue("live0", host: "live", probeFirst: true)
+        #expect(drain(&queue) == ["silent0", "live0"])
+        queue.answered(host: "live")
+        queue.release(host: "live")
+        queue.enqueue("silent1", host: "silent1", probeFirst: true)
+        #expect(drain(&queue) == ["silent1"])
+        #expect(!queue.probeShouldYield)
+
+        queue.enqueue("live1", host: "live")
+        #expect(queue.probeShouldYield)
+        queue.putBack("silent1", host: "silent1")
+        #expect(drain(&queue) == ["live1"])
+        #expect(!queue.probeShouldYield)
+        #expect(queue.isProbing("silent1") && queue.waitingCount == 1)
+
+        queue.release(host: "live")
+        queue.setFailing("live", true)
+        #expect(drain(&queue, at: .now + .seconds(2)) == ["silent1"])
+        queue.enqueue("live2", host: "live")
+        #expect(!queue.probeShouldYield)
+        #expect(queue.inconsistency == nil)
+    }
+
     /// Hosts with one URL each are all probes: no answered host starts
     /// anything, and they keep every slot.
     @Test func hostsOfOneURLEachTakeEverySlot() {
@@ -225,6 +254,17 @@ import TestSupport
             while let (element, host) = queue.next(at: start + .milliseconds(step)) {
                 #expect(started.insert(element).inserted, "seed \(seed): \(element) started twice")
                 running.append((element, host))
+            }
+            if queue.probeShouldYield, let probe = running.lastIndex(where: { queue.isProbing($0.host) }) {
+                let (element, host) = running.remove(at: probe)
+                queue.putBack(element, host: host)
+                started.remove(element)
+                let next = queue.next(at: start + .milliseconds(step))
+                #expect(next != nil && !queue.isProbing(next?.host ?? ""), "seed \(seed): the slot given back went to \(String(describing: next))")
+                if let next {
+                    #expect(started.insert(next.element).inserted, "seed \(seed): \(next.element) started twice")
+                    running.append(next)
+                }
             }
             #expect(running.count <= total && Dictionary(grouping: running, by: \.host).values.allSatisfy { $0.count <= perHost },
                     "seed \(seed): past a limit")
