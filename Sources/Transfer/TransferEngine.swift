@@ -430,6 +430,23 @@ public final class TransferEngine: Sendable {
         }
     }
 
+    /// Whether a status that answered a resume (`Range` with `If-Range`) may
+    /// be the server's answer to those headers rather than to the URL: 412
+    /// or 304 from a server that reads `If-Range` as `If-Match` or
+    /// `If-None-Match`, 400 or 403 from a firewall's rule against ranges,
+    /// 501 from a server without them. A plain request may well get the
+    /// file, and the partial, kept a week, failed the URL on every run.
+    /// Not the statuses that say what the URL is (404, 410), or ask for
+    /// credentials (401, 407), nor those retried anyway.
+    static func refusesResumes(_ error: TransferError) -> Bool {
+        guard case .http(let status) = error.kind else { return false }
+        switch status {
+        case 401, 404, 407, 410: return false
+        case 501: return true
+        default: return (300...499).contains(status) && !error.isRetryable
+        }
+    }
+
     /// A redirect's target as messages name it: without its query (a signed
     /// CDN link holds a token) or password, and cut (a server's `Location`
     /// of 30,000 characters made a failure line of that length).
@@ -481,12 +498,14 @@ public final class TransferEngine: Sendable {
             // 416's own validator where it sends one).
             return .done(Completed(wholeBodyHeld: offset, head: held, effectiveURL: outcome.effectiveURL))
         }
-        // The held bytes no longer fit the file (a 416), or the range answer was
-        // another version's or came by another redirect (the sink dropped them):
-        // the whole body is asked for once, at once, using up no retry (a signed
-        // link's partial used up a retry and its backoff, and under `--retries 0` failed).
+        // The held bytes no longer fit the file (a 416), the range answer was
+        // another version's or came by another redirect (the sink dropped them),
+        // or the server will not answer a resume at all: the whole body is asked
+        // for once, at once, using up no retry (a signed link's partial used up
+        // a retry and its backoff, and under `--retries 0` failed).
         let rangeAnswerRefused = error.kind == .protocolViolation && sink.bytesHeld == 0
-        if offset > 0, !tally.restartedAfterRangeError, rangeAnswerRefused || error.kind == .http(status: 416) {
+        if offset > 0, !tally.restartedAfterRangeError,
+           rangeAnswerRefused || error.kind == .http(status: 416) || Self.refusesResumes(error) {
             tally.restartedAfterRangeError = true
             if !rangeAnswerRefused { sink.restart() }
             tally.attempt -= 1

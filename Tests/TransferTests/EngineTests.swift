@@ -700,6 +700,47 @@ import TestSupport
         }
     }
 
+    /// A server that answers a resume with an error a plain request does not
+    /// get (412 or 304 from one that reads `If-Range` as `If-Match` or
+    /// `If-None-Match`, 400 or 403 from a firewall's rule, 501 from one
+    /// without ranges) is asked for the whole body once, using up no retry:
+    /// the partial, kept a week, failed the URL on every run.
+    @Test(arguments: [412, 304, 400, 403, 501])
+    func aServerThatRefusesResumesIsAskedForTheWholeBodyOnce(status: Int) async throws {
+        try await withOrigin { origin, directory in
+            let path = "/refuses-ranges.jpg"
+            let (content, partials, held) = try await leavePartial(origin, directory, path, seed: 50, etag: "\"v1\"")
+            origin.route(path) { request in
+                request.header("range") != nil ? OriginResponse(status: status)
+                    : OriginResponse(headers: [("ETag", "\"v1\"")], body: content)
+            }
+
+            let body = try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
+                try await engine.download(origin.url(path))
+            }
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == 0)
+            #expect(origin.requests(for: path).suffix(2).map { $0.header("range") } == ["bytes=\(held)-", nil])
+        }
+    }
+
+    /// A 404 to a resume is the URL's answer: final, at once.
+    @Test func a404ToAResumeIsFinal() async throws {
+        try await withOrigin { origin, directory in
+            let path = "/gone.jpg"
+            let (_, partials, _) = try await leavePartial(origin, directory, path, seed: 51, etag: "\"v1\"")
+            origin.route(path) { _ in OriginResponse(status: 404) }
+            let before = origin.requests(for: path).count
+
+            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url(path)) }
+            }
+
+            #expect(origin.requests(for: path).count == before + 1)
+        }
+    }
+
     @Test func aBodyHeldWholeIsStillHeldToTheSizeLimit() async throws {
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 700_000, seed: 48)
