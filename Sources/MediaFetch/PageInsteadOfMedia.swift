@@ -120,12 +120,15 @@ enum PageInsteadOfMedia {
         // anything else (stored, it was the URL's photo for good, one that
         // never opens), where a header alone may lie (a BMP, or a QuickTime
         // file that opens with `moov`, sent with `Content-Encoding: gzip`).
+        // Raw deflate and brotli have no bytes of their own to tell: under a
+        // coding named, a body that opens as no media is taken for compressed
+        // (a photo sent so was stored as bytes no viewer opens).
         let codingNamed = contentEncoding.map(namesACompression) == true
         let opensAsMedia = BodyOpening.opensWithAMediaSignature(bytes)
         if labelledMedia || unnamed {
             let deflateNamed = contentEncoding.map { codings(of: $0).contains("deflate") } == true
             let compressedStream = BodyOpening.isCompressed(bytes) || (deflateNamed || type == "application/zlib") && BodyOpening.opensAsZlib(bytes)
-            if compressedStream && !opensAsMedia {
+            if compressedStream || codingNamed && !bytes.isEmpty, !opensAsMedia {
                 // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
                 guard mediaNamed else { return nil }
                 return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)

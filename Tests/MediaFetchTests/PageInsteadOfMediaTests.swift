@@ -187,7 +187,7 @@ import URLText
         let bmp: [UInt8] = [0x42, 0x4D, 0x46, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x36, 0x00]
         let movie: [UInt8] = [0x00, 0x00, 0x6C, 0x5A] + Array("moov".utf8) + [0x00, 0x00, 0x00, 0x6C]
         let zeros: [UInt8] = [0x00, 0x00, 0x00, 0xFF, 0xFB, 0x90, 0x64]
-        for (opening, url) in [(bmp, "https://h/a.bmp"), (movie, "https://h/a.mov"), (zeros, "https://h/a.mp3"), (deflated, "https://h/a.jpg")] {
+        for (opening, url) in [(bmp, "https://h/a.bmp"), (movie, "https://h/a.mov"), (zeros, "https://h/a.mp3")] {
             for type in ["image/bmp", "video/quicktime", "application/octet-stream"] {
                 #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: "br", url: url, kind: .file,
                                                   size: 83, opening: { opening }) == nil, "\(url) \(type)")
@@ -200,6 +200,22 @@ import URLText
         }
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a", kind: .file,
                                           size: 83, opening: { deflated }) == nil)
+        // Raw deflate and brotli have no bytes of their own: under a coding named,
+        // bytes that open as no media are taken for compressed (such a photo was stored).
+        let rawDeflate: [UInt8] = [0x00, 0x03, 0x40, 0xFC, 0xBF, 0xFF, 0xD8, 0xFF]
+        let brotli: [UInt8] = [0x1B, 0x4F, 0xC3, 0x00, 0x00, 0x8C, 0x0A, 0x4C]
+        for (opening, coding) in [(rawDeflate, "deflate"), (brotli, "br"), (deflated, "br"), (brotli, "zstd")] {
+            for type in ["image/jpeg", "application/octet-stream"] {
+                #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: coding, url: "https://h/a.jpg", kind: .file,
+                                                  size: 83, opening: { opening })
+                        == "the server sent compressed data (\(type), 83 B) where a .jpg file was asked for; not stored", "\(coding) \(type)")
+            }
+            #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: coding, url: "https://h/a", kind: .file,
+                                              size: 83, opening: { opening }) == nil)
+        }
+        // Without a coding named, such bytes say nothing (a format without a signature of its own).
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/a.jpg", kind: .file,
+                                          size: 83, opening: { brotli }) == nil)
         // PHP's `Content-Encoding: none` names no coding: a real photo labelled text/plain is the photo.
         #expect(PageInsteadOfMedia.reason(contentType: "text/plain", contentEncoding: "none", url: "https://h/a.jpg", kind: .file,
                                           size: 83, opening: { [0xFF, 0xD8, 0xFF, 0xE0] }) == nil)
