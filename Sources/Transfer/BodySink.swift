@@ -264,7 +264,8 @@ final class FileSink: BodySink {
                 // Only bytes a later run could resume are worth the wait (a
                 // refusal says they are kept): a body the validator file is
                 // written for, and enough of it to outlive trimming to blocks.
-                if requestedOffset > 0, resumeAnswerCheck != nil, bytesHeld >= resumableThreshold,
+                // (Asked for the whole body, as a server refused resumes, it answers one all the same.)
+                if resumeOffset > 0, resumeAnswerCheck != nil, bytesHeld >= resumableThreshold,
                    (validatorTotal ?? .max) >= resumableThreshold {
                     pendingAnswer = PendingAnswer(head: head, total: total)
                 } else {

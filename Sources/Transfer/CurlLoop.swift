@@ -246,14 +246,15 @@ final class Attempt: @unchecked Sendable {
     }
     var headerList: UnsafeMutablePointer<curl_slist>?
 
-    init(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink, counters: LoopCounters) {
+    /// `asksWhole`: no `Range`, whatever the sink holds (which it keeps until a whole body begins).
+    init(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink, counters: LoopCounters, asksWhole: Bool = false) {
         self.id = id
         self.url = target.url
         self.host = target.hostKey
         self.number = number
         self.sink = sink
-        self.requestedOffset = sink.resumeOffset
-        self.validator = sink.resumeOffset > 0 ? sink.resumeValidator : nil
+        self.requestedOffset = asksWhole ? 0 : sink.resumeOffset
+        self.validator = requestedOffset > 0 ? sink.resumeValidator : nil
         self.counters = counters
         queuedAt = .now
     }

@@ -373,6 +373,9 @@ public final class TransferEngine: Sendable {
         /// Requests made, the restart after a 416 included (`attempt` does not count it).
         var requests: Int
         var restartedAfterRangeError = false
+        /// The attempts left ask for the whole body, the bytes held kept
+        /// until a whole body comes (see `refusesResumes`).
+        var asksWhole = false
         /// Seconds of waiting servers have asked for (429 and 503 with Retry-After) that used up no retry.
         var scheduledWaits = 0.0
         /// Failures for want of the host (see `freeRetry` in `judge`): how many, and since when.
@@ -419,9 +422,9 @@ public final class TransferEngine: Sendable {
             tally.attempt += 1
             tally.requests += 1
             if Task.isCancelled { throw TransferError.cancelled }
-            let offset = sink.resumeOffset
+            let offset = tally.asksWhole ? 0 : sink.resumeOffset
             // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
-            let outcome = await run(makeAttempt(id: id, target: target, number: tally.attempt, sink: sink))
+            let outcome = await run(makeAttempt(id: id, target: target, number: tally.attempt, sink: sink, asksWhole: tally.asksWhole))
             switch try judge(outcome, offset: offset, id: id, target: target, sink: sink, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
             case .again: wait = nil
@@ -498,16 +501,22 @@ public final class TransferEngine: Sendable {
             // 416's own validator where it sends one).
             return .done(Completed(wholeBodyHeld: offset, head: held, effectiveURL: outcome.effectiveURL))
         }
-        // The held bytes no longer fit the file (a 416), the range answer was
-        // another version's or came by another redirect (the sink dropped them),
-        // or the server will not answer a resume at all: the whole body is asked
-        // for once, at once, using up no retry (a signed link's partial used up
-        // a retry and its backoff, and under `--retries 0` failed).
+        // The held bytes no longer fit the file (a 416), or the range answer was
+        // another version's or came by another redirect (the sink dropped them):
+        // the whole body is asked for once, at once, using up no retry (a signed
+        // link's partial used up a retry and its backoff, and under `--retries 0` failed).
         let rangeAnswerRefused = error.kind == .protocolViolation && sink.bytesHeld == 0
-        if offset > 0, !tally.restartedAfterRangeError,
-           rangeAnswerRefused || error.kind == .http(status: 416) || Self.refusesResumes(error) {
+        if offset > 0, !tally.restartedAfterRangeError, rangeAnswerRefused || error.kind == .http(status: 416) {
             tally.restartedAfterRangeError = true
             if !rangeAnswerRefused { sink.restart() }
+            tally.attempt -= 1
+            return .again
+        }
+        // The server will not answer a resume (see `refusesResumes`): the
+        // attempts left ask for the whole body, the first at once, using up no
+        // retry. The bytes held stay until a whole body comes.
+        if offset > 0, !tally.asksWhole, Self.refusesResumes(error) {
+            tally.asksWhole = true
             tally.attempt -= 1
             return .again
         }
@@ -546,6 +555,14 @@ public final class TransferEngine: Sendable {
         let computedDelay = uncharged.map { unchargedPolicy.delay(beforeRetry: min($0, unchargedPolicy.maxRetries), after: error) }
             ?? configuration.retry.delay(beforeRetry: tally.attempt, after: error)
         guard let delay = computedDelay else {
+            if offset > 0, !tally.asksWhole, error.retryAfter == nil, case .http(let status) = error.kind, (500...599).contains(status) {
+                // Server errors to every resume, the retries used up: one more
+                // attempt asks for the whole body (a server that fails range
+                // requests alone kept the URL from being fetched on any run).
+                tally.asksWhole = true
+                tally.attempt -= 1
+                return .again
+            }
             if let asked = configuration.retry.refusedWait(before: tally.attempt, after: error) {
                 let (askedText, limitText) = NumberText.distinctWaits(asked, configuration.retry.maxRetryAfter)
                 throw TransferError(error.kind, "\(error.message) (the server asked to wait \(askedText) "
@@ -578,9 +595,10 @@ public final class TransferEngine: Sendable {
     }
 
     /// An attempt at `target` for the loop.
-    func makeAttempt(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink) -> Attempt {
+    /// With `asksWhole`, it asks for the whole body whatever the sink holds.
+    func makeAttempt(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink, asksWhole: Bool = false) -> Attempt {
         attemptsMade.add(1, ordering: .relaxed)
-        return Attempt(id: id, target: target, number: number, sink: sink, counters: loop.counters)
+        return Attempt(id: id, target: target, number: number, sink: sink, counters: loop.counters, asksWhole: asksWhole)
     }
 
     /// Hands an attempt to the loop; `onEnd` gets its outcome. Returns false,

@@ -725,6 +725,53 @@ import TestSupport
         }
     }
 
+    /// A server that fails every resume with a server error, and would send
+    /// the file to a plain request, gets one when the retries run out.
+    @Test(arguments: [0, 2])
+    func serverErrorsToEveryResumeEndInAPlainRequest(retries: Int) async throws {
+        try await withOrigin { origin, directory in
+            let path = "/ranges-fail.jpg"
+            let (content, partials, _) = try await leavePartial(origin, directory, path, seed: 52, etag: "\"v1\"")
+            origin.route(path) { request in
+                request.header("range") != nil ? OriginResponse(status: 500)
+                    : OriginResponse(headers: [("ETag", "\"v1\"")], body: content)
+            }
+            let before = origin.requests(for: path).count
+
+            let body = try await withTransferEngine(configuration: configuration(retries: retries), partialDirectory: partials) { engine in
+                try await engine.download(origin.url(path))
+            }
+
+            #expect(body.sha256 == sha256(content))
+            let requests = origin.requests(for: path).dropFirst(before)
+            #expect(requests.map { $0.header("range") == nil } == Array(repeating: false, count: retries + 1) + [true])
+        }
+    }
+
+    /// Asked for the whole body after a refused resume, a server that
+    /// refuses that too leaves the bytes held as they were, for a later run.
+    @Test func thePartStaysWhenTheWholeBodyIsRefusedToo() async throws {
+        try await withOrigin { origin, directory in
+            let path = "/expired.jpg"
+            let (content, partials, held) = try await leavePartial(origin, directory, path, seed: 53, etag: "\"v1\"")
+            origin.route(path) { _ in OriginResponse(status: 403) }
+            try await withTransferEngine(configuration: configuration(retries: 0), partialDirectory: partials) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url(path)) }
+            }
+            #expect(origin.requests(for: path).suffix(2).map { $0.header("range") } == ["bytes=\(held)-", nil])
+
+            origin.route(path) { request in
+                request.header("range") == "bytes=\(held)-" && request.header("if-range") == "\"v1\""
+                    ? OriginResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(held)-499999/500000")],
+                                     body: content.suffix(from: held))
+                    : OriginResponse(status: 500)
+            }
+            let body = try await downloadInNewRun(origin.url(path), partials: partials)
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == Int64(held))
+        }
+    }
+
     /// A 404 to a resume is the URL's answer: final, at once.
     @Test func a404ToAResumeIsFinal() async throws {
         try await withOrigin { origin, directory in
