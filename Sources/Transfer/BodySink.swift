@@ -234,14 +234,29 @@ final class FileSink: BodySink {
             expectedTotal = total
         } else {
             // (RFC 9110 gives a Content-Range no meaning beside a 200: only one
-            // that says the body is a part of the file, and not all of it, counts.)
-            if let range = head.contentRange, let total = range.total, !(range.start == 0 && range.end + 1 == total),
-               head.contentLength != total {
+            // that says the body is a part of the file, and not all of it, counts;
+            // one past the file's start whatever its total, `*` too, and answering
+            // a resume, one that cannot be read.)
+            let saysPart: Bool
+            if let range = head.contentRange {
+                saysPart = range.total.map { !(range.start == 0 && range.end + 1 == $0) && head.contentLength != $0 } ?? (range.start > 0)
+            } else {
+                saysPart = requestedOffset > 0 && head.fields["content-range"] != nil
+            }
+            if saysPart {
                 // A 200 is the whole file, yet it says it is a part: a server that
                 // answered a resume so had the tail stored as the whole file.
                 restart()
                 return TransferError(.protocolViolation, "the server answered \(head.status) with a part of the file "
                     + "(Content-Range: \(head.fields["content-range"] ?? ""))")
+            }
+            if requestedOffset > 0, let known = validatorTotal, let length = head.contentLength,
+               length == known - requestedOffset, length != known {
+                // Just as many bytes as were left to fetch, under a 200: the rest
+                // of the file, sent as if it were all of it (else stored as the file).
+                restart()
+                return TransferError(.protocolViolation, "the server answered \(head.status) with \(length) bytes, just what "
+                    + "was left of \(known) from byte \(requestedOffset): the rest of the file, not all of it")
             }
             var total = head.contentLength ?? wholeFileIn206 ?? (head.status == 200 ? head.lengthBesideChunks : nil)
             if bytesHeld > 0, let known = validatorTotal, validatorStillMatches(head, absentMeans: false) {

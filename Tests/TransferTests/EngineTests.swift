@@ -244,6 +244,28 @@ import TestSupport
         }
     }
 
+    /// A resume answered by a 200 that holds the rest of the file: one whose
+    /// range has no total (`bytes N-M/*`) or cannot be read, or one with no
+    /// range but just as many bytes as were left, is refused, and the file
+    /// is asked for whole (each had the tail stored as the file).
+    @Test(arguments: ["bytes %d-499999/*", "bytes=%d-499999", ""])
+    func aTailSentAsA200IsNotTheFile(contentRange: String) async throws {
+        try await withOrigin { origin, directory in
+            let path = "/tail.jpg"
+            let (content, partials, held) = try await leavePartial(origin, directory, path, seed: 54, etag: "\"v1\"")
+            origin.route(path) { request in
+                guard request.header("range") != nil else { return OriginResponse(headers: [("ETag", "\"v2\"")], body: content) }
+                let range = contentRange.isEmpty ? [] : [("Content-Range", contentRange.replacingOccurrences(of: "%d", with: "\(held)"))]
+                return OriginResponse(status: 200, headers: range, body: content.suffix(from: held))
+            }
+
+            let body = try await downloadInNewRun(origin.url(path), partials: partials)
+
+            #expect(body.sha256 == sha256(content))
+            #expect(origin.requests(for: path).suffix(2).map { $0.header("range") } == ["bytes=\(held)-", nil])
+        }
+    }
+
     /// A 206 that carries the whole file, though no range was asked, is the
     /// file (it was refused, and asked again five times to the same answer);
     /// one with a part of it is still refused.
