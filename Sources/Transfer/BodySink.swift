@@ -310,7 +310,8 @@ final class FileSink: BodySink {
     /// Makes `head`'s validator the one the body's bytes are resumed by.
     private func takeValidator(of head: ResponseHead) {
         // If-Range takes a strong ETag or a strong date; a weak ETag would never match.
-        let strongETag = head.etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
+        // An empty one (`""`, some frameworks' for every response) names no version.
+        let strongETag = head.etag.flatMap { $0.hasPrefix("\"") && $0.count > 2 ? $0 : nil }
         let newValidator = strongETag ?? Self.strongLastModified(head)
         validator = newValidator
         validatorTotal = expectedTotal
@@ -370,11 +371,16 @@ final class FileSink: BodySink {
     /// 13.1.5) counts a date as a strong validator only when the response
     /// says it was made a second or more after it (`Date`), so that a file
     /// changed twice within one second cannot pass for the first version.
+    /// Nor a date before 1990: a tree whose files all carry the same early
+    /// date (reproducible builds' 1970, a store's mtime of 1) dates no version.
     static func strongLastModified(_ head: ResponseHead) -> String? {
-        guard let value = head.lastModified, let modified = HTTPDate.date(value),
+        guard let value = head.lastModified, let modified = HTTPDate.date(value), modified >= earliestTrustedDate,
               let made = head.date.flatMap(HTTPDate.date), made.timeIntervalSince(modified) >= 1 else { return nil }
         return value
     }
+
+    /// 1990-01-01: earlier modification dates are taken for placeholders (see `strongLastModified`).
+    static let earliestTrustedDate = Date(timeIntervalSince1970: 631_152_000)
 
     func wholeBodyHeld(answeredBy head: ResponseHead) -> ResponseHead? {
         // Only a body known to be that long: a partial cut off (by a dropped

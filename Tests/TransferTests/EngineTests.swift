@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TestOrigin
 import TestSupport
+import URLText
 @testable import Transfer
 
 /// The engine against a real HTTP origin on loopback.
@@ -791,6 +792,26 @@ import TestSupport
             let body = try await downloadInNewRun(origin.url(path), partials: partials)
             #expect(body.sha256 == sha256(content))
             #expect(body.resumedBytes == Int64(held))
+        }
+    }
+
+    /// Validators that name no version are not resumed by: an empty ETag
+    /// (some frameworks send `""` for every response), or a date before 1990
+    /// (a tree whose files all carry 1970); a body cut off starts over.
+    @Test(arguments: [("ETag", "\"\""), ("Last-Modified", "Thu, 01 Jan 1970 00:00:01 GMT")])
+    func aValidatorThatNamesNoVersionIsNotResumedBy(field: String, value: String) async throws {
+        _ = try await withEngine { origin, engine, _ in
+            let content = fixtureBytes(count: 600_000, seed: 55)
+            origin.route("/placeholder.wav") { _ in
+                OriginResponse(headers: [(field, value), ("Date", HTTPDate.format(Date()))], body: content)
+            }
+            origin.setFault("/placeholder.wav", .dropAfter(bytes: 300_000), times: 1)
+
+            let body = try await engine.download(origin.url("/placeholder.wav"))
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == 0)
+            #expect(origin.requests(for: "/placeholder.wav").map { $0.header("range") } == [nil, nil])
         }
     }
 
