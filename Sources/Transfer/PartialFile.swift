@@ -241,7 +241,9 @@ final class PartialFile {
         guard fd >= 0 else { return nil }
         defer { _ = systemClose(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        // Our own, as the partial must be (see `openLocked`): another user's
+        // file in a shared cache vouches for nothing of ours.
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else { return nil }
         var buffer = [UInt8](repeating: 0, count: 8192)
         let count = buffer.withUnsafeMutableBytes { bytes -> Int in
             guard let base = bytes.baseAddress else { return -1 }
@@ -308,8 +310,10 @@ final class PartialFile {
         // nothing about the new bytes.
         let resumable = hasValidator && (validatorPath.map { access($0, F_OK) == 0 } ?? false)
         if discard || !resumable || empty {
-            _ = unlink(path)
+            // The validator first: a kill between the two leaves bytes that are
+            // dropped, not a validator a new partial at the name would take for its own.
             if let validatorPath { _ = unlink(validatorPath) }
+            _ = unlink(path)
         }
         isOpen = false
         _ = mf_close_unlocking(descriptor)
@@ -478,8 +482,9 @@ final class PartialFile {
         var locked = stat()
         guard fstat(fd, &locked) == 0, locked.st_ino == info.st_ino, locked.st_dev == info.st_dev,
               isFile(fd, at: path) else { return 0 }
-        var removed = unlink(path) == 0 ? 1 : 0
-        if withValidator, unlink(path + ".validator") == 0 { removed += 1 }
+        // The validator first (see `close(discard:)`).
+        var removed = withValidator && unlink(path + ".validator") == 0 ? 1 : 0
+        if unlink(path) == 0 { removed += 1 }
         return removed
     }
 
@@ -701,8 +706,10 @@ final class PartialFile {
         // line either, and is then trusted with an ETag only: its date may not be
         // one this version would send (see `FileSink.strongLastModified`).
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        // (The validator goes into a request's header: no control character.)
         guard (4...5).contains(lines.count) || (lines.count == 3 && lines[1].hasPrefix("\"")), lines[0] == url,
-              !lines[1].isEmpty, lines.last?.isEmpty == true else { return nil }
+              !lines[1].isEmpty, !lines[1].utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }),
+              lines.last?.isEmpty == true else { return nil }
         let route = lines.count == 5 ? String(lines[3]) : ""
         guard lines.count >= 4, !lines[2].isEmpty else { return (String(lines[1]), nil, route) }
         guard let total = Int64(lines[2]), total > 0 else { return nil }

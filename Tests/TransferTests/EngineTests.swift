@@ -815,6 +815,24 @@ import URLText
         }
     }
 
+    /// A validator file whose validator holds a control character (written
+    /// by hand, or damaged) is not sent as `If-Range`: the partial starts over.
+    @Test func aValidatorWithAControlCharacterIsNotSent() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 400_000, seed: 56)
+            origin.addResource("/crafted.jpg", data: content)
+            let partials = directory.appending("tmp")
+            try leaveCompleteBody(content.prefix(200_000), of: origin.url("/crafted.jpg"), validator: "\"v1\rX-Injected: 1\"", in: partials)
+
+            let body = try await downloadInNewRun(origin.url("/crafted.jpg"), partials: partials)
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes == 0)
+            let request = try #require(origin.requests(for: "/crafted.jpg").last)
+            #expect(request.header("range") == nil && request.header("if-range") == nil && request.header("x-injected") == nil)
+        }
+    }
+
     /// A 404 to a resume is the URL's answer: final, at once.
     @Test func a404ToAResumeIsFinal() async throws {
         try await withOrigin { origin, directory in
