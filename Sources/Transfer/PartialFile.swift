@@ -86,10 +86,7 @@ final class PartialFile {
             throw Self.heldElsewhere
         } else {
             // Another process holds this URL's partial: download privately, without resume.
-            // Named by process and sequence, not a random UUID: Foundation's
-            // came out all zeros, the same for every file, when descriptors ran short.
-            let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
-            path = "\(shard)/\(key).\(getpid())-\(sequence).tmp"
+            path = "\(shard)/\(key).\(Self.privateName()).tmp"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
             // Locked as a shared partial is: a sweep then tells one in use
@@ -281,22 +278,25 @@ final class PartialFile {
             _ = mf_close_unlocking(descriptor)
             leaveLockedHere()
         }
-        guard validatorPath != nil else {
-            return FinishedFile(path: path, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
-        }
-        let sequence = Self.privateNames.add(1, ordering: .relaxed).newValue
-        let finished = "\(path).\(getpid())-\(sequence).done"
-        // Unlocked from here on: dated now, or another process's sweep would
-        // take a body resumed from an old partial (a 416 proved it complete,
-        // so no byte was written) for one left by a crash, and remove it
-        // before it is stored. Best effort: the file is ours to date.
+        // Unlocked from here on, under a name a sweep leaves a day (a private
+        // temporary's, left as it was, went after ten minutes: a body waiting
+        // for a slow store was removed), dated now, or another process's sweep
+        // would take a body resumed from an old partial (a 416 proved it
+        // complete, so no byte was written) for one left by a crash, and remove
+        // it before it is stored. Best effort: the file is ours to date.
+        let finished = "\(path).\(Self.privateName()).done"
         _ = futimens(descriptor, nil)
-        guard rename(path, finished) == 0 else { throw Self.error("cannot rename", path) }
+        guard mf_renameat_noreplace(AT_FDCWD, path, AT_FDCWD, finished) == 0 else { throw Self.error("cannot rename", path) }
         return FinishedFile(path: finished, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
     }
 
-    /// Numbers the private names of finished bodies within this process.
-    private static let privateNames = Atomic<UInt64>(0)
+    /// `<pid>-<n>` for a private file's name: the process, and a random
+    /// number, not a sequence (processes of one pid in two containers on one
+    /// cache) nor Foundation's UUID (it came out all zeros, the same for every
+    /// file, when descriptors ran short; this one takes none).
+    private static func privateName() -> String {
+        "\(getpid())-\(UInt64.random(in: 1...UInt64.max))"
+    }
 
     /// Closes the file. A private file, an empty one, or one asked to be
     /// discarded is removed; a resumable partial stays for the next run.

@@ -265,6 +265,27 @@ import Glibc
         }
     }
 
+    /// A private temporary's finished body waits for the store unlocked:
+    /// under its `.tmp` name, another process's sweep took it for one a
+    /// killed run left once ten minutes old, and removed it before it was stored.
+    @Test func aPrivateBodyWaitingForTheStoreOutlivesTheSweepOfAbandonedFiles() async throws {
+        try await TemporaryDirectory.with { directory in
+            let url = "http://example.test/private.jpg"
+            let (key, shard) = shard(of: url, in: directory)
+            #expect(mkfifo("\(shard)/\(key).part", 0o666) == 0)
+            let partial = try PartialFile(directory: directory.path, url: url)
+            #expect(partial.path.hasSuffix(".tmp"))
+            let body = [UInt8](repeating: 5, count: 3000)
+            #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == body.count)
+            let finished = try partial.complete(budget: FinishedFile.Budget(limit: 4))
+            defer { finished.release() }
+
+            #expect(finished.path.hasSuffix(".done"))
+            #expect(PartialFile.sweep(directory: directory.path, now: Date() + 3_600) == 0)
+            #expect(FileManager.default.contents(atPath: finished.path) == Data(body))
+        }
+    }
+
     /// Leaves a partial of `bytes` bytes for `url` with its validator, as an interrupted run does.
     private func leavePartial(in directory: String, url: String, bytes: Int, validator: String,
                               total: Int64? = 4000) throws -> String {
