@@ -150,15 +150,25 @@ public enum URLList {
             "\(source):\(line): line longer than \(URLList.maxLineBytes) bytes"
         }
 
-        private mutating func take(_ line: String) throws(InputError) {
+        private mutating func take(_ whole: String) throws(InputError) {
             lineNumber += 1
-            if line.isEmpty || line.hasPrefix("#") { return }
+            if whole.isEmpty || whole.hasPrefix("#") { return }
+            // A comment may follow the URL after a space or a tab: no URL holds
+            // either (it was refused, with advice to write the space as %20).
+            var line = Substring(whole)
+            if let comment = line.utf8.indices.first(where: { index in
+                line.utf8[index] == UInt8(ascii: "#") && index > line.utf8.startIndex
+                    && URLList.isBlank(line.utf8[line.utf8.index(before: index)])
+            }) {
+                line = line[..<comment]
+                while let last = line.utf8.last, URLList.isBlank(last) { line = line.dropLast() }
+            }
             // Not reached by any list a machine can hold, but positions are counted in 32 bits.
             guard urls.count < URLBlock.maxCount else {
                 throw InputError(problems: problems + ["\(source):\(lineNumber): more than \(URLBlock.maxCount) URLs"])
             }
             do {
-                urls.append(try RequestTarget(line).url)
+                urls.append(try RequestTarget(String(line)).url)
             } catch {
                 try note("\(source):\(lineNumber): \(error.message)")
             }

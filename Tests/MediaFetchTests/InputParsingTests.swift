@@ -57,6 +57,17 @@ import TestSupport
         #expect(many?.problems.last == "stopped at the 10th bad URL of the command line")
     }
 
+    /// A comment may follow a URL after a space or a tab (the list was
+    /// refused, with advice to write the space as %20); a `#` with no blank
+    /// before it is the URL's fragment, and a space left in the URL still says so.
+    @Test func aCommentAfterAURLIsSkipped() throws {
+        let text = "http://a/1.jpg # the church\nhttp://a/2.jpg\t#\thall\nhttp://a/3.jpg#top\n"
+        #expect(try URLList.parse(text, source: "pins.txt") == ["http://a/1.jpg", "http://a/2.jpg", "http://a/3.jpg"])
+        #expect(throws: InputError("pins.txt:1: not a URL, it holds a space (write it as %20): http://a/my photo.jpg")) {
+            try URLList.parse("http://a/my photo.jpg # note\n", source: "pins.txt")
+        }
+    }
+
     @Test func commentsAndBlankLinesAreSkipped() throws {
         let text = "# photos\nhttp://a/1.jpg\n\n   \n  https://b/2.jpg  \r\n# end\n"
         #expect(try URLList.parse(text, source: "urls.txt") == ["http://a/1.jpg", "https://b/2.jpg"])
