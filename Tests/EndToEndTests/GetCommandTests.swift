@@ -727,15 +727,18 @@ import TestSupport
                 OriginResponse(headers: [("Content-Type", "text/html")], body: Data("<html><body>Sign in</body></html>".utf8))
             }
             let page = try await BuiltProducts.run(arguments)
-            origin.setFault("/media/9", .status(403), times: 1)
+            // (403 to the resume and to the whole body it then asks for.)
+            origin.setFault("/media/9", .status(403), times: 2)
             origin.removeRoute("/media/9")
             let forbidden = try await BuiltProducts.run(arguments)
+            let forbiddenAsked = origin.requests(for: "/media/9").suffix(2).map { $0.header("range") }
             let resumed = try await BuiltProducts.run(arguments)
 
             #expect(page.status == 1)
             #expect(page.stderr.contains("the server answered the resume with a web page (text/html) where a file whose first bytes are not text "
                 + "was asked for"), "\(page.stderr)")
             #expect(forbidden.status == 1)
+            #expect(forbiddenAsked == ["bytes=\(held)-", nil])
             #expect(resumed.status == 0, "\(resumed.stderr)")
             #expect(origin.requests(for: "/media/9").last?.header("range") == "bytes=\(held)-")
             let hash = SHA256.hash(data: photo).map { String(format: "%02x", $0) }.joined()
