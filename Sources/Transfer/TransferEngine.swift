@@ -666,6 +666,17 @@ public final class TransferEngine: Sendable {
 
     /// Turns libcurl's result and the response head into success or a `TransferError`.
     /// `maxFileSize` is named in the error when libcurl refuses a body as too large.
+    /// The `Location` of a redirect libcurl could not follow, as messages
+    /// show it, when the URL it kept is not that target (`javascript:…`, a
+    /// target it cannot parse): "not a usable URL" read as the user's own
+    /// URL at fault, and the target was named nowhere. A target libcurl read
+    /// (`ftp://…`) is named by `judge` as the URL redirected to.
+    private static func unusedRedirectTarget(_ outcome: AttemptOutcome) -> String? {
+        guard (300...399).contains(outcome.head.status), let location = outcome.head.location, !location.isEmpty,
+              outcome.effectiveURL != location else { return nil }
+        return shownRedirectTarget(location)
+    }
+
     static func classify(_ outcome: AttemptOutcome, maxFileSize: Int64? = nil) -> Result<Void, TransferError> {
         if outcome.cancelled { return .failure(.cancelled) }
         if let abort = outcome.abort { return .failure(abort) }
@@ -691,9 +702,15 @@ public final class TransferEngine: Sendable {
                                               "the server gave a length that is no count of bytes (libcurl: \(message))"))
             case CURLE_UNSUPPORTED_PROTOCOL:
                 // A scheme other than http and https, asked for or redirected to (`market:`).
+                if let location = unusedRedirectTarget(outcome) {
+                    return .failure(TransferError(.unsupportedURL, "the server redirected to \(location): only http and https are allowed"))
+                }
                 return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))
             case CURLE_URL_MALFORMAT:
                 // Retrying cannot mend a URL (an unencoded '@' in a password, say).
+                if let location = unusedRedirectTarget(outcome) {
+                    return .failure(TransferError(.unsupportedURL, "the server redirected to a URL that cannot be used: \(location) (\(message))"))
+                }
                 return .failure(TransferError(.unsupportedURL, "not a usable URL: \(message)"))
             case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CIPHER,
                  CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_CRL_BADFILE,

@@ -1690,11 +1690,20 @@ import URLText
             let error = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/short")) }
             // libcurl writes /x/../gone.jpg as /gone.jpg: no redirect, none named.
             let direct = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/x/../gone.jpg")) }
-            // A redirect libcurl counts but cannot follow (an app link) names no target: it stayed where it was.
+            // A redirect libcurl cannot follow (an app link, `javascript:`, a target it
+            // cannot read) says it is the server's: "not a usable URL" read as the user's
+            // own at fault, and the target was named nowhere.
             origin.route("/app") { _ in .redirect(to: "market://details?id=x") }
+            origin.route("/script") { _ in .redirect(to: "javascript:alert(1)") }
+            origin.route("/broken") { _ in .redirect(to: "http://[::1") }
             let appLink = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/app")) }
+            let script = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/script")) }
+            let broken = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/broken")) }
             #expect(appLink?.kind == .unsupportedURL)
-            #expect(appLink?.message.contains("redirected") == false, "\(String(describing: appLink))")
+            #expect(appLink?.message == "the server redirected to market://details: only http and https are allowed")
+            #expect(script?.message == "the server redirected to javascript:alert(1): only http and https are allowed")
+            #expect(broken?.message.hasPrefix("the server redirected to a URL that cannot be used: http://[::1 (") == true,
+                    "\(String(describing: broken))")
             #expect(origin.requests(for: "/app").count == 1)
 
             // Without the query: a signed CDN link holds a token.
