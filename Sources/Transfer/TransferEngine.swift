@@ -233,8 +233,9 @@ public final class TransferEngine: Sendable {
         // before any request, and kept as it is: the 416 that proves a whole
         // body held would have started it over first, and dropped it.
         if let limit = configuration.maxFileSize, sink.bytesHeld > limit {
+            let held = sink.bytesHeld
             sink.close(discard: false)
-            throw TransferError.tooLarge(limit: limit)
+            throw TransferError.tooLarge(limit: limit, held: held)
         }
         return PreparedDownload(target: target, sink: sink)
     }

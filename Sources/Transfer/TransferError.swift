@@ -82,11 +82,17 @@ extension TransferError {
     /// A body over `--max-filesize`, whether libcurl (from Content-Length) or the sink (counting) found it.
     /// Both in the units a size is given in (`1M` read as 1048576 bytes was not
     /// recognised), and the size the server gave when it did.
-    static func tooLarge(limit: Int64, announced: Int64? = nil) -> TransferError {
+    /// `held`: bytes an earlier run left, past the limit (no request was made):
+    /// the line gave no size, nor said why nothing was asked.
+    static func tooLarge(limit: Int64, announced: Int64? = nil, held: Int64? = nil) -> TransferError {
         // Each size in bytes too where rounding would show it as the other.
         let size = announced.map { announced in
             let text = ByteSize.format(announced)
             return ": the server gave its size as " + (text == ByteSize.format(limit) ? "\(text) (\(announced) bytes)" : text)
+        } ?? held.map { held in
+            let text = ByteSize.format(held)
+            return ": \(text == ByteSize.format(limit) ? "\(text) (\(held) bytes)" : text) of it held from an earlier run, "
+                + "kept for a run without the limit (nothing asked of the server)"
         } ?? ""
         return TransferError(.tooLarge, "larger than the --max-filesize limit of \(exactSize(limit))\(size)")
     }
