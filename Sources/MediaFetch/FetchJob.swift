@@ -120,6 +120,9 @@ public struct FetchReport: Sendable, Equatable {
     /// failed (or the run was interrupted while it waited for its lock), and
     /// their rows wait in `unrecorded/` for the next run (see `UnrecordedRows`).
     public var awaitingRecord = 0
+    /// Of `downloaded`, how many were asked for over https and came over
+    /// plain http after a redirect (see `DownloadedBody.cameOverPlainHTTP`).
+    public var overPlainHTTP = 0
     /// The hosts given up in this run (see `HostReachability`), in the order
     /// their first URL failed so, each with how many of its URLs failed so.
     /// A list whose host is gone prints a line per URL: 20,000 lines, and no
@@ -617,6 +620,7 @@ public final class FetchJob: Sendable {
             if awaitingRecord { $0.report.awaitingRecord += 1 }
             $0.report.resumedBytes += body.resumedBytes
             $0.report.bytesReceived += body.size - body.resumedBytes
+            if body.cameOverPlainHTTP { $0.report.overPlainHTTP += 1 }
         }
     }
 

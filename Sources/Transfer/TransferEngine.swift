@@ -34,6 +34,12 @@ public struct DownloadedBody: Sendable {
     /// Where the URL was redirected to; nil when it was not. Messages name
     /// it through `TransferEngine.shownRedirectTarget`.
     public var redirectedTo: String? { effectiveURL == url ? nil : effectiveURL }
+    /// Asked for over https, sent over plain http by a redirect: on the way,
+    /// anyone could have changed the bytes (curl follows such redirects too).
+    public var cameOverPlainHTTP: Bool {
+        url.utf8.prefix(6).lazy.map { $0 | 0x20 }.elementsEqual("https:".utf8)
+            && effectiveURL.utf8.prefix(5).lazy.map { $0 | 0x20 }.elementsEqual("http:".utf8)
+    }
 }
 
 /// A small response held in memory (an API answer).

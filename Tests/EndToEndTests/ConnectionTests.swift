@@ -20,7 +20,8 @@ private final class HTTP2Origin: Sendable {
     /// Serves `count` generated files of about `bytes` each (no two alike), from
     /// `directory`/www, each response at most `bytesPerSecond` fast when given;
     /// paths under `/origin/` are passed on to plain HTTP on `proxiedPort`
-    /// when given; runs from `directory`/nginx.
+    /// when given, and those under `/plain/` redirected there; runs from
+    /// `directory`/nginx.
     init(files count: Int, bytes: Int, seed: UInt64, bytesPerSecond: Int? = nil, proxiedPort: UInt16? = nil,
          in directory: TemporaryDirectory) async throws {
         let www = directory.appending("www")
@@ -99,6 +100,7 @@ private final class HTTP2Origin: Sendable {
                 root \(root);
                 \(bytesPerSecond.map { "limit_rate \($0);" } ?? "")
                 \(proxiedPort.map { "location /origin/ { proxy_pass http://127.0.0.1:\($0); }" } ?? "")
+                \(proxiedPort.map { "location /plain/ { return 302 http://127.0.0.1:\($0)$request_uri; }" } ?? "")
             }
         }
 
@@ -244,6 +246,24 @@ private enum LoopbackSocket {
             #expect(try String(contentsOfFile: origin.accessLog, encoding: .utf8).split(separator: "\n").last?
                 .hasSuffix("/origin/slow.bin") == true, "\(requests)")
             #expect(Set(requests.map(\.connection)).count == 1, "\(requests)")
+        }
+    }
+
+    /// A file asked for over https that a redirect sends over plain http is
+    /// stored (as curl does), and the summary says so: nothing else showed
+    /// it, and the item is listed under its https URL.
+    @Test(.enabled(if: HTTP2Origin.nginx != nil && TLSFixtures.python != nil, "needs nginx and python3 for the HTTPS origin"))
+    func aFileRedirectedFromHTTPSToPlainHTTPIsSaidToBe() async throws {
+        try await withOrigin { backend, directory in
+            backend.addResource("/plain/photo.jpg", data: fixtureBytes(count: 5_000, seed: 720), contentType: "image/jpeg")
+            let origin = try await HTTP2Origin(files: 1, bytes: 20_000, seed: 721, proxiedPort: backend.port, in: directory)
+
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--cacert", TLSFixtures.caCertificates,
+                                                      "https://localhost:\(origin.port)/plain/photo.jpg"] + origin.urls)
+
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stderrLines.last?.hasSuffix("; 1 downloaded over plain http, redirected from https") == true, "\(result.stderr)")
+            #expect(backend.requests(for: "/plain/photo.jpg").count == 1)
         }
     }
 

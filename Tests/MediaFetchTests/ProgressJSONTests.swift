@@ -62,6 +62,20 @@ import Testing
         #expect(!ProgressText.summary(report).contains("given up"))
     }
 
+    /// Bodies asked for over https that a redirect sent over plain http are
+    /// counted in the summary and the `finished` line: nothing else showed it.
+    @Test func theSummarySaysHowManyCameOverPlainHTTP() {
+        var report = FetchReport()
+        report.total = 3
+        report.downloaded = 3
+        report.overPlainHTTP = 2
+        #expect(ProgressText.summary(report) == "3 downloaded, 0 already cached, 0 failed (0 B received in 0.0 s); "
+            + "2 downloaded over plain http, redirected from https")
+        #expect(ProgressJSON.line(for: .finished(report)).contains(#""overPlainHTTP":2"#))
+        report.overPlainHTTP = 0
+        #expect(!ProgressText.summary(report).contains("plain http"))
+    }
+
     @Test func progressListsTheActiveTransfers() {
         var progress = RunProgress()
         progress.total = 10

@@ -65,6 +65,7 @@ public enum ProgressJSON {
                 "outOfSpace": .bool(report.outOfSpace != nil), "catalogFailed": .bool(report.catalogFailure != nil),
                 // What a stopped run leaves for the next: the summary's "N left to fetch" and "M stored for the next run to record".
                 "left": .integer(report.left), "awaitingRecord": .integer(report.awaitingRecord),
+                "overPlainHTTP": .integer(report.overPlainHTTP),
                 // In the summary's order: a script taking the first names the same hosts.
                 "givenUpHosts": .array(ProgressText.ranked(report.givenUpHosts).map {
                     .object(["host": .string($0.host), "failed": .integer($0.failed)])
@@ -196,6 +197,10 @@ public enum ProgressText {
         if report.awaitingRecord > 0 {
             // Stored, with their rows in unrecorded/ (see `UnrecordedRows`).
             text += ", \(report.awaitingRecord) stored for the next run to record"
+        }
+        if report.overPlainHTTP > 0 {
+            // Said, as nothing else shows it: the item is listed under its https URL.
+            text += "; \(report.overPlainHTTP) downloaded over plain http, redirected from https"
         }
         return text
     }
