@@ -42,6 +42,12 @@ public func resumeOffset(afterCutAt bytes: Int, in directory: String) -> Int {
     takesDirectIO(directory) ? bytes - bytes % 4096 : bytes
 }
 
+/// The `Range` a resume from `held` bytes asks: from 4 KiB before them
+/// (`FileSink.resumeOverlap`, 8 KiB held at least), which must come again as held.
+public func resumeRange(from held: Int) -> String {
+    "bytes=\(held >= 8192 ? held - 4096 : held)-"
+}
+
 /// Whether files in `directory` can be written with `O_DIRECT`.
 public func takesDirectIO(_ directory: String) -> Bool {
     let path = "\(directory)/direct-io-probe-\(UUID().uuidString)"

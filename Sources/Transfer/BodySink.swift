@@ -64,6 +64,9 @@ protocol BodySink: AnyObject {
     var resumeOffset: Int64 { get }
     /// The validator that the held bytes belong to, sent as `If-Range`.
     var resumeValidator: String? { get }
+    /// Made ready for an attempt that resumes from `resumeOffset`: returns
+    /// how many of the last bytes held it asks for again, to compare (0: none).
+    func prepareResume() -> Int64
     /// The final response's head is known and its body is about to arrive.
     /// Returns an error to abort the transfer (the body does not fit the request).
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError?
@@ -177,6 +180,30 @@ final class FileSink: BodySink {
     var resumeOffset: Int64 { validator == nil ? 0 : bytesHeld }
     var resumeValidator: String? { validator }
 
+    /// How many of the last bytes held a resume asks for again. A range
+    /// answer must send them as they are held before its new bytes are
+    /// taken: a server that puts another file of the same length under the
+    /// same validator (an ETag of size and time kept by a deploy, one empty
+    /// or the same for every file) had one version's head stitched to
+    /// another's tail, and a 206 that vouched for it passed every other check.
+    static let resumeOverlap = 4096
+    /// The bytes a resume's answer must open with (see `resumeOverlap`),
+    /// read back for the attempt about to ask, and how many have come.
+    private var overlap: [UInt8] = []
+    private var overlapMatched = 0
+
+    func prepareResume() -> Int64 {
+        overlapMatched = 0
+        // Not for a few blocks held: little is lost if they start over.
+        guard bytesHeld >= 2 * Int64(Self.resumeOverlap),
+              let tail = writer.tail(Self.resumeOverlap, endingAt: bytesHeld) else {
+            overlap = []
+            return 0
+        }
+        overlap = tail
+        return Int64(tail.count)
+    }
+
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? {
         guard (200...299).contains(head.status) else {
             accepting = false
@@ -191,6 +218,9 @@ final class FileSink: BodySink {
         // A 206 that carries the whole file though no range was asked (some
         // servers and CDNs answer so): the file, as a 200 would be. It was
         // refused and asked again five times, to the same answer.
+        // Only a 206 goes on from the bytes held; what it must send again first.
+        if head.status != 206 || requestedOffset == 0 { overlap = [] }
+        overlapMatched = 0
         var wholeFileIn206: Int64?
         if head.status == 206, requestedOffset == 0, let range = head.contentRange, range.start == 0,
            let total = range.total, range.end == total - 1, head.contentLength.map({ $0 == total }) ?? true {
@@ -200,7 +230,7 @@ final class FileSink: BodySink {
             // `contentRange` is ordered and inside the file, so `total - 1` and
             // the range's length cannot overflow whatever the server sent.
             guard requestedOffset > 0, requestedOffset == bytesHeld, let range = head.contentRange,
-                  range.start == requestedOffset, let total = range.total, range.end == total - 1,
+                  range.start == requestedOffset - Int64(overlap.count), let total = range.total, range.end == total - 1,
                   head.contentLength.map({ $0 == range.end - range.start + 1 }) ?? true else {
                 // Not the rest of the file we asked for: drop what we hold, so
                 // the retry asks for the whole body instead of the same range.
@@ -427,18 +457,23 @@ final class FileSink: BodySink {
     func attemptFailed() {
         // An answer to a resume that ended while it was judged replaced nothing.
         pendingAnswer = nil
+        overlap = []
         carried = []
         bytesHeld -= Int64(writer.submitFilling(endingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     func attemptCancelled() {
         pendingAnswer = nil
+        overlap = []
         carried = []
         bytesHeld -= Int64(writer.cancelUnwritten(keepingFillingEndingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     func bodyEnded() -> TransferError? {
         guard accepting else { return nil }
+        if overlapMatched < overlap.count {
+            return TransferError(.protocolViolation, "the answer to the resume ended within the bytes already held")
+        }
         if let pending = pendingAnswer {
             pendingAnswer = nil
             // No byte: it replaced nothing, and ends as any empty body does
@@ -470,6 +505,22 @@ final class FileSink: BodySink {
 
     func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         guard accepting else { return .taken }
+        if overlapMatched < overlap.count {
+            // The bytes held, sent again: compared, not written.
+            let count = min(overlap.count - overlapMatched, bytes.count)
+            guard bytes.prefix(count).elementsEqual(overlap[overlapMatched..<overlapMatched + count]) else {
+                let held = bytesHeld
+                restart()
+                return .refused(TransferError(.protocolViolation, "the file changed on the server while resuming: "
+                    + "the bytes before byte \(held) it sent again are not those held"))
+            }
+            overlapMatched += count
+            guard count < bytes.count else { return .taken }
+            let rest = write(UnsafeRawBufferPointer(rebasing: bytes[count...]), mayPause: mayPause, giveUp: giveUp)
+            // Held back: libcurl hands the whole write again, these bytes first.
+            if rest == .full { overlapMatched -= count }
+            return rest
+        }
         if var pending = pendingAnswer {
             guard !bytes.isEmpty else { return .taken }
             // Held here until there are enough to judge the answer by.
@@ -511,6 +562,8 @@ final class FileSink: BodySink {
     func restart() {
         writer.reset()
         partial.forgetValidator()
+        overlap = []
+        overlapMatched = 0
         bytesHeld = 0
         opening = []
         validator = nil
@@ -547,6 +600,7 @@ final class FileSink: BodySink {
 }
 
 extension BodySink {
+    func prepareResume() -> Int64 { 0 }
     func bodyEnded() -> TransferError? { nil }
     var partialPath: String? { nil }
 }

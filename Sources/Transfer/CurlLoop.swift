@@ -14,8 +14,11 @@ final class Attempt: @unchecked Sendable {
     let host: String
     let number: Int
     let sink: any BodySink
-    /// `Range` start; 0 asks for the whole body.
+    /// The bytes held that the attempt goes on from (0: it asks for the whole body).
     let requestedOffset: Int64
+    /// Where its `Range` starts: a little before `requestedOffset`, so that
+    /// the last bytes held come again and are compared (see `FileSink.prepareResume`).
+    let rangeStart: Int64
     /// Sent as `If-Range` with a range request.
     let validator: String?
     let counters: LoopCounters
@@ -84,7 +87,7 @@ final class Attempt: @unchecked Sendable {
         guard begun else { return "timed out: no answer in \(time)" }
         if head.status == 206, requestedOffset > 0 {
             let total = expectedSize.map { " of \($0)" } ?? ""
-            return "timed out: \(receivedThisAttempt) bytes received in \(time), \(requestedOffset + receivedThisAttempt)\(total) so far"
+            return "timed out: \(receivedThisAttempt) bytes received in \(time), \(max(requestedOffset, rangeStart + receivedThisAttempt))\(total) so far"
         }
         let total = head.contentLength.map { " of \($0)" } ?? ""
         return "timed out: \(receivedThisAttempt)\(total) bytes received in \(time)"
@@ -246,7 +249,9 @@ final class Attempt: @unchecked Sendable {
     }
     var headerList: UnsafeMutablePointer<curl_slist>?
 
-    /// `asksWhole`: no `Range`, whatever the sink holds (which it keeps until a whole body begins).
+    /// `asksWhole`: no `Range`, whatever the sink holds (which it keeps until a
+    /// whole body begins). Not on the loop thread: a resume reads the last
+    /// bytes held back from the disk.
     init(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink, counters: LoopCounters, asksWhole: Bool = false) {
         self.id = id
         self.url = target.url
@@ -254,6 +259,7 @@ final class Attempt: @unchecked Sendable {
         self.number = number
         self.sink = sink
         self.requestedOffset = asksWhole ? 0 : sink.resumeOffset
+        self.rangeStart = requestedOffset > 0 ? requestedOffset - sink.prepareResume() : 0
         self.validator = requestedOffset > 0 ? sink.resumeValidator : nil
         self.counters = counters
         queuedAt = .now
@@ -266,6 +272,7 @@ final class Attempt: @unchecked Sendable {
         number = attempt.number
         sink = attempt.sink
         requestedOffset = attempt.requestedOffset
+        rangeStart = attempt.rangeStart
         validator = attempt.validator
         counters = attempt.counters
         queuedAt = attempt.queuedAt
@@ -378,7 +385,7 @@ final class Attempt: @unchecked Sendable {
     }
 
     var expectedSize: Int64? {
-        Self.expectedSize(contentLength: head.contentLength, status: head.status, requestedOffset: requestedOffset)
+        Self.expectedSize(contentLength: head.contentLength, status: head.status, requestedOffset: rangeStart)
     }
 
     /// The whole body's size as the response announces it: a 206 carries the
@@ -1193,7 +1200,7 @@ final class CurlLoop: Sendable {
         try easy.set(CURLOPT_HEADERDATA, pointer: context)
         if attempt.requestedOffset > 0 {
             // CURLOPT_RANGE, not RESUME_FROM: a 200 answer to If-Range must be accepted, not failed.
-            try easy.set(CURLOPT_RANGE, "\(attempt.requestedOffset)-")
+            try easy.set(CURLOPT_RANGE, "\(attempt.rangeStart)-")
             if let validator = attempt.validator {
                 let list = curl_slist_append(nil, "If-Range: \(validator)")
                 attempt.headerList = list

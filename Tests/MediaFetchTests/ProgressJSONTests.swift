@@ -22,7 +22,7 @@ import Testing
         report.bytesReceived = 1 << 20
         report.seconds = 1.5
         #expect(ProgressJSON.line(for: .finished(report))
-                == #"{"awaitingRecord":0,"bytes":1048576,"catalogFailed":false,"downloaded":2,"event":"finished","failed":1,"givenUpHosts":[],"interrupted":false,"left":0,"outOfSpace":false,"repeats":0,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
+                == #"{"awaitingRecord":0,"bytes":1048576,"catalogFailed":false,"downloaded":2,"event":"finished","failed":1,"givenUpHosts":[],"interrupted":false,"left":0,"outOfSpace":false,"overPlainHTTP":0,"repeats":0,"resumedBytes":0,"seconds":1.5,"skipped":0,"total":3}"#)
         // An interrupted run says what it leaves, as the summary does.
         report.total = 20
         report.interrupted = true

@@ -193,7 +193,7 @@ import TestSupport
                 #expect(body.sha256 == sha256(fixtureBytes(count: 600_000, seed: UInt64(100 + index))))
                 body.file.release()
             }
-            let ranged = origin.requests().filter { $0.headers["range"] == "bytes=\(offset)-" }
+            let ranged = origin.requests().filter { $0.headers["range"] == resumeRange(from: offset) }
             #expect(ranged.count == count)
         }
     }
