@@ -171,6 +171,8 @@ final class FileSink: BodySink {
             // restore the hash state. Rare, and bounded by what is on disk.
             bytesHeld = try writer.seed(fromFileLength: held.size)
             if bytesHeld > 0 { opening = nil }
+            recent = writer.seededTail
+            recentEnd = bytesHeld
             validator = held.validator
             validatorTotal = held.total
             validatorRoute = held.route
@@ -188,20 +190,46 @@ final class FileSink: BodySink {
     /// another's tail, and a 206 that vouched for it passed every other check.
     static let resumeOverlap = 4096
     /// The bytes a resume's answer must open with (see `resumeOverlap`),
-    /// read back for the attempt about to ask, and how many have come.
+    /// taken for the attempt about to ask, and how many have come.
     private var overlap: [UInt8] = []
     private var overlapMatched = 0
+    /// The last bytes written (up to `recentCapacity`), ending at byte
+    /// `recentEnd`, of a body long enough to be resumed: the overlap is taken
+    /// from memory, not read back from the disk by the task that asks (a wait
+    /// for the writer on Swift's shared threads). Twice the overlap: a failed
+    /// attempt drops less than a block of what it got.
+    private var recent: [UInt8] = []
+    private var recentEnd: Int64 = 0
+    static let recentCapacity = 2 * resumeOverlap
 
     func prepareResume() -> Int64 {
         overlapMatched = 0
+        overlap = []
         // Not for a few blocks held: little is lost if they start over.
-        guard bytesHeld >= 2 * Int64(Self.resumeOverlap),
-              let tail = writer.tail(Self.resumeOverlap, endingAt: bytesHeld) else {
-            overlap = []
-            return 0
+        let count = Self.resumeOverlap
+        guard bytesHeld >= 2 * Int64(count) else { return 0 }
+        let start = bytesHeld - Int64(count)
+        if recentEnd >= bytesHeld, recentEnd - Int64(recent.count) <= start {
+            let from = recent.count - Int(recentEnd - start)
+            overlap = Array(recent[from..<(from + count)])
+        } else if let tail = writer.tail(count, endingAt: bytesHeld) {
+            // (An attempt cancelled dropped more than that: rare, and read back.)
+            overlap = tail
         }
-        overlap = tail
-        return Int64(tail.count)
+        return Int64(overlap.count)
+    }
+
+    /// Keeps the last bytes of a write just taken (see `recent`).
+    private func remember(_ bytes: UnsafeRawBufferPointer) {
+        let capacity = Self.recentCapacity
+        if bytes.count >= capacity {
+            recent = Array(bytes.suffix(capacity))
+        } else {
+            let overflow = recent.count + bytes.count - capacity
+            if overflow > 0 { recent.removeFirst(overflow) }
+            recent.append(contentsOf: bytes)
+        }
+        recentEnd = bytesHeld
     }
 
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? {
@@ -215,12 +243,14 @@ final class FileSink: BodySink {
             return TransferError(.http(status: head.status),
                                  "HTTP \(head.status)\(reason): the server sent no file (only 200, 203 and 206 carry one); not stored")
         }
+        // Where the range asked began (see `resumeOverlap`). Only a 206 goes on
+        // from the bytes held, and sends the last of them again first.
+        let askedFrom = requestedOffset - Int64(overlap.count)
+        if head.status != 206 || requestedOffset == 0 { overlap = [] }
+        overlapMatched = 0
         // A 206 that carries the whole file though no range was asked (some
         // servers and CDNs answer so): the file, as a 200 would be. It was
         // refused and asked again five times, to the same answer.
-        // Only a 206 goes on from the bytes held; what it must send again first.
-        if head.status != 206 || requestedOffset == 0 { overlap = [] }
-        overlapMatched = 0
         var wholeFileIn206: Int64?
         if head.status == 206, requestedOffset == 0, let range = head.contentRange, range.start == 0,
            let total = range.total, range.end == total - 1, head.contentLength.map({ $0 == total }) ?? true {
@@ -230,7 +260,7 @@ final class FileSink: BodySink {
             // `contentRange` is ordered and inside the file, so `total - 1` and
             // the range's length cannot overflow whatever the server sent.
             guard requestedOffset > 0, requestedOffset == bytesHeld, let range = head.contentRange,
-                  range.start == requestedOffset - Int64(overlap.count), let total = range.total, range.end == total - 1,
+                  range.start == askedFrom, let total = range.total, range.end == total - 1,
                   head.contentLength.map({ $0 == range.end - range.start + 1 }) ?? true else {
                 // Not the rest of the file we asked for: drop what we hold, so
                 // the retry asks for the whole body instead of the same range.
@@ -250,6 +280,13 @@ final class FileSink: BodySink {
                 restart()
                 return TransferError(.protocolViolation, said ? "the file changed on the server while resuming"
                     : "the server's range answer did not say which version of the file it is from")
+            }
+            if total < requestedOffset {
+                // Shorter than the bytes held (a file shrunk under the same validator):
+                // its range may end within those sent again, and the body cannot go on.
+                restart()
+                return TransferError(.protocolViolation, "the file changed on the server while resuming "
+                    + "(\(total) bytes long now, \(requestedOffset) held)")
             }
             if let known = validatorTotal, known != total {
                 restart()
@@ -280,13 +317,14 @@ final class FileSink: BodySink {
                 return TransferError(.protocolViolation, "the server answered \(head.status) with a part of the file "
                     + "(Content-Range: \(head.fields["content-range"] ?? ""))")
             }
-            if requestedOffset > 0, let known = validatorTotal, let length = head.contentLength,
-               length == known - requestedOffset, length != known {
-                // Just as many bytes as were left to fetch, under a 200: the rest
-                // of the file, sent as if it were all of it (else stored as the file).
+            if requestedOffset > 0, let known = validatorTotal, let length = head.contentLength, length != known,
+               length == known - askedFrom || length == known - requestedOffset {
+                // Just as many bytes as the range asked, under a 200: the rest of
+                // the file, sent as if it were all of it (else stored as the file).
                 restart()
                 return TransferError(.protocolViolation, "the server answered \(head.status) with \(length) bytes, just what "
-                    + "was left of \(known) from byte \(requestedOffset): the rest of the file, not all of it")
+                    + "was left of \(known) from byte \(length == known - askedFrom ? askedFrom : requestedOffset): "
+                    + "the rest of the file, not all of it")
             }
             var total = head.contentLength ?? wholeFileIn206 ?? (head.status == 200 ? head.lengthBesideChunks : nil)
             if bytesHeld > 0, let known = validatorTotal, validatorStillMatches(head, absentMeans: false) {
@@ -472,6 +510,8 @@ final class FileSink: BodySink {
     func bodyEnded() -> TransferError? {
         guard accepting else { return nil }
         if overlapMatched < overlap.count {
+            // Not the rest of the file: the next attempt asks for all of it.
+            restart()
             return TransferError(.protocolViolation, "the answer to the resume ended within the bytes already held")
         }
         if let pending = pendingAnswer {
@@ -551,6 +591,7 @@ final class FileSink: BodySink {
                 opening?.append(contentsOf: bytes.prefix(Self.openingSize - Int(bytesHeld)))
             }
             bytesHeld += Int64(bytes.count)
+            if (expectedTotal ?? .max) >= resumableThreshold { remember(bytes) }
         }
         return answer
     }
@@ -564,6 +605,8 @@ final class FileSink: BodySink {
         partial.forgetValidator()
         overlap = []
         overlapMatched = 0
+        recent = []
+        recentEnd = 0
         bytesHeld = 0
         opening = []
         validator = nil

@@ -294,8 +294,10 @@ final class HashingWriter: @unchecked Sendable {
         }
     }
 
-    /// The first bytes (up to `FileSink.openingSize`) of those `seed` read back.
+    /// The first bytes (up to `FileSink.openingSize`) of those `seed` read
+    /// back, and the last (up to `FileSink.recentCapacity`).
     private(set) var seededOpening: [UInt8] = []
+    private(set) var seededTail: [UInt8] = []
 
     /// Hashes bytes already in the file (a partial from an earlier run)
     /// without writing them, and returns how many it kept: all of them, or,
@@ -334,6 +336,9 @@ final class HashingWriter: @unchecked Sendable {
             }
             hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             if offset == 0 { seededOpening = Array(UnsafeRawBufferPointer(rebasing: buffer[0..<min(count, FileSink.openingSize)])) }
+            // The last bytes, over the last two reads at most (a read is far longer).
+            let last = UnsafeRawBufferPointer(rebasing: buffer[0..<count]).suffix(FileSink.recentCapacity)
+            seededTail = Array((seededTail + last).suffix(FileSink.recentCapacity))
             offset += Int64(count)
         }
         _ = lseek(descriptor, off_t(length), SEEK_SET)

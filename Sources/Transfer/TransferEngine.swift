@@ -471,6 +471,8 @@ public final class TransferEngine: Sendable {
     @inline(never)
     private func judge(_ outcome: AttemptOutcome, offset: Int64, id: TransferID, target: RequestTarget, sink: any BodySink,
                        tally: inout AttemptTally) throws(TransferError) -> AfterAttempt {
+        // A whole body began in place of the bytes held: its own may be resumed.
+        if tally.asksWhole, (200...299).contains(outcome.head.status) { tally.asksWhole = false }
         var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
         if case .failure(let failure) = result, failure.kind == .network(curlCode: Int(CURLE_COULDNT_CONNECT.rawValue)) {
             // A proxy from the environment that is down: named, or it read as the server being down.

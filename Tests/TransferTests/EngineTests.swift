@@ -249,15 +249,19 @@ import URLText
     /// range has no total (`bytes N-M/*`) or cannot be read, or one with no
     /// range but just as many bytes as were left, is refused, and the file
     /// is asked for whole (each had the tail stored as the file).
-    @Test(arguments: ["bytes %d-499999/*", "bytes=%d-499999", ""])
-    func aTailSentAsA200IsNotTheFile(contentRange: String) async throws {
+    /// (The server sends the range asked, or, `fromHeld`, what follows the bytes held.)
+    @Test(arguments: ["bytes %d-499999/*", "bytes=%d-499999", ""], [false, true])
+    func aTailSentAsA200IsNotTheFile(contentRange: String, fromHeld: Bool) async throws {
         try await withOrigin { origin, directory in
             let path = "/tail.jpg"
             let (content, partials, held) = try await leavePartial(origin, directory, path, seed: 54, etag: "\"v1\"")
             origin.route(path) { request in
-                guard request.header("range") != nil else { return OriginResponse(headers: [("ETag", "\"v2\"")], body: content) }
-                let range = contentRange.isEmpty ? [] : [("Content-Range", contentRange.replacingOccurrences(of: "%d", with: "\(held)"))]
-                return OriginResponse(status: 200, headers: range, body: content.suffix(from: held))
+                guard let asked = request.header("range"), let askedFrom = Int(asked.dropFirst(6).dropLast()) else {
+                    return OriginResponse(headers: [("ETag", "\"v2\"")], body: content)
+                }
+                let start = fromHeld ? held : askedFrom
+                let range = contentRange.isEmpty ? [] : [("Content-Range", contentRange.replacingOccurrences(of: "%d", with: "\(start)"))]
+                return OriginResponse(status: 200, headers: range, body: content.suffix(from: start))
             }
 
             let body = try await downloadInNewRun(origin.url(path), partials: partials)
@@ -851,6 +855,67 @@ import URLText
             #expect(body.sha256 == sha256(replacement))
             #expect(body.resumedBytes == 0)
             #expect(origin.requests(for: path).suffix(2).map { $0.header("range") } == [resumeRange(from: held), nil])
+        }
+    }
+
+    /// A file shrunk under the same validator to end within the bytes sent
+    /// again (its first length was not known: it came chunked): the 206 is
+    /// refused and the file asked for whole. Taken, the body ended within
+    /// the bytes held, and the URL failed on every run.
+    @Test func aFileShrunkBelowTheBytesHeldStartsOver() async throws {
+        try await withOrigin { origin, directory in
+            let path = "/shrunk.wav"
+            let url = origin.url(path)
+            let partials = directory.appending("tmp")
+            let old = fixtureBytes(count: 300_000, seed: 59)
+            let key = PartialFile.key(for: url)
+            let shard = PartialFile.shardDirectory(partials, key: key)
+            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+            // Held: 299,008 bytes of a body whose length was not given.
+            try old.prefix(299_008).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
+            try Data("\(url)\n\"v1\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
+            // Cut short (a truncated copy): its bytes are the held ones up to its end.
+            let shrunk = old.prefix(297_000)
+            origin.route(path) { request in
+                guard let asked = request.header("range"), let start = Int(asked.dropFirst(6).dropLast()) else {
+                    return OriginResponse(headers: [("ETag", "\"v1\"")], body: shrunk)
+                }
+                return OriginResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-296999/297000")],
+                                      body: shrunk.suffix(from: start))
+            }
+
+            let body = try await downloadInNewRun(url, partials: partials)
+
+            #expect(body.sha256 == sha256(shrunk))
+            #expect(origin.requests(for: path).map { $0.header("range") } == [resumeRange(from: 299_008), nil])
+        }
+    }
+
+    /// After a refused resume, the whole body asked for comes, and is cut
+    /// off: the next attempt resumes it, under its own validator (it asked
+    /// for the whole body again, and again).
+    @Test func aWholeBodyAskedForAfterARefusedResumeIsResumedInItsTurn() async throws {
+        try await withOrigin { origin, directory in
+            let path = "/refused-then-cut.jpg"
+            let (_, partials, _) = try await leavePartial(origin, directory, path, seed: 61, etag: "\"v1\"")
+            let new = fixtureBytes(count: 500_000, seed: 62)
+            origin.route(path) { request in
+                if request.header("if-range") == "\"v1\"" { return OriginResponse(status: 412) }
+                guard let asked = request.header("range"), let start = Int(asked.dropFirst(6).dropLast()) else {
+                    return OriginResponse(headers: [("ETag", "\"v2\"")], body: new)
+                }
+                return OriginResponse(status: 206, headers: [("ETag", "\"v2\""), ("Content-Range", "bytes \(start)-499999/500000")],
+                                      body: new.suffix(from: start))
+            }
+            // The 412, then the whole body, cut off.
+            origin.setFault(path, .dropAfter(bytes: 300_000), times: 2)
+
+            let body = try await downloadInNewRun(origin.url(path), partials: partials)
+
+            #expect(body.sha256 == sha256(new))
+            let held = resumeOffset(afterCutAt: 300_000, in: directory.path)
+            #expect(origin.requests(for: path).suffix(2).map { $0.header("range") } == [nil, resumeRange(from: held)])
+            #expect(body.resumedBytes == Int64(held))
         }
     }
 
