@@ -248,6 +248,14 @@ public enum URLList {
         return try read(fd, name: path, source: path)
     }
 
+    /// The bytes of the lists at `paths` that are regular files (a pipe's are not known before it is read).
+    public static func fileBytes(_ paths: [String]) -> Int64 {
+        paths.reduce(Int64(0)) { sum, path in
+            var info = stat()
+            return sum + (path != "-" && stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG ? Int64(info.st_size) : 0)
+        }
+    }
+
     /// Reads `fd` until end of file; `name` is what read errors call it, `source` what line errors do.
     private static func read(_ fd: Int32, name: String, source: String) throws(InputError) -> URLBlock {
         var reader = LineReader(source: source)

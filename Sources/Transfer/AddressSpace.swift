@@ -12,7 +12,7 @@ import Darwin
 /// or crashed; `--version` hung under 100 MB.
 public enum AddressSpace {
     /// Transfers the base need covers.
-    static let baseJobs = 16
+    public static let baseJobs = 16
 
     /// What a run of `jobs` transfers at once needs: 288 MiB up to 16 (256
     /// MiB was the peak measured, at 16 and at 64 jobs, small files and
@@ -21,10 +21,13 @@ public enum AddressSpace {
     /// `defaultThreadStack`). Nil `jobs`: a command that downloads nothing
     /// (`list`, `stats`, `--help`), which needs 192 MiB (`--version` hung
     /// under 100 MB, and ran under 150 MB).
-    public static func needed(jobs: Int?) -> Int64 {
+    /// `listBytes`: the URLs a run holds, counted twice (the list, and what
+    /// the job keeps of each item: 322 MB at the peak for a list of 145 MiB),
+    /// from 1 MiB on (the base was measured with lists under that).
+    public static func needed(jobs: Int?, listBytes: Int64 = 0) -> Int64 {
         guard let jobs else { return 192 << 20 }
         // (Clamped: `--jobs` is checked against the limit before it is held to the open files.)
-        return (288 << 20) + Int64(min(max(0, jobs - baseJobs), 1 << 20)) * (7 << 19)
+        return (288 << 20) + Int64(min(max(0, jobs - baseJobs), 1 << 20)) * (7 << 19) + (listBytes >= 1 << 20 ? 2 * listBytes : 0)
     }
 
     /// The stack size the executable gives threads made with default
@@ -50,14 +53,17 @@ public enum AddressSpace {
     /// Why a run of `jobs` transfers cannot go on under the limit, in one
     /// line; nil when it can (or there is no limit). `jobs` nil: a command
     /// that downloads nothing, which needs the base.
-    public static func problem(jobs: Int?, limit: Int64? = limit()) -> String? {
+    /// `listBytes`: see `needed`; a list of a few hundred MiB read under a
+    /// limit it did not fit died of a failed allocation, a trace and all.
+    public static func problem(jobs: Int?, listBytes: Int64 = 0, limit: Int64? = limit()) -> String? {
         guard let limit else { return nil }
-        let wanted = needed(jobs: jobs)
+        let wanted = needed(jobs: jobs, listBytes: listBytes)
         guard limit < wanted else { return nil }
         let mib = { (bytes: Int64) in "\((bytes + (1 << 20) - 1) >> 20) MiB" }
         let withJobs = jobs.map { $0 > baseJobs ? " with --jobs \($0)" : "" } ?? ""
+        let withList = listBytes >= 1 << 20 ? "\(withJobs.isEmpty ? " for" : " and") a list of \(mib(listBytes))" : ""
         let fewer = (jobs ?? 0) > baseJobs ? ", or give fewer --jobs" : ""
         return "the address-space limit is \(mib(limit)) (ulimit -v, the hard limit: the soft one was raised to it), and "
-            + "mediafetch needs about \(mib(wanted))\(withJobs): raise it where it is set (limits.conf as, LimitAS=)\(fewer)"
+            + "mediafetch needs about \(mib(wanted))\(withJobs)\(withList): raise it where it is set (limits.conf as, LimitAS=)\(fewer)"
     }
 }

@@ -1661,6 +1661,18 @@ import TestSupport
             #expect(many.stderrLines.first?.hasSuffix("needs about 582 MiB with --jobs 100: raise it where it is set "
                 + "(limits.conf as, LimitAS=), or give fewer --jobs") == true, "\(many.stderr)")
             #expect(access(cache, F_OK) != 0)
+            // A list too long for the limit is said to be before it is read (one of 145 MiB under 439 MiB died
+            // of a failed allocation, a trace and all): 50 MiB of URLs, held twice, past 342 MiB.
+            let list = directory.appending("long.txt")
+            let line = "http://127.0.0.1:1/x.jpg?pad=" + String(repeating: "p", count: 2_530) + "\n"
+            try Data(String(repeating: line, count: 20 * 1024).utf8).write(to: URL(fileURLWithPath: list))
+            let long = try await BuiltProducts.runShell(#"ulimit -v 350000 && exec "$MEDIAFETCH" get --cache "$CACHE" -i "$LIST""#,
+                                                        environment: ["CACHE": cache, "LIST": list])
+            #expect(long.status == 3)
+            #expect(long.stderrLines == ["mediafetch: the address-space limit is 342 MiB (ulimit -v, the hard limit: the soft one was "
+                + "raised to it), and mediafetch needs about 388 MiB for a list of 50 MiB: raise it where it is set (limits.conf as, "
+                + "LimitAS=)"], "\(long.stderr)")
+            #expect(access(cache, F_OK) != 0)
         }
     }
 

@@ -551,6 +551,22 @@ import TestSupport
         #expect(block != ["http://a/1"])
     }
 
+    /// Kept in segments (one array copied whole as it grew failed a long
+    /// list under `ulimit -v`): URLs on both sides of a segment's end, and
+    /// one longer than a segment, read back as they were given.
+    @Test func urlsAcrossSegmentsReadBackWhole() {
+        let urls = (0..<3_000).map { "http://a/\($0)?" + String(repeating: "p", count: 900 + $0 % 7) }
+            + ["http://b/" + String(repeating: "q", count: 3 << 20), "http://c/after"]
+        var block = URLBlock()
+        for url in urls { block.append(url) }
+        #expect(Array(block) == urls)
+        #expect(block.byteCount == urls.reduce(0) { $0 + $1.utf8.count })
+        var joined: URLBlock = ["http://first/"]
+        joined += block
+        #expect(Array(joined) == ["http://first/"] + urls)
+        #expect(joined != block)
+    }
+
     @Test func urlItemsAreItemsOfOneCollectionAndKind() {
         let items = URLItems(urls: ["http://a/1", "http://a/2", "http://a/1"], collection: "trip", kind: .photo)
         #expect(items.count == 3)

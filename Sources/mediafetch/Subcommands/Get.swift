@@ -49,12 +49,18 @@ struct Get: AsyncParsableCommand {
             if transfer.progress == .json { Terminal.writeErr(ProgressJSON.line(for: .finished(FetchReport())) + "\n") }
             return
         }
-        try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items)
+        try await FetchRunner(cacheOptions: cacheOptions, transfer: transfer).run(items, listBytes: Int64(items.urls.byteCount))
     }
 
     /// The URLs given and those in the input files, as items (kept as the
     /// URLs' bytes: a list of a million URLs is held for the whole run).
     private func requestedItems() throws -> URLItems {
+        // Lists too long for the address-space limit are said to be before they are read.
+        let listBytes = URLList.fileBytes(inputFiles)
+        if listBytes > 0, let problem = AddressSpace.problem(jobs: AddressSpace.baseJobs, listBytes: listBytes) {
+            Terminal.error(problem, progress: transfer.progress)
+            throw Exit.cacheUnusable
+        }
         var list = URLBlock()
         var problems: [String] = []
         // Every bad line of every list (up to ten a list), each on its own line.
@@ -89,7 +95,8 @@ struct FetchRunner {
     let cacheOptions: CacheOptions
     let transfer: TransferOptions
 
-    func run(_ items: any FetchList) async throws {
+    /// `listBytes`: the URLs' bytes, which the run holds (see `AddressSpace.needed`).
+    func run(_ items: any FetchList, listBytes: Int64 = 0) async throws {
         let configuration = transfer.configuration
         // Before the cache is opened: nothing is made that the run cannot go on with.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
@@ -101,7 +108,7 @@ struct FetchRunner {
             throw Exit.cacheUnusable
         }
         // The transfers that will run: --jobs, held to what the open files allow.
-        if let problem = AddressSpace.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs)) {
+        if let problem = AddressSpace.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs), listBytes: listBytes) {
             Terminal.error(problem, progress: transfer.progress)
             throw Exit.cacheUnusable
         }
