@@ -56,7 +56,8 @@ public struct RunProgress: Sendable, Equatable {
 public enum JobEvent: Sendable {
     case progress(RunProgress)
     case stored(url: String, sha256: String, size: Int64, resumedBytes: Int64)
-    case failed(url: String, reason: String)
+    /// `givenUpHost`: the failure is its host's, given up (see `HostReachability`).
+    case failed(url: String, reason: String, givenUpHost: String? = nil)
     case retrying(url: String, attempt: Int, delay: Double, reason: String)
     /// A host turned connections away while it answered others: it gets at
     /// most `connections` transfers at once while it keeps to that (see `TransferEvent`).
@@ -659,7 +660,7 @@ public final class FetchJob: Sendable {
         }
         // When the catalog cannot be opened the run fails as a whole, with
         // one line: the items that fail because of it are not listed.
-        if !cache.catalogFailed { eventSink.yield(.failed(url: item.url, reason: reason)) }
+        if !cache.catalogFailed { eventSink.yield(.failed(url: item.url, reason: reason, givenUpHost: givenUpHost)) }
     }
 
     /// Applies `update` to the progress and sends it, as `ProgressGate` lets it.

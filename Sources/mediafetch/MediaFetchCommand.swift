@@ -33,8 +33,9 @@ struct MediaFetchCommand: AsyncParsableCommand {
                    a CA file from --cacert, $CURL_CA_BUNDLE or $SSL_CERT_FILE
                    with no certificate)
               74   the output could not be written (e.g. a full disk behind > FILE)
-              130  interrupted (Ctrl-C, SIGTERM or SIGHUP); what finished is stored,
-                   partial downloads resume on the next run
+              130  interrupted (Ctrl-C, SIGTERM or SIGHUP, or get's stderr read
+                   by nothing any more); what finished is stored, partial
+                   downloads resume on the next run
             """,
         version: mediafetchVersion,
         subcommands: [Get.self, List.self, Stats.self])

@@ -50,8 +50,18 @@ enum Terminal {
     /// `2>>job.log`) is left at that: there is nowhere left to say so, and the
     /// run, its cache and its exit status are worth more than the message.
     static func writeErr(_ text: String) {
-        _ = write(text, to: STDERR_FILENO)
+        guard !write(text, to: STDERR_FILENO), lastWriteError.withLock({ $0 }) == EPIPE,
+              let stop = whenStderrIsGone.withLock({ stop in defer { stop = nil }; return stop }) else { return }
+        stop()
     }
+
+    /// Called once (from the thread that found it) when stderr's reader has
+    /// gone (a pipe to `head` or a pager that was quit): a run stops as on
+    /// SIGHUP, what finished stored. With SIGPIPE, a run died mid-way, its
+    /// finished bodies left unrecorded (see `FetchRunner`, which ignores it).
+    static let whenStderrIsGone = Mutex<(@Sendable () -> Void)?>(nil)
+    /// `errno` of the last write that failed.
+    private static let lastWriteError = Mutex<Int32>(0)
 
     /// Writes a command's output to stdout; when stdout refuses it (a full
     /// disk behind `> list.txt`), says so in one line and exits with
@@ -74,7 +84,11 @@ enum Terminal {
     /// and a JSON progress line (which lists the running URLs) may be longer,
     /// so a note from another thread could land inside it.
     private static func write(_ text: String, to fd: Int32) -> Bool {
-        writing.withLock { _ in writeAll(text, to: fd) }
+        writing.withLock { _ in
+            let written = writeAll(text, to: fd)
+            if !written { lastWriteError.withLock { $0 = errno } }
+            return written
+        }
     }
 
     /// The project's sleeping lock, not `Mutex`, which spins before it sleeps.
@@ -217,6 +231,7 @@ struct ProgressPrinter {
     func consume(_ events: AsyncStream<JobEvent>) async {
         let live = mode.showsStatusLine
         var pausedHosts: Set<String> = []
+        var explainedHosts: Set<String> = []
         // Notes of hosts paused, held until a progress shows items left: a
         // lone URL answered 429 under --retries 0 has failed already, and
         // "its URLs wait 1 s" was said of none.
@@ -238,12 +253,18 @@ struct ProgressPrinter {
             switch event {
             case .progress(let progress) where live:
                 showStatus(progress)
-            case .failed(let url, let reason):
+            case .failed(let url, let reason, let givenUpHost):
                 // The status line shown is from before the failure (the item
                 // may be in it as waiting to retry): it goes, and the next
                 // progress, due within a second, draws it again.
                 if live { StatusLine.shared.clear() }
-                Terminal.error("failed \(url): \(reason)")
+                // A host given up is explained once: its 20,000 URLs wrote the
+                // three rows of it 20,000 times (5 MB of stderr).
+                if let givenUpHost, !explainedHosts.insert(givenUpHost).inserted {
+                    Terminal.error("failed \(url): its host, \(givenUpHost), is given up (as above)")
+                } else {
+                    Terminal.error("failed \(url): \(reason)")
+                }
             case .hostLimited(let host, let connections):
                 Terminal.notice(ProgressText.hostLimitedNote(host: host, connections: connections), progress: mode)
             case .hostPaused(let host, let seconds):

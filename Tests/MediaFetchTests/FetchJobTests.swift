@@ -116,7 +116,7 @@ import Transfer
             let givenUpSaid = Task { () -> [String: Int] in
                 var byHost: [String: Int] = [:]
                 for await event in job.events {
-                    if case .failed(let url, let reason) = event, reason.hasPrefix("given up: ") {
+                    if case .failed(let url, let reason, _) = event, reason.hasPrefix("given up: ") {
                         byHost[String(url.dropFirst("http://".count).prefix { $0 != "/" }), default: 0] += 1
                     }
                 }

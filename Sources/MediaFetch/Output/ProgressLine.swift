@@ -46,7 +46,7 @@ public enum ProgressJSON {
         case .stored(let url, let sha256, let size, let resumedBytes):
             fields = ["event": .string("stored"), "url": .string(RedactedURL.of(url)), "hash": .string(sha256),
                       "size": .integer(size), "resumedBytes": .integer(resumedBytes)]
-        case .failed(let url, let reason):
+        case .failed(let url, let reason, _):
             fields = ["event": .string("failed"), "url": .string(RedactedURL.of(url)),
                       "reason": .string(RedactedURL.inText(reason))]
         case .retrying(let url, let attempt, let delay, let reason):

@@ -192,6 +192,11 @@ struct FetchRunner {
             return source
         }
         defer { for source in sources { source.cancel() } }
+        // A reader of stderr that has gone (`2>&1 | head`, a pager quit) stops
+        // the run as SIGHUP does: killed by SIGPIPE, it left finished bodies
+        // unrecorded and no summary.
+        signal(SIGPIPE, SIG_IGN)
+        Terminal.whenStderrIsGone.withLock { $0 = { work.cancel() } }
 
         let report: FetchReport
         do {
