@@ -31,7 +31,14 @@ public enum DisplayText {
     /// Hangul, full-width forms, most emoji), one for any other character
     /// (a base letter and its combining marks are one character).
     public static func displayWidth(_ text: String) -> Int {
-        text.reduce(0) { $0 + displayWidth($1) }
+        // ASCII (most URLs), a column a byte: read by the character, 100,000
+        // rows of long URLs took `list` 7.6 s where CSV took 2.2.
+        if isASCII(text) { return text.utf8.count }
+        return text.reduce(0) { $0 + displayWidth($1) }
+    }
+
+    private static func isASCII(_ text: String) -> Bool {
+        text.utf8.allSatisfy { $0 < 0x80 }
     }
 
     /// `text` cut to at most `width` columns by leaving out its middle for
@@ -39,11 +46,22 @@ public enum DisplayText {
     /// what tells it from the others. A URL keeps its scheme, host and port
     /// whole where its file's name fits beside them, and as much of its path
     /// before the name as is left (`http://127.0.0.1:34967/…otos/159.jpg`);
+    /// a URL with a query keeps its path before any of the query, which is
+    /// cut at its end (`…/IMG_0097.jpg?X-Amz-Algorithm=…`: signed links'
+    /// queries end alike, and every row read `…host&X-Amz-Expires=3600`);
     /// other text keeps three fifths from its start. Whole when it fits; cut
     /// at its end when `width` is under 8.
     public static func elidingMiddle(_ text: String, toWidth width: Int) -> String {
         guard displayWidth(text) > width else { return text }
         guard width >= 8 else { return elidingEnd(text, toWidth: width) }
+        if site(of: text) != nil, let query = text.firstIndex(of: "?") {
+            let address = String(text[..<query])
+            // The address whole and a little of the query, or the address cut and a sign of the query.
+            if displayWidth(address) + 4 <= width {
+                return address + elidingEnd(String(text[query...]), toWidth: width - displayWidth(address))
+            }
+            return elidingMiddle(address, toWidth: width - 2) + "?…"
+        }
         let characters = Array(text)
         var headWidth = width - 1 - (width - 1) * 2 / 5
         if let site = site(of: text), let lastSlash = text.lastIndex(of: "/"),
