@@ -1034,9 +1034,12 @@ final class CurlLoop: Sendable {
         func reportProgress(at now: ContinuousClock.Instant) {
             let rate = rateWindow.record(counters.bytesReceived, at: now)
             lastReport = now
-            let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map {
-                TransferSnapshot(id: $0.id, url: $0.url, bytesReceived: $0.sink.bytesHeld, bytesExpected: $0.expectedSize,
-                                 secondsWithoutData: $0.paused ? 0 : max(0, Int((now - $0.lastActivity).seconds)))
+            let active = running.values.sorted { $0.id.rawValue < $1.id.rawValue }.map { attempt in
+                let time = attempt.activeTime(at: now).seconds
+                return TransferSnapshot(id: attempt.id, url: attempt.url, bytesReceived: attempt.sink.bytesHeld,
+                                        bytesExpected: attempt.expectedSize,
+                                        secondsWithoutData: attempt.paused ? 0 : max(0, Int((now - attempt.lastActivity).seconds)),
+                                        bytesPerSecond: time >= 1 ? Double(attempt.receivedThisAttempt) / time : nil)
             }
             var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,
                                           bytesReceived: counters.bytesReceived, bytesPerSecond: rate)

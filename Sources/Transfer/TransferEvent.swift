@@ -19,13 +19,19 @@ public struct TransferSnapshot: Sendable, Equatable {
     /// rather than an estimate of time left. Whole, so that a snapshot
     /// differs from the last only when what is shown of it does.
     public let secondsWithoutData: Int
+    /// Its own rate over its attempt so far, its waits for the disk left out,
+    /// once it has run a second: one slow transfer beside fast ones makes the
+    /// time left its own, which the rate of them all hid.
+    public let bytesPerSecond: Double?
 
-    public init(id: TransferID, url: String, bytesReceived: Int64, bytesExpected: Int64?, secondsWithoutData: Int = 0) {
+    public init(id: TransferID, url: String, bytesReceived: Int64, bytesExpected: Int64?, secondsWithoutData: Int = 0,
+                bytesPerSecond: Double? = nil) {
         self.id = id
         self.url = url
         self.bytesReceived = bytesReceived
         self.bytesExpected = bytesExpected
         self.secondsWithoutData = secondsWithoutData
+        self.bytesPerSecond = bytesPerSecond
     }
 }
 

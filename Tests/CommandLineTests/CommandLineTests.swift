@@ -161,6 +161,23 @@ import Testing
         #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 active")
     }
 
+    /// The time left is the slowest transfer's at its own rate where that is
+    /// longer: a 2 KB/s transfer beside a 20 KB/s one said "3 min left" of
+    /// some 17 min, the bytes left over the rate of them all.
+    @Test func theTimeLeftWaitsForTheSlowestTransfer() {
+        var two = progress()
+        (two.waitingToRetry, two.skipped, two.bytesPerSecond) = (0, 0, 22_000)
+        two.active = [TransferSnapshot(id: TransferID(rawValue: 1), url: "http://fast/a", bytesReceived: 1_800_000,
+                                       bytesExpected: 2_000_000, bytesPerSecond: 20_000),
+                      TransferSnapshot(id: TransferID(rawValue: 2), url: "http://slow/b", bytesReceived: 180_000,
+                                       bytesExpected: 2_000_000, bytesPerSecond: 2_000)]
+        #expect(ProgressText.status(two).hasSuffix("2 active: 49% of 3.8 MiB, 15 min left"), "\(ProgressText.status(two))")
+        // Without a rate of its own (under a second old), the rate of them all.
+        two.active[1] = TransferSnapshot(id: TransferID(rawValue: 2), url: "http://slow/b", bytesReceived: 180_000,
+                                         bytesExpected: 2_000_000)
+        #expect(ProgressText.status(two).hasSuffix("2 active: 49% of 3.8 MiB, 92 s left"), "\(ProgressText.status(two))")
+    }
+
     /// While no running transfer gets a byte, the line says for how long
     /// instead of an estimate that grew as the rate decayed ("9 s left"
     /// with nothing coming); one transfer still moving keeps the estimate.

@@ -155,13 +155,19 @@ public enum ProgressText {
             return StatusField(.activeLeft, keep: 2, ["no data for \(NumberText.wait(Double(silent)))"])
         }
         var expected: Int64 = 0, received: Int64 = 0
+        // The slowest transfer's own time left: at the rate of them all, a
+        // 2 KB/s one beside a 20 KB/s one said "3 min left" of 17 min.
+        var slowest = 0.0
         for transfer in progress.active {
             guard let total = transfer.bytesExpected, total > 0 else { return nil }
             expected += total
             received += min(transfer.bytesReceived, total)
+            if let rate = transfer.bytesPerSecond, rate > 0 {
+                slowest = max(slowest, Double(total - min(transfer.bytesReceived, total)) / rate)
+            }
         }
         guard progress.bytesPerSecond > 0 else { return nil }
-        let seconds = (Double(expected - received) / progress.bytesPerSecond).rounded(.up)
+        let seconds = max(Double(expected - received) / progress.bytesPerSecond, slowest).rounded(.up)
         guard seconds >= 5 else { return nil }
         let percent = Int(Double(received) * 100 / Double(expected))
         let left = "\(NumberText.wait(seconds)) left"
