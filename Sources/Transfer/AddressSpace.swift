@@ -55,12 +55,18 @@ public enum AddressSpace {
     /// that downloads nothing, which needs the base.
     /// `listBytes`: see `needed`; a list of a few hundred MiB read under a
     /// limit it did not fit died of a failed allocation, a trace and all.
-    public static func problem(jobs: Int?, listBytes: Int64 = 0, limit: Int64? = limit()) -> String? {
+    /// `asked`: the `--jobs` given, where the open files hold it to fewer
+    /// (`jobs`): the message named a number the user never typed.
+    public static func problem(jobs: Int?, asked: Int? = nil, listBytes: Int64 = 0, limit: Int64? = limit()) -> String? {
         guard let limit else { return nil }
         let wanted = needed(jobs: jobs, listBytes: listBytes)
         guard limit < wanted else { return nil }
         let mib = { (bytes: Int64) in "\((bytes + (1 << 20) - 1) >> 20) MiB" }
-        let withJobs = jobs.map { $0 > baseJobs ? " with --jobs \($0)" : "" } ?? ""
+        let withJobs = jobs.map { jobs in
+            guard jobs > baseJobs else { return "" }
+            guard let asked, asked != jobs else { return " with --jobs \(jobs)" }
+            return " with --jobs \(asked) (\(jobs) at once, as many as the open files allow)"
+        } ?? ""
         let withList = listBytes >= 1 << 20 ? "\(withJobs.isEmpty ? " for" : " and") a list of \(mib(listBytes))" : ""
         let fewer = (jobs ?? 0) > baseJobs ? ", or give fewer --jobs" : ""
         return "the address-space limit is \(mib(limit)) (ulimit -v, the hard limit: the soft one was raised to it), and "

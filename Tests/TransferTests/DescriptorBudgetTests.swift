@@ -41,3 +41,23 @@ import Testing
         #expect(DescriptorBudget(limit: 256, heldFinishedBodies: 64).maxJobs == 21)
     }
 }
+
+@Suite struct AddressSpaceTests {
+    /// What a run needs under an address-space limit, and how it is said:
+    /// the `--jobs` typed (with what the open files hold it to), and a long
+    /// list's bytes, counted twice from 1 MiB on.
+    @Test func theNeedCountsTheJobsAndTheListAndNamesWhatWasTyped() {
+        #expect(AddressSpace.needed(jobs: 16) == 288 << 20)
+        #expect(AddressSpace.needed(jobs: 16, listBytes: 1_000) == 288 << 20)
+        #expect(AddressSpace.needed(jobs: 16, listBytes: 50 << 20) == 388 << 20)
+        #expect(AddressSpace.problem(jobs: 16, limit: 300 << 20) == nil)
+        #expect(AddressSpace.problem(jobs: 16, limit: nil) == nil)
+        let capped = AddressSpace.problem(jobs: 3_152, asked: 100_000, limit: 300 << 20)
+        #expect(capped?.contains("needs about 11264 MiB with --jobs 100000 (3152 at once, as many as the open files allow): ") == true,
+                "\(capped ?? "")")
+        let typed = AddressSpace.problem(jobs: 100, asked: 100, limit: 300 << 20)
+        #expect(typed?.contains("needs about 582 MiB with --jobs 100: ") == true, "\(typed ?? "")")
+        let list = AddressSpace.problem(jobs: 16, listBytes: 50 << 20, limit: 300 << 20)
+        #expect(list?.contains("needs about 388 MiB for a list of 50 MiB: ") == true, "\(list ?? "")")
+    }
+}

@@ -108,7 +108,8 @@ struct FetchRunner {
             throw Exit.cacheUnusable
         }
         // The transfers that will run: --jobs, held to what the open files allow.
-        if let problem = AddressSpace.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs), listBytes: listBytes) {
+        if let problem = AddressSpace.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs),
+                                              asked: configuration.maxConcurrentTransfers, listBytes: listBytes) {
             Terminal.error(problem, progress: transfer.progress)
             throw Exit.cacheUnusable
         }
