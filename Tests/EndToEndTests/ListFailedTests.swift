@@ -41,6 +41,28 @@ import TestSupport
         }
     }
 
+    /// A table with no row is its header alone: a note on stderr says there
+    /// is nothing (CSV's header and JSON's `[]` say it themselves).
+    @Test func anEmptyTableSaysSo() async throws {
+        try await withOrigin { origin, directory in
+            let cache = directory.appending("cache")
+            let photo = origin.addFixtures(count: 1, size: 2_000, firstSeed: 83)
+            #expect(try await BuiltProducts.run(["get", "--cache", cache] + photo).status == 0)
+
+            let failed = try await BuiltProducts.run(["list", "--cache", cache, "--failed"])
+            let photos = try await BuiltProducts.run(["list", "--cache", cache, "--kind", "photo"])
+            let csv = try await BuiltProducts.run(["list", "--cache", cache, "--kind", "photo", "--format", "csv"])
+            let files = try await BuiltProducts.run(["list", "--cache", cache, "--kind", "file"])
+
+            #expect(failed.status == 0 && failed.stdout.split(separator: "\n").count == 1)
+            #expect(failed.stderrLines == ["mediafetch: note: no URL's last fetch failed"])
+            #expect(photos.stdout.split(separator: "\n").count == 1)
+            #expect(photos.stderrLines == ["mediafetch: note: no items of kind photo in the cache"])
+            #expect(csv.stderr.isEmpty)
+            #expect(files.stderr.isEmpty && files.stdout.split(separator: "\n").count == 2)
+        }
+    }
+
     /// A run that began before another process fetched the URL, and failed
     /// it after: the fetch is the newer news. The failure stayed listed for
     /// good (the URL, cached, was never fetched again to clear it).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Synchronization
 import ContentStore
 import MediaFetch
 
@@ -33,12 +34,19 @@ struct List: AsyncParsableCommand {
         do {
             // A table on a terminal fits its rows to it; a pipe or a file gets every cell whole.
             let columns = format == .table ? Terminal.stdoutColumns : nil
+            // A table of no rows is its header alone: a note says why (CSV's header and JSON's [] say it themselves).
+            let lines = Mutex(0)
+            let write = { (text: String) throws in
+                lines.withLock { $0 += text.utf8.count { $0 == UInt8(ascii: "\n") } }
+                try Terminal.writeOut(text)
+            }
             if failed {
                 var shortened = 0
                 try cache.readFailures { forEach in
-                    shortened = try FailureFormatter.write(forEach, as: format, columns: columns, to: { try Terminal.writeOut($0) })
+                    shortened = try FailureFormatter.write(forEach, as: format, columns: columns, to: write)
                 }
                 if shortened > 0 { Terminal.notice(Self.cutNote, progress: .none) }
+                if format == .table, lines.withLock({ $0 }) <= 1 { Terminal.notice("no URL's last fetch failed", progress: .none) }
                 return
             }
             var stored: String?
@@ -54,10 +62,13 @@ struct List: AsyncParsableCommand {
             // Written as it is read: a long list is never held whole.
             var (missing, shortened) = (0, 0)
             try cache.catalog.readEntries(collection: stored, kind: kind) { forEach in
-                (missing, shortened) = try EntryFormatter(cache: cache).write(forEach, as: format, columns: columns,
-                                                                              to: { try Terminal.writeOut($0) })
+                (missing, shortened) = try EntryFormatter(cache: cache).write(forEach, as: format, columns: columns, to: write)
             }
             if shortened > 0 { Terminal.notice(Self.cutNote, progress: .none) }
+            if format == .table, lines.withLock({ $0 }) <= 1 {
+                let kindText = kind.map { " of kind \($0.rawValue)" } ?? ""
+                Terminal.notice("no items\(kindText)\(stored.map { " in collection \($0)" } ?? "") in the cache", progress: .none)
+            }
             if missing > 0 {
                 // Listed all the same: the catalog knows them, and a run of get fetches them again.
                 Terminal.notice(missing == 1
