@@ -219,9 +219,16 @@ final class FileSink: BodySink {
         return Int64(overlap.count)
     }
 
-    /// Keeps the last bytes of a write just taken (see `recent`).
-    private func remember(_ bytes: UnsafeRawBufferPointer) {
+    /// Keeps the last bytes of a write just taken, which ends at byte `end` (see `recent`).
+    private func remember(_ bytes: UnsafeRawBufferPointer, endingAt end: Int64) {
         let capacity = Self.recentCapacity
+        let start = end - Int64(bytes.count)
+        if recentEnd != start {
+            // What is kept must end where these begin: a failed attempt's last
+            // bytes were dropped since (cut to a block), or some were not kept.
+            let over = recentEnd - start
+            if over > 0, over <= Int64(recent.count) { recent.removeLast(Int(over)) } else { recent = [] }
+        }
         if bytes.count >= capacity {
             recent = Array(bytes.suffix(capacity))
         } else {
@@ -229,7 +236,7 @@ final class FileSink: BodySink {
             if overflow > 0 { recent.removeFirst(overflow) }
             recent.append(contentsOf: bytes)
         }
-        recentEnd = bytesHeld
+        recentEnd = end
     }
 
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? {
@@ -591,7 +598,7 @@ final class FileSink: BodySink {
                 opening?.append(contentsOf: bytes.prefix(Self.openingSize - Int(bytesHeld)))
             }
             bytesHeld += Int64(bytes.count)
-            if (expectedTotal ?? .max) >= resumableThreshold { remember(bytes) }
+            if (expectedTotal ?? .max) >= resumableThreshold { remember(bytes, endingAt: bytesHeld) }
         }
         return answer
     }

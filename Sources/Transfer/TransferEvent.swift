@@ -7,7 +7,7 @@ public struct TransferID: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// One running transfer as seen at a progress tick.
-public struct TransferSnapshot: Sendable, Equatable {
+public struct TransferSnapshot: Sendable {
     public let id: TransferID
     public let url: String
     /// Bytes of the body held so far, including a resumed prefix.
@@ -32,6 +32,16 @@ public struct TransferSnapshot: Sendable, Equatable {
         self.bytesExpected = bytesExpected
         self.secondsWithoutData = secondsWithoutData
         self.bytesPerSecond = bytesPerSecond
+    }
+}
+
+extension TransferSnapshot: Equatable {
+    /// What is shown of it, its rate aside: the rate moves on every tick
+    /// (during a stall too), and progress unchanged but for it is not passed
+    /// on again (`--progress json` wrote four lines a second where one was due).
+    public static func == (lhs: TransferSnapshot, rhs: TransferSnapshot) -> Bool {
+        lhs.id == rhs.id && lhs.url == rhs.url && lhs.bytesReceived == rhs.bytesReceived
+            && lhs.bytesExpected == rhs.bytesExpected && lhs.secondsWithoutData == rhs.secondsWithoutData
     }
 }
 

@@ -231,7 +231,7 @@ struct ProgressPrinter {
     func consume(_ events: AsyncStream<JobEvent>) async {
         let live = mode.showsStatusLine
         var pausedHosts: Set<String> = []
-        var explainedHosts: Set<String> = []
+        var explainedGiveUps: Set<String> = []
         // Notes of hosts paused, held until a progress shows items left: a
         // lone URL answered 429 under --retries 0 has failed already, and
         // "its URLs wait 1 s" was said of none.
@@ -259,8 +259,9 @@ struct ProgressPrinter {
                 // progress, due within a second, draws it again.
                 if live { StatusLine.shared.clear() }
                 // A host given up is explained once: its 20,000 URLs wrote the
-                // three rows of it 20,000 times (5 MB of stderr).
-                if let givenUpHost, !explainedHosts.insert(givenUpHost).inserted {
+                // three rows of it 20,000 times (5 MB of stderr). Once for each
+                // give-up: given up again, or for another reason, it says so again.
+                if let givenUpHost, !explainedGiveUps.insert(reason).inserted {
                     Terminal.error("failed \(url): its host, \(givenUpHost), is given up (as above)")
                 } else {
                     Terminal.error("failed \(url): \(reason)")

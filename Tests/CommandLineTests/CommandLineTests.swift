@@ -176,6 +176,13 @@ import Testing
         two.active[1] = TransferSnapshot(id: TransferID(rawValue: 2), url: "http://slow/b", bytesReceived: 180_000,
                                          bytesExpected: 2_000_000)
         #expect(ProgressText.status(two).hasSuffix("2 active: 49% of 3.8 MiB, 92 s left"), "\(ProgressText.status(two))")
+        // The rate moves on every tick: progress unchanged but for it is the same progress
+        // (passed on again, it made four JSON lines a second where one was due).
+        let moving = TransferSnapshot(id: TransferID(rawValue: 3), url: "http://h/3", bytesReceived: 9, bytesExpected: 90,
+                                      bytesPerSecond: 10)
+        #expect(moving == TransferSnapshot(id: TransferID(rawValue: 3), url: "http://h/3", bytesReceived: 9, bytesExpected: 90,
+                                           bytesPerSecond: 7))
+        #expect(moving != TransferSnapshot(id: TransferID(rawValue: 3), url: "http://h/3", bytesReceived: 10, bytesExpected: 90))
     }
 
     /// While no running transfer gets a byte, the line says for how long

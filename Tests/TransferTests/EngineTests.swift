@@ -919,6 +919,38 @@ import URLText
         }
     }
 
+    /// Two attempts cut off in one run, the second within a block of new
+    /// bytes: the bytes kept for the next resume's check end where the body
+    /// does, without the first attempt's bytes that were dropped (cut to a
+    /// block). They were kept, and the third attempt's check failed: the
+    /// whole body was fetched again.
+    @Test func aSecondCutSoonAfterTheFirstStillResumes() async throws {
+        _ = try await withEngine { origin, engine, directory in
+            let content = fixtureBytes(count: 800_000, seed: 63)
+            let requests = Mutex(0)
+            origin.route("/twice.wav") { request in
+                let number = requests.withLock { count in
+                    count += 1
+                    return count
+                }
+                // The second request's answer is cut 2,000 bytes past the 4 KiB sent again.
+                if number == 1 { origin.setFault("/twice.wav", .dropAfter(bytes: 4_096 + 2_000), times: 1) }
+                guard let asked = request.header("range"), let start = Int(asked.dropFirst(6).dropLast()) else {
+                    return OriginResponse(headers: [("ETag", "\"v1\"")], body: content)
+                }
+                return OriginResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-799999/800000")],
+                                      body: content.suffix(from: start))
+            }
+            origin.setFault("/twice.wav", .dropAfter(bytes: 300_000), times: 1)
+
+            let body = try await engine.download(origin.url("/twice.wav"))
+
+            #expect(body.sha256 == sha256(content))
+            #expect(body.resumedBytes > 300_000, "\(body.resumedBytes)")
+            #expect(origin.requests(for: "/twice.wav").count == 3)
+        }
+    }
+
     /// A 404 to a resume is the URL's answer: final, at once.
     @Test func a404ToAResumeIsFinal() async throws {
         try await withOrigin { origin, directory in

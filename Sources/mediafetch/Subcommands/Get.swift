@@ -97,6 +97,10 @@ struct FetchRunner {
 
     /// `listBytes`: the URLs' bytes, which the run holds (see `AddressSpace.needed`).
     func run(_ items: any FetchList, listBytes: Int64 = 0) async throws {
+        // Killed by SIGPIPE when stderr's reader went, a run left finished
+        // bodies unrecorded and no summary: the failed write stops it instead
+        // (see `Terminal.whenStderrIsGone`, set once the run begins).
+        signal(SIGPIPE, SIG_IGN)
         let configuration = transfer.configuration
         // Before the cache is opened: nothing is made that the run cannot go on with.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
@@ -194,9 +198,7 @@ struct FetchRunner {
         }
         defer { for source in sources { source.cancel() } }
         // A reader of stderr that has gone (`2>&1 | head`, a pager quit) stops
-        // the run as SIGHUP does: killed by SIGPIPE, it left finished bodies
-        // unrecorded and no summary.
-        signal(SIGPIPE, SIG_IGN)
+        // the run as SIGHUP does (SIGPIPE is ignored before anything is written).
         Terminal.whenStderrIsGone.withLock { $0 = { work.cancel() } }
 
         let report: FetchReport
