@@ -256,7 +256,7 @@ import URLText
             let path = "/tail.jpg"
             let (content, partials, held) = try await leavePartial(origin, directory, path, seed: 54, etag: "\"v1\"")
             origin.route(path) { request in
-                guard let asked = request.header("range"), let askedFrom = Int(asked.dropFirst(6).dropLast()) else {
+                guard let askedFrom = askedStart(request) else {
                     return OriginResponse(headers: [("ETag", "\"v2\"")], body: content)
                 }
                 let start = fromHeld ? held : askedFrom
@@ -876,13 +876,7 @@ import URLText
             try Data("\(url)\n\"v1\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
             // Cut short (a truncated copy): its bytes are the held ones up to its end.
             let shrunk = old.prefix(297_000)
-            origin.route(path) { request in
-                guard let asked = request.header("range"), let start = Int(asked.dropFirst(6).dropLast()) else {
-                    return OriginResponse(headers: [("ETag", "\"v1\"")], body: shrunk)
-                }
-                return OriginResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-296999/297000")],
-                                      body: shrunk.suffix(from: start))
-            }
+            origin.route(path) { answer($0, from: shrunk, etag: "\"v1\"") }
 
             let body = try await downloadInNewRun(url, partials: partials)
 
@@ -900,12 +894,7 @@ import URLText
             let (_, partials, _) = try await leavePartial(origin, directory, path, seed: 61, etag: "\"v1\"")
             let new = fixtureBytes(count: 500_000, seed: 62)
             origin.route(path) { request in
-                if request.header("if-range") == "\"v1\"" { return OriginResponse(status: 412) }
-                guard let asked = request.header("range"), let start = Int(asked.dropFirst(6).dropLast()) else {
-                    return OriginResponse(headers: [("ETag", "\"v2\"")], body: new)
-                }
-                return OriginResponse(status: 206, headers: [("ETag", "\"v2\""), ("Content-Range", "bytes \(start)-499999/500000")],
-                                      body: new.suffix(from: start))
+                request.header("if-range") == "\"v1\"" ? OriginResponse(status: 412) : answer(request, from: new, etag: "\"v2\"")
             }
             // The 412, then the whole body, cut off.
             origin.setFault(path, .dropAfter(bytes: 300_000), times: 2)
@@ -935,11 +924,7 @@ import URLText
                 }
                 // The second request's answer is cut 2,000 bytes past the 4 KiB sent again.
                 if number == 1 { origin.setFault("/twice.wav", .dropAfter(bytes: 4_096 + 2_000), times: 1) }
-                guard let asked = request.header("range"), let start = Int(asked.dropFirst(6).dropLast()) else {
-                    return OriginResponse(headers: [("ETag", "\"v1\"")], body: content)
-                }
-                return OriginResponse(status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-799999/800000")],
-                                      body: content.suffix(from: start))
+                return answer(request, from: content, etag: "\"v1\"")
             }
             origin.setFault("/twice.wav", .dropAfter(bytes: 300_000), times: 1)
 
@@ -1047,7 +1032,7 @@ import URLText
         try await withOrigin { origin, directory in
             let first = fixtureBytes(count: 1_048_576, seed: 53), second = fixtureBytes(count: 1_500_000, seed: 54)
             origin.route("/swap.bin") { request in
-                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
+                guard let start = askedStart(request) else {
                     // The first answer is the old file (cut off below); later whole answers the new one.
                     let isFirst = origin.requests(for: "/swap.bin").count == 1
                     return OriginResponse(headers: [("ETag", "\"same\"")], body: isFirst ? first : second)
@@ -1074,7 +1059,7 @@ import URLText
         try await withOrigin { origin, directory in
             let content = fixtureBytes(count: 1_048_576, seed: 55)
             origin.route("/cut.bin") { request in
-                guard let range = request.header("range"), let start = Int(range.dropFirst(6).dropLast()) else {
+                guard let start = askedStart(request) else {
                     return OriginResponse(headers: [("ETag", "\"v1\"")], body: content)
                 }
                 return OriginResponse(status: 416, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes */\(start)")])
@@ -1993,17 +1978,12 @@ import URLText
         SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
 
-    /// The start of a request's `Range: bytes=N-`, if it has one.
-    private static func rangeStart(_ request: OriginRequest) -> Int? {
-        request.header("range").flatMap { Int($0.dropFirst(6).dropLast()) }
-    }
-
     /// Serves `content` whole with ETag "v1", and answers a range request
     /// with a 206 whose Content-Range and body `answer` makes from its start.
     private func serveRangesBadly(_ origin: TestOrigin, _ path: String, _ content: Data,
                                   answer: @escaping @Sendable (Int) -> (contentRange: String, body: Data)) {
         origin.route(path) { request in
-            guard let start = Self.rangeStart(request) else {
+            guard let start = askedStart(request) else {
                 return OriginResponse(status: 200, headers: [("ETag", "\"v1\"")], body: content)
             }
             let (contentRange, body) = answer(start)
@@ -2070,7 +2050,7 @@ import URLText
             // The first answer is version 1, cut off; by the resume the file is
             // version 2, whose 206 (wrongly) carries no validator at all.
             origin.route("/changed") { request in
-                if let start = Self.rangeStart(request) {
+                if let start = askedStart(request) {
                     return OriginResponse(status: 206, headers: [("Content-Range", "bytes \(start)-599999/600000")],
                                           body: versionTwo[start...])
                 }
@@ -2115,7 +2095,7 @@ import URLText
                 case 1:
                     return OriginResponse(status: 200, body: versionB)
                 default:
-                    if let start = Self.rangeStart(request), request.header("if-range") == "\"A\"" {
+                    if let start = askedStart(request), request.header("if-range") == "\"A\"" {
                         return OriginResponse(status: 206, headers: [
                             ("ETag", "\"A\""), ("Content-Range", "bytes \(start)-599999/600000"),
                         ], body: versionA[start...])
@@ -2269,4 +2249,17 @@ import URLText
             #expect(removed == 9)
         }
     }
+}
+
+/// The start a request's `Range: bytes=N-` asks for, if it asks one.
+fileprivate func askedStart(_ request: OriginRequest) -> Int? {
+    request.header("range").flatMap { Int($0.dropFirst(6).dropLast()) }
+}
+
+/// `request` answered from `content` under `etag`, as a server that honours
+/// ranges: the whole of it, or a 206 of the rest from the start it asks.
+fileprivate func answer(_ request: OriginRequest, from content: Data, etag: String) -> OriginResponse {
+    guard let start = askedStart(request) else { return OriginResponse(headers: [("ETag", etag)], body: content) }
+    return OriginResponse(status: 206, headers: [("ETag", etag), ("Content-Range", "bytes \(start)-\(content.count - 1)/\(content.count)")],
+                          body: content.suffix(from: start))
 }
