@@ -192,6 +192,8 @@ struct Connection {
             if let claimed { head += "Content-Length: \(claimed)\r\n" }
         } else if case .lengthText(let text) = bodyFault, reply.body.length != nil {
             head += "Content-Length: \(text)\r\n"
+        } else if case .noLength = bodyFault {
+            // The body ends with the connection.
         } else if let length = reply.body.length {
             head += "Content-Length: \(length)\r\n"
             if case .secondLength(let claimed) = bodyFault { head += "Content-Length: \(claimed)\r\n" }
@@ -236,6 +238,9 @@ struct Connection {
         case .slow(let rate): bytesPerSecond = max(1, rate)
         case .trickle(let seconds): trickle = max(0, seconds)
         case .secondLength, .lengthText: closeAfter = true
+        case .noLength(let drop):
+            dropAt = drop.map { max(0, $0) }
+            closeAfter = true
         case .chunked: chunked = true
         default: break
         }

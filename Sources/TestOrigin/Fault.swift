@@ -51,6 +51,10 @@ public enum Fault: Sendable, Equatable {
     /// Send the first `bytes` bytes of the response's head, then close the
     /// connection: a server or proxy that died mid-answer.
     case cutHead(bytes: Int)
+    /// Send no `Content-Length`: the body ends with the connection (HTTP/1.0
+    /// servers, some proxies), after `dropAfter` bytes when given, which the
+    /// client cannot tell from the body's end.
+    case noLength(dropAfter: Int?)
 }
 
 /// A fault installed for a path, with how many more requests it applies to.
@@ -65,7 +69,7 @@ extension Fault {
     var affectsBodyDelivery: Bool {
         switch self {
         case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked, .endlessHead, .resetNextRequest,
-             .cutHead: true
+             .cutHead, .noLength: true
         case .status, .html, .ignoreRange: false
         }
     }

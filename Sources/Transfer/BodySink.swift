@@ -200,6 +200,11 @@ final class FileSink: BodySink {
     /// attempt drops less than a block of what it got.
     private var recent: [UInt8] = []
     private var recentEnd: Int64 = 0
+    /// A 200 that answers a resume, while its first bytes may still be the
+    /// last ones held (the range asked, sent as if it were the whole file),
+    /// and how many of them have come so.
+    private var tailProbe: [UInt8] = []
+    private var tailProbeMatched = 0
     static let recentCapacity = 2 * resumeOverlap
 
     func prepareResume() -> Int64 {
@@ -253,6 +258,8 @@ final class FileSink: BodySink {
         // Where the range asked began (see `resumeOverlap`). Only a 206 goes on
         // from the bytes held, and sends the last of them again first.
         let askedFrom = requestedOffset - Int64(overlap.count)
+        let overlapAsked = overlap
+        tailProbe = []
         if head.status != 206 || requestedOffset == 0 { overlap = [] }
         overlapMatched = 0
         // A 206 that carries the whole file though no range was asked (some
@@ -346,6 +353,18 @@ final class FileSink: BodySink {
                 }
                 total = known
             }
+            if bytesHeld > 0, validatorTotal == nil, let total, total < bytesHeld, validatorStillMatches(head, absentMeans: false) {
+                // Shorter, under the same validator, than what is held of it (its
+                // first length was not given): the rest of it, not all of it.
+                restart()
+                return TransferError(.protocolViolation, "the server answered \(head.status) with \(total) bytes under the "
+                    + "validator of the \(requestedOffset) held: the rest of the file, not all of it")
+            }
+            // The rest of the file sent as a 200 from the start asked shows in its
+            // first bytes: the last ones held, sent again (see `write`). (Kept past
+            // the restart that drops the bytes held, now or once the answer is judged.)
+            tailProbe = requestedOffset > 0 && bytesHeld > 0 ? overlapAsked : []
+            tailProbeMatched = 0
             if bytesHeld > 0 {
                 // 200 to a range request: the server sends the whole (maybe new)
                 // body, unless it is no file at all (a login page). Which it is
@@ -517,8 +536,9 @@ final class FileSink: BodySink {
     func bodyEnded() -> TransferError? {
         guard accepting else { return nil }
         if overlapMatched < overlap.count {
-            // Not the rest of the file: the next attempt asks for all of it.
-            restart()
+            // Not the rest of the file: the next attempt asks for all of it. (But a
+            // range answer of no length of its own, whose connection broke there.)
+            if head?.contentLength != nil || head?.isChunked == true { restart() }
             return TransferError(.protocolViolation, "the answer to the resume ended within the bytes already held")
         }
         if let pending = pendingAnswer {
@@ -568,6 +588,29 @@ final class FileSink: BodySink {
             if rest == .full { overlapMatched -= count }
             return rest
         }
+        var probed = 0
+        if tailProbeMatched < tailProbe.count, !bytes.isEmpty {
+            let count = min(tailProbe.count - tailProbeMatched, bytes.count)
+            if bytes.prefix(count).elementsEqual(tailProbe[tailProbeMatched..<tailProbeMatched + count]) {
+                tailProbeMatched += count
+                probed = count
+                if tailProbeMatched == tailProbe.count {
+                    restart()
+                    return .refused(TransferError(.protocolViolation, "the server answered the resume with a 200 that opens "
+                        + "with the last bytes held: the rest of the file, not all of it"))
+                }
+            } else {
+                tailProbe = []
+            }
+        }
+        let result = writeAnswer(bytes, mayPause: mayPause, giveUp: giveUp)
+        // Held back: libcurl hands the whole write again, these bytes first.
+        if result == .full { tailProbeMatched -= probed }
+        return result
+    }
+
+    /// `write` for a body's bytes past those sent again of a resume's.
+    private func writeAnswer(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         if var pending = pendingAnswer {
             guard !bytes.isEmpty else { return .taken }
             // Held here until there are enough to judge the answer by.

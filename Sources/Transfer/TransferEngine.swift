@@ -482,7 +482,11 @@ public final class TransferEngine: Sendable {
         if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
             // A body that ended early without libcurl noticing (a short 206, say),
             // or chunks that add up to another length than the one given beside them.
-            sink.restart()
+            // A range answer that gave no length of its own ends where its connection
+            // did: a break looks like its end, and what came of it is kept to resume
+            // (it was dropped, and the whole body fetched again).
+            let endedWithItsConnection = outcome.head.status == 206 && outcome.head.contentLength == nil && !outcome.head.isChunked
+            if !endedWithItsConnection { sink.restart() }
             result = .failure(TransferError(.protocolViolation, outcome.head.isChunked && outcome.head.status == 200
                 ? "the server's chunks held \(outcome.bodyBytes) bytes where its Content-Length said \(expected)"
                 : "body ended at \(outcome.bodyBytes) of \(expected) bytes"))

@@ -936,6 +936,57 @@ import URLText
         }
     }
 
+    /// A body whose first length was not given (it came chunked), cut, and
+    /// the resume answered by a 200 of the rest: from the start asked (its
+    /// first bytes are the last ones held), or from the bytes held under the
+    /// same validator (shorter than what is held of it). Each was stored as
+    /// the file. (From the bytes held with no validator, nothing tells.)
+    @Test(arguments: [(false, false), (false, true), (true, true)])
+    func aTailSentAsA200AfterAChunkedStartIsNotTheFile(fromHeld: Bool, sameETag: Bool) async throws {
+        try await withOrigin { origin, directory in
+            let path = "/chunked-then-tail.bin"
+            let url = origin.url(path)
+            let partials = directory.appending("tmp")
+            let content = fixtureBytes(count: 1_000_000, seed: 64)
+            let key = PartialFile.key(for: url)
+            let shard = PartialFile.shardDirectory(partials, key: key)
+            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+            // Held: 598,016 bytes of a body whose length was not given.
+            try content.prefix(598_016).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
+            try Data("\(url)\n\"v1\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
+            origin.route(path) { request in
+                guard let start = askedStart(request) else { return OriginResponse(headers: [("ETag", "\"v1\"")], body: content) }
+                return OriginResponse(headers: sameETag ? [("ETag", "\"v1\"")] : [],
+                                      body: content.suffix(from: fromHeld ? 598_016 : start))
+            }
+
+            let body = try await downloadInNewRun(url, partials: partials)
+
+            #expect(body.sha256 == sha256(content))
+            #expect(origin.requests(for: path).map { $0.header("range") } == [resumeRange(from: 598_016), nil])
+        }
+    }
+
+    /// A range answer that gives no length of its own ends with its
+    /// connection, so a break looks like its end: what came is kept, and the
+    /// next attempt resumes from it (it was dropped, and the whole body
+    /// fetched again).
+    @Test func aRangeAnswerOfNoLengthCutShortIsResumedAgain() async throws {
+        try await withOrigin { origin, directory in
+            let path = "/no-length.wav"
+            let (content, partials, held) = try await leavePartial(origin, directory, path, seed: 65, etag: "\"v1\"")
+            // The 4 KiB sent again and 50,000 bytes more, then the connection goes.
+            origin.setFault(path, .noLength(dropAfter: 4_096 + 50_000), times: 1)
+
+            let body = try await downloadInNewRun(origin.url(path), partials: partials)
+
+            #expect(body.sha256 == sha256(content))
+            let ranges = origin.requests(for: path).dropFirst().map { $0.header("range") }
+            #expect(ranges.count == 2 && ranges.first == resumeRange(from: held) && ranges.last != nil, "\(ranges)")
+            #expect(body.resumedBytes > Int64(held + 40_000), "\(body.resumedBytes)")
+        }
+    }
+
     /// A 404 to a resume is the URL's answer: final, at once.
     @Test func a404ToAResumeIsFinal() async throws {
         try await withOrigin { origin, directory in
