@@ -200,12 +200,12 @@ final class FileSink: BodySink {
     /// attempt drops less than a block of what it got.
     private var recent: [UInt8] = []
     private var recentEnd: Int64 = 0
+    static let recentCapacity = 2 * resumeOverlap
     /// A 200 that answers a resume, while its first bytes may still be the
     /// last ones held (the range asked, sent as if it were the whole file),
     /// and how many of them have come so.
     private var tailProbe: [UInt8] = []
     private var tailProbeMatched = 0
-    static let recentCapacity = 2 * resumeOverlap
 
     func prepareResume() -> Int64 {
         overlapMatched = 0
