@@ -696,6 +696,15 @@ import URLText
         }
     }
 
+    /// Leaves in `partials` the `bytes` of `url` a run held under ETag "v1", of a body whose length was not given (it came chunked).
+    private func leaveUnsizedPartial(_ bytes: Data, of url: String, in partials: String) throws {
+        let key = PartialFile.key(for: url)
+        let shard = PartialFile.shardDirectory(partials, key: key)
+        try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+        try bytes.write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
+        try Data("\(url)\n\"v1\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
+    }
+
     /// Leaves in `partials` what a run killed after receiving all of `bytes` from `url` leaves: the body and its validator.
     private func leaveCompleteBody(_ bytes: Data, of url: String, validator: String, in partials: String) throws {
         let key = PartialFile.key(for: url)
@@ -868,12 +877,8 @@ import URLText
             let url = origin.url(path)
             let partials = directory.appending("tmp")
             let old = fixtureBytes(count: 300_000, seed: 59)
-            let key = PartialFile.key(for: url)
-            let shard = PartialFile.shardDirectory(partials, key: key)
-            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
             // Held: 299,008 bytes of a body whose length was not given.
-            try old.prefix(299_008).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
-            try Data("\(url)\n\"v1\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
+            try leaveUnsizedPartial(old.prefix(299_008), of: url, in: partials)
             // Cut short (a truncated copy): its bytes are the held ones up to its end.
             let shrunk = old.prefix(297_000)
             origin.route(path) { answer($0, from: shrunk, etag: "\"v1\"") }
@@ -948,12 +953,8 @@ import URLText
             let url = origin.url(path)
             let partials = directory.appending("tmp")
             let content = fixtureBytes(count: 1_000_000, seed: 64)
-            let key = PartialFile.key(for: url)
-            let shard = PartialFile.shardDirectory(partials, key: key)
-            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
             // Held: 598,016 bytes of a body whose length was not given.
-            try content.prefix(598_016).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
-            try Data("\(url)\n\"v1\"\n\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
+            try leaveUnsizedPartial(content.prefix(598_016), of: url, in: partials)
             origin.route(path) { request in
                 guard let start = askedStart(request) else { return OriginResponse(headers: [("ETag", "\"v1\"")], body: content) }
                 return OriginResponse(headers: sameETag ? [("ETag", "\"v1\"")] : [],
