@@ -190,9 +190,8 @@ final class FileSink: BodySink {
     /// another's tail, and a 206 that vouched for it passed every other check.
     static let resumeOverlap = 4096
     /// The bytes a resume's answer must open with (see `resumeOverlap`),
-    /// taken for the attempt about to ask, and how many have come.
-    private var overlap: [UInt8] = []
-    private var overlapMatched = 0
+    /// taken for the attempt about to ask.
+    private var overlap = Echo()
     /// The last bytes written (up to `recentCapacity`), ending at byte
     /// `recentEnd`, of a body long enough to be resumed: the overlap is taken
     /// from memory, not read back from the disk by the task that asks (a wait
@@ -202,26 +201,37 @@ final class FileSink: BodySink {
     private var recentEnd: Int64 = 0
     static let recentCapacity = 2 * resumeOverlap
     /// A 200 that answers a resume, while its first bytes may still be the
-    /// last ones held (the range asked, sent as if it were the whole file),
-    /// and how many of them have come so.
-    private var tailProbe: [UInt8] = []
-    private var tailProbeMatched = 0
+    /// last ones held (the range asked, sent as if it were the whole file).
+    private var tailProbe = Echo()
+
+    /// Bytes a body is to open with, compared as they come.
+    private struct Echo {
+        var expected: [UInt8] = []
+        /// How many have come as expected.
+        var matched = 0
+        /// Whether some are still to come.
+        var isPending: Bool { matched < expected.count }
+
+        /// Compares the next of them with the first of `bytes`: how many
+        /// matched (all `bytes` had, or all that were left), nil at a difference.
+        mutating func match(_ bytes: UnsafeRawBufferPointer) -> Int? {
+            let count = min(expected.count - matched, bytes.count)
+            guard bytes.prefix(count).elementsEqual(expected[matched..<matched + count]) else { return nil }
+            matched += count
+            return count
+        }
+    }
 
     func prepareResume() -> Int64 {
-        overlapMatched = 0
-        overlap = []
-        // Not for a few blocks held: little is lost if they start over.
+        overlap = Echo()
+        // Not for a few blocks held: little is lost if they start over. (The
+        // bytes kept cover the last held but after a cancel, which ends the transfer.)
         let count = Self.resumeOverlap
-        guard bytesHeld >= 2 * Int64(count) else { return 0 }
         let start = bytesHeld - Int64(count)
-        if recentEnd >= bytesHeld, recentEnd - Int64(recent.count) <= start {
-            let from = recent.count - Int(recentEnd - start)
-            overlap = Array(recent[from..<(from + count)])
-        } else if let tail = writer.tail(count, endingAt: bytesHeld) {
-            // (An attempt cancelled dropped more than that: rare, and read back.)
-            overlap = tail
-        }
-        return Int64(overlap.count)
+        guard bytesHeld >= 2 * Int64(count), recentEnd >= bytesHeld, recentEnd - Int64(recent.count) <= start else { return 0 }
+        let from = recent.count - Int(recentEnd - start)
+        overlap = Echo(expected: Array(recent[from..<(from + count)]))
+        return Int64(count)
     }
 
     /// Keeps the last bytes of a write just taken, which ends at byte `end` (see `recent`).
@@ -257,11 +267,10 @@ final class FileSink: BodySink {
         }
         // Where the range asked began (see `resumeOverlap`). Only a 206 goes on
         // from the bytes held, and sends the last of them again first.
-        let askedFrom = requestedOffset - Int64(overlap.count)
-        let overlapAsked = overlap
-        tailProbe = []
-        if head.status != 206 || requestedOffset == 0 { overlap = [] }
-        overlapMatched = 0
+        let askedFrom = requestedOffset - Int64(overlap.expected.count)
+        let overlapAsked = overlap.expected
+        tailProbe = Echo()
+        overlap = head.status == 206 && requestedOffset > 0 ? Echo(expected: overlapAsked) : Echo()
         // A 206 that carries the whole file though no range was asked (some
         // servers and CDNs answer so): the file, as a 200 would be. It was
         // refused and asked again five times, to the same answer.
@@ -363,8 +372,7 @@ final class FileSink: BodySink {
             // The rest of the file sent as a 200 from the start asked shows in its
             // first bytes: the last ones held, sent again (see `write`). (Kept past
             // the restart that drops the bytes held, now or once the answer is judged.)
-            tailProbe = requestedOffset > 0 && bytesHeld > 0 ? overlapAsked : []
-            tailProbeMatched = 0
+            if requestedOffset > 0, bytesHeld > 0 { tailProbe = Echo(expected: overlapAsked) }
             if bytesHeld > 0 {
                 // 200 to a range request: the server sends the whole (maybe new)
                 // body, unless it is no file at all (a login page). Which it is
@@ -521,21 +529,21 @@ final class FileSink: BodySink {
     func attemptFailed() {
         // An answer to a resume that ended while it was judged replaced nothing.
         pendingAnswer = nil
-        overlap = []
+        overlap = Echo()
         carried = []
         bytesHeld -= Int64(writer.submitFilling(endingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     func attemptCancelled() {
         pendingAnswer = nil
-        overlap = []
+        overlap = Echo()
         carried = []
         bytesHeld -= Int64(writer.cancelUnwritten(keepingFillingEndingAt: bytesHeld, attemptStart: heldAtBegin))
     }
 
     func bodyEnded() -> TransferError? {
         guard accepting else { return nil }
-        if overlapMatched < overlap.count {
+        if overlap.isPending {
             // Not the rest of the file: the next attempt asks for all of it. (But a
             // range answer of no length of its own, whose connection broke there.)
             if head?.contentLength != nil || head?.isChunked == true { restart() }
@@ -572,40 +580,36 @@ final class FileSink: BodySink {
 
     func write(_ bytes: UnsafeRawBufferPointer, mayPause: Bool, giveUp: () -> Bool) -> BodyWrite {
         guard accepting else { return .taken }
-        if overlapMatched < overlap.count {
+        if overlap.isPending {
             // The bytes held, sent again: compared, not written.
-            let count = min(overlap.count - overlapMatched, bytes.count)
-            guard bytes.prefix(count).elementsEqual(overlap[overlapMatched..<overlapMatched + count]) else {
+            guard let count = overlap.match(bytes) else {
                 let held = bytesHeld
                 restart()
                 return .refused(TransferError(.protocolViolation, "the file changed on the server while resuming: "
                     + "the bytes before byte \(held) it sent again are not those held"))
             }
-            overlapMatched += count
             guard count < bytes.count else { return .taken }
             let rest = write(UnsafeRawBufferPointer(rebasing: bytes[count...]), mayPause: mayPause, giveUp: giveUp)
             // Held back: libcurl hands the whole write again, these bytes first.
-            if rest == .full { overlapMatched -= count }
+            if rest == .full { overlap.matched -= count }
             return rest
         }
         var probed = 0
-        if tailProbeMatched < tailProbe.count, !bytes.isEmpty {
-            let count = min(tailProbe.count - tailProbeMatched, bytes.count)
-            if bytes.prefix(count).elementsEqual(tailProbe[tailProbeMatched..<tailProbeMatched + count]) {
-                tailProbeMatched += count
+        if tailProbe.isPending, !bytes.isEmpty {
+            if let count = tailProbe.match(bytes) {
                 probed = count
-                if tailProbeMatched == tailProbe.count {
+                if !tailProbe.isPending {
                     restart()
                     return .refused(TransferError(.protocolViolation, "the server answered the resume with a 200 that opens "
                         + "with the last bytes held: the rest of the file, not all of it"))
                 }
             } else {
-                tailProbe = []
+                tailProbe = Echo()
             }
         }
         let result = writeAnswer(bytes, mayPause: mayPause, giveUp: giveUp)
         // Held back: libcurl hands the whole write again, these bytes first.
-        if result == .full { tailProbeMatched -= probed }
+        if result == .full { tailProbe.matched -= probed }
         return result
     }
 
@@ -653,8 +657,7 @@ final class FileSink: BodySink {
     func restart() {
         writer.reset()
         partial.forgetValidator()
-        overlap = []
-        overlapMatched = 0
+        overlap = Echo()
         recent = []
         recentEnd = 0
         bytesHeld = 0

@@ -250,8 +250,8 @@ final class Attempt: @unchecked Sendable {
     var headerList: UnsafeMutablePointer<curl_slist>?
 
     /// `asksWhole`: no `Range`, whatever the sink holds (which it keeps until a
-    /// whole body begins). Not on the loop thread: a resume may read the
-    /// last bytes held back from the disk (see `FileSink.prepareResume`).
+    /// whole body begins). Readies the sink for the resume it asks (see
+    /// `FileSink.prepareResume`): made before the loop thread takes it.
     init(id: TransferID, target: RequestTarget, number: Int, sink: any BodySink, counters: LoopCounters, asksWhole: Bool = false) {
         self.id = id
         self.url = target.url

@@ -350,30 +350,6 @@ final class HashingWriter: @unchecked Sendable {
         return length
     }
 
-    /// The `count` bytes before `end` (all of them when fewer), read back
-    /// from the file once every chunk given is on it; nil when they cannot
-    /// be read. Between attempts only (see `FileSink.prepareResume`).
-    func tail(_ count: Int, endingAt end: Int64) -> [UInt8]? {
-        drain()
-        let length = Int(min(Int64(count), end))
-        guard length > 0 else { return [] }
-        // Through the page cache: direct reads want aligned buffers and offsets.
-        if direct { _ = mf_set_direct_io(descriptor, 0) }
-        defer { if direct { _ = mf_set_direct_io(descriptor, 1) } }
-        var bytes = [UInt8](repeating: 0, count: length)
-        var done = 0
-        while done < length {
-            let got = bytes.withUnsafeMutableBytes { buffer -> Int in
-                guard let base = buffer.baseAddress else { return -1 }
-                return pread(descriptor, base + done, length - done, off_t(end) - off_t(length - done))
-            }
-            if got < 0, errno == EINTR { continue }
-            guard got > 0 else { return nil }
-            done += got
-        }
-        return bytes
-    }
-
     /// Forgets every byte: the file is emptied and the hash starts over.
     /// The chunks still queued are skipped rather than written (they belong
     /// to the body being dropped), so the caller, the loop thread when a

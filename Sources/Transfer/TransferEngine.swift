@@ -677,8 +677,6 @@ public final class TransferEngine: Sendable {
         return TransferError(.http(status: head.status), "HTTP \(head.status)\(reason): no body to store")
     }
 
-    /// Turns libcurl's result and the response head into success or a `TransferError`.
-    /// `maxFileSize` is named in the error when libcurl refuses a body as too large.
     /// The `Location` of a redirect libcurl could not follow, as messages
     /// show it, when the URL it kept is not that target (`javascript:…`, a
     /// target it cannot parse): "not a usable URL" read as the user's own
@@ -690,6 +688,8 @@ public final class TransferEngine: Sendable {
         return shownRedirectTarget(location)
     }
 
+    /// Turns libcurl's result and the response head into success or a `TransferError`.
+    /// `maxFileSize` is named in the error when libcurl refuses a body as too large.
     static func classify(_ outcome: AttemptOutcome, maxFileSize: Int64? = nil) -> Result<Void, TransferError> {
         if outcome.cancelled { return .failure(.cancelled) }
         if let abort = outcome.abort { return .failure(abort) }

@@ -50,7 +50,7 @@ enum Terminal {
     /// `2>>job.log`) is left at that: there is nowhere left to say so, and the
     /// run, its cache and its exit status are worth more than the message.
     static func writeErr(_ text: String) {
-        guard !write(text, to: STDERR_FILENO), lastWriteError.withLock({ $0 }) == EPIPE,
+        guard write(text, to: STDERR_FILENO) == EPIPE,
               let stop = whenStderrIsGone.withLock({ stop in defer { stop = nil }; return stop }) else { return }
         stop()
     }
@@ -60,8 +60,6 @@ enum Terminal {
     /// SIGHUP, what finished stored. With SIGPIPE, a run died mid-way, its
     /// finished bodies left unrecorded (see `FetchRunner`, which ignores it).
     static let whenStderrIsGone = Mutex<(@Sendable () -> Void)?>(nil)
-    /// `errno` of the last write that failed.
-    private static let lastWriteError = Mutex<Int32>(0)
 
     /// Writes a command's output to stdout; when stdout refuses it (a full
     /// disk behind `> list.txt`), says so in one line and exits with
@@ -72,42 +70,39 @@ enum Terminal {
             error("cannot write the output: standard output is closed")
             throw Exit.outputFailed
         }
-        guard write(text, to: STDOUT_FILENO) else {
-            error("cannot write the output: \(String(cString: strerror(errno)))")
+        let failure = write(text, to: STDOUT_FILENO)
+        guard failure == 0 else {
+            error("cannot write the output: \(String(cString: strerror(failure)))")
             throw Exit.outputFailed
         }
     }
 
-    /// Writes all of `text` to `fd`; false, with `errno` set, when the
-    /// descriptor refuses it. (FileHandle's `write(_: Data)` traps instead.)
+    /// Writes all of `text` to `fd`; returns 0, or the `errno` of the
+    /// descriptor's refusal. (FileHandle's `write(_: Data)` traps instead.)
     /// One message at a time: a pipe takes a write whole only up to 4 KiB,
     /// and a JSON progress line (which lists the running URLs) may be longer,
     /// so a note from another thread could land inside it.
-    private static func write(_ text: String, to fd: Int32) -> Bool {
-        writing.withLock { _ in
-            let written = writeAll(text, to: fd)
-            if !written { lastWriteError.withLock { $0 = errno } }
-            return written
-        }
+    private static func write(_ text: String, to fd: Int32) -> Int32 {
+        writing.withLock { _ in writeAll(text, to: fd) }
     }
 
     /// The project's sleeping lock, not `Mutex`, which spins before it sleeps.
     private static let writing = SleepingLock(())
 
-    private static func writeAll(_ text: String, to fd: Int32) -> Bool {
+    private static func writeAll(_ text: String, to fd: Int32) -> Int32 {
         var text = text
-        return text.withUTF8 { bytes -> Bool in
-            guard let base = bytes.baseAddress else { return true }
+        return text.withUTF8 { bytes -> Int32 in
+            guard let base = bytes.baseAddress else { return 0 }
             var offset = 0
             while offset < bytes.count {
                 let count = Glibc.write(fd, base + offset, bytes.count - offset)
                 if count < 0 {
                     if errno == EINTR { continue }
-                    return false
+                    return errno
                 }
                 offset += count
             }
-            return true
+            return 0
         }
     }
 
