@@ -116,3 +116,60 @@ public struct CatalogRefusal: Error, Sendable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
 }
+
+extension IngestRecord {
+    /// The record as one line of JSON, as `JSONEncoder` with sorted keys
+    /// writes it (nil members left out), for `JSONDecoder` to read back.
+    /// Written by hand: the encoder took 4 µs a row, 2% of the CPU of a run
+    /// of small files, for rows that are read only after a crash.
+    var jsonLine: String {
+        var line = "{"
+        func member(_ key: String, _ value: String) {
+            if line.utf8.count > 1 { line += "," }
+            line += "\"\(key)\":"
+            line += value
+        }
+        func text(_ key: String, _ value: String?) {
+            if let value { member(key, Self.jsonQuoted(value)) }
+        }
+        text("collection", collection)
+        text("contentType", contentType)
+        text("etag", etag)
+        member("fetched", fetched ? "true" : "false")
+        text("kind", kind.rawValue)
+        text("lastModified", lastModified)
+        text("metadata", metadata)
+        text("replacesMissingObject", replacesMissingObject)
+        text("sha256", sha256)
+        member("size", String(size))
+        text("title", title)
+        text("url", url)
+        return line + "}"
+    }
+
+    /// `value` as a JSON string: quotes, backslashes and control characters
+    /// escaped, the rest as it is (UTF-8).
+    static func jsonQuoted(_ value: String) -> String {
+        var bytes: [UInt8] = [UInt8(ascii: "\"")]
+        bytes.reserveCapacity(value.utf8.count + 2)
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                bytes += [UInt8(ascii: "\\"), byte]
+            case 0x08: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "b")]
+            case 0x09: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case 0x0A: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case 0x0C: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "f")]
+            case 0x0D: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            case 0..<0x20:
+                bytes += Array("\\u00".utf8) + [Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0xF)]]
+            default:
+                bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+}

@@ -331,7 +331,7 @@ public final class ObjectStore: BlobStore {
         // Ours, and by one name: a hard link put there to another of this user's
         // files (where the system allows one) is no body written here.
         guard staged.st_mode & S_IFMT == S_IFREG, Int64(staged.st_size) == blob.size, staged.st_nlink == 1,
-              staged.st_uid == geteuid() else {
+              staged.st_uid == Self.effectiveUser else {
             throw StoreError("\(blob.path) is no longer the body written (another program replaced it); not stored")
         }
         // Objects are immutable: read-only for everyone. Through a descriptor
@@ -424,6 +424,9 @@ public final class ObjectStore: BlobStore {
         guard let target = path(for: sha256) else { throw StoreError("not a SHA-256 name: \(sha256)") }
         if unlink(target) != 0, errno != ENOENT { throw StoreError.system("cannot remove", target) }
     }
+
+    /// This process's user: `geteuid` is a system call, asked once a body otherwise.
+    private static let effectiveUser = geteuid()
 
     static func isValidHash(_ text: String) -> Bool {
         text.utf8.count == sha256Length && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }

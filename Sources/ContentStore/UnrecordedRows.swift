@@ -141,13 +141,10 @@ public struct UnrecordedRows: Sendable {
             throw StoreError.system("cannot create", directory)
         }
         var text = "{\"fetchedAt\":\(date.timeIntervalSince1970)}\n"
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
         for record in records {
             var kept = record
             kept.url = URLPassword.removed(from: kept.url)
-            guard let line = try? encoder.encode(kept) else { continue }
-            text += String(decoding: line, as: UTF8.self) + "\n"
+            text += kept.jsonLine + "\n"
         }
         let sequence = Self.sequence.add(1, ordering: .relaxed).newValue
         // Random bits too: two containers sharing a cache may each run mediafetch as pid 1.
