@@ -188,7 +188,7 @@ public final class Catalog: Sendable {
     /// SQLite itself may make an empty log and shared-memory file beside
     /// it). An older catalog is read as it is, not migrated: the migrations
     /// so far change nothing these commands read (v2 only removes
-    /// passwords, which they never show). Nil when it has no tables and
+    /// passwords, which they never show; v3 only rekeys the items). Nil when it has no tables and
     /// `ifNoSchema` has no reason to refuse it: the caller opens it to write.
     private static func openReadingOnly(_ path: String, _ configuration: Configuration,
                                         ifNoSchema: () -> String?) throws -> DatabaseQueue? {
@@ -465,6 +465,28 @@ public final class Catalog: Sendable {
         }
         migrator.registerMigration(passwordsMigration) { db in
             try removePasswords(in: db)
+        }
+        migrator.registerMigration("v3: items keyed by URL, without a rowid") { db in
+            // An item's URL was kept three times: in its row, in the index of
+            // its key and in the index by URL (a list of long signed URLs made
+            // a catalog six times its size). Keyed by URL first, without a
+            // rowid, the row is the key, and lookups by URL use it.
+            try db.create(table: "itemByURL", options: .withoutRowID) { table in
+                table.column("collectionId", .integer).notNull()
+                    .references("collection", column: "id", onDelete: .cascade)
+                table.column("url", .text).notNull()
+                table.column("kind", .text).notNull()
+                table.column("title", .text)
+                table.column("addedAt", .double).notNull()
+                table.column("metadata", .text)
+                table.primaryKey(["url", "collectionId"])
+            }
+            try db.execute(sql: """
+                INSERT INTO itemByURL (collectionId, url, kind, title, addedAt, metadata)
+                SELECT collectionId, url, kind, title, addedAt, metadata FROM item
+                """)
+            try db.drop(table: "item")
+            try db.rename(table: "itemByURL", to: "item")
         }
         return migrator
     }

@@ -372,6 +372,69 @@ import TestSupport
         }
     }
 
+    /// An item's URL is kept once, in its row, beside its source's two (the
+    /// row and the key's index): 400 URLs of 3 KB made a catalog of 7.4×
+    /// their bytes with the item's two indexes, 4.5× without (such a row
+    /// fills most of a page on its own).
+    @Test func anItemsLongURLIsKeptOnce() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let catalog = try Catalog(path: path)
+            let urls = (0..<400).map { index in
+                "http://h/\(index)?" + (0..<3000).map { _ in String(UnicodeScalar(UInt8.random(in: 97...122))) }.joined()
+            }
+            try catalog.record(urls.map { IngestRecord(url: $0, collection: "c", kind: .photo, sha256: hashA, size: 1) })
+            // Everything in the main file: the log emptied into it.
+            try DatabaseQueue(path: path).writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            let size = try #require(FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+            let urlBytes = urls.reduce(0) { $0 + $1.utf8.count }
+            #expect(size < 6 * urlBytes, "the catalog is \(Double(size) / Double(urlBytes))× its URLs")
+            #expect(try Catalog(path: path).entries().count == 400)
+        }
+    }
+
+    /// A catalog of the second schema keeps every item, field by field, when
+    /// its items are rekeyed; lookups by URL and by collection find them.
+    @Test func itemsKeepEveryFieldWhenRekeyedByURL() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let old = try DatabaseQueue(path: path)
+            try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            try Catalog.migrator.migrate(old, upTo: "v2: URLs without passwords")
+            try old.write { db in
+                try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
+                try db.execute(sql: "INSERT INTO object VALUES (?, 20, 'audio/flac', 0, 0)", arguments: [hashB])
+                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0), (2, 'tatry', 0)")
+                try db.execute(sql: """
+                    INSERT INTO source (url, hash, contentType, fetchedAt) VALUES
+                      ('http://h/a', ?, 'image/jpeg', 1), ('http://h/b', ?, 'audio/flac', 2)
+                    """, arguments: [hashA, hashB])
+                try db.execute(sql: """
+                    INSERT INTO item (collectionId, url, kind, title, addedAt, metadata) VALUES
+                      (1, 'http://h/a', 'photo', 'Lift', 5, '{"id":1}'), (2, 'http://h/a', 'photo', NULL, 6, NULL),
+                      (2, 'http://h/b', 'sound', 'Brook', 7, '{"id":2}')
+                    """)
+            }
+            try old.close()
+
+            let catalog = try Catalog(path: path)
+
+            let entries = try catalog.entries().map { [$0.collection, $0.url, $0.kind.rawValue, $0.title ?? "-", $0.metadata ?? "-",
+                                                       "\($0.addedAt.timeIntervalSince1970)", $0.sha256 == hashA ? "A" : "B"] }
+            #expect(entries == [["alps", "http://h/a", "photo", "Lift", #"{"id":1}"#, "5.0", "A"],
+                                ["tatry", "http://h/a", "photo", "-", "-", "6.0", "A"],
+                                ["tatry", "http://h/b", "sound", "Brook", #"{"id":2}"#, "7.0", "B"]])
+            #expect(try catalog.itemURLs(inCollection: "tatry", among: ["http://h/a", "http://h/b", "http://h/c"]) == ["http://h/a", "http://h/b"])
+            #expect(try catalog.itemCounts(of: [hashA, hashB]) == [hashA: 2, hashB: 1])
+            #expect(try appliedMigrations(path) == Catalog.migrator.migrations)
+            // One table, no index of its own beside its key.
+            let indexes = try DatabaseQueue(path: path).read { db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'item'")
+            }
+            #expect(indexes.allSatisfy { $0.hasPrefix("sqlite_autoindex") } && indexes.count <= 1, "\(indexes)")
+        }
+    }
+
     @Test func reopeningKeepsDataAndMigratesOnce() async throws {
         try await TemporaryDirectory.with { directory in
             let path = directory.appending("catalog.sqlite")
