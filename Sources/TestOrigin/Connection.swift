@@ -174,6 +174,7 @@ struct Connection {
             return write(refusal, headOnly: headOnly, keepAlive: keepAlive, http10: http10, bodyFault: nil)
         }
         defer { server.state.withLock { $0.responding -= 1 } }
+        if case .lateHead(let seconds) = bodyFault, !sleep(seconds: seconds) { return false }
         if case .endlessHead(let interim, let seconds) = bodyFault {
             if !interim, !Socket.sendAll(fd, Array("HTTP/1.1 200 OK\r\n".utf8)) { return false }
             for count in 0..<10_000 {

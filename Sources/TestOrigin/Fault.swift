@@ -55,6 +55,11 @@ public enum Fault: Sendable, Equatable {
     /// servers, some proxies), after `dropAfter` bytes when given, which the
     /// client cannot tell from the body's end.
     case noLength(dropAfter: Int?)
+    /// Take the response's place among those `limitResponses` counts, then
+    /// wait `seconds` before its head: a server slow to start its answers
+    /// (a backend's fetch), whose refusals of the requests past its limit
+    /// come first.
+    case lateHead(seconds: Double)
 }
 
 /// A fault installed for a path, with how many more requests it applies to.
@@ -69,7 +74,7 @@ extension Fault {
     var affectsBodyDelivery: Bool {
         switch self {
         case .dropAfter, .slow, .stallAfter, .trickle, .secondLength, .lengthText, .chunked, .endlessHead, .resetNextRequest,
-             .cutHead, .noLength: true
+             .cutHead, .noLength, .lateHead: true
         case .status, .html, .ignoreRange: false
         }
     }

@@ -658,6 +658,10 @@ final class CurlLoop: Sendable {
         var slots = SlotQueue<Attempt>(total: configuration.maxConcurrentTransfers,
                                        perHost: configuration.maxTransfersPerHost)
         var concurrency = HostConcurrency(ceiling: configuration.maxTransfersPerHost)
+        /// Failed attempts turned away while others of their host ran, before
+        /// the host was seen to serve any: their ends wait to be told whether
+        /// it was for want of room (see `settleVerdicts`).
+        var pendingVerdicts: [PendingVerdict] = []
         // (Clamped: a library caller's huge or infinite wait would trap in the conversion.)
         var rateLimits = HostRateLimits(longest: .milliseconds(Int(min(max(0, configuration.retry.maxRetryAfter), 1e9) * 1000)))
         var reachability = configuration.unreachableHostPatience.map {
@@ -716,8 +720,9 @@ final class CurlLoop: Sendable {
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
             ended.hostNotReached = !cancelled && attempt.head.status == 0 && ended.redirects == 0
                 && HostReachability.neverReached(code: code, abort: attempt.abort, madeConnection: attempt.connected)
+            var turnAway: HostConcurrency.TurnAway?
             if !cancelled {
-                ended.turnedAwayWhileServing = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code)
+                (ended.turnedAwayWhileServing, turnAway) = noteConcurrency(of: attempt, redirected: ended.redirects > 0, code: code)
             }
             noteRateLimit(of: attempt, &ended, cancelled: cancelled)
             let outcome = ended
@@ -741,7 +746,38 @@ final class CurlLoop: Sendable {
                 // to retry holds no chunk; a cancelled one keeps only what
                 // follows on from the disk (see `FileSink.attemptCancelled`).
                 if cancelled { sink.attemptCancelled() } else { sink.attemptFailed() }
-                onEnd?(outcome)
+                if let turnAway, !outcome.turnedAwayWhileServing,
+                   running.values.contains(where: { $0.host == attempt.host }) {
+                    // Turned away while others of the host ran, none of them answered yet: they
+                    // may show in a moment that the host serves them, and this one was sent away
+                    // for want of room. Under load the refusals came first, and under
+                    // `--retries 0` their URLs failed.
+                    pendingVerdicts.append(PendingVerdict(id: attempt.id, host: attempt.host, started: attempt.startedAt,
+                                                          how: turnAway, ended: .now, outcome: outcome, onEnd: onEnd))
+                } else {
+                    onEnd?(outcome)
+                }
+            }
+        }
+
+        /// Ends the attempts whose verdict waited (see `pendingVerdicts`): as
+        /// turned away for want of room once the host shows it serves others
+        /// and takes fewer, as they are once none of the host's transfers that
+        /// ran beside it is left, or it waited `verdictPatience`; all of them,
+        /// with `all`, or the one of `id`.
+        func settleVerdicts(at now: ContinuousClock.Instant, all: Bool = false, id: TransferID? = nil) {
+            guard !pendingVerdicts.isEmpty else { return }
+            pendingVerdicts.removeAll { pending in
+                let serving = pending.how == .busy
+                    && running.values.contains { $0.host == pending.host && (200...299).contains($0.head.status) }
+                var outcome = pending.outcome
+                outcome.turnedAwayWhileServing = concurrency.wasForWantOfRoom(pending.host, how: pending.how, started: pending.started,
+                                                                              otherServing: serving)
+                let othersLeft = running.values.contains { $0.host == pending.host && $0.startedAt <= pending.ended }
+                guard outcome.turnedAwayWhileServing || !othersLeft || all || id == pending.id
+                        || now - pending.ended >= Self.verdictPatience else { return false }
+                pending.onEnd?(outcome)
+                return true
             }
         }
 
@@ -819,7 +855,7 @@ final class CurlLoop: Sendable {
         /// answered (see `HostConcurrency`); the slot queue keeps to the limit.
         /// Returns true when it was turned away for want of room: while the
         /// host served others, and the host is held to fewer transfers now.
-        func noteConcurrency(of attempt: Attempt, redirected: Bool, code: CURLcode) -> Bool {
+        func noteConcurrency(of attempt: Attempt, redirected: Bool, code: CURLcode) -> (forWantOfRoom: Bool, turnAway: HostConcurrency.TurnAway?) {
             let host = attempt.host, status = attempt.head.status
             let how: HostConcurrency.TurnAway
             var serving = false
@@ -828,17 +864,17 @@ final class CurlLoop: Sendable {
                 how = .busy
                 serving = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
             } else if status != 0 || redirected {
-                guard code == CURLE_OK, status != 503, status != 429 else { return false }
+                guard code == CURLE_OK, status != 503, status != 429 else { return (false, nil) }
                 apply(concurrency.answered(host, started: attempt.startedAt, at: .now), to: host)
-                return false
+                return (false, nil)
             } else if HostConcurrency.wasTurnedAway(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
                 how = .connection
             } else {
-                return false
+                return (false, nil)
             }
             apply(concurrency.turnedAway(host, how: how, started: attempt.startedAt, othersRunning: slots.runningPerHost[host] ?? 0,
                                          otherServing: serving, at: .now), to: host)
-            return concurrency.wasForWantOfRoom(host, how: how, started: attempt.startedAt, otherServing: serving)
+            return (concurrency.wasForWantOfRoom(host, how: how, started: attempt.startedAt, otherServing: serving), how)
         }
 
         /// Tells `rateLimits` what an attempt's end says of its host's pace:
@@ -1081,6 +1117,7 @@ final class CurlLoop: Sendable {
                     // HTTPS, whether it speaks HTTP/2): see `SlotQueue`.
                     slots.enqueue(attempt, host: attempt.host, probeFirst: true)
                 case .cancel(let id):
+                    settleVerdicts(at: .now, id: id)
                     if let handle = byID[id] {
                         finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true)
                     } else if let waiting = slots.removeWaiting(where: { $0.id == id }) {
@@ -1100,6 +1137,7 @@ final class CurlLoop: Sendable {
                 guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
                 finish(handle, code: mf_msg_result(message), cancelled: false)
             }
+            settleVerdicts(at: .now)
             // Freed slots go to waiting attempts now; libcurl starts them
             // without waiting in poll (a new handle is due at once).
             startReady()
@@ -1139,6 +1177,7 @@ final class CurlLoop: Sendable {
                 // A paused host whose wait is over tries one transfer, now rather than a tick later;
                 // and slots kept from probes a moment are theirs once it is over (see `SlotQueue`).
                 for host in rateLimits.due(at: now) { slots.setHold(1, for: host) }
+                settleVerdicts(at: now)
                 startReady()
                 reportProgress(at: now)
                 if now - lastMarkedAlive >= PartialFile.aliveInterval {
@@ -1160,6 +1199,7 @@ final class CurlLoop: Sendable {
         // Nothing holds the loop any more; the closure held the loop's state (and the loop).
         counters.reportProgressWhileHeld = {}
         for handle in Array(running.keys) { finish(handle, code: CURLE_ABORTED_BY_CALLBACK, cancelled: true) }
+        settleVerdicts(at: .now, all: true)
         // Attempts still waiting for a slot, or posted after the last drain, end as cancelled too.
         for attempt in slots.removeAllWaiting() { Self.endCancelled(attempt) }
         let leftovers = inbox.withLock { inbox in
@@ -1224,6 +1264,23 @@ final class CurlLoop: Sendable {
         let largest = 256 * 1024
         guard let bytesPerSecond, bytesPerSecond > 0 else { return largest }
         return Int(min(Int64(largest), max(1024, bytesPerSecond / 1000)))
+    }
+
+    /// How long the end of an attempt turned away waits for the others of
+    /// its host to show whether the host serves them (see `settleVerdicts`):
+    /// their answers' heads come within moments, unless the host is slow to
+    /// start, and then the turn-away is no sign of a limit.
+    static let verdictPatience = Duration.seconds(2)
+
+    /// A failed attempt's end held back for its verdict (see `settleVerdicts`).
+    private struct PendingVerdict {
+        let id: TransferID
+        let host: String
+        let started: ContinuousClock.Instant
+        let how: HostConcurrency.TurnAway
+        let ended: ContinuousClock.Instant
+        let outcome: AttemptOutcome
+        let onEnd: (@Sendable (AttemptOutcome) -> Void)?
     }
 
     /// How far back the rate shown looks: 5 seconds, or under a low rate

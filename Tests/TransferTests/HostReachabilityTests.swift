@@ -728,6 +728,29 @@ import TestSupport
         }
     }
 
+    /// A turn-away that comes before the host's first answer (a server slow
+    /// to start its answers refuses the requests past its limit at once)
+    /// waits for the others of its host before its URL is failed: they show
+    /// that the host serves them, so it was for want of room. Under load the
+    /// refusals came first, and under `--retries 0` their URLs failed (3 of
+    /// 30 in one of 15 runs beside two CPU hogs; here, with every head late,
+    /// most of them).
+    @Test func aTurnAwayBeforeTheHostsFirstAnswerWaitsForItsVerdict() async throws {
+        try await withOrigin { origin, directory in
+            origin.limitResponses(to: 2)
+            let urls = (0..<16).map { index in
+                let path = "/late\(index).jpg"
+                origin.addResource(path, data: fixtureBytes(count: 4_000, seed: UInt64(700 + index)))
+                origin.setFault(path, .lateHead(seconds: 0.3))
+                return origin.url(path)
+            }
+            let failed = try await failedEightAtATime(urls, retries: 0, directory: directory)
+
+            #expect(failed.count <= 1, "\(failed.count) failed: \(failed.first ?? "")")
+            #expect(origin.busyAnswers > 0) // (some were turned away)
+        }
+    }
+
     @Test func withoutPatienceEveryURLRunsThroughItsRetries() async throws {
         try await TemporaryDirectory.with { directory in
             let urls = (0..<30).map { "http://127.0.0.1:1/photo\($0).jpg" }
