@@ -145,9 +145,7 @@ import TestSupport
             // A catalog as the first schema wrote it, with URLs as given, its
             // last pages still in the write-ahead log (the old version did
             // not checkpoint on close; here its connection stays open).
-            let old = try DatabaseQueue(path: path)
-            try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
-            try Catalog.migrator.migrate(old, upTo: "v1: objects, sources, collections, items")
+            let old = try olderCatalog(at: path, upTo: "v1: objects, sources, collections, items")
             try old.write { db in
                 for hash in [hashA, hashB] {
                     try db.execute(sql: "INSERT INTO object VALUES (?, 10, NULL, 0, 0)", arguments: [hash])
@@ -393,14 +391,41 @@ import TestSupport
         }
     }
 
+    /// A catalog whose items are rekeyed gives back the old table's pages
+    /// (vacuumed, being small) and leaves no log the size of the new one.
+    @Test func aRekeyedCatalogShrinksAndLeavesNoLog() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let old = try olderCatalog(at: path, upTo: "v2: URLs without passwords")
+            try old.write { db in
+                try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
+                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
+                for index in 0..<300 {
+                    let url = "http://h/\(index)?" + String(repeating: "q", count: 2_000)
+                    try db.execute(sql: "INSERT INTO source (url, hash, fetchedAt) VALUES (?, ?, 1)", arguments: [url, hashA])
+                    try db.execute(sql: "INSERT INTO item (collectionId, url, kind, addedAt) VALUES (1, ?, 'photo', ?)",
+                                   arguments: [url, Double(index)])
+                }
+            }
+            try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            try old.close()
+            func size(_ file: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int) ?? 0 }
+            let before = size(path)
+
+            let catalog = try Catalog(path: path)
+
+            #expect(try catalog.entries().count == 300)
+            #expect(size(path) < before * 3 / 4, "\(before) bytes before, \(size(path)) after")
+            #expect(size(path + "-wal") == 0)
+        }
+    }
+
     /// A catalog of the second schema keeps every item, field by field, when
     /// its items are rekeyed; lookups by URL and by collection find them.
     @Test func itemsKeepEveryFieldWhenRekeyedByURL() async throws {
         try await TemporaryDirectory.with { directory in
             let path = directory.appending("catalog.sqlite")
-            let old = try DatabaseQueue(path: path)
-            try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
-            try Catalog.migrator.migrate(old, upTo: "v2: URLs without passwords")
+            let old = try olderCatalog(at: path, upTo: "v2: URLs without passwords")
             try old.write { db in
                 try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
                 try db.execute(sql: "INSERT INTO object VALUES (?, 20, 'audio/flac', 0, 0)", arguments: [hashB])
@@ -651,6 +676,15 @@ import TestSupport
             #expect(applied == Catalog.migrator.migrations)
         }
     }
+}
+
+/// A catalog at `path` as an older version wrote it: the migrations up to
+/// `migration`, in write-ahead-log mode, its connection left open.
+private func olderCatalog(at path: String, upTo migration: String) throws -> DatabaseQueue {
+    let old = try DatabaseQueue(path: path)
+    try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+    try Catalog.migrator.migrate(old, upTo: migration)
+    return old
 }
 
 /// The migrations recorded in the catalog at `path`, in the order applied.

@@ -50,6 +50,9 @@ import Glibc
             #expect(row.jsonLine == encoded)
             #expect(try JSONDecoder().decode(IngestRecord.self, from: Data(row.jsonLine.utf8)) == row)
         }
+        // Every member of the record is written (one added later must be added to the line too).
+        let members = try #require(try JSONSerialization.jsonObject(with: Data(awkward.jsonLine.utf8)) as? [String: Any])
+        #expect(members.count == Mirror(reflecting: awkward).children.count)
     }
 
     /// `stats` says how many rows wait: counted without recording or removing anything.
