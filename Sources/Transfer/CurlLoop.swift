@@ -746,12 +746,15 @@ final class CurlLoop: Sendable {
                 // to retry holds no chunk; a cancelled one keeps only what
                 // follows on from the disk (see `FileSink.attemptCancelled`).
                 if cancelled { sink.attemptCancelled() } else { sink.attemptFailed() }
-                if let turnAway, !outcome.turnedAwayWhileServing,
+                if let turnAway, !outcome.turnedAwayWhileServing, !outcome.hostUnreachable,
                    running.values.contains(where: { $0.host == attempt.host }) {
-                    // Turned away while others of the host ran, none of them answered yet: they
-                    // may show in a moment that the host serves them, and this one was sent away
-                    // for want of room. Under load the refusals came first, and under
-                    // `--retries 0` their URLs failed.
+                    // Turned away while others of the host ran, before the host was seen to
+                    // serve them or to take fewer (the first turn-away of a burst counts for
+                    // nothing alone): in a moment the others' answers, and the burst's later
+                    // turn-aways, may show this one was sent away for want of room. Under load
+                    // the refusals came first, and under `--retries 0` their URLs failed.
+                    // A stray one waits as long as the others, 2 s at most. (Not one the
+                    // host's outage ended: its late end would mark the host down again.)
                     pendingVerdicts.append(PendingVerdict(id: attempt.id, host: attempt.host, started: attempt.startedAt,
                                                           how: turnAway, ended: .now, outcome: outcome, onEnd: onEnd))
                 } else {
@@ -853,8 +856,9 @@ final class CurlLoop: Sendable {
         /// Tells `concurrency` what an attempt found of how many transfers its
         /// host takes at once: it was turned away while others ran, or it was
         /// answered (see `HostConcurrency`); the slot queue keeps to the limit.
-        /// Returns true when it was turned away for want of room: while the
-        /// host served others, and the host is held to fewer transfers now.
+        /// Returns whether it was turned away for want of room (while the
+        /// host served others, and the host is held to fewer transfers now),
+        /// and how it was turned away, if it was.
         func noteConcurrency(of attempt: Attempt, redirected: Bool, code: CURLcode) -> (forWantOfRoom: Bool, turnAway: HostConcurrency.TurnAway?) {
             let host = attempt.host, status = attempt.head.status
             let how: HostConcurrency.TurnAway
@@ -1267,7 +1271,8 @@ final class CurlLoop: Sendable {
     }
 
     /// How long the end of an attempt turned away waits for the others of
-    /// its host to show whether the host serves them (see `settleVerdicts`):
+    /// its host to show whether the host serves them (see `settleVerdicts`;
+    /// it is looked at each turn of the loop, a second apart at most):
     /// their answers' heads come within moments, unless the host is slow to
     /// start, and then the turn-away is no sign of a limit.
     static let verdictPatience = Duration.seconds(2)

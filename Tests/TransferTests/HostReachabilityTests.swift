@@ -751,6 +751,41 @@ import TestSupport
         }
     }
 
+    /// A turn-away waits for its verdict no longer than `verdictPatience`:
+    /// beside a transfer whose answer is slow to start (30 s), a 503 ends
+    /// after that wait, while the other still waits for its head.
+    @Test func aTurnAwayWaitsForItsVerdictTwoSecondsAtMost() async throws {
+        try await withOrigin { origin, directory in
+            // The host answers a first URL, then one URL's answer starts late and another's is a 503.
+            let paths = ["/first.jpg", "/late.jpg", "/busy.jpg"]
+            for (index, path) in paths.enumerated() {
+                origin.addResource(path, data: fixtureBytes(count: 4_000, seed: UInt64(760 + index)))
+            }
+            origin.setFault("/late.jpg", .lateHead(seconds: 30))
+            origin.setFault("/busy.jpg", .status(503))
+            let engine = try engine(patience: nil, jobs: 4, retries: 0, directory: directory)
+            defer { engine.shutdown() }
+            let ends = Mutex<[(Int, Result<DownloadedBody, TransferError>)]>([])
+            let batch = Task {
+                await engine.download(count: paths.count, url: { origin.url(paths[$0]) }) { index, result, ready in
+                    if case .success(let body) = result { body.file.release() }
+                    ends.withLock { $0.append((index, result)) }
+                    ready()
+                }
+            }
+            // Once the 503 has ended, the late one is not waited for.
+            while !ends.withLock({ $0.contains { $0.0 == 2 } }) { try await Task.sleep(for: .milliseconds(20)) }
+            batch.cancel()
+            await batch.value
+
+            // The 503 ended as a failure before the late one's head came, which ended cancelled.
+            let ended = ends.withLock { $0 }
+            #expect(ended.map(\.0) == [0, 2, 1])
+            #expect(ended.count == 3 && ended[1].1.errorKind == .http(status: 503))
+            #expect(ended.count == 3 && ended[2].1.errorKind == .cancelled)
+        }
+    }
+
     @Test func withoutPatienceEveryURLRunsThroughItsRetries() async throws {
         try await TemporaryDirectory.with { directory in
             let urls = (0..<30).map { "http://127.0.0.1:1/photo\($0).jpg" }
