@@ -664,9 +664,10 @@ import TestSupport
 
     /// Downloads `urls` 8 at a time, all of them allowed against one host,
     /// with `retries` quick retries; the failures, in the order of the list.
-    private func failedEightAtATime(_ urls: [String], retries: Int = 3, directory: TemporaryDirectory) async throws -> [String] {
+    private func failedEightAtATime(_ urls: [String], retries: Int = 3, baseDelay: Double = 0.02, maxDelay: Double = 0.05,
+                                    directory: TemporaryDirectory) async throws -> [String] {
         let engine = try engine(patience: TransferConfiguration().unreachableHostPatience, jobs: 8, retries: retries,
-                                directory: directory)
+                                baseDelay: baseDelay, maxDelay: maxDelay, directory: directory)
         defer { engine.shutdown() }
         let results = await runBatch(urls, on: engine)
         return urls.indices.compactMap { index in
@@ -744,7 +745,12 @@ import TestSupport
                 origin.setFault(path, .lateHead(seconds: 0.3))
                 return origin.url(path)
             }
-            let failed = try await failedEightAtATime(urls, retries: 0, directory: directory)
+            // (The default retry delays: with a fiftieth of a second, a URL of a
+            // loaded full run was turned away three times before the limit came
+            // down to 2, the most that are forgiven under `--retries 0`.)
+            let defaults = RetryPolicy()
+            let failed = try await failedEightAtATime(urls, retries: 0, baseDelay: defaults.baseDelay, maxDelay: defaults.maxDelay,
+                                                      directory: directory)
 
             #expect(failed.count <= 1, "\(failed.count) failed: \(failed.first ?? "")")
             #expect(origin.busyAnswers > 0) // (some were turned away)
