@@ -384,7 +384,7 @@ import TestSupport
             try catalog.record(urls.map { IngestRecord(url: $0, collection: "c", kind: .photo, sha256: hashA, size: 1) })
             // Everything in the main file: the log emptied into it.
             try DatabaseQueue(path: path).writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-            let size = try #require(FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+            let size = fileSize(path)
             let urlBytes = urls.reduce(0) { $0 + $1.utf8.count }
             #expect(size < 6 * urlBytes, "the catalog is \(Double(size) / Double(urlBytes))× its URLs")
             #expect(try Catalog(path: path).entries().count == 400)
@@ -409,14 +409,13 @@ import TestSupport
             }
             try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
             try old.close()
-            func size(_ file: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int) ?? 0 }
-            let before = size(path)
+            let before = fileSize(path)
 
             let catalog = try Catalog(path: path)
 
             #expect(try catalog.entries().count == 300)
-            #expect(size(path) < before * 3 / 4, "\(before) bytes before, \(size(path)) after")
-            #expect(size(path + "-wal") == 0)
+            #expect(fileSize(path) < before * 3 / 4, "\(before) bytes before, \(fileSize(path)) after")
+            #expect(fileSize(path + "-wal") == 0)
         }
     }
 
@@ -676,6 +675,11 @@ import TestSupport
             #expect(applied == Catalog.migrator.migrations)
         }
     }
+}
+
+/// The size of the file at `path` (0 when there is none).
+private func fileSize(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
 }
 
 /// A catalog at `path` as an older version wrote it: the migrations up to
