@@ -180,7 +180,8 @@ public final class Catalog: Sendable {
             // the rewritten pages over them and empty the log.
             try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         }
-        if rekeysItems { try Self.compactAfterRekeying(database, path: path) }
+        // Best effort: the rekeying is committed; a disk filled meanwhile must not refuse the catalog.
+        if rekeysItems { try? Self.compactAfterRekeying(database, path: path) }
     }
 
     private static let passwordsMigration = "v2: URLs without passwords"
