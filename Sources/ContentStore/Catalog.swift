@@ -98,6 +98,9 @@ public final class Catalog: Sendable {
         // object: the next run downloads that URL again and stores nothing new.
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            // A log that grew large (a big group, a migration) is cut back to
+            // this when it is next emptied, instead of keeping its size.
+            try db.execute(sql: "PRAGMA journal_size_limit = \(Catalog.largeLog)")
             // No checkpoint on close: every run would end with two fsyncs and
             // a copy of the WAL (see mf_sqlite_skip_checkpoint_on_close).
             if let connection = db.sqliteConnection {
@@ -170,6 +173,7 @@ public final class Catalog: Sendable {
                     try db.tableExists("item") && !applied.contains(Self.itemsByURLMigration))
         }
         if let problem { throw CatalogRefusal(problem) }
+        if rekeysItems, let refusal = Self.roomToRekeyProblem(path) { throw CatalogRefusal(refusal) }
         if !hasSchema, readingOnly || mayHaveLostItsLog, let refusal = refusingNewSchema() { throw CatalogRefusal(refusal) }
         try Self.migrator.migrate(database)
         // Opening made the shared-memory file: its holes are filled now, while there is room.
@@ -180,28 +184,62 @@ public final class Catalog: Sendable {
             // the rewritten pages over them and empty the log.
             try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         }
-        // Best effort: the rekeying is committed; a disk filled meanwhile must not refuse the catalog.
-        if rekeysItems { try? Self.compactAfterRekeying(database, path: path) }
+        // Best effort: a disk filled meanwhile must not refuse a catalog that works.
+        try? Self.compact(database, path: path)
     }
 
     private static let passwordsMigration = "v2: URLs without passwords"
     private static let itemsByURLMigration = "v3: items keyed by URL, without a rowid"
 
-    /// After the items were rekeyed (v3), the old table's pages are free
-    /// pages of the file, and the new table's are in the write-ahead log,
-    /// as large as the table (closing does not checkpoint). The log is
-    /// emptied into the file; a catalog of up to 128 MiB is vacuumed too (a
-    /// second or so, once) when the disk has room for two more copies of
-    /// it, so the file shrinks; a larger one keeps its free pages for the
+    /// Why the disk holding the catalog at `path` has too little room to
+    /// rekey its items (v3), which writes a new table as large as the old
+    /// one to the log, and then to the file: as much as the catalog's file
+    /// and log, and 4 MiB (a catalog of 139 MB took 111 MB of log and 12 MB
+    /// more of file). On a full disk the migration filled it and was rolled
+    /// back, or was committed with its pages left in a log that could not
+    /// be emptied (emptying it needs room in the file too).
+    static func roomToRekeyProblem(_ path: String) -> String? {
+        var info = stat()
+        let size = (stat(path, &info) == 0 ? Int64(info.st_size) : 0)
+            + (stat(writeAheadLog(of: path), &info) == 0 ? Int64(info.st_size) : 0)
+        let needed = size + (4 << 20)
+        let directory = (path as NSString).deletingLastPathComponent
+        guard let free = OutOfSpace.freeBytes(directory: directory.isEmpty ? "." : directory), free < needed else { return nil }
+        let mebibytes = { (bytes: Int64) in (bytes + (1 << 20) - 1) >> 20 }
+        return "this version keeps its items another way, and rewriting them needs about \(mebibytes(needed)) MiB "
+            + "free on its disk, which has \(mebibytes(max(0, free))) MiB: free some space and run again"
+    }
+
+    /// A log left larger than `largeLog` is emptied into the file at opening.
+    static let largeLog: Int64 = 64 << 20
+    /// A catalog holding at most this many bytes of pages in use is vacuumed
+    /// at opening when a quarter of its pages (8 MiB at least) are free.
+    static let vacuumLimit: Int64 = 128 << 20
+
+    /// Gives back the room a rebuilt table leaves, whenever it is found (a
+    /// run killed or out of room after the rebuild's commit left it for the
+    /// next): the old table's pages are free pages of the file, and the new
+    /// one's are in the log, which closing does not empty. A log past
+    /// `largeLog` is emptied into the file; a file with a quarter of its
+    /// pages free (8 MiB at least), whose pages in use are `vacuumLimit` at
+    /// most (a second or so, once), is vacuumed when the disk has room for
+    /// two more copies of them; a larger one keeps its free pages for the
     /// rows to come (`VACUUM` in sqlite3 gives them back).
-    private static func compactAfterRekeying(_ database: any DatabaseWriter, path: String) throws {
+    private static func compact(_ database: any DatabaseWriter, path: String) throws {
+        var info = stat()
+        let logSize = stat(writeAheadLog(of: path), &info) == 0 ? Int64(info.st_size) : 0
+        let (pageSize, pages, freePages) = try database.read { db in
+            (try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096, try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+             try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0)
+        }
+        let inUse = (pages - freePages) * pageSize
+        let directory = (path as NSString).deletingLastPathComponent
+        let vacuums = freePages * 4 >= pages && freePages * pageSize >= 8 << 20 && inUse <= vacuumLimit
+            && (OutOfSpace.freeBytes(directory: directory.isEmpty ? "." : directory) ?? 0) > 2 * inUse + (64 << 20)
+        guard vacuums || logSize > largeLog else { return }
         try database.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-            var info = stat()
-            let size = stat(path, &info) == 0 ? Int64(info.st_size) : .max
-            let directory = (path as NSString).deletingLastPathComponent
-            guard size <= 128 << 20, let free = OutOfSpace.freeBytes(directory: directory.isEmpty ? "." : directory),
-                  free > 2 * size + (64 << 20) else { return }
+            guard vacuums else { return }
             try db.execute(sql: "VACUUM")
             try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
         }
@@ -499,7 +537,7 @@ public final class Catalog: Sendable {
             // rowid, the row is the key, and lookups by URL use it. The cost:
             // `list --collection` reads every item (about 0.1 s for 200,000),
             // as an index by collection would hold each URL again.
-            // (See `compactAfterRekeying` for the space the old table leaves.)
+            // (See `compact` for the room the old table leaves.)
             try db.create(table: "itemByURL", options: .withoutRowID) { table in
                 table.column("collectionId", .integer).notNull()
                     .references("collection", column: "id", onDelete: .cascade)

@@ -392,7 +392,8 @@ import TestSupport
     }
 
     /// A catalog whose items are rekeyed gives back the old table's pages
-    /// (vacuumed, being small) and leaves no log the size of the new one.
+    /// (a quarter of its pages and 8 MiB at least are free, and it is small
+    /// enough to vacuum) and leaves no log the size of the new table.
     @Test func aRekeyedCatalogShrinksAndLeavesNoLog() async throws {
         try await TemporaryDirectory.with { directory in
             let path = directory.appending("catalog.sqlite")
@@ -400,7 +401,7 @@ import TestSupport
             try old.write { db in
                 try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
                 try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
-                for index in 0..<300 {
+                for index in 0..<4_000 {
                     let url = "http://h/\(index)?" + String(repeating: "q", count: 2_000)
                     try db.execute(sql: "INSERT INTO source (url, hash, fetchedAt) VALUES (?, ?, 1)", arguments: [url, hashA])
                     try db.execute(sql: "INSERT INTO item (collectionId, url, kind, addedAt) VALUES (1, ?, 'photo', ?)",
@@ -413,9 +414,40 @@ import TestSupport
 
             let catalog = try Catalog(path: path)
 
-            #expect(try catalog.entries().count == 300)
+            #expect(try catalog.entries().count == 4_000)
             #expect(fileSize(path) < before * 3 / 4, "\(before) bytes before, \(fileSize(path)) after")
             #expect(fileSize(path + "-wal") == 0)
+        }
+    }
+
+    /// An older catalog on a disk without room to rekey its items is
+    /// refused in one line, unmigrated (the migration filled the disk, and
+    /// its pages stayed in a log that could not be emptied), and is
+    /// migrated once there is room.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func anOlderCatalogIsRekeyedOnlyWhereThereIsRoom() async throws {
+        try await SmallFilesystem.with(kilobytes: 16 * 1024) { mountPoint, remount in
+            let path = mountPoint + "/catalog.sqlite"
+            let old = try olderCatalog(at: path, upTo: "v2: URLs without passwords")
+            try old.write { db in
+                try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
+                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
+                for index in 0..<400 {
+                    let url = "http://h/\(index)?" + String(repeating: "q", count: 2_000)
+                    try db.execute(sql: "INSERT INTO source (url, hash, fetchedAt) VALUES (?, ?, 1)", arguments: [url, hashA])
+                    try db.execute(sql: "INSERT INTO item (collectionId, url, kind, addedAt) VALUES (1, ?, 'photo', 0)", arguments: [url])
+                }
+            }
+            try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            try old.close()
+
+            let refusal = #expect(throws: CatalogRefusal.self) { try Catalog(path: path) }
+            #expect(refusal?.description.hasSuffix("free some space and run again") == true, "\(refusal?.description ?? "")")
+            #expect(try appliedMigrations(path) == ["v1: objects, sources, collections, items", "v2: URLs without passwords"])
+
+            #expect(remount("size=64m"))
+            #expect(try Catalog(path: path).entries().count == 400)
+            #expect(try appliedMigrations(path) == Catalog.migrator.migrations)
         }
     }
 
