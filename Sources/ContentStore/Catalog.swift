@@ -199,15 +199,23 @@ public final class Catalog: Sendable {
     /// back, or was committed with its pages left in a log that could not
     /// be emptied (emptying it needs room in the file too).
     static func roomToRekeyProblem(_ path: String) -> String? {
-        var info = stat()
-        let size = (stat(path, &info) == 0 ? Int64(info.st_size) : 0)
-            + (stat(writeAheadLog(of: path), &info) == 0 ? Int64(info.st_size) : 0)
-        let needed = size + (4 << 20)
-        let directory = (path as NSString).deletingLastPathComponent
-        guard let free = OutOfSpace.freeBytes(directory: directory.isEmpty ? "." : directory), free < needed else { return nil }
+        let needed = fileSize(path) + fileSize(writeAheadLog(of: path)) + (4 << 20)
+        guard let free = freeBytesBeside(path), free < needed else { return nil }
         let mebibytes = { (bytes: Int64) in (bytes + (1 << 20) - 1) >> 20 }
         return "this version keeps its items another way, and rewriting them needs about \(mebibytes(needed)) MiB "
             + "free on its disk, which has \(mebibytes(max(0, free))) MiB: free some space and run again"
+    }
+
+    /// The size of the file at `path`; 0 when there is none.
+    private static func fileSize(_ path: String) -> Int64 {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int64(info.st_size) : 0
+    }
+
+    /// The bytes free on the disk holding the file at `path`.
+    private static func freeBytesBeside(_ path: String) -> Int64? {
+        let directory = (path as NSString).deletingLastPathComponent
+        return OutOfSpace.freeBytes(directory: directory.isEmpty ? "." : directory)
     }
 
     /// A log left larger than `largeLog` is emptied into the file at opening.
@@ -226,16 +234,14 @@ public final class Catalog: Sendable {
     /// two more copies of them; a larger one keeps its free pages for the
     /// rows to come (`VACUUM` in sqlite3 gives them back).
     private static func compact(_ database: any DatabaseWriter, path: String) throws {
-        var info = stat()
-        let logSize = stat(writeAheadLog(of: path), &info) == 0 ? Int64(info.st_size) : 0
+        let logSize = fileSize(writeAheadLog(of: path))
         let (pageSize, pages, freePages) = try database.read { db in
             (try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 4096, try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
              try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0)
         }
         let inUse = (pages - freePages) * pageSize
-        let directory = (path as NSString).deletingLastPathComponent
         let vacuums = freePages * 4 >= pages && freePages * pageSize >= 8 << 20 && inUse <= vacuumLimit
-            && (OutOfSpace.freeBytes(directory: directory.isEmpty ? "." : directory) ?? 0) > 2 * inUse + (64 << 20)
+            && (freeBytesBeside(path) ?? 0) > 2 * inUse + (64 << 20)
         guard vacuums || logSize > largeLog else { return }
         try database.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
