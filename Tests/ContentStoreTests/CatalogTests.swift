@@ -391,25 +391,31 @@ import TestSupport
         }
     }
 
+    /// A catalog of the second schema at `path` with `items` items of URLs of
+    /// 2 KB (and their sources), its log emptied into the file, closed.
+    private func makeOlderCatalogOfLongURLs(at path: String, items: Int) throws {
+        let old = try olderCatalog(at: path, upTo: "v2: URLs without passwords")
+        try old.write { db in
+            try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
+            try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
+            for index in 0..<items {
+                let url = "http://h/\(index)?" + String(repeating: "q", count: 2_000)
+                try db.execute(sql: "INSERT INTO source (url, hash, fetchedAt) VALUES (?, ?, 1)", arguments: [url, hashA])
+                try db.execute(sql: "INSERT INTO item (collectionId, url, kind, addedAt) VALUES (1, ?, 'photo', ?)",
+                               arguments: [url, Double(index)])
+            }
+        }
+        try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        try old.close()
+    }
+
     /// A catalog whose items are rekeyed gives back the old table's pages
     /// (a quarter of its pages and 8 MiB at least are free, and it is small
     /// enough to vacuum) and leaves no log the size of the new table.
     @Test func aRekeyedCatalogShrinksAndLeavesNoLog() async throws {
         try await TemporaryDirectory.with { directory in
             let path = directory.appending("catalog.sqlite")
-            let old = try olderCatalog(at: path, upTo: "v2: URLs without passwords")
-            try old.write { db in
-                try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
-                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
-                for index in 0..<4_000 {
-                    let url = "http://h/\(index)?" + String(repeating: "q", count: 2_000)
-                    try db.execute(sql: "INSERT INTO source (url, hash, fetchedAt) VALUES (?, ?, 1)", arguments: [url, hashA])
-                    try db.execute(sql: "INSERT INTO item (collectionId, url, kind, addedAt) VALUES (1, ?, 'photo', ?)",
-                                   arguments: [url, Double(index)])
-                }
-            }
-            try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-            try old.close()
+            try makeOlderCatalogOfLongURLs(at: path, items: 4_000)
             let before = fileSize(path)
 
             let catalog = try Catalog(path: path)
@@ -428,18 +434,7 @@ import TestSupport
     func anOlderCatalogIsRekeyedOnlyWhereThereIsRoom() async throws {
         try await SmallFilesystem.with(kilobytes: 16 * 1024) { mountPoint, remount in
             let path = mountPoint + "/catalog.sqlite"
-            let old = try olderCatalog(at: path, upTo: "v2: URLs without passwords")
-            try old.write { db in
-                try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
-                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
-                for index in 0..<400 {
-                    let url = "http://h/\(index)?" + String(repeating: "q", count: 2_000)
-                    try db.execute(sql: "INSERT INTO source (url, hash, fetchedAt) VALUES (?, ?, 1)", arguments: [url, hashA])
-                    try db.execute(sql: "INSERT INTO item (collectionId, url, kind, addedAt) VALUES (1, ?, 'photo', 0)", arguments: [url])
-                }
-            }
-            try old.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-            try old.close()
+            try makeOlderCatalogOfLongURLs(at: path, items: 400)
 
             let refusal = #expect(throws: CatalogRefusal.self) { try Catalog(path: path) }
             #expect(refusal?.description.hasSuffix("free some space and run again") == true, "\(refusal?.description ?? "")")
