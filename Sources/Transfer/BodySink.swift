@@ -546,7 +546,7 @@ final class FileSink: BodySink {
         if overlap.isPending {
             // Not the rest of the file: the next attempt asks for all of it. (But a
             // range answer of no length of its own, whose connection broke there.)
-            if head?.contentLength != nil || head?.isChunked == true { restart() }
+            if head?.endsWithItsConnection == false { restart() }
             return TransferError(.protocolViolation, "the answer to the resume ended within the bytes already held")
         }
         if let pending = pendingAnswer {

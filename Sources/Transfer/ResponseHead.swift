@@ -86,6 +86,10 @@ struct ResponseHead: Sendable {
     /// Whether that `Transfer-Encoding` names chunks (`identity`, long
     /// obsolete, does not: the body then ends where its connection does).
     var isChunked: Bool { values[.transferEncoding]?.lowercased().contains("chunked") == true }
+
+    /// The body has neither a length nor chunks: it ends with its
+    /// connection, so a break there looks like its end.
+    var endsWithItsConnection: Bool { contentLength == nil && !isChunked }
     /// Whether the response's one `Content-Length` is no count of bytes: not
     /// decimal digits (`1e3`, `-1`) or more than fits in 63 bits. libcurl
     /// reads what it can of it (`1e3` as 1, 2^63 as no length), so where the

@@ -485,8 +485,7 @@ public final class TransferEngine: Sendable {
             // A range answer that gave no length of its own ends where its connection
             // did: a break looks like its end, and what came of it is kept to resume
             // (it was dropped, and the whole body fetched again).
-            let endedWithItsConnection = outcome.head.status == 206 && outcome.head.contentLength == nil && !outcome.head.isChunked
-            if !endedWithItsConnection { sink.restart() }
+            if !(outcome.head.status == 206 && outcome.head.endsWithItsConnection) { sink.restart() }
             result = .failure(TransferError(.protocolViolation, outcome.head.isChunked && outcome.head.status == 200
                 ? "the server's chunks held \(outcome.bodyBytes) bytes where its Content-Length said \(expected)"
                 : "body ended at \(outcome.bodyBytes) of \(expected) bytes"))

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Synchronization
 import ContentStore
 import MediaFetch
 
@@ -35,9 +34,9 @@ struct List: AsyncParsableCommand {
             // A table on a terminal fits its rows to it; a pipe or a file gets every cell whole.
             let columns = format == .table ? Terminal.stdoutColumns : nil
             // A table of no rows is its header alone: a note says why (CSV's header and JSON's [] say it themselves).
-            let lines = Mutex(0)
+            var lines = 0
             let write = { (text: String) throws in
-                lines.withLock { $0 += text.utf8.count { $0 == UInt8(ascii: "\n") } }
+                lines += text.utf8.count { $0 == UInt8(ascii: "\n") }
                 try Terminal.writeOut(text)
             }
             if failed {
@@ -46,7 +45,7 @@ struct List: AsyncParsableCommand {
                     shortened = try FailureFormatter.write(forEach, as: format, columns: columns, to: write)
                 }
                 if shortened > 0 { Terminal.notice(Self.cutNote, progress: .none) }
-                if format == .table, lines.withLock({ $0 }) <= 1 { Terminal.notice("no URL's last fetch failed", progress: .none) }
+                if format == .table, lines <= 1 { Terminal.notice("no URL's last fetch failed", progress: .none) }
                 return
             }
             var stored: String?
@@ -65,7 +64,7 @@ struct List: AsyncParsableCommand {
                 (missing, shortened) = try EntryFormatter(cache: cache).write(forEach, as: format, columns: columns, to: write)
             }
             if shortened > 0 { Terminal.notice(Self.cutNote, progress: .none) }
-            if format == .table, lines.withLock({ $0 }) <= 1 {
+            if format == .table, lines <= 1 {
                 let kindText = kind.map { " of kind \($0.rawValue)" } ?? ""
                 Terminal.notice("no items\(kindText)\(stored.map { " in collection \($0)" } ?? "") in the cache", progress: .none)
             }
