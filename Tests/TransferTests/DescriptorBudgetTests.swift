@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Transfer
 
@@ -39,6 +40,24 @@ import Testing
         // A desktop's 1024 with a quarter for finished bodies: (1024 - 64 - 256) / 6.
         #expect(DescriptorBudget(limit: 1024, heldFinishedBodies: 256).maxJobs == 117)
         #expect(DescriptorBudget(limit: 256, heldFinishedBodies: 64).maxJobs == 21)
+    }
+}
+
+/// The descriptor table is grown once at start-up (see `TransferEngine.reserveDescriptorTable`).
+@Suite struct DescriptorTableTests {
+    /// The table's size as the kernel reports it (`FDSize` in /proc/self/status).
+    private func tableSize() throws -> Int {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("FDSize:") })
+        return try #require(Int(line.dropFirst("FDSize:".count).trimmingCharacters(in: .whitespaces)))
+    }
+
+    @Test func theTableIsGrownToTheReserveAndNothingIsLeftOpen() throws {
+        let wanted = min(TransferEngine.descriptorTableReserve, TransferConfiguration.descriptorLimit())
+        TransferEngine.reserveDescriptorTable()
+        #expect(try tableSize() >= wanted)
+        // The descriptor that grew it is closed again.
+        #expect(fcntl(Int32(wanted - 1), F_GETFD) == -1)
     }
 }
 
