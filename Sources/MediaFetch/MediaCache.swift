@@ -201,7 +201,7 @@ public final class MediaCache: Sendable {
     public func catalogReadError(_ error: any Error) -> CacheError {
         // Already one line naming the catalog (it could not be opened): not said twice.
         if let error = error as? CacheError { return error }
-        return CacheError("cannot read the catalog at \(catalogPath): \(Catalog.describe(error))", outOfSpace: OutOfSpace.isCause(of: error))
+        return CacheError.catalog("read", at: catalogPath, error)
     }
 
     /// The catalog's write-ahead log (known without opening the catalog).
@@ -397,6 +397,17 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         self.lockTimedOut = lockTimedOut
     }
 
+    /// The catalog at `path` cannot be opened or read (`action`), in
+    /// SQLite's words; on a full disk, saying so and what to do: "SQLite
+    /// error 13: database or disk is full" alone left it to the user to
+    /// find that the disk was the cause, not the catalog.
+    static func catalog(_ action: String, at path: String, _ error: any Error) -> CacheError {
+        let said = Catalog.describe(error)
+        guard OutOfSpace.isCause(of: error) else { return CacheError("cannot \(action) the catalog at \(path): \(said)") }
+        return CacheError("cannot \(action) the catalog at \(path): the disk holding the cache is full (\(said)): "
+                          + "free some space and run again", outOfSpace: true)
+    }
+
     /// The store's objects cannot be looked at (see `ObjectStore.lookUp`).
     static func unreadableObjects(_ error: StoreError) -> CacheError {
         CacheError("cannot read the cache's objects: \(error.message)")
@@ -435,8 +446,7 @@ private final class CatalogOpening: Sendable {
                                 readingOnly: readingOnly, refusingNewSchema: refusingNewSchema)
                 })
             } catch {
-                outcome = .failure(CacheError("cannot open the catalog at \(path): \(Catalog.describe(error))",
-                                              outOfSpace: OutOfSpace.isCause(of: error)))
+                outcome = .failure(CacheError.catalog("open", at: path, error))
             }
             result.withLock { $0 = outcome }
             opening.leave()

@@ -1259,6 +1259,34 @@ import TestSupport
         }
     }
 
+    /// A new cache on a disk with no room for its catalog: one line that
+    /// says the disk is full and what to do, not SQLite's words alone; once
+    /// there is room, the same command works.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func aNewCatalogOnAFullDiskSaysTheDiskIsFull() async throws {
+        try await withOrigin { origin, _ in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 4000, seed: 66))
+            try await SmallFilesystem.with(kilobytes: 2048) { mountPoint, _ in
+                let cache = mountPoint + "/cache"
+                let filler = mountPoint + "/filler"
+                var info = statvfs()
+                #expect(statvfs(mountPoint, &info) == 0)
+                let free = Int(info.f_bavail) * Int(info.f_frsize)
+                #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: free - 40 * 1024)))
+
+                let full = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+
+                #expect(full.status == 3, "\(full.stderr)")
+                #expect(full.stderrLines == ["mediafetch: cannot open the catalog at \(cache)/catalog.sqlite: the disk holding "
+                    + "the cache is full (SQLite error 13: database or disk is full): free some space and run again"])
+                try FileManager.default.removeItem(atPath: filler)
+                let again = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+                #expect(again.status == 0, "\(again.stderr)")
+                #expect(try objectPaths(inCache: cache).count == 1)
+            }
+        }
+    }
+
     /// Under umask 002 (a cache a group shares) what mediafetch makes is
     /// writable by the group: directories, the catalog and the files SQLite
     /// makes beside it. Objects stay read-only.
