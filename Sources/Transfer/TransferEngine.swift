@@ -127,14 +127,16 @@ public final class TransferEngine: Sendable {
     }
 
     /// Process-wide settings for a program whose main work is transfers; call
-    /// once at start-up, before any engine runs. glibc's allocator keeps
-    /// libcurl's per-transfer receive buffers on warm heap pages rather than
-    /// mapping fresh ones for every transfer, and uses two heap arenas rather
-    /// than one per thread (see `mf_tune_allocator`). The soft
+    /// once at start-up, before any other thread starts (see
+    /// `reserveDescriptorTable`) and before any engine runs. glibc's
+    /// allocator keeps libcurl's per-transfer receive buffers on warm heap
+    /// pages rather than mapping fresh ones for every transfer, and uses two
+    /// heap arenas rather than one per thread (see `mf_tune_allocator`). The soft
     /// limit on open files is raised to the hard one (at most 65,536): finished
     /// bodies keep their descriptor until stored (see `maxHeldFinishedBodies`),
     /// and a desktop's usual soft limit of 1,024 would cap that at 256. So is
-    /// the soft limit on address space (see `AddressSpace`).
+    /// the soft limit on address space (see `AddressSpace`). The descriptor
+    /// table is grown once (see `reserveDescriptorTable`).
     public static func prepareProcess() {
         mf_tune_allocator()
         AddressSpace.raiseToHardLimit()
