@@ -83,7 +83,7 @@ public struct CatalogReserve: Sendable {
     public func retryingOnFullDisk<T>(makingRoom: () -> Bool = { false }, _ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch where OutOfSpace.isCause(of: error) {
+        } catch where OutOfSpace.isCause(of: error, onDiskOf: root) {
             let released = release()
             guard makingRoom() || released else { throw error }
             return try body()

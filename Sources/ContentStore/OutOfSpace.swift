@@ -14,6 +14,42 @@ public enum OutOfSpace {
         }
     }
 
+    /// `isCause(of:)`, and also the errors of SQLite that say nothing of
+    /// space but come from a full disk when `directory` (where the catalog
+    /// is) has next to no room or no free inode: a shared-memory file it
+    /// could not grow is an I/O error (`SQLITE_IOERR_SHMSIZE`; seen on a disk
+    /// with 8–32 KiB free, and with any room short of a page once the `-shm`
+    /// file was gone), and a file it could not create a failure to open
+    /// (`SQLITE_CANTOPEN`, with no inode left). SQLite keeps the system's
+    /// error number to itself, so the disk is asked.
+    public static func isCause(of error: any Error, onDiskOf directory: String) -> Bool {
+        if isCause(of: error) { return true }
+        guard let error = error as? DatabaseError else { return false }
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0 else { return false }
+        switch error.extendedResultCode {
+        case .SQLITE_IOERR_SHMSIZE: return usableBytes(info, directory: directory) < nearlyFullBytes
+        case .SQLITE_CANTOPEN: return hasNoFreeInode(info)
+        default: return false
+        }
+    }
+
+    /// Whether the filesystem holding `directory` has room but no inode
+    /// left for another file (a filesystem that reports no inodes at all
+    /// makes them as needed).
+    public static func hasNoFreeInode(directory: String) -> Bool {
+        var info = statvfs()
+        return statvfs(directory, &info) == 0 && hasNoFreeInode(info)
+    }
+
+    private static func hasNoFreeInode(_ info: statvfs) -> Bool {
+        info.f_files > 0 && info.f_favail == 0
+    }
+
+    /// Less room than this, and a shared-memory file SQLite could not grow
+    /// (by 32 KiB at a time) counts as a full disk's doing.
+    static let nearlyFullBytes: Int64 = 256 << 10
+
     /// True for the system's error numbers of a full disk: no space left, or the user's quota spent.
     public static func isSystemCode(_ code: Int32) -> Bool {
         code == ENOSPC || code == EDQUOT

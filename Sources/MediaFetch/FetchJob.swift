@@ -296,9 +296,7 @@ public final class FetchJob: Sendable {
                     // Interrupted while waiting for the catalog's lock: nothing was fetched, all is left.
                     toDownload = [FetchItem]()
                 } catch let error as CatalogWriteFailure {
-                    throw CacheError("cannot record in the catalog at \(cache.catalogPath): "
-                        + "\(Catalog.describe(error.underlying)); nothing was fetched",
-                        outOfSpace: OutOfSpace.isCause(of: error.underlying))
+                    throw CacheError.catalog("record in", at: cache.catalogPath, error.underlying, then: "; nothing was fetched")
                 } catch {
                     throw cache.catalogReadError(error)
                 }

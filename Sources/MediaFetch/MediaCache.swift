@@ -397,15 +397,24 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
         self.lockTimedOut = lockTimedOut
     }
 
-    /// The catalog at `path` cannot be opened or read (`action`), in
+    /// The catalog at `path` cannot be opened, read or written (`action`), in
     /// SQLite's words; on a full disk, saying so and what to do: "SQLite
     /// error 13: database or disk is full" alone left it to the user to
-    /// find that the disk was the cause, not the catalog.
-    static func catalog(_ action: String, at path: String, _ error: any Error) -> CacheError {
+    /// find that the disk was the cause, not the catalog (and "disk I/O
+    /// error" or "unable to open database file" told them nothing of it).
+    /// `then` is added to either (what became of the run).
+    static func catalog(_ action: String, at path: String, _ error: any Error, then: String = "") -> CacheError {
         let said = Catalog.describe(error)
-        guard OutOfSpace.isCause(of: error) else { return CacheError("cannot \(action) the catalog at \(path): \(said)") }
+        let directory = (path as NSString).deletingLastPathComponent
+        guard OutOfSpace.isCause(of: error, onDiskOf: directory) else {
+            return CacheError("cannot \(action) the catalog at \(path): \(said)\(then)")
+        }
+        if OutOfSpace.hasNoFreeInode(directory: directory) {
+            return CacheError("cannot \(action) the catalog at \(path): the disk holding the cache has no free inode "
+                              + "(\(said)): remove some files and run again\(then)", outOfSpace: true)
+        }
         return CacheError("cannot \(action) the catalog at \(path): the disk holding the cache is full (\(said)): "
-                          + "free some space and run again", outOfSpace: true)
+                          + "free some space and run again\(then)", outOfSpace: true)
     }
 
     /// The store's objects cannot be looked at (see `ObjectStore.lookUp`).

@@ -581,6 +581,41 @@ import TestSupport
         #expect(!OutOfSpace.isCause(of: StoreError("x", code: EACCES)))
         #expect(!OutOfSpace.isCause(of: StoreError("x")))
     }
+
+    /// SQLite says a shared-memory file it could not grow is an I/O error,
+    /// and a file it could not create a failure to open: a full disk's (or
+    /// one out of inodes) only where the disk shows it.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func sqlitesErrorsThatHideAFullDiskCountOnlyWhereTheDiskIsFull() async throws {
+        let shared = DatabaseError(resultCode: ResultCode.SQLITE_IOERR_SHMSIZE, message: "disk I/O error")
+        let cannotOpen = DatabaseError(resultCode: .SQLITE_CANTOPEN, message: "unable to open database file")
+        let otherIO = DatabaseError(resultCode: ResultCode.SQLITE_IOERR_READ, message: "disk I/O error")
+        try await SmallFilesystem.with(kilobytes: 1024) { mountPoint, remount in
+            #expect(!OutOfSpace.isCause(of: shared, onDiskOf: mountPoint))
+            #expect(!OutOfSpace.isCause(of: cannotOpen, onDiskOf: mountPoint))
+            #expect(OutOfSpace.isCause(of: DatabaseError(resultCode: .SQLITE_FULL), onDiskOf: mountPoint))
+
+            var info = statvfs()
+            #expect(statvfs(mountPoint, &info) == 0)
+            let filler = mountPoint + "/filler"
+            #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: Int(info.f_bavail) * Int(info.f_frsize))))
+            #expect(OutOfSpace.isCause(of: shared, onDiskOf: mountPoint))
+            #expect(!OutOfSpace.isCause(of: otherIO, onDiskOf: mountPoint))
+            #expect(!OutOfSpace.isCause(of: cannotOpen, onDiskOf: mountPoint))
+
+            try FileManager.default.removeItem(atPath: filler)
+            // Room, but no inode: as many as the files there now (the root and one more).
+            #expect(FileManager.default.createFile(atPath: mountPoint + "/one", contents: Data()))
+            #expect(remount("nr_inodes=2"))
+            #expect(OutOfSpace.hasNoFreeInode(directory: mountPoint))
+            #expect(OutOfSpace.isCause(of: cannotOpen, onDiskOf: mountPoint))
+            #expect(!OutOfSpace.isCause(of: shared, onDiskOf: mountPoint))
+        }
+        try await TemporaryDirectory.with { directory in
+            #expect(!OutOfSpace.isCause(of: shared, onDiskOf: directory.path))
+            #expect(!OutOfSpace.isCause(of: cannotOpen, onDiskOf: directory.path))
+        }
+    }
 }
 
 @Suite struct CatalogLockTests {
