@@ -57,11 +57,12 @@ public struct TransferConfiguration: Sendable, Equatable {
 
     public init() {}
 
-    /// A quarter of the process's descriptor limit, between 16 and 1024: a
+    /// A quarter of the process's descriptor limit (less the descriptors it
+    /// was started with), between 16 and 1024: a
     /// group commit of many small files fits, and plenty is left for sockets
     /// and the partials of the items in flight.
     static func descriptorsToSpare() -> Int {
-        min(1024, max(16, descriptorLimit() / 4))
+        min(1024, max(16, (descriptorLimit() - DescriptorBudget.inheritedAtStart.load(ordering: .relaxed)) / 4))
     }
 
     /// The process's soft limit on open files (1024 when it cannot be read).

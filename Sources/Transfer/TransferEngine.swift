@@ -135,8 +135,10 @@ public final class TransferEngine: Sendable {
     /// limit on open files is raised to the hard one (at most 65,536): finished
     /// bodies keep their descriptor until stored (see `maxHeldFinishedBodies`),
     /// and a desktop's usual soft limit of 1,024 would cap that at 256. So is
-    /// the soft limit on address space (see `AddressSpace`). The descriptor
-    /// table is grown once (see `reserveDescriptorTable`).
+    /// the soft limit on address space (see `AddressSpace`). The descriptors
+    /// the process was started with are counted (see
+    /// `DescriptorBudget.countInherited`), and the descriptor table is grown
+    /// once (see `reserveDescriptorTable`).
     public static func prepareProcess() {
         mf_tune_allocator()
         AddressSpace.raiseToHardLimit()
@@ -154,6 +156,8 @@ public final class TransferEngine: Sendable {
                 _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
             }
         }
+        // Before anything of this process's own is open.
+        DescriptorBudget.inheritedAtStart.store(DescriptorBudget.countInherited(), ordering: .relaxed)
         reserveDescriptorTable()
     }
 

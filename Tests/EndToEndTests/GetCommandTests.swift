@@ -947,6 +947,39 @@ import TestSupport
         }
     }
 
+    /// Descriptors mediafetch is started with (a shell, a CI runner or a
+    /// program that leaves some open) count against the limit: with 20 of
+    /// them under a limit of 64 most items failed with "Too many open
+    /// files"; now the run is refused at once, saying why, and with a few
+    /// it fetches all.
+    @Test func descriptorsMediafetchIsStartedWithCountAgainstTheLimit() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 60, size: 2000, firstSeed: 900, prefix: "/i/")
+            let input = directory.appending("urls.txt")
+            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            let cache = directory.appending("cache")
+            func run(openingDescriptors count: Int) async throws -> CommandResult {
+                // bash: sh takes single-digit descriptors only.
+                let opens = (3..<(3 + count)).map { "exec \($0)</dev/null" }
+                let script = (["ulimit -n 64"] + opens + [#"exec "$MEDIAFETCH" get --cache "$CACHE" -i "$INPUT""#]).joined(separator: " && ")
+                return try await BuiltProducts.runShell(#"exec bash -c "$SCRIPT""#,
+                                                        environment: ["SCRIPT": script, "CACHE": cache, "INPUT": input])
+            }
+
+            let refused = try await run(openingDescriptors: 20)
+            #expect(refused.status == 3)
+            #expect(refused.stderrLines == ["mediafetch: the limit on open files is 64 (the hard limit, ulimit -Hn; 20 of them "
+                + "taken by descriptors mediafetch was started with), and a download needs at least 76: close those or raise it "
+                + "where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"])
+            #expect(access(cache, F_OK) != 0)
+            #expect(origin.requests().isEmpty)
+
+            let few = try await run(openingDescriptors: 4)
+            #expect(few.status == 0, "\(few.stderr)")
+            #expect(few.stderrLines.last?.hasPrefix("60 downloaded, 0 already cached, 0 failed") == true, "\(few.stderr)")
+        }
+    }
+
     /// A proxy from the environment that is down is named, with its variable:
     /// libcurl's words alone named an address the user never typed.
     @Test func aProxyThatIsDownIsNamed() async throws {

@@ -12,14 +12,29 @@ import Testing
             + budget.heldFinishedBodies + DescriptorBudget.reserved
     }
 
-    @Test(arguments: [(256, 64), (1024, 256), (4096, 1024), (65_536, 1024)])
-    func everyAllowedJobCountFitsTheLimit(limit: Int, held: Int) {
-        let budget = DescriptorBudget(limit: limit, heldFinishedBodies: held)
+    @Test(arguments: [(256, 64, 0), (1024, 256, 0), (4096, 1024, 0), (65_536, 1024, 0), (1024, 256, 100), (4096, 1024, 500)])
+    func everyAllowedJobCountFitsTheLimit(limit: Int, held: Int, inherited: Int) {
+        let budget = DescriptorBudget(limit: limit, heldFinishedBodies: held, inherited: inherited)
         #expect(budget.maxJobs >= 16)
         for jobs in 1...budget.maxJobs {
-            #expect(worstCase(budget, jobs: jobs) <= limit, "jobs \(jobs)")
+            // The descriptors the process was started with are there all along.
+            #expect(worstCase(budget, jobs: jobs) + inherited <= limit, "jobs \(jobs)")
             #expect(budget.batchWidth(jobs: jobs) >= 2 * jobs)
         }
+    }
+
+    /// Descriptors the process was started with count against the limit:
+    /// fewer transfers, and a run refused when too few are left free.
+    @Test func descriptorsTheProcessWasStartedWithCountAgainstTheLimit() {
+        let clean = DescriptorBudget(limit: 256, heldFinishedBodies: 64)
+        let inheriting = DescriptorBudget(limit: 256, heldFinishedBodies: 64, inherited: 100)
+        #expect(inheriting.maxJobs < clean.maxJobs)
+        #expect(inheriting.maxJobs == (256 - 100 - DescriptorBudget.reserved - 64) / 6)
+        #expect(!DescriptorBudget(limit: 64, heldFinishedBodies: 16, inherited: 8).isTooLow)
+        #expect(DescriptorBudget(limit: 64, heldFinishedBodies: 16, inherited: 9).isTooLow)
+        #expect(DescriptorBudget(limit: 63, heldFinishedBodies: 16).isTooLow)
+        #expect(DescriptorBudget(limit: 64, heldFinishedBodies: 16, inherited: 20).leastLimitNeeded == 76)
+        #expect(DescriptorBudget(limit: 40, heldFinishedBodies: 16).leastLimitNeeded == 64)
     }
 
     @Test func aRoomyLimitKeepsFourTimesTheJobsInFlight() {
