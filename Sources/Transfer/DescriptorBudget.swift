@@ -39,6 +39,35 @@ public struct DescriptorBudget: Sendable, Equatable {
 
     /// The least limit that would do with the descriptors the process was started with.
     public var leastLimitNeeded: Int { max(Self.minimumLimit, inherited + Self.minimumFree) }
+
+    /// The least free descriptors any command runs with: libdispatch, which
+    /// every command uses, aborts the process (SIGILL) when it cannot open
+    /// its own two (`--version` died so under a limit of 4), and SQLite
+    /// needs a few for the catalog (`list` and `stats` could not open it
+    /// under 12).
+    public static let leastFreeForAnyCommand = 16
+
+    /// Why no command can run under this limit, if none can (see `leastFreeForAnyCommand`).
+    public var problemForAnyCommand: String? {
+        guard limit - inherited < Self.leastFreeForAnyCommand else { return nil }
+        return tooLow(for: "mediafetch", needing: inherited + Self.leastFreeForAnyCommand)
+    }
+
+    /// One line: the limit is too low for `what`, which needs a limit of
+    /// `least`, and what to do about it. The soft limit was raised to the
+    /// hard one already (see `TransferEngine.prepareProcess`): only whoever
+    /// set that can raise it.
+    public func tooLow(for what: String, needing least: Int) -> String {
+        "the limit on open files is \(limit) (the hard limit, ulimit -Hn\(inheritedShare("; "))), and \(what) needs at least "
+            + "\(least): \(inherited > 0 ? "close those or " : "")raise it where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"
+    }
+
+    /// What of the limit the descriptors the process was started with take,
+    /// between `opening` and `closing` (nothing when there are none).
+    public func inheritedShare(_ opening: String, _ closing: String = "") -> String {
+        guard inherited > 0 else { return "" }
+        return "\(opening)\(inherited) of them taken by descriptors mediafetch was started with\(closing)"
+    }
     /// What one running transfer needs at the least: its socket and a cached
     /// connection, two items in flight and two waiting to retry.
     static let leastPerJob = 6

@@ -27,8 +27,9 @@ struct MediaFetchCommand: AsyncParsableCommand {
               3    the cache cannot be opened or written (no cache there for list
                    or stats, another program's files or catalog, a full disk, or
                    a catalog locked by another process past 60 s, stops a run),
-                   or the limit on open files (under 64, or with under 56 of
-                   them free) or on address space (ulimit -v) is too low
+                   or the limit on open files (under 64 for get, 16 for the
+                   rest; descriptors mediafetch is started with count against
+                   it) or on address space (ulimit -v) is too low
               64   command-line usage error (unknown flag, bad flag value,
                    a CA file from --cacert, $CURL_CA_BUNDLE or $SSL_CERT_FILE
                    with no certificate)
@@ -52,8 +53,9 @@ struct MediaFetchCommand: AsyncParsableCommand {
         StopSignals.exitEarly()
         TransferEngine.prepareProcess()
         _ = mf_set_default_thread_stack_size(AddressSpace.defaultThreadStack)
-        // Under too low a `ulimit -v` a thread fails to start and the run hangs: one line instead.
-        if let problem = AddressSpace.problem(jobs: nil) {
+        // Under a handful of open files libdispatch aborts the process (SIGILL), and under too
+        // low a `ulimit -v` a thread fails to start and the run hangs: one line instead.
+        if let problem = DescriptorBudget.current(heldFinishedBodies: 0).problemForAnyCommand ?? AddressSpace.problem(jobs: nil) {
             Terminal.writeErr("mediafetch: \(problem)\n")
             Self.exit(withError: Exit.cacheUnusable)
         }

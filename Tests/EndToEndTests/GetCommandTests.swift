@@ -947,6 +947,30 @@ import TestSupport
         }
     }
 
+    /// Under a handful of open files no command can run (libdispatch aborted
+    /// `--version` with SIGILL under 4; `list` and `stats` could not open
+    /// the catalog under 12): every command says so in one line, and from 16
+    /// on they run.
+    @Test func underAHandfulOfOpenFilesEveryCommandSaysSo() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 91))
+            let cache = directory.appending("cache")
+            let stored = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")])
+            #expect(stored.status == 0, "\(stored.stderr)")
+            for arguments in [["--version"], ["list", "--cache", cache], ["stats", "--cache", cache]] {
+                for limit in [4, 8, 15] {
+                    let refused = try await BuiltProducts.run(arguments, openFileLimit: limit)
+                    #expect(refused.status == 3, "\(arguments) \(limit): \(refused.stderr)")
+                    #expect(refused.stderrLines == ["mediafetch: the limit on open files is \(limit) (the hard limit, ulimit -Hn), "
+                        + "and mediafetch needs at least 16: raise it where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"],
+                            "\(arguments) \(limit)")
+                }
+                let runs = try await BuiltProducts.run(arguments, openFileLimit: 16)
+                #expect(runs.status == 0, "\(arguments): \(runs.stderr)")
+            }
+        }
+    }
+
     /// Descriptors mediafetch is started with (a shell, a CI runner or a
     /// program that leaves some open) count against the limit: with 20 of
     /// them under a limit of 64 most items failed with "Too many open

@@ -95,13 +95,6 @@ struct FetchRunner {
     let cacheOptions: CacheOptions
     let transfer: TransferOptions
 
-    /// What of the limit the descriptors mediafetch was started with take,
-    /// between `opening` and `closing` (nothing when there are none).
-    private func inheritedShare(_ budget: DescriptorBudget, _ opening: String, _ closing: String = "") -> String {
-        guard budget.inherited > 0 else { return "" }
-        return "\(opening)\(budget.inherited) of them taken by descriptors mediafetch was started with\(closing)"
-    }
-
     /// `listBytes`: the URLs' bytes, which the run holds (see `AddressSpace.needed`).
     func run(_ items: any FetchList, listBytes: Int64 = 0) async throws {
         // Killed by SIGPIPE when stderr's reader went, a run left finished
@@ -112,10 +105,7 @@ struct FetchRunner {
         // Before the cache is opened: nothing is made that the run cannot go on with.
         let budget = DescriptorBudget.current(heldFinishedBodies: configuration.maxHeldFinishedBodies)
         if budget.isTooLow {
-            // The soft limit was raised to the hard one already: only whoever set that can raise it.
-            Terminal.error("the limit on open files is \(budget.limit) (the hard limit, ulimit -Hn\(inheritedShare(budget, "; "))), "
-                + "and a download needs at least \(budget.leastLimitNeeded): \(budget.inherited > 0 ? "close those or " : "")"
-                + "raise it where it is set (limits.conf, LimitNOFILE=, docker --ulimit)", progress: transfer.progress)
+            Terminal.error(budget.tooLow(for: "a download", needing: budget.leastLimitNeeded), progress: transfer.progress)
             throw Exit.cacheUnusable
         }
         // The transfers that will run: --jobs, held to what the open files allow.
@@ -142,7 +132,7 @@ struct FetchRunner {
         var limitNote: (@Sendable (Int) -> Void)?
         if configuration.maxConcurrentTransfers > budget.maxJobs {
             let note = "--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
-                + "\(budget.limit) allows\(inheritedShare(budget, " (", ")")): running \(budget.maxJobs) at once (that is the hard limit, "
+                + "\(budget.limit) allows\(budget.inheritedShare(" (", ")")): running \(budget.maxJobs) at once (that is the hard limit, "
                 + "ulimit -Hn, as the soft one was raised to it: raise it where it is set, limits.conf, LimitNOFILE=, docker --ulimit)"
             let (maxJobs, progress) = (budget.maxJobs, transfer.progress)
             limitNote = { count in
