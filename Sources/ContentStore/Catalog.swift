@@ -170,7 +170,10 @@ public final class Catalog: Sendable {
             let applied = try db.tableExists("grdb_migrations") ? try Self.migrator.appliedIdentifiers(db) : []
             return (try Self.schemaProblem(db), try Self.hasSchema(db),
                     try db.tableExists("source") && !applied.contains(Self.passwordsMigration),
-                    try db.tableExists("item") && !applied.contains(Self.itemsByURLMigration))
+                    // Only items to rewrite take room: a new catalog whose making a full disk
+                    // cut short after v2 was refused the 4 MiB of a rewrite on a 2 MiB disk.
+                    try db.tableExists("item") && !applied.contains(Self.itemsByURLMigration)
+                        && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM item)") ?? false))
         }
         if let problem { throw CatalogRefusal(problem) }
         if rekeysItems, let refusal = Self.roomToRekeyProblem(path) { throw CatalogRefusal(refusal) }

@@ -446,6 +446,20 @@ import TestSupport
         }
     }
 
+    /// An older catalog with no items has nothing to rewrite, and needs no
+    /// room for it: a new catalog whose making a full disk cut short after
+    /// the second schema was refused the 4 MiB of a rewrite on a 2 MiB disk.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func anOlderCatalogWithoutItemsIsUpgradedOnASmallDisk() async throws {
+        try await SmallFilesystem.with(kilobytes: 2048) { mountPoint, _ in
+            let path = mountPoint + "/catalog.sqlite"
+            try olderCatalog(at: path, upTo: "v2: URLs without passwords").close()
+
+            #expect(try Catalog(path: path).entries().isEmpty)
+            #expect(try appliedMigrations(path) == Catalog.migrator.migrations)
+        }
+    }
+
     /// A catalog of the second schema keeps every item, field by field, when
     /// its items are rekeyed; lookups by URL and by collection find them.
     @Test func itemsKeepEveryFieldWhenRekeyedByURL() async throws {
