@@ -181,7 +181,7 @@ struct TransferOptions: ParsableArguments {
         return nil
     }
 
-    @Option(name: .long, help: "Progress display: auto (a status line on a terminal; elsewhere only failures and the summary), bar (the status line even off a terminal), json (lines on stderr), none (failures only).")
+    @Option(name: .long, help: "Progress display: auto (a status line on a terminal; elsewhere only failures and the summary), bar (the status line even off a terminal), json (lines on stderr), none (failures and notes only: no status line, no summary).")
     var progress: ProgressMode = .auto
 
     /// `text` without its sign, if it has one.

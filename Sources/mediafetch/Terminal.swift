@@ -66,15 +66,22 @@ enum Terminal {
     /// `Exit.outputFailed` instead of leaving a cut-short file unremarked.
     static func writeOut(_ text: String) throws(ExitCode) {
         if mf_standard_descriptor_was_closed(STDOUT_FILENO) != 0 {
-            // (Its placeholder refuses writes: said by name, not as a bad descriptor.)
-            error("cannot write the output: standard output is closed")
+            error(outputFailure(EBADF))
             throw Exit.outputFailed
         }
         let failure = write(text, to: STDOUT_FILENO)
         guard failure == 0 else {
-            error("cannot write the output: \(String(cString: strerror(failure)))")
+            error(outputFailure(failure))
             throw Exit.outputFailed
         }
+    }
+
+    /// "cannot write the output: …" for `code`; a closed standard output
+    /// (whose placeholder refuses writes with EBADF) said by name, not as a
+    /// bad descriptor.
+    static func outputFailure(_ code: Int32) -> String {
+        let closed = code == EBADF && mf_standard_descriptor_was_closed(STDOUT_FILENO) != 0
+        return "cannot write the output: \(closed ? "standard output is closed" : String(cString: strerror(code)))"
     }
 
     /// Writes all of `text` to `fd`; returns 0, or the `errno` of the
@@ -142,7 +149,7 @@ enum Terminal {
 /// isolated to the main actor, and exit may run on another thread.
 func flushBufferedOutputAtExit() {
     guard fflush(nil) != 0 else { return }
-    Terminal.error("cannot write the output: \(String(cString: strerror(errno)))")
+    Terminal.error(Terminal.outputFailure(errno))
     _exit(Exit.outputFailed.rawValue)
 }
 

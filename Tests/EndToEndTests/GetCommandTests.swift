@@ -1848,10 +1848,11 @@ import TestSupport
                 + #">/dev/null 2>&1; "$MEDIAFETCH" list --cache "$CACHE" >&-"#, environment: ["CACHE": cache])
             #expect(made.stderrLines.last == "mediafetch: cannot write the output: standard output is closed")
             #expect(made.status == 74)
-            // What is printed through the C library fails as on the closed descriptor: the placeholder takes no writes.
+            // What is printed through the C library fails as on the closed descriptor (the
+            // placeholder takes no writes), and is said in the same words.
             let version = try await BuiltProducts.runShell(#"exec "$MEDIAFETCH" --version >&-"#)
             #expect(version.status == 74)
-            #expect(version.stderrLines == ["mediafetch: cannot write the output: Bad file descriptor"])
+            #expect(version.stderrLines == ["mediafetch: cannot write the output: standard output is closed"])
         }
     }
 
