@@ -14,40 +14,50 @@ public enum OutOfSpace {
         }
     }
 
-    /// `isCause(of:)`, and also the errors of SQLite that say nothing of
-    /// space but come from a full disk when `directory` (where the catalog
-    /// is) has next to no room or no free inode: a shared-memory file it
-    /// could not grow is an I/O error (`SQLITE_IOERR_SHMSIZE`; seen on a disk
-    /// with 8–32 KiB free, and with any room short of a page once the `-shm`
-    /// file was gone), and a file it could not create a failure to open
-    /// (`SQLITE_CANTOPEN`, with no inode left). SQLite keeps the system's
-    /// error number to itself, so the disk is asked.
+    /// What a full disk left short, when a full disk is why `error` happened.
+    public enum Shortage: Sendable, Equatable {
+        case space
+        /// Room, but no inode for another file.
+        case inodes
+    }
+
+    /// What a full disk left short, when `error` is a full disk's doing:
+    /// `isCause(of:)`'s errors, and also the errors of SQLite that say
+    /// nothing of space but come from a full disk when `directory` (where
+    /// the catalog is) shows it: a shared-memory file it could not grow is an
+    /// I/O error (`SQLITE_IOERR_SHMSIZE`; seen on a disk with 8–32 KiB free,
+    /// and with any room short of a page once the `-shm` file was gone),
+    /// counted with less room than `nearlyFullBytes` left, and a file it
+    /// could not create a failure to open (`SQLITE_CANTOPEN`), counted with
+    /// no inode left. SQLite keeps the system's error number to itself, so
+    /// the disk is asked. Nil otherwise.
+    public static func shortage(causing error: any Error, onDiskOf directory: String) -> Shortage? {
+        if isCause(of: error) { return .space }
+        guard let error = error as? DatabaseError else { return nil }
+        // Exactly these codes: a pattern of a primary code matches each of its extended ones.
+        let code = error.extendedResultCode
+        guard code == .SQLITE_IOERR_SHMSIZE || code == .SQLITE_CANTOPEN else { return nil }
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0 else { return nil }
+        if code == .SQLITE_CANTOPEN { return hasNoFreeInode(info) ? .inodes : nil }
+        return usableBytes(info, directory: directory) < nearlyFullBytes ? .space : nil
+    }
+
+    /// Whether `error` is a full disk's doing (see `shortage(causing:onDiskOf:)`).
     public static func isCause(of error: any Error, onDiskOf directory: String) -> Bool {
-        if isCause(of: error) { return true }
-        guard let error = error as? DatabaseError else { return false }
-        var info = statvfs()
-        guard statvfs(directory, &info) == 0 else { return false }
-        switch error.extendedResultCode {
-        case .SQLITE_IOERR_SHMSIZE: return usableBytes(info, directory: directory) < nearlyFullBytes
-        case .SQLITE_CANTOPEN: return hasNoFreeInode(info)
-        default: return false
-        }
+        shortage(causing: error, onDiskOf: directory) != nil
     }
 
-    /// Whether the filesystem holding `directory` has room but no inode
-    /// left for another file (a filesystem that reports no inodes at all
-    /// makes them as needed).
-    public static func hasNoFreeInode(directory: String) -> Bool {
-        var info = statvfs()
-        return statvfs(directory, &info) == 0 && hasNoFreeInode(info)
-    }
-
+    /// Room but no inode left for another file, on a writable filesystem (a
+    /// read-only one, such as squashfs or iso9660, reports none free; one
+    /// that reports no inodes at all makes them as needed).
     private static func hasNoFreeInode(_ info: statvfs) -> Bool {
-        info.f_files > 0 && info.f_favail == 0
+        info.f_files > 0 && info.f_favail == 0 && info.f_flag & UInt(ST_RDONLY) == 0
     }
 
-    /// Less room than this, and a shared-memory file SQLite could not grow
-    /// (by 32 KiB at a time) counts as a full disk's doing.
+    /// Less room than this is a full disk to SQLite's shared memory: a few
+    /// of the 32 KiB regions it grows by (see `shortage(causing:onDiskOf:)`
+    /// and `lacksRoomForSharedMemory`).
     static let nearlyFullBytes: Int64 = 256 << 10
 
     /// True for the system's error numbers of a full disk: no space left, or the user's quota spent.
@@ -127,6 +137,6 @@ public enum OutOfSpace {
     /// SQLite's shared memory: blocks smaller than a page, and less room than
     /// a few of its 32 KiB regions take.
     static func lacksRoomForSharedMemory(blockSize: Int, freeBytes: Int64) -> Bool {
-        blockSize < 4096 && freeBytes < 256 * 1024
+        blockSize < 4096 && freeBytes < nearlyFullBytes
     }
 }

@@ -417,7 +417,7 @@ final class Ingestor: Sendable {
             if entries.count > 1, !wholeCatalog {
                 for entry in entries { record([entry], []) }
             } else {
-                let outOfSpace = OutOfSpace.isCause(of: error)
+                let outOfSpace = OutOfSpace.isCause(of: error, onDiskOf: cache.root)
                 // The URL is said where the failure is shown.
                 let failure = CacheError("cannot record it in the catalog: \(Catalog.describe(error))", outOfSpace: outOfSpace,
                                          catalogFailure: wholeCatalog && !outOfSpace ? Catalog.describe(error) : nil,

@@ -405,16 +405,16 @@ public struct CacheError: Error, Sendable, CustomStringConvertible {
     /// `then` is added to either (what became of the run).
     static func catalog(_ action: String, at path: String, _ error: any Error, then: String = "") -> CacheError {
         let said = Catalog.describe(error)
-        let directory = (path as NSString).deletingLastPathComponent
-        guard OutOfSpace.isCause(of: error, onDiskOf: directory) else {
+        switch OutOfSpace.shortage(causing: error, onDiskOf: (path as NSString).deletingLastPathComponent) {
+        case nil:
             return CacheError("cannot \(action) the catalog at \(path): \(said)\(then)")
-        }
-        if OutOfSpace.hasNoFreeInode(directory: directory) {
+        case .inodes:
             return CacheError("cannot \(action) the catalog at \(path): the disk holding the cache has no free inode "
                               + "(\(said)): remove some files and run again\(then)", outOfSpace: true)
+        case .space:
+            return CacheError("cannot \(action) the catalog at \(path): the disk holding the cache is full (\(said)): "
+                              + "free some space and run again\(then)", outOfSpace: true)
         }
-        return CacheError("cannot \(action) the catalog at \(path): the disk holding the cache is full (\(said)): "
-                          + "free some space and run again\(then)", outOfSpace: true)
     }
 
     /// The store's objects cannot be looked at (see `ObjectStore.lookUp`).

@@ -16,29 +16,25 @@ import Darwin
 public struct DescriptorBudget: Sendable, Equatable {
     /// Kept back for descriptors that are not per item.
     public static let reserved = 64
-    /// The least limit a download runs under: about 20 descriptors are the
-    /// run's own (the catalog's connections, the store's directories,
-    /// libcurl's, the standard streams), and one transfer needs its socket,
-    /// the partials of 8 items in flight and 16 finished bodies held until
-    /// stored. Running short is worse than failed items: libdispatch aborts
-    /// the process (SIGILL) when it cannot open a file of its own (its thread
-    /// pool's monitor reads /proc), so a run under a lower limit is refused.
-    public static let minimumLimit = 64
-
-    /// Descriptors a download needs free of those the process was started
-    /// with (see `inherited`): its own 20 or so, and one transfer's worst
-    /// case, 28 (its connections, 8 items in flight, 2 waiting to retry, 16
-    /// finished bodies held). Under a limit of 64 with 10 descriptors
-    /// inherited, 301 items retrying on 429s were all stored; with 20, 240
-    /// failed with "Too many open files".
+    /// Descriptors a download needs free, beside those the process was
+    /// started with (see `inherited`): about 20 are the run's own (the
+    /// catalog's connections, the store's directories, libcurl's, the
+    /// standard streams), and one transfer's worst case is 28 (its
+    /// connections, 8 items in flight, 2 waiting to retry, 16 finished bodies
+    /// held until stored). Under a limit of 64, 301 items retrying on 429s
+    /// were all stored with 52 free, and failed by the hundred with "Too many
+    /// open files" with 48; 56 leaves a few to spare. Running short is worse
+    /// than failed items: libdispatch aborts the process (SIGILL) when it
+    /// cannot open a file of its own (its thread pool's monitor reads
+    /// /proc), so a run with fewer free is refused.
     public static let minimumFree = 56
 
-    /// Whether the limit is under `minimumLimit`, or leaves under
-    /// `minimumFree` beside the descriptors the process was started with.
-    public var isTooLow: Bool { limit < Self.minimumLimit || limit - inherited < Self.minimumFree }
+    /// Whether the limit leaves under `minimumFree` beside the descriptors
+    /// the process was started with.
+    public var isTooLow: Bool { limit - inherited < Self.minimumFree }
 
     /// The least limit that would do with the descriptors the process was started with.
-    public var leastLimitNeeded: Int { max(Self.minimumLimit, inherited + Self.minimumFree) }
+    public var leastLimitNeeded: Int { inherited + Self.minimumFree }
 
     /// The least free descriptors any command runs with: libdispatch, which
     /// every command uses, aborts the process (SIGILL) when it cannot open
@@ -59,8 +55,11 @@ public struct DescriptorBudget: Sendable, Equatable {
     /// set that can raise it.
     public func tooLow(for what: String, needing least: Int) -> String {
         "the limit on open files is \(limit) (the hard limit, ulimit -Hn\(inheritedShare("; "))), and \(what) needs at least "
-            + "\(least): \(inherited > 0 ? "close those or " : "")raise it where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"
+            + "\(least): \(inherited > 0 ? "close those or " : "")raise it \(Self.whereToRaise)"
     }
+
+    /// Where a hard limit on open files is set, to raise it.
+    public static let whereToRaise = "where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"
 
     /// What of the limit the descriptors the process was started with take,
     /// between `opening` and `closing` (nothing when there are none).
@@ -103,8 +102,16 @@ public struct DescriptorBudget: Sendable, Equatable {
     /// starts, and each takes a number under the limit. Left out of the
     /// budget, 20 of them under a limit of 64 made 240 of 301 items fail
     /// with "Too many open files", and 40 made libdispatch abort the process.
-    static func countInherited() -> Int {
-        guard let directory = opendir("/dev/fd") else { return 0 }
+    /// Only numbers under `limit` count: the limit is on numbers, and one
+    /// above it takes none of them. Where /dev/fd cannot be read, each number
+    /// is asked (up to 65,536); where it cannot be opened for want of a free
+    /// number, every one is taken.
+    static func countInherited(limit: Int = TransferConfiguration.descriptorLimit()) -> Int {
+        let numbers = min(limit, 65_536)
+        guard let directory = opendir("/dev/fd") else {
+            if errno == EMFILE { return max(0, numbers - 3) }
+            return (3..<max(3, numbers)).count { fcntl(Int32($0), F_GETFD) != -1 }
+        }
         defer { closedir(directory) }
         let own = dirfd(directory)
         var count = 0
@@ -112,7 +119,7 @@ public struct DescriptorBudget: Sendable, Equatable {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
                 String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if let fd = Int32(name), fd > 2, fd != own { count += 1 }
+            if let fd = Int(name), fd > 2, fd < numbers, fd != Int(own) { count += 1 }
         }
         return count
     }

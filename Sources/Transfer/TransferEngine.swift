@@ -176,15 +176,16 @@ public final class TransferEngine: Sendable {
     /// and lost 160 ms of thread time to it, whole milliseconds in which no
     /// download started. Grown here, while the process has one thread, it
     /// costs no grace period and never grows again in a usual run. Nothing is
-    /// left open: a descriptor is duplicated to the top number and closed.
+    /// left open: standard error is duplicated to the top number and closed
+    /// (the executable gives a closed standard descriptor a placeholder). On
+    /// Linux only: the grace period is Linux's.
     static func reserveDescriptorTable() {
+        #if os(Linux)
         let top = min(descriptorTableReserve, TransferConfiguration.descriptorLimit()) - 1
-        guard top > 0 else { return }
-        let source = open("/dev/null", O_RDONLY | O_CLOEXEC)
-        guard source >= 0 else { return }
-        let duplicate = fcntl(source, F_DUPFD_CLOEXEC, Int32(top))
+        guard top > STDERR_FILENO else { return }
+        let duplicate = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, Int32(top))
         if duplicate >= 0 { close(duplicate) }
-        close(source)
+        #endif
     }
 
     /// Removes what crashed or killed runs left in the partial directory

@@ -27,9 +27,9 @@ struct MediaFetchCommand: AsyncParsableCommand {
               3    the cache cannot be opened or written (no cache there for list
                    or stats, another program's files or catalog, a full disk, or
                    a catalog locked by another process past 60 s, stops a run),
-                   or the limit on open files (under 64 for get, 16 for the
-                   rest; descriptors mediafetch is started with count against
-                   it) or on address space (ulimit -v) is too low
+                   or the limit on open files (under 56 free for get, 16 for
+                   the rest, beside the descriptors mediafetch is started
+                   with) or on address space (ulimit -v) is too low
               64   command-line usage error (unknown flag, bad flag value,
                    a CA file from --cacert, $CURL_CA_BUNDLE or $SSL_CERT_FILE
                    with no certificate)

@@ -613,7 +613,7 @@ import TestSupport
             #expect(statvfs(mountPoint, &info) == 0)
             let filler = mountPoint + "/filler"
             #expect(FileManager.default.createFile(atPath: filler, contents: Data(count: Int(info.f_bavail) * Int(info.f_frsize))))
-            #expect(OutOfSpace.isCause(of: shared, onDiskOf: mountPoint))
+            #expect(OutOfSpace.shortage(causing: shared, onDiskOf: mountPoint) == .space)
             #expect(!OutOfSpace.isCause(of: otherIO, onDiskOf: mountPoint))
             #expect(!OutOfSpace.isCause(of: cannotOpen, onDiskOf: mountPoint))
 
@@ -621,9 +621,15 @@ import TestSupport
             // Room, but no inode: as many as the files there now (the root and one more).
             #expect(FileManager.default.createFile(atPath: mountPoint + "/one", contents: Data()))
             #expect(remount("nr_inodes=2"))
-            #expect(OutOfSpace.hasNoFreeInode(directory: mountPoint))
-            #expect(OutOfSpace.isCause(of: cannotOpen, onDiskOf: mountPoint))
+            #expect(OutOfSpace.shortage(causing: cannotOpen, onDiskOf: mountPoint) == .inodes)
             #expect(!OutOfSpace.isCause(of: shared, onDiskOf: mountPoint))
+            // Without an inode, a full disk's own error is still for want of space.
+            #expect(OutOfSpace.shortage(causing: DatabaseError(resultCode: .SQLITE_FULL), onDiskOf: mountPoint) == .space)
+            // Only the code itself: the ones it is the primary code of come from elsewhere.
+            #expect(!OutOfSpace.isCause(of: DatabaseError(resultCode: ResultCode.SQLITE_CANTOPEN_ISDIR), onDiskOf: mountPoint))
+            // A read-only medium reports no inode free, and is not full for it.
+            #expect(remount("ro"))
+            #expect(OutOfSpace.shortage(causing: cannotOpen, onDiskOf: mountPoint) == nil)
         }
         try await TemporaryDirectory.with { directory in
             #expect(!OutOfSpace.isCause(of: shared, onDiskOf: directory.path))

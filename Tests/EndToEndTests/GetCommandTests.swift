@@ -904,8 +904,8 @@ import TestSupport
     /// failed items; now the run uses fewer transfers and says so. Under a
     /// very low limit items failed by the hundred, and libdispatch sometimes
     /// aborted the process (SIGILL) when it could not open a file of its
-    /// own: a run under 64 is refused before anything is made, and one at 64
-    /// fetches all.
+    /// own: a run with under 56 descriptors free is refused before anything
+    /// is made, and one with 56 fetches all.
     @Test func moreJobsThanTheOpenFileLimitAllowsAreCappedWithANote() async throws {
         try await withOrigin { origin, directory in
             let urls = origin.addFixtures(count: 300, size: 2000, firstSeed: 500, prefix: "/n/")
@@ -916,10 +916,10 @@ import TestSupport
             let refused = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 40)
             #expect(refused.status == 3)
             #expect(refused.stderrLines == ["mediafetch: the limit on open files is 40 (the hard limit, ulimit -Hn), and a "
-                + "download needs at least 64: raise it where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"])
+                + "download needs at least 56: raise it where it is set (limits.conf, LimitNOFILE=, docker --ulimit)"])
             #expect(access(cache, F_OK) != 0)
             #expect(origin.requests().isEmpty)
-            let least = try await BuiltProducts.run(["get", "--cache", cache + "-64", "-i", input], openFileLimit: 64)
+            let least = try await BuiltProducts.run(["get", "--cache", cache + "-56", "-i", input], openFileLimit: 56)
             #expect(least.status == 0, "\(least.stderr)")
             #expect(least.stderrLines.last?.hasPrefix("300 downloaded, 0 already cached, 0 failed") == true, "\(least.stderr)")
 
@@ -927,8 +927,8 @@ import TestSupport
                                                      openFileLimit: 256)
 
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stderr.contains("mediafetch: note: --jobs 400 needs more open files than the limit of 256 allows: running 21 at once "
-                + "(that is the hard limit, ulimit -Hn, as the soft one was raised to it: raise it where it is set, limits.conf, "
+            #expect(result.stderr.contains("mediafetch: note: --jobs 400 needs more open files than the limit of 256 allows: running 21 at once; "
+                + "that is the hard limit (ulimit -Hn), as the soft one was raised to it: raise it where it is set (limits.conf, "
                 + "LimitNOFILE=, docker --ulimit)"), "\(result.stderr)")
             #expect(result.stderr.contains("300 downloaded, 0 already cached, 0 failed"))
 

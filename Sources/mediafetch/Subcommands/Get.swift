@@ -132,8 +132,8 @@ struct FetchRunner {
         var limitNote: (@Sendable (Int) -> Void)?
         if configuration.maxConcurrentTransfers > budget.maxJobs {
             let note = "--jobs \(configuration.maxConcurrentTransfers) needs more open files than the limit of "
-                + "\(budget.limit) allows\(budget.inheritedShare(" (", ")")): running \(budget.maxJobs) at once (that is the hard limit, "
-                + "ulimit -Hn, as the soft one was raised to it: raise it where it is set, limits.conf, LimitNOFILE=, docker --ulimit)"
+                + "\(budget.limit) allows\(budget.inheritedShare(" (", ")")): running \(budget.maxJobs) at once; that is the hard limit "
+                + "(ulimit -Hn), as the soft one was raised to it: raise it \(DescriptorBudget.whereToRaise)"
             let (maxJobs, progress) = (budget.maxJobs, transfer.progress)
             limitNote = { count in
                 if count > maxJobs { Terminal.notice(note, progress: progress) }
