@@ -16,6 +16,13 @@ public struct TemporaryDirectory: Sendable {
     /// A path inside the directory.
     public func appending(_ name: String) -> String { url.appendingPathComponent(name).path }
 
+    /// Writes `lines` (URLs, one a line) to the file `name` inside the directory; returns its path.
+    public func writingList(_ lines: [String], named name: String = "urls.txt") throws -> String {
+        let path = appending(name)
+        try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
     /// Removes the directory; read-only objects inside are made writable first.
     public func remove() {
         if let enumerator = FileManager.default.enumerator(atPath: path) {

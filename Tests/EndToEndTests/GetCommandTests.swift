@@ -909,8 +909,7 @@ import TestSupport
     @Test func moreJobsThanTheOpenFileLimitAllowsAreCappedWithANote() async throws {
         try await withOrigin { origin, directory in
             let urls = origin.addFixtures(count: 300, size: 2000, firstSeed: 500, prefix: "/n/")
-            let input = directory.appending("urls.txt")
-            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            let input = try directory.writingList(urls)
             let cache = directory.appending("cache")
 
             let refused = try await BuiltProducts.run(["get", "--cache", cache, "-i", input], openFileLimit: 40)
@@ -979,8 +978,7 @@ import TestSupport
     @Test func descriptorsMediafetchIsStartedWithCountAgainstTheLimit() async throws {
         try await withOrigin { origin, directory in
             let urls = origin.addFixtures(count: 60, size: 2000, firstSeed: 900, prefix: "/i/")
-            let input = directory.appending("urls.txt")
-            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            let input = try directory.writingList(urls)
             let cache = directory.appending("cache")
             func run(openingDescriptors count: Int) async throws -> CommandResult {
                 // bash: sh takes single-digit descriptors only.
@@ -1223,9 +1221,7 @@ import TestSupport
                     let cache = mountPoint + "/cache"
                     let halves = processes == 1 ? [urls] : [Array(urls[..<1500]), Array(urls[1500...])]
                     let lists = try halves.enumerated().map { index, half in
-                        let path = directory.appending("list-\(index).txt")
-                        try half.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
-                        return path
+                        try directory.writingList(half, named: "list-\(index).txt")
                     }
                     let results = try await withThrowingTaskGroup(of: CommandResult.self) { group in
                         for list in lists { group.addTask { try await BuiltProducts.run(["get", "--cache", cache, "-i", list]) } }

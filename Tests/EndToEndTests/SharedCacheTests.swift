@@ -186,8 +186,7 @@ import TestSupport
             origin.addResource("/big.bin", data: fixtureBytes(count: 1_500_000, seed: 99))
             origin.setFault("/big.bin", .slow(bytesPerSecond: 3_000_000))
             urls.append(origin.url("/big.bin"))
-            let input = directory.appending("urls.txt")
-            try urls.joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+            let input = try directory.writingList(urls)
             let cache = directory.appending("cache")
 
             // Both processes fetch the same list into one cache at the same time.

@@ -284,8 +284,7 @@ import TestSupport
                 note = "mediafetch: note: \(host) answered 429 Too Many Requests: its URLs wait 1 s, then one goes first"
             }
             let urls = origin.addSlowPhotos(80, size: 3_000, seconds: 0.04)
-            let list = directory.appending("list.txt")
-            try urls.joined(separator: "\n").write(toFile: list, atomically: true, encoding: .utf8)
+            let list = try directory.writingList(urls, named: "list.txt")
 
             let session = try startGet(["--per-host", "8", "-i", list], columns: 160, rows: 20, in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
