@@ -67,6 +67,7 @@ public struct DescriptorBudget: Sendable, Equatable {
         guard inherited > 0 else { return "" }
         return "\(opening)\(inherited) of them taken by descriptors mediafetch was started with\(closing)"
     }
+
     /// What one running transfer needs at the least: its socket and a cached
     /// connection, two items in flight and two waiting to retry.
     static let leastPerJob = 6
