@@ -870,10 +870,15 @@ public struct RequestTarget: Sendable, Equatable {
         guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
             throw TransferError(.unsupportedURL, "not a URL: \(shown)")
         }
-        if let blank = bytes.first(where: { $0 <= 0x20 || $0 == 0x7f }) {
+        if let blankAt = bytes.firstIndex(where: { $0 <= 0x20 || $0 == 0x7f }) {
             // Said, not just refused: "not a URL" for a URL with a space in it read as a bug.
-            let what = blank == 0x20 ? "a space (write it as %20)" : "a control character"
-            throw TransferError(.unsupportedURL, "not a URL, it holds \(what): \(shown)")
+            // (%20 mends a path or a password, not a host name: "exa mple.com" is a slip.)
+            let endsAuthority = { (byte: UInt8) in byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") }
+            let authorityEnd = bytes[(colon + 3)...].firstIndex(where: endsAuthority) ?? bytes.endIndex
+            let inHost = blankAt < authorityEnd && !bytes[blankAt..<authorityEnd].contains(UInt8(ascii: "@"))
+            let what = bytes[blankAt] != 0x20 ? "it holds a control character"
+                : inHost ? "its host name holds a space" : "it holds a space (write it as %20)"
+            throw TransferError(.unsupportedURL, "not a URL, \(what): \(shown)")
         }
         let authorityStart = colon + 3
         let authorityEnd = bytes[authorityStart...].firstIndex(where: {

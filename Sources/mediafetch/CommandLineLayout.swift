@@ -73,6 +73,29 @@ enum CommandLineLayout {
         return nil
     }
 
+    /// "did you mean get? " when `word` is a slip of one of `commands` (two
+    /// letters changed, added or left out at most, as the parser suggests
+    /// for a flag); nothing otherwise.
+    static func meant(_ word: String, among commands: [String]) -> String {
+        let typed = Array(word.lowercased())
+        let close = commands.map { ($0, editDistance(typed, Array($0))) }.filter { $0.1 <= 2 && $0.1 < typed.count }
+        guard let best = close.min(by: { $0.1 < $1.1 }) else { return "" }
+        return "did you mean \(best.0)? "
+    }
+
+    /// Levenshtein distance: the fewest letters changed, added or removed to turn `a` into `b`.
+    private static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + Array(repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+
     /// What is wrong with the command asked for, or with `help <topic>`
     /// (`arguments` as laid out by `placingGlobalOptions`), or nil when it
     /// names one of `commands` or nothing. ArgumentParser shows the
@@ -86,7 +109,7 @@ enum CommandLineLayout {
         if let first = arguments.first, !first.hasPrefix("-"), first != "help", !commands.contains(first) {
             // A URL given without its command.
             if first.contains("://") { return "unknown command '\(first)' (to download it: mediafetch get URL)" }
-            return "unknown command '\(first)' (the commands are \(listed))"
+            return "unknown command '\(first)' (\(meant(first, among: commands))the commands are \(listed))"
         }
         guard arguments.first == "help" else { return nil }
         let words = arguments.dropFirst()
@@ -95,7 +118,9 @@ enum CommandLineLayout {
         guard words.allSatisfy({ !$0.hasPrefix("-") || ["-h", "--help", "-help"].contains($0) }) else { return nil }
         let topics = words.filter { !$0.hasPrefix("-") }
         guard let topic = topics.first, topic != "help" else { return nil }
-        guard commands.contains(topic) else { return "unknown command '\(topic)' (the commands are \(listed))" }
+        guard commands.contains(topic) else {
+            return "unknown command '\(topic)' (\(meant(topic, among: commands))the commands are \(listed))"
+        }
         if let extra = topics.dropFirst().first { return "Unexpected argument '\(extra)'" }
         return nil
     }

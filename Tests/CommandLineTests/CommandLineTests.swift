@@ -34,6 +34,15 @@ import Testing
                 == "unknown command 'fetch' (the commands are get, list and stats)")
         #expect(CommandLineLayout.unknownCommand(in: ["http://h/a.jpg"], commands: commands)
                 == "unknown command 'http://h/a.jpg' (to download it: mediafetch get URL)")
+        // A slip of a command's name is named, as the parser names a flag's.
+        #expect(CommandLineLayout.unknownCommand(in: ["gett", "http://h/a.jpg"], commands: commands)
+                == "unknown command 'gett' (did you mean get? the commands are get, list and stats)")
+        #expect(CommandLineLayout.unknownCommand(in: ["lsit"], commands: commands)
+                == "unknown command 'lsit' (did you mean list? the commands are get, list and stats)")
+        #expect(CommandLineLayout.unknownCommand(in: ["help", "stat"], commands: commands)
+                == "unknown command 'stat' (did you mean stats? the commands are get, list and stats)")
+        #expect(CommandLineLayout.unknownCommand(in: ["Get"], commands: commands)
+                == "unknown command 'Get' (did you mean get? the commands are get, list and stats)")
         for fine in [["help"], ["help", "get"], ["help", "help"], ["help", "--cache", "X", "get"], ["help", "-h", "get"],
                      ["help", "stats", "--help"], ["get", "frob"], ["--version"], ["-h"], []] {
             #expect(CommandLineLayout.unknownCommand(in: fine, commands: commands) == nil, "\(fine)")

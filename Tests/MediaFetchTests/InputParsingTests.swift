@@ -26,6 +26,20 @@ import TestSupport
         #expect(throws: InputError("list:1: not a URL, it holds a control character: http://a/x\u{7F}.jpg")) {
             try URLList.parse("http://a/x\u{7F}.jpg\n", source: "list")
         }
+        // %20 mends a path, not a host name.
+        #expect(throws: InputError("not a URL, its host name holds a space: http://exa mple.com/a.jpg")) {
+            try URLList.validate(["http://exa mple.com/a.jpg"])
+        }
+        #expect(throws: InputError("not a URL, it holds a space (write it as %20): http://a/b?q=my photo")) {
+            try URLList.validate(["http://a/b?q=my photo"])
+        }
+        #expect(throws: InputError("not a URL, it holds a space (write it as %20): http://ann:***@a/b")) {
+            try URLList.validate(["http://ann:my pass@a/b"])
+        }
+        // "-" is how -i reads standard input, not a URL.
+        #expect(throws: InputError("not a URL: - (to read the URLs from standard input: -i -)")) {
+            try URLList.validate(["-"])
+        }
     }
 
     /// `xargs` over a CRLF list leaves each URL's CR on the argument: it is
