@@ -37,6 +37,32 @@ enum CommandLineLayout {
         return [arguments[index]] + leading + arguments[(index + 1)...]
     }
 
+    /// A global option given twice with different values (`mediafetch
+    /// --cache A get --cache B`), said with both: the parser took the last
+    /// and dropped the other without a word, and a run went to a cache the
+    /// user may not have meant. Nil when each is given once, or alike.
+    static func repeatedGlobalOption(in arguments: [String]) -> String? {
+        for option in globalOptions.sorted() {
+            var values: [String] = []
+            var index = 0
+            while index < arguments.count, arguments[index] != "--" {
+                let argument = arguments[index]
+                if argument.hasPrefix(option + "=") {
+                    values.append(String(argument.dropFirst(option.count + 1)))
+                } else if argument == option, index + 1 < arguments.count {
+                    values.append(arguments[index + 1])
+                    index += 1
+                }
+                index += 1
+            }
+            let distinct = values.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+            if distinct.count > 1 {
+                return "\(option) is given \(values.count) times, as \(distinct.map { "'\($0)'" }.joined(separator: " and ")): give one"
+            }
+        }
+        return nil
+    }
+
     /// A global option written before the command with nothing after it
     /// (`mediafetch --cache`), if any: the parser, which knows it only after
     /// a command, called it an unknown option.

@@ -73,6 +73,10 @@ struct MediaFetchCommand: AsyncParsableCommand {
             writeUsageError(problem, for: nil)
             Self.exit(withError: ExitCode.validationFailure)
         }
+        if let problem = CommandLineLayout.repeatedGlobalOption(in: arguments) {
+            writeUsageError(problem, for: command)
+            Self.exit(withError: ExitCode.validationFailure)
+        }
         if let option = CommandLineLayout.optionWithEmptyValue(in: arguments),
            CommandLineLayout.globalOptions.contains(option)
             || CommandLineLayout.longOptionsTakingValues(inHelpDump: (command ?? Self.self)._dumpHelp()).contains(option) {

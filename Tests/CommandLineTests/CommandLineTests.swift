@@ -49,6 +49,18 @@ import Testing
         }
     }
 
+    /// Two caches named: the parser took the last and dropped the other.
+    @Test func aCacheGivenTwiceDifferentlyIsAnError() {
+        let laidOut = CommandLineLayout.placingGlobalOptions(["--cache", "/a", "get", "--cache", "/b", "http://h/x"])
+        #expect(CommandLineLayout.repeatedGlobalOption(in: laidOut) == "--cache is given 2 times, as '/a' and '/b': give one")
+        #expect(CommandLineLayout.repeatedGlobalOption(in: ["list", "--cache=/a", "--cache", "/b"])
+                == "--cache is given 2 times, as '/a' and '/b': give one")
+        for fine in [["get", "--cache", "/a", "--cache=/a", "http://h/x"], ["get", "--cache", "/a"], ["get", "--", "--cache", "/b"],
+                     ["list", "--cache", "/a", "--", "--cache"], []] {
+            #expect(CommandLineLayout.repeatedGlobalOption(in: fine) == nil, "\(fine)")
+        }
+    }
+
     @Test func anOptionWithAnEmptyValueIsFound() {
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=", "http://a/b"]) == "--collection")
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=x", "http://a/b"]) == nil)
