@@ -63,6 +63,9 @@ struct CacheOptions: ParsableArguments {
                 ?? "no cache at \(root)\(why) (give --cache DIR or set MEDIAFETCH_CACHE)", progress: progress)
             throw Exit.cacheUnusable
         }
+        // A run from another directory than usual made a new ./Cache without a word: said.
+        let named = (cache ?? ProcessInfo.processInfo.environment["MEDIAFETCH_CACHE"]).map { !$0.isEmpty } ?? false
+        let newDefault = !mustExist && !named && !FileManager.default.fileExists(atPath: root + "/catalog.sqlite")
         do {
             let cache = try MediaCache(root: root, readingOnly: mustExist) {
                 // A silent minute would look like a hang: another program holds the catalog.
@@ -71,6 +74,10 @@ struct CacheOptions: ParsableArguments {
             }
             // A reading command needs the catalog at once: say so here if it cannot be opened.
             if mustExist { _ = try cache.catalog }
+            if newDefault {
+                Terminal.notice("a new cache at \(root) (give --cache DIR, or set MEDIAFETCH_CACHE, for another)",
+                                progress: progress ?? .auto)
+            }
             // A downloading command writes: a cache it cannot write to is one line, not one per URL.
             if !mustExist {
                 do throws(CacheError) {

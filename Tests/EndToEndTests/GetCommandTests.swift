@@ -1676,6 +1676,27 @@ import TestSupport
         #expect(misspelt.stderrLines.first == "Error: unknown command 'fetch' (the commands are get, list and stats)")
     }
 
+    /// A run from another directory than usual made a new ./Cache there
+    /// without a word: the first `get` into a default cache it makes says
+    /// where, once; a cache named by --cache or MEDIAFETCH_CACHE is not remarked.
+    @Test func aNewDefaultCacheIsNamed() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 92))
+            let script = #"cd "$DIR" && exec "$MEDIAFETCH" get "$URL""#
+            let environment = ["DIR": directory.path, "URL": origin.url("/a.jpg")]
+            let first = try await BuiltProducts.runShell(script, environment: environment)
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(first.stderrLines.first == "mediafetch: note: a new cache at \(directory.path)/Cache (give --cache DIR, "
+                + "or set MEDIAFETCH_CACHE, for another)", "\(first.stderr)")
+            #expect(try objectPaths(inCache: directory.appending("Cache")).count == 1)
+            let again = try await BuiltProducts.runShell(script, environment: environment)
+            #expect(again.status == 0)
+            #expect(!again.stderr.contains("new cache"), "\(again.stderr)")
+            let named = try await BuiltProducts.run(["get", "--cache", directory.appending("named"), origin.url("/a.jpg")])
+            #expect(!named.stderr.contains("new cache"), "\(named.stderr)")
+        }
+    }
+
     @Test func usageErrorsSayWhatIsWrongWithTheValue() async throws {
         // A cache of its own, never made: a usage error changes nothing, and a
         // check that let the run go on must not find the developer's ./Cache.
