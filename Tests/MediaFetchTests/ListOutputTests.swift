@@ -402,7 +402,9 @@ import Transfer
     }
 
     /// A very long collection name runs into its title on its own row: the
-    /// column is padded to 40 columns at most, and the other rows stay readable.
+    /// column is padded to 100 columns at most, and the other rows stay
+    /// readable; a name within that is padded to, so a table written to a
+    /// file lines up.
     @Test func aVeryLongCollectionNameDoesNotPushEveryTitleOffTheScreen() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = try MediaCache(root: directory.appending("cache"))
@@ -411,15 +413,20 @@ import Transfer
                 IngestRecord(url: "http://h/a.jpg", collection: "alps", kind: .photo, title: "Matterhorn",
                              sha256: Self.hash("a"), size: 1),
                 IngestRecord(url: "http://h/b.jpg", collection: long, kind: .photo, title: "Eiger", sha256: Self.hash("b"), size: 1),
+                IngestRecord(url: "http://h/c.jpg", collection: "Bratislava — staré mesto, čierne fotky a zvuky", kind: .photo,
+                             title: "Dóm", sha256: Self.hash("c"), size: 1),
             ])
             for entry in try cache.catalog.entries() { try Self.placeFile(of: entry, in: cache) }
 
             let rows = try written(cache, .table, pieceSize: 1 << 16).split(separator: "\n").map(String.init)
 
-            #expect(rows.count == 3)
+            #expect(rows.count == 4)
             let alps = try #require(rows.first { $0.hasSuffix("Matterhorn") })
-            #expect(alps == "aaaaaaaaaaaa   1 B  photo  " + "alps".padding(toLength: 40, withPad: " ", startingAt: 0) + "  Matterhorn")
+            #expect(alps == "aaaaaaaaaaaa   1 B  photo  " + "alps".padding(toLength: 100, withPad: " ", startingAt: 0) + "  Matterhorn")
             #expect(rows.contains { $0.hasSuffix(long + "  Eiger") })
+            // The titles of the rows within the width start in one column.
+            let dom = try #require(rows.first { $0.hasSuffix("Dóm") })
+            #expect(dom.count - "Dóm".count == alps.count - "Matterhorn".count, "\(rows)")
         }
     }
 

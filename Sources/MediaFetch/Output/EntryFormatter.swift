@@ -169,8 +169,11 @@ public struct EntryFormatter: Sendable {
     /// The widest the collection column is padded to: a longer name runs into
     /// its title on its own row, rather than pushing every row's title off
     /// the screen (a 5,000-character name made every row 5,070 columns wide).
-    /// CSV and JSON hold it whole.
-    static let widestPaddedCollection = 40
+    /// 100, as `list --failed`'s URLs: at 40, a name such as "Bratislava —
+    /// staré mesto, čierne fotky a zvuky" left a table written to a file
+    /// ragged; on a terminal the column gives way to the titles (see
+    /// `fitting`). CSV and JSON hold it whole.
+    static let widestPaddedCollection = 100
 
     /// What a table shows for the size of an entry whose file is missing.
     static let missingCell = "missing"
