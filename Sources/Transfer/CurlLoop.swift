@@ -763,6 +763,12 @@ final class CurlLoop: Sendable {
             }
         }
 
+        /// Whether a running transfer of `host` has an answer (a 2xx head):
+        /// the host serves others, so a 503 beside it is no outage.
+        func servesOthers(_ host: String) -> Bool {
+            running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
+        }
+
         /// Ends the attempts whose verdict waited (see `pendingVerdicts`): as
         /// turned away for want of room once the host shows it serves others
         /// and takes fewer, as they are once none of the host's transfers that
@@ -771,8 +777,7 @@ final class CurlLoop: Sendable {
         func settleVerdicts(at now: ContinuousClock.Instant, all: Bool = false, id: TransferID? = nil) {
             guard !pendingVerdicts.isEmpty else { return }
             pendingVerdicts.removeAll { pending in
-                let serving = pending.how == .busy
-                    && running.values.contains { $0.host == pending.host && (200...299).contains($0.head.status) }
+                let serving = pending.how == .busy && servesOthers(pending.host)
                 var outcome = pending.outcome
                 outcome.turnedAwayWhileServing = concurrency.wasForWantOfRoom(pending.host, how: pending.how, started: pending.started,
                                                                               otherServing: serving)
@@ -866,7 +871,7 @@ final class CurlLoop: Sendable {
             if status == 503, !redirected {
                 // (A redirect's target is another host: its answers say nothing of this one's limit.)
                 how = .busy
-                serving = running.values.contains { $0.host == host && (200...299).contains($0.head.status) }
+                serving = servesOthers(host)
             } else if status != 0 || redirected {
                 guard code == CURLE_OK, status != 503, status != 429 else { return (false, nil) }
                 apply(concurrency.answered(host, started: attempt.startedAt, at: .now), to: host)
