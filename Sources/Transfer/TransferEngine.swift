@@ -845,30 +845,34 @@ public struct RequestTarget: Sendable, Equatable {
                 + "\(Self.maxLength) accepted: \(Self.schemeAndHost(of: text))…")
         }
         // Errors quote the URL, but never its password (output redacts URLs
-        // word by word, and a password may hold a space).
-        let shown = URLPassword.replaced(in: text, with: "***")
+        // word by word, and a password may hold a space). Worded only for an
+        // error: this runs for every URL of a list, and again as it starts.
+        func shown() -> String { URLPassword.replaced(in: text, with: "***") }
         // Spaces and tabs around the URL are dropped (byte-wise: this runs per URL).
         var bytes = Array(text.utf8)
         while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
         let leading = bytes.prefix { $0 == 0x20 || $0 == 0x09 }.count
         if leading > 0 { bytes.removeFirst(leading) }
-        let trimmed = leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self)
         // `example.com/a.jpg`, `localhost:8080/a.jpg`: a host and no scheme, which curl would take as http.
-        let noScheme = "not a URL, it has no scheme (write http:// or https:// before it): \(shown)"
+        func noScheme() -> String { "not a URL, it has no scheme (write http:// or https:// before it): \(shown())" }
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
               URLPath.isScheme(bytes[0..<colon]) else {
-            throw TransferError(.unsupportedURL, Self.opensWithAHost(bytes) ? noScheme : "not a URL: \(shown)")
+            throw TransferError(.unsupportedURL, Self.opensWithAHost(bytes) ? noScheme() : "not a URL: \(shown())")
         }
-        let scheme = String(decoding: bytes[0..<colon], as: UTF8.self).lowercased()
-        guard scheme == "http" || scheme == "https" else {
+        let isHTTPS: Bool
+        switch colon {
+        case 4 where Self.equalsIgnoringCase(bytes[0..<4], "http"): isHTTPS = false
+        case 5 where Self.equalsIgnoringCase(bytes[0..<5], "https"): isHTTPS = true
+        default:
             let port = bytes[(colon + 1)...].prefix { (0x30...0x39).contains($0) }
             if (1...5).contains(port.count), port.endIndex == bytes.endIndex || [0x2F, 0x3F, 0x23].contains(bytes[port.endIndex]) {
-                throw TransferError(.unsupportedURL, noScheme)
+                throw TransferError(.unsupportedURL, noScheme())
             }
-            throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(shown)")
+            let scheme = String(decoding: bytes[0..<colon], as: UTF8.self).lowercased()
+            throw TransferError(.unsupportedURL, "unsupported scheme '\(scheme)' (only http and https): \(shown())")
         }
         guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
-            throw TransferError(.unsupportedURL, "not a URL: \(shown)")
+            throw TransferError(.unsupportedURL, "not a URL: \(shown())")
         }
         if let blankAt = bytes.firstIndex(where: { $0 <= 0x20 || $0 == 0x7f }) {
             // Said, not just refused: "not a URL" for a URL with a space in it read as a bug.
@@ -878,7 +882,7 @@ public struct RequestTarget: Sendable, Equatable {
             let inHost = blankAt < authorityEnd && !bytes[blankAt..<authorityEnd].contains(UInt8(ascii: "@"))
             let what = bytes[blankAt] != 0x20 ? "it holds a control character"
                 : inHost ? "its host name holds a space" : "it holds a space (write it as %20)"
-            throw TransferError(.unsupportedURL, "not a URL, \(what): \(shown)")
+            throw TransferError(.unsupportedURL, "not a URL, \(what): \(shown())")
         }
         let authorityStart = colon + 3
         let authorityEnd = bytes[authorityStart...].firstIndex(where: {
@@ -893,32 +897,32 @@ public struct RequestTarget: Sendable, Equatable {
         if authority.first == UInt8(ascii: "[") {
             // An IPv6 literal: the port follows the closing bracket.
             guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else {
-                throw TransferError(.unsupportedURL, "not a URL: \(shown)")
+                throw TransferError(.unsupportedURL, "not a URL: \(shown())")
             }
             host = authority[authority.startIndex...close]
             let after = authority[(close + 1)...]
             if after.first == UInt8(ascii: ":") { portText = after.dropFirst() } else if !after.isEmpty {
-                throw TransferError(.unsupportedURL, "not a URL: \(shown)")
+                throw TransferError(.unsupportedURL, "not a URL: \(shown())")
             }
         } else if let portColon = authority.lastIndex(of: UInt8(ascii: ":")) {
             host = authority[..<portColon]
             portText = authority[(portColon + 1)...]
         }
-        guard !host.isEmpty else { throw TransferError(.unsupportedURL, "no host in URL: \(shown)") }
+        guard !host.isEmpty else { throw TransferError(.unsupportedURL, "no host in URL: \(shown())") }
         // What libcurl would refuse once the list is under way (and the run
         // then ends as if an item failed): refused here, before anything is fetched.
         guard Self.isUsableHost(host) else {
             // `u:p@ss@host`: the first '@' ended the password, and the rest is no host.
             let why = host.contains(UInt8(ascii: "@")) ? " (an @ in a user name or password is written %40)" : ""
-            throw TransferError(.unsupportedURL, "bad host in URL: \(shown)\(why)")
+            throw TransferError(.unsupportedURL, "bad host in URL: \(shown())\(why)")
         }
-        var port = scheme == "https" ? 443 : 80
+        var port = isHTTPS ? 443 : 80
         if !portText.isEmpty {
             // Leading zeros are allowed (RFC 3986), as libcurl allows them.
             let significant = portText.drop { $0 == UInt8(ascii: "0") }
             guard portText.allSatisfy({ (48...57).contains($0) }), significant.count <= 5,
                   let number = Int(String(decoding: significant, as: UTF8.self)), (1...65535).contains(number) else {
-                throw TransferError(.unsupportedURL, "bad port in URL: \(shown)")
+                throw TransferError(.unsupportedURL, "bad port in URL: \(shown())")
             }
             port = number
         }
@@ -935,9 +939,17 @@ public struct RequestTarget: Sendable, Equatable {
             }
             self.url = String(decoding: normal, as: UTF8.self)
         } else {
-            self.url = trimmed
+            self.url = leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self)
         }
-        self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
+        if host.allSatisfy({ $0 < 0x80 }) {
+            // Byte-wise for the usual ASCII host; an IDN is lower-cased as Unicode text.
+            var key = host.map { Self.isUpper($0) ? $0 + 32 : $0 }
+            key.append(UInt8(ascii: ":"))
+            key.append(contentsOf: String(port).utf8)
+            self.hostKey = String(decoding: key, as: UTF8.self)
+        } else {
+            self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
+        }
     }
 
     /// Whether `bytes`, a URL without a scheme, begin with what reads as a
@@ -971,7 +983,7 @@ public struct RequestTarget: Sendable, Equatable {
         var refused = false
         var beyondASCII = false
         forEachDecodedByte(of: host) { byte in
-            if byte < 0x20 || refusedInHostName.contains(byte) { refused = true }
+            if byte < 0x20 || isRefusedInHostName(byte) { refused = true }
             if byte >= 0x80 { beyondASCII = true }
         }
         guard !refused else { return false }
@@ -997,8 +1009,28 @@ public struct RequestTarget: Sendable, Equatable {
         }
     }
 
-    /// The bytes libcurl 7.88's `hostname_check` refuses in a (decoded) host name.
-    private static let refusedInHostName = Set(" /:#?!@{}[]\\$'\"^`*<>=;,+&()".utf8)
+    /// Whether libcurl 7.88's `hostname_check` refuses `byte` in a (decoded)
+    /// host name: a switch, not a set, since it is asked of every byte of every host.
+    private static func isRefusedInHostName(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: " "), UInt8(ascii: "/"), UInt8(ascii: ":"), UInt8(ascii: "#"), UInt8(ascii: "?"),
+             UInt8(ascii: "!"), UInt8(ascii: "@"), UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "["),
+             UInt8(ascii: "]"), UInt8(ascii: "\\"), UInt8(ascii: "$"), UInt8(ascii: "'"), UInt8(ascii: "\""),
+             UInt8(ascii: "^"), UInt8(ascii: "`"), UInt8(ascii: "*"), UInt8(ascii: "<"), UInt8(ascii: ">"),
+             UInt8(ascii: "="), UInt8(ascii: ";"), UInt8(ascii: ","), UInt8(ascii: "+"), UInt8(ascii: "&"),
+             UInt8(ascii: "("), UInt8(ascii: ")"):
+            true
+        default:
+            false
+        }
+    }
+
+    /// Whether `bytes` spell `lowercase` (ASCII letters), whatever their case.
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        return zip(bytes, UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount))
+            .allSatisfy { (isUpper($0) ? $0 + 32 : $0) == $1 }
+    }
 
     /// The value of a hex digit, or nil.
     private static func hexValue(_ byte: UInt8) -> UInt8? {

@@ -31,12 +31,16 @@ public enum URLPath {
 
     /// Whether `bytes` are a URL scheme (RFC 3986): a letter, then letters,
     /// digits, `+`, `-` and `.`.
+    /// Inlinable: called across modules for every URL, and unspecialized
+    /// (through witness tables) it was a third of the parsing of a URL.
+    @inlinable
     public static func isScheme<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Bool {
         guard let first = bytes.first, isLetter(first) else { return false }
         return bytes.allSatisfy { isLetter($0) || (0x30...0x39).contains($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") }
     }
 
-    private static func isLetter(_ byte: UInt8) -> Bool {
+    @usableFromInline
+    static func isLetter(_ byte: UInt8) -> Bool {
         (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
     }
 

@@ -311,6 +311,12 @@ import URLText
         }
         #expect(try RequestTarget("http://[::1]:9000/x").hostKey == "[::1]:9000")
         #expect(try RequestTarget("  http://h/x  ").url == "http://h/x")
+        // Any case of the scheme; an IDN's host key is lower-cased beyond ASCII too.
+        #expect(try RequestTarget("HtTpS://H/x").hostKey == "h:443")
+        #expect(try RequestTarget("http://BÜCHER.example/x").hostKey == "bücher.example:80")
+        for other in ["httpx://h/x", "htt://h/x", "ftp://h/x"] {
+            #expect(throws: TransferError.self, "\(other)") { try RequestTarget(other) }
+        }
     }
 
     @Test func oneResourceHasOneSpelling() throws {
