@@ -172,6 +172,8 @@ public final class FetchJob: Sendable {
     /// How many objects `settleCached` remembers having looked at before it
     /// forgets them all (see `settleCachedPart`).
     private let objectsRemembered: Int
+    /// From how many downloads on the fan-outs are made ahead.
+    private let fanOutsAheadFrom: Int
     /// Where bodies go: the cache's own store unless a test breaks it.
     private let ingestStore: (any BlobStore)?
     private let state: SleepingLock<State>
@@ -215,10 +217,14 @@ public final class FetchJob: Sendable {
     /// for (both small in tests, so that a short list crosses parts and
     /// forgets objects); `ingestStore`: where bodies go instead of the
     /// cache's store (a test's store that fails); `heartbeat`: the longest
-    /// the run goes without a progress event (see `reportProgress`).
+    /// the run goes without a progress event (see `reportProgress`);
+    /// `fanOutsAheadFrom`: from how many downloads on the store's fan-out
+    /// directories are made ahead (see `ObjectStore.makeFanOutsAhead`).
     init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool,
-         settlePart: Int, objectsRemembered: Int, ingestStore: (any BlobStore)? = nil, heartbeat: Duration = .seconds(1)) {
+         settlePart: Int, objectsRemembered: Int, ingestStore: (any BlobStore)? = nil, heartbeat: Duration = .seconds(1),
+         fanOutsAheadFrom: Int = ObjectStore.objectsFillingEveryFanOut) {
         self.cache = cache
+        self.fanOutsAheadFrom = fanOutsAheadFrom
         state = SleepingLock(State(progressGate: ProgressGate(heartbeat: heartbeat)))
         self.ingestStore = ingestStore
         self.configuration = configuration
@@ -515,6 +521,7 @@ public final class FetchJob: Sendable {
     private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor,
                           whenBegun: (@Sendable (Int) -> Void)?) async {
         if items.count > 0 { whenBegun?(items.count) }
+        if items.count >= fanOutsAheadFrom { cache.store.makeFanOutsAhead() }
         let downloads = Task { [self] in
             let resumeAnswerCheck: @Sendable (Int) -> ResumeAnswerCheck? = { index in
                 let item = items[index]

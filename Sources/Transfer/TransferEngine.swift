@@ -102,7 +102,12 @@ public final class TransferEngine: Sendable {
         configuration.maxTransfersPerHost = min(requested.maxTransfersPerHost, configuration.maxConcurrentTransfers)
         self.configuration = configuration
         self.partialDirectory = partialDirectory
-        try FileManager.default.createDirectory(atPath: partialDirectory, withIntermediateDirectories: true)
+        // Usually made already (by the store): FileManager's checks took half
+        // a millisecond of the start, before the first request.
+        var info = stat()
+        if stat(partialDirectory, &info) != 0 || info.st_mode & S_IFMT != S_IFDIR {
+            try FileManager.default.createDirectory(atPath: partialDirectory, withIntermediateDirectories: true)
+        }
         PartialFile.makeShardDirectories(in: partialDirectory)
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
         loop = try CurlLoop(configuration: configuration,

@@ -155,6 +155,48 @@ import TestSupport
         }
     }
 
+    /// A run about to store many objects makes the fan-outs ahead, beside
+    /// any made meanwhile for an object, and a flush makes their names
+    /// durable; one that is a link stops it, and stays a link.
+    @Test func theFanOutsAreMadeAheadBesideThoseObjectsNeed() async throws {
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let blob = try stage(fixtureBytes(count: 600, seed: 15), in: store)
+            try store.flush(staged: [blob])
+            #expect(try store.moveIntoPlace(blob))
+
+            await withCheckedContinuation { done in store.makeFanOutsAhead { done.resume() } }
+
+            let made = try FileManager.default.contentsOfDirectory(atPath: store.objectsDirectory).sorted()
+            #expect(made == ObjectStore.fanOutNames)
+            #expect(made.count == 256 && made.first == "00" && made.last == "ff")
+            for name in made {
+                var info = stat()
+                #expect(lstat("\(store.objectsDirectory)/\(name)", &info) == 0 && info.st_mode & S_IFMT == S_IFDIR)
+            }
+            #expect(store.contains(blob.sha256, size: 600))
+            try store.flush(staged: [])
+
+            // A second store of the same cache finds them all made: nothing to do.
+            let again = try ObjectStore(root: directory.path)
+            await withCheckedContinuation { done in again.makeFanOutsAhead { done.resume() } }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: store.objectsDirectory).count == 256)
+        }
+        try await TemporaryDirectory.with { directory in
+            let store = try ObjectStore(root: directory.path)
+            let elsewhere = directory.appending("elsewhere")
+            #expect(mkdir(elsewhere, 0o777) == 0)
+            try FileManager.default.createDirectory(atPath: store.objectsDirectory, withIntermediateDirectories: true)
+            #expect(symlink(elsewhere, "\(store.objectsDirectory)/00") == 0)
+
+            await withCheckedContinuation { done in store.makeFanOutsAhead { done.resume() } }
+
+            var info = stat()
+            #expect(lstat("\(store.objectsDirectory)/00", &info) == 0 && info.st_mode & S_IFMT == S_IFLNK)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
+        }
+    }
+
     @Test func namesThatAreNotHashesNeverBecomePaths() async throws {
         try await TemporaryDirectory.with { directory in
             let store = try ObjectStore(root: directory.path)

@@ -361,6 +361,32 @@ import Transfer
         }
     }
 
+    /// A run of at least so many downloads makes every fan-out of the store
+    /// ahead; a shorter one only those its objects need. Either way each
+    /// object is stored and readable under its hash.
+    @Test(.timeLimit(.minutes(1)))
+    func aLongRunMakesTheFanOutsAheadAShortOneOnlyThoseItNeeds() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 3, size: 1000, firstSeed: 790)
+            for (name, from) in [("short", 4), ("long", 3)] {
+                let cache = try MediaCache(root: directory.appending(name))
+                let report = try await FetchJob(cache: cache, configuration: quickRetries(), reportsEachStoredItem: false,
+                                                settlePart: 4096, objectsRemembered: 16, fanOutsAheadFrom: from)
+                    .run(urls.map { FetchItem(url: $0, collection: "pins") })
+                #expect(report.succeeded && report.downloaded == 3)
+                let objects = try cache.catalog.cachedSources(for: urls).values.map(\.sha256)
+                #expect(objects.count == 3 && objects.allSatisfy { cache.store.contains($0, size: 1000) })
+                let needed = Set(objects.map { String($0.prefix(2)) })
+                // The thread that makes them ahead is done once all 256 are there; the test waits for that, not a time.
+                while from == 3, try FileManager.default.contentsOfDirectory(atPath: cache.store.objectsDirectory).count < 256 {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                let made = Set(try FileManager.default.contentsOfDirectory(atPath: cache.store.objectsDirectory))
+                #expect(made == (from == 3 ? Set(ObjectStore.fanOutNames) : needed), "\(name)")
+            }
+        }
+    }
+
     /// A list of URLs kept as their bytes, with repeats and cached items
     /// spread over the lookup's parts: each URL is fetched once, the cached
     /// ones not at all, and the items left are read from the list again by
