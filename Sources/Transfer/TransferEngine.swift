@@ -590,11 +590,12 @@ public final class TransferEngine: Sendable {
         if freeRetry { tally.hostFailures += 1 }
         // Turned away for want of room at a host that served others meanwhile and is held
         // to fewer now (it takes fewer at once than were sent: see `HostConcurrency`): mediafetch's own doing,
-        // which uses up no retry, up to two more times than the URL has retries (under
+        // which uses up no retry, up to three more times than the URL has retries (under
         // `--retries 0` the host's first burst and each try of one more failed URLs; the
-        // burst's retries may come back before the limit is down to what the host takes).
+        // burst's retries may come back before the limit is down to what the host takes,
+        // and on a loaded machine one URL was turned away three times before it was).
         let roomRetry = !freeRetry && outcome.turnedAwayWhileServing && error.isRetryable
-            && tally.turnAwaysForgiven < configuration.retry.maxRetries + 2
+            && tally.turnAwaysForgiven < configuration.retry.maxRetries + 3
         if roomRetry { tally.turnAwaysForgiven += 1 }
         // A retry that uses up none backs off as the counted ones would, by how many of
         // its kind came before, and as far as the default retries' would at least: held
