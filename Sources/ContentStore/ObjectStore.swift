@@ -433,25 +433,28 @@ public final class ObjectStore: BlobStore {
     }
 
     /// The 256 fan-out directories' names, `00` to `ff`.
-    static let fanOutNames: [String] = (0..<256).map { index in
+    static let fanOutNames: [String] = {
         let digits = Array("0123456789abcdef")
-        return String([digits[index >> 4], digits[index & 15]])
-    }
+        return (0..<256).map { String([digits[$0 >> 4], digits[$0 & 15]]) }
+    }()
 
-    /// How many objects a run may store before every fan-out is all but
-    /// certain to get one: 1,000 random hashes leave a given one of the 256
-    /// empty one time in 50 (255/256 to the 1,000th).
-    public static let objectsFillingEveryFanOut = 1000
+    /// From how many objects to store a run makes the fan-outs ahead: 1,000
+    /// random hashes leave each of the 256 empty one time in 50 (255/256 to
+    /// the 1,000th), about five of them a run; the rest would be made anyway.
+    public static let objectsWorthMakingFanOutsAhead = 1000
 
     /// Makes every fan-out directory not known to exist yet, on a thread of
     /// its own at a low priority, for a run about to store at least
-    /// `objectsFillingEveryFanOut` objects: it would make nearly all of them
-    /// anyway, one at a time on the thread that moves bodies into place
+    /// `objectsWorthMakingFanOutsAhead` objects: it would make nearly all of
+    /// them anyway, one at a time on the thread that moves bodies into place
     /// (256 directories, 5 ms of CPU on a run of 2000 small files), while at
     /// the start of a run the processor mostly waits for the first answers.
-    /// Best effort: a fan-out not made here is made when an object needs it,
-    /// as before; their names are made durable by the next flush, as any
-    /// fan-out's. `then` runs on that thread when it is done (for tests).
+    /// The few left empty take a block and an inode each (1 MiB on ext4).
+    /// Best effort: a fan-out that cannot be made (a link or a file in its
+    /// place) is passed over, and made or refused when an object needs it,
+    /// as before; a full disk ends it. The names are made durable by the
+    /// next flush, as any fan-out's. `then` runs once it is done (for tests):
+    /// on that thread, or at once when every fan-out is known already.
     public func makeFanOutsAhead(then done: (@Sendable () -> Void)? = nil) {
         let missing = knownDirectories.withLock { known in Self.fanOutNames.filter { !known.contains($0) } }
         guard !missing.isEmpty else {
@@ -466,10 +469,17 @@ public final class ObjectStore: BlobStore {
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
             #endif
             for fanOut in missing where !knownDirectories.withLock({ $0.contains(fanOut) }) {
-                do { try makeDirectory(fanOut) } catch { return }
+                do throws(StoreError) {
+                    try makeDirectory(fanOut)
+                } catch where error.code == ENOSPC || error.code == EDQUOT {
+                    return
+                } catch {
+                    continue
+                }
             }
         }
         thread.name = "mediafetch.fan-outs"
+        thread.qualityOfService = .utility
         thread.stackSize = 256 << 10
         thread.start()
     }

@@ -222,7 +222,7 @@ public final class FetchJob: Sendable {
     /// directories are made ahead (see `ObjectStore.makeFanOutsAhead`).
     init(cache: MediaCache, configuration: TransferConfiguration, reportsEachStoredItem: Bool,
          settlePart: Int, objectsRemembered: Int, ingestStore: (any BlobStore)? = nil, heartbeat: Duration = .seconds(1),
-         fanOutsAheadFrom: Int = ObjectStore.objectsFillingEveryFanOut) {
+         fanOutsAheadFrom: Int = ObjectStore.objectsWorthMakingFanOutsAhead) {
         self.cache = cache
         self.fanOutsAheadFrom = fanOutsAheadFrom
         state = SleepingLock(State(progressGate: ProgressGate(heartbeat: heartbeat)))

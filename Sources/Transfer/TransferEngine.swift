@@ -166,6 +166,15 @@ public final class TransferEngine: Sendable {
         reserveDescriptorTable()
     }
 
+    /// How many more times than it has retries a URL may be turned away, for
+    /// want of room, by a host that serves others meanwhile and is held to
+    /// fewer now, without using one up: that is mediafetch's doing. Under
+    /// `--retries 0` the host's first burst and each try of one more failed
+    /// URLs; the burst's retries may come back before the limit is down to
+    /// what the host takes, and on a loaded machine (a CI run of every test
+    /// at once on two cores) a URL was turned away a third time before it was.
+    static let turnAwaysForgivenBeyondRetries = 3
+
     /// Descriptor numbers the process's table is grown to at start-up.
     /// A run of 2000 small files at the defaults reached 1,125 (finished
     /// bodies hold theirs until stored).
@@ -590,12 +599,10 @@ public final class TransferEngine: Sendable {
         if freeRetry { tally.hostFailures += 1 }
         // Turned away for want of room at a host that served others meanwhile and is held
         // to fewer now (it takes fewer at once than were sent: see `HostConcurrency`): mediafetch's own doing,
-        // which uses up no retry, up to three more times than the URL has retries (under
-        // `--retries 0` the host's first burst and each try of one more failed URLs; the
-        // burst's retries may come back before the limit is down to what the host takes,
-        // and on a loaded machine one URL was turned away three times before it was).
+        // which uses up no retry, up to `turnAwaysForgivenBeyondRetries` more times than
+        // the URL has retries.
         let roomRetry = !freeRetry && outcome.turnedAwayWhileServing && error.isRetryable
-            && tally.turnAwaysForgiven < configuration.retry.maxRetries + 3
+            && tally.turnAwaysForgiven < configuration.retry.maxRetries + Self.turnAwaysForgivenBeyondRetries
         if roomRetry { tally.turnAwaysForgiven += 1 }
         // A retry that uses up none backs off as the counted ones would, by how many of
         // its kind came before, and as far as the default retries' would at least: held
@@ -1033,9 +1040,9 @@ public struct RequestTarget: Sendable, Equatable {
 
     /// Whether `bytes` spell `lowercase` (ASCII letters), whatever their case.
     private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
-        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-        return zip(bytes, UnsafeBufferPointer(start: lowercase.utf8Start, count: lowercase.utf8CodeUnitCount))
-            .allSatisfy { (isUpper($0) ? $0 + 32 : $0) == $1 }
+        lowercase.withUTF8Buffer { expected in
+            bytes.count == expected.count && zip(bytes, expected).allSatisfy { (isUpper($0) ? $0 + 32 : $0) == $1 }
+        }
     }
 
     /// The value of a hex digit, or nil.

@@ -377,8 +377,10 @@ import Transfer
                 let objects = try cache.catalog.cachedSources(for: urls).values.map(\.sha256)
                 #expect(objects.count == 3 && objects.allSatisfy { cache.store.contains($0, size: 1000) })
                 let needed = Set(objects.map { String($0.prefix(2)) })
-                // The thread that makes them ahead is done once all 256 are there; the test waits for that, not a time.
-                while from == 3, try FileManager.default.contentsOfDirectory(atPath: cache.store.objectsDirectory).count < 256 {
+                // The thread that makes them ahead may still be at it: given ten seconds to finish.
+                let deadline = ContinuousClock.now + .seconds(10)
+                while from == 3, ContinuousClock.now < deadline,
+                      try FileManager.default.contentsOfDirectory(atPath: cache.store.objectsDirectory).count < 256 {
                     try await Task.sleep(for: .milliseconds(5))
                 }
                 let made = Set(try FileManager.default.contentsOfDirectory(atPath: cache.store.objectsDirectory))

@@ -747,7 +747,7 @@ import TestSupport
             }
             // (The default retry delays: with a fiftieth of a second, a URL of a
             // loaded full run was turned away three times before the limit came
-            // down to 2, the most that are forgiven under `--retries 0`.)
+            // down to 2, then more than were forgiven under `--retries 0`.)
             let defaults = RetryPolicy()
             let failed = try await failedEightAtATime(urls, retries: 0, baseDelay: defaults.baseDelay, maxDelay: defaults.maxDelay,
                                                       directory: directory)

@@ -314,9 +314,12 @@ import URLText
         // Any case of the scheme; an IDN's host key is lower-cased beyond ASCII too.
         #expect(try RequestTarget("HtTpS://H/x").hostKey == "h:443")
         #expect(try RequestTarget("http://BÜCHER.example/x").hostKey == "bücher.example:80")
-        for other in ["httpx://h/x", "htt://h/x", "ftp://h/x"] {
-            #expect(throws: TransferError.self, "\(other)") { try RequestTarget(other) }
+        for (other, scheme) in [("httpx://h/x", "httpx"), ("htt://h/x", "htt"), ("HTTPS1://h/x", "https1"), ("Ftp://h/x", "ftp")] {
+            let error = #expect(throws: TransferError.self) { try RequestTarget(other) }
+            #expect(error?.message == "unsupported scheme '\(scheme)' (only http and https): \(other)")
         }
+        let hostAndPort = #expect(throws: TransferError.self) { try RequestTarget("Example.com:8080/x") }
+        #expect(hostAndPort?.message == "not a URL, it has no scheme (write http:// or https:// before it): Example.com:8080/x")
     }
 
     @Test func oneResourceHasOneSpelling() throws {
