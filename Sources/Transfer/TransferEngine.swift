@@ -956,7 +956,7 @@ public struct RequestTarget: Sendable, Equatable {
         }
         if host.allSatisfy({ $0 < 0x80 }) {
             // Byte-wise for the usual ASCII host; an IDN is lower-cased as Unicode text.
-            var key = host.map { Self.isUpper($0) ? $0 + 32 : $0 }
+            var key = host.map(Self.lowered)
             key.append(UInt8(ascii: ":"))
             key.append(contentsOf: String(port).utf8)
             self.hostKey = String(decoding: key, as: UTF8.self)
@@ -1041,7 +1041,7 @@ public struct RequestTarget: Sendable, Equatable {
     /// Whether `bytes` spell `lowercase` (ASCII letters), whatever their case.
     private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
         lowercase.withUTF8Buffer { expected in
-            bytes.count == expected.count && zip(bytes, expected).allSatisfy { (isUpper($0) ? $0 + 32 : $0) == $1 }
+            bytes.count == expected.count && zip(bytes, expected).allSatisfy { lowered($0) == $1 }
         }
     }
 
@@ -1056,6 +1056,9 @@ public struct RequestTarget: Sendable, Equatable {
     }
 
     private static func isUpper(_ byte: UInt8) -> Bool { (65...90).contains(byte) }
+
+    /// `byte` with an ASCII capital made small.
+    private static func lowered(_ byte: UInt8) -> UInt8 { isUpper(byte) ? byte + 32 : byte }
 }
 
 /// Carries work to a Dispatch thread and its result back.
