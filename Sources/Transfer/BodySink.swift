@@ -139,6 +139,9 @@ final class FileSink: BodySink {
     /// The redirects the response `validator` came with came through
     /// (`ResponseHead.route`): a range answer by another way is another file.
     private var validatorRoute = ""
+    /// The content type of the response the held bytes came with: a body a
+    /// 416 proves whole is stored with it (the 416 describes no body).
+    private var validatorContentType: String?
     private let maxFileSize: Int64?
     private let resumableThreshold: Int64
     /// Whether this attempt's body is being written (a 2xx); error bodies are dropped.
@@ -176,6 +179,7 @@ final class FileSink: BodySink {
             validator = held.validator
             validatorTotal = held.total
             validatorRoute = held.route
+            validatorContentType = held.contentType
         }
     }
 
@@ -319,7 +323,7 @@ final class FileSink: BodySink {
             if validatorTotal == nil, let validator {
                 // The first length given (the body began chunked, with none): later range answers are held to it.
                 validatorTotal = total
-                partial.recordValidator(validator, total: total, route: validatorRoute)
+                partial.recordValidator(validator, total: total, route: validatorRoute, contentType: validatorContentType)
             }
             expectedTotal = total
         } else {
@@ -418,8 +422,9 @@ final class FileSink: BodySink {
         validator = newValidator
         validatorTotal = expectedTotal
         validatorRoute = head.route
+        validatorContentType = head.contentType
         if let newValidator, (expectedTotal ?? .max) >= resumableThreshold {
-            partial.recordValidator(newValidator, total: expectedTotal, route: validatorRoute)
+            partial.recordValidator(newValidator, total: expectedTotal, route: validatorRoute, contentType: validatorContentType)
         }
     }
 
@@ -499,6 +504,7 @@ final class FileSink: BodySink {
         var held = ResponseHead()
         held.consume(line: "HTTP/1.1 200 OK")
         held.consume(line: Substring((validator.hasPrefix("\"") ? "ETag: " : "Last-Modified: ") + validator))
+        if let validatorContentType { held.consume(line: Substring("Content-Type: " + validatorContentType)) }
         held.consume(line: "")
         return held
     }

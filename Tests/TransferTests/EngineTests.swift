@@ -716,6 +716,43 @@ import URLText
         try Data("\(url)\n\(validator)\n\(bytes.count)\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
     }
 
+    /// A whole body a run held when it stopped (every byte there, its
+    /// validator recorded, the run killed before it stored it) is proven
+    /// whole by the 416 of the next run and stored with the content type
+    /// it came with: the 416 describes no body, and it was stored with none.
+    /// A validator file of an older version, without the line, still resumes.
+    @Test func aBodyProvenWholeByA416KeepsTheContentTypeItCameWith() async throws {
+        try await withOrigin { origin, directory in
+            // (Whole 4 KiB blocks: a partial written with direct I/O is resumed from the last one.)
+            let content = fixtureBytes(count: 303_104, seed: 48)
+            let partials = directory.appending("tmp")
+            for (path, recorded) in [("/kept.jpg", "image/jpeg"), ("/older.jpg", nil)] {
+                let url = origin.url(path)
+                origin.route(path) { request in
+                    request.header("range") == nil
+                        ? OriginResponse(status: 200, headers: [("ETag", "\"v1\""), ("Content-Type", "image/jpeg")], body: content)
+                        : OriginResponse(status: 416, headers: [("Content-Range", "bytes */303104"), ("ETag", "\"v1\"")])
+                }
+                if let recorded {
+                    try FileManager.default.createDirectory(atPath: partials, withIntermediateDirectories: true)
+                    PartialFile.makeShardDirectories(in: partials)
+                    let partial = try PartialFile(directory: partials, url: url)
+                    partial.recordValidator("\"v1\"", total: 303_104, route: "", contentType: recorded)
+                    #expect(content.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == content.count)
+                    partial.close(discard: false)
+                } else {
+                    try leaveCompleteBody(content, of: url, validator: "\"v1\"", in: partials)
+                }
+
+                let body = try await downloadInNewRun(url, partials: partials)
+
+                #expect(body.sha256 == sha256(content))
+                #expect(body.contentType == recorded, "\(path)")
+                #expect(origin.requests(for: path).map { $0.header("range") != nil } == [true], "\(path): proven whole, not fetched again")
+            }
+        }
+    }
+
     @Test func a416FromAServerThatIgnoresIfRangeDoesNotKeepAStaleBody() async throws {
         try await withOrigin { origin, directory in
             let old = fixtureBytes(count: 400_000, seed: 46)

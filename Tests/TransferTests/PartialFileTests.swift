@@ -119,6 +119,35 @@ import Glibc
         }
     }
 
+    /// A validator file keeps the response's content type beside the
+    /// validator, length and route, and the next run reads it back; one
+    /// that could not go on one line is left out, and a file of an older
+    /// version (no such line) is still resumable, with none.
+    @Test func theContentTypeComesBackWithTheValidator() async throws {
+        try await TemporaryDirectory.with { directory in
+            for (index, (given, expected)) in [("image/jpeg", "image/jpeg"), ("a\u{7}b", nil), (nil, nil)].enumerated() {
+                let url = "http://example.test/photo\(index).jpg"
+                let partial = try PartialFile(directory: directory.path, url: url)
+                partial.recordValidator("\"v1\"", total: 3, route: "", contentType: given)
+                #expect(write(partial.descriptor, "abc", 3) == 3)
+                partial.close(discard: false)
+
+                let again = try PartialFile(directory: directory.path, url: url)
+                #expect(again.resumable?.validator == "\"v1\"")
+                #expect(again.resumable?.total == 3)
+                #expect(again.resumable?.contentType == expected, "\(given ?? "none")")
+                again.close(discard: false)
+            }
+            let url = "http://example.test/older.jpg"
+            let (key, shard) = shard(of: url, in: directory)
+            try Data("abc".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
+            try Data("\(url)\n\"v1\"\n3\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
+            let older = try PartialFile(directory: directory.path, url: url)
+            #expect(older.resumable?.validator == "\"v1\"" && older.resumable?.contentType == nil)
+            older.close(discard: false)
+        }
+    }
+
     /// A link put at a partial's name (the temporary directory is writable
     /// by everyone sharing the cache, and the name is the URL's hash) is
     /// removed, not followed: the download was written over the link's
@@ -334,7 +363,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/chunked.wav"
             let path = try leavePartial(in: directory.path, url: url, bytes: 1000, validator: "\"v1\"", total: nil)
-            #expect(try String(contentsOfFile: path + ".validator", encoding: .utf8) == "\(url)\n\"v1\"\n\n\n")
+            #expect(try String(contentsOfFile: path + ".validator", encoding: .utf8) == "\(url)\n\"v1\"\n\n\n\n")
             let unknown = try PartialFile(directory: directory.path, url: url)
             #expect(unknown.resumable?.validator == "\"v1\"" && unknown.resumable?.size == 1000)
             #expect(unknown.resumable?.total == nil)
@@ -395,7 +424,7 @@ import Glibc
             #expect(partial.descriptor >= 0 && write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)
             let validator = try String(contentsOfFile: partial.path + ".validator", encoding: .utf8)
-            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n3\n\n")
+            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n3\n\n\n")
             // Resumed under either password: the bytes belong to the resource, the validator decides.
             let again = try PartialFile(directory: directory.path, url: "http://ann:other@example.test/a.jpg")
             defer { again.close(discard: true) }
