@@ -209,7 +209,7 @@ final class PartialFile {
     /// `route` names the redirects the response came through (`ResponseHead.route`);
     /// `contentType` is the response's, so that a body a later run proves
     /// whole (a 416 for its length) is stored with it.
-    func recordValidator(_ validator: String, total: Int64?, route: String, contentType: String? = nil) {
+    func recordValidator(_ validator: String, total: Int64?, route: String, contentType: String?) {
         guard let validatorPath else { return }
         hasValidator = true
         let type = contentType.flatMap(Self.recordableContentType) ?? ""

@@ -750,6 +750,11 @@ import URLText
                 #expect(body.contentType == recorded, "\(path)")
                 #expect(origin.requests(for: path).map { $0.header("range") != nil } == [true], "\(path): proven whole, not fetched again")
             }
+            // A run's own writer records it from the response, as it records the validator.
+            let (_, cutPartials, _) = try await leavePartial(origin, directory, "/cut.jpg", seed: 49, contentType: "image/jpeg", etag: "\"v1\"")
+            let key = PartialFile.key(for: origin.url("/cut.jpg"))
+            let validatorFile = "\(PartialFile.shardDirectory(cutPartials, key: key))/\(key).part.validator"
+            #expect(PartialFile.readValidatorFile(validatorFile)?.hasSuffix("\n\"v1\"\n500000\n\nimage/jpeg\n") == true)
         }
     }
 

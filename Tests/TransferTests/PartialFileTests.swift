@@ -105,7 +105,7 @@ import Glibc
     @Test func aFinishedBodyLeavesThePartialsHeldHereAsItLeavesItsName() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/done.wav")
-            partial.recordValidator("\"v1\"", total: 0, route: "")
+            partial.recordValidator("\"v1\"", total: 0, route: "", contentType: nil)
             let finished = try partial.complete(budget: FinishedFile.Budget(limit: 4))
             func listed() -> Bool { PartialFile.lockedHere.withLock { $0.contains(finished.path) } }
             #expect(listed())
@@ -164,7 +164,7 @@ import Glibc
 
             let partial = try PartialFile(directory: directory.path, url: url)
             #expect(partial.path == "\(shard)/\(key).part")
-            partial.recordValidator("\"v1\"", total: 3, route: "")
+            partial.recordValidator("\"v1\"", total: 3, route: "", contentType: nil)
             #expect(write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)
 
@@ -279,7 +279,7 @@ import Glibc
     @Test func aFinishedBodyPastTheBudgetIsDatedNowForTheSweep() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/old")
-            partial.recordValidator("\"v1\"", total: 5000, route: "")
+            partial.recordValidator("\"v1\"", total: 5000, route: "", contentType: nil)
             let body = [UInt8](repeating: 9, count: 5000)
             #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == body.count)
             // Written a week ago, as a partial left by an earlier run.
@@ -319,7 +319,7 @@ import Glibc
     private func leavePartial(in directory: String, url: String, bytes: Int, validator: String,
                               total: Int64? = 4000) throws -> String {
         let partial = try PartialFile(directory: directory, url: url)
-        partial.recordValidator(validator, total: total, route: "")
+        partial.recordValidator(validator, total: total, route: "", contentType: nil)
         let body = [UInt8](repeating: 7, count: bytes)
         #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == bytes)
         partial.close(discard: false)
@@ -420,7 +420,7 @@ import Glibc
             let url = "http://ann:hunter2@example.test/a.jpg"
             #expect(PartialFile.key(for: url) == PartialFile.key(for: "http://ann@example.test/a.jpg"))
             let partial = try PartialFile(directory: directory.path, url: url)
-            partial.recordValidator("\"v1\"", total: 3, route: "")
+            partial.recordValidator("\"v1\"", total: 3, route: "", contentType: nil)
             #expect(partial.descriptor >= 0 && write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)
             let validator = try String(contentsOfFile: partial.path + ".validator", encoding: .utf8)
@@ -440,7 +440,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/a.jpg"
             let partial = try PartialFile(directory: directory.path, url: url)
-            partial.recordValidator("\"v1\"", total: 3, route: "")
+            partial.recordValidator("\"v1\"", total: 3, route: "", contentType: nil)
             #expect(write(partial.descriptor, "abc", 3) == 3)
             let copy = dup(partial.descriptor)
             defer { close(copy) }
@@ -465,7 +465,7 @@ import Glibc
             let moved = try leftByAnOlderVersion("http://ann:hunter2@example.test/a.jpg", bytes: "abc")
             // This one's new name is taken by a partial of the same URL: it goes.
             let taken = try PartialFile(directory: directory.path, url: "http://bob@example.test/b.jpg")
-            taken.recordValidator("\"v2\"", total: nil, route: "")
+            taken.recordValidator("\"v2\"", total: nil, route: "", contentType: nil)
             #expect(write(taken.descriptor, "xy", 2) == 2)
             taken.close(discard: false)
             let dropped = try leftByAnOlderVersion("http://bob:hunter2@example.test/b.jpg", bytes: "abcdef")
@@ -568,7 +568,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             func leave(_ url: String) throws -> String {
                 let partial = try PartialFile(directory: directory.path, url: url)
-                partial.recordValidator("\"v1\"", total: nil, route: "")
+                partial.recordValidator("\"v1\"", total: nil, route: "", contentType: nil)
                 #expect(write(partial.descriptor, "abcd", 4) == 4)
                 let path = partial.path
                 partial.close(discard: false)
