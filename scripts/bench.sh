@@ -19,6 +19,9 @@
 #   OUT_DIR         where each run's fresh download dir is made [$BENCH_DIR]; e.g.
 #                   /dev/shm to take the disk out (mediafetch's syncfs then costs nothing)
 #   MEDIAFETCH_BIN  use this binary instead of building one
+#   BASELINE_BIN    another mediafetch binary (an earlier commit's build), run as
+#                   "baseline" beside the others in every round, so that two
+#                   builds are compared in the same machine state; unset: none
 #   RUNS            runs of each tool per workload [3]
 #   JOBS            concurrent transfers for every tool [16]
 #   SMALL_COUNT     files in the small workload [2000]
@@ -28,6 +31,8 @@
 #
 # Quick smoke run:
 #   SMALL_COUNT=100 LARGE_COUNT=2 LARGE_SIZE_MB=8 RUNS=1 scripts/bench.sh
+# Two builds side by side (the ratio "baseline" is the new one's time over the old's):
+#   MEDIAFETCH_BIN=/tmp/mf-new BASELINE_BIN=/tmp/mf-old RUNS=5 scripts/bench.sh
 
 set -euo pipefail
 
@@ -49,6 +54,10 @@ LARGE_SIZE_MB="${LARGE_SIZE_MB:-64}"
 # curl+sync is curl followed by sync(1): what curl costs when its files are on
 # disk at the end, as mediafetch's are (context, not the target: the target is plain curl).
 TOOLS=(mediafetch curl curl+sync aria2c)
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+    [[ -x "$BASELINE_BIN" ]] || { printf 'bench: error: BASELINE_BIN=%s is not an executable\n' "$BASELINE_BIN" >&2; exit 1; }
+    TOOLS=(mediafetch baseline curl curl+sync aria2c)
+fi
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
@@ -250,9 +259,9 @@ tally() { find "$1" -type f -printf '%s\n' | awk '{ n++; b += $1 } END { printf 
 command_for() { # tool workload dest
     local urls="$BENCH_DIR/$2.urls"
     case "$1" in
-        mediafetch)
-            CMD=("$MEDIAFETCH" get --cache "$3" --input-file "$urls"
-                --jobs "$JOBS" --per-host "$JOBS" --progress none) ;;
+        mediafetch | baseline)
+            CMD=("$([[ $1 == mediafetch ]] && echo "$MEDIAFETCH" || echo "$BASELINE_BIN")" get --cache "$3"
+                --input-file "$urls" --jobs "$JOBS" --per-host "$JOBS" --progress none) ;;
         curl | curl+sync)
             CMD=(curl --parallel --parallel-max "$JOBS" --silent --show-error --fail
                 --output-dir "$3" --config "$BENCH_DIR/$2.curl")
@@ -272,9 +281,9 @@ OUT="$(mktemp -d "$OUT_DIR/mediafetch-bench-out.XXXXXX")"
 RUN_ID="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 FAILURES=0
 : >"$RESULTS"
-printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","curl":"%s","aria2c":"%s","nginx":"%s","cores":%d,"out_dir":"%s"}\n' \
+printf '{"type":"meta","run_id":"%s","jobs":%d,"runs":%d,"mediafetch":"%s","baseline":"%s","curl":"%s","aria2c":"%s","nginx":"%s","cores":%d,"out_dir":"%s"}\n' \
     "$RUN_ID" "$JOBS" "$RUNS" \
-    "$MEDIAFETCH_VERSION" \
+    "$MEDIAFETCH_VERSION" "${BASELINE_BIN:-}" \
     "$(curl --version | head -n1 | cut -d' ' -f2)" \
     "$(aria2c --version | head -n1 | awk '{print $3}')" \
     "$("$NGINX" -v 2>&1 | sed 's|.*nginx/||')" \
@@ -293,12 +302,18 @@ measure() { # workload run tool
     command_for "$tool" "$w" "$dest"
     # CPU seconds too: on a 2-core box they tell a lean tool from a lucky one.
     server_before=$(server_cpu_ns)
+    # The wall time from the shell's clock, to the microsecond: GNU time's %e
+    # has 10 ms steps, 5% of a small-file run. (EPOCHREALTIME: bash 5; a
+    # locale may write its decimal point as a comma.)
+    local started=${EPOCHREALTIME/,/.} ended
     /usr/bin/time -f '%e %M %U %S' -o "$timef" -- "${CMD[@]}" >"$logf" 2>&1 || status=$?
+    ended=${EPOCHREALTIME/,/.}
     server_after=$(server_cpu_ns)
     # GNU time puts "Command exited with non-zero status N" before the numbers.
     read -r wall rss user sys < <(tail -n1 "$timef")
+    wall=$(awk -v a="$started" -v b="$ended" 'BEGIN { printf "%.4f", b - a }')
     objects="$dest"
-    [[ $tool == mediafetch ]] && objects="$dest/objects/sha256"
+    [[ $tool == mediafetch || $tool == baseline ]] && objects="$dest/objects/sha256"
     read -r files bytes < <(if [[ -d "$objects" ]]; then tally "$objects"; else echo 0 0; fi)
     if ((status != 0)) || ((files != COUNT[$w])) || ((bytes != COUNT[$w] * BYTES[$w])); then
         ok=false
@@ -307,7 +322,7 @@ measure() { # workload run tool
             "$tool" "$w" "$run" "$status" "$files" "${COUNT[$w]}" "$bytes" "$logf" >&2
         tail -n 10 "$logf" | sed 's/^/    /' >&2
     fi
-    printf '    %-10s run %d: %7.2f s  %7.1f MiB  load %s  %s\n' "$tool" "$run" "$wall" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
+    printf '    %-10s run %d: %7.3f s  %7.1f MiB  load %s  %s\n' "$tool" "$run" "$wall" "$(awk -v k="$rss" 'BEGIN { print k / 1024 }')" \
         "$load" "$($ok && echo ok || echo FAILED)" >&2
     printf '{"type":"run","run_id":"%s","workload":"%s","files":%d,"file_bytes":%d,"tool":"%s","run":%d,"wall_s":%s,"peak_rss_kib":%d,"exit":%d,"files_out":%d,"bytes_out":%d,"ok":%s,"cpu_user_s":%s,"cpu_sys_s":%s,"server_cpu_s":%s,"loadavg_1m":%s}\n' \
         "$RUN_ID" "$w" "${COUNT[$w]}" "${BYTES[$w]}" "$tool" "$run" "$wall" "$rss" "$status" "$files" "$bytes" "$ok" "$user" "$sys" \
@@ -348,7 +363,7 @@ path = sys.argv[1]
 records = [json.loads(line) for line in open(path)]
 meta = next(r for r in records if r["type"] == "meta")
 runs = [r for r in records if r["type"] == "run"]
-tools = ["mediafetch", "curl", "curl+sync", "aria2c"]
+tools = ["mediafetch"] + (["baseline"] if meta.get("baseline") else []) + ["curl", "curl+sync", "aria2c"]
 workloads = list(dict.fromkeys(r["workload"] for r in runs))
 
 def size(n):
@@ -358,7 +373,8 @@ def size(n):
     return f"{n} B"
 
 print()
-print(f"mediafetch {meta['mediafetch']} | curl {meta['curl']} | aria2c {meta['aria2c']} | "
+baseline = f" | baseline {meta['baseline']}" if meta.get("baseline") else ""
+print(f"mediafetch {meta['mediafetch']}{baseline} | curl {meta['curl']} | aria2c {meta['aria2c']} | "
       f"nginx {meta['nginx']} | {meta['cores']} cores | {meta['jobs']} concurrent | {meta['runs']} run(s) | "
       f"downloads into {meta['out_dir']}")
 summaries = []
@@ -369,6 +385,7 @@ for w in workloads:
     print()
     print(f"{w}: {count} x {size(each)} ({total_mib:.0f} MiB)")
     print(f"  {'tool':<11}{'median s':>9}{'min s':>8}{'max s':>8}{'MiB/s':>9}{'CPU s':>8}{'srv CPU':>8}{'RSS MiB':>9}  failed")
+    # (Wall times to the millisecond; CPU times as GNU time gives them, to 10 ms.)
     medians = {}
     cpus = {}
     for tool in tools:
@@ -387,7 +404,7 @@ for w in workloads:
         medians[tool] = median
         cpus[tool] = (cpu, server)
         shown = f"{server:>8.2f}" if server is not None else f"{'-':>8}"
-        print(f"  {tool:<11}{median:>9.2f}{min(walls):>8.2f}{max(walls):>8.2f}{rate:>9.0f}{cpu:>8.2f}{shown}{rss:>9.1f}  {failed}")
+        print(f"  {tool:<11}{median:>9.3f}{min(walls):>8.3f}{max(walls):>8.3f}{rate:>9.0f}{cpu:>8.2f}{shown}{rss:>9.1f}  {failed}")
         summaries.append({"type": "summary", "run_id": meta["run_id"], "workload": w, "tool": tool,
                           "runs_ok": len(good), "runs_failed": failed,
                           "median_wall_s": median, "min_wall_s": min(walls), "max_wall_s": max(walls),
@@ -395,7 +412,7 @@ for w in workloads:
                           "median_server_cpu_s": None if server is None else round(server, 3),
                           "median_mib_per_s": round(rate, 1)})
     ratios = {}
-    for other in ("curl", "aria2c", "curl+sync"):
+    for other in ("curl", "aria2c", "curl+sync", "baseline"):
         if "mediafetch" in medians and medians.get(other):
             ratios[other] = medians["mediafetch"] / medians[other]
     if ratios:
