@@ -139,9 +139,9 @@ final class FileSink: BodySink {
     /// The redirects the response `validator` came with came through
     /// (`ResponseHead.route`): a range answer by another way is another file.
     private var validatorRoute = ""
-    /// The content type of the response the held bytes came with: a body a
+    /// What the response the held bytes came with said of them: a body a
     /// 416 proves whole is stored with it (the 416 describes no body).
-    private var validatorContentType: String?
+    private var validatorLabels = BodyLabels()
     private let maxFileSize: Int64?
     private let resumableThreshold: Int64
     /// Whether this attempt's body is being written (a 2xx); error bodies are dropped.
@@ -179,7 +179,7 @@ final class FileSink: BodySink {
             validator = held.validator
             validatorTotal = held.total
             validatorRoute = held.route
-            validatorContentType = held.contentType
+            validatorLabels = held.labels
         }
     }
 
@@ -323,7 +323,7 @@ final class FileSink: BodySink {
             if validatorTotal == nil, let validator {
                 // The first length given (the body began chunked, with none): later range answers are held to it.
                 validatorTotal = total
-                partial.recordValidator(validator, total: total, route: validatorRoute, contentType: validatorContentType)
+                partial.recordValidator(validator, total: total, route: validatorRoute, labels: validatorLabels)
             }
             expectedTotal = total
         } else {
@@ -422,9 +422,9 @@ final class FileSink: BodySink {
         validator = newValidator
         validatorTotal = expectedTotal
         validatorRoute = head.route
-        validatorContentType = head.contentType
+        validatorLabels = BodyLabels(of: head)
         if let newValidator, (expectedTotal ?? .max) >= resumableThreshold {
-            partial.recordValidator(newValidator, total: expectedTotal, route: validatorRoute, contentType: validatorContentType)
+            partial.recordValidator(newValidator, total: expectedTotal, route: validatorRoute, labels: validatorLabels)
         }
     }
 
@@ -504,7 +504,8 @@ final class FileSink: BodySink {
         var held = ResponseHead()
         held.consume(line: "HTTP/1.1 200 OK")
         held.consume(line: Substring((validator.hasPrefix("\"") ? "ETag: " : "Last-Modified: ") + validator))
-        if let validatorContentType { held.consume(line: Substring("Content-Type: " + validatorContentType)) }
+        if let type = validatorLabels.contentType { held.consume(line: Substring("Content-Type: " + type)) }
+        if let coding = validatorLabels.contentEncoding { held.consume(line: Substring("Content-Encoding: " + coding)) }
         held.consume(line: "")
         return held
     }

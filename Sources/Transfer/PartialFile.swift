@@ -45,7 +45,7 @@ final class PartialFile {
     /// gave it (nil when it did not, or an older version wrote the file), the
     /// redirects it came through and its content type (nil when it gave
     /// none, or an older version wrote the file).
-    let resumable: (size: Int64, validator: String, total: Int64?, route: String, contentType: String?)?
+    let resumable: (size: Int64, validator: String, total: Int64?, route: String, labels: BodyLabels)?
     /// How the file was opened, when it was created empty just now (the
     /// common case): spares the writer a look at the descriptor.
     let opened: HashingWriter.OpenedFile
@@ -79,7 +79,7 @@ final class PartialFile {
             let size = fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
             let saved = Self.readValidator(sharedPath + ".validator", url: url)
             if size > 0, let saved {
-                resumable = (size, saved.validator, saved.total, saved.route, saved.contentType)
+                resumable = (size, saved.validator, saved.total, saved.route, saved.labels)
             } else {
                 resumable = nil
                 _ = ftruncate(fd, 0)
@@ -207,18 +207,20 @@ final class PartialFile {
     /// answer for another length is another version of the file, whatever
     /// its validator says.
     /// `route` names the redirects the response came through (`ResponseHead.route`);
-    /// `contentType` is the response's, so that a body a later run proves
-    /// whole (a 416 for its length) is stored with it.
-    func recordValidator(_ validator: String, total: Int64?, route: String, contentType: String?) {
+    /// `labels` are the response's, so that a body a later run proves whole
+    /// (a 416 for its length) is stored with them.
+    func recordValidator(_ validator: String, total: Int64?, route: String, labels: BodyLabels) {
         guard let validatorPath else { return }
         hasValidator = true
-        let type = contentType.flatMap(Self.recordableContentType) ?? ""
-        Self.writeValidatorFile("\(url)\n\(validator)\n\(total.map(String.init) ?? "")\n\(route)\n\(type)\n", to: validatorPath)
+        let type = labels.contentType.flatMap(Self.recordableLabel) ?? ""
+        let coding = labels.contentEncoding.flatMap(Self.recordableLabel) ?? ""
+        Self.writeValidatorFile("\(url)\n\(validator)\n\(total.map(String.init) ?? "")\n\(route)\n\(type)\n\(coding)\n",
+                                to: validatorPath)
     }
 
-    /// A content type as a validator file keeps it: one line of at most 255
+    /// A header value as a validator file keeps it: one line of at most 255
     /// bytes without control characters; nil for any other.
-    private static func recordableContentType(_ text: String) -> String? {
+    private static func recordableLabel(_ text: String) -> String? {
         text.utf8.count <= 255 && !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) ? text : nil
     }
 
@@ -710,26 +712,29 @@ final class PartialFile {
     private static let writableMode: mode_t = 0o644
 
     private static func readValidator(_ path: String, url: String)
-        -> (validator: String, total: Int64?, route: String, contentType: String?)? {
+        -> (validator: String, total: Int64?, route: String, labels: BodyLabels)? {
         // Most partials are new: a cheap existence check before the read.
         guard access(path, F_OK) == 0, let text = readValidatorFile(path) else { return nil }
-        // "<url>\n<validator>\n<total>\n<route>\n<content type>\n" (the total empty when
-        // unknown, the route when no redirect led to the file, the content type when the
-        // response gave none): without the final newline the write was cut short. A file
-        // of an older version has no content type line, or no route line either (taken
-        // as no redirect: bytes that came through one start over), or no total
-        // line either, and is then trusted with an ETag only: its date may not be
-        // one this version would send (see `FileSink.strongLastModified`).
+        // "<url>\n<validator>\n<total>\n<route>\n<content type>\n<content coding>\n" (the
+        // total empty when unknown, the route when no redirect led to the file, a label
+        // when the response gave none): without the final newline the write was cut
+        // short. A file of an older version has no coding line, or no type line either,
+        // or no route line either (taken as no redirect: bytes that came through one
+        // start over), or no total line either, and is then trusted with an ETag only:
+        // its date may not be one this version would send (see `FileSink.strongLastModified`).
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         // (The validator goes into a request's header: no control character.)
-        guard (4...6).contains(lines.count) || (lines.count == 3 && lines[1].hasPrefix("\"")), lines[0] == url,
+        guard (4...7).contains(lines.count) || (lines.count == 3 && lines[1].hasPrefix("\"")), lines[0] == url,
               !lines[1].isEmpty, !lines[1].utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }),
               lines.last?.isEmpty == true else { return nil }
         let route = lines.count >= 5 ? String(lines[3]) : ""
-        let contentType = lines.count == 6 && !lines[4].isEmpty ? recordableContentType(String(lines[4])) : nil
-        guard lines.count >= 4, !lines[2].isEmpty else { return (String(lines[1]), nil, route, contentType) }
+        func label(_ index: Int) -> String? {
+            index < lines.count - 1 && !lines[index].isEmpty ? recordableLabel(String(lines[index])) : nil
+        }
+        let labels = BodyLabels(contentType: label(4), contentEncoding: label(5))
+        guard lines.count >= 4, !lines[2].isEmpty else { return (String(lines[1]), nil, route, labels) }
         guard let total = Int64(lines[2]), total > 0 else { return nil }
-        return (String(lines[1]), total, route, contentType)
+        return (String(lines[1]), total, route, labels)
     }
 
     private static func error(_ what: String, _ path: String) -> TransferError {
@@ -901,3 +906,20 @@ public struct HeldPartials: Sendable, Equatable {
     }
 }
 
+/// What a response said of its body that is kept beside the body's
+/// validator: a body a later run proves whole (a 416 for its length, which
+/// describes no body) is stored, and judged, as that response labelled it.
+struct BodyLabels: Sendable, Equatable {
+    var contentType: String?
+    var contentEncoding: String?
+
+    init(contentType: String? = nil, contentEncoding: String? = nil) {
+        self.contentType = contentType
+        self.contentEncoding = contentEncoding
+    }
+
+    /// The labels `head` gives its body.
+    init(of head: ResponseHead) {
+        self.init(contentType: head.contentType, contentEncoding: head.contentEncoding)
+    }
+}

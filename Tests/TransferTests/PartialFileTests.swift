@@ -105,7 +105,7 @@ import Glibc
     @Test func aFinishedBodyLeavesThePartialsHeldHereAsItLeavesItsName() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/done.wav")
-            partial.recordValidator("\"v1\"", total: 0, route: "", contentType: nil)
+            partial.recordValidator("\"v1\"", total: 0, route: "", labels: BodyLabels())
             let finished = try partial.complete(budget: FinishedFile.Budget(limit: 4))
             func listed() -> Bool { PartialFile.lockedHere.withLock { $0.contains(finished.path) } }
             #expect(listed())
@@ -119,32 +119,42 @@ import Glibc
         }
     }
 
-    /// A validator file keeps the response's content type beside the
-    /// validator, length and route, and the next run reads it back; one
-    /// that could not go on one line is left out, and a file of an older
-    /// version (no such line) is still resumable, with none.
-    @Test func theContentTypeComesBackWithTheValidator() async throws {
+    /// A validator file keeps the response's content type and coding
+    /// beside the validator, length and route, and the next run reads them
+    /// back; one that could not go on one line is left out, and a file of an
+    /// older version (without either line) is still resumable, with none.
+    @Test func theBodysLabelsComeBackWithTheValidator() async throws {
         try await TemporaryDirectory.with { directory in
-            for (index, (given, expected)) in [("image/jpeg", "image/jpeg"), ("a\u{7}b", nil), (nil, nil)].enumerated() {
+            let cases: [(given: BodyLabels, expected: BodyLabels)] = [
+                (BodyLabels(contentType: "image/jpeg", contentEncoding: "br"), BodyLabels(contentType: "image/jpeg", contentEncoding: "br")),
+                (BodyLabels(contentType: "image/jpeg"), BodyLabels(contentType: "image/jpeg")),
+                (BodyLabels(contentType: "a\u{7}b", contentEncoding: String(repeating: "x", count: 256)), BodyLabels()),
+                (BodyLabels(), BodyLabels()),
+            ]
+            for (index, (given, expected)) in cases.enumerated() {
                 let url = "http://example.test/photo\(index).jpg"
                 let partial = try PartialFile(directory: directory.path, url: url)
-                partial.recordValidator("\"v1\"", total: 3, route: "", contentType: given)
+                partial.recordValidator("\"v1\"", total: 3, route: "", labels: given)
                 #expect(write(partial.descriptor, "abc", 3) == 3)
                 partial.close(discard: false)
 
                 let again = try PartialFile(directory: directory.path, url: url)
                 #expect(again.resumable?.validator == "\"v1\"")
                 #expect(again.resumable?.total == 3)
-                #expect(again.resumable?.contentType == expected, "\(given ?? "none")")
+                #expect(again.resumable?.labels == expected, "case \(index)")
                 again.close(discard: false)
             }
-            let url = "http://example.test/older.jpg"
-            let (key, shard) = shard(of: url, in: directory)
-            try Data("abc".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
-            try Data("\(url)\n\"v1\"\n3\n\n".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
-            let older = try PartialFile(directory: directory.path, url: url)
-            #expect(older.resumable?.validator == "\"v1\"" && older.resumable?.contentType == nil)
-            older.close(discard: false)
+            // Files of older versions: without the coding line (this version's first), and without either.
+            for (name, rest, expected) in [("type-only", "\"v1\"\n3\n\nimage/png\n", BodyLabels(contentType: "image/png")),
+                                           ("older", "\"v1\"\n3\n\n", BodyLabels())] {
+                let url = "http://example.test/\(name).jpg"
+                let (key, shard) = shard(of: url, in: directory)
+                try Data("abc".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part"))
+                try Data("\(url)\n\(rest)".utf8).write(to: URL(fileURLWithPath: "\(shard)/\(key).part.validator"))
+                let older = try PartialFile(directory: directory.path, url: url)
+                #expect(older.resumable?.validator == "\"v1\"" && older.resumable?.labels == expected, "\(name)")
+                older.close(discard: false)
+            }
         }
     }
 
@@ -164,7 +174,7 @@ import Glibc
 
             let partial = try PartialFile(directory: directory.path, url: url)
             #expect(partial.path == "\(shard)/\(key).part")
-            partial.recordValidator("\"v1\"", total: 3, route: "", contentType: nil)
+            partial.recordValidator("\"v1\"", total: 3, route: "", labels: BodyLabels())
             #expect(write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)
 
@@ -279,7 +289,7 @@ import Glibc
     @Test func aFinishedBodyPastTheBudgetIsDatedNowForTheSweep() async throws {
         try await TemporaryDirectory.with { directory in
             let partial = try PartialFile(directory: directory.path, url: "http://example.test/old")
-            partial.recordValidator("\"v1\"", total: 5000, route: "", contentType: nil)
+            partial.recordValidator("\"v1\"", total: 5000, route: "", labels: BodyLabels())
             let body = [UInt8](repeating: 9, count: 5000)
             #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == body.count)
             // Written a week ago, as a partial left by an earlier run.
@@ -319,7 +329,7 @@ import Glibc
     private func leavePartial(in directory: String, url: String, bytes: Int, validator: String,
                               total: Int64? = 4000) throws -> String {
         let partial = try PartialFile(directory: directory, url: url)
-        partial.recordValidator(validator, total: total, route: "", contentType: nil)
+        partial.recordValidator(validator, total: total, route: "", labels: BodyLabels())
         let body = [UInt8](repeating: 7, count: bytes)
         #expect(body.withUnsafeBytes { write(partial.descriptor, $0.baseAddress, $0.count) } == bytes)
         partial.close(discard: false)
@@ -363,7 +373,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/chunked.wav"
             let path = try leavePartial(in: directory.path, url: url, bytes: 1000, validator: "\"v1\"", total: nil)
-            #expect(try String(contentsOfFile: path + ".validator", encoding: .utf8) == "\(url)\n\"v1\"\n\n\n\n")
+            #expect(try String(contentsOfFile: path + ".validator", encoding: .utf8) == "\(url)\n\"v1\"\n\n\n\n\n")
             let unknown = try PartialFile(directory: directory.path, url: url)
             #expect(unknown.resumable?.validator == "\"v1\"" && unknown.resumable?.size == 1000)
             #expect(unknown.resumable?.total == nil)
@@ -420,11 +430,11 @@ import Glibc
             let url = "http://ann:hunter2@example.test/a.jpg"
             #expect(PartialFile.key(for: url) == PartialFile.key(for: "http://ann@example.test/a.jpg"))
             let partial = try PartialFile(directory: directory.path, url: url)
-            partial.recordValidator("\"v1\"", total: 3, route: "", contentType: nil)
+            partial.recordValidator("\"v1\"", total: 3, route: "", labels: BodyLabels())
             #expect(partial.descriptor >= 0 && write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)
             let validator = try String(contentsOfFile: partial.path + ".validator", encoding: .utf8)
-            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n3\n\n\n")
+            #expect(validator == "http://ann@example.test/a.jpg\n\"v1\"\n3\n\n\n\n")
             // Resumed under either password: the bytes belong to the resource, the validator decides.
             let again = try PartialFile(directory: directory.path, url: "http://ann:other@example.test/a.jpg")
             defer { again.close(discard: true) }
@@ -440,7 +450,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             let url = "http://example.test/a.jpg"
             let partial = try PartialFile(directory: directory.path, url: url)
-            partial.recordValidator("\"v1\"", total: 3, route: "", contentType: nil)
+            partial.recordValidator("\"v1\"", total: 3, route: "", labels: BodyLabels())
             #expect(write(partial.descriptor, "abc", 3) == 3)
             let copy = dup(partial.descriptor)
             defer { close(copy) }
@@ -465,7 +475,7 @@ import Glibc
             let moved = try leftByAnOlderVersion("http://ann:hunter2@example.test/a.jpg", bytes: "abc")
             // This one's new name is taken by a partial of the same URL: it goes.
             let taken = try PartialFile(directory: directory.path, url: "http://bob@example.test/b.jpg")
-            taken.recordValidator("\"v2\"", total: nil, route: "", contentType: nil)
+            taken.recordValidator("\"v2\"", total: nil, route: "", labels: BodyLabels())
             #expect(write(taken.descriptor, "xy", 2) == 2)
             taken.close(discard: false)
             let dropped = try leftByAnOlderVersion("http://bob:hunter2@example.test/b.jpg", bytes: "abcdef")
@@ -568,7 +578,7 @@ import Glibc
         try await TemporaryDirectory.with { directory in
             func leave(_ url: String) throws -> String {
                 let partial = try PartialFile(directory: directory.path, url: url)
-                partial.recordValidator("\"v1\"", total: nil, route: "", contentType: nil)
+                partial.recordValidator("\"v1\"", total: nil, route: "", labels: BodyLabels())
                 #expect(write(partial.descriptor, "abcd", 4) == 4)
                 let path = partial.path
                 partial.close(discard: false)
