@@ -43,8 +43,8 @@ final class PartialFile {
     /// What an earlier run left that can be resumed: the bytes held, the
     /// validator they came with, the body's whole length as that response
     /// gave it (nil when it did not, or an older version wrote the file), the
-    /// redirects it came through and its content type (nil when it gave
-    /// none, or an older version wrote the file).
+    /// redirects it came through and what it said of the body (`BodyLabels`:
+    /// none when it said nothing, or an older version wrote the file).
     let resumable: (size: Int64, validator: String, total: Int64?, route: String, labels: BodyLabels)?
     /// How the file was opened, when it was created empty just now (the
     /// common case): spares the writer a look at the descriptor.
