@@ -10,8 +10,9 @@
 // Retry-After, as a rate-limited API or CDN does.
 //
 // --make-samples fills DIR with real media to serve, and exits: N JPEG photos
-// (default 200, each with other bytes) in photos/, one of them again as
-// photos/copy-of-000.jpg, and a sound in each format libsndfile writes for the
+// (default 200, each with other bytes) in photos/, the first of them again as
+// photos/copy-of-000.jpg (as many zeros as the other names have digits: 0000
+// from 1,001 photos), and a sound in each format libsndfile writes for the
 // tests (WAV, AIFF, FLAC, Ogg Vorbis) in sounds/.
 
 import Foundation
@@ -36,7 +37,8 @@ let help = """
       --rate-limit N[/S]    serve at most N requests in each window of S seconds
                             (default 1); answer the rest 429 with Retry-After
       --make-samples DIR    write real media into DIR and exit: N JPEG photos in
-                            photos/ (one again as photos/copy-of-000.jpg) and a sound
+                            photos/ (the first again as photos/copy-of-000.jpg,
+                            with more zeros past 1,000 photos) and a sound
                             in each of WAV, AIFF, FLAC and Ogg Vorbis in sounds/
       --photos N            how many photos --make-samples writes (default 200)
 
