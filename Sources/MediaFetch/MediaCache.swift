@@ -284,9 +284,15 @@ public final class MediaCache: Sendable {
 
     /// The cache root to use: `explicit` (`--cache`), else `MEDIAFETCH_CACHE`, else `./Cache`.
     public static func resolveRoot(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        namedRoot(explicit: explicit, environment: environment) ?? "Cache"
+    }
+
+    /// The cache root `explicit` (`--cache`) or `$MEDIAFETCH_CACHE` names,
+    /// in that order; nil when neither does and the default applies.
+    public static func namedRoot(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         if let explicit, !explicit.isEmpty { return explicit }
         if let fromEnvironment = environment["MEDIAFETCH_CACHE"], !fromEnvironment.isEmpty { return fromEnvironment }
-        return "Cache"
+        return nil
     }
 
     /// The catalog's objects that have no file in the store, or one not of

@@ -31,7 +31,10 @@ public struct DescriptorBudget: Sendable, Equatable {
 
     /// Whether the limit leaves under `minimumFree` beside the descriptors
     /// the process was started with.
-    public var isTooLow: Bool { limit - inherited < Self.minimumFree }
+    public var isTooLow: Bool { free < Self.minimumFree }
+
+    /// What the limit leaves beside the descriptors the process was started with.
+    private var free: Int { limit - inherited }
 
     /// The least limit that would do with the descriptors the process was started with.
     public var leastLimitNeeded: Int { inherited + Self.minimumFree }
@@ -45,7 +48,7 @@ public struct DescriptorBudget: Sendable, Equatable {
 
     /// Why no command can run under this limit, if none can (see `leastFreeForAnyCommand`).
     public var problemForAnyCommand: String? {
-        guard limit - inherited < Self.leastFreeForAnyCommand else { return nil }
+        guard free < Self.leastFreeForAnyCommand else { return nil }
         return tooLow(for: "mediafetch", needing: inherited + Self.leastFreeForAnyCommand)
     }
 
@@ -93,7 +96,7 @@ public struct DescriptorBudget: Sendable, Equatable {
     }
 
     /// Descriptors left for transfers, items in flight and items waiting to retry.
-    private var available: Int { max(0, limit - inherited - Self.reserved - heldFinishedBodies) }
+    private var available: Int { max(0, free - Self.reserved - heldFinishedBodies) }
 
     /// What `countInherited` found at start-up (see `TransferEngine.prepareProcess`); 0 until then.
     static let inheritedAtStart = Atomic(0)

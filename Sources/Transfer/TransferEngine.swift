@@ -166,15 +166,6 @@ public final class TransferEngine: Sendable {
         reserveDescriptorTable()
     }
 
-    /// How many more times than it has retries a URL may be turned away, for
-    /// want of room, by a host that serves others meanwhile and is held to
-    /// fewer now, without using one up: that is mediafetch's doing. Under
-    /// `--retries 0` the host's first burst and each try of one more failed
-    /// URLs; the burst's retries may come back before the limit is down to
-    /// what the host takes, and on a loaded machine (a CI run of every test
-    /// at once on two cores) a URL was turned away a third time before it was.
-    static let turnAwaysForgivenBeyondRetries = 3
-
     /// Descriptor numbers the process's table is grown to at start-up.
     /// A run of 2000 small files at the defaults reached 1,125 (finished
     /// bodies hold theirs until stored).
@@ -512,6 +503,15 @@ public final class TransferEngine: Sendable {
         // The password goes first: cut, a long host lost the `@` that marks it.
         URLPassword.replaced(in: String(url.prefix { $0 != "?" }), with: "***").cut(toScalars: 300)
     }
+
+    /// How many more times than it has retries a URL may be turned away, for
+    /// want of room, by a host that serves others meanwhile and is held to
+    /// fewer now, without using one up: that is mediafetch's doing. Under
+    /// `--retries 0` the host's first burst and each try of one more failed
+    /// URLs; the burst's retries may come back before the limit is down to
+    /// what the host takes, and on a loaded machine (a CI run of every test
+    /// at once on two cores) a URL was turned away a third time before it was.
+    static let turnAwaysForgivenBeyondRetries = 3
 
     /// Judges an attempt that asked for bytes from `offset` on: done, again
     /// at once, again after a wait, or a final error (thrown). Never inlined:

@@ -64,8 +64,8 @@ struct CacheOptions: ParsableArguments {
             throw Exit.cacheUnusable
         }
         // A run from another directory than usual made a new ./Cache without a word: said.
-        let named = (cache ?? ProcessInfo.processInfo.environment["MEDIAFETCH_CACHE"]).map { !$0.isEmpty } ?? false
-        let newDefault = !mustExist && !named && !FileManager.default.fileExists(atPath: root + "/catalog.sqlite")
+        let newDefault = !mustExist && MediaCache.namedRoot(explicit: cache) == nil
+            && !FileManager.default.fileExists(atPath: root + "/catalog.sqlite")
         do {
             let cache = try MediaCache(root: root, readingOnly: mustExist) {
                 // A silent minute would look like a hang: another program holds the catalog.
