@@ -54,13 +54,14 @@ LARGE_SIZE_MB="${LARGE_SIZE_MB:-64}"
 # curl+sync is curl followed by sync(1): what curl costs when its files are on
 # disk at the end, as mediafetch's are (context, not the target: the target is plain curl).
 TOOLS=(mediafetch curl curl+sync aria2c)
-if [[ -n "${BASELINE_BIN:-}" ]]; then
-    [[ -x "$BASELINE_BIN" ]] || { printf 'bench: error: BASELINE_BIN=%s is not an executable\n' "$BASELINE_BIN" >&2; exit 1; }
-    TOOLS=(mediafetch baseline curl curl+sync aria2c)
-fi
 
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
+
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+    [[ -x "$BASELINE_BIN" ]] || die "BASELINE_BIN=$BASELINE_BIN is not an executable"
+    TOOLS=(mediafetch baseline curl curl+sync aria2c)
+fi
 
 for var in RUNS JOBS SMALL_COUNT SMALL_SIZE_KB LARGE_COUNT LARGE_SIZE_MB; do
     [[ "${!var}" =~ ^[1-9][0-9]*$ ]] || die "$var must be a positive integer (got '${!var}')"
