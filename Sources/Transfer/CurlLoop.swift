@@ -536,16 +536,21 @@ final class CurlLoop: Sendable {
     let counters = LoopCounters()
     /// The engine's partial directory (see `init`).
     private let partialDirectory: String
+    /// What the resolver said of names that did not resolve (see `HostNames`).
+    private let names: NameVerdicts
 
     /// `maxConnections`: the size of libcurl's cache of connections, in use
     /// and kept for reuse (`DescriptorBudget.connections`; libcurl may open
     /// one more per running transfer past it, and closes the extra ones as
     /// the transfers end).
     /// `partialDirectory`: where the engine's partials are, which the loop marks alive (see `PartialFile.markAlive`).
+    /// `names`: the engine's verdicts on names that did not resolve; one found
+    /// not to exist gives its host up at its next failure.
     init(configuration: TransferConfiguration, maxConnections: Int, partialDirectory: String,
-         events: AsyncStream<TransferEvent>.Continuation) throws {
+         names: NameVerdicts, events: AsyncStream<TransferEvent>.Continuation) throws {
         self.multi = try CurlMulti()
         self.partialDirectory = partialDirectory
+        self.names = names
         self.configuration = configuration
         self.events = events
         let builtInCAFile = (try? CurlEasy())?.string(CURLINFO_CAINFO)
@@ -837,6 +842,8 @@ final class CurlLoop: Sendable {
                 let gaveUp = reachability?.failedWithoutAnswer(attempt.host, transfer: attempt.id,
                                                                reason: outcome.abort?.message ?? outcome.curlMessage,
                                                                madeConnection: attempt.connected,
+                                                               noSuchName: code == CURLE_COULDNT_RESOLVE_HOST
+                                                                   && names.knownNotToExist(named: outcome.curlMessage),
                                                                started: attempt.startedAt, queued: attempt.queuedAt,
                                                                at: now) == true
                 if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {

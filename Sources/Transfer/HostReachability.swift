@@ -140,8 +140,11 @@ struct HostReachability {
     /// `SlotQueue`), and with more such hosts than slots each waited longer
     /// than the patience, so its streak began again every time, and it was
     /// never given up (40 silent hosts at 16 slots: 21 min).
+    /// `noSuchName`: its name is one the resolver says does not exist (see
+    /// `HostNames`): the host is given up at once, whatever the patience.
     @discardableResult
     mutating func failedWithoutAnswer(_ host: String, transfer: TransferID, reason: String, madeConnection: Bool = false,
+                                      noSuchName: Bool = false,
                                       started: ContinuousClock.Instant, queued: ContinuousClock.Instant? = nil,
                                       at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
@@ -162,15 +165,17 @@ struct HostReachability {
         streak.failures += 1
         streak.last = max(streak.last, now)
         failing[host] = streak
-        guard streak.failures >= leastFailures, now - streak.since >= patience else { return false }
+        guard noSuchName || (streak.failures >= leastFailures && now - streak.since >= patience) else { return false }
         let tried = now - streak.began
         failing[host] = nil
         let every = NumberText.wait(trialInterval.seconds)
         let what = streak.connections ? "no answer from" : "no connection to"
+        let why = noSuchName ? "\(host) has no such name"
+            : "\(what) \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying"
+        let until = noSuchName ? "the name resolves" : "it answers again"
         givenUp[host] = GivenUp(
             refusal: TransferError(.hostGivenUp,
-                "given up: \(what) \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying "
-                + "(\(reason)); its URLs fail at once until it answers again (one is let through every \(every))"),
+                "given up: \(why) (\(reason)); its URLs fail at once until \(until) (one is let through every \(every))"),
             nextTrial: now + trialInterval, firstTransfer: streak.firstTransfer, otherTransfers: streak.otherTransfers)
         return true
     }

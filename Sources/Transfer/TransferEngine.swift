@@ -75,6 +75,8 @@ public final class TransferEngine: Sendable {
     private let finishedBudget: FinishedFile.Budget
     /// The proxies the environment names, to name in a failure to reach one.
     private let proxies = ProxyEnvironment()
+    /// What the resolver says of names libcurl could not resolve.
+    private let nameVerdicts: NameVerdicts
 
     /// How the limit on open files is shared out; `configuration`'s
     /// transfers are at most its `maxJobs`.
@@ -93,9 +95,12 @@ public final class TransferEngine: Sendable {
         try self.init(configuration: requested, partialDirectory: partialDirectory, chunkPool: HashingWriter.pool)
     }
 
-    /// An engine whose bodies take their chunks from `chunkPool` (tests use one of their own).
-    init(configuration requested: TransferConfiguration, partialDirectory: String, chunkPool: ChunkPool) throws {
+    /// An engine whose bodies take their chunks from `chunkPool`, and that asks
+    /// `hostNames` about names that do not resolve (tests give their own).
+    init(configuration requested: TransferConfiguration, partialDirectory: String, chunkPool: ChunkPool,
+         hostNames: HostNames = .system) throws {
         self.chunkPool = chunkPool
+        nameVerdicts = NameVerdicts(hostNames)
         descriptorBudget = DescriptorBudget.current(heldFinishedBodies: requested.maxHeldFinishedBodies)
         var configuration = requested
         configuration.maxConcurrentTransfers = min(requested.maxConcurrentTransfers, descriptorBudget.maxJobs)
@@ -112,7 +117,7 @@ public final class TransferEngine: Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
         loop = try CurlLoop(configuration: configuration,
                             maxConnections: descriptorBudget.connections(jobs: configuration.maxConcurrentTransfers),
-                            partialDirectory: partialDirectory, events: eventSink)
+                            partialDirectory: partialDirectory, names: nameVerdicts, events: eventSink)
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
         // Four of the largest chunks a slot for the first 16 slots, two for
         // each past them: with two, a 64 MiB body's writer often had them all
@@ -453,7 +458,9 @@ public final class TransferEngine: Sendable {
         if let first {
             tally.attempt += 1
             tally.requests += 1
-            switch try judge(first.outcome, offset: first.offset, id: id, target: target, sink: sink, tally: &tally) {
+            let noSuchName = await nameDoesNotExist(first.outcome)
+            switch try judge(first.outcome, offset: first.offset, id: id, target: target, sink: sink,
+                             noSuchName: noSuchName, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
             case .again: wait = nil
             case .wait(let delay): wait = delay
@@ -471,12 +478,21 @@ public final class TransferEngine: Sendable {
             let offset = tally.asksWhole ? 0 : sink.resumeOffset
             // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
             let outcome = await run(makeAttempt(id: id, target: target, number: tally.attempt, sink: sink, asksWhole: tally.asksWhole))
-            switch try judge(outcome, offset: offset, id: id, target: target, sink: sink, tally: &tally) {
+            let noSuchName = await nameDoesNotExist(outcome)
+            switch try judge(outcome, offset: offset, id: id, target: target, sink: sink, noSuchName: noSuchName, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
             case .again: wait = nil
             case .wait(let delay): wait = delay
             }
         }
+    }
+
+    /// Whether `outcome` failed on a name that the resolver says does not
+    /// exist (see `HostNames`): asked only of a name libcurl could not resolve.
+    private func nameDoesNotExist(_ outcome: AttemptOutcome) async -> Bool {
+        guard outcome.curlCode == Int(CURLE_COULDNT_RESOLVE_HOST.rawValue), outcome.abort == nil, !outcome.cancelled,
+              let name = HostNames.unresolvedName(in: outcome.curlMessage) else { return false }
+        return await nameVerdicts.verdict(for: name) == .doesNotExist
     }
 
     /// Whether a status that answered a resume (`Range` with `If-Range`) may
@@ -514,11 +530,12 @@ public final class TransferEngine: Sendable {
     static let turnAwaysForgivenBeyondRetries = 3
 
     /// Judges an attempt that asked for bytes from `offset` on: done, again
-    /// at once, again after a wait, or a final error (thrown). Never inlined:
+    /// at once, again after a wait, or a final error (thrown). `noSuchName`:
+    /// it failed on a name the resolver says does not exist. Never inlined:
     /// inlined, its locals would be kept in `perform`'s frame.
     @inline(never)
     private func judge(_ outcome: AttemptOutcome, offset: Int64, id: TransferID, target: RequestTarget, sink: any BodySink,
-                       tally: inout AttemptTally) throws(TransferError) -> AfterAttempt {
+                       noSuchName: Bool, tally: inout AttemptTally) throws(TransferError) -> AfterAttempt {
         // A whole body began in place of the bytes held: its own may be resumed.
         if tally.asksWhole, (200...299).contains(outcome.head.status) { tally.asksWhole = false }
         var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
@@ -553,6 +570,8 @@ public final class TransferEngine: Sendable {
                                   retryAfter: error.retryAfter)
         }
         if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
+        // A misspelt host: no retry mends it, and its host's patience took 30 s to say so.
+        if noSuchName { throw TransferError(error.kind, "\(error.message) (no such name: not tried again)") }
         if error.kind == .http(status: 416), offset > 0, offset == sink.bytesHeld,
            let held = sink.wholeBodyHeld(answeredBy: outcome.head) {
             // Every byte is held already (a body complete when the last run

@@ -403,6 +403,49 @@ import TestSupport
         }
     }
 
+    /// A host whose name does not exist (a typo) fails each of its URLs in
+    /// one line at its first attempt, where they were retried until the
+    /// host's patience ran out (50 URLs: 30 s); the other URLs are fetched.
+    /// `.invalid` is reserved never to exist; where this machine's resolver
+    /// cannot say so (no DNS server at all), the URLs are retried as before,
+    /// and only what holds either way is checked.
+    @Test func aHostNameThatDoesNotExistFailsItsURLsAtOnce() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/ok.jpg", data: fixtureBytes(count: 1000, seed: 61))
+            let cache = directory.appending("cache")
+            let typos = (1...20).map { "http://no-such-host.invalid/\($0).jpg" }
+            let input = directory.appending("urls.txt")
+            try (typos + [origin.url("/ok.jpg")]).joined(separator: "\n").write(toFile: input, atomically: true, encoding: .utf8)
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "1", "--host-patience", "2",
+                                                      "--input-file", input])
+
+            #expect(result.status == 1)
+            let failures = result.stderrLines.filter { $0.hasPrefix("mediafetch: failed ") }
+            #expect(Set(failures.compactMap { $0.split(separator: " ").dropFirst(2).first.map { String($0.dropLast()) } }) == Set(typos))
+            #expect(failures.count == typos.count)
+            if Self.resolverSaysNoSuchName("no-such-host.invalid") {
+                for line in failures {
+                    #expect(line.hasSuffix(": Could not resolve host: no-such-host.invalid (no such name: not tried again)")
+                        || line.contains(": given up: no-such-host.invalid:80 has no such name (Could not resolve host: no-such-host.invalid)")
+                        || line.hasSuffix(": its host, no-such-host.invalid:80, is given up (as above)"), "\(line)")
+                }
+                #expect(!result.stderr.contains("attempts"), "\(result.stderr)")
+            }
+            #expect(try await listJSON(cache).map { $0["url"] as? String } == [origin.url("/ok.jpg")])
+        }
+    }
+
+    /// Whether this machine's resolver answers that `name` does not exist.
+    private static func resolverSaysNoSuchName(_ name: String) -> Bool {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(name, nil, &hints, &found)
+        if let found { freeaddrinfo(found) }
+        return status == EAI_NONAME
+    }
+
     @Test func aCatalogThatIsNotADatabaseStopsTheRunBeforeAnyDownload() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/a.jpg", data: fixtureBytes(count: 1000, seed: 30))

@@ -25,14 +25,14 @@ import URLText
     /// the engine's events collected until it shuts down.
     private func withEngine(
         retries: Int = 4, adjust: (inout TransferConfiguration) -> Void = { _ in },
-        chunkPool: ChunkPool = HashingWriter.pool,
+        chunkPool: ChunkPool = HashingWriter.pool, hostNames: HostNames = .system,
         _ body: (TestOrigin, TransferEngine, TemporaryDirectory) async throws -> Void
     ) async throws -> [TransferEvent] {
         try await withOrigin { origin, directory in
             var configuration = configuration(retries: retries)
             adjust(&configuration)
             let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"),
-                                            chunkPool: chunkPool)
+                                            chunkPool: chunkPool, hostNames: hostNames)
             let collector = Task { () -> [TransferEvent] in
                 var events: [TransferEvent] = []
                 for await event in engine.events {
@@ -1619,6 +1619,48 @@ import URLText
             let error = await #expect(throws: TransferError.self) { try await engine.download("http://u:p@ss@127.0.0.1:1/a.jpg") }
             #expect(error?.message.hasSuffix("(an @ in a user name or password is written %40)") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("p@ss") == false)
+        }
+    }
+
+    /// A name the resolver says does not exist (a typo in a host) fails its
+    /// URL at its first attempt, and its host's other URLs without a retry;
+    /// a name it cannot say of (offline) is retried as before. (libcurl
+    /// cannot resolve `.invalid` names, reserved never to exist; the verdicts
+    /// are the test's, whatever this machine's resolver says.)
+    @Test func aNameThatDoesNotExistIsNotTriedAgain() async throws {
+        let lookups = Mutex<[String]>([])
+        let names = HostNames { name in
+            lookups.withLock { $0.append(name) }
+            return name == "typo.invalid" ? .doesNotExist : .unknown
+        }
+        _ = try await withEngine(retries: 2, hostNames: names) { _, engine, _ in
+            let error = await #expect(throws: TransferError.self) { try await engine.download("http://typo.invalid/a.jpg") }
+            #expect(error?.message == "Could not resolve host: typo.invalid (no such name: not tried again)")
+            #expect(engine.attemptsMade.load(ordering: .relaxed) == 1)
+            let messages = await withTaskGroup(of: String.self) { group in
+                for index in 0..<6 {
+                    group.addTask {
+                        do throws(TransferError) {
+                            _ = try await engine.download("http://typo.invalid/\(index).jpg")
+                            return "downloaded"
+                        } catch {
+                            return error.message
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            for message in messages {
+                #expect(message == "Could not resolve host: typo.invalid (no such name: not tried again)"
+                    || message.hasPrefix("given up: typo.invalid:80 has no such name (Could not resolve host: typo.invalid); "),
+                        "\(message)")
+            }
+            // One attempt a URL at most (a URL of the host given up makes none), and one lookup in all.
+            #expect(engine.attemptsMade.load(ordering: .relaxed) <= 7)
+            let looked = lookups.withLock { $0 }
+            #expect(looked == ["typo.invalid"])
+            let retried = await #expect(throws: TransferError.self) { try await engine.download("http://offline.invalid/a.jpg") }
+            #expect(retried?.message == "Could not resolve host: offline.invalid (after 3 attempts)")
         }
     }
 

@@ -35,6 +35,30 @@ import TestSupport
         #expect(reachability.refusal(for: "alive.test:80", transfer: url, at: start + .seconds(31)) == nil)
     }
 
+    /// A name the resolver says does not exist gives its host up at its first
+    /// failure, where the same failure without that verdict waits for the patience.
+    @Test func aNameThatDoesNotExistGivesItsHostUpAtOnce() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let reason = "Could not resolve host: typo.test"
+        let otherGaveUp = reachability.failedWithoutAnswer("other.test:80", transfer: url, reason: reason, started: start, at: start)
+        #expect(!otherGaveUp)
+        let gaveUp = reachability.failedWithoutAnswer("typo.test:80", transfer: url, reason: reason, noSuchName: true,
+                                                      started: start, at: start + .milliseconds(20))
+        #expect(gaveUp)
+        let refusal = reachability.refusal(for: "typo.test:80", transfer: TransferID(rawValue: 2), at: start + .seconds(1))
+        #expect(refusal?.kind == .hostGivenUp)
+        #expect(refusal?.message == "given up: typo.test:80 has no such name (Could not resolve host: typo.test); "
+            + "its URLs fail at once until the name resolves (one is let through every 5 s)")
+        let otherRefusal = reachability.refusal(for: "other.test:80", transfer: url, at: start + .seconds(1))
+        #expect(otherRefusal == nil)
+        // A URL is let through every 5 s, and an answer takes the host back (the name was fixed).
+        let trial = reachability.refusal(for: "typo.test:80", transfer: TransferID(rawValue: 3), at: start + .seconds(6))
+        #expect(trial == nil)
+        reachability.answered("typo.test:80")
+        let afterAnswer = reachability.refusal(for: "typo.test:80", transfer: TransferID(rawValue: 4), at: start + .seconds(6))
+        #expect(afterAnswer == nil)
+    }
+
     private func fail(_ reachability: inout HostReachability, _ host: String, at second: Int) {
         reachability.failedWithoutAnswer(host, transfer: url, reason: "refused", started: start + .seconds(second), at: start + .seconds(second))
     }
