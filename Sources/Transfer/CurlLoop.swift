@@ -843,7 +843,8 @@ final class CurlLoop: Sendable {
                                                                reason: outcome.abort?.message ?? outcome.curlMessage,
                                                                madeConnection: attempt.connected,
                                                                noSuchName: code == CURLE_COULDNT_RESOLVE_HOST
-                                                                   && names.knownNotToExist(named: outcome.curlMessage),
+                                                                   && names.knownNotToExist(failureMessage: outcome.curlMessage,
+                                                                                            hostKey: attempt.host),
                                                                started: attempt.startedAt, queued: attempt.queuedAt,
                                                                at: now) == true
                 if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {

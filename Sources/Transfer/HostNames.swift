@@ -29,8 +29,10 @@ public struct HostNames: Sendable {
         self.lookUp = lookUp
     }
 
-    /// The system's resolver, through `getaddrinfo` as libcurl uses it
-    /// (any address family, stream sockets).
+    /// The system's resolver, through `getaddrinfo` for stream sockets of
+    /// any address family (libcurl asks for IPv4 alone where IPv6 does not
+    /// work: a name with only an IPv6 address is found here, and then tried
+    /// again, the safe side).
     public static let system = HostNames { name in
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -49,10 +51,9 @@ public struct HostNames: Sendable {
         status == EAI_NONAME ? .doesNotExist : .unknown
     }
 
-    /// The host name in libcurl's "Could not resolve host: NAME", when it is
-    /// a plain ASCII name; nil for another message, or a name the system's
-    /// resolver may read otherwise than libcurl did (an internationalised
-    /// one, which libcurl converts first).
+    /// The host name in libcurl's "Could not resolve host: NAME" (the name
+    /// it gave the resolver: an internationalised one already converted),
+    /// when it is a plain ASCII name; nil for another message.
     static func unresolvedName(in message: String) -> String? {
         let prefix = "Could not resolve host: "
         guard message.hasPrefix(prefix) else { return nil }
@@ -68,17 +69,31 @@ public struct HostNames: Sendable {
         }) else { return nil }
         return String(Substring(name))
     }
+
+    /// Whether `name`, as libcurl's message gives it, is the host of
+    /// `hostKey` (`RequestTarget.hostKey`, "host:port"). libcurl says
+    /// "Could not resolve host" of a SOCKS proxy's name too: that is not
+    /// the host's. (An internationalised host's key keeps its Unicode form,
+    /// which libcurl's converted name is not: such a name is tried again.)
+    static func isName(_ name: String, of hostKey: String) -> Bool {
+        let lowered = name.lowercased()
+        guard hostKey.hasPrefix(lowered + ":") else { return false }
+        return hostKey.utf8.dropFirst(lowered.utf8.count + 1).allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
 }
 
 /// The verdicts of `HostNames` for one engine: each name is looked up once
 /// at a time however many of its transfers failed meanwhile, on a thread of
-/// its own (a lookup may block for seconds); "does not exist" is kept for
-/// the engine's life, "unknown" for `unknownLifetime`, so that a host whose
-/// lookups fail for want of a resolver is asked about once in that time,
-/// not once a failed attempt.
+/// its own (a lookup may block for seconds). A verdict is kept for a while:
+/// "unknown" for `unknownLifetime`, so that a host whose lookups fail for
+/// want of a resolver is asked about once in that time, not once a failed
+/// attempt; "does not exist" for `doesNotExistLifetime`, as a name may come
+/// to exist (a VPN that comes up, a record that spreads).
 final class NameVerdicts: Sendable {
     private let names: HostNames
     private let unknownLifetime: Duration
+    private let doesNotExistLifetime: Duration
+    private let longestWait: DispatchTimeInterval
     private let entries = Mutex<[String: Entry]>([:])
     private let nextWaiter = Atomic<UInt64>(0)
     private static let lookups = DispatchQueue(label: "mediafetch.names", attributes: .concurrent)
@@ -89,14 +104,22 @@ final class NameVerdicts: Sendable {
         case known(HostNames.Verdict, at: ContinuousClock.Instant)
     }
 
-    init(_ names: HostNames, unknownLifetime: Duration = .seconds(5)) {
+    /// `longestWait`: how long a caller waits for a lookup before it is
+    /// answered `.unknown` (the lookup goes on, and its verdict counts for
+    /// the next failure): a resolver that hangs (a stuck name service
+    /// module) must not hold a URL past the time libcurl gave its own lookup.
+    init(_ names: HostNames, longestWait: Duration = .seconds(2),
+         unknownLifetime: Duration = .seconds(5), doesNotExistLifetime: Duration = .seconds(60)) {
         self.names = names
         self.unknownLifetime = unknownLifetime
+        self.doesNotExistLifetime = doesNotExistLifetime
+        let (seconds, attoseconds) = max(longestWait, .zero).components
+        self.longestWait = .nanoseconds(Int(clamping: seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
     }
 
     /// What the resolver says of `name`: remembered, or looked up now. A
-    /// cancelled caller is answered `.unknown` at once, without waiting for
-    /// a lookup that may take seconds.
+    /// cancelled caller is answered `.unknown` at once, and any caller after
+    /// `longestWait`, rather than wait for a lookup that may take long.
     func verdict(for name: String) async -> HostNames.Verdict {
         let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
         return await withTaskCancellationHandler {
@@ -105,7 +128,7 @@ final class NameVerdicts: Sendable {
                     // Checked under the lock `onCancel` takes: cancelled before, it found no waiter to answer.
                     if Task.isCancelled { return (.unknown, false) }
                     switch entries[name] {
-                    case .known(let verdict, let at)? where verdict == .doesNotExist || .now - at < unknownLifetime:
+                    case .known(let verdict, let at)? where .now - at < lifetime(of: verdict):
                         return (verdict, false)
                     case .asking(var waiters)?:
                         waiters[waiter] = continuation
@@ -116,27 +139,41 @@ final class NameVerdicts: Sendable {
                         return (nil, true)
                     }
                 }
-                if let answer { continuation.resume(returning: answer) }
+                if let answer {
+                    continuation.resume(returning: answer)
+                    return
+                }
                 if startsLookup {
                     Self.lookups.async { [names] in self.settle(name, names.lookUp(name)) }
                 }
+                Self.lookups.asyncAfter(deadline: .now() + longestWait) { self.stopWaiting(waiter, for: name) }
             }
         } onCancel: {
-            let continuation = entries.withLock { entries -> CheckedContinuation<HostNames.Verdict, Never>? in
-                guard case .asking(var waiters)? = entries[name], let continuation = waiters.removeValue(forKey: waiter) else { return nil }
-                entries[name] = .asking(waiters)
-                return continuation
-            }
-            continuation?.resume(returning: .unknown)
+            stopWaiting(waiter, for: name)
         }
     }
 
-    /// Whether libcurl's failure `message` names a name already found not to
-    /// exist (see `HostNames.unresolvedName`). Never waits for a lookup.
-    func knownNotToExist(named message: String) -> Bool {
-        guard let name = HostNames.unresolvedName(in: message) else { return false }
+    private func lifetime(of verdict: HostNames.Verdict) -> Duration {
+        verdict == .doesNotExist ? doesNotExistLifetime : unknownLifetime
+    }
+
+    /// Answers `waiter` `.unknown` if it still waits for the lookup of `name`.
+    private func stopWaiting(_ waiter: UInt64, for name: String) {
+        let continuation = entries.withLock { entries -> CheckedContinuation<HostNames.Verdict, Never>? in
+            guard case .asking(var waiters)? = entries[name], let continuation = waiters.removeValue(forKey: waiter) else { return nil }
+            entries[name] = .asking(waiters)
+            return continuation
+        }
+        continuation?.resume(returning: .unknown)
+    }
+
+    /// Whether libcurl's `failureMessage` ("Could not resolve host: NAME")
+    /// names a name found not to exist, and that name is the one of
+    /// `hostKey` (see `HostNames.isName`). Never waits for a lookup.
+    func knownNotToExist(failureMessage: String, hostKey: String) -> Bool {
+        guard let name = HostNames.unresolvedName(in: failureMessage), HostNames.isName(name, of: hostKey) else { return false }
         return entries.withLock { entries in
-            if case .known(.doesNotExist, _)? = entries[name] { return true }
+            if case .known(.doesNotExist, let at)? = entries[name], .now - at < doesNotExistLifetime { return true }
             return false
         }
     }

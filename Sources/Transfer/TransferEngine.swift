@@ -100,7 +100,8 @@ public final class TransferEngine: Sendable {
     init(configuration requested: TransferConfiguration, partialDirectory: String, chunkPool: ChunkPool,
          hostNames: HostNames = .system) throws {
         self.chunkPool = chunkPool
-        nameVerdicts = NameVerdicts(hostNames)
+        // No longer than libcurl's own lookup may take (within the connect timeout).
+        nameVerdicts = NameVerdicts(hostNames, longestWait: .milliseconds(Int(min(2, max(0, requested.connectTimeout)) * 1000)))
         descriptorBudget = DescriptorBudget.current(heldFinishedBodies: requested.maxHeldFinishedBodies)
         var configuration = requested
         configuration.maxConcurrentTransfers = min(requested.maxConcurrentTransfers, descriptorBudget.maxJobs)
@@ -458,7 +459,7 @@ public final class TransferEngine: Sendable {
         if let first {
             tally.attempt += 1
             tally.requests += 1
-            let noSuchName = await nameDoesNotExist(first.outcome)
+            let noSuchName = await nameDoesNotExist(first.outcome, target: target)
             switch try judge(first.outcome, offset: first.offset, id: id, target: target, sink: sink,
                              noSuchName: noSuchName, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
@@ -478,7 +479,7 @@ public final class TransferEngine: Sendable {
             let offset = tally.asksWhole ? 0 : sink.resumeOffset
             // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
             let outcome = await run(makeAttempt(id: id, target: target, number: tally.attempt, sink: sink, asksWhole: tally.asksWhole))
-            let noSuchName = await nameDoesNotExist(outcome)
+            let noSuchName = await nameDoesNotExist(outcome, target: target)
             switch try judge(outcome, offset: offset, id: id, target: target, sink: sink, noSuchName: noSuchName, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
             case .again: wait = nil
@@ -487,11 +488,15 @@ public final class TransferEngine: Sendable {
         }
     }
 
-    /// Whether `outcome` failed on a name that the resolver says does not
-    /// exist (see `HostNames`): asked only of a name libcurl could not resolve.
-    private func nameDoesNotExist(_ outcome: AttemptOutcome) async -> Bool {
+    /// Whether `outcome` (an attempt at `target`) failed on a host name that
+    /// the resolver says does not exist (see `HostNames`): asked only of the
+    /// name of the host asked for, or redirected to, that libcurl could not
+    /// resolve (not a SOCKS proxy's, which libcurl reports the same way).
+    private func nameDoesNotExist(_ outcome: AttemptOutcome, target: RequestTarget) async -> Bool {
         guard outcome.curlCode == Int(CURLE_COULDNT_RESOLVE_HOST.rawValue), outcome.abort == nil, !outcome.cancelled,
               let name = HostNames.unresolvedName(in: outcome.curlMessage) else { return false }
+        let hostKey = outcome.redirects == 0 ? target.hostKey : outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey }
+        guard let hostKey, HostNames.isName(name, of: hostKey) else { return false }
         return await nameVerdicts.verdict(for: name) == .doesNotExist
     }
 

@@ -4,7 +4,8 @@ import Testing
 @testable import Transfer
 
 /// What the resolver says of names libcurl could not resolve, and how often it is asked.
-@Suite struct HostNamesTests {
+@Suite(.timeLimit(.minutes(1))) // a lookup waited for wrongly would hang here
+struct HostNamesTests {
     @Test func theNameIsTakenFromLibcurlsMessageWhenItIsAPlainOne() {
         #expect(HostNames.unresolvedName(in: "Could not resolve host: photos.example.com") == "photos.example.com")
         #expect(HostNames.unresolvedName(in: "Could not resolve host: under_score-1.test") == "under_score-1.test")
@@ -15,6 +16,16 @@ import Testing
         #expect(HostNames.unresolvedName(in: "Could not resolve host: a.example (more)") == nil)
         #expect(HostNames.unresolvedName(in: "Could not resolve host: " + String(repeating: "a", count: 254)) == nil)
         #expect(HostNames.unresolvedName(in: "Failed to connect to a.example port 80") == nil)
+    }
+
+    @Test func onlyTheNameOfTheHostAskedForCounts() {
+        #expect(HostNames.isName("photos.example.com", of: "photos.example.com:443"))
+        #expect(HostNames.isName("Photos.Example.COM", of: "photos.example.com:80"))
+        // A SOCKS proxy's name (libcurl says "Could not resolve host" of it too), or a part of the host's.
+        #expect(!HostNames.isName("proxy.example", of: "photos.example.com:443"))
+        #expect(!HostNames.isName("photos", of: "photos.example.com:443"))
+        #expect(!HostNames.isName("photos.example.com", of: "photos.example.com.evil:443"))
+        #expect(!HostNames.isName("photos.example.com", of: "photos.example.com:443x"))
     }
 
     @Test func onlyNoSuchNameSaysTheNameDoesNotExist() {
@@ -43,11 +54,11 @@ import Testing
 
     @Test func failuresOfOneNameMeanwhileShareOneLookupAndANameThatDoesNotExistIsRemembered() async throws {
         let resolver = HeldResolver(.doesNotExist)
-        let verdicts = NameVerdicts(resolver.names)
+        let verdicts = NameVerdicts(resolver.names, longestWait: .seconds(3600))
         let waiters = (0..<8).map { _ in Task { await verdicts.verdict(for: "typo.example") } }
         // Every waiter is waiting before the lookup answers.
         while verdicts.waiters(for: "typo.example") < waiters.count { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(!verdicts.knownNotToExist(named: "Could not resolve host: typo.example"))
+        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: typo.example", hostKey: "typo.example:80"))
         resolver.release.signal()
         for waiter in waiters { #expect(await waiter.value == .doesNotExist) }
         let looked = resolver.lookups.withLock { $0 }
@@ -55,8 +66,9 @@ import Testing
         // Remembered: asked again, the resolver is not.
         #expect(await verdicts.verdict(for: "typo.example") == .doesNotExist)
         #expect(resolver.lookupCount == 1)
-        #expect(verdicts.knownNotToExist(named: "Could not resolve host: typo.example"))
-        #expect(!verdicts.knownNotToExist(named: "Could not resolve host: other.example"))
+        #expect(verdicts.knownNotToExist(failureMessage: "Could not resolve host: typo.example", hostKey: "typo.example:80"))
+        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: typo.example", hostKey: "cdn.example:443"))
+        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: other.example", hostKey: "other.example:80"))
     }
 
     @Test func anUnknownVerdictIsAskedAgainOnlyOnceItsLifetimeIsOver() async throws {
@@ -70,12 +82,38 @@ import Testing
         #expect(await longLived.verdict(for: "offline.example") == .unknown)
         #expect(await longLived.verdict(for: "offline.example") == .unknown)
         #expect(resolver.lookupCount == 3)
-        #expect(!longLived.knownNotToExist(named: "Could not resolve host: offline.example"))
+        #expect(!longLived.knownNotToExist(failureMessage: "Could not resolve host: offline.example", hostKey: "offline.example:80"))
+    }
+
+    @Test func aNameThatDoesNotExistIsAskedAgainOnceItsLifetimeIsOver() async throws {
+        let resolver = HeldResolver(.doesNotExist)
+        for _ in 0..<2 { resolver.release.signal() }
+        let verdicts = NameVerdicts(resolver.names, doesNotExistLifetime: .zero)
+        #expect(await verdicts.verdict(for: "new.example") == .doesNotExist)
+        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: new.example", hostKey: "new.example:80"))
+        #expect(await verdicts.verdict(for: "new.example") == .doesNotExist)
+        #expect(resolver.lookupCount == 2)
+    }
+
+    /// A resolver that hangs holds no URL past `longestWait`: it is answered
+    /// "unknown" (and tried again as before), and the lookup's verdict, when
+    /// it comes, counts for the next failure.
+    @Test func aLookupThatHangsIsWaitedForNoLongerThanTheLongestWait() async throws {
+        let resolver = HeldResolver(.doesNotExist)
+        let verdicts = NameVerdicts(resolver.names, longestWait: .milliseconds(50))
+        #expect(await verdicts.verdict(for: "hung.example") == .unknown)
+        #expect(verdicts.waiters(for: "hung.example") == 0)
+        resolver.release.signal()
+        while !verdicts.knownNotToExist(failureMessage: "Could not resolve host: hung.example", hostKey: "hung.example:80") {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(await verdicts.verdict(for: "hung.example") == .doesNotExist)
+        #expect(resolver.lookupCount == 1)
     }
 
     @Test func aCancelledWaiterIsAnsweredAtOnceWhileTheLookupGoesOn() async throws {
         let resolver = HeldResolver(.doesNotExist)
-        let verdicts = NameVerdicts(resolver.names)
+        let verdicts = NameVerdicts(resolver.names, longestWait: .seconds(3600))
         let cancelled = Task { await verdicts.verdict(for: "slow.example") }
         while resolver.lookupCount == 0 { try await Task.sleep(for: .milliseconds(5)) }
         while verdicts.waiters(for: "slow.example") == 0 { try await Task.sleep(for: .milliseconds(5)) }
