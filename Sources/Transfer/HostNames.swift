@@ -55,7 +55,16 @@ public struct HostNames: Sendable {
     /// it gave the resolver: an internationalised one already converted),
     /// when it is a plain ASCII name; nil for another message.
     static func unresolvedName(in message: String) -> String? {
-        let prefix = "Could not resolve host: "
+        name(after: "Could not resolve host: ", in: message)
+    }
+
+    /// The proxy's name in libcurl's "Could not resolve proxy: NAME" (an
+    /// HTTP proxy's), as `unresolvedName(in:)` reads the host's.
+    static func unresolvedProxyName(in message: String) -> String? {
+        name(after: "Could not resolve proxy: ", in: message)
+    }
+
+    private static func name(after prefix: String, in message: String) -> String? {
         guard message.hasPrefix(prefix) else { return nil }
         let name = message.utf8.dropFirst(prefix.utf8.count)
         guard !name.isEmpty, name.count <= 253, name.allSatisfy({ byte in

@@ -42,6 +42,13 @@ struct ProxyEnvironment: Sendable {
         return "\(message) (the proxy \(proxy.host):\(proxy.port), from $\(proxy.variable))"
     }
 
+    /// The variable naming the proxy a URL with `scheme` goes through, when
+    /// that proxy's host is `name` (see `named(in:scheme:)` for `no_proxy`).
+    func variable(ofProxyNamed name: String, scheme: String) -> String? {
+        guard let proxy = proxy(forScheme: scheme), proxy.host.lowercased() == name.lowercased() else { return nil }
+        return proxy.variable
+    }
+
     /// Host and port of libcurl's "Failed to connect to HOST port PORT after …".
     static func connectTarget(_ message: String) -> (host: String, port: Int)? {
         guard let start = message.range(of: "Failed to connect to ") else { return nil }

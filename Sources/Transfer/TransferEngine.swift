@@ -459,7 +459,7 @@ public final class TransferEngine: Sendable {
         if let first {
             tally.attempt += 1
             tally.requests += 1
-            let noSuchName = await nameDoesNotExist(first.outcome, target: target)
+            let noSuchName = await noSuchNameNote(first.outcome, target: target)
             switch try judge(first.outcome, offset: first.offset, id: id, target: target, sink: sink,
                              noSuchName: noSuchName, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
@@ -479,7 +479,7 @@ public final class TransferEngine: Sendable {
             let offset = tally.asksWhole ? 0 : sink.resumeOffset
             // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
             let outcome = await run(makeAttempt(id: id, target: target, number: tally.attempt, sink: sink, asksWhole: tally.asksWhole))
-            let noSuchName = await nameDoesNotExist(outcome, target: target)
+            let noSuchName = await noSuchNameNote(outcome, target: target)
             switch try judge(outcome, offset: offset, id: id, target: target, sink: sink, noSuchName: noSuchName, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
             case .again: wait = nil
@@ -488,16 +488,38 @@ public final class TransferEngine: Sendable {
         }
     }
 
-    /// Whether `outcome` (an attempt at `target`) failed on a host name that
-    /// the resolver says does not exist (see `HostNames`): asked only of the
-    /// name of the host asked for, or redirected to, that libcurl could not
-    /// resolve (not a SOCKS proxy's, which libcurl reports the same way).
-    private func nameDoesNotExist(_ outcome: AttemptOutcome, target: RequestTarget) async -> Bool {
-        guard outcome.curlCode == Int(CURLE_COULDNT_RESOLVE_HOST.rawValue), outcome.abort == nil, !outcome.cancelled,
-              let name = HostNames.unresolvedName(in: outcome.curlMessage) else { return false }
-        let hostKey = outcome.redirects == 0 ? target.hostKey : outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey }
-        guard let hostKey, HostNames.isName(name, of: hostKey) else { return false }
-        return await nameVerdicts.verdict(for: name) == .doesNotExist
+    /// What to add to the failure of `outcome` (an attempt at `target`) when
+    /// it failed on a name the resolver says does not exist (see
+    /// `HostNames`), which no retry mends; nil otherwise. Asked only of a
+    /// name libcurl could not resolve: the host asked for or redirected to,
+    /// or the environment's proxy (libcurl says "Could not resolve proxy" of
+    /// an HTTP proxy's name, and "Could not resolve host" of a SOCKS proxy's).
+    private func noSuchNameNote(_ outcome: AttemptOutcome, target: RequestTarget) async -> String? {
+        guard outcome.abort == nil, !outcome.cancelled else { return nil }
+        let scheme = target.url.hasPrefix("https:") ? "https" : "http"
+        let name: String
+        var proxyVariable: String?
+        switch CURLcode(rawValue: UInt32(outcome.curlCode)) {
+        case CURLE_COULDNT_RESOLVE_HOST:
+            guard let host = HostNames.unresolvedName(in: outcome.curlMessage) else { return nil }
+            let hostKey = outcome.redirects == 0 ? target.hostKey : outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey }
+            if let hostKey, HostNames.isName(host, of: hostKey) {
+                proxyVariable = nil
+            } else if let variable = proxies.variable(ofProxyNamed: host, scheme: scheme) {
+                proxyVariable = variable
+            } else {
+                return nil
+            }
+            name = host
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            guard let proxy = HostNames.unresolvedProxyName(in: outcome.curlMessage) else { return nil }
+            name = proxy
+            proxyVariable = proxies.variable(ofProxyNamed: proxy, scheme: scheme)
+        default:
+            return nil
+        }
+        guard await nameVerdicts.verdict(for: name) == .doesNotExist else { return nil }
+        return proxyVariable.map { "the proxy from $\($0) has no such name: not tried again" } ?? "no such name: not tried again"
     }
 
     /// Whether a status that answered a resume (`Range` with `If-Range`) may
@@ -536,11 +558,12 @@ public final class TransferEngine: Sendable {
 
     /// Judges an attempt that asked for bytes from `offset` on: done, again
     /// at once, again after a wait, or a final error (thrown). `noSuchName`:
-    /// it failed on a name the resolver says does not exist. Never inlined:
+    /// it failed on a name the resolver says does not exist, and what to say
+    /// of it (see `noSuchNameNote(_:target:)`). Never inlined:
     /// inlined, its locals would be kept in `perform`'s frame.
     @inline(never)
     private func judge(_ outcome: AttemptOutcome, offset: Int64, id: TransferID, target: RequestTarget, sink: any BodySink,
-                       noSuchName: Bool, tally: inout AttemptTally) throws(TransferError) -> AfterAttempt {
+                       noSuchName: String?, tally: inout AttemptTally) throws(TransferError) -> AfterAttempt {
         // A whole body began in place of the bytes held: its own may be resumed.
         if tally.asksWhole, (200...299).contains(outcome.head.status) { tally.asksWhole = false }
         var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
@@ -576,7 +599,7 @@ public final class TransferEngine: Sendable {
         }
         if error.kind == .cancelled || Task.isCancelled { throw TransferError.cancelled }
         // A misspelt host: no retry mends it, and its host's patience took 30 s to say so.
-        if noSuchName { throw TransferError(error.kind, "\(error.message) (no such name: not tried again)") }
+        if let noSuchName { throw TransferError(error.kind, "\(error.message) (\(noSuchName))") }
         if error.kind == .http(status: 416), offset > 0, offset == sink.bytesHeld,
            let held = sink.wholeBodyHeld(answeredBy: outcome.head) {
             // Every byte is held already (a body complete when the last run

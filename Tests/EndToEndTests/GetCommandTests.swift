@@ -1058,6 +1058,31 @@ import TestSupport
         }
     }
 
+    /// A proxy whose name does not exist (a typo in `http_proxy`, or in a
+    /// SOCKS proxy's `all_proxy`, which libcurl reports as the host's name)
+    /// fails each URL at its first attempt, naming the variable: the URLs
+    /// were retried until their host was given up, after 30 s, as if the
+    /// server were down. Checked where this machine's resolver says so (see
+    /// `aHostNameThatDoesNotExistFailsItsURLsAtOnce`).
+    @Test(arguments: [("http_proxy", "http://no-such-proxy.invalid:3128", "Could not resolve proxy: no-such-proxy.invalid"),
+                      ("all_proxy", "socks5h://no-such-proxy.invalid:1080", "Could not resolve host: no-such-proxy.invalid")])
+    func aProxyNameThatDoesNotExistFailsEachURLAtOnce(variable: String, proxy: String, failure: String) async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 3, size: 1000, firstSeed: 91)
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "1",
+                                                      "--host-patience", "2"] + urls, environment: [variable: proxy])
+            #expect(result.status == 1)
+            let failures = result.stderrLines.filter { $0.hasPrefix("mediafetch: failed ") }
+            #expect(failures.count == urls.count)
+            if Self.resolverSaysNoSuchName("no-such-proxy.invalid") {
+                for line in failures {
+                    #expect(line.hasSuffix(": \(failure) (the proxy from $\(variable) has no such name: not tried again)"), "\(line)")
+                }
+            }
+            #expect(origin.requests().isEmpty)
+        }
+    }
+
     @Test func retryAfterOn429IsHonoured() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/busy.jpg", data: fixtureBytes(count: 3000, seed: 9))

@@ -22,4 +22,13 @@ import Testing
         #expect(environment.named(in: direct, scheme: "http") == direct)
         #expect(environment.named(in: atProxy, scheme: "https") == atProxy)
     }
+
+    @Test func theVariableOfAProxyIsFoundByItsName() {
+        let environment = ProxyEnvironment(["http_proxy": "http://Proxy.Example:3128", "https_proxy": "socks5h://socks.example"])
+        #expect(environment.variable(ofProxyNamed: "proxy.example", scheme: "http") == "http_proxy")
+        #expect(environment.variable(ofProxyNamed: "socks.example", scheme: "https") == "https_proxy")
+        // Another scheme's proxy, or a name no proxy has (the host's own).
+        #expect(environment.variable(ofProxyNamed: "proxy.example", scheme: "https") == nil)
+        #expect(environment.variable(ofProxyNamed: "photos.example", scheme: "http") == nil)
+    }
 }
