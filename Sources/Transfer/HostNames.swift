@@ -92,8 +92,8 @@ public struct HostNames: Sendable {
 }
 
 /// The verdicts of `HostNames` for one engine: each name is looked up once
-/// at a time however many of its transfers failed meanwhile, on a thread of
-/// its own (a lookup may block for seconds). A verdict is kept for a while:
+/// at a time however many of its transfers failed meanwhile, off the
+/// caller's thread (a lookup may block for seconds). A verdict is kept for a while:
 /// "unknown" for `unknownLifetime`, so that a host whose lookups fail for
 /// want of a resolver is asked about once in that time, not once a failed
 /// attempt; "does not exist" for `doesNotExistLifetime`, as a name may come
@@ -105,7 +105,11 @@ final class NameVerdicts: Sendable {
     private let longestWait: DispatchTimeInterval
     private let entries = Mutex<[String: Entry]>([:])
     private let nextWaiter = Atomic<UInt64>(0)
-    private static let lookups = DispatchQueue(label: "mediafetch.names", attributes: .concurrent)
+    /// Serial: a lookup blocks the thread it runs on, and 200 names whose
+    /// lookups time out must not hold 200 of the threads Dispatch shares
+    /// with the rest of the run. A name waiting behind a slow lookup gets
+    /// its verdict late, and its URLs meanwhile go on as before (see `longestWait`).
+    private let lookups = DispatchQueue(label: "mediafetch.names")
 
     private enum Entry {
         /// A lookup runs; these wait for it.
@@ -153,9 +157,9 @@ final class NameVerdicts: Sendable {
                     return
                 }
                 if startsLookup {
-                    Self.lookups.async { [names] in self.settle(name, names.lookUp(name)) }
+                    lookups.async { [names] in self.settle(name, names.lookUp(name)) }
                 }
-                Self.lookups.asyncAfter(deadline: .now() + longestWait) { self.stopWaiting(waiter, for: name) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + longestWait) { self.stopWaiting(waiter, for: name) }
             }
         } onCancel: {
             stopWaiting(waiter, for: name)
