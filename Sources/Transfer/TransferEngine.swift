@@ -496,7 +496,6 @@ public final class TransferEngine: Sendable {
     /// an HTTP proxy's name, and "Could not resolve host" of a SOCKS proxy's).
     private func noSuchNameNote(_ outcome: AttemptOutcome, target: RequestTarget) async -> String? {
         guard outcome.abort == nil, !outcome.cancelled else { return nil }
-        let scheme = target.url.hasPrefix("https:") ? "https" : "http"
         let name: String
         var proxyVariable: String?
         switch CURLcode(rawValue: UInt32(outcome.curlCode)) {
@@ -505,7 +504,7 @@ public final class TransferEngine: Sendable {
             let hostKey = outcome.redirects == 0 ? target.hostKey : outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey }
             if let hostKey, HostNames.isName(host, of: hostKey) {
                 proxyVariable = nil
-            } else if let variable = proxies.variable(ofProxyNamed: host, scheme: scheme) {
+            } else if let variable = proxies.variable(ofProxyNamed: host, scheme: target.scheme) {
                 proxyVariable = variable
             } else {
                 return nil
@@ -514,7 +513,7 @@ public final class TransferEngine: Sendable {
         case CURLE_COULDNT_RESOLVE_PROXY:
             guard let proxy = HostNames.unresolvedProxyName(in: outcome.curlMessage) else { return nil }
             name = proxy
-            proxyVariable = proxies.variable(ofProxyNamed: proxy, scheme: scheme)
+            proxyVariable = proxies.variable(ofProxyNamed: proxy, scheme: target.scheme)
         default:
             return nil
         }
@@ -569,7 +568,7 @@ public final class TransferEngine: Sendable {
         var result = Self.classify(outcome, maxFileSize: configuration.maxFileSize)
         if case .failure(let failure) = result, failure.kind == .network(curlCode: Int(CURLE_COULDNT_CONNECT.rawValue)) {
             // A proxy from the environment that is down: named, or it read as the server being down.
-            let named = proxies.named(in: failure.message, scheme: target.url.hasPrefix("https:") ? "https" : "http")
+            let named = proxies.named(in: failure.message, scheme: target.scheme)
             if named != failure.message { result = .failure(TransferError(failure.kind, named, retryAfter: failure.retryAfter)) }
         }
         if case .success = result, let expected = sink.expectedTotal, expected != sink.bytesHeld {
@@ -873,6 +872,10 @@ public struct RequestTarget: Sendable, Equatable {
     public let url: String
     /// `host:port`, lower-cased: the key for per-host slots.
     public let hostKey: String
+
+    /// The scheme, as the environment's proxy variables are chosen by it
+    /// (the scheme is checked to be http or https when the target is made).
+    var scheme: String { url.hasPrefix("https:") ? "https" : "http" }
 
     /// The longest URL accepted, in bytes. Servers refuse far shorter ones
     /// (nginx: 8 KiB for the whole request line); a longer "URL" is a
