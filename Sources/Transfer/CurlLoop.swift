@@ -538,19 +538,23 @@ final class CurlLoop: Sendable {
     private let partialDirectory: String
     /// What the resolver said of names that did not resolve (see `HostNames`).
     private let names: NameVerdicts
+    /// The environment's proxies, whose names libcurl may fail to resolve.
+    private let proxies: ProxyEnvironment
 
     /// `maxConnections`: the size of libcurl's cache of connections, in use
     /// and kept for reuse (`DescriptorBudget.connections`; libcurl may open
     /// one more per running transfer past it, and closes the extra ones as
     /// the transfers end).
     /// `partialDirectory`: where the engine's partials are, which the loop marks alive (see `PartialFile.markAlive`).
-    /// `names`: the engine's verdicts on names that did not resolve; one found
-    /// not to exist gives its host up at its next failure.
+    /// `names`: the engine's verdicts on names that did not resolve; a host
+    /// whose name was found not to exist is given up at its next failure, and
+    /// a failure on a proxy's such name is not held against the host.
     init(configuration: TransferConfiguration, maxConnections: Int, partialDirectory: String,
-         names: NameVerdicts, events: AsyncStream<TransferEvent>.Continuation) throws {
+         names: NameVerdicts, proxies: ProxyEnvironment, events: AsyncStream<TransferEvent>.Continuation) throws {
         self.multi = try CurlMulti()
         self.partialDirectory = partialDirectory
         self.names = names
+        self.proxies = proxies
         self.configuration = configuration
         self.events = events
         let builtInCAFile = (try? CurlEasy())?.string(CURLINFO_CAINFO)
@@ -839,12 +843,22 @@ final class CurlLoop: Sendable {
                 takeBack(attempt.host)
             } else if !cancelled, code != CURLE_OK,
                       HostReachability.failedForWantOfHost(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
+                let scheme = RequestTarget.scheme(of: attempt.url)
+                let unresolved = UnresolvedName(code: code, message: outcome.curlMessage, hostKey: attempt.host,
+                                                scheme: scheme, proxies: proxies)
+                let noSuchName = unresolved.map(names.knownNotToExist) == true
+                if noSuchName, unresolved?.owner != .host {
+                    // The proxy's name does not exist, not the host's: held against the host, its
+                    // URLs went one at a time and it was given up after its patience, blamed.
+                    takeBack(attempt.host)
+                    return false
+                }
+                // A proxy that is down is named, as in its URLs' own failures.
                 let gaveUp = reachability?.failedWithoutAnswer(attempt.host, transfer: attempt.id,
-                                                               reason: outcome.abort?.message ?? outcome.curlMessage,
+                                                               reason: outcome.abort?.message
+                                                                   ?? proxies.named(in: outcome.curlMessage, scheme: scheme),
                                                                madeConnection: attempt.connected,
-                                                               noSuchName: code == CURLE_COULDNT_RESOLVE_HOST
-                                                                   && names.knownNotToExist(failureMessage: outcome.curlMessage,
-                                                                                            hostKey: attempt.host),
+                                                               noSuchName: noSuchName,
                                                                started: attempt.startedAt, queued: attempt.queuedAt,
                                                                at: now) == true
                 if gaveUp, let refusal = reachability?.givenUpRefusal(for: attempt.host) {

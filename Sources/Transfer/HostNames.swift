@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 import Synchronization
 
@@ -80,14 +81,59 @@ public struct HostNames: Sendable {
     }
 
     /// Whether `name`, as libcurl's message gives it, is the host of
-    /// `hostKey` (`RequestTarget.hostKey`, "host:port"). libcurl says
-    /// "Could not resolve host" of a SOCKS proxy's name too: that is not
-    /// the host's. (An internationalised host's key keeps its Unicode form,
-    /// which libcurl's converted name is not: such a name is tried again.)
+    /// `hostKey` (`RequestTarget.hostKey`, "host:port"), spelt the same (an
+    /// internationalised host's key keeps its Unicode form, which libcurl's
+    /// converted name is not).
     static func isName(_ name: String, of hostKey: String) -> Bool {
         let lowered = name.lowercased()
         guard hostKey.hasPrefix(lowered + ":") else { return false }
         return hostKey.utf8.dropFirst(lowered.utf8.count + 1).allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+}
+
+/// A name libcurl could not resolve, and whose it is.
+struct UnresolvedName: Sendable, Equatable {
+    let name: String
+    /// Whose name it is: the host asked for (or redirected to), or the
+    /// environment's proxy, with the variable that names it when known.
+    let owner: Owner
+
+    enum Owner: Sendable, Equatable {
+        case host
+        case proxy(variable: String?)
+    }
+
+    /// The name in libcurl's failure (`code`, `message`) of an attempt at
+    /// `hostKey` (the host asked for, or redirected to; nil when not known)
+    /// with `scheme`, and whose it is; nil when it is not such a failure, or
+    /// whose name it is cannot be told. libcurl says "Could not resolve
+    /// proxy" of an HTTP proxy's name, and "Could not resolve host" of the
+    /// host's and of a SOCKS proxy's; with no proxy for the scheme, the name
+    /// is the host's however libcurl spelt it (an internationalised one
+    /// converted, a percent-encoded one decoded).
+    init?(code: CURLcode, message: String, hostKey: String?, scheme: String, proxies: ProxyEnvironment) {
+        switch code {
+        case CURLE_COULDNT_RESOLVE_PROXY:
+            guard let proxy = HostNames.unresolvedProxyName(in: message) else { return nil }
+            self.init(name: proxy, owner: .proxy(variable: proxies.variable(ofProxyNamed: proxy, scheme: scheme)))
+        case CURLE_COULDNT_RESOLVE_HOST:
+            guard let host = HostNames.unresolvedName(in: message) else { return nil }
+            if let variable = proxies.variable(ofProxyNamed: host, scheme: scheme) {
+                self.init(name: host, owner: .proxy(variable: variable))
+            } else if proxies.proxy(forScheme: scheme) == nil || hostKey.map({ HostNames.isName(host, of: $0) }) == true {
+                self.init(name: host, owner: .host)
+            } else {
+                // A SOCKS proxy whose name is spelt otherwise in the environment, or the host's: not known which.
+                return nil
+            }
+        default:
+            return nil
+        }
+    }
+
+    init(name: String, owner: Owner) {
+        self.name = name
+        self.owner = owner
     }
 }
 
@@ -103,16 +149,25 @@ final class NameVerdicts: Sendable {
     private let unknownLifetime: Duration
     private let doesNotExistLifetime: Duration
     private let longestWait: DispatchTimeInterval
-    private let entries = Mutex<[String: Entry]>([:])
+    private let state = Mutex(State())
     private let nextWaiter = Atomic<UInt64>(0)
-    /// Serial: a lookup blocks the thread it runs on, and 200 names whose
-    /// lookups time out must not hold 200 of the threads Dispatch shares
-    /// with the rest of the run. A name waiting behind a slow lookup gets
-    /// its verdict late, and its URLs meanwhile go on as before (see `longestWait`).
-    private let lookups = DispatchQueue(label: "mediafetch.names")
+    /// Lookups at once, at most: each blocks the thread it runs on, and 200
+    /// names whose lookups time out must not hold 200 of the threads
+    /// Dispatch shares with the rest of the run; one at a time, 100 misspelt
+    /// names behind a resolver that drops one query in five (and answers it
+    /// 5 s later) took a minute to be told apart. The rest wait their turn,
+    /// their URLs going on as before meanwhile (see `longestWait`).
+    static let lookupsAtOnce = 8
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        /// Names waiting for a lookup to be free, in turn.
+        var queued: [String] = []
+        var running = 0
+    }
 
     private enum Entry {
-        /// A lookup runs; these wait for it.
+        /// A lookup runs or waits its turn; these wait for it.
         case asking([UInt64: CheckedContinuation<HostNames.Verdict, Never>])
         case known(HostNames.Verdict, at: ContinuousClock.Instant)
     }
@@ -137,18 +192,23 @@ final class NameVerdicts: Sendable {
         let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let (answer, startsLookup) = entries.withLock { entries -> (HostNames.Verdict?, Bool) in
+                let (answer, startsLookup) = state.withLock { state -> (HostNames.Verdict?, Bool) in
                     // Checked under the lock `onCancel` takes: cancelled before, it found no waiter to answer.
                     if Task.isCancelled { return (.unknown, false) }
-                    switch entries[name] {
+                    switch state.entries[name] {
                     case .known(let verdict, let at)? where .now - at < lifetime(of: verdict):
                         return (verdict, false)
                     case .asking(var waiters)?:
                         waiters[waiter] = continuation
-                        entries[name] = .asking(waiters)
+                        state.entries[name] = .asking(waiters)
                         return (nil, false)
                     case .known?, nil:
-                        entries[name] = .asking([waiter: continuation])
+                        state.entries[name] = .asking([waiter: continuation])
+                        guard state.running < Self.lookupsAtOnce else {
+                            state.queued.append(name)
+                            return (nil, false)
+                        }
+                        state.running += 1
                         return (nil, true)
                     }
                 }
@@ -156,9 +216,7 @@ final class NameVerdicts: Sendable {
                     continuation.resume(returning: answer)
                     return
                 }
-                if startsLookup {
-                    lookups.async { [names] in self.settle(name, names.lookUp(name)) }
-                }
+                if startsLookup { lookUp(name) }
                 DispatchQueue.global().asyncAfter(deadline: .now() + longestWait) { self.stopWaiting(waiter, for: name) }
             }
         } onCancel: {
@@ -166,45 +224,52 @@ final class NameVerdicts: Sendable {
         }
     }
 
-    private func lifetime(of verdict: HostNames.Verdict) -> Duration {
-        verdict == .doesNotExist ? doesNotExistLifetime : unknownLifetime
-    }
-
-    /// Answers `waiter` `.unknown` if it still waits for the lookup of `name`.
-    private func stopWaiting(_ waiter: UInt64, for name: String) {
-        let continuation = entries.withLock { entries -> CheckedContinuation<HostNames.Verdict, Never>? in
-            guard case .asking(var waiters)? = entries[name], let continuation = waiters.removeValue(forKey: waiter) else { return nil }
-            entries[name] = .asking(waiters)
-            return continuation
-        }
-        continuation?.resume(returning: .unknown)
-    }
-
-    /// Whether libcurl's `failureMessage` ("Could not resolve host: NAME")
-    /// names a name found not to exist, and that name is the one of
-    /// `hostKey` (see `HostNames.isName`). Never waits for a lookup.
-    func knownNotToExist(failureMessage: String, hostKey: String) -> Bool {
-        guard let name = HostNames.unresolvedName(in: failureMessage), HostNames.isName(name, of: hostKey) else { return false }
-        return entries.withLock { entries in
-            if case .known(.doesNotExist, let at)? = entries[name], .now - at < doesNotExistLifetime { return true }
+    /// Whether `failed` is a name found not to exist. Never waits for a lookup.
+    func knownNotToExist(_ failed: UnresolvedName) -> Bool {
+        state.withLock { state in
+            if case .known(.doesNotExist, let at)? = state.entries[failed.name], .now - at < doesNotExistLifetime { return true }
             return false
         }
     }
 
     /// Callers waiting for the lookup of `name` (for tests).
     func waiters(for name: String) -> Int {
-        entries.withLock { entries in
-            if case .asking(let waiters)? = entries[name] { return waiters.count }
+        state.withLock { state in
+            if case .asking(let waiters)? = state.entries[name] { return waiters.count }
             return 0
         }
     }
 
-    private func settle(_ name: String, _ verdict: HostNames.Verdict) {
-        let waiters = entries.withLock { entries -> [CheckedContinuation<HostNames.Verdict, Never>] in
-            defer { entries[name] = .known(verdict, at: .now) }
-            guard case .asking(let waiters)? = entries[name] else { return [] }
-            return Array(waiters.values)
+    private func lifetime(of verdict: HostNames.Verdict) -> Duration {
+        verdict == .doesNotExist ? doesNotExistLifetime : unknownLifetime
+    }
+
+    /// Looks `name` up on a thread of Dispatch's, then the next name queued, if any.
+    private func lookUp(_ name: String) {
+        DispatchQueue.global().async { [self] in
+            let verdict = names.lookUp(name)
+            let (waiters, next) = state.withLock { state -> ([CheckedContinuation<HostNames.Verdict, Never>], String?) in
+                var waiters: [CheckedContinuation<HostNames.Verdict, Never>] = []
+                if case .asking(let waiting)? = state.entries[name] { waiters = Array(waiting.values) }
+                state.entries[name] = .known(verdict, at: .now)
+                guard !state.queued.isEmpty else {
+                    state.running -= 1
+                    return (waiters, nil)
+                }
+                return (waiters, state.queued.removeFirst())
+            }
+            for waiter in waiters { waiter.resume(returning: verdict) }
+            if let next { lookUp(next) }
         }
-        for waiter in waiters { waiter.resume(returning: verdict) }
+    }
+
+    /// Answers `waiter` `.unknown` if it still waits for the lookup of `name`.
+    private func stopWaiting(_ waiter: UInt64, for name: String) {
+        let continuation = state.withLock { state -> CheckedContinuation<HostNames.Verdict, Never>? in
+            guard case .asking(var waiters)? = state.entries[name], let continuation = waiters.removeValue(forKey: waiter) else { return nil }
+            state.entries[name] = .asking(waiters)
+            return continuation
+        }
+        continuation?.resume(returning: .unknown)
     }
 }

@@ -118,7 +118,7 @@ public final class TransferEngine: Sendable {
         (events, eventSink) = AsyncStream.makeStream(of: TransferEvent.self, bufferingPolicy: .bufferingNewest(512))
         loop = try CurlLoop(configuration: configuration,
                             maxConnections: descriptorBudget.connections(jobs: configuration.maxConcurrentTransfers),
-                            partialDirectory: partialDirectory, names: nameVerdicts, events: eventSink)
+                            partialDirectory: partialDirectory, names: nameVerdicts, proxies: proxies, events: eventSink)
         finishedBudget = FinishedFile.Budget(limit: configuration.maxHeldFinishedBodies)
         // Four of the largest chunks a slot for the first 16 slots, two for
         // each past them: with two, a 64 MiB body's writer often had them all
@@ -490,35 +490,20 @@ public final class TransferEngine: Sendable {
 
     /// What to add to the failure of `outcome` (an attempt at `target`) when
     /// it failed on a name the resolver says does not exist (see
-    /// `HostNames`), which no retry mends; nil otherwise. Asked only of a
-    /// name libcurl could not resolve: the host asked for or redirected to,
-    /// or the environment's proxy (libcurl says "Could not resolve proxy" of
-    /// an HTTP proxy's name, and "Could not resolve host" of a SOCKS proxy's).
+    /// `HostNames`), which no retry mends: the host's asked for or
+    /// redirected to, or the environment's proxy's (see `UnresolvedName`);
+    /// nil otherwise.
     private func noSuchNameNote(_ outcome: AttemptOutcome, target: RequestTarget) async -> String? {
         guard outcome.abort == nil, !outcome.cancelled else { return nil }
-        let name: String
-        var proxyVariable: String?
-        switch CURLcode(rawValue: UInt32(outcome.curlCode)) {
-        case CURLE_COULDNT_RESOLVE_HOST:
-            guard let host = HostNames.unresolvedName(in: outcome.curlMessage) else { return nil }
-            let hostKey = outcome.redirects == 0 ? target.hostKey : outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey }
-            if let hostKey, HostNames.isName(host, of: hostKey) {
-                proxyVariable = nil
-            } else if let variable = proxies.variable(ofProxyNamed: host, scheme: target.scheme) {
-                proxyVariable = variable
-            } else {
-                return nil
-            }
-            name = host
-        case CURLE_COULDNT_RESOLVE_PROXY:
-            guard let proxy = HostNames.unresolvedProxyName(in: outcome.curlMessage) else { return nil }
-            name = proxy
-            proxyVariable = proxies.variable(ofProxyNamed: proxy, scheme: target.scheme)
-        default:
-            return nil
+        let hostKey = outcome.redirects == 0 ? target.hostKey : outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey }
+        guard let failed = UnresolvedName(code: CURLcode(rawValue: UInt32(outcome.curlCode)), message: outcome.curlMessage,
+                                          hostKey: hostKey, scheme: target.scheme, proxies: proxies),
+              await nameVerdicts.verdict(for: failed.name) == .doesNotExist else { return nil }
+        switch failed.owner {
+        case .host: return "no such name: not tried again"
+        case .proxy(let variable?): return "the proxy from $\(variable) has no such name: not tried again"
+        case .proxy(nil): return "the proxy has no such name: not tried again"
         }
-        guard await nameVerdicts.verdict(for: name) == .doesNotExist else { return nil }
-        return proxyVariable.map { "the proxy from $\($0) has no such name: not tried again" } ?? "no such name: not tried again"
     }
 
     /// Whether a status that answered a resume (`Range` with `If-Range`) may
@@ -875,7 +860,10 @@ public struct RequestTarget: Sendable, Equatable {
 
     /// The scheme, as the environment's proxy variables are chosen by it
     /// (the scheme is checked to be http or https when the target is made).
-    var scheme: String { url.hasPrefix("https:") ? "https" : "http" }
+    var scheme: String { Self.scheme(of: url) }
+
+    /// The scheme of `url`, a request target's (http or https).
+    static func scheme(of url: String) -> String { url.hasPrefix("https:") ? "https" : "http" }
 
     /// The longest URL accepted, in bytes. Servers refuse far shorter ones
     /// (nginx: 8 KiB for the whole request line); a longer "URL" is a

@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 import Synchronization
 import Testing
@@ -26,6 +27,39 @@ struct HostNamesTests {
         #expect(!HostNames.isName("photos", of: "photos.example.com:443"))
         #expect(!HostNames.isName("photos.example.com", of: "photos.example.com.evil:443"))
         #expect(!HostNames.isName("photos.example.com", of: "photos.example.com:443x"))
+    }
+
+    /// Whose name libcurl could not resolve: the host's however libcurl spelt
+    /// it when no proxy is in the way; a proxy's by its variable; with a proxy
+    /// for the scheme, another name only when it is the host's as asked for.
+    @Test func theNameIsTheHostsOrTheProxys() {
+        func failed(_ code: CURLcode, _ message: String, host: String? = "bücher.invalid:80",
+                    scheme: String = "http", _ environment: [String: String] = [:]) -> UnresolvedName? {
+            UnresolvedName(code: code, message: message, hostKey: host, scheme: scheme, proxies: ProxyEnvironment(environment))
+        }
+        // No proxy: an internationalised host converted, a percent-encoded one decoded, a redirect's host not known.
+        #expect(failed(CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: xn--bcher-kva.invalid")
+            == .init(name: "xn--bcher-kva.invalid", owner: .host))
+        #expect(failed(CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: bad.invalid", host: nil)
+            == .init(name: "bad.invalid", owner: .host))
+        // An HTTP proxy's name, a SOCKS proxy's (as libcurl says it), and one the environment spells otherwise.
+        let http = ["http_proxy": "http://Proxy.Invalid:3128"]
+        #expect(failed(CURLE_COULDNT_RESOLVE_PROXY, "Could not resolve proxy: proxy.invalid", http)
+            == .init(name: "proxy.invalid", owner: .proxy(variable: "http_proxy")))
+        #expect(failed(CURLE_COULDNT_RESOLVE_PROXY, "Could not resolve proxy: xn--prxy-1ra.invalid", ["http_proxy": "http://prüxy.invalid"])
+            == .init(name: "xn--prxy-1ra.invalid", owner: .proxy(variable: nil)))
+        let socks = ["all_proxy": "socks5h://socks.invalid:1080"]
+        #expect(failed(CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: socks.invalid", socks)
+            == .init(name: "socks.invalid", owner: .proxy(variable: "all_proxy")))
+        // With a proxy for the scheme, the host's name as asked for; another cannot be told apart.
+        #expect(failed(CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: photos.invalid", host: "photos.invalid:80", socks)
+            == .init(name: "photos.invalid", owner: .host))
+        #expect(failed(CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: xn--bcher-kva.invalid", socks) == nil)
+        // The other scheme's proxy is no obstacle; other failures name no name.
+        #expect(failed(CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: xn--bcher-kva.invalid", scheme: "https", http)
+            == .init(name: "xn--bcher-kva.invalid", owner: .host))
+        #expect(failed(CURLE_COULDNT_CONNECT, "Could not resolve host: a.invalid") == nil)
+        #expect(failed(CURLE_COULDNT_RESOLVE_HOST, "Resolving timed out after 15000 milliseconds") == nil)
     }
 
     @Test func onlyNoSuchNameSaysTheNameDoesNotExist() {
@@ -58,7 +92,7 @@ struct HostNamesTests {
         let waiters = (0..<8).map { _ in Task { await verdicts.verdict(for: "typo.example") } }
         // Every waiter is waiting before the lookup answers.
         while verdicts.waiters(for: "typo.example") < waiters.count { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: typo.example", hostKey: "typo.example:80"))
+        #expect(!verdicts.knownNotToExist(.init(name: "typo.example", owner: .host)))
         resolver.release.signal()
         for waiter in waiters { #expect(await waiter.value == .doesNotExist) }
         let looked = resolver.lookups.withLock { $0 }
@@ -66,9 +100,8 @@ struct HostNamesTests {
         // Remembered: asked again, the resolver is not.
         #expect(await verdicts.verdict(for: "typo.example") == .doesNotExist)
         #expect(resolver.lookupCount == 1)
-        #expect(verdicts.knownNotToExist(failureMessage: "Could not resolve host: typo.example", hostKey: "typo.example:80"))
-        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: typo.example", hostKey: "cdn.example:443"))
-        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: other.example", hostKey: "other.example:80"))
+        #expect(verdicts.knownNotToExist(.init(name: "typo.example", owner: .host)))
+        #expect(!verdicts.knownNotToExist(.init(name: "other.example", owner: .host)))
     }
 
     @Test func anUnknownVerdictIsAskedAgainOnlyOnceItsLifetimeIsOver() async throws {
@@ -82,7 +115,7 @@ struct HostNamesTests {
         #expect(await longLived.verdict(for: "offline.example") == .unknown)
         #expect(await longLived.verdict(for: "offline.example") == .unknown)
         #expect(resolver.lookupCount == 3)
-        #expect(!longLived.knownNotToExist(failureMessage: "Could not resolve host: offline.example", hostKey: "offline.example:80"))
+        #expect(!longLived.knownNotToExist(.init(name: "offline.example", owner: .host)))
     }
 
     @Test func aNameThatDoesNotExistIsAskedAgainOnceItsLifetimeIsOver() async throws {
@@ -90,7 +123,7 @@ struct HostNamesTests {
         for _ in 0..<2 { resolver.release.signal() }
         let verdicts = NameVerdicts(resolver.names, doesNotExistLifetime: .zero)
         #expect(await verdicts.verdict(for: "new.example") == .doesNotExist)
-        #expect(!verdicts.knownNotToExist(failureMessage: "Could not resolve host: new.example", hostKey: "new.example:80"))
+        #expect(!verdicts.knownNotToExist(.init(name: "new.example", owner: .host)))
         #expect(await verdicts.verdict(for: "new.example") == .doesNotExist)
         #expect(resolver.lookupCount == 2)
     }
@@ -104,11 +137,28 @@ struct HostNamesTests {
         #expect(await verdicts.verdict(for: "hung.example") == .unknown)
         #expect(verdicts.waiters(for: "hung.example") == 0)
         resolver.release.signal()
-        while !verdicts.knownNotToExist(failureMessage: "Could not resolve host: hung.example", hostKey: "hung.example:80") {
+        while !verdicts.knownNotToExist(.init(name: "hung.example", owner: .host)) {
             try await Task.sleep(for: .milliseconds(5))
         }
         #expect(await verdicts.verdict(for: "hung.example") == .doesNotExist)
         #expect(resolver.lookupCount == 1)
+    }
+
+    /// Many names at once are looked up a few at a time, the rest in turn.
+    @Test func lookupsRunAFewAtATime() async throws {
+        let resolver = HeldResolver(.doesNotExist)
+        let verdicts = NameVerdicts(resolver.names, longestWait: .seconds(3600))
+        let count = NameVerdicts.lookupsAtOnce + 4
+        let waiters = (0..<count).map { index in Task { await verdicts.verdict(for: "typo-\(index).example") } }
+        while (0..<count).map({ verdicts.waiters(for: "typo-\($0).example") }).reduce(0, +) < count {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        while resolver.lookupCount < NameVerdicts.lookupsAtOnce { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(resolver.lookupCount == NameVerdicts.lookupsAtOnce)
+        for _ in 0..<count { resolver.release.signal() }
+        for waiter in waiters { #expect(await waiter.value == .doesNotExist) }
+        #expect(resolver.lookupCount == count)
     }
 
     @Test func aCancelledWaiterIsAnsweredAtOnceWhileTheLookupGoesOn() async throws {
