@@ -423,7 +423,7 @@ import TestSupport
             try (typos + spelt.keys.sorted() + [origin.url("/ok.jpg")]).joined(separator: "\n")
                 .write(toFile: input, atomically: true, encoding: .utf8)
 
-            let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "1", "--host-patience", "10",
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--host-patience", "10",
                                                       "--input-file", input], environment: Self.quickResolver)
 
             #expect(result.status == 1)
@@ -1085,9 +1085,9 @@ import TestSupport
                       ("all_proxy", "socks5h://no-such-proxy.invalid:1080", "Could not resolve host: no-such-proxy.invalid")])
     func aProxyNameThatDoesNotExistFailsEachURLAtOnce(variable: String, proxy: String, failure: String) async throws {
         try await withOrigin { origin, directory in
-            // Enough URLs that, held against the origin, their failures gave it up, blamed.
+            // Thirty, run at once: none is held against the origin (given up, blamed).
             let urls = origin.addFixtures(count: 30, size: 1000, firstSeed: 91)
-            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "1",
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
                                                       "--host-patience", "10"] + urls,
                                                      environment: Self.quickResolver.merging([variable: proxy]) { $1 })
             #expect(result.status == 1)
