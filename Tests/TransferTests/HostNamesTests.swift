@@ -104,28 +104,25 @@ struct HostNamesTests {
         #expect(!verdicts.knownNotToExist(.init(name: "other.example", owner: .host)))
     }
 
-    @Test func anUnknownVerdictIsAskedAgainOnlyOnceItsLifetimeIsOver() async throws {
-        let resolver = HeldResolver(.unknown)
-        for _ in 0..<4 { resolver.release.signal() }
-        let shortLived = NameVerdicts(resolver.names, unknownLifetime: .zero)
-        #expect(await shortLived.verdict(for: "offline.example") == .unknown)
-        #expect(await shortLived.verdict(for: "offline.example") == .unknown)
+    /// "Unknown" is kept 5 s, "does not exist" a minute: asked again only after.
+    @Test(arguments: [HostNames.Verdict.unknown, .doesNotExist])
+    func aVerdictIsAskedAgainOnlyOnceItsLifetimeIsOver(_ verdict: HostNames.Verdict) async throws {
+        let resolver = HeldResolver(verdict)
+        for _ in 0..<3 { resolver.release.signal() }
+        func verdicts(living lifetime: Duration) -> NameVerdicts {
+            verdict == .unknown ? NameVerdicts(resolver.names, unknownLifetime: lifetime)
+                : NameVerdicts(resolver.names, doesNotExistLifetime: lifetime)
+        }
+        let shortLived = verdicts(living: .zero)
+        #expect(await shortLived.verdict(for: "name.example") == verdict)
+        #expect(!shortLived.knownNotToExist(.init(name: "name.example", owner: .host)))
+        #expect(await shortLived.verdict(for: "name.example") == verdict)
         #expect(resolver.lookupCount == 2)
-        let longLived = NameVerdicts(resolver.names, unknownLifetime: .seconds(3600))
-        #expect(await longLived.verdict(for: "offline.example") == .unknown)
-        #expect(await longLived.verdict(for: "offline.example") == .unknown)
+        let longLived = verdicts(living: .seconds(3600))
+        #expect(await longLived.verdict(for: "name.example") == verdict)
+        #expect(await longLived.verdict(for: "name.example") == verdict)
         #expect(resolver.lookupCount == 3)
-        #expect(!longLived.knownNotToExist(.init(name: "offline.example", owner: .host)))
-    }
-
-    @Test func aNameThatDoesNotExistIsAskedAgainOnceItsLifetimeIsOver() async throws {
-        let resolver = HeldResolver(.doesNotExist)
-        for _ in 0..<2 { resolver.release.signal() }
-        let verdicts = NameVerdicts(resolver.names, doesNotExistLifetime: .zero)
-        #expect(await verdicts.verdict(for: "new.example") == .doesNotExist)
-        #expect(!verdicts.knownNotToExist(.init(name: "new.example", owner: .host)))
-        #expect(await verdicts.verdict(for: "new.example") == .doesNotExist)
-        #expect(resolver.lookupCount == 2)
+        #expect(longLived.knownNotToExist(.init(name: "name.example", owner: .host)) == (verdict == .doesNotExist))
     }
 
     /// A resolver that hangs holds no URL past `longestWait`: it is answered
