@@ -13,9 +13,9 @@ import Synchronization
 /// says does not exist (`EAI_NONAME`) now fails its URLs at once; anything
 /// else (`EAI_AGAIN` when offline, or a name that resolves by now) is tried
 /// again as before.
-public struct HostNames: Sendable {
+struct HostNames: Sendable {
     /// What the resolver says of a name.
-    public enum Verdict: Sendable, Equatable {
+    enum Verdict: Sendable, Equatable {
         /// The resolver answers that no such name exists.
         case doesNotExist
         /// The name resolves now, or the resolver could not say.
@@ -34,7 +34,7 @@ public struct HostNames: Sendable {
     /// any address family (libcurl asks for IPv4 alone where IPv6 does not
     /// work: a name with only an IPv6 address is found here, and then tried
     /// again, the safe side).
-    public static let system = HostNames { name in
+    static let system = HostNames { name in
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -65,6 +65,8 @@ public struct HostNames: Sendable {
         name(after: "Could not resolve proxy: ", in: message)
     }
 
+    /// What follows `prefix` in `message`, when it is a host name of ASCII
+    /// letters, digits, `-`, `_` and dots (a name libcurl gave the resolver).
     private static func name(after prefix: String, in message: String) -> String? {
         guard message.hasPrefix(prefix) else { return nil }
         let name = message.utf8.dropFirst(prefix.utf8.count)
