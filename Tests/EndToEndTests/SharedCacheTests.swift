@@ -301,7 +301,10 @@ import TestSupport
             let second = try BuiltProducts.start(["get", "--cache", cache, "--jobs", "4", "--stall-timeout", "1"] + urls)
             for _ in 0..<6000 where asked() < 5 { try await Task.sleep(for: .milliseconds(10)) }
             let askedWhileHeld = asked()
-            for gate in gates { for _ in 0..<4 { gate.signal() } }
+            // Every request held is answered, and every later one: each attempt that stalled
+            // meanwhile (1 s) left a request waiting here, and with four answers a URL, one asked
+            // five times under load kept its live attempt held until its retries ran out.
+            for gate in gates { for _ in 0..<64 { gate.signal() } }
             let result = await second.wait()
             first.send(SIGKILL)
             first.send(SIGCONT)
