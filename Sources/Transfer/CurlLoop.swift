@@ -549,6 +549,8 @@ final class CurlLoop: Sendable {
     /// `names`: the engine's verdicts on names that did not resolve; a host
     /// whose name was found not to exist is given up at its next failure, and
     /// a failure on a proxy's such name is not held against the host.
+    /// `proxies`: the environment's, to tell whose name libcurl could not
+    /// resolve and to name a proxy that is down when its URLs' host is given up.
     init(configuration: TransferConfiguration, maxConnections: Int, partialDirectory: String,
          names: NameVerdicts, proxies: ProxyEnvironment, events: AsyncStream<TransferEvent>.Continuation) throws {
         self.multi = try CurlMulti()
@@ -846,7 +848,7 @@ final class CurlLoop: Sendable {
                 let scheme = RequestTarget.scheme(of: attempt.url)
                 let unresolved = UnresolvedName(code: code, message: outcome.curlMessage, hostKey: attempt.host,
                                                 scheme: scheme, proxies: proxies)
-                let noSuchName = unresolved.map(names.knownNotToExist) == true
+                let noSuchName = unresolved.map { names.knownNotToExist($0.name) } == true
                 if noSuchName, unresolved?.owner != .host {
                     // The proxy's name does not exist, not the host's: held against the host, its
                     // URLs went one at a time and it was given up after its patience, blamed.

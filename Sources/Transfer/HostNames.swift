@@ -139,9 +139,9 @@ struct UnresolvedName: Sendable, Equatable {
     }
 }
 
-/// The verdicts of `HostNames` for one engine: each name is looked up once
-/// at a time however many of its transfers failed meanwhile, off the
-/// caller's thread (a lookup may block for seconds). A verdict is kept for a while:
+/// The verdicts of `HostNames` for one engine: one lookup a name however
+/// many of its transfers failed meanwhile, at most `lookupsAtOnce` at once,
+/// off the caller's thread (a lookup may block for seconds). A verdict is kept for a while:
 /// "unknown" for `unknownLifetime`, so that a host whose lookups fail for
 /// want of a resolver is asked about once in that time, not once a failed
 /// attempt; "does not exist" for `doesNotExistLifetime`, as a name may come
@@ -153,12 +153,11 @@ final class NameVerdicts: Sendable {
     private let longestWait: DispatchTimeInterval
     private let state = Mutex(State())
     private let nextWaiter = Atomic<UInt64>(0)
-    /// Lookups at once, at most: each blocks the thread it runs on, and 200
-    /// names whose lookups time out must not hold 200 of the threads
-    /// Dispatch shares with the rest of the run; one at a time, 100 misspelt
-    /// names behind a resolver that drops one query in five (and answers it
-    /// 5 s later) took a minute to be told apart. The rest wait their turn,
-    /// their URLs going on as before meanwhile (see `longestWait`).
+    /// Lookups at once, at most: each blocks a thread of its own, and 200
+    /// names whose lookups time out must not make 200 threads; one at a time, 100 misspelt
+    /// names behind a resolver that drops queries past a burst (glibc asks
+    /// again 5 s later) took a minute to be told apart. The rest wait their
+    /// turn, their URLs going on as before meanwhile (see `longestWait`).
     static let lookupsAtOnce = 8
 
     private struct State {
@@ -169,8 +168,9 @@ final class NameVerdicts: Sendable {
     }
 
     private enum Entry {
-        /// A lookup runs or waits its turn; these wait for it.
-        case asking([UInt64: CheckedContinuation<HostNames.Verdict, Never>])
+        /// A lookup runs or waits its turn; these wait for it. `gaveUpWaiting`:
+        /// when a caller last stopped waiting for it (`longestWait`).
+        case asking([UInt64: CheckedContinuation<HostNames.Verdict, Never>], gaveUpWaiting: ContinuousClock.Instant?)
         case known(HostNames.Verdict, at: ContinuousClock.Instant)
     }
 
@@ -183,13 +183,15 @@ final class NameVerdicts: Sendable {
         self.names = names
         self.unknownLifetime = unknownLifetime
         self.doesNotExistLifetime = doesNotExistLifetime
-        let (seconds, attoseconds) = max(longestWait, .zero).components
-        self.longestWait = .nanoseconds(Int(clamping: seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+        let milliseconds = max(longestWait, .zero) / .milliseconds(1)
+        self.longestWait = milliseconds < Double(Int32.max) ? .milliseconds(Int(milliseconds)) : .never
     }
 
     /// What the resolver says of `name`: remembered, or looked up now. A
     /// cancelled caller is answered `.unknown` at once, and any caller after
-    /// `longestWait`, rather than wait for a lookup that may take long.
+    /// `longestWait`, rather than wait for a lookup that may take long; for
+    /// `unknownLifetime` after that, later callers are answered `.unknown` at
+    /// once (a hung lookup costs each failure of its name no wait).
     func verdict(for name: String) async -> HostNames.Verdict {
         let waiter = nextWaiter.add(1, ordering: .relaxed).newValue
         return await withTaskCancellationHandler {
@@ -200,12 +202,14 @@ final class NameVerdicts: Sendable {
                     switch state.entries[name] {
                     case .known(let verdict, let at)? where .now - at < lifetime(of: verdict):
                         return (verdict, false)
-                    case .asking(var waiters)?:
+                    case .asking(_, let gaveUpWaiting?)? where .now - gaveUpWaiting < unknownLifetime:
+                        return (.unknown, false)
+                    case .asking(var waiters, let gaveUpWaiting)?:
                         waiters[waiter] = continuation
-                        state.entries[name] = .asking(waiters)
+                        state.entries[name] = .asking(waiters, gaveUpWaiting: gaveUpWaiting)
                         return (nil, false)
                     case .known?, nil:
-                        state.entries[name] = .asking([waiter: continuation])
+                        state.entries[name] = .asking([waiter: continuation], gaveUpWaiting: nil)
                         guard state.running < Self.lookupsAtOnce else {
                             state.queued.append(name)
                             return (nil, false)
@@ -219,17 +223,19 @@ final class NameVerdicts: Sendable {
                     return
                 }
                 if startsLookup { lookUp(name) }
-                DispatchQueue.global().asyncAfter(deadline: .now() + longestWait) { self.stopWaiting(waiter, for: name) }
+                DispatchQueue.global().asyncAfter(deadline: .now() + longestWait) {
+                    self.stopWaiting(waiter, for: name, gaveUp: true)
+                }
             }
         } onCancel: {
-            stopWaiting(waiter, for: name)
+            stopWaiting(waiter, for: name, gaveUp: false)
         }
     }
 
-    /// Whether `failed` is a name found not to exist. Never waits for a lookup.
-    func knownNotToExist(_ failed: UnresolvedName) -> Bool {
+    /// Whether `name` was found not to exist. Never waits for a lookup.
+    func knownNotToExist(_ name: String) -> Bool {
         state.withLock { state in
-            if case .known(.doesNotExist, let at)? = state.entries[failed.name], .now - at < doesNotExistLifetime { return true }
+            if case .known(.doesNotExist, let at)? = state.entries[name], .now - at < doesNotExistLifetime { return true }
             return false
         }
     }
@@ -237,7 +243,7 @@ final class NameVerdicts: Sendable {
     /// Callers waiting for the lookup of `name` (for tests).
     func waiters(for name: String) -> Int {
         state.withLock { state in
-            if case .asking(let waiters)? = state.entries[name] { return waiters.count }
+            if case .asking(let waiters, _)? = state.entries[name] { return waiters.count }
             return 0
         }
     }
@@ -246,30 +252,43 @@ final class NameVerdicts: Sendable {
         verdict == .doesNotExist ? doesNotExistLifetime : unknownLifetime
     }
 
-    /// Looks `name` up on a thread of Dispatch's, then the next name queued, if any.
-    private func lookUp(_ name: String) {
-        DispatchQueue.global().async { [self] in
-            let verdict = names.lookUp(name)
-            let (waiters, next) = state.withLock { state -> ([CheckedContinuation<HostNames.Verdict, Never>], String?) in
-                var waiters: [CheckedContinuation<HostNames.Verdict, Never>] = []
-                if case .asking(let waiting)? = state.entries[name] { waiters = Array(waiting.values) }
-                state.entries[name] = .known(verdict, at: .now)
-                guard !state.queued.isEmpty else {
-                    state.running -= 1
-                    return (waiters, nil)
+    /// Looks `name` up, then each name queued meanwhile, on a thread of its
+    /// own: a lookup blocks its thread for as long as the resolver takes,
+    /// which is not to be one of the threads Dispatch shares with the run's
+    /// tasks (eight of them, held by a resolver that hangs).
+    private func lookUp(_ first: String) {
+        let thread = Thread { [self] in
+            var name = first
+            while true {
+                let verdict = names.lookUp(name)
+                let (waiters, next) = state.withLock { state -> ([CheckedContinuation<HostNames.Verdict, Never>], String?) in
+                    var waiters: [CheckedContinuation<HostNames.Verdict, Never>] = []
+                    if case .asking(let waiting, _)? = state.entries[name] { waiters = Array(waiting.values) }
+                    state.entries[name] = .known(verdict, at: .now)
+                    guard !state.queued.isEmpty else {
+                        state.running -= 1
+                        return (waiters, nil)
+                    }
+                    return (waiters, state.queued.removeFirst())
                 }
-                return (waiters, state.queued.removeFirst())
+                for waiter in waiters { waiter.resume(returning: verdict) }
+                guard let next else { return }
+                name = next
             }
-            for waiter in waiters { waiter.resume(returning: verdict) }
-            if let next { lookUp(next) }
         }
+        thread.name = "mediafetch.names"
+        // Room for the resolver (its buffers are on the stack), short of the 8 MiB default a `ulimit -v` counts.
+        thread.stackSize = 1 << 20
+        thread.start()
     }
 
-    /// Answers `waiter` `.unknown` if it still waits for the lookup of `name`.
-    private func stopWaiting(_ waiter: UInt64, for name: String) {
+    /// Answers `waiter` `.unknown` if it still waits for the lookup of `name`;
+    /// `gaveUp`: for want of time (not cancelled), which the next callers are spared.
+    private func stopWaiting(_ waiter: UInt64, for name: String, gaveUp: Bool) {
         let continuation = state.withLock { state -> CheckedContinuation<HostNames.Verdict, Never>? in
-            guard case .asking(var waiters)? = state.entries[name], let continuation = waiters.removeValue(forKey: waiter) else { return nil }
-            state.entries[name] = .asking(waiters)
+            guard case .asking(var waiters, let gaveUpWaiting)? = state.entries[name],
+                  let continuation = waiters.removeValue(forKey: waiter) else { return nil }
+            state.entries[name] = .asking(waiters, gaveUpWaiting: gaveUp ? .now : gaveUpWaiting)
             return continuation
         }
         continuation?.resume(returning: .unknown)

@@ -459,9 +459,7 @@ public final class TransferEngine: Sendable {
         if let first {
             tally.attempt += 1
             tally.requests += 1
-            let noSuchName = await noSuchNameNote(first.outcome, target: target)
-            switch try judge(first.outcome, offset: first.offset, id: id, target: target, sink: sink,
-                             noSuchName: noSuchName, tally: &tally) {
+            switch try await judgeNamingNames(first.outcome, offset: first.offset, id: id, target: target, sink: sink, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
             case .again: wait = nil
             case .wait(let delay): wait = delay
@@ -479,8 +477,7 @@ public final class TransferEngine: Sendable {
             let offset = tally.asksWhole ? 0 : sink.resumeOffset
             // Waits in the loop's slot queue, then runs; a cancel reaches it in either place.
             let outcome = await run(makeAttempt(id: id, target: target, number: tally.attempt, sink: sink, asksWhole: tally.asksWhole))
-            let noSuchName = await noSuchNameNote(outcome, target: target)
-            switch try judge(outcome, offset: offset, id: id, target: target, sink: sink, noSuchName: noSuchName, tally: &tally) {
+            switch try await judgeNamingNames(outcome, offset: offset, id: id, target: target, sink: sink, tally: &tally) {
             case .done(let completed): return (completed, tally.attempt)
             case .again: wait = nil
             case .wait(let delay): wait = delay
@@ -495,15 +492,23 @@ public final class TransferEngine: Sendable {
     /// nil otherwise.
     private func noSuchNameNote(_ outcome: AttemptOutcome, target: RequestTarget) async -> String? {
         guard outcome.abort == nil, !outcome.cancelled else { return nil }
-        let hostKey = outcome.redirects == 0 ? target.hostKey : outcome.effectiveURL.flatMap { try? RequestTarget($0).hostKey }
+        // After a redirect, the target's: its host, and its scheme choosing the proxy.
+        let failedAt = outcome.redirects == 0 ? target : outcome.effectiveURL.flatMap { try? RequestTarget($0) }
         guard let failed = UnresolvedName(code: CURLcode(rawValue: UInt32(outcome.curlCode)), message: outcome.curlMessage,
-                                          hostKey: hostKey, scheme: target.scheme, proxies: proxies),
+                                          hostKey: failedAt?.hostKey, scheme: failedAt?.scheme ?? target.scheme, proxies: proxies),
               await nameVerdicts.verdict(for: failed.name) == .doesNotExist else { return nil }
         switch failed.owner {
         case .host: return "no such name: not tried again"
         case .proxy(let variable?): return "the proxy from $\(variable) has no such name: not tried again"
         case .proxy(nil): return "the proxy has no such name: not tried again"
         }
+    }
+
+    /// `judge`, told first whether the attempt failed on a name that does not exist.
+    private func judgeNamingNames(_ outcome: AttemptOutcome, offset: Int64, id: TransferID, target: RequestTarget,
+                                  sink: any BodySink, tally: inout AttemptTally) async throws(TransferError) -> AfterAttempt {
+        let noSuchName = await noSuchNameNote(outcome, target: target)
+        return try judge(outcome, offset: offset, id: id, target: target, sink: sink, noSuchName: noSuchName, tally: &tally)
     }
 
     /// Whether a status that answered a resume (`Range` with `If-Range`) may

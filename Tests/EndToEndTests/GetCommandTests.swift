@@ -407,12 +407,12 @@ import TestSupport
     /// one line at its first attempt, where they were retried until the
     /// host's patience ran out (50 URLs: 30 s); so does one spelt in Unicode
     /// or percent-encoded (libcurl names it converted, or decoded); the other
-    /// URLs are fetched. `.invalid` is reserved never to exist; where this
-    /// machine's resolver cannot say so (no DNS server at all), the URLs are
-    /// retried as before, and only what holds either way is checked. (The
-    /// host's patience is long enough that a lookup this machine's resolver
-    /// drops cannot give the host up for want of an answer first.)
-    @Test func aHostNameThatDoesNotExistFailsItsURLsAtOnce() async throws {
+    /// URLs are fetched. Run where this machine's resolver says `.invalid`
+    /// names (reserved never to exist) do not exist. (The host's patience is
+    /// long enough that a lookup the resolver drops cannot give the host up
+    /// for want of an answer first.)
+    @Test(.enabled(if: SystemResolver.saysNoSuchName("no-such-host.invalid")))
+    func aHostNameThatDoesNotExistFailsItsURLsAtOnce() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/ok.jpg", data: fixtureBytes(count: 1000, seed: 61))
             let cache = directory.appending("cache")
@@ -424,43 +424,25 @@ import TestSupport
                 .write(toFile: input, atomically: true, encoding: .utf8)
 
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--host-patience", "10",
-                                                      "--input-file", input], environment: Self.quickResolver)
+                                                      "--input-file", input], environment: SystemResolver.quickRetries)
 
             #expect(result.status == 1)
             let failures = result.stderrLines.filter { $0.hasPrefix("mediafetch: failed ") }
             let failed = failures.compactMap { $0.split(separator: " ").dropFirst(2).first.map { String($0.dropLast()) } }
             #expect(Set(failed) == Set(typos + spelt.keys))
             #expect(failures.count == typos.count + spelt.count)
-            if Self.resolverSaysNoSuchName("no-such-host.invalid") {
-                for line in failures where typos.contains(where: { line.hasPrefix("mediafetch: failed \($0): ") }) {
-                    #expect(line.hasSuffix(": Could not resolve host: no-such-host.invalid (no such name: not tried again)")
-                        || line.contains(": given up: no-such-host.invalid:80 has no such name (Could not resolve host: no-such-host.invalid)")
-                        || line.hasSuffix(": its host, no-such-host.invalid:80, is given up (as above)"), "\(line)")
-                }
-                for (url, name) in spelt {
-                    #expect(failures.contains("mediafetch: failed \(url): Could not resolve host: \(name) (no such name: not tried again)"),
-                            "\(result.stderr)")
-                }
-                #expect(!result.stderr.contains("attempts"), "\(result.stderr)")
+            for line in failures where typos.contains(where: { line.hasPrefix("mediafetch: failed \($0): ") }) {
+                #expect(line.hasSuffix(": Could not resolve host: no-such-host.invalid (no such name: not tried again)")
+                    || line.contains(": given up: no-such-host.invalid:80 has no such name (Could not resolve host: no-such-host.invalid)")
+                    || line.hasSuffix(": its host, no-such-host.invalid:80, is given up (as above)"), "\(line)")
             }
+            for (url, name) in spelt {
+                #expect(failures.contains("mediafetch: failed \(url): Could not resolve host: \(name) (no such name: not tried again)"),
+                        "\(result.stderr)")
+            }
+            #expect(!result.stderr.contains("attempts"), "\(result.stderr)")
             #expect(try await listJSON(cache).map { $0["url"] as? String } == [origin.url("/ok.jpg")])
         }
-    }
-
-    /// The resolver's settings for a run whose lookups must not take long:
-    /// a query this machine's resolver drops (one in thirty or so) is asked
-    /// again after 1 s, not glibc's 5 s, within the 2 s mediafetch waits for
-    /// its own lookup of a name that did not resolve.
-    static let quickResolver = ["RES_OPTIONS": "timeout:1 attempts:4"]
-
-    /// Whether this machine's resolver answers that `name` does not exist.
-    private static func resolverSaysNoSuchName(_ name: String) -> Bool {
-        var hints = addrinfo()
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var found: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(name, nil, &hints, &found)
-        if let found { freeaddrinfo(found) }
-        return status == EAI_NONAME
     }
 
     @Test func aCatalogThatIsNotADatabaseStopsTheRunBeforeAnyDownload() async throws {
@@ -1072,6 +1054,15 @@ import TestSupport
             #expect(result.status == 1)
             #expect(result.stderrLines.first?.hasSuffix("(the proxy 127.0.0.1:1, from $http_proxy)") == true, "\(result.stderr)")
             #expect(origin.requests().isEmpty)
+
+            // Its URLs' host given up for it: the line says why with the proxy named too.
+            let many = origin.addFixtures(count: 8, size: 1000, firstSeed: 95)
+            let givenUp = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--host-patience", "1"] + many,
+                                                      environment: ["http_proxy": "http://127.0.0.1:1"])
+            #expect(givenUp.status == 1)
+            let line = try #require(givenUp.stderrLines.first { $0.contains(": given up: no connection to 127.0.0.1:\(origin.port) in ") },
+                                    "\(givenUp.stderr)")
+            #expect(line.contains("(the proxy 127.0.0.1:1, from $http_proxy)); its URLs fail at once"), "\(line)")
         }
     }
 
@@ -1079,9 +1070,9 @@ import TestSupport
     /// SOCKS proxy's `all_proxy`, which libcurl reports as the host's name)
     /// fails each URL at its first attempt, naming the variable: the URLs
     /// were retried until their host was given up, after 30 s, as if the
-    /// server were down. Checked where this machine's resolver says so (see
+    /// server were down. Run where this machine's resolver says so (see
     /// `aHostNameThatDoesNotExistFailsItsURLsAtOnce`).
-    @Test(arguments: [("http_proxy", "http://no-such-proxy.invalid:3128", "Could not resolve proxy: no-such-proxy.invalid"),
+    @Test(.enabled(if: SystemResolver.saysNoSuchName("no-such-proxy.invalid")), arguments: [("http_proxy", "http://no-such-proxy.invalid:3128", "Could not resolve proxy: no-such-proxy.invalid"),
                       ("all_proxy", "socks5h://no-such-proxy.invalid:1080", "Could not resolve host: no-such-proxy.invalid")])
     func aProxyNameThatDoesNotExistFailsEachURLAtOnce(variable: String, proxy: String, failure: String) async throws {
         try await withOrigin { origin, directory in
@@ -1089,14 +1080,12 @@ import TestSupport
             let urls = origin.addFixtures(count: 30, size: 1000, firstSeed: 91)
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
                                                       "--host-patience", "10"] + urls,
-                                                     environment: Self.quickResolver.merging([variable: proxy]) { $1 })
+                                                     environment: SystemResolver.quickRetries.merging([variable: proxy]) { $1 })
             #expect(result.status == 1)
             let failures = result.stderrLines.filter { $0.hasPrefix("mediafetch: failed ") }
             #expect(failures.count == urls.count)
-            if Self.resolverSaysNoSuchName("no-such-proxy.invalid") {
-                for line in failures {
-                    #expect(line.hasSuffix(": \(failure) (the proxy from $\(variable) has no such name: not tried again)"), "\(line)")
-                }
+            for line in failures {
+                #expect(line.hasSuffix(": \(failure) (the proxy from $\(variable) has no such name: not tried again)"), "\(line)")
             }
             #expect(origin.requests().isEmpty)
         }

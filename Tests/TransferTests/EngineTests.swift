@@ -1629,7 +1629,7 @@ import URLText
     /// machine's, which must fail for `.invalid` names (reserved never to
     /// exist) as "Could not resolve host": where no resolver answers at all
     /// (they time out), the test cannot run.
-    @Test(.enabled(if: resolverSaysNoSuchName("typo.invalid")))
+    @Test(.enabled(if: SystemResolver.saysNoSuchName("typo.invalid")))
     func aNameThatDoesNotExistIsNotTriedAgain() async throws {
         let lookups = Mutex<[String]>([])
         let names = HostNames { name in
@@ -1675,11 +1675,6 @@ import URLText
             let retried = await #expect(throws: TransferError.self) { try await engine.download("http://offline.invalid/a.jpg") }
             #expect(retried?.message == "Could not resolve host: offline.invalid (after 3 attempts)")
         }
-    }
-
-    /// Whether this machine's resolver answers that `name` does not exist.
-    static func resolverSaysNoSuchName(_ name: String) -> Bool {
-        HostNames.system.lookUp(name) == .doesNotExist
     }
 
     /// While connecting, the connect timeout rules: a connect that hung said

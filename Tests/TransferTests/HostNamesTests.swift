@@ -92,7 +92,7 @@ struct HostNamesTests {
         let waiters = (0..<8).map { _ in Task { await verdicts.verdict(for: "typo.example") } }
         // Every waiter is waiting before the lookup answers.
         while verdicts.waiters(for: "typo.example") < waiters.count { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(!verdicts.knownNotToExist(.init(name: "typo.example", owner: .host)))
+        #expect(!verdicts.knownNotToExist("typo.example"))
         resolver.release.signal()
         for waiter in waiters { #expect(await waiter.value == .doesNotExist) }
         let looked = resolver.lookups.withLock { $0 }
@@ -100,8 +100,8 @@ struct HostNamesTests {
         // Remembered: asked again, the resolver is not.
         #expect(await verdicts.verdict(for: "typo.example") == .doesNotExist)
         #expect(resolver.lookupCount == 1)
-        #expect(verdicts.knownNotToExist(.init(name: "typo.example", owner: .host)))
-        #expect(!verdicts.knownNotToExist(.init(name: "other.example", owner: .host)))
+        #expect(verdicts.knownNotToExist("typo.example"))
+        #expect(!verdicts.knownNotToExist("other.example"))
     }
 
     /// "Unknown" is kept 5 s, "does not exist" a minute: asked again only after.
@@ -110,19 +110,19 @@ struct HostNamesTests {
         let resolver = HeldResolver(verdict)
         for _ in 0..<3 { resolver.release.signal() }
         func verdicts(living lifetime: Duration) -> NameVerdicts {
-            verdict == .unknown ? NameVerdicts(resolver.names, unknownLifetime: lifetime)
-                : NameVerdicts(resolver.names, doesNotExistLifetime: lifetime)
+            verdict == .unknown ? NameVerdicts(resolver.names, longestWait: .seconds(3600), unknownLifetime: lifetime)
+                : NameVerdicts(resolver.names, longestWait: .seconds(3600), doesNotExistLifetime: lifetime)
         }
         let shortLived = verdicts(living: .zero)
         #expect(await shortLived.verdict(for: "name.example") == verdict)
-        #expect(!shortLived.knownNotToExist(.init(name: "name.example", owner: .host)))
+        #expect(!shortLived.knownNotToExist("name.example"))
         #expect(await shortLived.verdict(for: "name.example") == verdict)
         #expect(resolver.lookupCount == 2)
         let longLived = verdicts(living: .seconds(3600))
         #expect(await longLived.verdict(for: "name.example") == verdict)
         #expect(await longLived.verdict(for: "name.example") == verdict)
         #expect(resolver.lookupCount == 3)
-        #expect(longLived.knownNotToExist(.init(name: "name.example", owner: .host)) == (verdict == .doesNotExist))
+        #expect(longLived.knownNotToExist("name.example") == (verdict == .doesNotExist))
     }
 
     /// A resolver that hangs holds no URL past `longestWait`: it is answered
@@ -134,7 +134,7 @@ struct HostNamesTests {
         #expect(await verdicts.verdict(for: "hung.example") == .unknown)
         #expect(verdicts.waiters(for: "hung.example") == 0)
         resolver.release.signal()
-        while !verdicts.knownNotToExist(.init(name: "hung.example", owner: .host)) {
+        while !verdicts.knownNotToExist("hung.example") {
             try await Task.sleep(for: .milliseconds(5))
         }
         #expect(await verdicts.verdict(for: "hung.example") == .doesNotExist)
@@ -156,6 +156,11 @@ struct HostNamesTests {
         for _ in 0..<count { resolver.release.signal() }
         for waiter in waiters { #expect(await waiter.value == .doesNotExist) }
         #expect(resolver.lookupCount == count)
+        // All given back: a second burst gets as many at once again.
+        let again = (0..<NameVerdicts.lookupsAtOnce).map { index in Task { await verdicts.verdict(for: "again-\(index).example") } }
+        while resolver.lookupCount < count + NameVerdicts.lookupsAtOnce { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in again.indices { resolver.release.signal() }
+        for waiter in again { #expect(await waiter.value == .doesNotExist) }
     }
 
     @Test func aCancelledWaiterIsAnsweredAtOnceWhileTheLookupGoesOn() async throws {
