@@ -95,6 +95,7 @@ struct HostNames: Sendable {
 
 /// A name libcurl could not resolve, and whose it is.
 struct UnresolvedName: Sendable, Equatable {
+    /// The name as libcurl gave it to the resolver.
     let name: String
     /// Whose name it is: the host asked for (or redirected to), or the
     /// environment's proxy, with the variable that names it when known.
@@ -104,6 +105,9 @@ struct UnresolvedName: Sendable, Equatable {
         case host
         case proxy(variable: String?)
     }
+}
+
+extension UnresolvedName {
 
     /// The name in libcurl's failure (`code`, `message`) of an attempt at
     /// `hostKey` (the host asked for, or redirected to; nil when not known)
@@ -131,11 +135,6 @@ struct UnresolvedName: Sendable, Equatable {
         default:
             return nil
         }
-    }
-
-    init(name: String, owner: Owner) {
-        self.name = name
-        self.owner = owner
     }
 }
 
