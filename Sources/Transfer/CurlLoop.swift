@@ -437,6 +437,9 @@ struct AttemptOutcome: Sendable {
     /// Body bytes the sink held when the attempt ended, before a cut-off one
     /// dropped its last partial block (see `FileSink.attemptFailed`).
     var bodyBytes: Int64 = 0
+    /// The name the attempt failed to resolve, and whose it is (the host's
+    /// asked for or redirected to, or a proxy's), when it failed so.
+    var unresolvedName: UnresolvedName?
 }
 
 extension AttemptOutcome {
@@ -728,6 +731,7 @@ final class CurlLoop: Sendable {
                 cancelled: cancelled,
                 sealed: whole,
                 bodyBytes: sink.bytesHeld)
+            if !cancelled, attempt.abort == nil { ended.unresolvedName = unresolvedName(of: attempt, ended, code: code) }
             ended.hostUnreachable = noteReachability(of: attempt, ended, code: code, cancelled: cancelled)
             ended.hostNotReached = !cancelled && attempt.head.status == 0 && ended.redirects == 0
                 && HostReachability.neverReached(code: code, abort: attempt.abort, madeConnection: attempt.connected)
@@ -845,9 +849,7 @@ final class CurlLoop: Sendable {
                 takeBack(attempt.host)
             } else if !cancelled, code != CURLE_OK,
                       HostReachability.failedForWantOfHost(code: code, abort: attempt.abort, madeConnection: attempt.connected) {
-                let scheme = RequestTarget.scheme(of: attempt.url)
-                let unresolved = UnresolvedName(code: code, message: outcome.curlMessage, hostKey: attempt.host,
-                                                scheme: scheme, proxies: proxies)
+                let unresolved = outcome.unresolvedName
                 let noSuchName = unresolved.map { names.knownNotToExist($0.name) } == true
                 if noSuchName, unresolved?.owner != .host {
                     // The proxy's name does not exist, not the host's: held against the host, its
@@ -858,7 +860,8 @@ final class CurlLoop: Sendable {
                 // A proxy that is down is named, as in its URLs' own failures.
                 let gaveUp = reachability?.failedWithoutAnswer(attempt.host, transfer: attempt.id,
                                                                reason: outcome.abort?.message
-                                                                   ?? proxies.named(in: outcome.curlMessage, scheme: scheme),
+                                                                   ?? proxies.named(in: outcome.curlMessage,
+                                                                                    scheme: RequestTarget.scheme(of: attempt.url)),
                                                                madeConnection: attempt.connected,
                                                                noSuchName: noSuchName,
                                                                started: attempt.startedAt, queued: attempt.queuedAt,
@@ -880,6 +883,20 @@ final class CurlLoop: Sendable {
                 reachability?.endedWithoutAnswer(attempt.host, transfer: attempt.id, at: now)
             }
             return false
+        }
+
+        /// The name `attempt` (which ended as `outcome` with `code`) failed to
+        /// resolve, and whose it is, where it failed: after a redirect, the
+        /// redirect target's host, and its scheme choosing the proxy.
+        func unresolvedName(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode) -> UnresolvedName? {
+            guard code == CURLE_COULDNT_RESOLVE_HOST || code == CURLE_COULDNT_RESOLVE_PROXY else { return nil }
+            let scheme = RequestTarget.scheme(of: attempt.url)
+            guard outcome.redirects > 0 else {
+                return UnresolvedName(code: code, message: outcome.curlMessage, hostKey: attempt.host, scheme: scheme, proxies: proxies)
+            }
+            let target = outcome.effectiveURL.flatMap { try? RequestTarget($0) }
+            return UnresolvedName(code: code, message: outcome.curlMessage, hostKey: target?.hostKey,
+                                  scheme: target?.scheme ?? scheme, proxies: proxies)
         }
 
         /// Tells `concurrency` what an attempt found of how many transfers its

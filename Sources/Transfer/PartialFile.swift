@@ -221,7 +221,13 @@ final class PartialFile {
     /// A header value as a validator file keeps it: one line of at most 255
     /// bytes without control characters; nil for any other.
     private static func recordableLabel(_ text: String) -> String? {
-        text.utf8.count <= 255 && !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) ? text : nil
+        text.utf8.count <= 255 && !holdsControlCharacter(text.utf8) ? text : nil
+    }
+
+    /// Whether `bytes` hold a control character (a line break, say), which
+    /// no line of a validator file, nor a header value made from one, may.
+    private static func holdsControlCharacter(_ bytes: some Sequence<UInt8>) -> Bool {
+        bytes.contains { $0 < 0x20 || $0 == 0x7F }
     }
 
     /// Writes a validator file whole or not at all (a temporary file renamed
@@ -725,7 +731,7 @@ final class PartialFile {
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         // (The validator goes into a request's header: no control character.)
         guard (4...7).contains(lines.count) || (lines.count == 3 && lines[1].hasPrefix("\"")), lines[0] == url,
-              !lines[1].isEmpty, !lines[1].utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }),
+              !lines[1].isEmpty, !holdsControlCharacter(lines[1].utf8),
               lines.last?.isEmpty == true else { return nil }
         let route = lines.count >= 5 ? String(lines[3]) : ""
         func label(_ index: Int) -> String? {

@@ -485,18 +485,12 @@ public final class TransferEngine: Sendable {
         }
     }
 
-    /// What to add to the failure of `outcome` (an attempt at `target`) when
-    /// it failed on a name the resolver says does not exist (see
-    /// `HostNames`), which no retry mends: the host's asked for or
-    /// redirected to, or the environment's proxy's (see `UnresolvedName`);
-    /// nil otherwise.
-    private func noSuchNameNote(_ outcome: AttemptOutcome, target: RequestTarget) async -> String? {
-        guard outcome.abort == nil, !outcome.cancelled else { return nil }
-        // After a redirect, the target's: its host, and its scheme choosing the proxy.
-        let failedAt = outcome.redirects == 0 ? target : outcome.effectiveURL.flatMap { try? RequestTarget($0) }
-        guard let failed = UnresolvedName(code: CURLcode(rawValue: UInt32(outcome.curlCode)), message: outcome.curlMessage,
-                                          hostKey: failedAt?.hostKey, scheme: failedAt?.scheme ?? target.scheme, proxies: proxies),
-              await nameVerdicts.verdict(for: failed.name) == .doesNotExist else { return nil }
+    /// What to add to the failure of `outcome` when it failed on a name the
+    /// resolver says does not exist (see `HostNames`), which no retry mends:
+    /// the host's asked for or redirected to, or the environment's proxy's
+    /// (`AttemptOutcome.unresolvedName`); nil otherwise.
+    private func noSuchNameNote(_ outcome: AttemptOutcome) async -> String? {
+        guard let failed = outcome.unresolvedName, await nameVerdicts.verdict(for: failed.name) == .doesNotExist else { return nil }
         switch failed.owner {
         case .host: return "no such name: not tried again"
         case .proxy(let variable?): return "the proxy from $\(variable) has no such name: not tried again"
@@ -507,7 +501,7 @@ public final class TransferEngine: Sendable {
     /// `judge`, told first whether the attempt failed on a name that does not exist.
     private func judgeNamingNames(_ outcome: AttemptOutcome, offset: Int64, id: TransferID, target: RequestTarget,
                                   sink: any BodySink, tally: inout AttemptTally) async throws(TransferError) -> AfterAttempt {
-        let noSuchName = await noSuchNameNote(outcome, target: target)
+        let noSuchName = await noSuchNameNote(outcome)
         return try judge(outcome, offset: offset, id: id, target: target, sink: sink, noSuchName: noSuchName, tally: &tally)
     }
 
@@ -548,7 +542,7 @@ public final class TransferEngine: Sendable {
     /// Judges an attempt that asked for bytes from `offset` on: done, again
     /// at once, again after a wait, or a final error (thrown). `noSuchName`:
     /// it failed on a name the resolver says does not exist, and what to say
-    /// of it (see `noSuchNameNote(_:target:)`). Never inlined:
+    /// of it (see `noSuchNameNote(_:)`). Never inlined:
     /// inlined, its locals would be kept in `perform`'s frame.
     @inline(never)
     private func judge(_ outcome: AttemptOutcome, offset: Int64, id: TransferID, target: RequestTarget, sink: any BodySink,
