@@ -9,6 +9,7 @@
 #include <malloc.h>
 #endif
 #if defined(__linux__)
+#include <sys/resource.h>
 #include <sys/vfs.h>
 #endif
 
@@ -101,4 +102,19 @@ int mf_pipe_cloexec(int ends[2]) {
 int mf_close_unlocking(int fd) {
     (void)flock(fd, LOCK_UN);
     return close(fd);
+}
+
+int mf_lower_thread_priority(int steps) {
+#if defined(__linux__)
+    // `who` 0 with PRIO_PROCESS is the calling thread on Linux.
+    errno = 0;
+    int current = getpriority(PRIO_PROCESS, 0);
+    if (current == -1 && errno != 0) return -1;
+    int lowered = current + (steps > 0 ? steps : 0);
+    if (lowered > 19) lowered = 19;
+    return setpriority(PRIO_PROCESS, 0, lowered);
+#else
+    (void)steps;
+    return 0;
+#endif
 }

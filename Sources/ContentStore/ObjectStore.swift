@@ -463,11 +463,8 @@ public final class ObjectStore: BlobStore {
         }
         let thread = Thread { [self] in
             defer { done?() }
-            #if os(Linux)
-            // Behind the start of the downloads, which wait for nothing of this
-            // (on Linux a thread's nice value is its own).
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
-            #endif
+            // Behind the start of the downloads, which wait for nothing of this.
+            _ = mf_lower_thread_priority(10)
             for fanOut in missing where !knownDirectories.withLock({ $0.contains(fanOut) }) {
                 do throws(StoreError) {
                     try makeDirectory(fanOut)

@@ -1,3 +1,4 @@
+import CFileSync
 import Foundation
 import Synchronization
 
@@ -94,6 +95,17 @@ final class WriterPool: Sendable {
     private let wakeups = DispatchSemaphore(value: 0)
     let threadCount: Int
 
+    /// How many nice levels the writer threads run below the rest of the
+    /// process. Every body passes through the one transfer thread, and with
+    /// eight writers runnable the scheduler gave it no more of the cores than
+    /// each of them while they hashed: downloads waited for it. Below it, the
+    /// writers take what it leaves, and their work waits in the chunks
+    /// meanwhile (bounded: a full pool pauses the transfers). 2000 bodies of 64 KiB on 2 cores,
+    /// interleaved runs: about 4% less wall time by the medians; 8 of 64 MiB
+    /// within the noise. Five levels (a third of the share) leaves them a
+    /// fair part of a machine busy with other work.
+    static let niceSteps: Int32 = 5
+
     /// Starts `threads` threads, which live as long as the process (like Dispatch's).
     init(threads: Int) {
         threadCount = max(1, threads)
@@ -127,6 +139,7 @@ final class WriterPool: Sendable {
     }
 
     private func run() {
+        _ = mf_lower_thread_priority(Self.niceSteps)
         var woken = false
         while true {
             let (taken, wakeNext) = state.withLock { state -> ((Lane, [@Sendable () -> Void])?, Bool) in

@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import Testing
+import TestSupport
 @testable import Transfer
 
 /// The writer threads: per-lane order, concurrency across lanes, waiting.
@@ -47,6 +48,28 @@ import Testing
             #expect(entries[index] == Array(0..<100), "lane \(index)")
         }
         #expect(!log.overlapped.withLock { $0 })
+    }
+
+    /// The writers yield the cores to the transfer thread that feeds them
+    /// (see `WriterPool.niceSteps`): their nice value is five above the
+    /// process's, the rest of whose threads keep theirs.
+    @Test func theWritersRunBelowTheRestOfTheProcess() {
+        let pool = WriterPool(threads: 2)
+        let here = niceOfThisThread()
+        let done = DispatchSemaphore(value: 0)
+        let seen = Mutex<[Int32]>([])
+        let lanes = [pool.lane(), pool.lane()]
+        for lane in lanes {
+            lane.async {
+                seen.withLock { $0.append(niceOfThisThread()) }
+                done.signal()
+            }
+        }
+        for _ in lanes { done.wait() }
+        #if os(Linux)
+        #expect(seen.withLock { $0 } == [min(19, here + WriterPool.niceSteps), min(19, here + WriterPool.niceSteps)])
+        #expect(niceOfThisThread() == here)
+        #endif
     }
 
     @Test func aLaneNeverRunsTwoJobsAtOnceThoughThreadsAreFree() {

@@ -75,4 +75,13 @@ int mf_pipe_cloexec(int ends[2]);
 /// close(2)'s result.
 int mf_close_unlocking(int fd);
 
+/// Lowers the calling thread's CPU priority by `steps` nice levels below
+/// what it has (never past 19), for work that can wait for other threads of
+/// the process. On Linux a thread's nice value is its own, set with
+/// setpriority(2) on the calling thread; relative, so that a process started
+/// with `nice` keeps its order, and never a raise, which an unprivileged
+/// process may not make. Returns 0, or -1 with errno; a no-op returning 0
+/// off Linux, where setpriority(2) acts on the whole process.
+int mf_lower_thread_priority(int steps);
+
 #endif
