@@ -11,6 +11,8 @@ import Glibc
 
 struct Get: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        // Named, not derived from the type's name: that costs the parser a reflection at every start.
+        commandName: "get",
         abstract: "Download URLs into the cache.",
         discussion: "URLs already cached are not downloaded again. Partial downloads resume.")
 

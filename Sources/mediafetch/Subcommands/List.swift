@@ -6,7 +6,7 @@ extension OutputFormat: ExpressibleByArgument {}
 extension ItemKind: ExpressibleByArgument {}
 
 struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List cached items (a URL in a collection).")
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List cached items (a URL in a collection).")
 
     @OptionGroup var cacheOptions: CacheOptions
 

@@ -3,6 +3,7 @@ import MediaFetch
 
 struct Stats: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "stats",
         abstract: "Objects, bytes, items, collections, and bytes saved by de-duplication.")
 
     @OptionGroup var cacheOptions: CacheOptions
