@@ -193,6 +193,9 @@ public final class FetchJob: Sendable {
         /// When the run began, before it looked for its URLs in the catalog:
         /// its failures do not overwrite fetches recorded since (`FailureRecord.since`).
         var began = Date()
+        /// The store's fan-outs are to be made ahead once the first body is
+        /// stored (see `download`).
+        var fanOutsAheadDue = false
 
         /// Counts the items of `requested` (`items`, without its repeats) as the run's.
         mutating func count(_ items: any FetchList, of requested: any FetchList) {
@@ -521,7 +524,11 @@ public final class FetchJob: Sendable {
     private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor,
                           whenBegun: (@Sendable (Int) -> Void)?) async {
         if items.count > 0 { whenBegun?(items.count) }
-        if items.count >= fanOutsAheadFrom { cache.store.makeFanOutsAhead() }
+        // Made once the first body is stored, not now: a thread making 256
+        // directories beside the first transfers put off the first request
+        // (1.95 ms from here, against 0.85 ms, by the medians of 14 runs of
+        // 2000 small files). The first group's moves are a gather later.
+        if items.count >= fanOutsAheadFrom { state.withLock { $0.fanOutsAheadDue = true } }
         let downloads = Task { [self] in
             let resumeAnswerCheck: @Sendable (Int) -> ResumeAnswerCheck? = { index in
                 let item = items[index]
@@ -594,7 +601,12 @@ public final class FetchJob: Sendable {
             etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
         record.replacesMissingObject = state.withLock { $0.missingObjects[item.url] }
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size, isReadOnly: body.file.isReadOnly)
-        state.withLock { $0.progress.storing += 1 }
+        let fanOutsAheadDue = state.withLock { state in
+            state.progress.storing += 1
+            defer { state.fanOutsAheadDue = false }
+            return state.fanOutsAheadDue
+        }
+        if fanOutsAheadDue { cache.store.makeFanOutsAhead() }
         // The validator goes just before the body leaves its name: the name may be another download's after that.
         // A body that cannot be stored stays to be resumed when it can be proven complete.
         ingestor.submit(blob, record, beforeLeaving: { body.file.forgetValidator() },
