@@ -71,7 +71,7 @@ let package = Package(
 
         .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport", "URLText"]),
         .testTarget(name: "ContentStoreTests", dependencies: [
-            "ContentStore", "TestSupport",
+            "ContentStore", "TestSupport", "CFileSync",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "MediaFetchTests", dependencies: [

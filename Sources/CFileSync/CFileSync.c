@@ -106,12 +106,17 @@ int mf_close_unlocking(int fd) {
 
 int mf_lower_thread_priority(int steps) {
 #if defined(__linux__)
-    // `who` 0 with PRIO_PROCESS is the calling thread on Linux.
+    // With PRIO_PROCESS, Linux takes `who` for a thread: the process's id
+    // is its main thread, 0 the calling thread.
+    errno = 0;
+    int process = getpriority(PRIO_PROCESS, (id_t)getpid());
+    if (process == -1 && errno != 0) return -1;
     errno = 0;
     int current = getpriority(PRIO_PROCESS, 0);
     if (current == -1 && errno != 0) return -1;
-    int lowered = current + (steps > 0 ? steps : 0);
+    int lowered = process + (steps > 0 ? steps : 0);
     if (lowered > 19) lowered = 19;
+    if (lowered <= current) return 0;
     return setpriority(PRIO_PROCESS, 0, lowered);
 #else
     (void)steps;

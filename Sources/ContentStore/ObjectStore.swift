@@ -463,8 +463,8 @@ public final class ObjectStore: BlobStore {
         }
         let thread = Thread { [self] in
             defer { done?() }
-            // Behind the start of the downloads, which wait for nothing of this.
-            _ = mf_lower_thread_priority(10)
+            // Behind the downloads, beside the writers (whose thread may have started this one).
+            _ = mf_lower_thread_priority(MF_BACKGROUND_NICE_STEPS)
             for fanOut in missing where !knownDirectories.withLock({ $0.contains(fanOut) }) {
                 do throws(StoreError) {
                     try makeDirectory(fanOut)

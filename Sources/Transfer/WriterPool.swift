@@ -104,7 +104,7 @@ final class WriterPool: Sendable {
     /// interleaved runs: about 4% less wall time by the medians; 8 of 64 MiB
     /// within the noise. Five levels (a third of the share) leaves them a
     /// fair part of a machine busy with other work.
-    static let niceSteps: Int32 = 5
+    static let niceSteps = Int32(MF_BACKGROUND_NICE_STEPS)
 
     /// Starts `threads` threads, which live as long as the process (like Dispatch's).
     init(threads: Int) {

@@ -75,13 +75,20 @@ int mf_pipe_cloexec(int ends[2]);
 /// close(2)'s result.
 int mf_close_unlocking(int fd);
 
-/// Lowers the calling thread's CPU priority by `steps` nice levels below
-/// what it has (never past 19), for work that can wait for other threads of
-/// the process. On Linux a thread's nice value is its own, set with
-/// setpriority(2) on the calling thread; relative, so that a process started
-/// with `nice` keeps its order, and never a raise, which an unprivileged
-/// process may not make. Returns 0, or -1 with errno; a no-op returning 0
-/// off Linux, where setpriority(2) acts on the whole process.
+/// How many nice levels below the process work that can wait for the
+/// transfer thread runs: hashing and writing bodies, making the store's
+/// directories ahead (see `mf_lower_thread_priority`).
+#define MF_BACKGROUND_NICE_STEPS 5
+
+/// Sets the calling thread's CPU priority `steps` nice levels below the
+/// process's (its main thread's; never past 19), for work that can wait for
+/// other threads of the process. On Linux a thread's nice value is its own,
+/// set with setpriority(2) on the calling thread, and a new thread inherits
+/// its creator's: relative to the process, not to the caller, so that a
+/// thread one of these starts is not pushed further down. A process started
+/// with `nice` keeps its order; never a raise, which an unprivileged process
+/// may not make. Returns 0, or -1 with errno; a no-op returning 0 off Linux,
+/// where setpriority(2) acts on the whole process.
 int mf_lower_thread_priority(int steps);
 
 #endif
