@@ -51,7 +51,7 @@ let package = Package(
         // What users call: jobs that compose the engine and the store.
         .target(
             name: "MediaFetch",
-            dependencies: ["Transfer", "ContentStore", "URLText"]),
+            dependencies: ["Transfer", "ContentStore", "URLText", "CFileSync"]),
         // The thin executable: argument parsing and terminal output only.
         .executableTarget(
             name: "mediafetch",

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <pthread.h>
+#include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
@@ -121,5 +123,16 @@ int mf_lower_thread_priority(int steps) {
 #else
     (void)steps;
     return 0;
+#endif
+}
+
+void mf_name_this_thread(const char *name) {
+#if defined(__APPLE__)
+    (void)pthread_setname_np(name);
+#else
+    char kept[16];
+    strncpy(kept, name, sizeof kept - 1);
+    kept[sizeof kept - 1] = '\0';
+    (void)pthread_setname_np(pthread_self(), kept);
 #endif
 }

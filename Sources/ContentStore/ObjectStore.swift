@@ -463,6 +463,7 @@ public final class ObjectStore: BlobStore {
         }
         let thread = Thread { [self] in
             defer { done?() }
+            mf_name_this_thread("mf-fan-outs")
             // Behind the downloads, beside the writers (whose thread may have started this one).
             _ = mf_lower_thread_priority(MF_BACKGROUND_NICE_STEPS)
             for fanOut in missing where !knownDirectories.withLock({ $0.contains(fanOut) }) {
@@ -475,7 +476,6 @@ public final class ObjectStore: BlobStore {
                 }
             }
         }
-        thread.name = "mediafetch.fan-outs"
         thread.qualityOfService = .utility
         thread.stackSize = 256 << 10
         thread.start()

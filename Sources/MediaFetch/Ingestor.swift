@@ -1,3 +1,4 @@
+import CFileSync
 import ContentStore
 import Foundation
 import Transfer
@@ -106,8 +107,10 @@ final class Ingestor: Sendable {
         self.cache = cache
         self.store = store ?? cache.store
         self.maxPending = max(1, maxPending)
-        let thread = Thread { [self] in self.run() }
-        thread.name = "mediafetch.ingest"
+        let thread = Thread { [self] in
+            mf_name_this_thread("mf-ingest")
+            self.run()
+        }
         // Room for SQLite, short of the 8 MiB default a `ulimit -v` counts.
         thread.stackSize = 1 << 20
         thread.start()

@@ -1,4 +1,5 @@
 import CCurl
+import CFileSync
 import Foundation
 import Synchronization
 
@@ -583,8 +584,10 @@ final class CurlLoop: Sendable {
         // server's own limit still applies).
         multi.set(CURLMOPT_MAX_CONCURRENT_STREAMS, max(100, configuration.maxTransfersPerHost))
         counters.stopRequested = { [weak self] id in self?.inbox.withLock { $0.stops(id) } ?? true }
-        let thread = Thread { [self] in self.run() }
-        thread.name = "mediafetch.curl"
+        let thread = Thread { [self] in
+            mf_name_this_thread("mf-curl")
+            self.run()
+        }
         // Room for libcurl and TLS, short of the 8 MiB default a `ulimit -v` counts.
         thread.stackSize = 2 << 20
         thread.start()

@@ -1,4 +1,5 @@
 import CCurl
+import CFileSync
 import Foundation
 import Synchronization
 
@@ -257,6 +258,7 @@ final class NameVerdicts: Sendable {
     /// tasks (eight of them, held by a resolver that hangs).
     private func lookUp(_ first: String) {
         let thread = Thread { [self] in
+            mf_name_this_thread("mf-names")
             var name = first
             while true {
                 let verdict = names.lookUp(name)
@@ -275,7 +277,6 @@ final class NameVerdicts: Sendable {
                 name = next
             }
         }
-        thread.name = "mediafetch.names"
         // Room for the resolver (its buffers are on the stack), short of the 8 MiB default a `ulimit -v` counts.
         thread.stackSize = 1 << 20
         thread.start()

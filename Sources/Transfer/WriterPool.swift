@@ -112,8 +112,10 @@ final class WriterPool: Sendable {
     init(threads: Int) {
         threadCount = max(1, threads)
         for index in 0..<threadCount {
-            let thread = Thread { [self] in run() }
-            thread.name = "mediafetch.writer.\(index)"
+            let thread = Thread { [self] in
+                mf_name_this_thread("mf-writer-\(index)")
+                run()
+            }
             // Hashing and writing go deep into no call chain: a small stack
             // spares the 8 MiB of address space each a `ulimit -v` counts.
             thread.stackSize = 512 << 10

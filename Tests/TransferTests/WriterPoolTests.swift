@@ -58,10 +58,12 @@ import TestSupport
         let here = niceOfThisThread()
         let done = DispatchSemaphore(value: 0)
         let seen = Mutex<[Int32]>([])
+        let names = Mutex<Set<String>>([])
         let lanes = [pool.lane(), pool.lane()]
         for lane in lanes {
             lane.async {
                 seen.withLock { $0.append(niceOfThisThread()) }
+                names.withLock { _ = $0.insert(nameOfThisThread()) }
                 done.signal()
             }
         }
@@ -69,6 +71,8 @@ import TestSupport
         #if os(Linux)
         #expect(seen.withLock { $0 } == [min(19, here + WriterPool.niceSteps), min(19, here + WriterPool.niceSteps)])
         #expect(niceOfThisThread() == here)
+        // Named, so that `top -H` and `perf` tell them apart.
+        #expect(names.withLock { $0 }.isSubset(of: ["mf-writer-0", "mf-writer-1"]))
         #endif
     }
 

@@ -91,4 +91,11 @@ int mf_close_unlocking(int fd);
 /// where setpriority(2) acts on the whole process.
 int mf_lower_thread_priority(int steps);
 
+/// pthread_setname_np(3) for the calling thread: the name `top -H`, `perf`
+/// and debuggers show for it, cut to the 15 bytes Linux keeps. Foundation's
+/// `Thread.name` sets no such name on Linux (every thread showed the name of
+/// the Dispatch thread that started it), and Swift's Glibc module does not
+/// export the call. Best effort.
+void mf_name_this_thread(const char *name);
+
 #endif
