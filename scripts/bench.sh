@@ -5,7 +5,8 @@
 #
 # Serves generated files from nginx on 127.0.0.1 and downloads every workload
 # with each tool in turn (mediafetch, curl, curl+sync, aria2c, then again, each
-# round starting one tool further on), so all see the same machine state. curl+sync is curl then sync(1): curl's cost with its
+# round starting one tool further on, every other one in reverse), so all see
+# the same machine state. curl+sync is curl then sync(1): curl's cost with its
 # files on disk at the end, as mediafetch's are; it is shown for context. Prints a table of wall time, CPU time,
 # the server's CPU time during the run and peak RSS, writes the same numbers as JSON lines to
 # $BENCH_DIR/results.jsonl, and mediafetch's CPU floor: its CPU time and the server's spread
@@ -349,12 +350,15 @@ for w in "${WORKLOADS[@]}"; do
         log "not enough room to keep every run's output ($((need_kib >> 10)) MiB): each is removed after its run"
     fi
     for ((run = 1; run <= RUNS; run++)); do
-        # Each round starts one tool further on: a tool run in the same place
-        # every round is billed for its place (one build run twice in a row,
+        # Each round starts one tool further on, and every other round goes
+        # the other way: a tool run in the same place, or after the same
+        # tool, every round is billed for it (one build run twice in a row,
         # 14 rounds: 0.225 s first, 0.221 s second by the medians, the first
         # slower in 10 of 14).
-        for ((i = 0; i < ${#TOOLS[@]}; i++)); do
-            measure "$w" "$run" "${TOOLS[(i + run - 1) % ${#TOOLS[@]}]}"
+        n=${#TOOLS[@]}
+        for ((i = 0; i < n; i++)); do
+            if ((run % 2)); then k=$(( (i + run - 1) % n )); else k=$(( (n - 1 - i + run - 1) % n )); fi
+            measure "$w" "$run" "${TOOLS[k]}"
         done
     done
     rm -rf "${OUT:?}/$w-"*

@@ -447,8 +447,9 @@ public final class ObjectStore: BlobStore {
     /// its own at a low priority, for a run about to store at least
     /// `objectsWorthMakingFanOutsAhead` objects: it would make nearly all of
     /// them anyway, one at a time on the thread that moves bodies into place
-    /// (256 directories, 5 ms of CPU on a run of 2000 small files), while at
-    /// the start of a run the processor mostly waits for the first answers.
+    /// (256 directories, 5 ms of CPU on a run of 2000 small files), on that
+    /// thread's busiest path. The caller chooses when (a run: once its first
+    /// body is handed over, see `FetchJob`).
     /// The few left empty take a block and an inode each (1 MiB on ext4).
     /// Best effort: a fan-out that cannot be made (a link or a file in its
     /// place) is passed over, and made or refused when an object needs it,

@@ -6,11 +6,18 @@ import Darwin
 
 /// The calling thread's nice value (on Linux a thread's own), for tests of
 /// threads that run below the rest of the process.
-public func niceOfThisThread() -> Int32 {
+public func niceOfThisThread() -> Int32 { nice(of: 0) }
+
+/// The process's nice value: its main thread's on Linux, which is what
+/// lowered threads count from (a test's own thread may have inherited a
+/// lowered one's).
+public func niceOfTheProcess() -> Int32 { nice(of: id_t(getpid())) }
+
+private func nice(of who: id_t) -> Int32 {
     #if canImport(Glibc)
-    getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+    getpriority(__priority_which_t(PRIO_PROCESS.rawValue), who)
     #else
-    getpriority(PRIO_PROCESS, 0)
+    getpriority(PRIO_PROCESS, who)
     #endif
 }
 

@@ -160,29 +160,41 @@ import TestSupport
     /// any made meanwhile for an object; one that is a link is passed over
     /// (left a link, nothing made through it, an object for it refused) and
     /// the rest are made.
+    ///
+    /// They are made on a thread of their own, below the downloads' (on
+    /// Linux, where a thread's nice value is its own), as far below the
+    /// process as the writers: whether started from a thread at the
+    /// process's level, or from one as low as the writers (whose level a new
+    /// thread inherits).
     @Test(.timeLimit(.minutes(1)))
     func theFanOutsAreMadeAheadBesideThoseObjectsNeed() async throws {
         func isDirectory(_ path: String) -> Bool {
             var info = stat()
             return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
         }
+        /// Makes `store`'s fan-outs ahead from a new thread lowered by
+        /// `steps` (from the process's level) first; returns the nice value of
+        /// that thread and of the thread that made them.
+        func makeFanOutsAhead(in store: ObjectStore, startedBelowBy steps: Int32) async -> (starter: Int32, maker: Int32) {
+            await withCheckedContinuation { done in
+                Thread {
+                    if steps > 0 { _ = mf_lower_thread_priority(steps) }
+                    let starter = niceOfThisThread()
+                    store.makeFanOutsAhead { done.resume(returning: (starter, niceOfThisThread())) }
+                }.start()
+            }
+        }
+        let lowered = min(19, niceOfTheProcess() + MF_BACKGROUND_NICE_STEPS)
         try await TemporaryDirectory.with { directory in
             let store = try ObjectStore(root: directory.path)
             let blob = try stage(fixtureBytes(count: 600, seed: 15), in: store)
             try store.flush(staged: [blob])
             #expect(try store.moveIntoPlace(blob))
 
-            // Made on a thread of its own, below the downloads' (on Linux, where a
-            // thread's nice value is its own), as far below the process as the
-            // writers, though started by a thread as low as they (which it inherits).
-            let niceThere = await withCheckedContinuation { done in
-                Thread {
-                    _ = mf_lower_thread_priority(MF_BACKGROUND_NICE_STEPS)
-                    store.makeFanOutsAhead { done.resume(returning: niceOfThisThread()) }
-                }.start()
-            }
+            let fromTheProcessLevel = await makeFanOutsAhead(in: store, startedBelowBy: 0)
             #if os(Linux)
-            #expect(niceThere == min(19, niceOfThisThread() + MF_BACKGROUND_NICE_STEPS))
+            // (Started at the process's level unless the test's thread had inherited a lowered one's.)
+            if fromTheProcessLevel.starter == niceOfTheProcess() { #expect(fromTheProcessLevel.maker == lowered) }
             #endif
 
             let made = try FileManager.default.contentsOfDirectory(atPath: store.objectsDirectory).sorted()
@@ -204,7 +216,10 @@ import TestSupport
             try FileManager.default.createDirectory(atPath: store.objectsDirectory, withIntermediateDirectories: true)
             #expect(symlink(elsewhere, "\(store.objectsDirectory)/00") == 0)
 
-            await withCheckedContinuation { done in store.makeFanOutsAhead { done.resume() } }
+            let fromAsLowAsTheWriters = await makeFanOutsAhead(in: store, startedBelowBy: MF_BACKGROUND_NICE_STEPS)
+            #if os(Linux)
+            #expect(fromAsLowAsTheWriters == (lowered, lowered))
+            #endif
 
             var info = stat()
             #expect(lstat("\(store.objectsDirectory)/00", &info) == 0 && info.st_mode & S_IFMT == S_IFLNK)

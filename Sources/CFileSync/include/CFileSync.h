@@ -83,12 +83,15 @@ int mf_close_unlocking(int fd);
 /// Sets the calling thread's CPU priority `steps` nice levels below the
 /// process's (its main thread's; never past 19), for work that can wait for
 /// other threads of the process. On Linux a thread's nice value is its own,
-/// set with setpriority(2) on the calling thread, and a new thread inherits
-/// its creator's: relative to the process, not to the caller, so that a
-/// thread one of these starts is not pushed further down. A process started
-/// with `nice` keeps its order; never a raise, which an unprivileged process
-/// may not make. Returns 0, or -1 with errno; a no-op returning 0 off Linux,
-/// where setpriority(2) acts on the whole process.
+/// set with setpriority(2) on the calling thread. A new thread inherits its
+/// creator's, and an unprivileged thread cannot raise its own: whatever a
+/// lowered thread starts (a Dispatch worker that libdispatch starts from it,
+/// say) runs as low unless it sets a level itself. This helper counts from
+/// the process, not from the caller, so that one lowered thread that starts
+/// another calling it does not push that one further down. A process
+/// started with `nice` keeps its order; never a raise. Returns 0, or -1 with
+/// errno; a no-op returning 0 off Linux, where setpriority(2) acts on the
+/// whole process.
 int mf_lower_thread_priority(int steps);
 
 /// pthread_setname_np(3) for the calling thread: the name `top -H`, `perf`
