@@ -271,9 +271,15 @@ command_for() { # tool workload dest
         aria2c)
             # -x 1 / --split=1: one connection per file, like the other two;
             # -j caps the transfers (so the connections) at JOBS.
+            # --auto-save-interval=0: no control file (.aria2) a download.
+            # aria2c made one for each file and deleted it when the file was
+            # done, and the tool run after it paid for the 2000 deleted inodes
+            # (ext4's recently_deleted(), see below): mediafetch, right after
+            # it in every round but the first until the order turned.
             CMD=(aria2c -j "$JOBS" -x 1 --split=1 -i "$urls" -d "$3"
                 --console-log-level=warn --summary-interval=0 --download-result=hide
-                --allow-overwrite=true --auto-file-renaming=false --file-allocation=none) ;;
+                --allow-overwrite=true --auto-file-renaming=false --file-allocation=none
+                --auto-save-interval=0) ;;
     esac
 }
 
