@@ -861,10 +861,11 @@ final class CurlLoop: Sendable {
                     return false
                 }
                 // A proxy that is down is named, as in its URLs' own failures.
+                let proxy = outcome.abort == nil
+                    ? proxies.unreached(in: outcome.curlMessage, scheme: RequestTarget.scheme(of: attempt.url)) : nil
                 let gaveUp = reachability?.failedWithoutAnswer(attempt.host, transfer: attempt.id,
-                                                               reason: outcome.abort?.message
-                                                                   ?? proxies.named(in: outcome.curlMessage,
-                                                                                    scheme: RequestTarget.scheme(of: attempt.url)),
+                                                               reason: outcome.abort?.message ?? outcome.curlMessage,
+                                                               through: proxy?.described,
                                                                madeConnection: attempt.connected,
                                                                noSuchName: noSuchName,
                                                                started: attempt.startedAt, queued: attempt.queuedAt,

@@ -142,9 +142,12 @@ struct HostReachability {
     /// never given up (40 silent hosts at 16 slots: 21 min).
     /// `noSuchName`: its name is one the resolver says does not exist (see
     /// `HostNames`): the host is given up at once, whatever the patience.
+    /// `proxy`: the proxy the attempt could not connect to (`the proxy
+    /// HOST:PORT, from $VARIABLE`), which the give-up names as the one that
+    /// is down: the host's URLs go nowhere else.
     @discardableResult
-    mutating func failedWithoutAnswer(_ host: String, transfer: TransferID, reason: String, madeConnection: Bool = false,
-                                      noSuchName: Bool = false,
+    mutating func failedWithoutAnswer(_ host: String, transfer: TransferID, reason: String, through proxy: String? = nil,
+                                      madeConnection: Bool = false, noSuchName: Bool = false,
                                       started: ContinuousClock.Instant, queued: ContinuousClock.Instant? = nil,
                                       at now: ContinuousClock.Instant) -> Bool {
         if givenUp[host] != nil {
@@ -170,9 +173,10 @@ struct HostReachability {
         failing[host] = nil
         let every = NumberText.wait(trialInterval.seconds)
         let what = streak.connections ? "no answer from" : "no connection to"
+        let how = proxy.map { " through \($0)," } ?? ""
         let why = noSuchName ? "\(host) has no such name"
-            : "\(what) \(host) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying"
-        let until = noSuchName ? "the name resolves" : "it answers again"
+            : "\(what) \(host)\(how) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying"
+        let until = noSuchName ? "the name resolves" : proxy == nil ? "it answers again" : "the proxy answers again"
         givenUp[host] = GivenUp(
             refusal: TransferError(.hostGivenUp,
                 "given up: \(why) (\(reason)); its URLs fail at once until \(until) (one is let through every \(every))"),

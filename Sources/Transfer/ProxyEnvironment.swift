@@ -11,6 +11,9 @@ struct ProxyEnvironment: Sendable {
         let variable: String
         let host: String
         let port: Int
+
+        /// `the proxy HOST:PORT, from $VARIABLE`.
+        var described: String { "the proxy \(host):\(port), from $\(variable)" }
     }
 
     private let http: Proxy?
@@ -37,9 +40,16 @@ struct ProxyEnvironment: Sendable {
     /// connect to exactly the proxy's host and port (so a URL `no_proxy`
     /// exempts, which fails on its own host, is left as it is).
     func named(in message: String, scheme: String) -> String {
+        guard let proxy = unreached(in: message, scheme: scheme) else { return message }
+        return "\(message) (\(proxy.described))"
+    }
+
+    /// The proxy `message` (libcurl's) failed to connect to, when it is the
+    /// one a URL with `scheme` goes through (see `named(in:scheme:)`).
+    func unreached(in message: String, scheme: String) -> Proxy? {
         guard let proxy = proxy(forScheme: scheme), let target = Self.connectTarget(message),
-              target.host.lowercased() == proxy.host.lowercased(), target.port == proxy.port else { return message }
-        return "\(message) (the proxy \(proxy.host):\(proxy.port), from $\(proxy.variable))"
+              target.host.lowercased() == proxy.host.lowercased(), target.port == proxy.port else { return nil }
+        return proxy
     }
 
     /// The variable naming the proxy a URL with `scheme` goes through, when

@@ -1055,14 +1055,16 @@ import TestSupport
             #expect(result.stderrLines.first?.hasSuffix("(the proxy 127.0.0.1:1, from $http_proxy)") == true, "\(result.stderr)")
             #expect(origin.requests().isEmpty)
 
-            // Its URLs' host given up for it: the line says why with the proxy named too.
+            // Its URLs' host given up for it: the line names the proxy as the one that is down.
             let many = origin.addFixtures(count: 8, size: 1000, firstSeed: 95)
             let givenUp = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--host-patience", "1"] + many,
                                                       environment: ["http_proxy": "http://127.0.0.1:1"])
             #expect(givenUp.status == 1)
-            let line = try #require(givenUp.stderrLines.first { $0.contains(": given up: no connection to 127.0.0.1:\(origin.port) in ") },
-                                    "\(givenUp.stderr)")
-            #expect(line.contains("(the proxy 127.0.0.1:1, from $http_proxy)); its URLs fail at once"), "\(line)")
+            let line = try #require(givenUp.stderrLines.first {
+                $0.contains(": given up: no connection to 127.0.0.1:\(origin.port) through the proxy 127.0.0.1:1, from $http_proxy, in ")
+            }, "\(givenUp.stderr)")
+            #expect(line.contains("(Failed to connect to 127.0.0.1 port 1 "), "\(line)")
+            #expect(line.contains("); its URLs fail at once until the proxy answers again"), "\(line)")
         }
     }
 

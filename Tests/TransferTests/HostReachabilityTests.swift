@@ -59,6 +59,21 @@ import TestSupport
         #expect(afterAnswer == nil)
     }
 
+    /// A host whose proxy is down is given up after its patience as any,
+    /// and the give-up names the proxy as the one that did not answer.
+    @Test func aHostGivenUpForItsProxyNamesTheProxy() {
+        var reachability = HostReachability(patience: .seconds(2), leastFailures: 2)
+        let reason = "Failed to connect to 127.0.0.1 port 1 after 0 ms: Couldn't connect to server"
+        for second in 0...3 {
+            reachability.failedWithoutAnswer("origin.test:80", transfer: url, reason: reason,
+                                             through: "the proxy 127.0.0.1:1, from $http_proxy",
+                                             started: start + .seconds(second), at: start + .seconds(second))
+        }
+        let refusal = reachability.refusal(for: "origin.test:80", transfer: TransferID(rawValue: 2), at: start + .seconds(3))
+        #expect(refusal?.message == "given up: no connection to origin.test:80 through the proxy 127.0.0.1:1, from $http_proxy, "
+            + "in 2 s of trying (\(reason)); its URLs fail at once until the proxy answers again (one is let through every 2 s)")
+    }
+
     private func fail(_ reachability: inout HostReachability, _ host: String, at second: Int) {
         reachability.failedWithoutAnswer(host, transfer: url, reason: "refused", started: start + .seconds(second), at: start + .seconds(second))
     }
