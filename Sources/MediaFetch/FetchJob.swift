@@ -673,7 +673,8 @@ public final class FetchJob: Sendable {
         // A reason may quote the URL, password and all: the catalog keeps it redacted.
         let failure = FailureRecord(url: item.url, message: RedactedURL.inText(reason), since: state.withLock { $0.began })
         ingestor.noteFailure(failure)
-        let givenUpHost = hostGivenUp ? (try? RequestTarget(item.url))?.hostKey : nil
+        // Named as a person reads it (percent-encoding decoded), as the give-up's own line names it.
+        let givenUpHost = hostGivenUp ? (try? RequestTarget(item.url)).map { RequestTarget.readable(hostKey: $0.hostKey) } : nil
         state.withLock {
             $0.progress.failed += 1
             $0.report.failed += 1

@@ -174,8 +174,9 @@ struct HostReachability {
         let every = NumberText.wait(trialInterval.seconds)
         let what = streak.connections ? "no answer from" : "no connection to"
         let how = proxy.map { " through \($0)," } ?? ""
-        let why = noSuchName ? "\(host) has no such name"
-            : "\(what) \(host)\(how) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying"
+        let shown = RequestTarget.readable(hostKey: host)
+        let why = noSuchName ? "\(shown) has no such name"
+            : "\(what) \(shown)\(how) in \(NumberText.wait(tried.seconds.rounded(.down))) of trying"
         let until = noSuchName ? "the name resolves" : proxy == nil ? "it answers again" : "the proxy answers again"
         givenUp[host] = GivenUp(
             refusal: TransferError(.hostGivenUp,

@@ -861,6 +861,16 @@ public struct RequestTarget: Sendable, Equatable {
     /// (the scheme is checked to be http or https when the target is made).
     var scheme: String { Self.scheme(of: url) }
 
+    /// `hostKey` as a person reads it: a host percent-encoded in its URL
+    /// (`%62adgu.invalid:80`) decoded, as libcurl names it (`badgu.invalid:80`),
+    /// when the decoded bytes are UTF-8 without control characters; else the
+    /// key as it is. For messages only: keys stay as the URLs spell them.
+    public static func readable(hostKey: String) -> String {
+        guard hostKey.utf8.contains(UInt8(ascii: "%")), let decoded = hostKey.removingPercentEncoding,
+              !decoded.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return hostKey }
+        return decoded
+    }
+
     /// The scheme of `url`, a request target's (http or https).
     static func scheme(of url: String) -> String { url.hasPrefix("https:") ? "https" : "http" }
 

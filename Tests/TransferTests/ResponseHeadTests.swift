@@ -298,6 +298,26 @@ import URLText
 }
 
 @Suite struct RequestTargetTests {
+    /// A host key is shown as a person reads it: percent-encoding decoded
+    /// where that gives text, else as the URL spells it; the key itself stays.
+    @Test func aHostKeyIsShownDecoded() throws {
+        let encoded = try RequestTarget("http://%62adgu.invalid/a.jpg")
+        #expect(encoded.hostKey == "%62adgu.invalid:80")
+        #expect(RequestTarget.readable(hostKey: encoded.hostKey) == "badgu.invalid:80")
+        #expect(RequestTarget.readable(hostKey: "example.org:443") == "example.org:443")
+        #expect(RequestTarget.readable(hostKey: "b%C3%BCcher.example:80") == "bücher.example:80")
+        // Not text, or a control character: left as it is.
+        #expect(RequestTarget.readable(hostKey: "bad%ff.example:80") == "bad%ff.example:80")
+        #expect(RequestTarget.readable(hostKey: "a%0ab.example:80") == "a%0ab.example:80")
+        // Given up, the host is named so too.
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let now = ContinuousClock.now
+        reachability.failedWithoutAnswer(encoded.hostKey, transfer: TransferID(rawValue: 1), reason: "Could not resolve host: badgu.invalid",
+                                         noSuchName: true, started: now, at: now)
+        let refusal = reachability.refusal(for: encoded.hostKey, transfer: TransferID(rawValue: 2), at: now)
+        #expect(refusal?.message.hasPrefix("given up: badgu.invalid:80 has no such name (Could not resolve host: badgu.invalid)") == true)
+    }
+
     @Test func httpAndHttpsAreAccepted() throws {
         #expect(try RequestTarget("http://Example.com/a.jpg").hostKey == "example.com:80")
         #expect(try RequestTarget("https://example.com:8443/a").hostKey == "example.com:8443")
