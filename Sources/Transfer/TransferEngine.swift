@@ -863,11 +863,13 @@ public struct RequestTarget: Sendable, Equatable {
 
     /// `hostKey` as a person reads it: a host percent-encoded in its URL
     /// (`%62adgu.invalid:80`) decoded, as libcurl names it (`badgu.invalid:80`),
-    /// when the decoded bytes are UTF-8 without control characters; else the
-    /// key as it is. For messages only: keys stay as the URLs spell them.
+    /// when the decoded bytes are UTF-8 without control or format characters
+    /// (a bidi override, say); else the key as it is. For messages only: keys
+    /// stay as the URLs spell them.
     public static func readable(hostKey: String) -> String {
         guard hostKey.utf8.contains(UInt8(ascii: "%")), let decoded = hostKey.removingPercentEncoding,
-              !decoded.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return hostKey }
+              !decoded.unicodeScalars.contains(where: { [.control, .format].contains($0.properties.generalCategory) })
+        else { return hostKey }
         return decoded
     }
 

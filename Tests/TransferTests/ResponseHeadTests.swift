@@ -309,6 +309,7 @@ import URLText
         // Not text, or a control character: left as it is.
         #expect(RequestTarget.readable(hostKey: "bad%ff.example:80") == "bad%ff.example:80")
         #expect(RequestTarget.readable(hostKey: "a%0ab.example:80") == "a%0ab.example:80")
+        #expect(RequestTarget.readable(hostKey: "a%E2%80%AEb.example:80") == "a%E2%80%AEb.example:80")
         // Given up, the host is named so too.
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         let now = ContinuousClock.now
