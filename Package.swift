@@ -69,7 +69,7 @@ let package = Package(
         // Helpers shared by the test targets: temporary directories, fixtures, running the binary.
         .target(name: "TestSupport", dependencies: ["TestOrigin", "CFileSync"]),
 
-        .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport", "URLText"]),
+        .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport", "URLText", "CFileSync"]),
         .testTarget(name: "ContentStoreTests", dependencies: [
             "ContentStore", "TestSupport", "CFileSync",
             .product(name: "GRDB", package: "GRDB.swift"),

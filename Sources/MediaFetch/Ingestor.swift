@@ -109,6 +109,7 @@ final class Ingestor: Sendable {
         self.maxPending = max(1, maxPending)
         let thread = Thread { [self] in
             mf_name_this_thread("mf-ingest")
+            _ = mf_lower_thread_priority(0) // at the process's level at least (see the helper)
             self.run()
         }
         // Room for SQLite, short of the 8 MiB default a `ulimit -v` counts.

@@ -586,6 +586,7 @@ final class CurlLoop: Sendable {
         counters.stopRequested = { [weak self] id in self?.inbox.withLock { $0.stops(id) } ?? true }
         let thread = Thread { [self] in
             mf_name_this_thread("mf-curl")
+            _ = mf_lower_thread_priority(0) // at the process's level at least (see the helper)
             self.run()
         }
         // Room for libcurl and TLS, short of the 8 MiB default a `ulimit -v` counts.

@@ -67,14 +67,15 @@ struct HostNames: Sendable {
     }
 
     /// What follows `prefix` in `message`, when it is a host name of ASCII
-    /// letters, digits, `-`, `_` and dots (a name libcurl gave the resolver).
+    /// letters, digits, `-`, `_`, `%` and dots (a name libcurl gave the
+    /// resolver; `%` where its URL's escape was not one, `a%zz`, or was `%25`).
     private static func name(after prefix: String, in message: String) -> String? {
         guard message.hasPrefix(prefix) else { return nil }
         let name = message.utf8.dropFirst(prefix.utf8.count)
         guard !name.isEmpty, name.count <= 253, name.allSatisfy({ byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "%"):
                 return true
             default:
                 return false
@@ -259,6 +260,7 @@ final class NameVerdicts: Sendable {
     private func lookUp(_ first: String) {
         let thread = Thread { [self] in
             mf_name_this_thread("mf-names")
+            _ = mf_lower_thread_priority(0) // at the process's level at least (see the helper)
             var name = first
             while true {
                 let verdict = names.lookUp(name)

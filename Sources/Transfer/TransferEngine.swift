@@ -1029,6 +1029,10 @@ public struct RequestTarget: Sendable, Equatable {
     /// of the characters libcurl's URL parser refuses in a name
     /// (`http://a<b/`, `http://h:80:80/`, `http://a%00b/`), and only valid
     /// UTF-8 beyond ASCII (an IDN). An invalid escape (`%zz`) is left as it is, as libcurl leaves it.
+    /// Nor any character no host name can hold, which libcurl takes and then
+    /// fails on, as an item, after retries or as a bad format: DEL, which the
+    /// lookup was retried for (`a%7Fb`), a C1 control, an invisible format
+    /// character (a bidi override) or a space of another kind.
     private static func isUsableHost(_ host: ArraySlice<UInt8>) -> Bool {
         if host.first == UInt8(ascii: "[") {
             guard host.last == UInt8(ascii: "]") else { return false }
@@ -1045,7 +1049,7 @@ public struct RequestTarget: Sendable, Equatable {
         var refused = false
         var beyondASCII = false
         forEachDecodedByte(of: host) { byte in
-            if byte < 0x20 || isRefusedInHostName(byte) { refused = true }
+            if byte < 0x20 || byte == 0x7F || isRefusedInHostName(byte) { refused = true }
             if byte >= 0x80 { beyondASCII = true }
         }
         guard !refused else { return false }
@@ -1053,7 +1057,13 @@ public struct RequestTarget: Sendable, Equatable {
         // An IDN: libcurl converts it, and only valid UTF-8 converts.
         var decoded: [UInt8] = []
         forEachDecodedByte(of: host) { decoded.append($0) }
-        return String(validating: decoded, as: UTF8.self) != nil
+        guard let name = String(validating: decoded, as: UTF8.self) else { return false }
+        return !name.unicodeScalars.contains {
+            switch $0.properties.generalCategory {
+            case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator: true
+            default: false
+            }
+        }
     }
 
     /// Calls `body` with each byte of `text`, a valid `%XX` as the byte it stands for.

@@ -1,4 +1,6 @@
+import CFileSync
 import Dispatch
+import Foundation
 import Synchronization
 import Testing
 import TestSupport
@@ -72,6 +74,36 @@ import TestSupport
         #expect(seen.withLock { $0 } == [min(19, process + WriterPool.niceSteps), min(19, process + WriterPool.niceSteps)])
         // Named, so that `top -H` and `perf` tell them apart.
         #expect(names.withLock { $0 }.isSubset(of: ["mf-writer-0", "mf-writer-1"]))
+        #endif
+    }
+
+    /// Lowering by 0 puts a thread at the process's level at least (a
+    /// thread that a Dispatch worker running above it started), and never
+    /// raises one already below it. (Above the process only where the test
+    /// may raise a thread's priority: as root.)
+    @Test func aThreadIsPutAtTheProcessLevelAtLeast() {
+        let process = niceOfTheProcess()
+        func niceAfter(startingAt start: Int32) -> (started: Bool, after: Int32) {
+            let result = Mutex<(Bool, Int32)>((false, 0))
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                #if canImport(Glibc)
+                let started = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, start) == 0
+                #else
+                let started = setpriority(PRIO_PROCESS, 0, start) == 0
+                #endif
+                _ = mf_lower_thread_priority(0)
+                result.withLock { $0 = (started, niceOfThisThread()) }
+                done.signal()
+            }.start()
+            done.wait()
+            return result.withLock { $0 }
+        }
+        #if os(Linux)
+        let below = niceAfter(startingAt: min(19, process + 3))
+        #expect(below.started && below.after == min(19, process + 3))
+        let above = niceAfter(startingAt: process - 3)
+        if above.started { #expect(above.after == process) }
         #endif
     }
 

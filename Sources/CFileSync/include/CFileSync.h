@@ -88,10 +88,13 @@ int mf_close_unlocking(int fd);
 /// lowered thread starts (a Dispatch worker that libdispatch starts from it,
 /// say) runs as low unless it sets a level itself. This helper counts from
 /// the process, not from the caller, so that one lowered thread that starts
-/// another calling it does not push that one further down. A process
-/// started with `nice` keeps its order; never a raise. Returns 0, or -1 with
-/// errno; a no-op returning 0 off Linux, where setpriority(2) acts on the
-/// whole process.
+/// another calling it does not push that one further down. With `steps` 0
+/// it puts a thread at the process's level at least: libdispatch runs its
+/// workers at levels of its own where it may (as root, a default-priority
+/// one at 0 whatever the process's nice), and a thread one of them starts
+/// inherits that. A process started with `nice` keeps its order; never a
+/// raise. Returns 0, or -1 with errno; a no-op returning 0 off Linux, where
+/// setpriority(2) acts on the whole process.
 int mf_lower_thread_priority(int steps);
 
 /// pthread_setname_np(3) for the calling thread: the name `top -H`, `perf`
