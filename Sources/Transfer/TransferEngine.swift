@@ -863,14 +863,23 @@ public struct RequestTarget: Sendable, Equatable {
 
     /// `hostKey` as a person reads it: a host percent-encoded in its URL
     /// (`%62adgu.invalid:80`) decoded, as libcurl names it (`badgu.invalid:80`),
-    /// when the decoded bytes are UTF-8 without control or format characters
-    /// (a bidi override, say); else the key as it is. For messages only: keys
-    /// stay as the URLs spell them.
+    /// when the decoded bytes are UTF-8 that a name may hold (see
+    /// `isUnfitForName`: no control or format character, a bidi override
+    /// say); else the key as it is. For messages only: keys stay as the URLs
+    /// spell them.
     public static func readable(hostKey: String) -> String {
         guard hostKey.utf8.contains(UInt8(ascii: "%")), let decoded = hostKey.removingPercentEncoding,
-              !decoded.unicodeScalars.contains(where: { [.control, .format].contains($0.properties.generalCategory) })
-        else { return hostKey }
+              !decoded.unicodeScalars.contains(where: isUnfitForName) else { return hostKey }
         return decoded
+    }
+
+    /// Whether no host name can hold `scalar`: a control (C0, DEL, C1), an
+    /// invisible format character, or a space or separator of any kind.
+    private static func isUnfitForName(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
     }
 
     /// The scheme of `url`, a request target's (http or https).
@@ -1058,12 +1067,7 @@ public struct RequestTarget: Sendable, Equatable {
         var decoded: [UInt8] = []
         forEachDecodedByte(of: host) { decoded.append($0) }
         guard let name = String(validating: decoded, as: UTF8.self) else { return false }
-        return !name.unicodeScalars.contains {
-            switch $0.properties.generalCategory {
-            case .control, .format, .spaceSeparator, .lineSeparator, .paragraphSeparator: true
-            default: false
-            }
-        }
+        return !name.unicodeScalars.contains(where: isUnfitForName)
     }
 
     /// Calls `body` with each byte of `text`, a valid `%XX` as the byte it stands for.
