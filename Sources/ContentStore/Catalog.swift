@@ -817,7 +817,11 @@ public final class Catalog: Sendable {
     /// function that goes through them one at a time, each time it is
     /// called, all from the same snapshot of the catalog (one read
     /// transaction), so two passes see the same rows. `body` must not use
-    /// this catalog itself. The transaction lasts as long as `body`: output
+    /// this catalog itself. Sorted by collection, then URL: the same rows
+    /// come in the same order whichever run recorded them first (by the
+    /// time each was recorded, they came in the order downloads finished,
+    /// and two caches of one list listed them in two orders).
+    /// The transaction lasts as long as `body`: output
     /// written to a pipe nobody reads holds it open, and the write-ahead log
     /// cannot start over until it ends. An error partway ends the entries
     /// where they are.
@@ -842,7 +846,7 @@ public final class Catalog: Sendable {
             JOIN source ON source.url = item.url
             JOIN object ON object.hash = source.hash
             \(filter)
-            ORDER BY collection.name, item.addedAt, item.url
+            ORDER BY collection.name, item.url
             """
         try database.read { db in
             try body { visit in

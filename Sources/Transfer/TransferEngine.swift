@@ -924,6 +924,12 @@ public struct RequestTarget: Sendable, Equatable {
         while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
         let leading = bytes.prefix { $0 == 0x20 || $0 == 0x09 }.count
         if leading > 0 { bytes.removeFirst(leading) }
+        // A URL copied with its quotes (from a shell line, a CSV field, JSON) was
+        // told it had no scheme, which it has.
+        if let first = bytes.first, first == UInt8(ascii: "\"") || first == UInt8(ascii: "'") || first == UInt8(ascii: "<") {
+            throw TransferError(.unsupportedURL, "not a URL, it is in \(first == UInt8(ascii: "<") ? "angle brackets" : "quotes") "
+                + "(write it without them): \(shown())")
+        }
         // `example.com/a.jpg`, `localhost:8080/a.jpg`: a host and no scheme, which curl would take as http.
         func noScheme() -> String { "not a URL, it has no scheme (write http:// or https:// before it): \(shown())" }
         guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0,
@@ -951,7 +957,11 @@ public struct RequestTarget: Sendable, Equatable {
             let endsAuthority = { (byte: UInt8) in byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") }
             let authorityEnd = bytes[(colon + 3)...].firstIndex(where: endsAuthority) ?? bytes.endIndex
             let inHost = blankAt < authorityEnd && !bytes[blankAt..<authorityEnd].contains(UInt8(ascii: "@"))
-            let what = bytes[blankAt] != 0x20 ? "it holds a control character"
+            // Two URLs on a line (or in one argument) were told to write the space between them as %20.
+            let after = bytes[blankAt...].drop { $0 == 0x20 || $0 == 0x09 }
+            let anotherFollows = Self.startsWithHTTPScheme(after)
+            let what = anotherFollows ? "it holds two (one URL a line, or an argument each)"
+                : bytes[blankAt] != 0x20 ? "it holds a control character"
                 : inHost ? "its host name holds a space" : "it holds a space (write it as %20)"
             throw TransferError(.unsupportedURL, "not a URL, \(what): \(shown())")
         }
@@ -1099,6 +1109,14 @@ public struct RequestTarget: Sendable, Equatable {
         default:
             false
         }
+    }
+
+    /// Whether `bytes` begin with `http://` or `https://`, whatever their case.
+    private static func startsWithHTTPScheme(_ bytes: ArraySlice<UInt8>) -> Bool {
+        for (scheme, length) in [("http://", 7), ("https://", 8)] where bytes.count >= length {
+            if zip(bytes.prefix(length), scheme.utf8).allSatisfy({ lowered($0) == $1 }) { return true }
+        }
+        return false
     }
 
     /// Whether `bytes` spell `lowercase` (ASCII letters), whatever their case.

@@ -209,6 +209,20 @@ import TestSupport
         }
     }
 
+    /// Entries come by collection and then URL, not in the order their rows
+    /// were recorded (the order downloads finished, another on every run).
+    @Test func entriesAreSortedByCollectionThenURL() async throws {
+        try await TemporaryDirectory.with { directory in
+            let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
+            try catalog.record([record("http://h/c", "tatry", hashA)])
+            try catalog.record([record("http://h/b", "alps", hashB), record("http://h/z", "tatry", hashB)])
+            try catalog.record([record("http://h/a", "tatry", hashA), record("http://h/a", "alps", hashA)])
+
+            let listed = try catalog.entries().map { "\($0.collection) \($0.url)" }
+            #expect(listed == ["alps http://h/a", "alps http://h/b", "tatry http://h/a", "tatry http://h/c", "tatry http://h/z"])
+        }
+    }
+
     /// A body's rows are bound through SQLite's C API as GRDB binds them:
     /// an empty text is text and a missing one NULL, text ends at a NUL (GRDB
     /// reads it back so), numbers keep their types.

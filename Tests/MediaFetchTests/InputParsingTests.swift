@@ -36,6 +36,22 @@ import TestSupport
         #expect(throws: InputError("not a URL, it holds a space (write it as %20): http://ann:***@a/b")) {
             try URLList.validate(["http://ann:my pass@a/b"])
         }
+        // Two URLs on a line, and a URL in quotes, are named as such (they
+        // were told to write a space as %20, and that they had no scheme).
+        #expect(throws: InputError("list:1: not a URL, it holds two (one URL a line, or an argument each): http://a/1.jpg HTTPS://a/2.jpg")) {
+            try URLList.parse("http://a/1.jpg HTTPS://a/2.jpg\n", source: "list")
+        }
+        #expect(throws: InputError("not a URL, it holds two (one URL a line, or an argument each): http://a/1.jpg\thttp://a/2.jpg")) {
+            try URLList.validate(["http://a/1.jpg\thttp://a/2.jpg"])
+        }
+        for quoted in ["\"http://a/1.jpg\"", "'http://a/1.jpg'", "\"http://a/1.jpg"] {
+            #expect(throws: InputError("not a URL, it is in quotes (write it without them): \(quoted)")) {
+                try URLList.validate([quoted])
+            }
+        }
+        #expect(throws: InputError("not a URL, it is in angle brackets (write it without them): <http://a/1.jpg>")) {
+            try URLList.validate(["<http://a/1.jpg>"])
+        }
         // "-" is how -i reads standard input, not a URL.
         #expect(throws: InputError("not a URL: - (to read the URLs from standard input: -i -)")) {
             try URLList.validate(["-"])
