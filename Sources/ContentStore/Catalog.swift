@@ -259,8 +259,9 @@ public final class Catalog: Sendable {
     /// a commit of its own, and a read-only medium is opened as before;
     /// SQLite itself may make an empty log and shared-memory file beside
     /// it). An older catalog is read as it is, not migrated: the migrations
-    /// so far change nothing these commands read (v2 only removes
-    /// passwords, which they never show; v3 only rekeys the items). Nil
+    /// so far change nothing these commands need (v2 only removes
+    /// passwords, which they never show; v3 only rekeys the items; v4 only
+    /// respells URLs, which are then shown as they were written). Nil
     /// when it has no tables and `ifNoSchema` has no reason to refuse it:
     /// the caller opens it to write.
     private static func openReadingOnly(_ path: String, _ configuration: Configuration,
@@ -564,7 +565,50 @@ public final class Catalog: Sendable {
             try db.drop(table: "item")
             try db.rename(table: "itemByURL", to: "item")
         }
+        migrator.registerMigration("v4: URLs in one spelling") { db in
+            try respellURLs(in: db)
+        }
         return migrator
+    }
+
+    /// Gives the URLs of a catalog written before the engine spelt every
+    /// URL one way (`URLSpelling`) that spelling, so that such a URL given
+    /// again is found, not fetched again and listed twice. Where a URL is
+    /// known both ways, the source that has an object and was fetched last
+    /// stays, and an item already there in the new spelling stays.
+    /// Only the URLs to respell are held (few: most were spelt so already).
+    static func respellURLs(in db: Database) throws {
+        func respelt(_ sql: String) throws -> [Row] {
+            var rows: [Row] = []
+            let cursor = try Row.fetchCursor(db, sql: sql)
+            while let row = try cursor.next() {
+                let url: String = row["url"]
+                if URLSpelling.normalized(url) != url { rows.append(row.copy()) }
+            }
+            return rows
+        }
+        for source in try respelt("SELECT url, hash, fetchedAt FROM source") {
+            let url: String = source["url"]
+            let spelt = URLSpelling.normalized(url)
+            if let other = try Row.fetchOne(db, sql: "SELECT hash, fetchedAt FROM source WHERE url = ?", arguments: [spelt]) {
+                let otherHash: String? = other["hash"]
+                let hash: String? = source["hash"]
+                let fetchedAt: Double = source["fetchedAt"] ?? 0
+                let otherFetchedAt: Double = other["fetchedAt"] ?? 0
+                let keepThis = hash != nil && (otherHash == nil || fetchedAt > otherFetchedAt)
+                try db.execute(sql: "DELETE FROM source WHERE url = ?", arguments: [keepThis ? spelt : url])
+                guard keepThis else { continue }
+            }
+            try db.execute(sql: "UPDATE source SET url = ? WHERE url = ?", arguments: [spelt, url])
+        }
+        for item in try respelt("SELECT collectionId, url FROM item") {
+            let url: String = item["url"]
+            let collectionID: Int64 = item["collectionId"]
+            // OR IGNORE: the item in the new spelling may be there already; this one then goes.
+            try db.execute(sql: "UPDATE OR IGNORE item SET url = ? WHERE collectionId = ? AND url = ?",
+                           arguments: [URLSpelling.normalized(url), collectionID, url])
+            try db.execute(sql: "DELETE FROM item WHERE collectionId = ? AND url = ?", arguments: [collectionID, url])
+        }
     }
 
     /// Takes the passwords out of the URLs of a catalog written before

@@ -1008,20 +1008,10 @@ public struct RequestTarget: Sendable, Equatable {
             port = number
         }
         // One spelling per resource, so the catalog knows it whichever way it
-        // is written: the fragment is never sent (`a.jpg#top` is `a.jpg`),
-        // and the scheme and the host are case-blind (ASCII letters only:
-        // the path and the userinfo are not).
-        let fragment = bytes[authorityEnd...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.count
-        let hostRange = host.startIndex..<host.endIndex
-        if fragment < bytes.count || bytes[0..<colon].contains(where: Self.isUpper) || host.contains(where: Self.isUpper) {
-            var normal = Array(bytes[0..<fragment])
-            for index in normal.indices where (index < colon || hostRange.contains(index)) && Self.isUpper(normal[index]) {
-                normal[index] += 32
-            }
-            self.url = String(decoding: normal, as: UTF8.self)
-        } else {
-            self.url = leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self)
-        }
+        // is written (see `URLSpelling`: the fragment, which is never sent,
+        // dropped; the scheme and the host in small letters; the path's dot
+        // segments resolved and its percent-encodings spelt one way).
+        self.url = URLSpelling.normalized(leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self))
         if host.allSatisfy({ $0 < 0x80 }) {
             // Byte-wise for the usual ASCII host; an IDN is lower-cased as Unicode text.
             var key = host.map(Self.lowered)

@@ -191,6 +191,48 @@ import TestSupport
         }
     }
 
+    /// A catalog written before URLs were spelt one way gets that spelling
+    /// when opened: a URL known two ways keeps the source fetched last with
+    /// an object, and one item a collection.
+    @Test func anOlderCatalogsURLsAreRespeltWhenOpened() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let old = try olderCatalog(at: path, upTo: "v3: items keyed by URL, without a rowid")
+            try old.write { db in
+                for hash in [hashA, hashB] {
+                    try db.execute(sql: "INSERT INTO object VALUES (?, 10, NULL, 0, 0)", arguments: [hash])
+                }
+                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'c', 0), (2, 'd', 0)")
+                try db.execute(sql: """
+                    INSERT INTO source (url, hash, fetchedAt, lastError) VALUES
+                      ('http://h/a/./one.jpg', ?, 5, NULL),
+                      ('http://h:80/two.jpg', ?, 9, NULL), ('http://h/two.jpg', ?, 1, NULL),
+                      ('http://h/%74hree.jpg', NULL, NULL, 'HTTP 404 Not Found'), ('http://h/three.jpg', ?, 3, NULL),
+                      ('http://h/日本.jpg', ?, 2, NULL)
+                    """, arguments: [hashA, hashB, hashA, hashA, hashB])
+                try db.execute(sql: """
+                    INSERT INTO item (collectionId, url, kind, addedAt) VALUES
+                      (1, 'http://h/a/./one.jpg', 'photo', 0),
+                      (1, 'http://h:80/two.jpg', 'photo', 0), (1, 'http://h/two.jpg', 'photo', 0), (2, 'http://h:80/two.jpg', 'photo', 0),
+                      (1, 'http://h/three.jpg', 'photo', 0), (2, 'http://h/日本.jpg', 'photo', 0)
+                    """)
+            }
+            try old.close()
+
+            let catalog = try Catalog(path: path)
+
+            let sources = try catalog.cachedSources(for: ["http://h/a/one.jpg", "http://h/two.jpg", "http://h/three.jpg",
+                                                          "http://h/%E6%97%A5%E6%9C%AC.jpg"])
+            #expect(sources.mapValues(\.sha256) == ["http://h/a/one.jpg": hashA, "http://h/two.jpg": hashB,
+                                                    "http://h/three.jpg": hashA, "http://h/%E6%97%A5%E6%9C%AC.jpg": hashB])
+            #expect(try catalog.stats().sources == 4)
+            #expect(try catalog.entries().map { "\($0.collection) \($0.url)" } == [
+                "c http://h/a/one.jpg", "c http://h/three.jpg", "c http://h/two.jpg",
+                "d http://h/%E6%97%A5%E6%9C%AC.jpg", "d http://h/two.jpg",
+            ])
+        }
+    }
+
     @Test func recordedItemsAreListedWithTheirObject() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))

@@ -344,12 +344,14 @@ import URLText
     }
 
     @Test func oneResourceHasOneSpelling() throws {
-        // The fragment is never sent; scheme and host are case-blind; the rest is not.
+        // The fragment is never sent; scheme and host are case-blind; the rest
+        // is not (further spellings: URLSpellingTests).
         #expect(try RequestTarget("http://h/a.jpg#top").url == "http://h/a.jpg")
         #expect(try RequestTarget("HTTP://Example.COM:8080/Path/A.JPG?Q=1#x").url == "http://example.com:8080/Path/A.JPG?Q=1")
         #expect(try RequestTarget("http://Ann:PW@Host/x").url == "http://Ann:PW@host/x")
         #expect(try RequestTarget("http://h/#").url == "http://h/")
-        #expect(try RequestTarget("http://h#frag").url == "http://h")
+        #expect(try RequestTarget("http://h#frag").url == "http://h/")
+        #expect(try RequestTarget("http://h:80/a/./b/../%7Ec.jpg").url == "http://h/a/~c.jpg")
         #expect(try RequestTarget("http://[::1]:9000/x#y").url == "http://[::1]:9000/x")
         let plain = "http://h/already/normal.jpg?x=1"
         #expect(try RequestTarget(plain).url == plain)
