@@ -266,7 +266,10 @@ public struct UnrecordedRows: Sendable {
         return nil
     }
 
-    /// The records of a kept file and when they were fetched (now, if its first line is unreadable).
+    /// The records of a kept file and when they were fetched (now, if its
+    /// first line is unreadable). Their URLs are respelt (`URLSpelling`): a
+    /// file an older version kept holds them as they were given, and the
+    /// catalog it is replayed into spells them one way (its migration v4).
     static func parse(_ data: Data) -> ([IngestRecord], Date) {
         let decoder = JSONDecoder()
         var date = Date()
@@ -278,7 +281,10 @@ public struct UnrecordedRows: Sendable {
                 }
                 continue
             }
-            if let record = try? decoder.decode(IngestRecord.self, from: line) { records.append(record) }
+            if var record = try? decoder.decode(IngestRecord.self, from: line) {
+                record.url = URLSpelling.normalized(record.url)
+                records.append(record)
+            }
         }
         return (records, date)
     }

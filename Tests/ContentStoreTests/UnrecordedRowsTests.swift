@@ -220,4 +220,12 @@ import Glibc
         #expect(records.map(\.url) == ["http://h/y"])
         #expect(date == Date(timeIntervalSince1970: 1000))
     }
+
+    /// Rows an older version kept hold their URLs as they were given: they
+    /// are replayed in the spelling the catalog now keeps (`URLSpelling`).
+    @Test func keptURLsAreReplayedInTheirOneSpelling() {
+        let data = Data(("{\"fetchedAt\":1000}\n"
+            + #"{"collection":"c","fetched":true,"kind":"photo","sha256":"ab","size":3,"url":"HTTP://H:80/a/./%62.jpg#x"}"# + "\n").utf8)
+        #expect(UnrecordedRows.parse(data).0.map(\.url) == ["http://h/a/b.jpg"])
+    }
 }

@@ -32,6 +32,10 @@ struct Get: AsyncParsableCommand {
         if let problem = CollectionName.problem(collection) { throw ValidationError("--collection \(problem)") }
         // An unset variable in `-i "$LIST"`: a usage error, as an empty --cache is.
         if inputFiles.contains("") { throw ValidationError("--input-file must not be empty") }
+        // Standard input is read once: the second -i - read nothing, and said nothing.
+        if inputFiles.filter({ $0 == "-" }).count > 1 {
+            throw ValidationError("--input-file - (standard input) is given twice: it can be read once")
+        }
     }
 
     func run() async throws {
