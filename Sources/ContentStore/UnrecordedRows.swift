@@ -52,6 +52,34 @@ public struct UnrecordedRows: Sendable {
         return records
     }
 
+    /// The URLs of the rows live processes hold (`hold`): bodies they have
+    /// moved into the store, whose rows come with their next flush. Files
+    /// no process holds are waiting records, not these. (This process's own
+    /// held files count too: their URLs are done here already.)
+    public func urlsHeldByLiveProcesses() -> Set<String> {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+        var urls: Set<String> = []
+        for name in names where name.hasSuffix(".jsonl") {
+            guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
+            defer { close(fd) }
+            if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+                flock(fd, LOCK_UN)
+                continue
+            }
+            // Whole once it has its name (written under the lock, then renamed): read while held.
+            guard errno == EWOULDBLOCK, let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
+            for record in Self.parse(data).0 { urls.insert(record.url) }
+        }
+        return urls
+    }
+
+    /// The last time the directory of rows changed (a file held, recorded
+    /// or kept), to tell when `urlsHeldByLiveProcesses` is worth asking again; nil when there is none.
+    public func lastChange() -> timespec? {
+        var info = stat()
+        return stat(directory, &info) == 0 ? info.st_mtim : nil
+    }
+
     /// A descriptor of the regular file at `path`, not waiting on a FIFO
     /// someone put here (it hung the run), nor following a link; nil otherwise.
     private static func openRegularFile(_ path: String) -> Int32? {

@@ -1,6 +1,7 @@
 import ContentStore
 import Foundation
 import Transfer
+import Synchronization
 import URLText
 
 /// One thing to put in the cache: a URL, and where it belongs.
@@ -536,19 +537,37 @@ public final class FetchJob: Sendable {
                 return { PageInsteadOfMedia.resumeAnswerRefusal($0, url: item.url, kind: item.kind) }
             }
             // An item another process was downloading into this cache, retaken at the end of the
-            // list: settled as cached if that process stored it, as at the start of the run.
-            let settledMeanwhile: @Sendable (Int) -> Bool = { [self] index in
+            // list (or any item, once such a process was seen): settled as cached if that process
+            // stored it, as at the start of the run; waited for if it has moved it into the store
+            // and not yet recorded it (its rows are held in `unrecorded/` meanwhile).
+            let heldElsewhere = Mutex<(changed: timespec?, urls: Set<String>)>((nil, []))
+            let settledMeanwhile: @Sendable (Int) -> SettledMeanwhile = { [self] index in
                 var remaining: [Int32] = []
                 var missing: [String: String] = [:]
                 var objects: [String: Bool] = [:]
                 let found = try? settleCachedPart([items[index]], from: 0, remaining: &remaining, missing: &missing,
                                                   objects: &objects, writing: true, ingestor: ingestor)
-                guard found == 1 else { return false }
+                guard found == 1 else {
+                    // Read again only when the directory changed: asked for every item once another process is seen.
+                    let changed = cache.unrecorded.lastChange()
+                    let held = heldElsewhere.withLock { held -> Set<String>? in
+                        guard let changed, let seen = held.changed, seen.tv_sec == changed.tv_sec, seen.tv_nsec == changed.tv_nsec else {
+                            return nil
+                        }
+                        return held.urls
+                    } ?? {
+                        let urls = cache.unrecorded.urlsHeldByLiveProcesses()
+                        heldElsewhere.withLock { $0 = (changed, urls) }
+                        return urls
+                    }()
+                    // Held rows are kept without passwords, as the catalog keeps them.
+                    return held.contains(URLPassword.removed(from: items[index].url)) ? .beingRecorded : .notStored
+                }
                 state.withLock {
                     $0.progress.skipped += 1
                     $0.report.skipped += 1
                 }
-                return true
+                return .settled
             }
             await engine.download(count: items.count, url: { items[$0].url }, resumeAnswerCheck: resumeAnswerCheck,
                                   settledMeanwhile: settledMeanwhile) { [self] index, result, ready in

@@ -28,14 +28,17 @@ extension TransferEngine {
     /// (downloading the same URL into the same cache) waits until nothing
     /// else is left to start; it is then asked, from a thread that may do
     /// file work, whether the caller finds the item stored now, and settles it
-    /// itself (true: the item is not completed), else downloads it (into a
+    /// itself (`.settled`: the item is not completed), else downloads it (into a
     /// private temporary if the partial is still held). Without it, such an
-    /// item downloads privately at once.
+    /// item downloads privately at once. Once another process has been seen
+    /// so, every item is asked before it starts; one the caller finds that
+    /// process has stored and not yet recorded (`.beingRecorded`) waits as
+    /// one whose partial it holds, for a while (see `Deferred.foundBeingRecorded`).
     public func download(
         count: Int,
         url: @escaping @Sendable (Int) -> String,
         resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
-        settledMeanwhile: (@Sendable (Int) -> Bool)? = nil,
+        settledMeanwhile: (@Sendable (Int) -> SettledMeanwhile)? = nil,
         completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, _ ready: @escaping @Sendable () -> Void) -> Void
     ) async {
         guard count > 0 else { return }
@@ -49,6 +52,17 @@ extension TransferEngine {
             batch.cancel()
         }
     }
+}
+
+/// What the caller of `download(count:…)` finds of an item that another
+/// process downloading into the same cache may have stored.
+public enum SettledMeanwhile: Sendable {
+    /// Found stored: the caller has settled it, and it is not completed.
+    case settled
+    /// Stored by that process, which records it with its next flush: the item waits.
+    case beingRecorded
+    /// Neither: the item is downloaded.
+    case notStored
 }
 
 /// The state of one `download(count:url:completion:)` call.
@@ -96,6 +110,11 @@ final class DownloadBatch: Sendable {
         var seen: (progress: PartialFile.SharedProgress?, since: ContinuousClock.Instant)?
         /// How many times it was found gone (the other process moved it into the store).
         var foundGone = 0
+        /// How many times the caller found it stored by the other process
+        /// and not yet recorded (`SettledMeanwhile.beingRecorded`): waited for
+        /// eight times (two seconds and more: the rows of a group come with
+        /// its next flush), then downloaded beside it (that process may be stopped).
+        var foundBeingRecorded = 0
     }
 
     private let engine: TransferEngine
@@ -104,7 +123,7 @@ final class DownloadBatch: Sendable {
     /// Each item's `ResumeAnswerCheck`, if it has one.
     private let resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)?
     /// Whether the caller settled an item sent to the end (see `download(count:…)`).
-    private let settledMeanwhile: (@Sendable (Int) -> Bool)?
+    private let settledMeanwhile: (@Sendable (Int) -> SettledMeanwhile)?
     /// Whether another process has been seen downloading into the same
     /// cache: from then on each item is first looked for (`settledMeanwhile`).
     /// Outside the lock: read for every item.
@@ -116,7 +135,7 @@ final class DownloadBatch: Sendable {
 
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
          resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
-         settledMeanwhile: (@Sendable (Int) -> Bool)? = nil,
+         settledMeanwhile: (@Sendable (Int) -> SettledMeanwhile)? = nil,
          completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
         self.engine = engine
         self.count = count
@@ -217,10 +236,26 @@ final class DownloadBatch: Sendable {
             var retaken = heldPlace == nil || settledMeanwhile == nil ? nil
                 : state.withLock { $0.deferred.isEmpty ? nil : $0.deferred.removeValue(forKey: index) }
             if retaken != nil { engine.countWaitingForOtherProcess(-1) }
-            if retaken != nil || otherProcessSeen.load(ordering: .relaxed), settledMeanwhile?(index) == true {
-                release(target.hostKey)
-                settle(1)
-                continue
+            if retaken != nil || otherProcessSeen.load(ordering: .relaxed), let settledMeanwhile {
+                switch settledMeanwhile(index) {
+                case .settled:
+                    release(target.hostKey)
+                    settle(1)
+                    continue
+                case .beingRecorded:
+                    // Moved into the store by the other process, its row to come with that
+                    // process's next flush: waited for, not fetched beside it (two processes
+                    // given one list at once fetched a few of its small files twice).
+                    var record = retaken ?? Deferred()
+                    record.foundBeingRecorded += 1
+                    if record.foundBeingRecorded <= 8 {
+                        if deferToEnd(index, host: target.hostKey, retaken: retaken, seen: record) { return }
+                        continue
+                    }
+                    retaken = record
+                case .notStored:
+                    break
+                }
             }
             var opened: PartialFile?
             do {
@@ -278,18 +313,19 @@ final class DownloadBatch: Sendable {
         return now - seen.since > max(.seconds(engine.configuration.stallTimeout), PartialFile.aliveInterval * 3)
     }
 
-    /// Sends item `index` of `host`, whose partial another process holds, to
-    /// the end of the list (see `BatchPlaces`). One taken from there again
-    /// (`retaken`, with what was seen of it) goes back; once every such item
+    /// Sends item `index` of `host`, whose partial another process holds (or
+    /// which it has stored and not yet recorded), to the end of the list (see
+    /// `BatchPlaces`), with what was seen of it (`seen`; else `retaken`'s).
+    /// One taken from there again (`retaken`) goes back; once every such item
     /// has been found held in turn, nothing else is left to start: returns
     /// true, and `startNext` stops, to run again a moment later, or when a
     /// place is freed.
-    private func deferToEnd(_ index: Int, host: String, retaken: Deferred?) -> Bool {
+    private func deferToEnd(_ index: Int, host: String, retaken: Deferred?, seen: Deferred? = nil) -> Bool {
         let (deferred, pauses, schedulesRetry) = state.withLock { state -> (Bool, Bool, Bool) in
             // A cancel meanwhile did not count it among the unstarted: it settles itself.
             guard !state.cancelled else { return (false, false, false) }
             state.places.deferToEnd(index, host: host)
-            state.deferred[index] = retaken ?? Deferred()
+            state.deferred[index] = seen ?? retaken ?? Deferred()
             engine.countWaitingForOtherProcess(1)
             otherProcessSeen.store(true, ordering: .relaxed)
             guard retaken != nil else { return (true, false, false) }

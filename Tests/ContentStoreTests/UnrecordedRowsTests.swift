@@ -34,6 +34,26 @@ import Glibc
         }
     }
 
+    /// The URLs of rows a live process holds (its bodies moved into the store,
+    /// their rows to come) are told apart from rows kept for the next run, and
+    /// the directory's last change shows when to look again.
+    @Test func urlsOfHeldRowsAreToldFromKeptOnes() async throws {
+        try await TemporaryDirectory.with { directory in
+            let rows = UnrecordedRows(root: directory.path)
+            #expect(rows.urlsHeldByLiveProcesses().isEmpty && rows.lastChange() == nil)
+            try rows.keep([record("http://h/kept.flac")], fetchedAt: Date())
+            let before = try #require(rows.lastChange())
+            let held = try #require(rows.hold([record("http://ann:pw@h/held.flac"), record("http://h/too.flac")], fetchedAt: Date()))
+
+            #expect(rows.urlsHeldByLiveProcesses() == ["http://ann@h/held.flac", "http://h/too.flac"])
+            let after = try #require(rows.lastChange())
+            #expect(after.tv_sec != before.tv_sec || after.tv_nsec != before.tv_nsec)
+
+            held.release()
+            #expect(rows.urlsHeldByLiveProcesses().isEmpty)
+        }
+    }
+
     /// The hand-written line is what `JSONEncoder` (sorted keys) writes, for
     /// every kind of text a row holds, and reads back as the same record.
     @Test func aRowsLineIsWhatTheEncoderWritesAndReadsBackTheSame() throws {

@@ -431,7 +431,7 @@ import TestSupport
             // URLs, and the other process lets go of both once the other three are done,
             // having stored the first (its file moved into the store, the second's left)
             await engine.download(count: urls.count, url: { urls[$0] },
-                                  settledMeanwhile: { index in storedElsewhere.withLock { $0.contains(index) } }) { index, result, ready in
+                                  settledMeanwhile: { index in storedElsewhere.withLock { $0.contains(index) } ? .settled : .notStored }) { index, result, ready in
                 if case .success(let body) = result { body.file.release() }
                 let done = completed.withLock { completed in
                     completed.append(index)
@@ -453,6 +453,49 @@ import TestSupport
             #expect(order.dropFirst(3) == [1])
             let paths = try urls.map { try #require(URL(string: $0)).path }
             #expect(origin.requests(for: paths[0]).isEmpty)
+            #expect(origin.requests(for: paths[1]).count == 1)
+        }
+    }
+
+    /// Once another process has been seen downloading into the cache, an
+    /// item that process has moved into the store and not yet recorded
+    /// waits for its row (two processes given one list at once fetched a
+    /// few of its small files twice): not fetched, settled when found.
+    @Test func urlsAnotherProcessHasStoredAndNotYetRecordedWaitForTheirRows() async throws {
+        try await withOrigin { origin, directory in
+            // Given five small files, the second's partial held by another process
+            // (so it is seen), which has moved the third into the store and records it later
+            let urls = origin.addFixtures(count: 5, size: 4000, firstSeed: 130)
+            let partials = directory.appending("tmp")
+            let held = try holdPartial(of: urls[1], in: partials)
+            let engine = try engine(directory, jobs: 1, stallTimeout: 300)
+            defer { engine.shutdown() }
+            let recorded = Mutex<Set<Int>>([])
+            let asked = Mutex<[Int: Int]>([:])
+            let completed = Mutex<[Int]>([])
+
+            // When they are downloaded one at a time, and the other process records
+            // the third and lets go of the second's partial once the last is done
+            await engine.download(count: urls.count, url: { urls[$0] }, settledMeanwhile: { index in
+                asked.withLock { $0[index, default: 0] += 1 }
+                if recorded.withLock({ $0.contains(index) }) { return .settled }
+                return index == 2 ? .beingRecorded : .notStored
+            }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                completed.withLock { $0.append(index) }
+                if index == 4 {
+                    recorded.withLock { _ = $0.insert(2) }
+                    close(held)
+                }
+                ready()
+            }
+
+            // Then the third was never fetched: it waited, and was settled once recorded
+            let paths = try urls.map { try #require(URL(string: $0)).path }
+            #expect(origin.requests(for: paths[2]).isEmpty)
+            #expect(completed.withLock { $0 }.sorted() == [0, 1, 3, 4])
+            #expect(asked.withLock { $0[2] ?? 0 } >= 2)
+            // (The second came after the others, in the partial the other process left.)
             #expect(origin.requests(for: paths[1]).count == 1)
         }
     }
