@@ -1554,7 +1554,7 @@ import TestSupport
             #expect(try await listJSON(cache, ["--kind", "sound"]).isEmpty)
             let csv = try await BuiltProducts.run(["list", "--cache", cache, "--format", "csv", "--collection", "alps"])
             let rows = csv.stdout.split(separator: "\n")
-            #expect(rows.first == "hash,size,kind,collection,title,url,path,missing")
+            #expect(rows.first == "hash,size,kind,collection,title,url,path,missing,contentType,addedAt")
             #expect(rows.count == 2)
             #expect(rows.last?.contains("\"\(origin.url("/x,1.jpg"))\"") == true)
             let table = try await BuiltProducts.run(["list", "--cache", cache])

@@ -257,8 +257,10 @@ import Transfer
             let text = try written(cache, .csv, pieceSize: 16)
 
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            #expect(lines.first == "hash,size,kind,collection,title,url,path,missing")
-            #expect(lines.dropFirst().dropLast().allSatisfy { $0.hasSuffix(",false") })
+            #expect(lines.first == "hash,size,kind,collection,title,url,path,missing,contentType,addedAt")
+            // The missing flag, the content type (empty when unknown) and when the item was added.
+            let ends = #/,false,[^,]*,\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/#
+            #expect(lines.dropFirst().dropLast().allSatisfy { $0.contains(ends) }, "\(lines)")
             #expect(lines.count == entries.count + 2)
             #expect(lines.last == "")
             #expect(text.contains(#","quote "" and"#))
@@ -310,7 +312,7 @@ import Transfer
             #expect(counts == [2, 2, 2])
             let missing = Dictionary(uniqueKeysWithValues: json.map { ($0["hash"] as? String ?? "", $0["missing"] as? Bool) })
             #expect(missing == [Self.hash("a"): true, Self.hash("b"): true, Self.hash("c"): false])
-            #expect(csv.split(separator: "\n").filter { $0.hasSuffix(",true") }.count == 2)
+            #expect(csv.split(separator: "\n").filter { $0.contains(",true,") }.count == 2)
             #expect(table == #"""
                 HASH             SIZE  KIND   COLLECTION  TITLE / URL
                 aaaaaaaaaaaa  missing  photo  alps        Matterhorn, north face

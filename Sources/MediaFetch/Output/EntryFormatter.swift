@@ -40,7 +40,10 @@ public struct EntryFormatter: Sendable {
     }
 
     static let tableHeader = ["HASH", "SIZE", "KIND", "COLLECTION", "TITLE / URL"]
-    static let csvHeader = "hash,size,kind,collection,title,url,path,missing"
+    /// The columns of `--format csv`: the table's, then what JSON adds
+    /// (`contentType`, empty when unknown, and `addedAt`), at the end so that
+    /// scripts reading the first eight read them as before.
+    static let csvHeader = "hash,size,kind,collection,title,url,path,missing,contentType,addedAt"
 
     /// Whether the entry's file is gone from the store, or is not its size
     /// (`get` fetches such an item again; `verify` looks at the bytes too).
@@ -84,11 +87,12 @@ public struct EntryFormatter: Sendable {
             let dates = ISO8601DateFormatter()
             try pieces.emitJSONArray(forEach) { .object(fields(of: $0, missing: try lookedFor($0), dates: dates)) }
         case .csv:
+            let dates = ISO8601DateFormatter()
             try emit(Self.csvHeader + "\n")
             try forEach { entry in
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
                                entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
-                               String(try lookedFor(entry))]
+                               String(try lookedFor(entry)), entry.contentType ?? "", dates.string(from: entry.addedAt)]
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
         case .table:
