@@ -588,26 +588,10 @@ public final class Catalog: Sendable {
             return rows
         }
         for source in try respelt("SELECT url, hash, fetchedAt FROM source") {
-            let url: String = source["url"]
-            let spelt = URLSpelling.normalized(url)
-            if let other = try Row.fetchOne(db, sql: "SELECT hash, fetchedAt FROM source WHERE url = ?", arguments: [spelt]) {
-                let otherHash: String? = other["hash"]
-                let hash: String? = source["hash"]
-                let fetchedAt: Double = source["fetchedAt"] ?? 0
-                let otherFetchedAt: Double = other["fetchedAt"] ?? 0
-                let keepThis = hash != nil && (otherHash == nil || fetchedAt > otherFetchedAt)
-                try db.execute(sql: "DELETE FROM source WHERE url = ?", arguments: [keepThis ? spelt : url])
-                guard keepThis else { continue }
-            }
-            try db.execute(sql: "UPDATE source SET url = ? WHERE url = ?", arguments: [spelt, url])
+            try renameSource(source, to: URLSpelling.normalized(source["url"]), in: db)
         }
         for item in try respelt("SELECT collectionId, url FROM item") {
-            let url: String = item["url"]
-            let collectionID: Int64 = item["collectionId"]
-            // OR IGNORE: the item in the new spelling may be there already; this one then goes.
-            try db.execute(sql: "UPDATE OR IGNORE item SET url = ? WHERE collectionId = ? AND url = ?",
-                           arguments: [URLSpelling.normalized(url), collectionID, url])
-            try db.execute(sql: "DELETE FROM item WHERE collectionId = ? AND url = ?", arguments: [collectionID, url])
+            try renameItem(item, to: URLSpelling.normalized(item["url"]), in: db)
         }
     }
 
@@ -633,28 +617,43 @@ public final class Catalog: Sendable {
                 try db.execute(sql: "UPDATE source SET lastError = ? WHERE url = ?",
                                arguments: [lastError.replacingOccurrences(of: ":\(password)@", with: ":***@"), url])
             }
-            if let other = try Row.fetchOne(db, sql: "SELECT hash, fetchedAt FROM source WHERE url = ?", arguments: [bare]) {
-                let otherHash: String? = other["hash"]
-                let hash: String? = source["hash"]
-                let fetchedAt: Double = source["fetchedAt"] ?? 0
-                let otherFetchedAt: Double = other["fetchedAt"] ?? 0
-                let keepThis = hash != nil && (otherHash == nil || fetchedAt > otherFetchedAt)
-                try db.execute(sql: "DELETE FROM source WHERE url = ?", arguments: [keepThis ? bare : url])
-                guard keepThis else { continue }
-            }
-            try db.execute(sql: "UPDATE source SET url = ? WHERE url = ?", arguments: [bare, url])
+            try renameSource(source, to: bare, in: db)
         }
         let items = try Row.fetchAll(db, sql: "SELECT collectionId, url FROM item WHERE url LIKE '%@%'")
         for item in items {
             let url: String = item["url"]
-            let collectionID: Int64 = item["collectionId"]
             let bare = URLPassword.removed(from: url)
             guard bare != url else { continue }
-            // OR IGNORE: the item without the password may be there already; this one then goes.
-            try db.execute(sql: "UPDATE OR IGNORE item SET url = ? WHERE collectionId = ? AND url = ?",
-                           arguments: [bare, collectionID, url])
-            try db.execute(sql: "DELETE FROM item WHERE collectionId = ? AND url = ?", arguments: [collectionID, url])
+            try renameItem(item, to: bare, in: db)
         }
+    }
+
+    /// Gives `source` (a row with its `url`, `hash` and `fetchedAt`) the URL
+    /// `renamed` (a migration's new spelling of it). Where `renamed` has a
+    /// source already, the one that has an object and was fetched last stays.
+    private static func renameSource(_ source: Row, to renamed: String, in db: Database) throws {
+        let url: String = source["url"]
+        if let other = try Row.fetchOne(db, sql: "SELECT hash, fetchedAt FROM source WHERE url = ?", arguments: [renamed]) {
+            let otherHash: String? = other["hash"]
+            let hash: String? = source["hash"]
+            let fetchedAt: Double = source["fetchedAt"] ?? 0
+            let otherFetchedAt: Double = other["fetchedAt"] ?? 0
+            let keepThis = hash != nil && (otherHash == nil || fetchedAt > otherFetchedAt)
+            try db.execute(sql: "DELETE FROM source WHERE url = ?", arguments: [keepThis ? renamed : url])
+            guard keepThis else { return }
+        }
+        try db.execute(sql: "UPDATE source SET url = ? WHERE url = ?", arguments: [renamed, url])
+    }
+
+    /// Gives `item` (a row with its `collectionId` and `url`) the URL
+    /// `renamed`; where its collection has an item of `renamed` already, that one stays.
+    private static func renameItem(_ item: Row, to renamed: String, in db: Database) throws {
+        let url: String = item["url"]
+        let collectionID: Int64 = item["collectionId"]
+        // OR IGNORE: the item of the new URL may be there already; this one then goes.
+        try db.execute(sql: "UPDATE OR IGNORE item SET url = ? WHERE collectionId = ? AND url = ?",
+                       arguments: [renamed, collectionID, url])
+        try db.execute(sql: "DELETE FROM item WHERE collectionId = ? AND url = ?", arguments: [collectionID, url])
     }
 
     /// Records a group of finished items and failures in one transaction

@@ -52,32 +52,44 @@ public struct UnrecordedRows: Sendable {
         return records
     }
 
-    /// The URLs of the rows live processes hold (`hold`): bodies they have
-    /// moved into the store, whose rows come with their next flush. Files
-    /// no process holds are waiting records, not these. (This process's own
-    /// held files count too: their URLs are done here already.)
-    public func urlsHeldByLiveProcesses() -> Set<String> {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
-        var urls: Set<String> = []
-        for name in names where name.hasSuffix(".jsonl") {
+    /// The URLs of the rows other live processes hold (`hold`): bodies they
+    /// have moved into the store, whose rows come with their next flush.
+    /// Files no process holds are waiting records, not these; this
+    /// process's own are passed over (their URLs are done here already).
+    /// `known`: the URLs of the held files read before, by name, kept by the
+    /// caller between calls: a held file does not change once it has its
+    /// name, so only new ones are read (the directory is listed, and each
+    /// file's lock looked at, every time).
+    public func urlsHeldByOtherProcesses(known: inout [String: Set<String>]) -> Set<String> {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
+            known = [:]
+            return []
+        }
+        let ownMark = "-\(getpid())-"
+        var held: [String: Set<String>] = [:]
+        for name in names where name.hasSuffix(".jsonl") && !Self.isNamed(name, withMark: ownMark) {
             guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
             defer { close(fd) }
             if flock(fd, LOCK_SH | LOCK_NB) == 0 {
                 flock(fd, LOCK_UN)
                 continue
             }
-            // Whole once it has its name (written under the lock, then renamed): read while held.
-            guard errno == EWOULDBLOCK, let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
-            for record in Self.parse(data).0 { urls.insert(record.url) }
+            guard errno == EWOULDBLOCK else { continue }
+            if let urls = known[name] {
+                held[name] = urls
+            } else if let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() {
+                // Whole once it has its name (written under the lock, then renamed): read while held.
+                held[name] = Set(Self.parse(data).0.map(\.url))
+            }
         }
-        return urls
+        known = held
+        return held.values.reduce(into: Set<String>()) { $0.formUnion($1) }
     }
 
-    /// The last time the directory of rows changed (a file held, recorded
-    /// or kept), to tell when `urlsHeldByLiveProcesses` is worth asking again; nil when there is none.
-    public func lastChange() -> timespec? {
-        var info = stat()
-        return stat(directory, &info) == 0 ? info.st_mtim : nil
+    /// Whether `name` (`<ms>-<pid>-<n>-<random>.jsonl`, see `writeFile`) has `mark` (`-<pid>-`) after its first field.
+    private static func isNamed(_ name: String, withMark mark: String) -> Bool {
+        guard let dash = name.firstIndex(of: "-") else { return false }
+        return name[dash...].hasPrefix(mark)
     }
 
     /// A descriptor of the regular file at `path`, not waiting on a FIFO

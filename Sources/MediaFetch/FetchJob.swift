@@ -21,8 +21,10 @@ public struct FetchItem: Sendable, Equatable {
         self.metadata = metadata
     }
 
-    /// The URL as the catalog knows it: without its password.
-    var catalogURL: String { URLPassword.removed(from: url) }
+    /// The URL as the catalog knows it: in its one spelling (`URLSpelling`,
+    /// as the engine requests it; a URL from `URLList` is spelt so already),
+    /// without its password.
+    var catalogURL: String { URLPassword.removed(from: URLSpelling.normalized(url)) }
 }
 
 /// The run as a whole at a moment.
@@ -540,28 +542,18 @@ public final class FetchJob: Sendable {
             // list (or any item, once such a process was seen): settled as cached if that process
             // stored it, as at the start of the run; waited for if it has moved it into the store
             // and not yet recorded it (its rows are held in `unrecorded/` meanwhile).
-            let heldElsewhere = Mutex<(changed: timespec?, urls: Set<String>)>((nil, []))
+            let heldFiles = Mutex<[String: Set<String>]>([:])
             let settledMeanwhile: @Sendable (Int) -> SettledMeanwhile = { [self] index in
+                // Looked at before the catalog: a row recorded (and its file removed) in
+                // between is found in the catalog. One look at a time: they share what they read.
+                let held = heldFiles.withLock { known in cache.unrecorded.urlsHeldByOtherProcesses(known: &known) }
                 var remaining: [Int32] = []
                 var missing: [String: String] = [:]
                 var objects: [String: Bool] = [:]
                 let found = try? settleCachedPart([items[index]], from: 0, remaining: &remaining, missing: &missing,
                                                   objects: &objects, writing: true, ingestor: ingestor)
                 guard found == 1 else {
-                    // Read again only when the directory changed: asked for every item once another process is seen.
-                    let changed = cache.unrecorded.lastChange()
-                    let held = heldElsewhere.withLock { held -> Set<String>? in
-                        guard let changed, let seen = held.changed, seen.tv_sec == changed.tv_sec, seen.tv_nsec == changed.tv_nsec else {
-                            return nil
-                        }
-                        return held.urls
-                    } ?? {
-                        let urls = cache.unrecorded.urlsHeldByLiveProcesses()
-                        heldElsewhere.withLock { $0 = (changed, urls) }
-                        return urls
-                    }()
-                    // Held rows are kept without passwords, as the catalog keeps them.
-                    return held.contains(URLPassword.removed(from: items[index].url)) ? .beingRecorded : .notStored
+                    return held.contains(items[index].catalogURL) ? .beingRecorded : .notStored
                 }
                 state.withLock {
                     $0.progress.skipped += 1

@@ -33,7 +33,7 @@ extension TransferEngine {
     /// item downloads privately at once. Once another process has been seen
     /// so, every item is asked before it starts; one the caller finds that
     /// process has stored and not yet recorded (`.beingRecorded`) waits as
-    /// one whose partial it holds, for a while (see `Deferred.foundBeingRecorded`).
+    /// one whose partial it holds, for a while (see `Deferred.storedElsewhereWait`).
     public func download(
         count: Int,
         url: @escaping @Sendable (Int) -> String,
@@ -105,16 +105,29 @@ final class DownloadBatch: Sendable {
     }
 
     /// What was seen of a deferred item's partial, which another process holds.
-    private struct Deferred {
+    struct Deferred {
         /// What was seen of it when last looked at (nil: gone), and since when it has been so.
         var seen: (progress: PartialFile.SharedProgress?, since: ContinuousClock.Instant)?
-        /// How many times it was found gone (the other process moved it into the store).
-        var foundGone = 0
-        /// How many times the caller found it stored by the other process
-        /// and not yet recorded (`SettledMeanwhile.beingRecorded`): waited for
-        /// eight times (two seconds and more: the rows of a group come with
-        /// its next flush), then downloaded beside it (that process may be stopped).
-        var foundBeingRecorded = 0
+        /// Since when it has been found stored by the other process and not
+        /// yet recorded: its partial gone (moved into the store), or its row
+        /// held (`SettledMeanwhile.beingRecorded`). Nil: not so far.
+        var storedElsewhereSince: ContinuousClock.Instant?
+
+        /// How long an item found stored elsewhere and not yet recorded is
+        /// looked for again before it is downloaded beside it (that process
+        /// may be stopped): the rows of a group come with its next flush.
+        /// By time, not by looks: as other items completed, eight looks
+        /// passed in a moment, and two processes given one list at once
+        /// still fetched a few of its small files twice.
+        static let storedElsewhereWait = Duration.seconds(2)
+
+        /// Notes that the item was found stored elsewhere and not yet
+        /// recorded at `now`; whether it is to wait (be looked for again).
+        mutating func waitsForItsRow(at now: ContinuousClock.Instant) -> Bool {
+            let since = storedElsewhereSince ?? now
+            storedElsewhereSince = since
+            return now - since < Self.storedElsewhereWait
+        }
     }
 
     private let engine: TransferEngine
@@ -247,11 +260,11 @@ final class DownloadBatch: Sendable {
                     // process's next flush: waited for, not fetched beside it (two processes
                     // given one list at once fetched a few of its small files twice).
                     var record = retaken ?? Deferred()
-                    record.foundBeingRecorded += 1
-                    if record.foundBeingRecorded <= 8 {
+                    if record.waitsForItsRow(at: .now) {
                         if deferToEnd(index, host: target.hostKey, retaken: retaken, seen: record) { return }
                         continue
                     }
+                    // Waited for long enough (its partial, gone with the move, is not waited for again).
                     retaken = record
                 case .notStored:
                     break
@@ -270,9 +283,9 @@ final class DownloadBatch: Sendable {
             // The other process's partial is gone: it has moved the body into the store, and
             // its row comes with its next flush. Looked for again a moment later (for 2 s), not fetched again.
             if let fresh = opened, fresh.opened != .unknown, var record = retaken {
-                record.foundGone += 1
+                let waits = record.waitsForItsRow(at: .now)
                 retaken = record
-                if record.foundGone <= 8 {
+                if waits {
                     fresh.close(discard: true)
                     opened = nil
                 }

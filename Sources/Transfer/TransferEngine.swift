@@ -908,8 +908,9 @@ public struct RequestTarget: Sendable, Equatable {
     }
 
     /// Parses by hand rather than with URLComponents: it runs for every URL
-    /// of every list, and only the scheme and the authority matter here
-    /// (libcurl parses the rest and rejects what it cannot use).
+    /// of every list. The scheme and the authority are checked here, the
+    /// rest left to libcurl (which rejects what it cannot use); the whole is
+    /// then spelt one way (`URLSpelling`).
     public init(_ text: String) throws(TransferError) {
         guard text.utf8.count <= Self.maxLength else {
             throw TransferError(.unsupportedURL, "URL of \(text.utf8.count) bytes is longer than the "
@@ -926,8 +927,14 @@ public struct RequestTarget: Sendable, Equatable {
         if leading > 0 { bytes.removeFirst(leading) }
         // A URL copied with its quotes (from a shell line, a CSV field, JSON) was
         // told it had no scheme, which it has.
-        if let first = bytes.first, first == UInt8(ascii: "\"") || first == UInt8(ascii: "'") || first == UInt8(ascii: "<") {
-            throw TransferError(.unsupportedURL, "not a URL, it is in \(first == UInt8(ascii: "<") ? "angle brackets" : "quotes") "
+        let opening = bytes.first.map { [UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "<")].contains($0) } ?? false
+            || bytes.starts(with: Array("\u{201C}".utf8)) || bytes.starts(with: Array("\u{2018}".utf8))
+            || bytes.starts(with: Array("\u{AB}".utf8))
+        // Never part of a URL (RFC 3986): the end of a quoted one copied without its start.
+        let closing = bytes.last == UInt8(ascii: "\"") || bytes.last == UInt8(ascii: ">")
+        if opening || closing {
+            let brackets = bytes.first == UInt8(ascii: "<") || bytes.last == UInt8(ascii: ">")
+            throw TransferError(.unsupportedURL, "not a URL, it is in \(brackets ? "angle brackets" : "quotes") "
                 + "(write it without them): \(shown())")
         }
         // `example.com/a.jpg`, `localhost:8080/a.jpg`: a host and no scheme, which curl would take as http.
@@ -1009,12 +1016,13 @@ public struct RequestTarget: Sendable, Equatable {
         }
         // One spelling per resource, so the catalog knows it whichever way it
         // is written (see `URLSpelling`: the fragment, which is never sent,
-        // dropped; the scheme and the host in small letters; the path's dot
-        // segments resolved and its percent-encodings spelt one way).
+        // dropped; the scheme and the host in small letters, ASCII letters
+        // only; the path's dot segments resolved and its percent-encodings
+        // spelt one way; the query as written).
         self.url = URLSpelling.normalized(leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self))
         if host.allSatisfy({ $0 < 0x80 }) {
             // Byte-wise for the usual ASCII host; an IDN is lower-cased as Unicode text.
-            var key = host.map(Self.lowered)
+            var key = host.map(URLSpelling.lowered)
             key.append(UInt8(ascii: ":"))
             key.append(contentsOf: String(port).utf8)
             self.hostKey = String(decoding: key, as: UTF8.self)
@@ -1075,7 +1083,7 @@ public struct RequestTarget: Sendable, Equatable {
         var index = text.startIndex
         while index < text.endIndex {
             if text[index] == UInt8(ascii: "%"), index + 2 < text.endIndex,
-               let high = hexValue(text[index + 1]), let low = hexValue(text[index + 2]) {
+               let high = URLSpelling.hexValue(text[index + 1]), let low = URLSpelling.hexValue(text[index + 2]) {
                 body(high << 4 | low)
                 index += 3
             } else {
@@ -1104,7 +1112,7 @@ public struct RequestTarget: Sendable, Equatable {
     /// Whether `bytes` begin with `http://` or `https://`, whatever their case.
     private static func startsWithHTTPScheme(_ bytes: ArraySlice<UInt8>) -> Bool {
         for (scheme, length) in [("http://", 7), ("https://", 8)] where bytes.count >= length {
-            if zip(bytes.prefix(length), scheme.utf8).allSatisfy({ lowered($0) == $1 }) { return true }
+            if zip(bytes.prefix(length), scheme.utf8).allSatisfy({ URLSpelling.lowered($0) == $1 }) { return true }
         }
         return false
     }
@@ -1112,24 +1120,9 @@ public struct RequestTarget: Sendable, Equatable {
     /// Whether `bytes` spell `lowercase` (ASCII letters), whatever their case.
     private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
         lowercase.withUTF8Buffer { expected in
-            bytes.count == expected.count && zip(bytes, expected).allSatisfy { lowered($0) == $1 }
+            bytes.count == expected.count && zip(bytes, expected).allSatisfy { URLSpelling.lowered($0) == $1 }
         }
     }
-
-    /// The value of a hex digit, or nil.
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case 48...57: byte - 48
-        case 65...70: byte - 55
-        case 97...102: byte - 87
-        default: nil
-        }
-    }
-
-    private static func isUpper(_ byte: UInt8) -> Bool { (65...90).contains(byte) }
-
-    /// `byte` with an ASCII capital made small.
-    private static func lowered(_ byte: UInt8) -> UInt8 { isUpper(byte) ? byte + 32 : byte }
 }
 
 /// Carries work to a Dispatch thread and its result back.

@@ -4,6 +4,10 @@
 /// `http://h/a/%62.jpg` are `http://h/a/b.jpg`, which the request of each
 /// asks for. One module every layer sees: the engine spells the URLs it is
 /// given so, and the catalog's migration spells the URLs it holds so.
+///
+/// A change to the spelling changes the keys of URLs given from then on:
+/// it needs a migration of its own that respells the catalog again (as v4
+/// did), or URLs cached before are fetched again and listed twice.
 public enum URLSpelling {
     /// `url`, an http or https URL with an authority (checked by the
     /// caller), in its one spelling:
@@ -11,11 +15,14 @@ public enum URLSpelling {
     /// - no default port (`:80` for http, `:443` for https), no leading zeros in another;
     /// - `/` for an empty path;
     /// - the path's `.` and `..` segments resolved, as libcurl resolves them before it sends the request;
-    /// - a percent-encoded letter, digit, `-`, `_` or `~` decoded, and other
-    ///   percent-encodings in capitals (`%2f` is `%2F`). `%2E` stays as it
-    ///   is: decoded, `%2E%2E` would be a segment libcurl resolves, and the
-    ///   request would ask for another path;
-    /// - a byte beyond ASCII (a character of an IRI) percent-encoded, as it goes on the wire;
+    /// - in the path, a percent-encoded letter, digit, `-`, `_` or `~`
+    ///   decoded, and other percent-encodings in capitals (`%2f` is `%2F`).
+    ///   `%2E` stays as it is: decoded, `%2E%2E` would be a segment libcurl
+    ///   resolves, and the request would ask for another path. In a path
+    ///   with a `%` that begins no encoding, none is decoded: `%4%31` would
+    ///   become `%41`, which spelt again is `A`;
+    /// - in the path, a byte beyond ASCII (a character of an IRI) percent-encoded, as curl sends it;
+    /// - the query as it is written: signed URLs sign its bytes, and curl sends them as written;
     /// - no fragment: it is never sent.
     ///
     /// Returns `url` itself when it is spelt so already (the common case, without a copy).
@@ -89,11 +96,11 @@ public enum URLSpelling {
             if let port, port.isEmpty || bytes[port.lowerBound] == UInt8(ascii: "0") || isDefault(port: bytes[port]) { return true }
             if bytes[..<colon].contains(where: isCapital) || bytes[host].contains(where: isCapital) { return true }
             var previous: UInt8 = 0
-            for index in path.lowerBound..<(query?.upperBound ?? path.upperBound) {
+            for index in path {
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "%") || byte >= 0x80 { return true }
                 // A segment that begins with a dot may be `.` or `..`.
-                if byte == UInt8(ascii: "."), previous == UInt8(ascii: "/"), index < path.upperBound { return true }
+                if byte == UInt8(ascii: "."), previous == UInt8(ascii: "/") { return true }
                 previous = byte
             }
             return false
@@ -116,16 +123,17 @@ public enum URLSpelling {
             var path = Self.percentSpelled(bytes[path])
             if path.isEmpty { path = [UInt8(ascii: "/")] }
             out.append(contentsOf: Self.withoutDotSegments(path))
-            if let query { out.append(contentsOf: Self.percentSpelled(bytes[query])) }
+            if let query { out.append(contentsOf: bytes[query]) }
             return out
         }
 
         /// `text` with each valid percent-encoding of an unreserved character
-        /// other than `.` decoded, the others in capitals, and each byte
-        /// beyond ASCII percent-encoded.
+        /// other than `.` decoded (unless a `%` in it begins no encoding), the
+        /// others in capitals, and each byte beyond ASCII percent-encoded.
         private static func percentSpelled(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8] {
             var out: [UInt8] = []
             out.reserveCapacity(text.count)
+            let decodes = !hasStrayPercent(text)
             var index = text.startIndex
             while index < text.endIndex {
                 let byte = text[index]
@@ -133,9 +141,9 @@ public enum URLSpelling {
                     appendEncoded(byte, to: &out)
                     index += 1
                 } else if byte == UInt8(ascii: "%"), index + 2 < text.endIndex,
-                          let high = hexValue(text[index + 1]), let low = hexValue(text[index + 2]) {
+                          let high = URLSpelling.hexValue(text[index + 1]), let low = URLSpelling.hexValue(text[index + 2]) {
                     let decoded = high << 4 | low
-                    if isUnreserved(decoded) { out.append(decoded) } else { appendEncoded(decoded, to: &out) }
+                    if decodes, isUnreserved(decoded) { out.append(decoded) } else { appendEncoded(decoded, to: &out) }
                     index += 3
                 } else {
                     out.append(byte)
@@ -143,6 +151,21 @@ public enum URLSpelling {
                 }
             }
             return out
+        }
+
+        /// Whether a `%` in `text` is not followed by two hex digits.
+        private static func hasStrayPercent(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+            var index = text.startIndex
+            while index < text.endIndex {
+                if text[index] == UInt8(ascii: "%") {
+                    guard index + 2 < text.endIndex, URLSpelling.hexValue(text[index + 1]) != nil,
+                          URLSpelling.hexValue(text[index + 2]) != nil else { return true }
+                    index += 3
+                } else {
+                    index += 1
+                }
+            }
+            return false
         }
 
         /// `path` (which begins with `/`) with its `.` and `..` segments
@@ -184,17 +207,21 @@ public enum URLSpelling {
                 || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
         }
 
-        private static func hexValue(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case 0x30...0x39: byte - 0x30
-            case 0x41...0x46: byte - 0x37
-            case 0x61...0x66: byte - 0x57
-            default: nil
-            }
+    }
+
+    /// The value of a hex digit, or nil.
+    public static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: byte - 0x30
+        case 0x41...0x46: byte - 0x37
+        case 0x61...0x66: byte - 0x57
+        default: nil
         }
     }
 
-    private static func isCapital(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) }
+    /// Whether `byte` is an ASCII capital letter.
+    public static func isCapital(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) }
 
-    private static func lowered(_ byte: UInt8) -> UInt8 { isCapital(byte) ? byte + 32 : byte }
+    /// `byte` with an ASCII capital made small.
+    public static func lowered(_ byte: UInt8) -> UInt8 { isCapital(byte) ? byte + 32 : byte }
 }

@@ -34,23 +34,33 @@ import Glibc
         }
     }
 
-    /// The URLs of rows a live process holds (its bodies moved into the store,
-    /// their rows to come) are told apart from rows kept for the next run, and
-    /// the directory's last change shows when to look again.
-    @Test func urlsOfHeldRowsAreToldFromKeptOnes() async throws {
+    /// The URLs of rows another live process holds (its bodies moved into
+    /// the store, their rows to come) are told apart from rows kept for the
+    /// next run and from this process's own; a held file is read once.
+    @Test func urlsOfRowsOtherProcessesHoldAreToldFromTheRest() async throws {
         try await TemporaryDirectory.with { directory in
             let rows = UnrecordedRows(root: directory.path)
-            #expect(rows.urlsHeldByLiveProcesses().isEmpty && rows.lastChange() == nil)
+            var known: [String: Set<String>] = [:]
+            #expect(rows.urlsHeldByOtherProcesses(known: &known).isEmpty)
             try rows.keep([record("http://h/kept.flac")], fetchedAt: Date())
-            let before = try #require(rows.lastChange())
-            let held = try #require(rows.hold([record("http://ann:pw@h/held.flac"), record("http://h/too.flac")], fetchedAt: Date()))
+            let own = try #require(rows.hold([record("http://h/own.flac")], fetchedAt: Date()))
+            defer { own.release() }
+            // Another process's held file: its name carries that process's pid, and it is locked.
+            let other = "\(rows.directory)/1790000000000-999999999-1-ab.jsonl"
+            try Data(("{\"fetchedAt\":1}\n" + record("http://ann@h/held.flac").jsonLine + "\n"
+                      + record("http://h/too.flac").jsonLine + "\n").utf8).write(to: URL(fileURLWithPath: other))
+            let lock = open(other, O_RDONLY)
+            #expect(flock(lock, LOCK_EX) == 0)
 
-            #expect(rows.urlsHeldByLiveProcesses() == ["http://ann@h/held.flac", "http://h/too.flac"])
-            let after = try #require(rows.lastChange())
-            #expect(after.tv_sec != before.tv_sec || after.tv_nsec != before.tv_nsec)
+            #expect(rows.urlsHeldByOtherProcesses(known: &known) == ["http://ann@h/held.flac", "http://h/too.flac"])
+            #expect(known.keys.sorted() == ["1790000000000-999999999-1-ab.jsonl"])
+            // Read once: what was read is used while the file is held.
+            known[known.keys.first ?? ""] = ["http://h/as-read-before"]
+            #expect(rows.urlsHeldByOtherProcesses(known: &known) == ["http://h/as-read-before"])
 
-            held.release()
-            #expect(rows.urlsHeldByLiveProcesses().isEmpty)
+            close(lock)
+            #expect(rows.urlsHeldByOtherProcesses(known: &known).isEmpty)
+            #expect(known.isEmpty)
         }
     }
 

@@ -49,8 +49,16 @@ import TestSupport
                 try URLList.validate([quoted])
             }
         }
-        #expect(throws: InputError("not a URL, it is in angle brackets (write it without them): <http://a/1.jpg>")) {
-            try URLList.validate(["<http://a/1.jpg>"])
+        for bracketed in ["<http://a/1.jpg>", "http://a/1.jpg>"] {
+            #expect(throws: InputError("not a URL, it is in angle brackets (write it without them): \(bracketed)")) {
+                try URLList.validate([bracketed])
+            }
+        }
+        // Typographic quotes, and a quote left at the end only.
+        for quoted in ["\u{201C}http://a/1.jpg\u{201D}", "\u{2018}http://a/1.jpg\u{2019}", "\u{AB}http://a/1.jpg\u{BB}", "http://a/1.jpg\""] {
+            #expect(throws: InputError("not a URL, it is in quotes (write it without them): \(quoted)")) {
+                try URLList.validate([quoted])
+            }
         }
         // "-" is how -i reads standard input, not a URL.
         #expect(throws: InputError("not a URL: - (to read the URLs from standard input: -i -)")) {

@@ -500,6 +500,48 @@ import TestSupport
         }
     }
 
+    /// One whose row never comes (that process stopped, say) is downloaded
+    /// once its wait is out, not waited for again as a partial found gone.
+    @Test func aURLWhoseRowNeverComesIsDownloadedOnceItsWaitIsOut() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 3, size: 4000, firstSeed: 140)
+            let held = try holdPartial(of: urls[0], in: directory.appending("tmp"))
+            let engine = try engine(directory, jobs: 1, stallTimeout: 300)
+            defer { engine.shutdown() }
+            let asked = Mutex<[Int: Int]>([:])
+            let completed = Mutex<[Int]>([])
+
+            await engine.download(count: urls.count, url: { urls[$0] }, settledMeanwhile: { index in
+                asked.withLock { $0[index, default: 0] += 1 }
+                return index == 1 ? .beingRecorded : .notStored
+            }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                completed.withLock { $0.append(index) }
+                if index == 2 { close(held) }
+                ready()
+            }
+
+            let paths = try urls.map { try #require(URL(string: $0)).path }
+            #expect(origin.requests(for: paths[1]).count == 1)
+            #expect(completed.withLock { $0 }.sorted() == [0, 1, 2])
+            #expect(asked.withLock { $0[1] ?? 0 } >= 2)
+        }
+    }
+
+    /// An item found stored elsewhere and not yet recorded waits for its
+    /// row for a time, not a number of looks (eight passed in a moment as
+    /// other items completed), and once that time is out it is downloaded,
+    /// however it is found then (its partial gone with the move, say).
+    @Test func anItemStoredElsewhereWaitsForItsRowForATime() {
+        var record = DownloadBatch.Deferred()
+        let start = ContinuousClock.now
+        let wait = DownloadBatch.Deferred.storedElsewhereWait
+        var waits: [Bool] = (0..<100).map { look in record.waitsForItsRow(at: start + .milliseconds(look)) }
+        #expect(waits.allSatisfy { $0 })
+        waits = [wait - .milliseconds(1), wait, wait + .seconds(5)].map { record.waitsForItsRow(at: start + $0) }
+        #expect(waits == [true, false, false])
+    }
+
     @Test func urlsOfDeadHostsWaitingToRetryLeaveTheBatchToTheOthers() async throws {
         try await withOrigin { origin, directory in
             // Given 100 URLs of two ports nothing listens on, alternating, each

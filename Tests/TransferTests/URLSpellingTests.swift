@@ -1,11 +1,13 @@
 import Testing
+import TestSupport
 import URLText
 
 /// One spelling for the URLs that name one resource (see `URLSpelling`).
 @Suite struct URLSpellingTests {
     @Test func urlsSpeltSoAlreadyAreThemselves() {
         for url in ["http://h/a/b.jpg", "https://h:8443/a%20b.jpg?q=%2F&x=1", "http://u:p@h/a", "http://[::1]:8080/a",
-                    "http://h/a..b/.c/..d", "http://h/a?x=/./", "http://h/%2E%2E/a", "http://h/a%25zz", "http://h/a%"] {
+                    "http://h/a..b/.c/..d", "http://h/a?x=/./", "http://h/%2E%2E/a", "http://h/a%25zz", "http://h/a%",
+                    "http://u%40x:p%3Aq@h/a", "http://[fe80::1%25eth0]:8080/a"] {
             #expect(URLSpelling.normalized(url) == url)
         }
     }
@@ -25,17 +27,36 @@ import URLText
             ("http://h/a/./b.jpg", "http://h/a/b.jpg"), ("http://h/a/b/../c.jpg", "http://h/a/c.jpg"),
             ("http://h/a/b/..", "http://h/a/"), ("http://h/a/.", "http://h/a/"), ("http://h/../../a", "http://h/a"),
             ("http://h/./?q=./x", "http://h/?q=./x"), ("http://h/a//./b", "http://h/a//b"),
-            // Unreserved characters decoded, other encodings in capitals, %2E kept.
-            ("http://h/%61%2D%5F%7E%31.jpg", "http://h/a-_~1.jpg"), ("http://h/a%2fb%3a?x=%3d%41", "http://h/a%2Fb%3A?x=%3DA"),
+            // In the path, unreserved characters decoded, other encodings in capitals, %2E kept.
+            ("http://h/%61%2D%5F%7E%31.jpg", "http://h/a-_~1.jpg"), ("http://h/a%2fb%3a", "http://h/a%2Fb%3A"),
             ("http://h/%2e%2e/a", "http://h/%2E%2E/a"),
-            // Bytes beyond ASCII encoded, as they go on the wire.
-            ("http://h/日本%20x.jpg", "http://h/%E6%97%A5%E6%9C%AC%20x.jpg"), ("http://h/?q=é", "http://h/?q=%C3%A9"),
+            // A path with a % that begins no encoding has none decoded (spelt again, %4%31 would be %41, then A).
+            ("http://h/%4%31", "http://h/%4%31"), ("http://h/%2%35%7e", "http://h/%2%35%7E"),
+            // Bytes beyond ASCII in the path encoded, as curl sends them.
+            ("http://h/日本%20x.jpg", "http://h/%E6%97%A5%E6%9C%AC%20x.jpg"),
+            // The query as written: signed URLs sign its bytes.
+            ("http://h/a?x=%3d%41&q=é", "http://h/a?x=%3d%41&q=é"), ("http://H/./a?x=./%7e#f", "http://h/a?x=./%7e"),
             // No fragment.
             ("http://h/a.jpg#top", "http://h/a.jpg"), ("http://h/a.jpg?x#y", "http://h/a.jpg?x"),
         ]
         for (written, spelt) in cases {
             #expect(URLSpelling.normalized(written) == spelt, "\(written)")
             #expect(URLSpelling.normalized(spelt) == spelt, "\(spelt) again")
+        }
+    }
+
+    /// Spelling a spelt URL changes nothing, whatever it was: generated URLs
+    /// of the pieces that spelling changes (escapes good and stray, dots,
+    /// slashes, capitals, ports, bytes beyond ASCII, queries, fragments).
+    @Test func spellingTwiceIsSpellingOnce() {
+        var generator = SeededGenerator(seed: 47)
+        let pieces = ["%", "%4", "%41", "%2e", "%2E", "%7e", "%3a", "%zz", ".", "..", "/", "a", "Z", "é", "~", "-", "?", "#", "%25", "%%"]
+        let prefixes = ["http://h", "HTTP://H:80", "https://u:p@h:0443", "http://[::1]:08080", "http://h:"]
+        for _ in 0..<20_000 {
+            let rest = (0..<Int.random(in: 0...8, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined()
+            let url = (prefixes.randomElement(using: &generator) ?? "http://h") + (Bool.random(using: &generator) ? "/" : "") + rest
+            let once = URLSpelling.normalized(url)
+            #expect(URLSpelling.normalized(once) == once, "\(url) → \(once)")
         }
     }
 

@@ -22,7 +22,7 @@ struct Get: AsyncParsableCommand {
     @Argument(help: "http or https URLs.")
     var urls: [String] = []
 
-    @Option(name: [.customLong("input-file"), .customShort("i")], help: ArgumentHelp("A file of URLs, one a line ('#' comments, after a URL too, and blank lines allowed; - for stdin). May be given more than once.", valueName: "file"))
+    @Option(name: [.customLong("input-file"), .customShort("i")], help: ArgumentHelp("A file of URLs, one a line ('#' comments, after a URL too, and blank lines allowed; - for stdin, once). May be given more than once.", valueName: "file"))
     var inputFiles: [String] = []
 
     @Option(name: .long, help: "Collection the items go into.")
