@@ -147,10 +147,7 @@ import TestSupport
             // not checkpoint on close; here its connection stays open).
             let old = try olderCatalog(at: path, upTo: "v1: objects, sources, collections, items")
             try old.write { db in
-                for hash in [hashA, hashB] {
-                    try db.execute(sql: "INSERT INTO object VALUES (?, 10, NULL, 0, 0)", arguments: [hash])
-                }
-                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'c', 0)")
+                try insertObjectsAndCollections(db, ["c"])
                 try db.execute(sql: """
                     INSERT INTO source (url, hash, fetchedAt, lastError) VALUES
                       ('http://ann:hunter2@h/only', ?, 5, NULL),
@@ -191,6 +188,17 @@ import TestSupport
         }
     }
 
+    /// The objects `hashA` and `hashB`, and the collections `names` (ids from
+    /// 1), as an older version wrote them.
+    private func insertObjectsAndCollections(_ db: Database, _ names: [String]) throws {
+        for hash in [hashA, hashB] {
+            try db.execute(sql: "INSERT INTO object VALUES (?, 10, NULL, 0, 0)", arguments: [hash])
+        }
+        for (index, name) in names.enumerated() {
+            try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (?, ?, 0)", arguments: [index + 1, name])
+        }
+    }
+
     /// A catalog written before URLs were spelt one way gets that spelling
     /// when opened: a URL known two ways keeps the source fetched last with
     /// an object, and one item a collection.
@@ -199,10 +207,7 @@ import TestSupport
             let path = directory.appending("catalog.sqlite")
             let old = try olderCatalog(at: path, upTo: "v3: items keyed by URL, without a rowid")
             try old.write { db in
-                for hash in [hashA, hashB] {
-                    try db.execute(sql: "INSERT INTO object VALUES (?, 10, NULL, 0, 0)", arguments: [hash])
-                }
-                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'c', 0), (2, 'd', 0)")
+                try insertObjectsAndCollections(db, ["c", "d"])
                 try db.execute(sql: """
                     INSERT INTO source (url, hash, fetchedAt, lastError) VALUES
                       ('http://h/a/./one.jpg', ?, 5, NULL),
