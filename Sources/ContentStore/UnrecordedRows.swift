@@ -61,12 +61,36 @@ public struct UnrecordedRows: Sendable {
     /// name, so only new ones are read (the directory is listed, and each
     /// file's lock looked at, every time).
     public func urlsHeldByOtherProcesses(known: inout [String: Set<String>]) -> Set<String> {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else {
-            known = [:]
-            return []
-        }
-        let ownMark = "-\(getpid())-"
         var held: [String: Set<String>] = [:]
+        forEachFileHeldByAnotherProcess { name, fd in
+            if let urls = known[name] {
+                held[name] = urls
+            } else if let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() {
+                // Whole once it has its name (written under the lock, then renamed): read while held.
+                held[name] = Set(Self.parse(data).0.map(\.url))
+            }
+            return true
+        }
+        known = held
+        return held.values.reduce(into: Set<String>()) { $0.formUnion($1) }
+    }
+
+    /// Whether another live process holds rows here now (see `urlsHeldByOtherProcesses`), without reading them.
+    public func anyHeldByOtherProcesses() -> Bool {
+        var any = false
+        forEachFileHeldByAnotherProcess { _, _ in
+            any = true
+            return false
+        }
+        return any
+    }
+
+    /// Calls `body` with the name and an open descriptor of each file of
+    /// rows another live process holds (locked, and not named with this
+    /// process's pid), until it returns false.
+    private func forEachFileHeldByAnotherProcess(_ body: (String, Int32) -> Bool) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        let ownMark = "-\(getpid())-"
         for name in names where name.hasSuffix(".jsonl") && !Self.isNamed(name, withMark: ownMark) {
             guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
             defer { close(fd) }
@@ -74,16 +98,8 @@ public struct UnrecordedRows: Sendable {
                 flock(fd, LOCK_UN)
                 continue
             }
-            guard errno == EWOULDBLOCK else { continue }
-            if let urls = known[name] {
-                held[name] = urls
-            } else if let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() {
-                // Whole once it has its name (written under the lock, then renamed): read while held.
-                held[name] = Set(Self.parse(data).0.map(\.url))
-            }
+            if errno == EWOULDBLOCK, !body(name, fd) { return }
         }
-        known = held
-        return held.values.reduce(into: Set<String>()) { $0.formUnion($1) }
     }
 
     /// Whether `name` (`<ms>-<pid>-<n>-<random>.jsonl`, see `writeFile`) has `mark` (`-<pid>-`) after its first field.

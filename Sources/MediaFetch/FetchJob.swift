@@ -562,7 +562,8 @@ public final class FetchJob: Sendable {
                 return .settled
             }
             await engine.download(count: items.count, url: { items[$0].url }, resumeAnswerCheck: resumeAnswerCheck,
-                                  settledMeanwhile: settledMeanwhile) { [self] index, result, ready in
+                                  settledMeanwhile: settledMeanwhile,
+                                  othersAtWork: { [cache] in cache.unrecorded.anyHeldByOtherProcesses() }) { [self] index, result, ready in
                 switch result {
                 case .success(let body):
                     let item = items[index]

@@ -34,16 +34,20 @@ extension TransferEngine {
     /// so, every item is asked before it starts; one the caller finds that
     /// process has stored and not yet recorded (`.beingRecorded`) waits as
     /// one whose partial it holds, for a while (see `Deferred.storedElsewhereWait`).
+    /// `othersAtWork` says whether another process is storing into the same
+    /// cache now (its rows held, say): asked at most once a second until it
+    /// says so, it counts as such a process seen.
     public func download(
         count: Int,
         url: @escaping @Sendable (Int) -> String,
         resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
         settledMeanwhile: (@Sendable (Int) -> SettledMeanwhile)? = nil,
+        othersAtWork: (@Sendable () -> Bool)? = nil,
         completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, _ ready: @escaping @Sendable () -> Void) -> Void
     ) async {
         guard count > 0 else { return }
         let batch = DownloadBatch(engine: self, count: count, url: url, resumeAnswerCheck: resumeAnswerCheck,
-                                  settledMeanwhile: settledMeanwhile, completion: completion)
+                                  settledMeanwhile: settledMeanwhile, othersAtWork: othersAtWork, completion: completion)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 batch.start(whenDone: { continuation.resume() })
@@ -141,6 +145,10 @@ final class DownloadBatch: Sendable {
     /// cache: from then on each item is first looked for (`settledMeanwhile`).
     /// Outside the lock: read for every item.
     private let otherProcessSeen = Atomic<Bool>(false)
+    /// Whether another process is storing into the cache (see `download(count:…)`).
+    private let othersAtWork: (@Sendable () -> Bool)?
+    /// When `othersAtWork` is next asked, on `DispatchTime`'s clock in nanoseconds.
+    private let othersNextAsked = Atomic<UInt64>(0)
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let state: SleepingLock<State>
     /// How many items are in flight at once (see `DescriptorBudget`).
@@ -149,8 +157,10 @@ final class DownloadBatch: Sendable {
     init(engine: TransferEngine, count: Int, url: @escaping @Sendable (Int) -> String,
          resumeAnswerCheck: (@Sendable (Int) -> ResumeAnswerCheck?)? = nil,
          settledMeanwhile: (@Sendable (Int) -> SettledMeanwhile)? = nil,
+         othersAtWork: (@Sendable () -> Bool)? = nil,
          completion: @escaping @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void) {
         self.engine = engine
+        self.othersAtWork = othersAtWork
         self.count = count
         self.url = url
         self.resumeAnswerCheck = resumeAnswerCheck
@@ -249,7 +259,7 @@ final class DownloadBatch: Sendable {
             var retaken = heldPlace == nil || settledMeanwhile == nil ? nil
                 : state.withLock { $0.deferred.isEmpty ? nil : $0.deferred.removeValue(forKey: index) }
             if retaken != nil { engine.countWaitingForOtherProcess(-1) }
-            if retaken != nil || otherProcessSeen.load(ordering: .relaxed), let settledMeanwhile {
+            if retaken != nil || seesOtherProcess(), let settledMeanwhile {
                 switch settledMeanwhile(index) {
                 case .settled:
                     release(target.hostKey)
@@ -306,6 +316,20 @@ final class DownloadBatch: Sendable {
             }
             if launch(index, target, partial) { return }
         }
+    }
+
+    /// Whether another process has been seen storing into the cache: one
+    /// holding a partial, or one `othersAtWork` found (asked at most once a
+    /// second, by the caller that claims the turn, until it says yes).
+    private func seesOtherProcess() -> Bool {
+        if otherProcessSeen.load(ordering: .relaxed) { return true }
+        guard let othersAtWork else { return false }
+        let now = DispatchTime.now().uptimeNanoseconds
+        let next = othersNextAsked.load(ordering: .relaxed)
+        guard now >= next, othersNextAsked.compareExchange(expected: next, desired: now + 1_000_000_000, ordering: .relaxed).exchanged,
+              othersAtWork() else { return false }
+        otherProcessSeen.store(true, ordering: .relaxed)
+        return true
     }
 
     /// Whether the partial of a deferred item taken again (`retaken`; nil

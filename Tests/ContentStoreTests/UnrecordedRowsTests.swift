@@ -45,6 +45,8 @@ import Glibc
             try rows.keep([record("http://h/kept.flac")], fetchedAt: Date())
             let own = try #require(rows.hold([record("http://h/own.flac")], fetchedAt: Date()))
             defer { own.release() }
+            // Kept rows and this process's own held ones are no other process at work.
+            #expect(!rows.anyHeldByOtherProcesses())
             // Another process's held file: its name carries that process's pid, and it is locked.
             let other = "\(rows.directory)/1790000000000-999999999-1-ab.jsonl"
             try Data(("{\"fetchedAt\":1}\n" + record("http://ann@h/held.flac").jsonLine + "\n"
@@ -53,12 +55,14 @@ import Glibc
             #expect(flock(lock, LOCK_EX) == 0)
 
             #expect(rows.urlsHeldByOtherProcesses(known: &known) == ["http://ann@h/held.flac", "http://h/too.flac"])
+            #expect(rows.anyHeldByOtherProcesses())
             #expect(known.keys.sorted() == ["1790000000000-999999999-1-ab.jsonl"])
             // Read once: what was read is used while the file is held.
             known[known.keys.first ?? ""] = ["http://h/as-read-before"]
             #expect(rows.urlsHeldByOtherProcesses(known: &known) == ["http://h/as-read-before"])
 
             close(lock)
+            #expect(!rows.anyHeldByOtherProcesses())
             #expect(rows.urlsHeldByOtherProcesses(known: &known).isEmpty)
             #expect(known.isEmpty)
         }

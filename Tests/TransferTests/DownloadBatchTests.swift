@@ -500,6 +500,37 @@ import TestSupport
         }
     }
 
+    /// Another process at work (`othersAtWork`) counts as one seen, without
+    /// a partial of it found held: an item it has stored and not yet
+    /// recorded waits for its row from the first item on.
+    @Test func anotherProcessAtWorkIsSeenWithoutAHeldPartial() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 3, size: 4000, firstSeed: 150)
+            let engine = try engine(directory, jobs: 1, stallTimeout: 300)
+            defer { engine.shutdown() }
+            let recorded = Atomic(false)
+            let askedOthers = Atomic(0)
+
+            await engine.download(count: urls.count, url: { urls[$0] }, settledMeanwhile: { index in
+                guard index == 0 else { return .notStored }
+                return recorded.load(ordering: .relaxed) ? .settled : .beingRecorded
+            }, othersAtWork: {
+                askedOthers.add(1, ordering: .relaxed)
+                return true
+            }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                if index == 2 { recorded.store(true, ordering: .relaxed) }
+                ready()
+            }
+
+            let paths = try urls.map { try #require(URL(string: $0)).path }
+            #expect(origin.requests(for: paths[0]).isEmpty)
+            #expect(origin.requests(for: paths[1]).count == 1 && origin.requests(for: paths[2]).count == 1)
+            // Asked once: it said yes.
+            #expect(askedOthers.load(ordering: .relaxed) == 1)
+        }
+    }
+
     /// One whose row never comes (that process stopped, say) is downloaded
     /// once its wait is out, not waited for again as a partial found gone.
     @Test func aURLWhoseRowNeverComesIsDownloadedOnceItsWaitIsOut() async throws {
