@@ -466,6 +466,15 @@ public final class Catalog: Sendable {
         return .frames
     }
 
+    /// SQLite's `data_version` on the connection that writes: a number that
+    /// changes when another connection (another process) commits to the
+    /// catalog, and not with this catalog's own commits. Compared with an
+    /// earlier value, it tells whether another process recorded rows since.
+    /// Waits for this catalog's own write in progress, if any.
+    public func versionOthersChange() throws -> Int {
+        try database.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+    }
+
     /// Copies the write-ahead log's commits into the catalog's file, so that
     /// the next commit writes the log from its start again instead of
     /// growing it: the log holds every version of the pages it was given (a

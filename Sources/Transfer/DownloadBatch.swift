@@ -35,8 +35,8 @@ extension TransferEngine {
     /// process has stored and not yet recorded (`.beingRecorded`) waits as
     /// one whose partial it holds, for a while (see `Deferred.storedElsewhereWait`).
     /// `othersAtWork` says whether another process is storing into the same
-    /// cache now (its rows held, say): asked at most once a second until it
-    /// says so, it counts as such a process seen.
+    /// cache (its rows held, say): asked for each item until it says so (it
+    /// must be quick), it counts as such a process seen.
     public func download(
         count: Int,
         url: @escaping @Sendable (Int) -> String,
@@ -147,8 +147,6 @@ final class DownloadBatch: Sendable {
     private let otherProcessSeen = Atomic<Bool>(false)
     /// Whether another process is storing into the cache (see `download(count:…)`).
     private let othersAtWork: (@Sendable () -> Bool)?
-    /// When `othersAtWork` is next asked, on `DispatchTime`'s clock in nanoseconds.
-    private let othersNextAsked = Atomic<UInt64>(0)
     private let completion: @Sendable (Int, Result<DownloadedBody, TransferError>, @escaping @Sendable () -> Void) -> Void
     private let state: SleepingLock<State>
     /// How many items are in flight at once (see `DescriptorBudget`).
@@ -319,15 +317,10 @@ final class DownloadBatch: Sendable {
     }
 
     /// Whether another process has been seen storing into the cache: one
-    /// holding a partial, or one `othersAtWork` found (asked at most once a
-    /// second, by the caller that claims the turn, until it says yes).
+    /// holding a partial, or one `othersAtWork` found.
     private func seesOtherProcess() -> Bool {
         if otherProcessSeen.load(ordering: .relaxed) { return true }
-        guard let othersAtWork else { return false }
-        let now = DispatchTime.now().uptimeNanoseconds
-        let next = othersNextAsked.load(ordering: .relaxed)
-        guard now >= next, othersNextAsked.compareExchange(expected: next, desired: now + 1_000_000_000, ordering: .relaxed).exchanged,
-              othersAtWork() else { return false }
+        guard othersAtWork?() == true else { return false }
         otherProcessSeen.store(true, ordering: .relaxed)
         return true
     }

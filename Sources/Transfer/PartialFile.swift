@@ -537,22 +537,26 @@ final class PartialFile {
 
     /// A partial whose name is not the one its validator's URL gives it
     /// (under `root`, the partial directory) is moved there, so the download
-    /// can still resume. Two kinds of older versions left such partials: at
-    /// the top of the partial directory, before the shard directories; and
+    /// can still resume. Three kinds of older versions left such partials: at
+    /// the top of the partial directory, before the shard directories;
     /// named after the URL with its password, which the validator quoted
     /// (the new validator does not hold it, so the password leaves the
-    /// disk). Where the name is taken, or the move fails, the old partial
+    /// disk); and named after the URL as it was written, before URLs were
+    /// spelt one way (`URLSpelling`; the new validator holds the new
+    /// spelling). Where the name is taken, or the move fails, the old partial
     /// goes. Skipped while another process holds the partial. Returns how
     /// many files were removed.
     private static func moveToItsName(partial: String, root: String) -> Int {
         let validatorPath = partial + ".validator"
         guard let text = readValidatorFile(validatorPath),
               let firstLine = text.split(separator: "\n", omittingEmptySubsequences: false).first else { return 0 }
-        let url = URLPassword.removed(from: String(firstLine))
+        let written = URLPassword.removed(from: String(firstLine))
+        let url = URLSpelling.normalized(written)
         let key = key(for: url)
         let shard = shardDirectory(root, key: key)
         let newPartial = "\(shard)/\(key).part"
-        guard newPartial != partial, URLPassword.range(in: String(firstLine)) != nil || partial.hasSuffix("/\(key).part")
+        guard newPartial != partial,
+              URLPassword.range(in: String(firstLine)) != nil || url != written || partial.hasSuffix("/\(key).part")
         else { return 0 }
         var fd = open(partial, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0, errno == EACCES { fd = open(partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }

@@ -927,14 +927,12 @@ public struct RequestTarget: Sendable, Equatable {
         if leading > 0 { bytes.removeFirst(leading) }
         // A URL copied with its quotes (from a shell line, a CSV field, JSON) was
         // told it had no scheme, which it has.
-        let opening = bytes.first.map { [UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "<")].contains($0) } ?? false
+        // (Only an opening mark: one that ends a URL, `?a=b>`, may be its own,
+        // as libcurl takes it and an earlier version fetched it.)
+        if bytes.first.map({ [UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "<")].contains($0) }) ?? false
             || bytes.starts(with: Array("\u{201C}".utf8)) || bytes.starts(with: Array("\u{2018}".utf8))
-            || bytes.starts(with: Array("\u{AB}".utf8))
-        // Never part of a URL (RFC 3986): the end of a quoted one copied without its start.
-        let closing = bytes.last == UInt8(ascii: "\"") || bytes.last == UInt8(ascii: ">")
-        if opening || closing {
-            let brackets = bytes.first == UInt8(ascii: "<") || bytes.last == UInt8(ascii: ">")
-            throw TransferError(.unsupportedURL, "not a URL, it is in \(brackets ? "angle brackets" : "quotes") "
+            || bytes.starts(with: Array("\u{AB}".utf8)) {
+            throw TransferError(.unsupportedURL, "not a URL, it is in \(bytes.first == UInt8(ascii: "<") ? "angle brackets" : "quotes") "
                 + "(write it without them): \(shown())")
         }
         // `example.com/a.jpg`, `localhost:8080/a.jpg`: a host and no scheme, which curl would take as http.

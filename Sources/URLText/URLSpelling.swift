@@ -21,7 +21,10 @@ public enum URLSpelling {
     ///   resolves, and the request would ask for another path. In a path
     ///   with a `%` that begins no encoding, none is decoded: `%4%31` would
     ///   become `%41`, which spelt again is `A`;
-    /// - in the path, a byte beyond ASCII (a character of an IRI) percent-encoded, as curl sends it;
+    /// - in the path, a byte beyond ASCII (a character of an IRI), and an
+    ///   ASCII one no URL may hold (`"`, `<`, `>`, `\\`, `^`, `` ` ``, `{`,
+    ///   `|`, `}`, `[`, `]`), percent-encoded, so that `a"b` is `a%22b`;
+    /// - percent-encodings in the user information in capitals (none decoded);
     /// - the query as it is written: signed URLs sign its bytes, and curl sends them as written;
     /// - no fragment: it is never sent.
     ///
@@ -95,10 +98,11 @@ public enum URLSpelling {
             if fragment != nil || path.isEmpty { return true }
             if let port, port.isEmpty || bytes[port.lowerBound] == UInt8(ascii: "0") || isDefault(port: bytes[port]) { return true }
             if bytes[..<colon].contains(where: isCapital) || bytes[host].contains(where: isCapital) { return true }
+            if Self.hasSmallHexEscape(bytes[colon..<host.lowerBound]) { return true }
             var previous: UInt8 = 0
             for index in path {
                 let byte = bytes[index]
-                if byte == UInt8(ascii: "%") || byte >= 0x80 { return true }
+                if byte == UInt8(ascii: "%") || byte >= 0x80 || Self.isForbidden(byte) { return true }
                 // A segment that begins with a dot may be `.` or `..`.
                 if byte == UInt8(ascii: "."), previous == UInt8(ascii: "/") { return true }
                 previous = byte
@@ -110,7 +114,7 @@ public enum URLSpelling {
             var out: [UInt8] = []
             out.reserveCapacity(bytes.count + 16)
             out.append(contentsOf: bytes[..<colon].map(lowered))
-            out.append(contentsOf: bytes[colon..<host.lowerBound])
+            out.append(contentsOf: Self.withCapitalHexEscapes(bytes[colon..<host.lowerBound]))
             out.append(contentsOf: bytes[host].map(lowered))
             if let port {
                 let digits = bytes[port].drop { $0 == UInt8(ascii: "0") }
@@ -137,7 +141,7 @@ public enum URLSpelling {
             var index = text.startIndex
             while index < text.endIndex {
                 let byte = text[index]
-                if byte >= 0x80 {
+                if byte >= 0x80 || isForbidden(byte) {
                     appendEncoded(byte, to: &out)
                     index += 1
                 } else if byte == UInt8(ascii: "%"), index + 2 < text.endIndex,
@@ -147,6 +151,48 @@ public enum URLSpelling {
                     index += 3
                 } else {
                     out.append(byte)
+                    index += 1
+                }
+            }
+            return out
+        }
+
+        /// Whether `byte` is ASCII that no URL may hold (RFC 3986), other
+        /// than what the caller refuses (controls, space) and what ends the
+        /// path (`?`, `#`): percent-encoded in the path.
+        private static func isForbidden(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "\\"), UInt8(ascii: "^"),
+                 UInt8(ascii: "`"), UInt8(ascii: "{"), UInt8(ascii: "|"), UInt8(ascii: "}"), UInt8(ascii: "["), UInt8(ascii: "]"):
+                true
+            default:
+                false
+            }
+        }
+
+        /// Whether `text` holds a percent-encoding with a small hex letter.
+        private static func hasSmallHexEscape(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+            var index = text.startIndex
+            while let percent = text[index...].firstIndex(of: UInt8(ascii: "%")) {
+                guard percent + 2 < text.endIndex else { return false }
+                let digits = text[(percent + 1)...(percent + 2)]
+                if digits.allSatisfy({ URLSpelling.hexValue($0) != nil }), digits.contains(where: { (0x61...0x66).contains($0) }) {
+                    return true
+                }
+                index = percent + 1
+            }
+            return false
+        }
+
+        /// `text` with the hex letters of its percent-encodings in capitals.
+        private static func withCapitalHexEscapes(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8] {
+            var out = Array(text)
+            var index = 0
+            while index + 2 < out.count {
+                if out[index] == UInt8(ascii: "%"), URLSpelling.hexValue(out[index + 1]) != nil, URLSpelling.hexValue(out[index + 2]) != nil {
+                    for digit in index + 1...index + 2 where (0x61...0x66).contains(out[digit]) { out[digit] -= 32 }
+                    index += 3
+                } else {
                     index += 1
                 }
             }

@@ -256,6 +256,26 @@ import TestSupport
         }
     }
 
+    /// The version others change moves with another connection's commit
+    /// (another process's rows), not with the catalog's own.
+    @Test func theVersionOthersChangeMovesWithTheirCommitsOnly() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let catalog = try Catalog(path: path)
+            let first = try catalog.versionOthersChange()
+            try catalog.record([record("http://h/1", "alps", hashA)])
+            #expect(try catalog.versionOthersChange() == first)
+
+            let other = try DatabaseQueue(path: path)
+            try other.write { db in try db.execute(sql: "INSERT INTO collection (name, createdAt) VALUES ('tatry', 0)") }
+            try other.close()
+            let second = try catalog.versionOthersChange()
+            #expect(second != first)
+            try catalog.record([record("http://h/2", "alps", hashB)])
+            #expect(try catalog.versionOthersChange() == second)
+        }
+    }
+
     /// Entries come by collection and then URL, not in the order their rows
     /// were recorded (the order downloads finished, another on every run).
     @Test func entriesAreSortedByCollectionThenURL() async throws {

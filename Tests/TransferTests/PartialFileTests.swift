@@ -463,6 +463,29 @@ import Glibc
         }
     }
 
+    /// A partial an older version named after the URL as it was written
+    /// (before URLs were spelt one way) is moved to its spelt URL's name, its
+    /// validator quoting that spelling, and resumed from there.
+    @Test func aPartialNamedAfterAnOldSpellingIsMovedToItsSpeltName() async throws {
+        try await TemporaryDirectory.with { directory in
+            let written = "http://Example.test:80/a/./%62.jpg"
+            let key = PartialFile.key(for: written)
+            let shard = PartialFile.shardDirectory(directory.path, key: key)
+            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+            let old = "\(shard)/\(key).part"
+            try Data("abcd".utf8).write(to: URL(fileURLWithPath: old))
+            try Data("\(written)\n\"v1\"\n".utf8).write(to: URL(fileURLWithPath: old + ".validator"))
+
+            PartialFile.sweep(directory: directory.path)
+
+            #expect(!FileManager.default.fileExists(atPath: old) && !FileManager.default.fileExists(atPath: old + ".validator"))
+            let resumed = try PartialFile(directory: directory.path, url: "http://example.test/a/b.jpg")
+            defer { resumed.close(discard: true) }
+            #expect(resumed.resumable?.size == 4)
+            #expect(resumed.resumable?.validator == "\"v1\"")
+        }
+    }
+
     @Test func aPartialAnOlderVersionNamedAfterAPasswordIsMovedToTheNameWithoutIt() async throws {
         try await TemporaryDirectory.with { directory in
             // As versions before this kept them: named by the whole URL's hash, which the validator quotes.

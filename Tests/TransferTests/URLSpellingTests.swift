@@ -34,6 +34,10 @@ import URLText
             ("http://h/%4%31", "http://h/%4%31"), ("http://h/%2%35%7e", "http://h/%2%35%7E"),
             // Bytes beyond ASCII in the path encoded, as curl sends them.
             ("http://h/日本%20x.jpg", "http://h/%E6%97%A5%E6%9C%AC%20x.jpg"),
+            // ASCII no URL may hold encoded in the path, as its encoded form is spelt.
+            ("http://h/a\"b<c>|{d}^`[e]\\f", "http://h/a%22b%3Cc%3E%7C%7Bd%7D%5E%60%5Be%5D%5Cf"), ("http://h/a%22b%3cc", "http://h/a%22b%3Cc"),
+            // Escapes in the user information in capitals, none decoded.
+            ("http://u%3ax%41:p%2f@h/a", "http://u%3Ax%41:p%2F@h/a"),
             // The query as written: signed URLs sign its bytes.
             ("http://h/a?x=%3d%41&q=é", "http://h/a?x=%3d%41&q=é"), ("http://H/./a?x=./%7e#f", "http://h/a?x=./%7e"),
             // No fragment.
@@ -50,8 +54,9 @@ import URLText
     /// slashes, capitals, ports, bytes beyond ASCII, queries, fragments).
     @Test func spellingTwiceIsSpellingOnce() {
         var generator = SeededGenerator(seed: 47)
-        let pieces = ["%", "%4", "%41", "%2e", "%2E", "%7e", "%3a", "%zz", ".", "..", "/", "a", "Z", "é", "~", "-", "?", "#", "%25", "%%"]
-        let prefixes = ["http://h", "HTTP://H:80", "https://u:p@h:0443", "http://[::1]:08080", "http://h:"]
+        let pieces = ["%", "%4", "%41", "%2e", "%2E", "%7e", "%3a", "%zz", ".", "..", "/", "a", "Z", "é", "~", "-", "?", "#", "%25", "%%",
+                      "\"", "<", ">", "|", "\\", "[", "]", "%22", "%7c"]
+        let prefixes = ["http://h", "HTTP://H:80", "https://u:p@h:0443", "http://[::1]:08080", "http://h:", "http://u%3ax:p%2f@h"]
         for _ in 0..<20_000 {
             let rest = (0..<Int.random(in: 0...8, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined()
             let url = (prefixes.randomElement(using: &generator) ?? "http://h") + (Bool.random(using: &generator) ? "/" : "") + rest
