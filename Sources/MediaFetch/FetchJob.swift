@@ -543,35 +543,12 @@ public final class FetchJob: Sendable {
                 let item = items[index]
                 return { PageInsteadOfMedia.resumeAnswerRefusal($0, url: item.url, kind: item.kind) }
             }
+            let lookout = OtherProcessLookout(cache: cache, catalogVersion: state.withLock { $0.catalogVersionAtLookup })
+            defer { lookout.stop() }
             // An item another process was downloading into this cache, retaken at the end of the
             // list (or any item, once such a process was seen): settled as cached if that process
             // stored it, as at the start of the run; waited for if it has moved it into the store
             // and not yet recorded it (its rows are held in `unrecorded/` meanwhile).
-            // Another process at work: rows of its held in `unrecorded/`, or rows it has
-            // recorded since the list was looked up (a process stopped meanwhile, Ctrl-Z,
-            // and continued fetched again what the other had stored). Looked for four
-            // times a second, off the transfers' threads (the catalog's answer may wait
-            // for this run's own write), until found; a stopped process looks at once
-            // when it is continued.
-            // (A new catalog, made as the downloads start, has its first version taken at the first look.)
-            let versionBefore = Mutex<Int?>(state.withLock { $0.catalogVersionAtLookup })
-            let othersSeen = Atomic(false)
-            let lookout = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "mediafetch.others", qos: .utility))
-            lookout.schedule(deadline: .now(), repeating: .milliseconds(250), leeway: .milliseconds(50))
-            lookout.setEventHandler { [cache] in
-                guard !othersSeen.load(ordering: .relaxed) else { return }
-                var seen = cache.unrecorded.anyHeldByOtherProcesses()
-                if !seen, !cache.catalogFailed, let version = try? cache.catalog.versionOthersChange() {
-                    seen = versionBefore.withLock { before in
-                        defer { before = before ?? version }
-                        return before.map { $0 != version } ?? false
-                    }
-                }
-                if seen { othersSeen.store(true, ordering: .relaxed) }
-            }
-            lookout.resume()
-            defer { lookout.cancel() }
-            let othersAtWork: @Sendable () -> Bool = { othersSeen.load(ordering: .relaxed) }
             let heldFiles = Mutex<[String: Set<String>]>([:])
             let settledMeanwhile: @Sendable (Int) -> SettledMeanwhile = { [self] index in
                 // Looked at before the catalog: a row recorded (and its file removed) in
@@ -592,7 +569,7 @@ public final class FetchJob: Sendable {
                 return .settled
             }
             await engine.download(count: items.count, url: { items[$0].url }, resumeAnswerCheck: resumeAnswerCheck,
-                                  settledMeanwhile: settledMeanwhile, othersAtWork: othersAtWork) { [self] index, result, ready in
+                                  settledMeanwhile: settledMeanwhile, othersAtWork: lookout.sawOthers) { [self] index, result, ready in
                 switch result {
                 case .success(let body):
                     let item = items[index]

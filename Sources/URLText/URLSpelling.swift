@@ -22,7 +22,7 @@ public enum URLSpelling {
     ///   with a `%` that begins no encoding, none is decoded: `%4%31` would
     ///   become `%41`, which spelt again is `A`;
     /// - in the path, a byte beyond ASCII (a character of an IRI), and an
-    ///   ASCII one no URL may hold (`"`, `<`, `>`, `\\`, `^`, `` ` ``, `{`,
+    ///   ASCII one no URL may hold (`"`, `<`, `>`, `\`, `^`, `` ` ``, `{`,
     ///   `|`, `}`, `[`, `]`), percent-encoded, so that `a"b` is `a%22b`;
     /// - percent-encodings in the user information in capitals (none decoded);
     /// - the query as it is written: signed URLs sign its bytes, and curl sends them as written;
@@ -133,7 +133,8 @@ public enum URLSpelling {
 
         /// `text` with each valid percent-encoding of an unreserved character
         /// other than `.` decoded (unless a `%` in it begins no encoding), the
-        /// others in capitals, and each byte beyond ASCII percent-encoded.
+        /// others in capitals, and each byte beyond ASCII or no URL may hold
+        /// (`isForbidden`) percent-encoded.
         private static func percentSpelled(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8] {
             var out: [UInt8] = []
             out.reserveCapacity(text.count)

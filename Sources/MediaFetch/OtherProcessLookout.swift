@@ -1,0 +1,46 @@
+import Dispatch
+import Synchronization
+
+/// Looks out, while a run downloads, for another process at work on the
+/// same cache: rows of its held in `unrecorded/` (bodies it has moved into
+/// the store), or rows it has recorded since this run looked its list up
+/// (SQLite's `data_version`, see `Catalog.versionOthersChange`). Once one
+/// is seen, the run looks each item up again before it fetches it (see
+/// `TransferEngine.download(count:…)`'s `othersAtWork`).
+///
+/// Four looks a second, on a queue of its own: the catalog's answer may
+/// wait for the run's own write, and the transfers' threads must not. A
+/// process stopped (Ctrl-Z) while another fetched the same list looks as
+/// soon as it is continued (before, it fetched its whole remaining list again).
+final class OtherProcessLookout: @unchecked Sendable {
+    // @unchecked: the timer is a Dispatch source, whose cancel may come from
+    // any thread; the flag is atomic.
+    private let seen = Atomic(false)
+    private let timer: any DispatchSourceTimer
+
+    /// `catalogVersion`: the catalog's version when the list was looked up;
+    /// nil (a new catalog, made as the downloads start) takes the first look's.
+    init(cache: MediaCache, catalogVersion: Int?) {
+        let versionBefore = Mutex<Int?>(catalogVersion)
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "mediafetch.others", qos: .utility))
+        timer.schedule(deadline: .now(), repeating: .milliseconds(250), leeway: .milliseconds(50))
+        timer.setEventHandler { [weak self] in
+            guard let self, !seen.load(ordering: .relaxed) else { return }
+            var found = cache.unrecorded.anyHeldByOtherProcesses()
+            if !found, !cache.catalogFailed, let version = try? cache.catalog.versionOthersChange() {
+                found = versionBefore.withLock { before in
+                    defer { before = before ?? version }
+                    return before.map { $0 != version } ?? false
+                }
+            }
+            if found { seen.store(true, ordering: .relaxed) }
+        }
+        timer.resume()
+    }
+
+    /// Whether another process has been seen at work (quick: a flag).
+    var sawOthers: @Sendable () -> Bool { { [self] in seen.load(ordering: .relaxed) } }
+
+    /// Stops looking (the downloads are over).
+    func stop() { timer.cancel() }
+}
