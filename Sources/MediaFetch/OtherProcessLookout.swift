@@ -23,7 +23,8 @@ final class OtherProcessLookout: @unchecked Sendable {
     init(cache: MediaCache, catalogVersion: Int?) {
         let versionBefore = Mutex<Int?>(catalogVersion)
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "mediafetch.others", qos: .utility))
-        timer.schedule(deadline: .now(), repeating: .milliseconds(250), leeway: .milliseconds(50))
+        // The first look a quarter of a second in: a run shorter than that has no look to pay for.
+        timer.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
         timer.setEventHandler { [weak self] in
             guard let self, !seen.load(ordering: .relaxed) else { return }
             var found = cache.unrecorded.anyHeldByOtherProcesses()
