@@ -39,15 +39,10 @@ public struct UnrecordedRows: Sendable {
     /// and read after: held while it was read, it made a replay starting
     /// meanwhile pass the file by, and fetch its URLs again.
     public func waitingRecords() -> [IngestRecord] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
         var records: [IngestRecord] = []
-        for name in names where name.hasSuffix(".jsonl") {
-            guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
-            defer { close(fd) }
-            guard flock(fd, LOCK_SH | LOCK_NB) == 0 else { continue }
-            flock(fd, LOCK_UN)
-            guard let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() else { continue }
-            records += Self.parse(data).0
+        forEachFile(held: false) { _, fd in
+            if let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() { records += Self.parse(data).0 }
+            return true
         }
         return records
     }
@@ -62,7 +57,7 @@ public struct UnrecordedRows: Sendable {
     /// file's lock looked at, every time).
     public func urlsHeldByOtherProcesses(known: inout [String: Set<String>]) -> Set<String> {
         var held: [String: Set<String>] = [:]
-        forEachFileHeldByAnotherProcess { name, fd in
+        forEachFile(held: true) { name, fd in
             if let urls = known[name] {
                 held[name] = urls
             } else if let data = try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() {
@@ -78,7 +73,7 @@ public struct UnrecordedRows: Sendable {
     /// Whether another live process holds rows here now (see `urlsHeldByOtherProcesses`), without reading them.
     public func anyHeldByOtherProcesses() -> Bool {
         var any = false
-        forEachFileHeldByAnotherProcess { _, _ in
+        forEachFile(held: true) { _, _ in
             any = true
             return false
         }
@@ -86,19 +81,19 @@ public struct UnrecordedRows: Sendable {
     }
 
     /// Calls `body` with the name and an open descriptor of each file of
-    /// rows another live process holds (locked, and not named with this
-    /// process's pid), until it returns false.
-    private func forEachFileHeldByAnotherProcess(_ body: (String, Int32) -> Bool) {
+    /// rows, until it returns false: with `held`, those another live process
+    /// holds (locked, and not named with this process's pid); without, those
+    /// no process holds (looked at under a lock, let go before `body`).
+    private func forEachFile(held: Bool, _ body: (String, Int32) -> Bool) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         let ownMark = "-\(getpid())-"
-        for name in names where name.hasSuffix(".jsonl") && !Self.isNamed(name, withMark: ownMark) {
+        for name in names where name.hasSuffix(".jsonl") && !(held && Self.isNamed(name, withMark: ownMark)) {
             guard let fd = Self.openRegularFile("\(directory)/\(name)") else { continue }
             defer { close(fd) }
-            if flock(fd, LOCK_SH | LOCK_NB) == 0 {
-                flock(fd, LOCK_UN)
-                continue
-            }
-            if errno == EWOULDBLOCK, !body(name, fd) { return }
+            let free = flock(fd, LOCK_SH | LOCK_NB) == 0
+            if free { flock(fd, LOCK_UN) }
+            guard free ? !held : held && errno == EWOULDBLOCK else { continue }
+            if !body(name, fd) { return }
         }
     }
 

@@ -199,9 +199,6 @@ public final class FetchJob: Sendable {
         /// The store's fan-outs are to be made ahead once the first body is
         /// handed over to be stored (see `download`).
         var fanOutsAheadDue = false
-        /// The catalog's `versionOthersChange` when the list was looked up in
-        /// it: a change since means another process has recorded rows (see `download`).
-        var catalogVersionAtLookup: Int?
 
         /// Counts the items of `requested` (`items`, without its repeats) as the run's.
         mutating func count(_ items: any FetchList, of requested: any FetchList) {
@@ -304,8 +301,8 @@ public final class FetchJob: Sendable {
                 let toDownload: any FetchList
                 recordKeptRows()
                 removePartialsOfCachedURLs(engine)
+                // Before the lookup: a change since means another process has recorded rows (see `OtherProcessLookout`).
                 let version = try? cache.catalog.versionOthersChange()
-                state.withLock { $0.catalogVersionAtLookup = version }
                 do {
                     toDownload = try settleCached(items, ingestor: ingestor)
                 } catch let error as CatalogWriteFailure
@@ -319,7 +316,7 @@ public final class FetchJob: Sendable {
                 }
                 // Interrupted while the list was being looked up: nothing is started.
                 if !Task.isCancelled {
-                    await download(toDownload, engine: engine, ingestor: ingestor, whenBegun: whenDownloadsBegin)
+                    await download(toDownload, engine: engine, ingestor: ingestor, catalogVersion: version, whenBegun: whenDownloadsBegin)
                 }
             }
         } catch {
@@ -528,8 +525,9 @@ public final class FetchJob: Sendable {
     /// however long the list and however slow the disk.
     /// A full disk or a failed catalog stops them: the items not started are
     /// left for a later run (as after Ctrl-C) rather than each requested and
-    /// failed in turn.
-    private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor,
+    /// failed in turn. `catalogVersion`: the catalog's `versionOthersChange`
+    /// when the list was looked up in it (nil: a new catalog, see `OtherProcessLookout`).
+    private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor, catalogVersion: Int? = nil,
                           whenBegun: (@Sendable (Int) -> Void)?) async {
         if items.count > 0 { whenBegun?(items.count) }
         // Made once the first body is handed over to be stored, not now: a
@@ -543,7 +541,7 @@ public final class FetchJob: Sendable {
                 let item = items[index]
                 return { PageInsteadOfMedia.resumeAnswerRefusal($0, url: item.url, kind: item.kind) }
             }
-            let lookout = OtherProcessLookout(cache: cache, catalogVersion: state.withLock { $0.catalogVersionAtLookup })
+            let lookout = OtherProcessLookout(cache: cache, catalogVersion: catalogVersion)
             defer { lookout.stop() }
             // An item another process was downloading into this cache, retaken at the end of the
             // list (or any item, once such a process was seen): settled as cached if that process

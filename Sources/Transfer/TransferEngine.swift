@@ -1109,10 +1109,7 @@ public struct RequestTarget: Sendable, Equatable {
 
     /// Whether `bytes` begin with `http://` or `https://`, whatever their case.
     private static func startsWithHTTPScheme(_ bytes: ArraySlice<UInt8>) -> Bool {
-        for (scheme, length) in [("http://", 7), ("https://", 8)] where bytes.count >= length {
-            if zip(bytes.prefix(length), scheme.utf8).allSatisfy({ URLSpelling.lowered($0) == $1 }) { return true }
-        }
-        return false
+        equalsIgnoringCase(bytes.prefix(7), "http://") || equalsIgnoringCase(bytes.prefix(8), "https://")
     }
 
     /// Whether `bytes` spell `lowercase` (ASCII letters), whatever their case.

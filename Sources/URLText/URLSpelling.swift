@@ -98,7 +98,8 @@ public enum URLSpelling {
             if fragment != nil || path.isEmpty { return true }
             if let port, port.isEmpty || bytes[port.lowerBound] == UInt8(ascii: "0") || isDefault(port: bytes[port]) { return true }
             if bytes[..<colon].contains(where: isCapital) || bytes[host].contains(where: isCapital) { return true }
-            if Self.hasSmallHexEscape(bytes[colon..<host.lowerBound]) { return true }
+            // An escape in the user information may be in small letters (rare: spelt and compared).
+            if bytes[colon..<host.lowerBound].contains(UInt8(ascii: "%")) { return true }
             var previous: UInt8 = 0
             for index in path {
                 let byte = bytes[index]
@@ -114,7 +115,7 @@ public enum URLSpelling {
             var out: [UInt8] = []
             out.reserveCapacity(bytes.count + 16)
             out.append(contentsOf: bytes[..<colon].map(lowered))
-            out.append(contentsOf: Self.withCapitalHexEscapes(bytes[colon..<host.lowerBound]))
+            out.append(contentsOf: Self.percentSpelled(bytes[colon..<host.lowerBound], inPath: false))
             out.append(contentsOf: bytes[host].map(lowered))
             if let port {
                 let digits = bytes[port].drop { $0 == UInt8(ascii: "0") }
@@ -124,25 +125,27 @@ public enum URLSpelling {
                     out.append(contentsOf: digits)
                 }
             }
-            var path = Self.percentSpelled(bytes[path])
+            var path = Self.percentSpelled(bytes[path], inPath: true)
             if path.isEmpty { path = [UInt8(ascii: "/")] }
             out.append(contentsOf: Self.withoutDotSegments(path))
             if let query { out.append(contentsOf: bytes[query]) }
             return out
         }
 
-        /// `text` with each valid percent-encoding of an unreserved character
-        /// other than `.` decoded (unless a `%` in it begins no encoding), the
-        /// others in capitals, and each byte beyond ASCII or no URL may hold
-        /// (`isForbidden`) percent-encoded.
-        private static func percentSpelled(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8] {
+        /// `text` with the hex letters of its percent-encodings in capitals;
+        /// `inPath`, also each valid percent-encoding of an unreserved
+        /// character other than `.` decoded (unless a `%` in it begins no
+        /// encoding), and each byte beyond ASCII or no URL may hold
+        /// (`isForbidden`) percent-encoded. (The user information gets its
+        /// capitals only.)
+        private static func percentSpelled(_ text: Slice<UnsafeBufferPointer<UInt8>>, inPath: Bool) -> [UInt8] {
             var out: [UInt8] = []
             out.reserveCapacity(text.count)
-            let decodes = !hasStrayPercent(text)
+            let decodes = inPath && !hasStrayPercent(text)
             var index = text.startIndex
             while index < text.endIndex {
                 let byte = text[index]
-                if byte >= 0x80 || isForbidden(byte) {
+                if inPath, byte >= 0x80 || isForbidden(byte) {
                     appendEncoded(byte, to: &out)
                     index += 1
                 } else if byte == UInt8(ascii: "%"), index + 2 < text.endIndex,
@@ -169,35 +172,6 @@ public enum URLSpelling {
             default:
                 false
             }
-        }
-
-        /// Whether `text` holds a percent-encoding with a small hex letter.
-        private static func hasSmallHexEscape(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
-            var index = text.startIndex
-            while let percent = text[index...].firstIndex(of: UInt8(ascii: "%")) {
-                guard percent + 2 < text.endIndex else { return false }
-                let digits = text[(percent + 1)...(percent + 2)]
-                if digits.allSatisfy({ URLSpelling.hexValue($0) != nil }), digits.contains(where: { (0x61...0x66).contains($0) }) {
-                    return true
-                }
-                index = percent + 1
-            }
-            return false
-        }
-
-        /// `text` with the hex letters of its percent-encodings in capitals.
-        private static func withCapitalHexEscapes(_ text: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8] {
-            var out = Array(text)
-            var index = 0
-            while index + 2 < out.count {
-                if out[index] == UInt8(ascii: "%"), URLSpelling.hexValue(out[index + 1]) != nil, URLSpelling.hexValue(out[index + 2]) != nil {
-                    for digit in index + 1...index + 2 where (0x61...0x66).contains(out[digit]) { out[digit] -= 32 }
-                    index += 3
-                } else {
-                    index += 1
-                }
-            }
-            return out
         }
 
         /// Whether a `%` in `text` is not followed by two hex digits.
