@@ -175,11 +175,6 @@ public final class FetchJob: Sendable {
     /// How many objects `settleCached` remembers having looked at before it
     /// forgets them all (see `settleCachedPart`).
     private let objectsRemembered: Int
-    /// For how many of the last items, per transfer slot, the ingestor takes
-    /// groups as they come (`Ingestor.endIsNear`): about one gather and step
-    /// of the ingest thread before the end at full speed (2000 small bodies,
-    /// 16 slots: a step every 20–27 ms, 200–300 bodies apart).
-    static let lastItemsPerSlot = 10
     /// From how many downloads on the fan-outs are made ahead.
     private let fanOutsAheadFrom: Int
     /// Where bodies go: the cache's own store unless a test breaks it.
@@ -546,14 +541,6 @@ public final class FetchJob: Sendable {
                 let item = items[index]
                 return { PageInsteadOfMedia.resumeAnswerRefusal($0, url: item.url, kind: item.kind) }
             }
-            // The ingestor stops gathering groups for the last items (see `Ingestor.endIsNear`).
-            let nearItems = Self.lastItemsPerSlot * configuration.maxConcurrentTransfers
-            let endIsNearAt = max(0, items.count - nearItems)
-            let ended = Atomic(0)
-            let itemEnded: @Sendable () -> Void = {
-                if ended.add(1, ordering: .relaxed).newValue == endIsNearAt { ingestor.endIsNear() }
-            }
-            if endIsNearAt == 0 { ingestor.endIsNear() }
             let lookout = OtherProcessLookout(cache: cache, catalogVersion: catalogVersion)
             defer { lookout.stop() }
             // An item another process was downloading into this cache, retaken at the end of the
@@ -577,12 +564,10 @@ public final class FetchJob: Sendable {
                     $0.progress.skipped += 1
                     $0.report.skipped += 1
                 }
-                itemEnded()
                 return .settled
             }
             await engine.download(count: items.count, url: { items[$0].url }, resumeAnswerCheck: resumeAnswerCheck,
                                   settledMeanwhile: settledMeanwhile, othersAtWork: lookout.sawOthers) { [self] index, result, ready in
-                itemEnded()
                 switch result {
                 case .success(let body):
                     let item = items[index]

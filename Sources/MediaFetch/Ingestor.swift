@@ -65,8 +65,6 @@ final class Ingestor: Sendable {
         /// updated with the next rows recorded (see `touch`).
         var touches: [String] = []
         var stopping = false
-        /// The last items are on their way: groups are taken as they come (see `endIsNear`).
-        var endIsNear = false
         /// The thread has taken its last items: later ones are refused.
         var closed = false
         /// Why the end of the run could not be made durable, if it could not.
@@ -78,8 +76,6 @@ final class Ingestor: Sendable {
     private let cache: MediaCache
     private let store: any BlobStore
     let maxPending: Int
-    /// How long a group gathers (see `defaultGather`).
-    private let gather: DispatchTimeInterval
     /// Set once the catalog has failed as a whole: later groups fail with
     /// the same error at once, instead of each waiting out a lock again.
     private let catalogFailure = Mutex<CacheError?>(nil)
@@ -107,13 +103,10 @@ final class Ingestor: Sendable {
     /// `maxPending` is how many items may wait for the ingest thread before
     /// `submit` asks callers to wait; two full groups by default.
     /// `store` is where bodies go: the cache's own store unless a test watches it.
-    /// `gather`: how long a group gathers, `defaultGather` unless a test says otherwise.
-    init(cache: MediaCache, store: (any BlobStore)? = nil, maxPending: Int = 2 * groupSize,
-         gather: DispatchTimeInterval = defaultGather) {
+    init(cache: MediaCache, store: (any BlobStore)? = nil, maxPending: Int = 2 * groupSize) {
         self.cache = cache
         self.store = store ?? cache.store
         self.maxPending = max(1, maxPending)
-        self.gather = gather
         let thread = Thread { [self] in
             mf_name_this_thread("mf-ingest")
             _ = mf_lower_thread_priority(0) // at the process's level at least (see the helper)
@@ -234,21 +227,8 @@ final class Ingestor: Sendable {
     /// themselves; a short gather keeps the last group small, and the run,
     /// which ends only when that group is durable, ends sooner (2000 small
     /// bodies: the final commit took 17–20 ms with 100 ms, 1–14 ms with 10 ms).
-    static let defaultGather = DispatchTimeInterval.milliseconds(10)
+    private static let gatherMilliseconds = 10
     private static let groupSize = 512
-
-    /// Says that the run's last items are on their way: from now on each
-    /// group is taken as soon as it has an item, without the gather. The run
-    /// ends only once its last group is durable, and when the last body came
-    /// during a gather and the step of a group of 200–300 after it (their
-    /// moves alone 5–13 ms on two busy cores), that was most of the wait after
-    /// the last download. Gathering is what keeps the steps few earlier on:
-    /// groups taken as they came all run long made 90–150 steps of 2000 small
-    /// bodies instead of about 12, and the downloads took 260–280 ms instead of 210.
-    func endIsNear() {
-        queue.withLock { $0.endIsNear = true }
-        wake.signal()
-    }
 
     /// Items moved into the store since the last flush: their names are not
     /// yet durable, so their rows wait for the next flush; held meanwhile in
@@ -263,16 +243,16 @@ final class Ingestor: Sendable {
         while true {
             if moved.items.isEmpty {
                 wake.wait()
-            } else if wake.wait(timeout: .now() + gather) == .timedOut {
+            } else if wake.wait(timeout: .now() + .milliseconds(Self.gatherMilliseconds)) == .timedOut {
                 // Nothing new came to share the flush: the moved items' names are flushed on their own.
                 settle(&moved)
                 continue
             }
-            let deadline = DispatchTime.now() + gather
+            let deadline = DispatchTime.now() + .milliseconds(Self.gatherMilliseconds)
             while true {
-                let (count, stopping, endIsNear) = queue.withLock { ($0.pending.count, $0.stopping, $0.endIsNear) }
-                if stopping || endIsNear || count >= Self.groupSize { break }
-                // Woken early by a full group, `endIsNear` or `finish`; a stale wake just loops.
+                let (count, stopping) = queue.withLock { ($0.pending.count, $0.stopping) }
+                if stopping || count >= Self.groupSize { break }
+                // Woken early by a full group or `finish`; a stale wake just loops.
                 if wake.wait(timeout: deadline) == .timedOut { break }
             }
             let (group, failures, stopping, waiters) = queue.withLock { queue in

@@ -220,60 +220,6 @@ import TestSupport
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func onceTheEndIsNearEachItemIsTakenAsItComes() async throws {
-        try await TemporaryDirectory.with { directory in
-            // Given an ingestor whose groups would gather for an hour, told that the end is near
-            let cache = try MediaCache(root: directory.appending("cache"))
-            let store = WatchedStore(cache.store)
-            let ingestor = Ingestor(cache: cache, store: store, gather: .seconds(3600))
-            ingestor.endIsNear()
-            let completed = Mutex<[Int]>([])
-            func submit(_ index: Int) throws -> StagedBlob {
-                let (blob, record) = try staged(index, in: cache)
-                ingestor.submit(blob, record, whenRoom: {}) { result in
-                    if (try? result.get()) != nil { completed.withLock { $0.append(index) } }
-                }
-                return blob
-            }
-            func waitForMove(of blob: StagedBlob) async throws {
-                while !store.events.contains("move:\(blob.path)") { try await Task.sleep(for: .milliseconds(5)) }
-            }
-
-            // When one item comes, and another once the first is moved into place
-            try await waitForMove(of: submit(1))
-
-            // Then the second is taken at once too, and the first completes
-            // before the run ends (its name is flushed with the second's bytes)
-            try await waitForMove(of: submit(2))
-            while !completed.withLock({ $0.contains(1) }) { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(ingestor.finish() == nil)
-            #expect(completed.withLock { $0 } == [1, 2])
-            #expect(try cache.catalog.entries().map(\.url).sorted() == ["http://h/1", "http://h/2"])
-        }
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func aGroupGatheringWhenTheEndIsNearIsTakenAtOnce() async throws {
-        try await TemporaryDirectory.with { directory in
-            // Given an ingestor gathering a group for an hour
-            let cache = try MediaCache(root: directory.appending("cache"))
-            let store = WatchedStore(cache.store)
-            let ingestor = Ingestor(cache: cache, store: store, gather: .seconds(3600))
-            let (blob, record) = try staged(3, in: cache)
-            ingestor.submit(blob, record, whenRoom: {}) { _ in }
-
-            // When it is told that the end is near
-            ingestor.endIsNear()
-
-            // Then the group is flushed and moved into place without waiting out the gather
-            while !store.events.contains("move:\(blob.path)") { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(store.events.first == "flushed:\(blob.path)")
-            #expect(ingestor.finish() == nil)
-            #expect(try cache.catalog.entries().map(\.url) == [record.url])
-        }
-    }
-
-    @Test(.timeLimit(.minutes(1)))
     func everyNameIsFlushedAfterItsBytesAndBeforeItsRow() async throws {
         try await TemporaryDirectory.with { directory in
             // Given items arriving in bursts (several groups), some with the same bytes
