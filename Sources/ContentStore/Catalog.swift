@@ -898,7 +898,7 @@ public final class Catalog: Sendable {
             JOIN source ON source.url = item.url
             JOIN object ON object.hash = source.hash
             \(filter)
-            ORDER BY collection.name, item.url
+            ORDER BY collection.name COLLATE NOCASE, collection.name, item.url
             """
         try database.read { db in
             try body { visit in

@@ -285,8 +285,14 @@ import TestSupport
             try catalog.record([record("http://h/b", "alps", hashB), record("http://h/z", "tatry", hashB)])
             try catalog.record([record("http://h/a", "tatry", hashA), record("http://h/a", "alps", hashA)])
 
+            try catalog.record([record("http://h/y", "Banana", hashA), record("http://h/x", "banana", hashB),
+                                record("http://h/w", "Tatry", hashA)])
+
+            // Collections without regard to the case of their ASCII letters (capitals first when
+            // two differ only so), then URLs
             let listed = try catalog.entries().map { "\($0.collection) \($0.url)" }
-            #expect(listed == ["alps http://h/a", "alps http://h/b", "tatry http://h/a", "tatry http://h/c", "tatry http://h/z"])
+            #expect(listed == ["alps http://h/a", "alps http://h/b", "Banana http://h/y", "banana http://h/x",
+                               "Tatry http://h/w", "tatry http://h/a", "tatry http://h/c", "tatry http://h/z"])
         }
     }
 
