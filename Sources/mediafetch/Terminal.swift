@@ -263,10 +263,11 @@ struct ProgressPrinter {
                 // A host given up is explained once: its 20,000 URLs wrote the
                 // three rows of it 20,000 times (5 MB of stderr). Once for each
                 // give-up: given up again, or for another reason, it says so again.
+                let shown = RedactedURL.readable(url)
                 if let givenUpHost, !explainedGiveUps.insert(reason).inserted {
-                    Terminal.error("failed \(url): its host, \(givenUpHost), is given up (as above)")
+                    Terminal.error("failed \(shown): its host, \(givenUpHost), is given up (as above)")
                 } else {
-                    Terminal.error("failed \(url): \(reason)")
+                    Terminal.error("failed \(shown): \(reason)")
                 }
             case .hostLimited(let host, let connections):
                 Terminal.notice(ProgressText.hostLimitedNote(host: host, connections: connections), progress: mode)

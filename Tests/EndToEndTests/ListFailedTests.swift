@@ -41,6 +41,36 @@ import TestSupport
         }
     }
 
+    /// A URL with Slovak letters in its path reads as such in the failure
+    /// line and the tables; JSON and CSV keep it as recorded (escaped).
+    @Test func aSlovakPathReadsAsWrittenOnTheTerminalAndStaysEscapedInJSON() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/zvuky/ok.wav", data: fixtureBytes(count: 2_000, seed: 83))
+            let cache = directory.appending("cache")
+            let typed = origin.url("/zvuky/Štrbské-pleso-ďaleký-výhľad.wav")
+            let recorded = origin.url("/zvuky/%C5%A0trbsk%C3%A9-pleso-%C4%8Falek%C3%BD-v%C3%BDh%C4%BEad.wav")
+
+            let run = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", "--collection", "zvuky", typed,
+                                                   origin.url("/zvuky/ok.wav")])
+            let failed = try await BuiltProducts.run(["list", "--cache", cache, "--failed"])
+            let json = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "json"])
+            let csv = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "csv"])
+
+            #expect(run.status == 1)
+            #expect(run.stderr.contains("failed \(typed): HTTP 404"))
+            #expect(failed.stdout.contains(typed) && !failed.stdout.contains("%C5%A0"))
+            let rows = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+            #expect(rows.compactMap { $0["url"] as? String } == [recorded])
+            #expect(csv.stdout.contains(recorded))
+            // What the terminal shows, given back, is the same item: nothing new is fetched or failed.
+            let again = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", "--collection", "zvuky", recorded])
+            #expect(again.status == 1)
+            let after = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "json"])
+            let left = try #require(try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [[String: Any]])
+            #expect(left.compactMap { $0["url"] as? String } == [recorded])
+        }
+    }
+
     /// A table with no row is its header alone: a note on stderr says there
     /// is nothing (CSV's header and JSON's `[]` say it themselves).
     @Test func anEmptyTableSaysSo() async throws {

@@ -552,6 +552,31 @@ import TestSupport
         #expect(RedactedURL.inText("failed http://host:8080/a@b.jpg: HTTP 404") == "failed http://host:8080/a@b.jpg: HTTP 404")
     }
 
+    @Test func aURLReadsAsABrowserShowsIt() {
+        // UTF-8 escapes in the path read as their characters; the password is hidden as ever
+        #expect(RedactedURL.readable("http://h/%C5%A0trbsk%C3%A9-pleso-%C5%BDilina.jpg") == "http://h/Štrbské-pleso-Žilina.jpg")
+        #expect(RedactedURL.readable("http://u:pw@h:8080/zvuky/%C4%8Fal%C5%A1%C3%AD.wav") == "http://u:***@h:8080/zvuky/ďalší.wav")
+        // Escapes of ASCII change what the URL says: they stay
+        #expect(RedactedURL.readable("http://h/a%20b%2Fc%3F.jpg") == "http://h/a%20b%2Fc%3F.jpg")
+        // The query and the fragment are kept as written
+        #expect(RedactedURL.readable("http://h/%C3%A9?q=%C3%A9#%C3%A9") == "http://h/é?q=%C3%A9#%C3%A9")
+        #expect(RedactedURL.readable("http://h?q=%C3%A9") == "http://h?q=%C3%A9")
+        // Bytes that are not UTF-8 (Latin-1), and a sequence cut short, stay escaped
+        #expect(RedactedURL.readable("http://h/%E9t%E9.jpg") == "http://h/%E9t%E9.jpg")
+        #expect(RedactedURL.readable("http://h/%C5") == "http://h/%C5")
+        // Characters that hide or disguise text stay escaped, with the rest of their run
+        for hidden in ["%E2%80%AE", "%C2%A0", "%E2%80%8B", "%C2%85", "%E3%80%80", "%C3%A9%E2%80%AE"] {
+            #expect(RedactedURL.readable("http://h/a\(hidden)b.jpg") == "http://h/a\(hidden)b.jpg")
+        }
+        // Given back to `get`, it names the same resource
+        for url in ["http://h/%C5%A0trbsk%C3%A9.jpg", "http://h/%c3%a9/x%C3%A9y.mp3", "http://h/%F0%9F%8E%B5.ogg"] {
+            #expect(URLSpelling.normalized(RedactedURL.readable(url)) == URLSpelling.normalized(url))
+        }
+        // Nothing to read differently: the same text
+        #expect(RedactedURL.readable("not a url %C3%A9") == "not a url %C3%A9")
+        #expect(RedactedURL.readable("http://h/plain.jpg") == "http://h/plain.jpg")
+    }
+
     @Test func theCatalogKeepsAURLWithoutItsPasswordButWithItsUser() {
         #expect(URLPassword.removed(from: "http://user:secret@host:8080/a.jpg") == "http://user@host:8080/a.jpg")
         #expect(URLPassword.removed(from: "https://u:p%40ss@example.com/x?y=1#f") == "https://u@example.com/x?y=1#f")

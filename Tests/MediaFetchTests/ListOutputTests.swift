@@ -226,7 +226,7 @@ import Transfer
         try await withListedCache { cache, entries in
             let rows = entries.map { entry in
                 [String(entry.sha256.prefix(12)), ByteSize.format(entry.size), entry.kind.rawValue,
-                 entry.collection, entry.title ?? RedactedURL.of(entry.url)]
+                 entry.collection, entry.title ?? RedactedURL.readable(entry.url)]
             }
             let whole = TextTable.render(header: EntryFormatter.tableHeader, rows: rows, rightAligned: [1])
 
@@ -485,9 +485,12 @@ import Transfer
         #expect(fitted.rows.count == 3)
         #expect(fitted.rows.allSatisfy { DisplayText.displayWidth($0) <= 80 }, "\(fitted.rows)")
         #expect(fitted.shortened == 2)
-        // The URL column left the long reason 40 columns.
-        #expect(fitted.rows[1].hasSuffix("  HTTP 404 Not Found") && fitted.rows[1].contains("http://127.0…ing.jpg"), "\(fitted.rows[1])")
-        #expect(fitted.rows[2].contains("  Failed to connect to …") && fitted.rows[2].hasSuffix("5 attempts)"), "\(fitted.rows[2])")
+        // The URL column left the long reason a third of the row past the dates (20 columns):
+        // the URLs keep their hosts and file names (at 40, the URLs had 20 and kept neither).
+        #expect(fitted.rows[1].hasSuffix("  http://127.0.0.1:38497/…/missing.jpg  HTTP 404 Not Found"), "\(fitted.rows[1])")
+        #expect(fitted.rows[2].contains("  http://127.0.2.1:") && fitted.rows[2].contains("/IMG_0042.jpg  Failed to"),
+                "\(fitted.rows[2])")
+        #expect(fitted.rows[2].hasSuffix("tempts)") && DisplayText.displayWidth(fitted.rows[2]) == 80, "\(fitted.rows[2])")
         // The demo's one failure: the URL keeps its host and file name.
         var demo = ""
         try FailureFormatter.write({ visit in try visit(failures[0]) }, as: .table, columns: 80) { demo += $0 }

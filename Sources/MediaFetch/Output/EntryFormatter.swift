@@ -152,12 +152,14 @@ public struct EntryFormatter: Sendable {
 
     /// On a terminal `columns` wide, narrows padded column `column` (not
     /// under `least`) to leave the last cells (`widestLast` at most)
-    /// `lastColumnRoom`; returns the width rows are then fitted to, or nil
-    /// where they cannot fit even so: they are left whole, as on a pipe
-    /// (cut, a collection or URL only made what wrapped harder to read).
-    static func fitting(_ widths: inout [Int], narrowing column: Int, downTo least: Int, widestLast: Int, columns: Int) -> Int? {
+    /// `lastRoom` (`lastColumnRoom` unless said); returns the width rows are
+    /// then fitted to, or nil where they cannot fit even so: they are left
+    /// whole, as on a pipe (cut, a collection or URL only made what wrapped
+    /// harder to read).
+    static func fitting(_ widths: inout [Int], narrowing column: Int, downTo least: Int, widestLast: Int,
+                        lastRoom: Int = lastColumnRoom, columns: Int) -> Int? {
         let before = widths.prefix(column).reduce(0) { $0 + $1 + 2 }
-        let narrowed = min(widths[column], max(least, columns - before - 2 - min(widestLast, lastColumnRoom)))
+        let narrowed = min(widths[column], max(least, columns - before - 2 - min(widestLast, lastRoom)))
         guard before + narrowed + 2 + min(widestLast, leastFittedWidth) <= columns else { return nil }
         widths[column] = narrowed
         return columns
@@ -187,7 +189,7 @@ public struct EntryFormatter: Sendable {
     static func tableRow(_ entry: CatalogEntry, missing: Bool, paddedOnly: Bool = false) -> [String] {
         var cells = [String(entry.sha256.prefix(12)), missing ? missingCell : ByteSize.format(entry.size),
                      entry.kind.rawValue, entry.collection]
-        if !paddedOnly { cells.append(entry.title ?? RedactedURL.of(entry.url)) }
+        if !paddedOnly { cells.append(entry.title ?? RedactedURL.readable(entry.url)) }
         return cells.map(DisplayText.escapingControls)
     }
 

@@ -24,7 +24,7 @@ public enum FailureFormatter {
     /// Writes the failures `forEach` goes through in `format` (see
     /// `EntryFormatter.write`: a table goes through them twice). `columns`,
     /// for a table on a terminal that wide, narrows the URL column to leave
-    /// the reasons room (40 columns, or the longest reason if shorter), and
+    /// the reasons room (`reasonRoom`, or the longest reason if shorter), and
     /// cuts the middle out of the URLs and reasons that would still make a
     /// row wrap. Returns how many rows were cut.
     @discardableResult
@@ -57,7 +57,8 @@ public enum FailureFormatter {
             }
             widths[1] = min(widths[1], widestPaddedURL)
             let fitting = columns.flatMap {
-                EntryFormatter.fitting(&widths, narrowing: 1, downTo: EntryFormatter.leastFittedWidth, widestLast: widestReason, columns: $0)
+                EntryFormatter.fitting(&widths, narrowing: 1, downTo: EntryFormatter.leastFittedWidth, widestLast: widestReason,
+                                       lastRoom: reasonRoom(columns: $0, dateWidth: widths[0]), columns: $0)
             }
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
@@ -70,9 +71,17 @@ public enum FailureFormatter {
         return shortened
     }
 
+    /// The columns a table on a terminal `columns` wide leaves the reasons before
+    /// the URLs give way: a third of what the dates leave, 20 at least. The URL
+    /// says which item failed: at 80 columns, 40 for the reasons left the URLs
+    /// 20, `http://127.0.0.1:47001/…ad-135.jpg`.
+    static func reasonRoom(columns: Int, dateWidth: Int) -> Int {
+        max(EntryFormatter.leastFittedWidth, (columns - dateWidth - 4) / 3)
+    }
+
     /// One failure's cells, control characters shown as escapes; `paddedOnly` leaves out the last.
     static func tableRow(_ failure: CatalogFailure, dates: ISO8601DateFormatter, paddedOnly: Bool = false) -> [String] {
-        var cells = [dates.string(from: failure.failedAt), RedactedURL.of(failure.url)]
+        var cells = [dates.string(from: failure.failedAt), RedactedURL.readable(failure.url)]
         if !paddedOnly { cells.append(RedactedURL.inText(failure.message)) }
         return cells.map(DisplayText.escapingControls)
     }
