@@ -43,6 +43,8 @@ struct HostReachability {
     private var failing: [String: Streak] = [:]
     /// Hosts given up.
     private var givenUp: [String: GivenUp] = [:]
+    /// Hosts that have answered an attempt in this run (see `isOutage`).
+    private var answeredOnce: Set<String> = []
 
     private struct Streak {
         /// When the streak's time counts from: when its first failed attempt
@@ -113,21 +115,28 @@ struct HostReachability {
     /// reachable. Nothing to do, and no hashing, while no host is failing
     /// (the loop says so for every transfer that ends).
     mutating func answered(_ host: String) {
+        answeredOnce.insert(host)
         guard !failing.isEmpty || !givenUp.isEmpty else { return }
         failing[host] = nil
         givenUp[host] = nil
     }
 
-    /// Whether the host is out for more than one of its URLs: failing
-    /// without an answer for several transfers since its last answer (given up or
-    /// not). Their failures to connect, stalls and timeouts then use up no
-    /// retry (see `TransferEngine.perform` and the loop's `noteReachability`).
-    /// A host given up by the failures of one URL alone is that URL's trouble:
-    /// a name that took seconds to fail to resolve gave its only URL up after
-    /// its five attempts, which then went on to nine.
+    /// Whether the host is out: failing without an answer since its last
+    /// answer (given up or not), for several of its transfers, or for one
+    /// where it answered earlier in the run. Their failures to connect,
+    /// stalls and timeouts then use up no retry (see `TransferEngine.perform`
+    /// and the loop's `noteReachability`). A server that stops answering for
+    /// a restart while the last of its URLs (a long file) downloads is out
+    /// as much as one with many URLs waiting: that URL spent its five
+    /// attempts in five seconds and failed. A host that has not answered yet
+    /// and fails for one URL alone is that URL's trouble, which fails in
+    /// seconds (a port mistyped), not in the patience; and a name that took
+    /// seconds to fail to resolve gave its only URL up after its five
+    /// attempts, which then went on to nine.
     func isOutage(_ host: String) -> Bool {
-        if let entry = givenUp[host] { return entry.otherTransfers }
-        return failing[host]?.otherTransfers == true
+        if let entry = givenUp[host] { return entry.otherTransfers || answeredOnce.contains(host) }
+        guard let streak = failing[host] else { return false }
+        return streak.otherTransfers || answeredOnce.contains(host)
     }
 
     /// An attempt of `transfer` at `host` that began at `started` ended

@@ -123,7 +123,7 @@ struct TransferOptions: ParsableArguments {
     static let defaultJobs = 16, defaultPerHost = 8, defaultRetries = 4
 
     @Option(name: .customLong("host-patience"), parsing: .unconditional, help: ArgumentHelp(
-        "Seconds a host may go unanswered before its URLs fail at once; meanwhile its URLs' failures to reach it use up no retry. 0: no patience (every failure uses a retry, no host is given up). (default: \(Self.shown(Self.defaultHostPatience)))",
+        "Seconds a host may go unanswered before its URLs fail at once; meanwhile its URLs' failures to reach it use up no retry (a lone URL of a host that has not answered yet uses its retries). 0: no patience (every failure uses a retry, no host is given up). (default: \(Self.shown(Self.defaultHostPatience)))",
         valueName: "seconds"), transform: { try seconds($0) })
     var hostPatience: Double = Self.defaultHostPatience
 

@@ -202,6 +202,26 @@ import TestSupport
         #expect(!reachability.isOutage("h.test:80"))
     }
 
+    /// A host that answered earlier in the run is out for its only failing
+    /// URL too (a restart while the last of its files downloads); one that
+    /// has not answered yet is not.
+    @Test func aHostThatAnsweredEarlierIsOutForItsOnlyURLToo() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let one = TransferID(rawValue: 1)
+        reachability.answered("served.test:80")
+        for host in ["served.test:80", "never.test:80"] {
+            reachability.failedWithoutAnswer(host, transfer: one, reason: "refused", started: start, at: start)
+        }
+        #expect(reachability.isOutage("served.test:80"))
+        #expect(!reachability.isOutage("never.test:80"))
+        // Given up by its one URL's failures, it still is.
+        for second in stride(from: 8, through: 40, by: 8) {
+            reachability.failedWithoutAnswer("served.test:80", transfer: one, reason: "refused",
+                                             started: start + .seconds(second), at: start + .seconds(second))
+        }
+        #expect(reachability.isGivenUp("served.test:80") && reachability.isOutage("served.test:80"))
+    }
+
     /// A name that takes seconds to fail to resolve can give its host up
     /// within one URL's own attempts: that URL's failures are still its own.
     @Test func aHostGivenUpByOneURLAloneIsNoOutageUntilAnotherFails() {
@@ -698,6 +718,39 @@ import TestSupport
                 #expect((try? results[index]?.get()) != nil, "URL \(index): \(String(describing: results[index]))")
             }
             #expect(origin.requests().count == 20)
+        }
+    }
+
+    /// A server that stops answering while the last of its URLs is fetched (a
+    /// restart) and comes back before the patience runs out: that URL's
+    /// failures to connect use up no retry either, as when many URLs wait,
+    /// since the host answered earlier in the run. It used to spend its
+    /// attempts in a fraction of a second here (five seconds at the
+    /// defaults) and fail.
+    @Test func theOnlyURLLeftOfAHostThatAnsweredRidesOutARestart() async throws {
+        try await TemporaryDirectory.with { directory in
+            let served = directory.url.appendingPathComponent("served", isDirectory: true)
+            try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
+            for (index, name) in ["first.jpg", "last.jpg"].enumerated() {
+                try fixtureBytes(count: 3_000, seed: UInt64(90 + index)).write(to: served.appendingPathComponent(name))
+            }
+            let first = try TestOrigin(root: served)
+            let port = first.port
+            let engine = try engine(patience: 5, directory: directory)
+            defer { engine.shutdown() }
+            let answered = await runBatch([first.url("/first.jpg")], on: engine)
+            #expect((try? answered[0]?.get()) != nil, "\(String(describing: answered[0]))")
+            first.shutdown()
+            let comesBack = Task { () -> TestOrigin in
+                try await Task.sleep(for: .seconds(1))
+                return try TestOrigin(root: served, port: port)
+            }
+
+            let results = await runBatch(["http://127.0.0.1:\(port)/last.jpg"], on: engine)
+            let second = try await comesBack.value
+
+            #expect((try? results[0]?.get()) != nil, "\(String(describing: results[0]))")
+            #expect(second.requests().count == 1)
         }
     }
 
