@@ -112,8 +112,9 @@ struct HostReachability {
     func isGivenUp(_ host: String) -> Bool { !givenUp.isEmpty && givenUp[host] != nil }
 
     /// An attempt at `host` got an answer (a response began): the host is
-    /// reachable. Nothing to do, and no hashing, while no host is failing
-    /// (the loop says so for every transfer that ends).
+    /// reachable, and has answered in this run (see `isOutage`). Nothing more
+    /// to do while no host is failing (the loop says so for every transfer
+    /// that ends).
     mutating func answered(_ host: String) {
         answeredOnce.insert(host)
         guard !failing.isEmpty || !givenUp.isEmpty else { return }

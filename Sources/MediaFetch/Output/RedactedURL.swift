@@ -51,6 +51,8 @@ extension RedactedURL {
     /// way. JSON and CSV keep the URL as recorded.
     public static func readable(_ url: String) -> String {
         let redacted = of(url)
+        // Most URLs have no escape at all: nothing to take apart.
+        guard redacted.utf8.contains(UInt8(ascii: "%")) else { return redacted }
         let bytes = Array(redacted.utf8)
         // The path: after the authority, up to a query or fragment.
         guard let schemeEnd = redacted.utf8.firstRange(of: "://".utf8) else { return redacted }
