@@ -6,7 +6,9 @@ extension OutputFormat: ExpressibleByArgument {}
 extension ItemKind: ExpressibleByArgument {}
 
 struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "list", abstract: "List cached items (a URL in a collection).")
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "List cached items (a URL in a collection).",
+        discussion: "Sorted by collection (ASCII letters without regard to case), then URL; --failed by when each failed.")
 
     @OptionGroup var cacheOptions: CacheOptions
 
