@@ -794,9 +794,9 @@ public final class Catalog: Sendable {
         }
     }
 
-    /// The names of all collections, sorted.
+    /// The names of all collections, sorted as `readEntries` sorts them.
     public func collectionNames() throws -> [String] {
-        try database.read { db in try String.fetchAll(db, sql: "SELECT name FROM collection ORDER BY name") }
+        try database.read { db in try String.fetchAll(db, sql: "SELECT name FROM collection ORDER BY name COLLATE NOCASE, name") }
     }
 
     /// Notes that objects were used now (recency lives here, not in atime).

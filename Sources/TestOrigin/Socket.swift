@@ -18,12 +18,12 @@ enum Socket {
     /// A TCP socket bound to 127.0.0.1:`port` (0 = any free port) and the port it
     /// got; listening or not. One that does not listen refuses every connection
     /// and, without SO_REUSEADDR, keeps any other socket off its port.
-    static func bind(port: UInt16, listening: Bool) throws -> (fd: Int32, port: UInt16) {
+    static func bind(port: UInt16, listening: Bool, reusingAddress: Bool = false) throws -> (fd: Int32, port: UInt16) {
         // CLOEXEC: tests spawn child processes (the CLI); they must not inherit our sockets.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestOriginError.system("socket", errno: errno) }
         do {
-            if listening { try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR") }
+            if listening || reusingAddress { try setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR") }
 
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
@@ -127,6 +127,13 @@ public final class ReservedPort: Sendable {
 
     public init() throws {
         (fd, port) = try Socket.bind(port: 0, listening: false)
+    }
+
+    /// Holds `port`, which an origin that just shut down was listening on
+    /// (its closed connections may still be waiting out their time on it):
+    /// a server that goes away and comes back on the same port.
+    public init(port: UInt16) throws {
+        (fd, self.port) = try Socket.bind(port: port, listening: false, reusingAddress: true)
     }
 
     deinit { close(fd) }

@@ -419,7 +419,8 @@ struct AttemptOutcome: Sendable {
     /// did not resolve, nothing took the connection, or the connection
     /// stalled without a word: not a close or a reset, which come at once),
     /// with none of the host's transfers answered meanwhile, in an outage
-    /// other URLs of the host see too (see `HostReachability.isOutage`).
+    /// (other URLs of the host fail too, or it answered earlier in the run:
+    /// see `HostReachability.isOutage`).
     var hostUnreachable = false
     /// The attempt ended without an answer because it could not reach its
     /// host (no address, no connection, or one that stalled without a word),
@@ -839,7 +840,7 @@ final class CurlLoop: Sendable {
         /// A failure while another transfer of the host has its answer says
         /// only that the host takes fewer connections (a firewall's limit).
         /// Returns true when the attempt failed for want of the host, in an
-        /// outage other URLs of the host see too, in a way that uses up no
+        /// outage (`HostReachability.isOutage`), in a way that uses up no
         /// retry: not connecting, a stall or a timeout (not a close or reset).
         func noteReachability(of attempt: Attempt, _ outcome: AttemptOutcome, code: CURLcode, cancelled: Bool) -> Bool {
             guard reachability != nil else { return false }
@@ -877,7 +878,7 @@ final class CurlLoop: Sendable {
                 }
                 let outage = reachability?.isOutage(attempt.host) == true
                 // Those sleeping before a retry wake to be refused, not at the end of their
-                // backoff (a host given up by one URL alone leaves that URL its retries).
+                // backoff (a host that never answered, given up by one URL alone, leaves that URL its retries).
                 if outage, reachability?.isGivenUp(attempt.host) == true { retryWaits.giveUp(attempt.host) }
                 // A close or reset after a connection counts toward the give-up, but uses up
                 // its URL's retry: it comes within milliseconds, and retries free for the

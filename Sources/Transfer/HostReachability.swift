@@ -43,8 +43,11 @@ struct HostReachability {
     private var failing: [String: Streak] = [:]
     /// Hosts given up.
     private var givenUp: [String: GivenUp] = [:]
-    /// Hosts that have answered an attempt in this run (see `isOutage`).
-    private var answeredOnce: Set<String> = []
+    /// Hosts that have answered an attempt in this run (see `isOutage`), by
+    /// their keys' hash values: 8 bytes a host over a run of a million
+    /// hosts, not the key's string. A collision only gives a host that never
+    /// answered its URLs' patience.
+    private var answeredOnce: Set<Int> = []
 
     private struct Streak {
         /// When the streak's time counts from: when its first failed attempt
@@ -116,7 +119,7 @@ struct HostReachability {
     /// to do while no host is failing (the loop says so for every transfer
     /// that ends).
     mutating func answered(_ host: String) {
-        answeredOnce.insert(host)
+        answeredOnce.insert(host.hashValue)
         guard !failing.isEmpty || !givenUp.isEmpty else { return }
         failing[host] = nil
         givenUp[host] = nil
@@ -135,9 +138,9 @@ struct HostReachability {
     /// seconds to fail to resolve gave its only URL up after its five
     /// attempts, which then went on to nine.
     func isOutage(_ host: String) -> Bool {
-        if let entry = givenUp[host] { return entry.otherTransfers || answeredOnce.contains(host) }
+        if let entry = givenUp[host] { return entry.otherTransfers || answeredOnce.contains(host.hashValue) }
         guard let streak = failing[host] else { return false }
-        return streak.otherTransfers || answeredOnce.contains(host)
+        return streak.otherTransfers || answeredOnce.contains(host.hashValue)
     }
 
     /// An attempt of `transfer` at `host` that began at `started` ended

@@ -611,11 +611,12 @@ public final class TransferEngine: Sendable {
             return .again
         }
         // A failure for want of the host (no connection, or a stall or a
-        // timeout without an answer; none of its transfers answered) in
-        // an outage other URLs of it see too uses
-        // up no retry while the host's patience lasts (one URL of a dead
-        // host fails after its own retries, as it did): the host as a whole is given up when it runs out (see
-        // `HostReachability`). A server that restarted for 20 s failed
+        // timeout without an answer; none of its transfers answered) in an
+        // outage (other URLs of it fail too, or it answered earlier in the
+        // run: see `HostReachability.isOutage`) uses up no retry while the
+        // host's patience lasts (the one URL of a host that never answered
+        // fails after its own retries, as it did): the host as a whole is
+        // given up when it runs out (see `HostReachability`). A server that restarted for 20 s failed
         // every URL that tried it meanwhile, each of its 5 attempts spent
         // in about 6 s. Twice the patience at most, in case the host is
         // never given up; the backoff grows as for counted retries.

@@ -564,10 +564,19 @@ import TestSupport
         // Bytes that are not UTF-8 (Latin-1), and a sequence cut short, stay escaped
         #expect(RedactedURL.readable("http://h/%E9t%E9.jpg") == "http://h/%E9t%E9.jpg")
         #expect(RedactedURL.readable("http://h/%C5") == "http://h/%C5")
-        // Characters that hide or disguise text stay escaped, with the rest of their run
-        for hidden in ["%E2%80%AE", "%C2%A0", "%E2%80%8B", "%C2%85", "%E3%80%80", "%C3%A9%E2%80%AE"] {
-            #expect(RedactedURL.readable("http://h/a\(hidden)b.jpg") == "http://h/a\(hidden)b.jpg")
+        // Characters that hide or disguise text stay escaped, with the rest of their run: controls,
+        // format characters and spaces; default-ignorable letters and marks (a Hangul filler, a
+        // variation selector, the grapheme joiner) and the blank Braille pattern; a run opening with
+        // a mark; a decomposed é; right-to-left letters; look-alikes of /, ?, #, % and the tables' …
+        let hidden = ["%E2%80%AE", "%C2%A0", "%E2%80%8B", "%C2%85", "%E3%80%80", "%C3%A9%E2%80%AE",
+                      "%E3%85%A4", "%EF%BE%A0", "%EF%B8%8F", "%CD%8F", "%E2%A0%80", "%CC%B8", "e%CC%81",
+                      "%D7%90%D7%91", "%D8%B3", "%E2%88%95", "%E2%81%84", "%EF%BC%8F", "%EF%BC%9F", "%EF%BC%83",
+                      "%D9%AA", "%EF%B9%AA", "%E2%80%A4", "%EA%9E%89", "%E2%80%A6"]
+        for escaped in hidden {
+            #expect(RedactedURL.readable("http://h/a\(escaped)b.jpg") == "http://h/a\(escaped)b.jpg", "\(escaped)")
         }
+        // A composed letter with its mark, CJK and emoji read as written
+        #expect(RedactedURL.readable("http://h/%E1%BB%87%E5%9C%B0%F0%9F%8E%B5.ogg") == "http://h/ệ地🎵.ogg")
         // Given back to `get`, it names the same resource
         for url in ["http://h/%C5%A0trbsk%C3%A9.jpg", "http://h/%c3%a9/x%C3%A9y.mp3", "http://h/%F0%9F%8E%B5.ogg"] {
             #expect(URLSpelling.normalized(RedactedURL.readable(url)) == URLSpelling.normalized(url))
@@ -575,6 +584,21 @@ import TestSupport
         // Nothing to read differently: the same text
         #expect(RedactedURL.readable("not a url %C3%A9") == "not a url %C3%A9")
         #expect(RedactedURL.readable("http://h/plain.jpg") == "http://h/plain.jpg")
+    }
+
+    /// Whatever the URL, what a person reads is spelt as the URL is: `get`
+    /// given it fetches the same item.
+    @Test func aReadableURLIsSpeltAsItsURL() {
+        var generator = SeededGenerator(seed: 48)
+        let pieces = ["%C3%A9", "%c3%a9", "%C5", "%A0", "%E2%80%AE", "%CC%81", "e", "%F0%9F%8E%B5", "%E9", "%", "%4", "%41",
+                      "%2F", "%2e", ".", "..", "/", "a", "é", "?", "#", "%25", "\"", "%EF%BC%8F", "%D7%90", "~", "%7E"]
+        let prefixes = ["http://h", "HTTP://H:80", "https://u:p@h:0443", "http://[::1]:08080", "http://h%C3%A9"]
+        for _ in 0..<20_000 {
+            let rest = (0..<Int.random(in: 0...8, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined()
+            let url = (prefixes.randomElement(using: &generator) ?? "http://h") + (Bool.random(using: &generator) ? "/" : "") + rest
+            let redacted = RedactedURL.of(url)
+            #expect(URLSpelling.normalized(RedactedURL.readable(url)) == URLSpelling.normalized(redacted), "\(url)")
+        }
     }
 
     @Test func theCatalogKeepsAURLWithoutItsPasswordButWithItsUser() {

@@ -735,18 +735,19 @@ import TestSupport
                 try fixtureBytes(count: 3_000, seed: UInt64(90 + index)).write(to: served.appendingPathComponent(name))
             }
             let first = try TestOrigin(root: served)
-            let port = first.port
             let engine = try engine(patience: 5, directory: directory)
             defer { engine.shutdown() }
             let answered = await runBatch([first.url("/first.jpg")], on: engine)
             #expect((try? answered[0]?.get()) != nil, "\(String(describing: answered[0]))")
             first.shutdown()
+            // Held at once, refusing connections, until the origin comes back (no other test's gets it).
+            let reserved = try ReservedPort(port: first.port)
             let comesBack = Task { () -> TestOrigin in
                 try await Task.sleep(for: .seconds(1))
-                return try TestOrigin(root: served, port: port)
+                return try TestOrigin(root: served, takingOver: reserved)
             }
 
-            let results = await runBatch(["http://127.0.0.1:\(port)/last.jpg"], on: engine)
+            let results = await runBatch([reserved.url("/last.jpg")], on: engine)
             let second = try await comesBack.value
 
             #expect((try? results[0]?.get()) != nil, "\(String(describing: results[0]))")

@@ -168,8 +168,9 @@ public struct EntryFormatter: Sendable {
     /// The narrowest a title or URL is cut to (see `fittedLast`).
     static let leastFittedWidth = 20
 
-    /// The columns a table on a terminal leaves its last cells (titles, a
-    /// failure's reasons) before the padded column before them gives way.
+    /// The columns a table on a terminal leaves its last cells (titles)
+    /// before the padded column before them gives way (a failure's reasons:
+    /// see `FailureFormatter.reasonRoom`).
     static let lastColumnRoom = 40
 
     /// The widest the collection column is padded to: a longer name runs into

@@ -76,7 +76,9 @@ public enum FailureFormatter {
     /// says which item failed: at 80 columns, 40 for the reasons left the URLs
     /// 20, `http://127.0.0.1:47001/…ad-135.jpg`.
     static func reasonRoom(columns: Int, dateWidth: Int) -> Int {
-        max(EntryFormatter.leastFittedWidth, (columns - dateWidth - 4) / 3)
+        // The dates' column and the two blanks after it and after the URLs.
+        let urlsAndReasons = columns - (dateWidth + 2) - 2
+        return max(EntryFormatter.leastFittedWidth, urlsAndReasons / 3)
     }
 
     /// One failure's cells, control characters shown as escapes; `paddedOnly` leaves out the last.

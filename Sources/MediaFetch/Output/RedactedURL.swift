@@ -1,3 +1,4 @@
+import Foundation
 import URLText
 
 /// URLs as output shows them: a password in the URL (`user:secret@host`)
@@ -39,39 +40,35 @@ public enum RedactedURL {
 
 extension RedactedURL {
     /// `url` as a person reads it in a table or a message on the terminal:
-    /// `of(url)`, with the percent-encoded UTF-8 of letters, marks, digits,
+    /// `of(url)`, with the percent-encoded UTF-8 of letters, digits,
     /// punctuation and symbols beyond ASCII in its path written as those
     /// characters, as a browser's address bar shows them
     /// (`/%C5%A0trbsk%C3%A9-pleso.jpg` reads `/Štrbské-pleso.jpg`). Escapes
     /// of ASCII (`%20`, `%2F`, `%3F`) stay, as they change what the URL says;
-    /// so do bytes that are not UTF-8, characters that could hide or disguise
-    /// text (spaces and separators of every kind, controls, format characters
-    /// such as U+202E), and the query, which is kept as written. It still
-    /// names the same resource: given back to `get`, it is spelt the same
-    /// way. JSON and CSV keep the URL as recorded.
+    /// so does the query, which is kept as written, and so does each run of
+    /// escapes that is no UTF-8 or that shows what is not there (see
+    /// `readsAsWritten`). It still names the same resource: given back to
+    /// `get`, it is spelt the same way. JSON and CSV keep the URL as recorded.
     public static func readable(_ url: String) -> String {
         let redacted = of(url)
         // Most URLs have no escape at all: nothing to take apart.
         guard redacted.utf8.contains(UInt8(ascii: "%")) else { return redacted }
-        let bytes = Array(redacted.utf8)
-        // The path: after the authority, up to a query or fragment.
-        guard let schemeEnd = redacted.utf8.firstRange(of: "://".utf8) else { return redacted }
-        let authorityStart = redacted.utf8.distance(from: redacted.utf8.startIndex, to: schemeEnd.upperBound)
-        guard let pathStart = bytes[authorityStart...].firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?")
-                                                                          || $0 == UInt8(ascii: "#") }),
-              bytes[pathStart] == UInt8(ascii: "/") else { return redacted }
-        let pathEnd = bytes[pathStart...].firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
-        // Fast path: nothing escaped beyond ASCII (an escape of 0x80 or more starts with %8 to %F).
-        guard (pathStart..<pathEnd).contains(where: { bytes[$0] == UInt8(ascii: "%") && $0 + 1 < pathEnd
-                                                        && (URLSpelling.hexValue(bytes[$0 + 1]) ?? 0) >= 8 }) else { return redacted }
-        var shown = Array(bytes[..<pathStart])
-        shown.reserveCapacity(bytes.count)
-        var index = pathStart
-        while index < pathEnd {
+        let path = URLPath.of(redacted).utf8
+        // No scheme and authority before it: not a URL, the text stays as it is.
+        guard path.startIndex != redacted.utf8.startIndex else { return redacted }
+        // Quick: nothing escaped beyond ASCII in the path (such an escape starts with %8 to %F).
+        guard path.indices.contains(where: { path[$0] == UInt8(ascii: "%") && path.index(after: $0) < path.endIndex
+                                               && (URLSpelling.hexValue(path[path.index(after: $0)]) ?? 0) >= 8 })
+        else { return redacted }
+        let bytes = Array(path)
+        var shown = Array(redacted.utf8[..<path.startIndex])
+        shown.reserveCapacity(redacted.utf8.count)
+        var index = 0
+        while index < bytes.count {
             // A run of escaped bytes at or above 0x80.
             var run: [UInt8] = []
             var end = index
-            while end + 2 < pathEnd, bytes[end] == UInt8(ascii: "%"),
+            while end + 2 < bytes.count, bytes[end] == UInt8(ascii: "%"),
                   let high = URLSpelling.hexValue(bytes[end + 1]), let low = URLSpelling.hexValue(bytes[end + 2]),
                   high >= 8 {
                 run.append(high << 4 | low)
@@ -82,29 +79,69 @@ extension RedactedURL {
                 index += 1
                 continue
             }
-            if let text = String(validating: run, as: UTF8.self), text.unicodeScalars.allSatisfy(isReadable) {
+            if let text = String(validating: run, as: UTF8.self), readsAsWritten(text) {
                 shown += Array(text.utf8)
             } else {
                 shown += bytes[index..<end]
             }
             index = end
         }
-        shown += bytes[pathEnd...]
+        shown += redacted.utf8[path.endIndex...]
         return String(decoding: shown, as: UTF8.self)
     }
 
-    /// Whether `scalar` may be shown as itself in a readable URL (see `readable`).
-    private static func isReadable(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.properties.generalCategory {
-        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
-             .nonspacingMark, .spacingMark, .enclosingMark,
-             .decimalNumber, .letterNumber, .otherNumber,
-             .connectorPunctuation, .dashPunctuation, .openPunctuation, .closePunctuation,
-             .initialPunctuation, .finalPunctuation, .otherPunctuation,
-             .mathSymbol, .currencySymbol, .modifierSymbol, .otherSymbol:
-            return true
-        default:
-            return false
+    /// Whether a run of decoded characters shows what it is, and only that:
+    /// letters, marks, digits, punctuation and symbols, but not
+    /// - what takes no room or shows as a space (spaces and separators,
+    ///   controls, format characters such as U+202E, every default-ignorable
+    ///   character such as a Hangul filler or a variation selector, U+2800);
+    /// - a run that opens with a mark, which would sit on the ASCII before it;
+    /// - a run not in its composed form (`e` and U+0301, as a Mac names
+    ///   files): it would read as `é`, another URL;
+    /// - right-to-left letters, which a terminal may lay out in another order
+    ///   with the segments around them;
+    /// - characters that pass for a URL's own marks (`∕`, `⁄`, `／`, `？`,
+    ///   `＃`, `％`, `․`, `꞉`, the full-width and small forms) or for the
+    ///   tables' `…`.
+    static func readsAsWritten(_ text: String) -> Bool {
+        guard let first = text.unicodeScalars.first, !isMark(first),
+              text.precomposedStringWithCanonicalMapping.unicodeScalars.elementsEqual(text.unicodeScalars) else { return false }
+        return text.unicodeScalars.allSatisfy { scalar in
+            guard !scalar.properties.isDefaultIgnorableCodePoint, !isRightToLeft(scalar), !passesForAMark(scalar) else { return false }
+            switch scalar.properties.generalCategory {
+            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+                 .nonspacingMark, .spacingMark, .enclosingMark,
+                 .decimalNumber, .letterNumber, .otherNumber,
+                 .connectorPunctuation, .dashPunctuation, .openPunctuation, .closePunctuation,
+                 .initialPunctuation, .finalPunctuation, .otherPunctuation,
+                 .mathSymbol, .currencySymbol, .modifierSymbol, .otherSymbol:
+                return true
+            default:
+                return false
+            }
+        }
+    }
+
+    private static func isMark(_ scalar: Unicode.Scalar) -> Bool {
+        [.nonspacingMark, .spacingMark, .enclosingMark].contains(scalar.properties.generalCategory)
+    }
+
+    /// Hebrew, Arabic, Syriac, Thaana, N'Ko and the other right-to-left
+    /// blocks, their presentation forms, and those beyond the first plane.
+    private static func isRightToLeft(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x0590...0x08FF, 0xFB1D...0xFDFF, 0xFE70...0xFEFF, 0x10800...0x10FFF, 0x1E800...0x1EFFF: true
+        default: false
+        }
+    }
+
+    /// Characters that look like `/`, `?`, `#`, `%`, `.`, `:` or `…`, and the
+    /// full-width and small forms (U+FF01 to U+FF5E, U+FE50 to U+FE6F).
+    private static func passesForAMark(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0xFF01...0xFF5E, 0xFE50...0xFE6F, 0x2024...0x2026, 0x2044, 0x2215, 0x2236, 0x29F8, 0x29F9, 0x2E2E,
+             0xA789, 0x0589, 0x1735, 0x2800: true
+        default: false
         }
     }
 }
