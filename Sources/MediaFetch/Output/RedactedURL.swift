@@ -103,7 +103,7 @@ extension RedactedURL {
     /// - characters that pass for a URL's own marks (`∕`, `⁄`, `／`, `？`,
     ///   `＃`, `％`, `․`, `꞉`, the full-width and small forms) or for the
     ///   tables' `…`.
-    static func readsAsWritten(_ text: String) -> Bool {
+    private static func readsAsWritten(_ text: String) -> Bool {
         guard let first = text.unicodeScalars.first, !isMark(first),
               text.precomposedStringWithCanonicalMapping.unicodeScalars.elementsEqual(text.unicodeScalars) else { return false }
         return text.unicodeScalars.allSatisfy { scalar in
@@ -135,8 +135,9 @@ extension RedactedURL {
         }
     }
 
-    /// Characters that look like `/`, `?`, `#`, `%`, `.`, `:` or `…`, and the
-    /// full-width and small forms (U+FF01 to U+FF5E, U+FE50 to U+FE6F).
+    /// Characters that look like `/`, `?`, `#`, `%`, `.`, `:` or `…`, the
+    /// full-width and small forms (U+FF01 to U+FF5E, U+FE50 to U+FE6F), and
+    /// the blank Braille pattern (U+2800), which shows as a space.
     private static func passesForAMark(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0xFF01...0xFF5E, 0xFE50...0xFE6F, 0x2024...0x2026, 0x2044, 0x2215, 0x2236, 0x29F8, 0x29F9, 0x2E2E,
