@@ -794,9 +794,14 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// How collections are ordered, by the column `name` that holds their
+    /// names: ASCII letters without regard to case, capitals first between
+    /// names that differ only so (SQLite's NOCASE folds ASCII alone).
+    private static func collectionOrder(_ name: String) -> String { "\(name) COLLATE NOCASE, \(name)" }
+
     /// The names of all collections, sorted as `readEntries` sorts them.
     public func collectionNames() throws -> [String] {
-        try database.read { db in try String.fetchAll(db, sql: "SELECT name FROM collection ORDER BY name COLLATE NOCASE, name") }
+        try database.read { db in try String.fetchAll(db, sql: "SELECT name FROM collection ORDER BY \(Self.collectionOrder("name"))") }
     }
 
     /// Notes that objects were used now (recency lives here, not in atime).
@@ -898,7 +903,7 @@ public final class Catalog: Sendable {
             JOIN source ON source.url = item.url
             JOIN object ON object.hash = source.hash
             \(filter)
-            ORDER BY collection.name COLLATE NOCASE, collection.name, item.url
+            ORDER BY \(Self.collectionOrder("collection.name")), item.url
             """
         try database.read { db in
             try body { visit in

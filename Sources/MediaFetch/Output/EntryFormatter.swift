@@ -151,15 +151,16 @@ public struct EntryFormatter: Sendable {
     }
 
     /// On a terminal `columns` wide, narrows padded column `column` (not
-    /// under `least`) to leave the last cells (`widestLast` at most)
-    /// `lastRoom` (`lastColumnRoom` unless said); returns the width rows are
-    /// then fitted to, or nil where they cannot fit even so: they are left
-    /// whole, as on a pipe (cut, a collection or URL only made what wrapped
-    /// harder to read).
+    /// under `least`) to leave the last cells (`widestLast` at most) the
+    /// room `lastRoom` gives of the columns left for the two
+    /// (`lastColumnRoom` unless said); returns the width rows are then fitted
+    /// to, or nil where they cannot fit even so: they are left whole, as on a
+    /// pipe (cut, a collection or URL only made what wrapped harder to read).
     static func fitting(_ widths: inout [Int], narrowing column: Int, downTo least: Int, widestLast: Int,
-                        lastRoom: Int = lastColumnRoom, columns: Int) -> Int? {
+                        lastRoom: (_ left: Int) -> Int = { _ in lastColumnRoom }, columns: Int) -> Int? {
         let before = widths.prefix(column).reduce(0) { $0 + $1 + 2 }
-        let narrowed = min(widths[column], max(least, columns - before - 2 - min(widestLast, lastRoom)))
+        let left = columns - before - 2
+        let narrowed = min(widths[column], max(least, left - min(widestLast, lastRoom(left))))
         guard before + narrowed + 2 + min(widestLast, leastFittedWidth) <= columns else { return nil }
         widths[column] = narrowed
         return columns

@@ -58,7 +58,7 @@ public enum FailureFormatter {
             widths[1] = min(widths[1], widestPaddedURL)
             let fitting = columns.flatMap {
                 EntryFormatter.fitting(&widths, narrowing: 1, downTo: EntryFormatter.leastFittedWidth, widestLast: widestReason,
-                                       lastRoom: reasonRoom(columns: $0, dateWidth: widths[0]), columns: $0)
+                                       lastRoom: reasonRoom(left:), columns: $0)
             }
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
@@ -71,14 +71,12 @@ public enum FailureFormatter {
         return shortened
     }
 
-    /// The columns a table on a terminal `columns` wide leaves the reasons before
-    /// the URLs give way: a third of what the dates leave, 20 at least. The URL
-    /// says which item failed: at 80 columns, 40 for the reasons left the URLs
-    /// 20, `http://127.0.0.1:47001/…ad-135.jpg`.
-    static func reasonRoom(columns: Int, dateWidth: Int) -> Int {
-        // The dates' column and the two blanks after it and after the URLs.
-        let urlsAndReasons = columns - (dateWidth + 2) - 2
-        return max(EntryFormatter.leastFittedWidth, urlsAndReasons / 3)
+    /// The columns a table on a terminal leaves the reasons of the `left` that
+    /// the dates leave the URLs and the reasons, before the URLs give way: a
+    /// third, 20 at least. The URL says which item failed: at 80 columns, 40
+    /// for the reasons left the URLs 20, `http://127.0.0.1:47001/…ad-135.jpg`.
+    static func reasonRoom(left: Int) -> Int {
+        max(EntryFormatter.leastFittedWidth, left / 3)
     }
 
     /// One failure's cells, control characters shown as escapes; `paddedOnly` leaves out the last.

@@ -56,10 +56,6 @@ extension RedactedURL {
         let path = URLPath.of(redacted).utf8
         // No scheme and authority before it: not a URL, the text stays as it is.
         guard path.startIndex != redacted.utf8.startIndex else { return redacted }
-        // Quick: nothing escaped beyond ASCII in the path (such an escape starts with %8 to %F).
-        guard path.indices.contains(where: { path[$0] == UInt8(ascii: "%") && path.index(after: $0) < path.endIndex
-                                               && (URLSpelling.hexValue(path[path.index(after: $0)]) ?? 0) >= 8 })
-        else { return redacted }
         let bytes = Array(path)
         var shown = Array(redacted.utf8[..<path.startIndex])
         shown.reserveCapacity(redacted.utf8.count)
@@ -108,16 +104,12 @@ extension RedactedURL {
               text.precomposedStringWithCanonicalMapping.unicodeScalars.elementsEqual(text.unicodeScalars) else { return false }
         return text.unicodeScalars.allSatisfy { scalar in
             guard !scalar.properties.isDefaultIgnorableCodePoint, !isRightToLeft(scalar), !passesForAMark(scalar) else { return false }
+            // Letters, marks, numbers, punctuation and symbols: none of the rest.
             switch scalar.properties.generalCategory {
-            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
-                 .nonspacingMark, .spacingMark, .enclosingMark,
-                 .decimalNumber, .letterNumber, .otherNumber,
-                 .connectorPunctuation, .dashPunctuation, .openPunctuation, .closePunctuation,
-                 .initialPunctuation, .finalPunctuation, .otherPunctuation,
-                 .mathSymbol, .currencySymbol, .modifierSymbol, .otherSymbol:
-                return true
-            default:
+            case .spaceSeparator, .lineSeparator, .paragraphSeparator, .control, .format, .surrogate, .privateUse, .unassigned:
                 return false
+            default:
+                return true
             }
         }
     }
