@@ -26,7 +26,7 @@ final class OtherProcessLookout: @unchecked Sendable {
         // The first look a quarter of a second in: a run shorter than that has no look to pay for.
         timer.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
         timer.setEventHandler { [weak self] in
-            guard let self, !seen.load(ordering: .relaxed) else { return }
+            guard let self else { return }
             var found = cache.unrecorded.anyHeldByOtherProcesses()
             if !found, !cache.catalogFailed, let version = try? cache.catalog.versionOthersChange() {
                 found = versionBefore.withLock { before in
@@ -34,7 +34,10 @@ final class OtherProcessLookout: @unchecked Sendable {
                     return before.map { $0 != version } ?? false
                 }
             }
-            if found { seen.store(true, ordering: .relaxed) }
+            guard found else { return }
+            seen.store(true, ordering: .relaxed)
+            // Seen once is enough: no more looks.
+            timer.cancel()
         }
         timer.resume()
     }
