@@ -44,7 +44,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
     /// No command is a usage error (exit 64), not help and success: a script
     /// running `mediafetch $COMMAND` with the variable unset must not pass.
     func run() async throws {
-        throw ValidationError("give a command: get, list or stats (mediafetch --help lists them)")
+        throw ValidationError("give a command: get, list or stats")
     }
 
     /// `mediafetch --cache DIR <command>` is accepted as well as `<command> --cache DIR`.
@@ -83,16 +83,40 @@ struct MediaFetchCommand: AsyncParsableCommand {
             writeUsageError("\(option) needs a value (\(option)= gives none)", for: command)
             Self.exit(withError: ExitCode.validationFailure)
         }
-        await main(arguments)
+        await parseAndRun(arguments, command: command)
     }
 
-    /// Writes `problem` laid out as the parser's own usage errors, with the
-    /// usage of `command` (a subcommand; nil: mediafetch's own).
+    /// What ArgumentParser's own `main` does, but a usage error, the parser's
+    /// or a command's `ValidationError`, is one line (`writeUsageError`) where
+    /// the parser writes three or four (the error, the option's help, the
+    /// usage, a pointer to `--help`). Help, `--version` and the commands' exit
+    /// codes go through the parser as before.
+    private static func parseAndRun(_ arguments: [String], command: (any ParsableCommand.Type)?) async {
+        do {
+            var parsed = try parseAsRoot(arguments)
+            if var asyncCommand = parsed as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try parsed.run()
+            }
+        } catch {
+            let problem = message(for: error)
+            // An `ExitCode` thrown after its message was written has no text of its own.
+            if exitCode(for: error) == .validationFailure, !problem.isEmpty {
+                writeUsageError(problem, for: command)
+                Self.exit(withError: ExitCode.validationFailure)
+            }
+            Self.exit(withError: error)
+        }
+    }
+
+    /// Writes a usage error as one line, as every other error is: what is
+    /// wrong, then where the usage is (`command`'s help; nil: mediafetch's own).
     static func writeUsageError(_ problem: String, for command: (any ParsableCommand.Type)?) {
         let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
-        Terminal.writeErr("Error: \(problem)\n"
-            + "Usage: \(usageString(for: command ?? Self.self))\n"
-            + "  See '\(name) --help' for more information.\n")
+        let shown = DisplayText.escapingControls(problem)
+        let sentence = shown.hasSuffix(".") || shown.hasSuffix("?") ? shown : shown + "."
+        Terminal.writeErr("mediafetch: \(sentence) See '\(name) --help'.\n")
     }
 
     /// An argument that is not valid UTF-8 is a usage error naming it: Swift
@@ -104,8 +128,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
         for index in 1..<Int(CommandLine.argc) {
             guard let argument = CommandLine.unsafeArgv[index],
                   let shown = CommandLineLayout.textShowingInvalidUTF8(Terminal.bytes(of: argument)) else { continue }
-            Terminal.writeErr("Error: argument \(index) is not valid UTF-8: \(DisplayText.escapingControls(shown))\n"
-                + "  mediafetch takes paths, URLs and names in UTF-8.\n")
+            writeUsageError("argument \(index) is not valid UTF-8: \(DisplayText.escapingControls(shown)) "
+                + "(mediafetch takes paths, URLs and names in UTF-8)", for: nil)
             Self.exit(withError: ExitCode.validationFailure)
         }
     }

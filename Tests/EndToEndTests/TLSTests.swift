@@ -91,16 +91,16 @@ struct TLSTests {
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
                                                       "--cacert", "/nonexistent/ca.pem", "https://localhost:1/x"])
             #expect(result.status == 64)
-            #expect(result.stderrLines.first == "Error: --cacert: cannot read /nonexistent/ca.pem: No such file or directory")
+            #expect(result.stderrLines == usageError("--cacert: cannot read /nonexistent/ca.pem: No such file or directory"))
             let directoryGiven = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
                                                              "--cacert", "/etc", "https://localhost:1/x"])
             #expect(directoryGiven.status == 64)
-            #expect(directoryGiven.stderrLines.first == "Error: --cacert: /etc is not a file of certificates (a directory?)")
+            #expect(directoryGiven.stderrLines == usageError("--cacert: /etc is not a file of certificates (a directory?)"))
             // Nor a pipe (--cacert <(cat ca.pem)) or a device: libcurl reads the file for every connection.
             let device = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--retries", "0",
                                                       "--cacert", "/dev/null", "https://localhost:1/x"])
             #expect(device.status == 64)
-            #expect(device.stderrLines.first == "Error: --cacert: /dev/null is not a regular file (it is read again for every connection)")
+            #expect(device.stderrLines == usageError("--cacert: /dev/null is not a regular file (it is read again for every connection)"))
             // An empty or garbled file failed every https URL on a line of its own.
             for contents in ["", "not a certificate\n"] {
                 let garbled = directory.appending("garbled.pem")
@@ -108,7 +108,7 @@ struct TLSTests {
                 let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
                                                           "--cacert", garbled, "https://localhost:1/x", "https://localhost:1/y"])
                 #expect(result.status == 64)
-                #expect(result.stderrLines.first == "Error: --cacert: \(garbled) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+                #expect(result.stderrLines == usageError("--cacert: \(garbled) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
             }
         }
     }
