@@ -199,7 +199,7 @@ public struct EntryFormatter: Sendable {
     /// Looked for scalar by scalar: as `Character`s, CRLF is one that is neither
     /// CR nor LF, and a comma or quote with a combining mark after it is neither.
     static func csvField(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: csvSpecial.contains) else { return text }
+        guard text.utf8.contains(where: isCSVSpecial) else { return text }
         var quoted = String.UnicodeScalarView()
         quoted.append("\"")
         for scalar in text.unicodeScalars {
@@ -210,8 +210,12 @@ public struct EntryFormatter: Sendable {
         return String(quoted)
     }
 
-    /// What makes a CSV field need quotes (built once: a field is checked per cell).
-    private static let csvSpecial: Set<Unicode.Scalar> = [",", "\"", "\n", "\r"]
+    /// What makes a CSV field need quotes: each is ASCII, so a field's UTF-8
+    /// bytes are compared (a set of scalars hashed every one: a fifth of
+    /// `list --format csv`'s time).
+    private static func isCSVSpecial(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: ",") || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+    }
 }
 
 /// Output handed on in pieces of about `size` bytes as it is made: a long

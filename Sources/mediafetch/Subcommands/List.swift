@@ -38,7 +38,8 @@ struct List: AsyncParsableCommand {
             // A table of no rows is its header alone: a note says why (CSV's header and JSON's [] say it themselves).
             var lines = 0
             let write = { (text: String) throws in
-                lines += text.utf8.count { $0 == UInt8(ascii: "\n") }
+                // Only whether a row follows the header is asked: a long listing is not counted through.
+                if lines < 2 { lines += text.utf8.count { $0 == UInt8(ascii: "\n") } }
                 try Terminal.writeOut(text)
             }
             if failed {
