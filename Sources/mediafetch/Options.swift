@@ -108,15 +108,15 @@ enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
 struct TransferOptions: ParsableArguments {
     // `.unconditional`: `--jobs -1` is a bad number, not a missing value.
     // (A transform leaves the default out of the help: it is written there.)
-    @Option(name: .long, parsing: .unconditional, help: "Concurrent transfers in total. (default: \(Self.defaultJobs))",
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Concurrent transfers in total. (default: \(Self.defaultJobs))", valueName: "n"),
             transform: { try wholeNumber($0) })
     var jobs: Int = Self.defaultJobs
 
     @Option(name: .customLong("per-host"), parsing: .unconditional,
-            help: "Concurrent transfers against one host. (default: \(Self.defaultPerHost))", transform: { try wholeNumber($0) })
+            help: ArgumentHelp("Concurrent transfers against one host. (default: \(Self.defaultPerHost))", valueName: "n"), transform: { try wholeNumber($0) })
     var perHost: Int = Self.defaultPerHost
 
-    @Option(name: .long, parsing: .unconditional, help: "Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx). Unless it is 0, waits a server asks for (Retry-After, 10 min in all; then up to 10 min a retry) and failures to reach a host that is out (--host-patience) use none. (default: \(Self.defaultRetries))",
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("Retries after a failed attempt (connection errors, timeouts, stalls, 408, 429, 5xx). Unless it is 0, waits a server asks for (Retry-After, 10 min in all; then up to 10 min a retry) and failures to reach a host that is out (--host-patience) use none. (default: \(Self.defaultRetries))", valueName: "n"),
             transform: { try wholeNumber($0) })
     var retries: Int = Self.defaultRetries
 
