@@ -107,6 +107,37 @@ import Transfer
         #expect(DisplayText.elidingMiddle(url, toWidth: 5) == "http…")
     }
 
+    /// `http://127.0.0.1:4731…s/nonexist.jpg` and `http://127.0.0.1:473…námestie.jpg`
+    /// read as other ports: a host's or port's number is whole or left out.
+    @Test func aCutURLShowsNoNumberOfItsHostOrPortCutShort() {
+        // The file's name whole beside the host and port, without the slash the host's ends in.
+        #expect(DisplayText.elidingMiddle("http://127.0.0.1:47311/photos/nonexist.jpg", toWidth: 36)
+                == "http://127.0.0.1:47311/…nonexist.jpg")
+        // Narrower, the port gives way whole.
+        #expect(DisplayText.elidingMiddle("http://127.0.0.1:47311/zvuky/Žilina-námestie.jpg", toWidth: 33)
+                == "http://127.0.0.1…ina-námestie.jpg")
+        #expect(DisplayText.elidingMiddle("http://192.168.1.105/photos/a-long-file-name.jpg", toWidth: 30)
+                == "http://192.168.1.…ile-name.jpg")
+        // A tail that would begin in the port: the host and port whole instead.
+        #expect(DisplayText.elidingMiddle("http://127.0.0.1:47311/abcdefghij.jpg", toWidth: 36)
+                == "http://127.0.0.1:47311/…cdefghij.jpg")
+        // Every width: never a digit before the "…" that the URL has a digit after.
+        let urls = ["http://127.0.0.1:47311/zvuky/Žilina-námestie.jpg", "http://10.200.30.4:8080/a/b/photo-123.jpg",
+                    "https://live.staticflickr.com/65535/48788868917_474f051e76.jpg"]
+        for url in urls {
+            for width in 8..<DisplayText.displayWidth(url) {
+                let cut = DisplayText.elidingMiddle(url, toWidth: width)
+                #expect(DisplayText.displayWidth(cut) <= width, "\(cut)")
+                let head = cut.prefix { $0 != "…" }
+                let hostEnd = url.dropFirst(url.hasPrefix("https") ? 8 : 7).firstIndex(of: "/").map { url.distance(from: url.startIndex, to: $0) } ?? 0
+                if head.count < hostEnd, let last = head.last, last.isNumber {
+                    let next = url[url.index(url.startIndex, offsetBy: head.count)]
+                    #expect(!next.isNumber, "width \(width): \(cut)")
+                }
+            }
+        }
+    }
+
     /// A URL with a query keeps its path, the file's name with it, before
     /// any of the query: signed links' queries end alike, and every row read
     /// `http://127.0.0.1:18081/photos/IMG_0…host&X-Amz-Expires=3600`.
@@ -465,7 +496,7 @@ import Transfer
     }
 
     /// On a terminal, the URL column narrows to leave the reasons room, and
-    /// a URL or reason that would still wrap its row loses its middle: the
+    /// a URL that would still wrap its row loses its middle, a reason its end: the
     /// demo's one failure took 83 columns, and wrapped at 80.
     @Test func onATerminalEachFailureKeepsToOneRow() throws {
         let when = Date(timeIntervalSince1970: 1_795_000_000)
@@ -488,9 +519,11 @@ import Transfer
         // The URL column left the long reason a third of the row past the dates (20 columns):
         // the URLs keep their hosts and file names (at 40, the URLs had 20 and kept neither).
         #expect(fitted.rows[1].hasSuffix("  http://127.0.0.1:38497/…/missing.jpg  HTTP 404 Not Found"), "\(fitted.rows[1])")
-        #expect(fitted.rows[2].contains("  http://127.0.2.1:") && fitted.rows[2].contains("/IMG_0042.jpg  Failed to"),
+        #expect(fitted.rows[2].contains("  http://127.0.2.1:") && fitted.rows[2].contains(":30713/…IMG_0042.jpg  Failed to"),
                 "\(fitted.rows[2])")
-        #expect(fitted.rows[2].hasSuffix("tempts)") && DisplayText.displayWidth(fitted.rows[2]) == 80, "\(fitted.rows[2])")
+        // The reason keeps its start (cut in its middle it read "Failed to co… server").
+        #expect(fitted.rows[2].contains("  Failed to connect") && fitted.rows[2].hasSuffix("…")
+                && DisplayText.displayWidth(fitted.rows[2]) == 80, "\(fitted.rows[2])")
         // The demo's one failure: the URL keeps its host and file name.
         var demo = ""
         try FailureFormatter.write({ visit in try visit(failures[0]) }, as: .table, columns: 80) { demo += $0 }

@@ -45,7 +45,11 @@ public enum DisplayText {
     /// "…": the start of a URL (its host) and its end (the file's name) are
     /// what tells it from the others. A URL keeps its scheme, host and port
     /// whole where its file's name fits beside them, and as much of its path
-    /// before the name as is left (`http://127.0.0.1:34967/…otos/159.jpg`);
+    /// before the name as is left (`http://127.0.0.1:34967/…otos/159.jpg`,
+    /// `http://127.0.0.1:34967/…159.jpg`); narrower, it keeps three fifths
+    /// from its start, but never a number cut short in its host or port
+    /// (`http://127.0.0.1:473…` read as port 473: the head ends before the
+    /// port, `http://127.0.0.1…`), nor a tail that reaches back into them;
     /// a URL with a query keeps its path before any of the query, which is
     /// cut at its end (`…/IMG_0097.jpg?X-Amz-Algorithm=…`: signed links'
     /// queries end alike, and every row read `…host&X-Amz-Expires=3600`);
@@ -63,14 +67,23 @@ public enum DisplayText {
             return elidingMiddle(address, toWidth: width - 2) + "?…"
         }
         let characters = Array(text)
-        var headWidth = width - 1 - (width - 1) * 2 / 5
-        if let site = site(of: text), let lastSlash = text.lastIndex(of: "/"),
-           displayWidth(String(site)) + 1 + displayWidth(String(text[lastSlash...])) <= width {
-            headWidth = displayWidth(String(site))
+        var head = prefix(of: characters, width: width - 1 - (width - 1) * 2 / 5)
+        if let site = site(of: text) {
+            let path = text[site.endIndex...]
+            let name = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path
+            let siteWidth = displayWidth(String(site)), siteLength = site.count
+            if siteWidth + 1 + displayWidth(String(name)) <= width {
+                head = Array(site)
+            } else if head.count < siteLength {
+                // Within the host or port: not a number cut short, nor a port without its digits.
+                while let last = head.last, last.isASCII, last.isNumber, characters[head.count].isNumber { head.removeLast() }
+                let hostStart = text.distance(from: text.startIndex, to: text.range(of: "://")?.upperBound ?? text.startIndex)
+                if head.count > hostStart, head.last == ":" { head.removeLast() }
+                if width - 1 - displayWidth(String(head)) > displayWidth(String(path)), siteWidth + 1 < width { head = Array(site) }
+            }
         }
-        let head = String(prefix(of: characters, width: headWidth))
-        let tail = prefix(of: characters.reversed(), width: width - 1 - displayWidth(head)).reversed()
-        return head + "…" + String(tail)
+        let tail = prefix(of: characters.reversed(), width: width - 1 - displayWidth(String(head))).reversed()
+        return String(head) + "…" + String(tail)
     }
 
     /// A URL's scheme, host and port, through the `/` that ends them; nil for other text.

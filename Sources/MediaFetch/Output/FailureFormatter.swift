@@ -25,8 +25,8 @@ public enum FailureFormatter {
     /// `EntryFormatter.write`: a table goes through them twice). `columns`,
     /// for a table on a terminal that wide, narrows the URL column to leave
     /// the reasons room (`reasonRoom`, or the longest reason if shorter), and
-    /// cuts the middle out of the URLs and reasons that would still make a
-    /// row wrap. Returns how many rows were cut.
+    /// cuts the middle out of the URLs, and the end off the reasons, that
+    /// would still make a row wrap. Returns how many rows were cut.
     @discardableResult
     public static func write(_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void,
                              as format: OutputFormat, columns: Int? = nil, pieceSize: Int = 64 << 10,
@@ -63,7 +63,9 @@ public enum FailureFormatter {
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
-                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting) { shortened += 1 }
+                // A reason reads from its start ("Failed to co… server" read as nothing).
+                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting,
+                                                      cuttingLast: DisplayText.elidingEnd) { shortened += 1 }
                 try emit(TextTable.line(row, widths: widths, rightAligned: []) + "\n")
             }
         }
