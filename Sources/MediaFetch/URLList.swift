@@ -145,6 +145,13 @@ public enum URLList {
             return line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#")
         }
 
+        /// A NUL byte in the `line`th line, which is not a URL: the file is no
+        /// text (a photo given as the list said "not UTF-8 text" for ten
+        /// lines). Said alone: the bad lines before it were bytes of the same file.
+        private func binaryData(line: Int) -> InputError {
+            InputError(problems: ["\(source): binary data, not a list of URLs (line \(line) holds a NUL byte)"])
+        }
+
         /// "FILE:LINE: line longer than … bytes" for the `line`th line.
         private func tooLong(line: Int) -> String {
             "\(source):\(line): line longer than \(URLList.maxLineBytes) bytes"
@@ -170,6 +177,7 @@ public enum URLList {
             do {
                 urls.append(try RequestTarget(String(line)).url)
             } catch {
+                if line.utf8.contains(0) { throw binaryData(line: lineNumber) }
                 try note("\(source):\(lineNumber): \(error.message)")
             }
         }
@@ -213,6 +221,7 @@ public enum URLList {
                 return
             }
             guard let text = String(validating: line, as: UTF8.self) else {
+                if line.contains(0) { throw binaryData(line: lineNumber + 1) }
                 try note("\(source):\(lineNumber + 1): not UTF-8 text")
                 lineNumber += 1
                 return

@@ -181,6 +181,30 @@ import TestSupport
         }
     }
 
+    /// A photo given as the list said "not UTF-8 text" for ten of its
+    /// lines, then that it stopped: one line says what the file is.
+    @Test func aBinaryFileIsSaidToBeOneInOneLine() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("000.jpg")
+            // A JPEG's opening (a NUL in its first line), and a PNG's (the NUL on its third).
+            let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0x00, 0x01, 0x0A, 0xC3, 0x28, 0x0A]
+            try Data(jpeg + Array(repeating: 0xAB, count: 500)).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): binary data, not a list of URLs (line 1 holds a NUL byte)")) {
+                try URLList.read(path: path)
+            }
+            let png: [UInt8] = [0x89] + Array("PNG\r\n".utf8) + [0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D] + Array("IHDR".utf8)
+            try Data(png).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): binary data, not a list of URLs (line 3 holds a NUL byte)")) {
+                try URLList.read(path: path)
+            }
+            // ASCII with a NUL: as binary.
+            try Data(Array("http://a/1.jpg\nab".utf8) + [0x00] + Array("cd\n".utf8)).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): binary data, not a list of URLs (line 2 holds a NUL byte)")) {
+                try URLList.read(path: path)
+            }
+        }
+    }
+
     @Test func loneCRLinesAreCheckedOneByOne() throws {
         try TemporaryDirectory.using { directory in
             let path = directory.appending("mac.txt")
