@@ -13,22 +13,17 @@ import Darwin
 
 /// Writing to the terminal; the only place that knows about stderr and ttys.
 enum Terminal {
-    /// One line on stderr, whatever the message holds (SQLite errors quote multi-line SQL).
+    /// One line on stderr, whatever the message holds: a line break in it
+    /// (one in a URL or a file's name) is shown as an escape, `\u{A}`, as
+    /// other control characters are. (Joined with a space, `a\nb.jpg` read
+    /// as a file named `a b.jpg`.)
     static func error(_ message: String, progress: ProgressMode? = nil) {
-        // Split at LF and CRLF only: a lone CR (or another line break) inside a
-        // line is part of what the line quotes (a URL), shown as an escape below.
-        // A message of one line, nearly all of them, is taken as it is: the
-        // split and Foundation's trimming were half the CPU of a run that
-        // printed 200,000 failures.
-        let oneLine = !message.utf8.contains(UInt8(ascii: "\n")) ? message
-            : message.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" })
-                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
         if progress == .json {
             // Under --progress json every stderr line is a JSON object, the run's end too (redacted there).
-            writeErr(ProgressJSON.error(oneLine) + "\n")
+            writeErr(ProgressJSON.error(message) + "\n")
         } else {
             // Above the status line, where one is shown (a failure mid-run).
-            StatusLine.shared.writeAbove("mediafetch: \(DisplayText.escapingControls(RedactedURL.inText(oneLine)))\n")
+            StatusLine.shared.writeAbove("mediafetch: \(DisplayText.escapingControls(RedactedURL.inText(message)))\n")
         }
     }
 

@@ -1836,6 +1836,21 @@ import TestSupport
         #expect(nothing.stderrLines == usageError("give URLs or --input-file FILE"))
     }
 
+    /// A line break in a URL or a file's name was shown as a space: the
+    /// message named `a b.jpg`, a file that is not there.
+    @Test func aLineBreakInAnArgumentIsShownAsAnEscape() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = directory.appending("cache")
+            let url = try await BuiltProducts.run(["get", "--cache", cache, "http://127.0.0.1:1/a\nb.jpg"])
+            #expect(url.status == 2)
+            #expect(url.stderrLines == [#"mediafetch: not a URL, it holds a control character: http://127.0.0.1:1/a\u{A}b.jpg"#])
+            let list = try await BuiltProducts.run(["get", "--cache", cache, "-i", directory.appending("a\nb.txt")])
+            #expect(list.status == 2)
+            #expect(list.stderrLines == ["mediafetch: \(directory.path)/a\\u{A}b.txt: cannot read the file: No such file or directory"])
+            #expect(!FileManager.default.fileExists(atPath: cache))
+        }
+    }
+
     /// Swift would read such bytes as U+FFFD: a cache at `caf\xE9` would be
     /// made as another directory, and a list file looked for under another name.
     @Test func argumentsThatAreNotUTF8AreRefusedAndShown() async throws {
