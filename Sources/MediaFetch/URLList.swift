@@ -317,6 +317,7 @@ public enum URLList {
         // `get "$URL"` with the variable unset said "not a URL: " and nothing after it.
         if argument.isEmpty { throw InputError("an empty argument is not a URL (an unset variable?)") }
         if argument == "-" { throw InputError("not a URL: - (to read the URLs from standard input: -i -)") }
+        if argument.lowercased() == "help" { throw InputError("not a URL: \(argument) (for help: mediafetch get --help)") }
         // Trimmed as a list's lines are: a blank pasted around a URL (a
         // no-break or zero-width space) made it another URL than in a file,
         // and the CR that `xargs` leaves of a CRLF list's line break was refused

@@ -112,9 +112,15 @@ struct MediaFetchCommand: AsyncParsableCommand {
 
     /// Writes a usage error as one line, as every other error is: what is
     /// wrong, then where the usage is (`command`'s help; nil: mediafetch's own).
+    /// The parser's words begin in lower case, as mediafetch's own do ("unknown
+    /// option", not "Unknown option"), and a value of thousands of characters
+    /// is not echoed whole.
     static func writeUsageError(_ problem: String, for command: (any ParsableCommand.Type)?) {
         let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
-        let shown = DisplayText.escapingControls(problem)
+        var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(problem), toWidth: 400)
+        if let first = shown.first, first.isUppercase, shown.dropFirst().first?.isLowercase == true {
+            shown = first.lowercased() + shown.dropFirst()
+        }
         let sentence = shown.hasSuffix(".") || shown.hasSuffix("?") ? shown : shown + "."
         Terminal.writeErr("mediafetch: \(sentence) See '\(name) --help'.\n")
     }

@@ -1813,6 +1813,12 @@ import TestSupport
         let tiny = try await BuiltProducts.run(["get", "--cache", cache, "--timeout", "0.0001", "http://127.0.0.1:1/x"])
         #expect(tiny.status == 64)
         #expect(tiny.stderrLines == usageError("--timeout must be from 0.001 to 31536000 seconds (a year) (got 0.0001)"))
+        // The parser's words in lower case, as the rest; a value of thousands of digits not echoed whole.
+        let huge = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", String(repeating: "9", count: 5000), "http://127.0.0.1:1/x"])
+        #expect(huge.status == 64)
+        #expect(huge.stderrLines.count == 1 && huge.stderr.count < 500, "\(huge.stderr.count)")
+        #expect(huge.stderr.hasPrefix("mediafetch: the value '999") && huge.stderr.contains("…"), "\(huge.stderr)")
+        #expect(huge.stderr.hasSuffix("a number that large is not taken. See 'mediafetch get --help'.\n"), "\(huge.stderr)")
     }
 
     /// `--name=` is "needs a value" only for an option that takes one; any
@@ -1820,7 +1826,7 @@ import TestSupport
     @Test func anUnknownOptionWithAnEmptyValueIsUnknown() async throws {
         let unknown = try await BuiltProducts.run(["list", "--bogus=", "--cache", "/nonexistent"])
         #expect(unknown.status == 64)
-        #expect(unknown.stderrLines == usageError("Unknown option '--bogus'", command: "list"))
+        #expect(unknown.stderrLines == usageError("unknown option '--bogus'", command: "list"))
         let known = try await BuiltProducts.run(["list", "--kind=", "--cache", "/nonexistent"])
         #expect(known.stderrLines == usageError("--kind needs a value (--kind= gives none)", command: "list"))
     }
@@ -1830,7 +1836,7 @@ import TestSupport
     @Test func anUnknownOptionOfGetIsNamedWithoutURLsToo() async throws {
         let unknown = try await BuiltProducts.run(["get", "--bogus"])
         #expect(unknown.status == 64)
-        #expect(unknown.stderrLines == usageError("Unknown option '--bogus'. Did you mean '--jobs'?"), "\(unknown.stderr)")
+        #expect(unknown.stderrLines == usageError("unknown option '--bogus'. Did you mean '--jobs'?"), "\(unknown.stderr)")
         let nothing = try await BuiltProducts.run(["get"])
         #expect(nothing.status == 64)
         #expect(nothing.stderrLines == usageError("give URLs or --input-file FILE"))

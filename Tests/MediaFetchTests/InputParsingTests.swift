@@ -64,6 +64,10 @@ import TestSupport
         #expect(throws: InputError("not a URL: - (to read the URLs from standard input: -i -)")) {
             try URLList.validate(["-"])
         }
+        // `mediafetch get help`: where the help is.
+        #expect(throws: InputError("not a URL: help (for help: mediafetch get --help)")) {
+            try URLList.validate(["help"])
+        }
     }
 
     /// `xargs` over a CRLF list leaves each URL's CR on the argument: it is
