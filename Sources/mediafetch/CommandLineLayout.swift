@@ -157,16 +157,43 @@ enum CommandLineLayout {
     /// text is not such a description. Lets `--bogus=` stay an unknown option
     /// rather than one that "needs a value".
     static func longOptionsTakingValues(inHelpDump text: String) -> Set<String> {
+        optionNames(inHelpDump: text, kinds: ["option"], longOnly: true)
+    }
+
+    /// The options and flags of a command, long (`--collection`) and short
+    /// (`-i`), read from its `_dumpHelp()` as `longOptionsTakingValues` reads them.
+    static func optionNames(inHelpDump text: String, kinds: Set<String> = ["option", "flag"], longOnly: Bool = false) -> Set<String> {
         guard case .object(let command)? = JSONValue.members(ofObject: text)?["command"],
               case .array(let arguments)? = command["arguments"] else { return [] }
         var options: Set<String> = []
-        for case .object(let argument) in arguments where argument["kind"] == .string("option") {
-            guard case .array(let names)? = argument["names"] else { continue }
-            for case .object(let name) in names where name["kind"] == .string("long") {
-                if case .string(let spelling)? = name["name"] { options.insert("--" + spelling) }
+        for case .object(let argument) in arguments {
+            guard case .string(let kind)? = argument["kind"], kinds.contains(kind),
+                  case .array(let names)? = argument["names"] else { continue }
+            for case .object(let name) in names {
+                guard case .string(let spelling)? = name["name"] else { continue }
+                if name["kind"] == .string("long") {
+                    options.insert("--" + spelling)
+                } else if !longOnly, name["kind"] == .string("short") {
+                    options.insert("-" + spelling)
+                }
             }
         }
         return options
+    }
+
+    /// A command's option written before the command's name (`mediafetch
+    /// --collection tatry get URL`; `--cache`, which may, is moved after it
+    /// first), said as such: the parser called it an unknown option, though
+    /// `get` knows it. Nil when the first argument is no option, or no
+    /// option of the command named after it (the parser's to say).
+    /// `optionsOf` gives a command's options (`optionNames`).
+    static func optionBeforeCommand(in arguments: [String], commands: [String],
+                                    optionsOf: (String) -> Set<String>) -> (command: String, problem: String)? {
+        guard let first = arguments.first, first.hasPrefix("-"), first != "--",
+              let command = arguments.prefix(while: { $0 != "--" }).first(where: commands.contains) else { return nil }
+        let option = first.firstIndex(of: "=").map { String(first[..<$0]) } ?? first
+        guard !["-h", "--help", "--version"].contains(option), optionsOf(command).contains(option) else { return nil }
+        return (command, "\(option) is an option of \(command): write it after '\(command)' (mediafetch \(command) \(option) …)")
     }
 
     /// `bytes` as text with each byte that is not part of valid UTF-8 shown

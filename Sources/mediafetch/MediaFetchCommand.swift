@@ -83,6 +83,14 @@ struct MediaFetchCommand: AsyncParsableCommand {
             writeUsageError("\(option) needs a value (\(option)= gives none)", for: command)
             Self.exit(withError: ExitCode.validationFailure)
         }
+        let commands = configuration.subcommands
+        func named(_ name: String) -> (any ParsableCommand.Type)? { commands.first { $0._commandName == name } }
+        if let (misplaced, problem) = CommandLineLayout.optionBeforeCommand(
+            in: arguments, commands: commands.map { $0._commandName },
+            optionsOf: { named($0).map { CommandLineLayout.optionNames(inHelpDump: $0._dumpHelp()) } ?? [] }) {
+            writeUsageError(problem, for: named(misplaced))
+            Self.exit(withError: ExitCode.validationFailure)
+        }
         await parseAndRun(arguments, command: command)
     }
 

@@ -1821,6 +1821,24 @@ import TestSupport
         #expect(huge.stderr.hasSuffix("a number that large is not taken. See 'mediafetch get --help'.\n"), "\(huge.stderr)")
     }
 
+    /// `mediafetch --collection tatry get URL` was "unknown option
+    /// '--collection'", though get knows it: it is said to go after the command.
+    @Test func anOptionOfACommandBeforeItIsSaidToGoAfterIt() async throws {
+        try await TemporaryDirectory.with { directory in
+            let cache = directory.appending("cache")
+            let collection = try await BuiltProducts.run(["--cache", cache, "--collection", "tatry", "get", "http://127.0.0.1:1/x"])
+            #expect(collection.status == 64)
+            #expect(collection.stderrLines == usageError("--collection is an option of get: write it after 'get' (mediafetch get --collection …)"))
+            let format = try await BuiltProducts.run(["--format=json", "list", "--cache", cache])
+            #expect(format.stderrLines == usageError("--format is an option of list: write it after 'list' (mediafetch list --format …)",
+                                                     command: "list"))
+            // An option no command after it has is the parser's unknown option.
+            let bogus = try await BuiltProducts.run(["--failed", "get", "http://127.0.0.1:1/x"])
+            #expect(bogus.stderrLines == usageError("unknown option '--failed'", command: nil))
+            #expect(!FileManager.default.fileExists(atPath: cache))
+        }
+    }
+
     /// `--name=` is "needs a value" only for an option that takes one; any
     /// other name is the parser's unknown option.
     @Test func anUnknownOptionWithAnEmptyValueIsUnknown() async throws {
