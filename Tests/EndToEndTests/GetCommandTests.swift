@@ -1868,6 +1868,12 @@ import TestSupport
             let url = try await BuiltProducts.run(["get", "--cache", cache, "http://127.0.0.1:1/a\nb.jpg"])
             #expect(url.status == 2)
             #expect(url.stderrLines == [#"mediafetch: not a URL, it holds a control character: http://127.0.0.1:1/a\u{A}b.jpg"#])
+            // The second of two URLs a line break joins keeps its password hidden, in text and in JSON.
+            for progress in ["auto", "json"] {
+                let two = try await BuiltProducts.run(["get", "--cache", cache, "--progress", progress,
+                                                       "http://127.0.0.1:1/a.jpg\nhttp://ann:secret@127.0.0.1:1/b.jpg"])
+                #expect(two.status == 2 && two.stderr.contains("ann:***@") && !two.stderr.contains("secret"), "\(two.stderr)")
+            }
             let list = try await BuiltProducts.run(["get", "--cache", cache, "-i", directory.appending("a\nb.txt")])
             #expect(list.status == 2)
             #expect(list.stderrLines == ["mediafetch: \(directory.path)/a\\u{A}b.txt: cannot read the file: No such file or directory"])

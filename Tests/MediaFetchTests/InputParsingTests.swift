@@ -578,6 +578,11 @@ import TestSupport
         #expect(RedactedURL.inText("bad port in URL: http://[::1]:99999/a@b.jpg") == "bad port in URL: http://[::1]:99999/a@b.jpg")
         // A port and an '@' in the path are not a password.
         #expect(RedactedURL.inText("failed http://host:8080/a@b.jpg: HTTP 404") == "failed http://host:8080/a@b.jpg: HTTP 404")
+        // Two URLs with a line break, a tab or another control between them are two words.
+        for between in ["\n", "\r\n", "\t", "\u{1B}", "\u{2028}"] {
+            #expect(RedactedURL.inText("not a URL: http://a/1.jpg\(between)http://ann:secret@h/2.jpg")
+                    == "not a URL: http://a/1.jpg\(between)http://ann:***@h/2.jpg")
+        }
     }
 
     @Test func aURLReadsAsABrowserShowsIt() {
