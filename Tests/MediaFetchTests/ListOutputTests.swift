@@ -118,24 +118,48 @@ import Transfer
                 == "http://127.0.0.1…ina-námestie.jpg")
         #expect(DisplayText.elidingMiddle("http://192.168.1.105/photos/a-long-file-name.jpg", toWidth: 30)
                 == "http://192.168.1.…ile-name.jpg")
-        // A tail that would begin in the port: the host and port whole instead.
+        // A tail that would begin in the port: the path whole, and the head what is left.
         #expect(DisplayText.elidingMiddle("http://127.0.0.1:47311/abcdefghij.jpg", toWidth: 36)
-                == "http://127.0.0.1:47311/…cdefghij.jpg")
-        // Every width: never a digit before the "…" that the URL has a digit after.
+                == "http://127.0.0.1…abcdefghij.jpg")
+        // A long host and a short path: the tail is the path, not the end of the port (`…80/a.jpg`).
+        #expect(DisplayText.elidingMiddle("http://10.200.30.4:8080/a.jpg", toWidth: 19) == "http://10.200…a.jpg")
+        #expect(DisplayText.elidingMiddle("http://10.200.30.4:8080/a.jpg", toWidth: 27) == "http://10.200.30.4…a.jpg")
+        #expect(DisplayText.elidingMiddle("http://[2001:db8::1]:8080/a.jpg", toWidth: 20) == "http://[2001…a.jpg")
+        // Every width: the "…" never stands between two digits of the host or port
+        // (nor two hex digits of an IPv6 literal), and the tail never begins before the path.
         let urls = ["http://127.0.0.1:47311/zvuky/Žilina-námestie.jpg", "http://10.200.30.4:8080/a/b/photo-123.jpg",
-                    "https://live.staticflickr.com/65535/48788868917_474f051e76.jpg"]
+                    "https://live.staticflickr.com/65535/48788868917_474f051e76.jpg", "http://10.200.30.4:8080/a.jpg",
+                    "http://media.example.org:47311/x.jpg", "http://[2001:db8::1]:8080/a.jpg", "http://127.0.0.1:47311",
+                    "http://user@192.168.100.200:8443/photos/2026/IMG_1.jpg"]
         for url in urls {
+            let characters = Array(url)
+            let hostStart = url.hasPrefix("https") ? 8 : 7
+            let pathStart = characters[hostStart...].firstIndex(of: "/") ?? characters.count
+            let isNumeral = { (character: Character) in url.contains("[") ? character.isHexDigit : character.isNumber }
             for width in 8..<DisplayText.displayWidth(url) {
-                let cut = DisplayText.elidingMiddle(url, toWidth: width)
-                #expect(DisplayText.displayWidth(cut) <= width, "\(cut)")
-                let head = cut.prefix { $0 != "…" }
-                let hostEnd = url.dropFirst(url.hasPrefix("https") ? 8 : 7).firstIndex(of: "/").map { url.distance(from: url.startIndex, to: $0) } ?? 0
-                if head.count < hostEnd, let last = head.last, last.isNumber {
-                    let next = url[url.index(url.startIndex, offsetBy: head.count)]
-                    #expect(!next.isNumber, "width \(width): \(cut)")
+                let cut = Array(DisplayText.elidingMiddle(url, toWidth: width))
+                #expect(DisplayText.displayWidth(String(cut)) <= width, "\(String(cut))")
+                guard let ellipsis = cut.firstIndex(of: "…") else { Issue.record("no … in \(String(cut))"); continue }
+                let headEnd = ellipsis, tailStart = characters.count - (cut.count - ellipsis - 1)
+                #expect(Array(characters[..<headEnd]) == Array(cut[..<ellipsis]) && Array(characters[tailStart...]) == Array(cut[(ellipsis + 1)...]))
+                #expect(tailStart >= pathStart, "width \(width): \(String(cut))")
+                if headEnd > hostStart, headEnd < pathStart {
+                    #expect(!(isNumeral(characters[headEnd - 1]) && isNumeral(characters[headEnd])) && characters[headEnd - 1] != ":",
+                            "width \(width): \(String(cut))")
                 }
             }
         }
+    }
+
+    /// A reason cut at its end leaves out a word it would split: "port 307…" read as port 307.
+    @Test func aReasonIsCutInWholeWords() {
+        let reason = "Failed to connect to 127.0.2.1 port 30713 after 0 ms: Couldn't connect to server"
+        #expect(DisplayText.elidingEnd(reason, toWidth: 25, atWord: true) == "Failed to connect to…")
+        #expect(DisplayText.elidingEnd(reason, toWidth: 40, atWord: true) == "Failed to connect to 127.0.2.1 port…")
+        #expect(DisplayText.elidingEnd(reason, toWidth: 25) == "Failed to connect to 127…")
+        // A word longer than half the room is cut as it comes.
+        #expect(DisplayText.elidingEnd("HTTP 500 Internal_Server_Error_from_upstream", toWidth: 20, atWord: true) == "HTTP 500 Internal_S…")
+        #expect(DisplayText.elidingEnd(reason, toWidth: 200, atWord: true) == reason)
     }
 
     /// A URL with a query keeps its path, the file's name with it, before
@@ -522,8 +546,9 @@ import Transfer
         #expect(fitted.rows[2].contains("  http://127.0.2.1:") && fitted.rows[2].contains(":30713/…IMG_0042.jpg  Failed to"),
                 "\(fitted.rows[2])")
         // The reason keeps its start (cut in its middle it read "Failed to co… server").
-        #expect(fitted.rows[2].contains("  Failed to connect") && fitted.rows[2].hasSuffix("…")
-                && DisplayText.displayWidth(fitted.rows[2]) == 80, "\(fitted.rows[2])")
+        // In whole words: "Failed to connect to 127…" read as a host 127.
+        #expect(fitted.rows[2].hasSuffix("/…IMG_0042.jpg  Failed to connect…") && DisplayText.displayWidth(fitted.rows[2]) <= 80,
+                "\(fitted.rows[2])")
         // The demo's one failure: the URL keeps its host and file name.
         var demo = ""
         try FailureFormatter.write({ visit in try visit(failures[0]) }, as: .table, columns: 80) { demo += $0 }

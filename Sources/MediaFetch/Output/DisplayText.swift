@@ -47,18 +47,25 @@ public enum DisplayText {
     /// whole where its file's name fits beside them, and as much of its path
     /// before the name as is left (`http://127.0.0.1:34967/…otos/159.jpg`,
     /// `http://127.0.0.1:34967/…159.jpg`); narrower, it keeps three fifths
-    /// from its start, but never a number cut short in its host or port
-    /// (`http://127.0.0.1:473…` read as port 473: the head ends before the
-    /// port, `http://127.0.0.1…`), nor a tail that reaches back into them;
-    /// a URL with a query keeps its path before any of the query, which is
-    /// cut at its end (`…/IMG_0097.jpg?X-Amz-Algorithm=…`: signed links'
-    /// queries end alike, and every row read `…host&X-Amz-Expires=3600`);
-    /// other text keeps three fifths from its start. Whole when it fits; cut
-    /// at its end when `width` is under 8.
-    public static func elidingMiddle(_ text: String, toWidth width: Int) -> String {
+    /// from its start, but never a number of its host or port cut short
+    /// (`http://127.0.0.1:473…` read as port 473: the port gives way whole,
+    /// `http://127.0.0.1…`), and its tail never reaches back into them
+    /// (`…80/a.jpg` read as port 80); a URL with a query keeps its path
+    /// before any of the query, which is cut at its end
+    /// (`…/IMG_0097.jpg?X-Amz-Algorithm=…`: signed links' queries end alike,
+    /// and every row read `…host&X-Amz-Expires=3600`). Other text, and any
+    /// with `asURL` false, keeps three fifths from its start. Whole when it
+    /// fits; cut at its end when `width` is under 8.
+    public static func elidingMiddle(_ text: String, toWidth width: Int, asURL: Bool = true) -> String {
         guard displayWidth(text) > width else { return text }
         guard width >= 8 else { return elidingEnd(text, toWidth: width) }
-        if site(of: text) != nil, let query = text.firstIndex(of: "?") {
+        let characters = Array(text)
+        let threeFifths = width - 1 - (width - 1) * 2 / 5
+        guard asURL, let (site, hostStart) = site(of: text) else {
+            let head = prefix(of: characters, width: threeFifths)
+            return String(head) + "…" + String(prefix(of: characters.reversed(), width: width - 1 - displayWidth(String(head))).reversed())
+        }
+        if let query = text.firstIndex(of: "?") {
             let address = String(text[..<query])
             // The address whole and a little of the query, or the address cut and a sign of the query.
             if displayWidth(address) + 4 <= width {
@@ -66,36 +73,61 @@ public enum DisplayText {
             }
             return elidingMiddle(address, toWidth: width - 2) + "?…"
         }
-        let characters = Array(text)
-        var head = prefix(of: characters, width: width - 1 - (width - 1) * 2 / 5)
-        if let site = site(of: text) {
-            let path = text[site.endIndex...]
-            let name = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path
-            let siteWidth = displayWidth(String(site)), siteLength = site.count
-            if siteWidth + 1 + displayWidth(String(name)) <= width {
-                head = Array(site)
-            } else if head.count < siteLength {
-                // Within the host or port: not a number cut short, nor a port without its digits.
-                while let last = head.last, last.isASCII, last.isNumber, characters[head.count].isNumber { head.removeLast() }
-                let hostStart = text.distance(from: text.startIndex, to: text.range(of: "://")?.upperBound ?? text.startIndex)
-                if head.count > hostStart, head.last == ":" { head.removeLast() }
-                if width - 1 - displayWidth(String(head)) > displayWidth(String(path)), siteWidth + 1 < width { head = Array(site) }
+        let path = text[site.endIndex...]
+        let name = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path
+        let pathWidth = displayWidth(String(path))
+        var head: [Character]
+        if displayWidth(String(site)) + 1 + displayWidth(String(name)) <= width {
+            head = Array(site)
+        } else {
+            head = withNoNumberCutShort(prefix(of: characters, width: threeFifths), of: characters, hostStart: hostStart, siteLength: site.count)
+            // A tail longer than the path would begin in the port or host: the head takes those columns.
+            if width - 1 - displayWidth(String(head)) > pathWidth {
+                head = withNoNumberCutShort(prefix(of: characters, width: width - 1 - pathWidth), of: characters,
+                                            hostStart: hostStart, siteLength: site.count)
             }
         }
-        let tail = prefix(of: characters.reversed(), width: width - 1 - displayWidth(String(head))).reversed()
-        return String(head) + "…" + String(tail)
+        let tailWidth = min(width - 1 - displayWidth(String(head)), pathWidth)
+        return String(head) + "…" + String(prefix(of: characters.reversed(), width: tailWidth).reversed())
     }
 
-    /// A URL's scheme, host and port, through the `/` that ends them; nil for other text.
-    private static func site(of text: String) -> Substring? {
-        guard let scheme = text.range(of: "://"), let slash = text[scheme.upperBound...].firstIndex(of: "/") else { return nil }
-        return text[...slash]
+    /// A URL's scheme, host and port (through the `/` that ends them, if one
+    /// does), and the offset in characters where its host begins; nil for other text.
+    private static func site(of text: String) -> (site: Substring, hostStart: Int)? {
+        guard let scheme = text.range(of: "://") else { return nil }
+        let rest = text[scheme.upperBound...]
+        let hostStart = text.distance(from: text.startIndex, to: scheme.upperBound)
+        guard let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) else { return (text[...], hostStart) }
+        return (rest[end] == "/" ? text[...end] : text[..<end], hostStart)
     }
 
-    /// `text` cut to at most `width` columns (one at least) by leaving out its end for "…"; whole when it fits.
-    public static func elidingEnd(_ text: String, toWidth width: Int) -> String {
+    /// `head`, the start of a URL's `characters`, without a number it cuts
+    /// short in the host or port (from `hostStart`, within the first
+    /// `siteLength` characters): a host's or port's digits, or an IPv6
+    /// literal's hex group, are whole or left out, and so is the `:` before them.
+    private static func withNoNumberCutShort(_ head: [Character], of characters: [Character],
+                                             hostStart: Int, siteLength: Int) -> [Character] {
+        guard head.count > hostStart, head.count < siteLength else { return head }
+        var head = head
+        let inBrackets = head[hostStart...].contains("[") && !head[hostStart...].contains("]")
+        let isNumeral = { (character: Character) in character.isASCII && (inBrackets ? character.isHexDigit : character.isNumber) }
+        while head.count > hostStart, let last = head.last, isNumeral(last), isNumeral(characters[head.count]) { head.removeLast() }
+        while head.count > hostStart, head.last == ":" { head.removeLast() }
+        return head
+    }
+
+    /// `text` cut to at most `width` columns (one at least) by leaving out its
+    /// end for "…"; whole when it fits. `atWord`: a word the cut would split
+    /// is left out whole (`port 307…` read as port 307), unless that leaves
+    /// under half the columns.
+    public static func elidingEnd(_ text: String, toWidth width: Int, atWord: Bool = false) -> String {
         guard displayWidth(text) > width else { return text }
-        return String(prefix(of: text, width: max(0, width - 1))) + "…"
+        var kept = prefix(of: text, width: max(0, width - 1))
+        if atWord, let next = text.dropFirst(kept.count).first, !next.isWhitespace,
+           let space = kept.lastIndex(where: \.isWhitespace), displayWidth(String(kept[..<space])) * 2 >= width {
+            kept = Array(kept[..<space])
+        }
+        return String(kept) + "…"
     }
 
     /// The first of `characters` that take at most `width` columns together.

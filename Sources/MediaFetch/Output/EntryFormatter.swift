@@ -130,7 +130,7 @@ public struct EntryFormatter: Sendable {
     /// Cuts `row`'s cell `column` to `widths[column]`, then its last cell as
     /// `fittedLast` does; returns whether either was cut.
     static func fitted(_ row: inout [String], cutting column: Int, widths: [Int], columns: Int,
-                       cuttingLast: (String, Int) -> String = DisplayText.elidingMiddle) -> Bool {
+                       cuttingLast: (String, Int) -> String = { DisplayText.elidingMiddle($0, toWidth: $1) }) -> Bool {
         let cell = DisplayText.elidingMiddle(row[column], toWidth: widths[column])
         let cut = cell != row[column]
         row[column] = cell
@@ -142,7 +142,7 @@ public struct EntryFormatter: Sendable {
     /// (a title or URL); returns whether it did. Not where that leaves it under
     /// `leastFittedWidth` (a narrow terminal): it wraps whole.
     static func fittedLast(of row: inout [String], widths: [Int], columns: Int,
-                           cutting: (String, Int) -> String = DisplayText.elidingMiddle) -> Bool {
+                           cutting: (String, Int) -> String = { DisplayText.elidingMiddle($0, toWidth: $1) }) -> Bool {
         guard let last = row.last else { return false }
         // The padded cells (a long collection name runs past its width) and the two spaces after each.
         let before = zip(row.dropLast(), widths).reduce(0) { $0 + max($1.1, DisplayText.displayWidth($1.0)) + 2 }

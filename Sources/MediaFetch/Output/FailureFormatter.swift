@@ -63,9 +63,11 @@ public enum FailureFormatter {
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
-                // A reason reads from its start ("Failed to co… server" read as nothing).
+                // A reason reads from its start ("Failed to co… server" read as nothing), in whole words.
                 if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting,
-                                                      cuttingLast: DisplayText.elidingEnd) { shortened += 1 }
+                                                      cuttingLast: { DisplayText.elidingEnd($0, toWidth: $1, atWord: true) }) {
+                    shortened += 1
+                }
                 try emit(TextTable.line(row, widths: widths, rightAligned: []) + "\n")
             }
         }
