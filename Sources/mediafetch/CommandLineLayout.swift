@@ -182,18 +182,27 @@ enum CommandLineLayout {
     }
 
     /// A command's option written before the command's name (`mediafetch
-    /// --collection tatry get URL`; `--cache`, which may, is moved after it
-    /// first), said as such: the parser called it an unknown option, though
-    /// `get` knows it. Nil when the first argument is no option, or no
-    /// option of the command named after it (the parser's to say).
-    /// `optionsOf` gives a command's options (`optionNames`).
+    /// --collection tatry get URL`), said as such: the parser called it an
+    /// unknown option, though `get` knows it. (`--cache`, which may come
+    /// first, is placed by `placingGlobalOptions` before this is asked.) Nil
+    /// when the first argument is no option, or no option of the command
+    /// named after it (the parser's to say). `optionsOf` gives a command's
+    /// options, and those of them that take a value (`optionNames`): the
+    /// value of `--collection list get` is not the command.
     static func optionBeforeCommand(in arguments: [String], commands: [String],
-                                    optionsOf: (String) -> Set<String>) -> (command: String, problem: String)? {
-        guard let first = arguments.first, first.hasPrefix("-"), first != "--",
-              let command = arguments.prefix(while: { $0 != "--" }).first(where: commands.contains) else { return nil }
+                                    optionsOf: (String) -> (all: Set<String>, takingValues: Set<String>))
+        -> (command: String, problem: String)? {
+        guard let first = arguments.first, first.hasPrefix("-"), first != "--" else { return nil }
         let option = first.firstIndex(of: "=").map { String(first[..<$0]) } ?? first
-        guard !["-h", "--help", "--version"].contains(option), optionsOf(command).contains(option) else { return nil }
-        return (command, "\(option) is an option of \(command): write it after '\(command)' (mediafetch \(command) \(option) …)")
+        guard !["-h", "--help", "--version"].contains(option) else { return nil }
+        for (position, command) in arguments.enumerated().prefix(while: { $0.element != "--" }) where commands.contains(command) {
+            let options = optionsOf(command)
+            // Right after the option, a command's name may be its value (`-i list get`).
+            if position == 1, option == first, !options.all.contains(option) || options.takingValues.contains(option) { continue }
+            guard options.all.contains(option) else { return nil }
+            return (command, "\(option) is an option of \(command): write it after '\(command)'")
+        }
+        return nil
     }
 
     /// `bytes` as text with each byte that is not part of valid UTF-8 shown

@@ -87,7 +87,10 @@ struct MediaFetchCommand: AsyncParsableCommand {
         func named(_ name: String) -> (any ParsableCommand.Type)? { commands.first { $0._commandName == name } }
         if let (misplaced, problem) = CommandLineLayout.optionBeforeCommand(
             in: arguments, commands: commands.map { $0._commandName },
-            optionsOf: { named($0).map { CommandLineLayout.optionNames(inHelpDump: $0._dumpHelp()) } ?? [] }) {
+            optionsOf: { name in
+                let help = named(name)?._dumpHelp() ?? ""
+                return (CommandLineLayout.optionNames(inHelpDump: help), CommandLineLayout.optionNames(inHelpDump: help, kinds: ["option"]))
+            }) {
             writeUsageError(problem, for: named(misplaced))
             Self.exit(withError: ExitCode.validationFailure)
         }
@@ -101,14 +104,16 @@ struct MediaFetchCommand: AsyncParsableCommand {
     /// codes go through the parser as before.
     private static func parseAndRun(_ arguments: [String], command: (any ParsableCommand.Type)?) async {
         do {
-            var parsed = try parseAsRoot(arguments)
+            var parsed = try await asyncParseAsRoot(arguments)
             if var asyncCommand = parsed as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try parsed.run()
             }
         } catch {
-            let problem = message(for: error)
+            // The parser's own few messages of several lines ("…\n   or: …") read as one.
+            let problem = message(for: error).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+                .joined(separator: " ")
             // An `ExitCode` thrown after its message was written has no text of its own.
             if exitCode(for: error) == .validationFailure, !problem.isEmpty {
                 writeUsageError(problem, for: command)
@@ -119,18 +124,18 @@ struct MediaFetchCommand: AsyncParsableCommand {
     }
 
     /// Writes a usage error as one line, as every other error is: what is
-    /// wrong, then where the usage is (`command`'s help; nil: mediafetch's own).
+    /// wrong, then where the usage is (`command`'s help; nil: mediafetch's own),
+    /// in parentheses (a full stop after a path read as part of it).
     /// The parser's words begin in lower case, as mediafetch's own do ("unknown
     /// option", not "Unknown option"), and a value of thousands of characters
     /// is not echoed whole.
     static func writeUsageError(_ problem: String, for command: (any ParsableCommand.Type)?) {
         let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
-        var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(problem), toWidth: 400)
+        var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(problem), toWidth: 400, asURL: false)
         if let first = shown.first, first.isUppercase, shown.dropFirst().first?.isLowercase == true {
             shown = first.lowercased() + shown.dropFirst()
         }
-        let sentence = shown.hasSuffix(".") || shown.hasSuffix("?") ? shown : shown + "."
-        Terminal.writeErr("mediafetch: \(sentence) See '\(name) --help'.\n")
+        Terminal.writeErr("mediafetch: \(shown) (see '\(name) --help')\n")
     }
 
     /// An argument that is not valid UTF-8 is a usage error naming it: Swift

@@ -1590,7 +1590,7 @@ import TestSupport
             let command = try #require(arguments.first { ["get", "list", "stats"].contains($0) })
             #expect(result.stderrLines.count == 1, "\(result.stderr)")
             #expect(result.stderr.hasPrefix("mediafetch: "), "\(result.stderr)")
-            #expect(result.stderr.hasSuffix(" See 'mediafetch \(command) --help'.\n"), "\(result.stderr)")
+            #expect(result.stderr.hasSuffix(" (see 'mediafetch \(command) --help')\n"), "\(result.stderr)")
             #expect(!FileManager.default.fileExists(atPath: directory.appending("cache")))
         }
     }
@@ -1818,7 +1818,7 @@ import TestSupport
         #expect(huge.status == 64)
         #expect(huge.stderrLines.count == 1 && huge.stderr.count < 500, "\(huge.stderr.count)")
         #expect(huge.stderr.hasPrefix("mediafetch: the value '999") && huge.stderr.contains("…"), "\(huge.stderr)")
-        #expect(huge.stderr.hasSuffix("a number that large is not taken. See 'mediafetch get --help'.\n"), "\(huge.stderr)")
+        #expect(huge.stderr.hasSuffix("a number that large is not taken (see 'mediafetch get --help')\n"), "\(huge.stderr)")
     }
 
     /// `mediafetch --collection tatry get URL` was "unknown option
@@ -1828,12 +1828,18 @@ import TestSupport
             let cache = directory.appending("cache")
             let collection = try await BuiltProducts.run(["--cache", cache, "--collection", "tatry", "get", "http://127.0.0.1:1/x"])
             #expect(collection.status == 64)
-            #expect(collection.stderrLines == usageError("--collection is an option of get: write it after 'get' (mediafetch get --collection …)"))
-            let format = try await BuiltProducts.run(["--format=json", "list", "--cache", cache])
-            #expect(format.stderrLines == usageError("--format is an option of list: write it after 'list' (mediafetch list --format …)",
-                                                     command: "list"))
+            #expect(collection.stderrLines == usageError("--collection is an option of get: write it after 'get'"))
+            // A value that names a command is the option's value; a short option and a flag are options too.
+            for (arguments, option, command) in [(["--collection", "list", "get", "http://127.0.0.1:1/x"], "--collection", "get"),
+                                                 (["-i", "list", "get"], "-i", "get"), (["--format=json", "list"], "--format", "list"),
+                                                 (["--failed", "list"], "--failed", "list")] {
+                let misplaced = try await BuiltProducts.run(["--cache", cache] + arguments)
+                #expect(misplaced.status == 64)
+                #expect(misplaced.stderrLines == usageError("\(option) is an option of \(command): write it after '\(command)'", command: command))
+            }
             // An option no command after it has is the parser's unknown option.
             let bogus = try await BuiltProducts.run(["--failed", "get", "http://127.0.0.1:1/x"])
+            #expect(bogus.status == 64)
             #expect(bogus.stderrLines == usageError("unknown option '--failed'", command: nil))
             #expect(!FileManager.default.fileExists(atPath: cache))
         }

@@ -1,8 +1,6 @@
 /// The one line `mediafetch` writes for a usage error (exit 64): what is
-/// wrong, as a sentence, then where the usage is (`command`'s help; nil:
-/// mediafetch's own).
+/// wrong, then where the usage is (`command`'s help; nil: mediafetch's own).
 func usageError(_ problem: String, command: String? = "get") -> [String] {
     let name = ["mediafetch", command].compactMap { $0 }.joined(separator: " ")
-    let sentence = problem.hasSuffix(".") || problem.hasSuffix("?") ? problem : problem + "."
-    return ["mediafetch: \(sentence) See '\(name) --help'."]
+    return ["mediafetch: \(problem) (see '\(name) --help')"]
 }
