@@ -145,11 +145,32 @@ public enum URLList {
             return line.first(where: { !URLList.isBlank($0) }) == UInt8(ascii: "#")
         }
 
-        /// A NUL byte in the `line`th line, which is not a URL: the file is no
-        /// text (a photo given as the list said "not UTF-8 text" for ten
-        /// lines). Said alone: the bad lines before it were bytes of the same file.
-        private func binaryData(line: Int) -> InputError {
-            InputError(problems: ["\(source): binary data, not a list of URLs (line \(line) holds a NUL byte)"])
+        /// A line that is not a URL and holds a NUL byte (`bytes`, the
+        /// `number`th), noted as a bad line among the others when URLs came
+        /// before it (a list cut off by a crash, its end NULs); else thrown
+        /// at once, alone, naming what the file is: UTF-16 text without a
+        /// byte order mark (every other byte NUL), URLs separated by NULs
+        /// (`find -print0`), or binary data (a photo given as the list said
+        /// "not UTF-8 text" for ten of its lines).
+        private mutating func noteNUL(in bytes: ArraySlice<UInt8>, line number: Int) throws(InputError) {
+            guard urls.count == 0 else {
+                try note("\(source):\(number): holds a NUL byte")
+                return
+            }
+            let evenNUL = stride(from: bytes.startIndex, to: bytes.endIndex, by: 2).allSatisfy { bytes[$0] == 0 }
+            let oddNUL = stride(from: bytes.startIndex + 1, to: bytes.endIndex, by: 2).allSatisfy { bytes[$0] == 0 }
+            if bytes.count >= 4, evenNUL != oddNUL {
+                // Line 1 opens the file: Windows' little-endian text puts the NUL second.
+                let order = number == 1 && evenNUL ? "UTF-16BE" : "UTF-16LE"
+                throw InputError(problems: ["\(source): UTF-16 text without a byte order mark, not UTF-8 "
+                    + "(iconv -f \(order) -t UTF-8 converts it)"])
+            }
+            let pieces = bytes.split(separator: 0)
+            if !pieces.isEmpty, pieces.allSatisfy({ RequestTarget.startsWithHTTPScheme($0) }) {
+                throw InputError(problems: ["\(source): URLs separated by NUL bytes (find -print0), not one a line "
+                    + "(tr '\\0' '\\n' converts it)"])
+            }
+            throw InputError(problems: ["\(source): binary data, not a list of URLs (line \(number) holds a NUL byte)"])
         }
 
         /// "FILE:LINE: line longer than … bytes" for the `line`th line.
@@ -177,7 +198,10 @@ public enum URLList {
             do {
                 urls.append(try RequestTarget(String(line)).url)
             } catch {
-                if line.utf8.contains(0) { throw binaryData(line: lineNumber) }
+                if line.utf8.contains(0) {
+                    try noteNUL(in: Array(line.utf8)[...], line: lineNumber)
+                    return
+                }
                 try note("\(source):\(lineNumber): \(error.message)")
             }
         }
@@ -221,8 +245,11 @@ public enum URLList {
                 return
             }
             guard let text = String(validating: line, as: UTF8.self) else {
-                if line.contains(0) { throw binaryData(line: lineNumber + 1) }
-                try note("\(source):\(lineNumber + 1): not UTF-8 text")
+                if line.contains(0) {
+                    try noteNUL(in: line, line: lineNumber + 1)
+                } else {
+                    try note("\(source):\(lineNumber + 1): not UTF-8 text")
+                }
                 lineNumber += 1
                 return
             }

@@ -1109,7 +1109,7 @@ public struct RequestTarget: Sendable, Equatable {
     }
 
     /// Whether `bytes` begin with `http://` or `https://`, whatever their case.
-    private static func startsWithHTTPScheme(_ bytes: ArraySlice<UInt8>) -> Bool {
+    public static func startsWithHTTPScheme(_ bytes: ArraySlice<UInt8>) -> Bool {
         equalsIgnoringCase(bytes.prefix(7), "http://") || equalsIgnoringCase(bytes.prefix(8), "https://")
     }
 

@@ -201,11 +201,33 @@ import TestSupport
             #expect(throws: InputError("\(path): binary data, not a list of URLs (line 3 holds a NUL byte)")) {
                 try URLList.read(path: path)
             }
-            // ASCII with a NUL: as binary.
-            try Data(Array("http://a/1.jpg\nab".utf8) + [0x00] + Array("cd\n".utf8)).write(to: URL(fileURLWithPath: path))
-            #expect(throws: InputError("\(path): binary data, not a list of URLs (line 2 holds a NUL byte)")) {
+            // Junk with a NUL before any URL: binary.
+            try Data(Array("ab".utf8) + [0x00] + Array("cd\nhttp://a/1.jpg\n".utf8)).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): binary data, not a list of URLs (line 1 holds a NUL byte)")) {
                 try URLList.read(path: path)
             }
+        }
+    }
+
+    /// A NUL byte is not always a binary file: UTF-16 without its byte
+    /// order mark, URLs separated by NULs, and a list whose end a crash
+    /// filled with NULs each say what they are.
+    @Test func aListWithNULBytesSaysWhatItIs() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("urls.txt")
+            let utf16: [UInt8] = Array("http://a/1.jpg\nhttp://a/2.jpg\n".utf8).flatMap { [$0, UInt8(0)] }
+            try Data(utf16).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): UTF-16 text without a byte order mark, not UTF-8 (iconv -f UTF-16LE -t UTF-8 converts it)")) {
+                try URLList.read(path: path)
+            }
+            try Data(Array("http://a/1.jpg\0https://a/2.jpg\0".utf8)).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError(#"\#(path): URLs separated by NUL bytes (find -print0), not one a line (tr '\0' '\n' converts it)"#)) {
+                try URLList.read(path: path)
+            }
+            // Cut off by a crash: the URLs before are kept in the count, the NULs are a bad line among the others.
+            try Data(Array("http://a/1.jpg\nnot a url\n".utf8) + [UInt8](repeating: 0, count: 4096)).write(to: URL(fileURLWithPath: path))
+            let cut = #expect(throws: InputError.self) { try URLList.read(path: path) }
+            #expect(cut?.problems == ["\(path):2: not a URL: not a url", "\(path):3: holds a NUL byte"])
         }
     }
 
