@@ -128,7 +128,7 @@ public struct EntryFormatter: Sendable {
     }
 
     /// Cuts `row`'s cell `column` to `widths[column]`, then its last cell as
-    /// `fittedLast` does; returns whether either was cut.
+    /// `fittedLast` does, with `cuttingLast`; returns whether either was cut.
     static func fitted(_ row: inout [String], cutting column: Int, widths: [Int], columns: Int,
                        cuttingLast: (String, Int) -> String = { DisplayText.elidingMiddle($0, toWidth: $1) }) -> Bool {
         let cell = DisplayText.elidingMiddle(row[column], toWidth: widths[column])
@@ -168,7 +168,7 @@ public struct EntryFormatter: Sendable {
         return columns
     }
 
-    /// The narrowest a title or URL is cut to (see `fittedLast`).
+    /// The narrowest a last cell (a title, URL or reason) is cut to (see `fittedLast`).
     static let leastFittedWidth = 20
 
     /// The columns a table on a terminal leaves its last cells (titles)
@@ -198,8 +198,9 @@ public struct EntryFormatter: Sendable {
     }
 
     /// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
-    /// Looked for scalar by scalar: as `Character`s, CRLF is one that is neither
-    /// CR nor LF, and a comma or quote with a combining mark after it is neither.
+    /// Looked for byte by byte (and quotes doubled scalar by scalar): as
+    /// `Character`s, CRLF is one that is neither CR nor LF, and a comma or
+    /// quote with a combining mark after it is neither.
     static func csvField(_ text: String) -> String {
         guard text.utf8.contains(where: isCSVSpecial) else { return text }
         var quoted = String.UnicodeScalarView()
