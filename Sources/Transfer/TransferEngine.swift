@@ -957,7 +957,11 @@ public struct RequestTarget: Sendable, Equatable {
         guard bytes.count >= colon + 3, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
             throw TransferError(.unsupportedURL, "not a URL: \(shown())")
         }
-        if let blankAt = bytes.firstIndex(where: { $0 <= 0x20 || $0 == 0x7f }) {
+        // C1 controls (U+0080 to U+009F, NEL among them) too: as escapes in the path they made a second URL part of the first.
+        if let blankAt = bytes.indices.first(where: { index in
+            bytes[index] <= 0x20 || bytes[index] == 0x7f
+                || bytes[index] == 0xC2 && index + 1 < bytes.count && (0x80...0x9F).contains(bytes[index + 1])
+        }) {
             // Said, not just refused: "not a URL" for a URL with a space in it read as a bug.
             // (%20 mends a path or a password, not a host name: "exa mple.com" is a slip.)
             let endsAuthority = { (byte: UInt8) in byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") }
@@ -975,6 +979,12 @@ public struct RequestTarget: Sendable, Equatable {
         let authorityEnd = bytes[authorityStart...].firstIndex(where: {
             $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#")
         }) ?? bytes.count
+        // A second URL joined to this one by what a URL may hold (`a.jpg,http://u:pw@h/b.jpg`, a
+        // no-break space) was fetched as its path, and that URL's password stored and shown with it.
+        if Self.holdsAURLWithAPassword(bytes[authorityEnd...]) {
+            throw TransferError(.unsupportedURL, "not a URL, it holds a second one, with a password "
+                + "(one URL a line, or an argument each): \(shown())")
+        }
         var authority = bytes[authorityStart..<authorityEnd]
         // The first '@' ends the userinfo, as libcurl reads it: an unencoded '@'
         // in a password leaves one in the host, which is refused below.
@@ -1106,6 +1116,19 @@ public struct RequestTarget: Sendable, Equatable {
         default:
             false
         }
+    }
+
+    /// Whether `bytes` (a URL's path, query and fragment) hold a `://`
+    /// followed by a user and password (`user:pass@` before any `/`, `?` or `#`).
+    private static func holdsAURLWithAPassword(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var index = bytes.startIndex
+        while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
+            index = colon + 1
+            guard bytes[index...].starts(with: [UInt8(ascii: "/"), UInt8(ascii: "/")]) else { continue }
+            let authority = bytes[(colon + 3)...].prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+            if let at = authority.firstIndex(of: UInt8(ascii: "@")), authority[..<at].contains(UInt8(ascii: ":")) { return true }
+        }
+        return false
     }
 
     /// Whether `bytes` begin with `http://` or `https://`, whatever their case.

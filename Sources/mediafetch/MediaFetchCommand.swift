@@ -127,11 +127,12 @@ struct MediaFetchCommand: AsyncParsableCommand {
     /// wrong, then where the usage is (`command`'s help; nil: mediafetch's own),
     /// in parentheses (a full stop after a path read as part of it).
     /// The parser's words begin in lower case, as mediafetch's own do ("unknown
-    /// option", not "Unknown option"), and a value of thousands of characters
-    /// is not echoed whole.
+    /// option", not "Unknown option"), a value of thousands of characters
+    /// is not echoed whole, and passwords in URLs are hidden.
     static func writeUsageError(_ problem: String, for command: (any ParsableCommand.Type)?) {
         let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
-        var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(problem), toWidth: 400, asURL: false)
+        // A URL given where a command or a value was (`mediafetch http://u:pw@h/a.jpg`) keeps its password hidden.
+        var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(RedactedURL.inText(problem)), toWidth: 400, asURL: false)
         if let first = shown.first, first.isUppercase, shown.dropFirst().first?.isLowercase == true {
             shown = first.lowercased() + shown.dropFirst()
         }

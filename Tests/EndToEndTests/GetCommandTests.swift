@@ -1874,6 +1874,13 @@ import TestSupport
             let url = try await BuiltProducts.run(["get", "--cache", cache, "http://127.0.0.1:1/a\nb.jpg"])
             #expect(url.status == 2)
             #expect(url.stderrLines == [#"mediafetch: not a URL, it holds a control character: http://127.0.0.1:1/a\u{A}b.jpg"#])
+            // A URL given where a command or a value was keeps its password hidden in the usage error.
+            for arguments in [["http://ann:secret@127.0.0.1:1/a.jpg"], ["get", "--jobs", "http://ann:secret@127.0.0.1:1/a.jpg"],
+                              ["list", "--cache", cache, "http://ann:secret@127.0.0.1:1/a.jpg"]] {
+                let misplaced = try await BuiltProducts.run(arguments)
+                #expect(misplaced.status == 64 && misplaced.stderr.contains("ann:***@") && !misplaced.stderr.contains("secret"),
+                        "\(misplaced.stderr)")
+            }
             // The second of two URLs a line break joins keeps its password hidden, in text and in JSON.
             for progress in ["auto", "json"] {
                 let two = try await BuiltProducts.run(["get", "--cache", cache, "--progress", progress,

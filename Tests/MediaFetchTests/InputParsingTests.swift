@@ -44,6 +44,20 @@ import TestSupport
         #expect(throws: InputError("not a URL, it holds two (one URL a line, or an argument each): http://a/1.jpg\thttp://a/2.jpg")) {
             try URLList.validate(["http://a/1.jpg\thttp://a/2.jpg"])
         }
+        // Joined by what a URL may hold, the second URL's password was fetched, stored and shown as a path.
+        for between in [",", "|", ";", "\u{A0}", "\u{2028}", "\u{3000}"] {
+            let joined = "http://a/1.jpg\(between)http://u:pw@h/2.jpg"
+            #expect(throws: InputError("not a URL, it holds a second one, with a password (one URL a line, or an argument each): \(joined)")) {
+                try URLList.validate([joined])
+            }
+        }
+        // A URL in a path, or a query, without a password is a URL's own (the Wayback Machine's).
+        #expect(try URLList.validate(["http://web.archive.org/web/2020/http://example.com/a.jpg"]).count == 1)
+        #expect(try URLList.validate(["http://a/r?to=https://u@h/x:y"]).count == 1)
+        // C1 controls are control characters, as ASCII's are (NEL was taken into the path).
+        #expect(throws: InputError("not a URL, it holds a control character: http://a/1.jpg\u{85}http://a/2.jpg")) {
+            try URLList.validate(["http://a/1.jpg\u{85}http://a/2.jpg"])
+        }
         for quoted in ["\"http://a/1.jpg\"", "'http://a/1.jpg'", "\"http://a/1.jpg"] {
             #expect(throws: InputError("not a URL, it is in quotes (write it without them): \(quoted)")) {
                 try URLList.validate([quoted])
@@ -600,6 +614,14 @@ import TestSupport
         #expect(RedactedURL.inText("bad port in URL: http://[::1]:99999/a@b.jpg") == "bad port in URL: http://[::1]:99999/a@b.jpg")
         // A port and an '@' in the path are not a password.
         #expect(RedactedURL.inText("failed http://host:8080/a@b.jpg: HTTP 404") == "failed http://host:8080/a@b.jpg: HTTP 404")
+        // Every user:password@ in a word, a mistyped URL's too, is hidden: an error quotes what was given.
+        #expect(RedactedURL.inText("not a URL, it holds a second one: http://a/1.jpg,http://u:pw@h/2.jpg")
+                == "not a URL, it holds a second one: http://a/1.jpg,http://u:***@h/2.jpg")
+        for (typed, shown) in [("u:pw@h/b.jpg", "u:***@h/b.jpg"), ("//u:pw@h/b", "//u:***@h/b"), ("http:/u:pw@h/b", "http:/u:***@h/b"),
+                               ("http:u:pw@h/b", "http:***@h/b"), (#"http:\u:pw@h/b"#, #"http:\u:***@h/b"#),
+                               ("'http://u:pw@h/a.jpg'", "'http://u:***@h/a.jpg'"), ("a@b:c@d", "a@b:***@d")] {
+            #expect(RedactedURL.inText("not a URL: \(typed)") == "not a URL: \(shown)")
+        }
         // Two URLs with a line break, a tab or another control between them are two words.
         for between in ["\n", "\r\n", "\t", "\u{1B}", "\u{2028}"] {
             #expect(RedactedURL.inText("not a URL: http://a/1.jpg\(between)http://ann:secret@h/2.jpg")

@@ -23,7 +23,11 @@ public enum RedactedURL {
         var redacted = ""
         var wordStart = text.startIndex
         func take(_ word: Substring) {
-            redacted += word.contains("://") && word.contains("@") ? leniently(String(word)) : String(word)
+            guard word.contains("@") else {
+                redacted += word
+                return
+            }
+            redacted += maskingEveryUserPassword(word.contains("://") ? leniently(String(word)) : String(word))
         }
         for index in text.indices where endsWord(text[index]) {
             take(text[wordStart..<index])
@@ -32,6 +36,27 @@ public enum RedactedURL {
         }
         take(text[wordStart...])
         return redacted
+    }
+
+    /// `word` with the password of every `user:password@` in it hidden, not
+    /// only its URL's own: a second URL joined to the first by a character
+    /// a URL may hold (`a.jpg,http://u:pw@h/b.jpg`), and a URL mistyped
+    /// (`u:pw@host/a.jpg`, `//u:pw@host`, `http:/u:pw@host`, `http:\\u:pw@host`).
+    /// What stands between the last `/` or `\` before an `@` (or the word's
+    /// start) and that `@`, when it holds a `:`, is taken for a user and a
+    /// password: an error may hide a little too much, never a password.
+    private static func maskingEveryUserPassword(_ word: String) -> String {
+        var characters = Array(word)
+        var searchEnd = characters.count
+        while let at = characters[..<searchEnd].lastIndex(of: "@") {
+            let start = characters[..<at].lastIndex(where: { $0 == "/" || $0 == "\\" || $0 == "@" }).map { $0 + 1 } ?? 0
+            if let colon = characters[start..<at].firstIndex(of: ":"), Array(characters[(colon + 1)..<at]) != Array("***") {
+                characters.replaceSubrange((colon + 1)..<at, with: Array("***"))
+            }
+            // On before the segment (its delimiter too, an `@` of its own): the indices there are unchanged.
+            searchEnd = start
+        }
+        return String(characters)
     }
 
     private static func endsWord(_ character: Character) -> Bool {
