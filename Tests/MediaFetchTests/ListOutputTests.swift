@@ -125,12 +125,21 @@ import Transfer
         #expect(DisplayText.elidingMiddle("http://10.200.30.4:8080/a.jpg", toWidth: 19) == "http://10.200…a.jpg")
         #expect(DisplayText.elidingMiddle("http://10.200.30.4:8080/a.jpg", toWidth: 27) == "http://10.200.30.4…a.jpg")
         #expect(DisplayText.elidingMiddle("http://[2001:db8::1]:8080/a.jpg", toWidth: 20) == "http://[2001…a.jpg")
+        // A user name gives way first, whole: it read as the host.
+        let withUser = "http://www.bank.example.com@127.0.0.1:34567/photos/090.jpg"
+        #expect(DisplayText.elidingMiddle(withUser, toWidth: 40) == "http://…@127.0.0.1:34567/photos/090.jpg")
+        #expect(DisplayText.elidingMiddle(withUser, toWidth: 90) == withUser)
+        for width in 8..<DisplayText.displayWidth(withUser) {
+            let cut = DisplayText.elidingMiddle(withUser, toWidth: width)
+            #expect(DisplayText.displayWidth(cut) <= width && (!cut.contains("bank") || cut.contains("bank.example.com@127.0.0.1:34567/")),
+                    "width \(width): \(cut)")
+        }
         // Every width: the "…" never stands between two digits of the host or port
         // (nor two hex digits of an IPv6 literal), and the tail never begins before the path.
         let urls = ["http://127.0.0.1:47311/zvuky/Žilina-námestie.jpg", "http://10.200.30.4:8080/a/b/photo-123.jpg",
                     "https://live.staticflickr.com/65535/48788868917_474f051e76.jpg", "http://10.200.30.4:8080/a.jpg",
                     "http://media.example.org:47311/x.jpg", "http://[2001:db8::1]:8080/a.jpg", "http://127.0.0.1:47311",
-                    "http://user@192.168.100.200:8443/photos/2026/IMG_1.jpg"]
+                    "http://192.168.100.200:8443/photos/2026/IMG_1.jpg"]
         for url in urls {
             let characters = Array(url)
             let hostStart = url.hasPrefix("https") ? 8 : 7

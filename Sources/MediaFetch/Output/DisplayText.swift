@@ -50,7 +50,8 @@ public enum DisplayText {
     /// from its start, but never a number of its host or port cut short
     /// (`http://127.0.0.1:473…` read as port 473: the port gives way whole,
     /// `http://127.0.0.1…`), and its tail never reaches back into them
-    /// (`…80/a.jpg` read as port 80); a URL with a query keeps its path
+    /// (`…80/a.jpg` read as port 80); a user name before the host gives way
+    /// first, whole (`http://…@127.0.0.1:34567/…`); a URL with a query keeps its path
     /// before any of the query, which is cut at its end
     /// (`…/IMG_0097.jpg?X-Amz-Algorithm=…`: signed links' queries end alike,
     /// and every row read `…host&X-Amz-Expires=3600`). Other text, and any
@@ -79,6 +80,13 @@ public enum DisplayText {
         var head: [Character]
         if displayWidth(String(site)) + 1 + displayWidth(String(name)) <= width {
             head = Array(site)
+        } else if let at = site.lastIndex(of: "@") {
+            // A user gives way first, whole: cut, `http://www.bank.example@127.0.0.1/…` read as that host.
+            let scheme = String(text.prefix(hostStart))
+            // Too narrow for any of the host beside the scheme: the scheme alone.
+            guard width - 2 > hostStart + 1 else { return String(scheme.prefix(width - 1)) + "…" }
+            let cut = elidingMiddle(scheme + text[text.index(after: at)...], toWidth: width - 2)
+            return scheme + "…@" + cut.dropFirst(scheme.count)
         } else {
             head = withNoNumberCutShort(prefix(of: characters, width: threeFifths), of: characters, hostStart: hostStart, siteLength: site.count)
             // A tail longer than the path would begin in the port or host: the head takes those columns.
