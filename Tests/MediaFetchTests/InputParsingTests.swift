@@ -537,6 +537,17 @@ import TestSupport
         #expect(DisplayText.displayWidth("서울") == 4)
         #expect(DisplayText.displayWidth("e\u{301}te\u{301}") == 3)
         #expect(DisplayText.displayWidth("a\u{200B}b\u{FEFF}") == 2)
+        // A terminal counts by the scalar: spacing vowel signs, halfwidth voicing marks and a
+        // conjunct's letters take a column each (rows with them wrapped); an emoji sequence's
+        // later parts and Hangul's medial and final jamo do not.
+        #expect(DisplayText.displayWidth("दुनिया") == 5)
+        #expect(DisplayText.displayWidth("नमस्ते") == 4)
+        #expect(DisplayText.displayWidth("ﾊﾟﾝﾀﾞ") == 5)
+        #expect(DisplayText.displayWidth("น้ำ") == 2)
+        #expect(DisplayText.displayWidth("\u{1112}\u{1161}\u{11AB}") == 2)
+        for emoji in ["👍🏽", "👨\u{200D}👩\u{200D}👧", "🇸🇰", "1\u{FE0F}\u{20E3}"] {
+            #expect(DisplayText.displayWidth(emoji) == 2, "\(emoji)")
+        }
         let table = TextTable.render(header: ["COLLECTION", "URL"], rows: [["写真写真", "http://a/1"], ["abcdefgh", "http://a/2"]],
                                      rightAligned: [])
         let lines = table.split(separator: "\n").map(String.init)

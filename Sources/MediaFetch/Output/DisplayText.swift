@@ -159,7 +159,25 @@ public enum DisplayText {
             return 0
         }
         // U+FE0F widens only what it asks to draw as an emoji: after a letter terminals ignore it.
-        return isWide(first) || first.properties.isEmoji && character.unicodeScalars.contains("\u{FE0F}") ? 2 : 1
+        let width = isWide(first) || first.properties.isEmoji && character.unicodeScalars.contains("\u{FE0F}") ? 2 : 1
+        return width + character.unicodeScalars.dropFirst().reduce(0) { $0 + (takesAColumnAfterAnother($1) ? (isWide($1) ? 2 : 1) : 0) }
+    }
+
+    /// Whether a scalar after the first of a character takes columns of its
+    /// own on a terminal (which counts by the scalar): a spacing vowel sign
+    /// (Devanagari's ि in नि), halfwidth kana's voicing marks (ﾊﾟ), a letter
+    /// of an Indic conjunct (the त of स्त) take one. Marks that do not
+    /// space, joiners, selectors and tags take none; nor do an emoji
+    /// sequence's later parts (a skin tone, a flag's second letter) and
+    /// Hangul's medial and final jamo, drawn into the cell before them.
+    private static func takesAColumnAfterAnother(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .spacingMark, .modifierLetter, .otherLetter, .lowercaseLetter, .uppercaseLetter, .titlecaseLetter,
+             .decimalNumber, .letterNumber, .otherNumber:
+            return !scalar.properties.isEmoji && !(0x1160...0x11FF).contains(scalar.value) && !(0xD7B0...0xD7FF).contains(scalar.value)
+        default:
+            return false
+        }
     }
 
     /// East Asian Wide and Fullwidth ranges (Unicode's EastAsianWidth.txt, W and F),
