@@ -352,7 +352,7 @@ import TestSupport
             #expect(onTerminal.contains("night") && onTerminal.contains("http://127.0.0.1:") && onTerminal.hasSuffix("/IMG_0042.jpg"),
                     "\(text)")
             #expect(DisplayText.displayWidth(onTerminal) <= 80, "\(text)")
-            #expect(rows.filter { $0 == "mediafetch: note: … marks cut text; --format csv or a pipe shows it whole" }.count == 2, "\(text)")
+            #expect(rows.filter { $0 == "mediafetch: note: … marks cut text; a pipe or CSV has it whole" }.count == 2, "\(text)")
             #expect(text.contains("EXIT=0"), "\(text)")
             // Through the pipe, whole (wrapped by the terminal onto a second row).
             let piped = rows.drop { !$0.contains("EXIT=") }.joined()

@@ -88,5 +88,6 @@ struct List: AsyncParsableCommand {
 
     /// The note for a table with cells cut to fit the terminal (short enough
     /// for 80 columns).
-    private static let cutNote = "… marks cut text; --format csv or a pipe shows it whole"
+    /// Under 64 columns, the narrowest terminal a table is fitted to, with its "mediafetch: note: ".
+    private static let cutNote = "… marks cut text; a pipe or CSV has it whole"
 }
