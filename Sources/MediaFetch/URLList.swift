@@ -157,16 +157,20 @@ public enum URLList {
                 try note("\(source):\(number): holds a NUL byte")
                 return
             }
-            let evenNUL = stride(from: bytes.startIndex, to: bytes.endIndex, by: 2).allSatisfy { bytes[$0] == 0 }
-            let oddNUL = stride(from: bytes.startIndex + 1, to: bytes.endIndex, by: 2).allSatisfy { bytes[$0] == 0 }
-            if bytes.count >= 4, evenNUL != oddNUL {
-                // Line 1 opens the file: Windows' little-endian text puts the NUL second.
-                let order = number == 1 && evenNUL ? "UTF-16BE" : "UTF-16LE"
-                throw InputError(problems: ["\(source): UTF-16 text without a byte order mark, not UTF-8 "
-                    + "(iconv -f \(order) -t UTF-8 converts it)"])
+            // UTF-32 (three NULs in four bytes) before UTF-16 (one in two): the one byte of text in
+            // each unit. Line 1 opens the file: little-endian text, Windows', has it first.
+            for unit in [4, 2] where bytes.count >= 2 * unit {
+                let texts = (0..<unit).filter { offset in
+                    stride(from: bytes.startIndex + offset, to: bytes.endIndex, by: unit).contains { bytes[$0] != 0 }
+                }
+                guard texts.count == 1, let offset = texts.first else { continue }
+                let order = number == 1 && offset == unit - 1 ? "BE" : "LE"
+                throw InputError(problems: ["\(source): UTF-\(unit * 8) text without a byte order mark, not UTF-8 "
+                    + "(iconv -f UTF-\(unit * 8)\(order) -t UTF-8 converts it)"])
             }
             let pieces = bytes.split(separator: 0)
-            if !pieces.isEmpty, pieces.allSatisfy({ RequestTarget.startsWithHTTPScheme($0) }) {
+            // A NUL after each URL (not before the first: that is a file's junk).
+            if bytes.first != 0, !pieces.isEmpty, pieces.allSatisfy({ RequestTarget.startsWithHTTPScheme($0) }) {
                 throw InputError(problems: ["\(source): URLs separated by NUL bytes (find -print0), not one a line "
                     + "(tr '\\0' '\\n' converts it)"])
             }
@@ -217,6 +221,9 @@ public enum URLList {
         private mutating func line(_ raw: ArraySlice<UInt8>) throws(InputError) {
             // Notepad's "Unicode": every other byte a NUL, which gave two
             // baffling errors a URL until the cap, and never said why.
+            if lineNumber == 0, raw.starts(with: [0xFF, 0xFE, 0, 0]) || raw.starts(with: [0, 0, 0xFE, 0xFF]) {
+                throw InputError(problems: problems + ["\(source): UTF-32 text, not UTF-8 (iconv -f UTF-32 -t UTF-8 converts it)"])
+            }
             if lineNumber == 0, raw.starts(with: [0xFF, 0xFE]) || raw.starts(with: [0xFE, 0xFF]) {
                 throw InputError(problems: problems + ["\(source): UTF-16 text, not UTF-8 (iconv -f UTF-16 -t UTF-8 converts it)"])
             }

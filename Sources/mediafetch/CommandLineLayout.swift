@@ -205,6 +205,28 @@ enum CommandLineLayout {
         return nil
     }
 
+    /// The parser's own few messages of several lines read as one
+    /// ("Unknown option '-ifoo'\n   or: Missing value…", "…'foo'.\nPlease use…"):
+    /// a line break after `.` or `:`, or before an indented line, is a space.
+    /// Any other is a value's (`--cacert $'a\nb'`), kept to be shown as `\u{A}`.
+    static func joiningParserLines(_ message: String) -> String {
+        var joined = ""
+        var rest = Substring(message)
+        while let lineBreak = rest.firstIndex(of: "\n") {
+            let before = rest[..<lineBreak], after = rest[rest.index(after: lineBreak)...]
+            let indented = after.first == " " || after.first == "\t"
+            joined += before
+            if indented || before.last == "." || before.last == ":" {
+                joined += " "
+                rest = after.drop { $0 == " " || $0 == "\t" }
+            } else {
+                joined += "\n"
+                rest = after
+            }
+        }
+        return joined + rest
+    }
+
     /// `bytes` as text with each byte that is not part of valid UTF-8 shown
     /// as `\xHH`, or nil when all of it is valid. Swift reads arguments and
     /// the environment with such bytes replaced by U+FFFD: a `--cache` of

@@ -111,9 +111,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
                 try parsed.run()
             }
         } catch {
-            // The parser's own few messages of several lines ("…\n   or: …") read as one.
-            let problem = message(for: error).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-                .joined(separator: " ")
+            let problem = CommandLineLayout.joiningParserLines(message(for: error))
             // An `ExitCode` thrown after its message was written has no text of its own.
             if exitCode(for: error) == .validationFailure, !problem.isEmpty {
                 writeUsageError(problem, for: command)

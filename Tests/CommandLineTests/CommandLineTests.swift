@@ -20,6 +20,16 @@ import Testing
         #expect(CommandLineLayout.leadingOptionWithoutValue(in: ["get", "--cache"]) == nil)
     }
 
+    /// A usage error is one line: the parser's own line breaks become spaces,
+    /// a value's stays, to be shown as an escape.
+    @Test func theParsersLinesAreJoinedAndAValuesLineBreakKept() {
+        #expect(CommandLineLayout.joiningParserLines("Unknown option '-ifoo'\n   or: Missing value for '-i <file>'")
+                == "Unknown option '-ifoo' or: Missing value for '-i <file>'")
+        #expect(CommandLineLayout.joiningParserLines("for 'foo'.\nPlease use it with one of:\n    zsh bash")
+                == "for 'foo'. Please use it with one of: zsh bash")
+        #expect(CommandLineLayout.joiningParserLines("--cacert: cannot read /non\nexist") == "--cacert: cannot read /non\nexist")
+    }
+
     @Test func helpNeedsNoCache() {
         #expect(CommandLineLayout.placingGlobalOptions(["--cache", "/c", "help", "get"]) == ["help", "get"])
     }

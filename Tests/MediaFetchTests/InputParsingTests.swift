@@ -234,6 +234,21 @@ import TestSupport
             #expect(throws: InputError("\(path): UTF-16 text without a byte order mark, not UTF-8 (iconv -f UTF-16LE -t UTF-8 converts it)")) {
                 try URLList.read(path: path)
             }
+            // UTF-32 is not called UTF-16: its iconv would leave NULs in.
+            let utf32: [UInt8] = Array("http://a/1.jpg\n".utf8).flatMap { [0, 0, 0, $0] }
+            try Data(utf32).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): UTF-32 text without a byte order mark, not UTF-8 (iconv -f UTF-32BE -t UTF-8 converts it)")) {
+                try URLList.read(path: path)
+            }
+            try Data([0xFF, 0xFE, 0, 0] + Array("h".utf8) + [0, 0, 0]).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): UTF-32 text, not UTF-8 (iconv -f UTF-32 -t UTF-8 converts it)")) {
+                try URLList.read(path: path)
+            }
+            // NULs before a URL are a file's junk, not print0's separators.
+            try Data([0, 0] + Array("http://a/1.jpg\n".utf8)).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): binary data, not a list of URLs (line 1 holds a NUL byte)")) {
+                try URLList.read(path: path)
+            }
             try Data(Array("http://a/1.jpg\0https://a/2.jpg\0".utf8)).write(to: URL(fileURLWithPath: path))
             #expect(throws: InputError(#"\#(path): URLs separated by NUL bytes (find -print0), not one a line (tr '\0' '\n' converts it)"#)) {
                 try URLList.read(path: path)
