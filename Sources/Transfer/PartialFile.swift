@@ -62,7 +62,17 @@ final class PartialFile {
         let shard = Self.shardDirectory(directory, key: key)
         let sharedPath = "\(shard)/\(key).part"
         var opened = HashingWriter.OpenedFile.unknown
-        if let (fd, isDirect) = try Self.createLocked(sharedPath, direct: direct) {
+        // A partial found and gone before it was locked (another process moved its
+        // finished body into the store) is made afresh: it is not one this process held.
+        var found = Self.LockedPartial.gone
+        var created: (Int32, Bool)?
+        for _ in 0..<8 {
+            created = try Self.createLocked(sharedPath, direct: direct)
+            if created != nil { break }
+            found = Self.openLocked(sharedPath)
+            guard case .gone = found else { break }
+        }
+        if let (fd, isDirect) = created {
             // The common case: no partial yet, so nothing to check or resume.
             Self.heldHere(sharedPath)
             opened = .fresh(direct: isDirect)
@@ -70,7 +80,7 @@ final class PartialFile {
             descriptor = fd
             validatorPath = sharedPath + ".validator"
             resumable = nil
-        } else if let fd = Self.openLocked(sharedPath) {
+        } else if case .locked(let fd) = found {
             Self.heldHere(sharedPath)
             path = sharedPath
             descriptor = fd
@@ -624,41 +634,56 @@ final class PartialFile {
         return (fd, isDirect)
     }
 
-    /// Opens `path` and takes an exclusive lock without waiting. Retries when
-    /// the file was renamed away between `open` and `flock` (a finished body).
-    /// A read-only partial (see the type's comment) is made writable first,
+    /// Opens `path` and takes an exclusive lock without waiting; `.gone` when
+    /// there is nothing at the name or the file was renamed away between
+    /// `open` and `flock` (a finished body). A read-only partial (see the type's comment) is made writable first,
     /// under its lock. A link at the name is removed, never followed: the
     /// directory is writable by everyone sharing the cache, and a link to
     /// another of this user's files had the download written over it.
     /// Anything else that is not a file is left alone (the download goes
     /// to a private file).
-    private static func openLocked(_ path: String) -> Int32? {
+    /// What `openLocked` found at a partial's name.
+    private enum LockedPartial {
+        /// The partial, locked by this process.
+        case locked(Int32)
+        /// Nothing at the name, or not the file that was locked any more
+        /// (renamed away between `open` and `flock`: a finished body moved
+        /// into the store): to be made afresh.
+        case gone
+        /// Held by another process, or no file of this user's to write.
+        case notOurs
+    }
+
+    private static func openLocked(_ path: String) -> LockedPartial {
         for _ in 0..<8 {
-            let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, writableMode)
+            // Not created here: a name found empty is made by `createLocked`, as a fresh partial.
+            let fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            if fd < 0, errno == ENOENT { return .gone }
             if fd < 0, errno == EACCES {
                 if makeWritable(path) { continue }
-                return nil
+                return .notOurs
             }
             if fd < 0, errno == ELOOP {
-                if unlink(path) == 0 || errno == ENOENT { continue }
-                return nil
+                if unlink(path) == 0 || errno == ENOENT { return .gone }
+                return .notOurs
             }
-            guard fd >= 0 else { return nil }
+            guard fd >= 0 else { return .notOurs }
             // A file of this user's, by one name: a hard link put there to another of
             // its files (where the system allows one) would be truncated and written over.
             var info = stat()
             guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1, info.st_uid == geteuid() else {
                 _ = systemClose(fd)
-                return nil
+                return .notOurs
             }
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 _ = systemClose(fd)
-                return nil
+                return .notOurs
             }
-            if isFile(fd, at: path) { return fd }
+            if isFile(fd, at: path) { return .locked(fd) }
             _ = mf_close_unlocking(fd)
+            return .gone
         }
-        return nil
+        return .notOurs
     }
 
     /// The stable part of a URL's partial name: 40 hex digits of the SHA-256
