@@ -135,6 +135,9 @@ public enum URLList {
             pending.append(contentsOf: tail)
             guard pending.count > URLList.maxLineBytes else { return }
             lineNumber += 1
+            // No line break in 33 KiB, and a NUL before any URL: what the file is is said at once
+            // (`find -print0` writes no line break at all; /dev/zero is binary data).
+            if urls.count == 0, pending.contains(0) { try noteNUL(in: pending[...], line: lineNumber) }
             skipping = isComment(pending[...]) ? .comment : .longLine(line: lineNumber, bytes: pending.count)
             pending.removeAll(keepingCapacity: true)
         }

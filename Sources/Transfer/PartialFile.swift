@@ -97,7 +97,7 @@ final class PartialFile {
         } else if !privateIfHeld, !Self.lockedHere.withLock({ $0.contains(sharedPath) }) {
             throw Self.heldElsewhere
         } else {
-            // Another process holds this URL's partial: download privately, without resume.
+            // Another process holds this URL's partial (or it vanished at every look): download privately, without resume.
             path = "\(shard)/\(key).\(Self.privateName()).tmp"
             let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, Self.readOnlyMode)
             guard fd >= 0 else { throw Self.error("cannot create", path) }
@@ -634,14 +634,6 @@ final class PartialFile {
         return (fd, isDirect)
     }
 
-    /// Opens `path` and takes an exclusive lock without waiting; `.gone` when
-    /// there is nothing at the name or the file was renamed away between
-    /// `open` and `flock` (a finished body). A read-only partial (see the type's comment) is made writable first,
-    /// under its lock. A link at the name is removed, never followed: the
-    /// directory is writable by everyone sharing the cache, and a link to
-    /// another of this user's files had the download written over it.
-    /// Anything else that is not a file is left alone (the download goes
-    /// to a private file).
     /// What `openLocked` found at a partial's name.
     private enum LockedPartial {
         /// The partial, locked by this process.
@@ -654,6 +646,14 @@ final class PartialFile {
         case notOurs
     }
 
+    /// Opens `path` and takes an exclusive lock without waiting; `.gone` when
+    /// there is nothing at the name or the file was renamed away between
+    /// `open` and `flock` (a finished body). A read-only partial (see the
+    /// type's comment) is made writable first, under its lock. A link at the
+    /// name is removed, never followed: the directory is writable by everyone
+    /// sharing the cache, and a link to another of this user's files had the
+    /// download written over it. Anything else that is not a file is left
+    /// alone (the download goes to a private file).
     private static func openLocked(_ path: String) -> LockedPartial {
         for _ in 0..<8 {
             // Not created here: a name found empty is made by `createLocked`, as a fresh partial.

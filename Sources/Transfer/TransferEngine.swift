@@ -983,7 +983,7 @@ public struct RequestTarget: Sendable, Equatable {
         // no-break space) was fetched as its path, and that URL's password stored and shown with it.
         if Self.holdsAURLWithAPassword(bytes[authorityEnd...]) {
             throw TransferError(.unsupportedURL, "not a URL, it holds a second one, with a password "
-                + "(one URL a line, or an argument each): \(shown())")
+                + "(one URL a line, or an argument each; an @ in a URL is written %40): \(shown())")
         }
         var authority = bytes[authorityStart..<authorityEnd]
         // The first '@' ends the userinfo, as libcurl reads it: an unencoded '@'
@@ -1118,14 +1118,22 @@ public struct RequestTarget: Sendable, Equatable {
         }
     }
 
-    /// Whether `bytes` (a URL's path, query and fragment) hold a `://`
-    /// followed by a user and password (`user:pass@` before any `/`, `?` or `#`).
+    /// Whether `bytes` (a URL's path and query; its fragment, dropped
+    /// when it is spelt, is not looked at) hold a `://` followed by a user
+    /// and password (`user:pass@` before any `/`, `?` or `#`, and in the
+    /// query before any `&`: `?to=http://localhost:3000&hint=a@b.org` is two
+    /// parameters, not a password).
     private static func holdsAURLWithAPassword(_ bytes: ArraySlice<UInt8>) -> Bool {
+        let bytes = bytes.prefix { $0 != UInt8(ascii: "#") }
+        let query = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
         var index = bytes.startIndex
         while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
             index = colon + 1
             guard bytes[index...].starts(with: [UInt8(ascii: "/"), UInt8(ascii: "/")]) else { continue }
-            let authority = bytes[(colon + 3)...].prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+            let inQuery = colon > query
+            let authority = bytes[(colon + 3)...].prefix {
+                $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && !(inQuery && $0 == UInt8(ascii: "&"))
+            }
             if let at = authority.firstIndex(of: UInt8(ascii: "@")), authority[..<at].contains(UInt8(ascii: ":")) { return true }
         }
         return false

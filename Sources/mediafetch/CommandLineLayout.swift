@@ -208,7 +208,8 @@ enum CommandLineLayout {
     /// The parser's own few messages of several lines read as one
     /// ("Unknown option '-ifoo'\n   or: Missing value…", "…'foo'.\nPlease use…"):
     /// a line break after `.` or `:`, or before an indented line, is a space.
-    /// Any other is a value's (`--cacert $'a\nb'`), kept to be shown as `\u{A}`.
+    /// Any other is a value's (`--cacert $'a\nb'`), kept to be shown as `\u{A}`
+    /// (a value's after `.` or `:` reads as a space: `x.\ny` as `x. y`).
     static func joiningParserLines(_ message: String) -> String {
         var joined = ""
         var rest = Substring(message)

@@ -47,13 +47,18 @@ import TestSupport
         // Joined by what a URL may hold, the second URL's password was fetched, stored and shown as a path.
         for between in [",", "|", ";", "\u{A0}", "\u{2028}", "\u{3000}"] {
             let joined = "http://a/1.jpg\(between)http://u:pw@h/2.jpg"
-            #expect(throws: InputError("not a URL, it holds a second one, with a password (one URL a line, or an argument each): \(joined)")) {
+            #expect(throws: InputError("not a URL, it holds a second one, with a password "
+                                       + "(one URL a line, or an argument each; an @ in a URL is written %40): \(joined)")) {
                 try URLList.validate([joined])
             }
         }
         // A URL in a path, or a query, without a password is a URL's own (the Wayback Machine's).
         #expect(try URLList.validate(["http://web.archive.org/web/2020/http://example.com/a.jpg"]).count == 1)
         #expect(try URLList.validate(["http://a/r?to=https://u@h/x:y"]).count == 1)
+        // Nor are a query's next parameters, or a fragment, a password.
+        #expect(try URLList.validate(["http://a/r?redirect_uri=http://localhost:3000&login_hint=alice@contoso.com"]).count == 1)
+        #expect(try URLList.validate(["http://a/r?url=https://e.com&ts=2024-01-01T10:00:00Z&by=me@x.org"]).count == 1)
+        #expect(try URLList.validate(["http://a/1.jpg#http://u:p@h"]).count == 1)
         // C1 controls are control characters, as ASCII's are (NEL was taken into the path).
         #expect(throws: InputError("not a URL, it holds a control character: http://a/1.jpg\u{85}http://a/2.jpg")) {
             try URLList.validate(["http://a/1.jpg\u{85}http://a/2.jpg"])
@@ -249,6 +254,12 @@ import TestSupport
             #expect(throws: InputError("\(path): binary data, not a list of URLs (line 1 holds a NUL byte)")) {
                 try URLList.read(path: path)
             }
+            // A find -print0 list of any length (no line break in it at all).
+            let printed = (0..<2000).map { "http://a/\($0).jpg\0" }.joined()
+            try Data(printed.utf8).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError(#"\#(path): URLs separated by NUL bytes (find -print0), not one a line (tr '\0' '\n' converts it)"#)) {
+                try URLList.read(path: path)
+            }
             try Data(Array("http://a/1.jpg\0https://a/2.jpg\0".utf8)).write(to: URL(fileURLWithPath: path))
             #expect(throws: InputError(#"\#(path): URLs separated by NUL bytes (find -print0), not one a line (tr '\0' '\n' converts it)"#)) {
                 try URLList.read(path: path)
@@ -390,10 +401,17 @@ import TestSupport
     }
 
     @Test func aFileWithoutLineBreaksIsRefusedAtItsFirstLongLine() {
-        // /dev/zero never ends: it must stop after a bounded read, not fill the memory or spin.
-        #expect(throws: InputError("/dev/zero:1: line longer than \(URLList.maxLineBytes) bytes, with no end in its "
-                                   + "first 1.0 MiB: stopped reading the file there")) {
+        // /dev/zero never ends: it must stop after a bounded read, not fill the memory or spin
+        // (its NULs name it binary data once a line's worth is held).
+        #expect(throws: InputError("/dev/zero: binary data, not a list of URLs (line 1 holds a NUL byte)")) {
             try URLList.read(path: "/dev/zero")
+        }
+        // A line of text that does not end stops the reading past 1 MiB.
+        var reader = URLList.LineReader(source: "u")
+        let block = Array(repeating: UInt8(ascii: "a"), count: 64 << 10)[...]
+        #expect(throws: InputError("u:1: line longer than \(URLList.maxLineBytes) bytes, with no end in its "
+                                   + "first 1.0 MiB: stopped reading the file there")) {
+            for _ in 0..<20 { try reader.feed(block) }
         }
         let endless = String(repeating: "a", count: URLList.maxLineBytes + 10)
         #expect(throws: InputError("u:1: line longer than \(URLList.maxLineBytes) bytes")) {
@@ -643,10 +661,19 @@ import TestSupport
         // Every user:password@ in a word, a mistyped URL's too, is hidden: an error quotes what was given.
         #expect(RedactedURL.inText("not a URL, it holds a second one: http://a/1.jpg,http://u:pw@h/2.jpg")
                 == "not a URL, it holds a second one: http://a/1.jpg,http://u:***@h/2.jpg")
-        for (typed, shown) in [("u:pw@h/b.jpg", "u:***@h/b.jpg"), ("//u:pw@h/b", "//u:***@h/b"), ("http:/u:pw@h/b", "http:/u:***@h/b"),
-                               ("http:u:pw@h/b", "http:***@h/b"), (#"http:\u:pw@h/b"#, #"http:\u:***@h/b"#),
-                               ("'http://u:pw@h/a.jpg'", "'http://u:***@h/a.jpg'"), ("a@b:c@d", "a@b:***@d")] {
-            #expect(RedactedURL.inText("not a URL: \(typed)") == "not a URL: \(shown)")
+        for (typed, shown) in [("u:pw@h/b.jpg", "u:***@h/b.jpg"), ("//u:pw@h/b", "//u:***@h/b"), ("http:/u:pw@h/b", "http:***@h/b"),
+                               ("http:u:pw@h/b", "http:***@h/b"), (#"http:\u:pw@h/b"#, "http:***@h/b"),
+                               ("'http://u:pw@h/a.jpg'", "'http://u:***@h/a.jpg'"),
+                               // A raw '@' or '/' in the password: hidden to the last '@' before the path.
+                               ("u:p@ss@h/a.jpg", "u:***@h/a.jpg"), ("u:pa/ss@h/a.jpg", "u:***@h/a.jpg"), ("u:1234@h/a.jpg", "u:***@h/a.jpg"),
+                               ("http://a/1.jpg,http://u:p@ss@h/2.jpg", "http://a/1.jpg,http://u:***@h/2.jpg"),
+                               ("http://u:pw@h/photo@2x.jpg", "http://u:***@h/photo@2x.jpg")] {
+            #expect(RedactedURL.inText("not a URL: \(typed)") == "not a URL: \(shown)", "\(typed)")
+        }
+        // What is no password stays: a query's times and addresses, a mail address, an '@' in a path.
+        for kept in ["failed https://h/x?time=10:00&email=a@b.com: HTTP 404 Not Found", "unsupported scheme 'mailto': mailto:a@b.com",
+                     "failed http://h/photo@2x.jpg: HTTP 404", "failed http://h/@user/a.jpg: HTTP 404"] {
+            #expect(RedactedURL.inText(kept) == kept)
         }
         // Two URLs with a line break, a tab or another control between them are two words.
         for between in ["\n", "\r\n", "\t", "\u{1B}", "\u{2028}"] {

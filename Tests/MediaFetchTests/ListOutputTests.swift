@@ -133,6 +133,8 @@ import Transfer
             let cut = DisplayText.elidingMiddle(withUser, toWidth: width)
             #expect(DisplayText.displayWidth(cut) <= width && (!cut.contains("bank") || cut.contains("bank.example.com@127.0.0.1:34567/")),
                     "width \(width): \(cut)")
+            // What follows "…@" is the host's start.
+            if let range = cut.range(of: "…@") { #expect(cut[range.upperBound...].hasPrefix("1"), "width \(width): \(cut)") }
         }
         // Every width: the "…" never stands between two digits of the host or port
         // (nor two hex digits of an IPv6 literal), and the tail never begins before the path.

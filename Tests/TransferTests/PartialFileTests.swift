@@ -174,6 +174,8 @@ import Glibc
 
             let partial = try PartialFile(directory: directory.path, url: url)
             #expect(partial.path == "\(shard)/\(key).part")
+            // Made afresh where the link was, as a partial no one held.
+            #expect(partial.opened != .unknown && partial.resumable == nil)
             partial.recordValidator("\"v1\"", total: 3, route: "", labels: BodyLabels())
             #expect(write(partial.descriptor, "abc", 3) == 3)
             partial.close(discard: false)

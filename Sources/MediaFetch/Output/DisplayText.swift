@@ -27,9 +27,8 @@ public enum DisplayText {
         return escaped
     }
 
-    /// Columns `text` takes in fixed-width output: two for a wide character (CJK,
-    /// Hangul, full-width forms, most emoji), one for any other character
-    /// (a base letter and its combining marks are one character).
+    /// Columns `text` takes in fixed-width output: the sum of its
+    /// characters' (`displayWidth(_: Character)`).
     public static func displayWidth(_ text: String) -> Int {
         // ASCII (most URLs), a column a byte: read by the character, 100,000
         // rows of long URLs took `list` 7.6 s where CSV took 2.2.
@@ -86,6 +85,10 @@ public enum DisplayText {
             // Too narrow for any of the host beside the scheme: the scheme alone.
             guard width - 2 > hostStart + 1 else { return String(scheme.prefix(width - 1)) + "…" }
             let cut = elidingMiddle(scheme + text[text.index(after: at)...], toWidth: width - 2)
+            // Narrow enough that the cut took the scheme or the host's start: the scheme alone.
+            guard cut.hasPrefix(scheme), cut.dropFirst(scheme.count).first.map({ $0 != "…" }) ?? false else {
+                return String(scheme.prefix(width - 1)) + "…"
+            }
             return scheme + "…@" + cut.dropFirst(scheme.count)
         } else {
             head = withNoNumberCutShort(prefix(of: characters, width: threeFifths), of: characters, hostStart: hostStart, siteLength: site.count)
@@ -151,8 +154,12 @@ public enum DisplayText {
         return taken
     }
 
-    /// Columns one character takes: two when wide (or asked to be drawn as
-    /// an emoji, U+FE0F), none for a zero-width one (U+200B, a joiner, U+FEFF).
+    /// Columns one character takes: two when wide (CJK, Hangul, full-width
+    /// forms, most emoji, or one asked to be drawn as an emoji, U+FE0F),
+    /// none for a zero-width one (U+200B, a joiner, U+FEFF), else one; and
+    /// as a terminal counts, more for a later scalar that takes a column of
+    /// its own (`takesAColumnAfterAnother`). A base letter and its
+    /// combining marks take its one.
     public static func displayWidth(_ character: Character) -> Int {
         guard let first = character.unicodeScalars.first else { return 0 }
         if (0x200B...0x200D).contains(first.value) || (0x2060...0x2064).contains(first.value) || first.value == 0xFEFF {

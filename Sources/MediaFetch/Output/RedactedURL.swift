@@ -12,22 +12,19 @@ public enum RedactedURL {
     /// `text` with every URL in it that carries a password redacted (an
     /// error message may quote the URL it is about). Such a URL may be one
     /// the parser refused because of that very password (`user:pa/ss@host`,
-    /// a `/`, `?` or `#` not percent-encoded), so here the password runs to
-    /// the first `@` after the user's `:`, unless what follows the `:` is a
-    /// port. Words end at white space, line breaks and other controls: two
-    /// URLs in one argument, a line break between them, are two words
-    /// (read as one, the second one's password was shown).
+    /// `u:p@ss@host`, a `/`, `?`, `#` or `@` not percent-encoded), or one
+    /// mistyped (`u:pw@host/a.jpg`, `http:/u:pw@host`), or a second URL
+    /// joined to the first by what a URL may hold (`a.jpg,http://u:pw@h/b.jpg`):
+    /// see `maskingPasswords`. Words end at white space, line breaks and
+    /// other controls: two URLs in one argument, a line break between them,
+    /// are two words (read as one, the second one's password was shown).
     public static func inText(_ text: String) -> String {
         // Byte-wise: Foundation's `contains` took a tenth of a run that printed 200,000 failures.
         guard text.utf8.contains(UInt8(ascii: "@")) else { return text }
         var redacted = ""
         var wordStart = text.startIndex
         func take(_ word: Substring) {
-            guard word.contains("@") else {
-                redacted += word
-                return
-            }
-            redacted += maskingEveryUserPassword(word.contains("://") ? leniently(String(word)) : String(word))
+            redacted += word.contains("@") ? maskingPasswords(in: String(word)) : String(word)
         }
         for index in text.indices where endsWord(text[index]) {
             take(text[wordStart..<index])
@@ -38,44 +35,54 @@ public enum RedactedURL {
         return redacted
     }
 
-    /// `word` with the password of every `user:password@` in it hidden, not
-    /// only its URL's own: a second URL joined to the first by a character
-    /// a URL may hold (`a.jpg,http://u:pw@h/b.jpg`), and a URL mistyped
-    /// (`u:pw@host/a.jpg`, `//u:pw@host`, `http:/u:pw@host`, `http:\\u:pw@host`).
-    /// What stands between the last `/` or `\` before an `@` (or the word's
-    /// start) and that `@`, when it holds a `:`, is taken for a user and a
-    /// password: an error may hide a little too much, never a password.
-    private static func maskingEveryUserPassword(_ word: String) -> String {
-        var characters = Array(word)
-        var searchEnd = characters.count
-        while let at = characters[..<searchEnd].lastIndex(of: "@") {
-            let start = characters[..<at].lastIndex(where: { $0 == "/" || $0 == "\\" || $0 == "@" }).map { $0 + 1 } ?? 0
-            if let colon = characters[start..<at].firstIndex(of: ":"), Array(characters[(colon + 1)..<at]) != Array("***") {
-                characters.replaceSubrange((colon + 1)..<at, with: Array("***"))
-            }
-            // On before the segment (its delimiter too, an `@` of its own): the indices there are unchanged.
-            searchEnd = start
-        }
-        return String(characters)
-    }
-
     private static func endsWord(_ character: Character) -> Bool {
         character.isWhitespace || character.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
-    private static func leniently(_ url: String) -> String {
-        let strict = of(url)
-        guard strict == url, let schemeEnd = url.range(of: "://") else { return strict }
-        let rest = url[schemeEnd.upperBound...]
-        guard let colon = rest.firstIndex(of: ":"),
-              !rest[..<colon].contains(where: { "/?#@[".contains($0) }),
-              let at = rest[colon...].firstIndex(of: "@") else { return url }
-        let secret = rest[rest.index(after: colon)..<at]
-        // host:8080/a@b.jpg is a port and a path, not a password.
-        let digits = secret.prefix { $0.isASCII && $0.isNumber }
-        if !digits.isEmpty, secret.dropFirst(digits.count).first.map({ "/?#".contains($0) }) ?? true { return url }
-        return String(url[..<rest.index(after: colon)]) + "***" + String(url[at...])
+    /// `word` (one with an `@`) with the password hidden of each URL in it:
+    /// after every `://`, or, in a word without one, after the last `/` or
+    /// `\` before its first `:` (`//u:pw@h`; `http:/u:pw@h` hides `/u:pw`,
+    /// a little too much, never too little), unless what comes before that
+    /// `:` names a scheme without a host (`mailto:a@b.com` hides nothing).
+    /// There a user runs to the first `:` (with no `/ ? # @ [` before it:
+    /// then it is no user), and the password from it to the last `@` before
+    /// the first `/` after an `@` (`u:p@ss@h/a@2x.jpg` hides `p@ss`), unless
+    /// what follows the `:` is a port (`host:8080/a@b.jpg`).
+    private static func maskingPasswords(in word: String) -> String {
+        let strict = word.contains("://") ? of(word) : word
+        var characters = Array(strict)
+        var starts: [Int] = []
+        var index = 0
+        while index + 2 < characters.count {
+            if characters[index] == ":", characters[index + 1] == "/", characters[index + 2] == "/" {
+                starts.append(index + 3)
+                index += 3
+            } else {
+                index += 1
+            }
+        }
+        if starts.isEmpty, let colon = characters.firstIndex(of: ":"),
+           !hostlessSchemes.contains(String(characters[..<colon]).lowercased()) {
+            starts = [characters[..<colon].lastIndex(where: { $0 == "/" || $0 == "\\" }).map { $0 + 1 } ?? 0]
+        }
+        // From the last: a password replaced leaves the text before it where it was.
+        for (number, start) in starts.enumerated().reversed() {
+            let end = number + 1 < starts.count ? starts[number + 1] - 3 : characters.count
+            guard start < end, let colon = characters[start..<end].firstIndex(of: ":"),
+                  !characters[start..<colon].contains(where: { "/?#@[".contains($0) }),
+                  let firstAt = characters[colon..<end].firstIndex(of: "@") else { continue }
+            let pathStart = characters[firstAt..<end].firstIndex(of: "/") ?? end
+            guard let lastAt = characters[firstAt..<pathStart].lastIndex(of: "@") else { continue }
+            let secret = characters[(colon + 1)..<lastAt]
+            let digits = secret.prefix { $0.isASCII && $0.isNumber }
+            if !digits.isEmpty, secret.dropFirst(digits.count).first.map({ "/?#".contains($0) }) ?? false { continue }
+            if Array(secret) != Array("***") { characters.replaceSubrange((colon + 1)..<lastAt, with: Array("***")) }
+        }
+        return String(characters)
     }
+
+    /// Schemes whose `:` is followed by no host, so by no password: an address's `@` is no URL's.
+    private static let hostlessSchemes: Set<String> = ["mailto", "sip", "sips", "tel", "xmpp", "news", "urn", "data"]
 }
 
 extension RedactedURL {

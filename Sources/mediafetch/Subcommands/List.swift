@@ -86,8 +86,8 @@ struct List: AsyncParsableCommand {
         }
     }
 
-    /// The note for a table with cells cut to fit the terminal (short enough
-    /// for 80 columns).
-    /// Under 64 columns, the narrowest terminal a table is fitted to, with its "mediafetch: note: ".
+    /// The note for a table with cells cut to fit the terminal: with its
+    /// "mediafetch: note: ", under 64 columns, the narrowest terminal a
+    /// table is fitted to.
     private static let cutNote = "… marks cut text; a pipe or CSV has it whole"
 }
