@@ -67,9 +67,11 @@ struct MediaFetchCommand: AsyncParsableCommand {
             Self.exit(withError: ExitCode.validationFailure)
         }
         let arguments = CommandLineLayout.placingGlobalOptions(Array(CommandLine.arguments.dropFirst()))
-        let command = configuration.subcommands.first { $0._commandName == arguments.first }
+        let commands = configuration.subcommands
+        func named(_ name: String?) -> (any ParsableCommand.Type)? { commands.first { $0._commandName == name } }
+        let command = named(arguments.first)
         if let problem = CommandLineLayout.unknownCommand(in: arguments,
-                                                            commands: configuration.subcommands.map { $0._commandName }) {
+                                                            commands: commands.map { $0._commandName }) {
             writeUsageError(problem, for: nil)
             Self.exit(withError: ExitCode.validationFailure)
         }
@@ -83,8 +85,6 @@ struct MediaFetchCommand: AsyncParsableCommand {
             writeUsageError("\(option) needs a value (\(option)= gives none)", for: command)
             Self.exit(withError: ExitCode.validationFailure)
         }
-        let commands = configuration.subcommands
-        func named(_ name: String) -> (any ParsableCommand.Type)? { commands.first { $0._commandName == name } }
         if let (misplaced, problem) = CommandLineLayout.optionBeforeCommand(
             in: arguments, commands: commands.map { $0._commandName },
             optionsOf: { name in
