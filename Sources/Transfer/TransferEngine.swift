@@ -898,7 +898,8 @@ public struct RequestTarget: Sendable, Equatable {
     static func schemeAndHost(of text: String) -> String {
         var rest = Substring(text)
         var shown = ""
-        if let separator = rest.range(of: "://") {
+        // A "://" after a scheme's letters only: one in the query (`u:pw@h/a?r=http://x`) is not where the host begins.
+        if let separator = rest.range(of: "://"), URLPath.isScheme(rest[..<separator.lowerBound].utf8) {
             shown = String(rest[..<separator.upperBound])
             rest = rest[separator.upperBound...]
         }
@@ -920,7 +921,11 @@ public struct RequestTarget: Sendable, Equatable {
         // Errors quote the URL, but never its password (output redacts URLs
         // word by word, and a password may hold a space). Worded only for an
         // error: this runs for every URL of a list, and again as it starts.
-        func shown() -> String { URLPassword.replaced(in: text, with: "***") }
+        func shown() -> String {
+            let strict = URLPassword.replaced(in: text, with: "***")
+            // A URL refused for its password's space or slash is read leniently (`http://u:pa ss/x@h/`).
+            return strict != text ? strict : URLPassword.hiddenLeniently(in: text, with: "***")
+        }
         // Spaces and tabs around the URL are dropped (byte-wise: this runs per URL).
         var bytes = Array(text.utf8)
         while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
@@ -1119,24 +1124,14 @@ public struct RequestTarget: Sendable, Equatable {
     }
 
     /// Whether `bytes` (a URL's path and query; its fragment, dropped
-    /// when it is spelt, is not looked at) hold a `://` followed by a user
-    /// and password (`user:pass@` before any `/`, `?` or `#`, and in the
-    /// query before any `&`: `?to=http://localhost:3000&hint=a@b.org` is two
-    /// parameters, not a password).
+    /// when it is spelt, is not looked at) hold a URL with a password, as
+    /// `URLPassword.lenientRanges` finds one (`?to=http://localhost:3000&hint=a@b.org`
+    /// is a port and two parameters, not a password; `?t=ftp://anon:@h/` holds none).
     private static func holdsAURLWithAPassword(_ bytes: ArraySlice<UInt8>) -> Bool {
-        let bytes = bytes.prefix { $0 != UInt8(ascii: "#") }
-        let query = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
-        var index = bytes.startIndex
-        while let colon = bytes[index...].firstIndex(of: UInt8(ascii: ":")) {
-            index = colon + 1
-            guard bytes[index...].starts(with: [UInt8(ascii: "/"), UInt8(ascii: "/")]) else { continue }
-            let inQuery = colon > query
-            let authority = bytes[(colon + 3)...].prefix {
-                $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && !(inQuery && $0 == UInt8(ascii: "&"))
-            }
-            if let at = authority.firstIndex(of: UInt8(ascii: "@")), authority[..<at].contains(UInt8(ascii: ":")) { return true }
-        }
-        return false
+        // Cheap way out first: this runs for every URL of every list.
+        guard bytes.contains(UInt8(ascii: "@")) else { return false }
+        let beforeFragment = bytes.prefix { $0 != UInt8(ascii: "#") }
+        return !URLPassword.lenientRanges(in: String(decoding: beforeFragment, as: UTF8.self)).isEmpty
     }
 
     /// Whether `bytes` begin with `http://` or `https://`, whatever their case.

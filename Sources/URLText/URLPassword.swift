@@ -38,4 +38,49 @@ public enum URLPassword {
         guard let password = range(in: url), !password.isEmpty else { return url }
         return String(url[..<password.lowerBound]) + replacement + String(url[password.upperBound...])
     }
+
+    /// The passwords in `text`, read leniently, as a message quoting what was
+    /// given may hold a URL the parser refused (`http://u:pa ss/x@h/`,
+    /// `http:///u:pw@h/`) or a second URL joined to the first
+    /// (`a.jpg,http://u:p/w@h/b.jpg`): after each `://` (and any `/` or `\`
+    /// more), a user runs to the first `:` (with none of `/ ? # @ [ & = ; ,`
+    /// or white space before it: then it is no user), and the password from
+    /// there to the last `@` before the first `/` after an `@`, not past the
+    /// next `://`. Not one that is empty, nor a port: digits followed by
+    /// anything but `@` (`localhost:3000&hint=a@b.org`, `host:8080/a@b.jpg`).
+    public static func lenientRanges(in text: String) -> [Range<String.Index>] {
+        guard text.utf8.contains(UInt8(ascii: "@")) else { return [] }
+        var starts: [String.Index] = []
+        var searchFrom = text.startIndex
+        while let separator = text[searchFrom...].range(of: "://") {
+            starts.append(separator.upperBound)
+            searchFrom = separator.upperBound
+        }
+        var ranges: [Range<String.Index>] = []
+        for (number, start) in starts.enumerated() {
+            let end = number + 1 < starts.count ? text.index(starts[number + 1], offsetBy: -3) : text.endIndex
+            guard start < end else { continue }
+            let segment = text[start..<end].drop { $0 == "/" || $0 == "\\" }
+            guard let colon = segment.firstIndex(of: ":"),
+                  !segment[..<colon].contains(where: { "/?#@[&=;,".contains($0) || $0.isWhitespace }),
+                  let firstAt = segment[colon...].firstIndex(of: "@") else { continue }
+            let pathStart = segment[firstAt...].firstIndex(of: "/") ?? segment.endIndex
+            guard let lastAt = segment[firstAt..<pathStart].lastIndex(of: "@") else { continue }
+            let secret = segment[segment.index(after: colon)..<lastAt]
+            let digits = secret.prefix { $0.isASCII && $0.isNumber }
+            if secret.isEmpty || !digits.isEmpty && digits.count < secret.count { continue }
+            ranges.append(secret.startIndex..<secret.endIndex)
+        }
+        return ranges
+    }
+
+    /// `text` with each password `lenientRanges` finds shown as `replacement`.
+    public static func hiddenLeniently(in text: String, with replacement: String) -> String {
+        var hidden = text
+        // From the last: a replacement leaves the text before it where it was.
+        for range in lenientRanges(in: text).reversed() {
+            hidden.replaceSubrange(range, with: replacement)
+        }
+        return hidden
+    }
 }

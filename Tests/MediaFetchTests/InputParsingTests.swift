@@ -47,18 +47,27 @@ import TestSupport
         // Joined by what a URL may hold, the second URL's password was fetched, stored and shown as a path.
         for between in [",", "|", ";", "\u{A0}", "\u{2028}", "\u{3000}"] {
             let joined = "http://a/1.jpg\(between)http://u:pw@h/2.jpg"
-            #expect(throws: InputError("not a URL, it holds a second one, with a password "
-                                       + "(one URL a line, or an argument each; an @ in a URL is written %40): \(joined)")) {
+            // (Quoted without the password, found as a lenient reading finds it.)
+            #expect(throws: InputError("not a URL, it holds a second one, with a password (one URL a line, or an argument each; "
+                                       + "an @ in a URL is written %40): http://a/1.jpg\(between)http://u:***@h/2.jpg")) {
                 try URLList.validate([joined])
             }
         }
         // A URL in a path, or a query, without a password is a URL's own (the Wayback Machine's).
         #expect(try URLList.validate(["http://web.archive.org/web/2020/http://example.com/a.jpg"]).count == 1)
         #expect(try URLList.validate(["http://a/r?to=https://u@h/x:y"]).count == 1)
-        // Nor are a query's next parameters, or a fragment, a password.
-        #expect(try URLList.validate(["http://a/r?redirect_uri=http://localhost:3000&login_hint=alice@contoso.com"]).count == 1)
-        #expect(try URLList.validate(["http://a/r?url=https://e.com&ts=2024-01-01T10:00:00Z&by=me@x.org"]).count == 1)
-        #expect(try URLList.validate(["http://a/1.jpg#http://u:p@h"]).count == 1)
+        // Nor are a port and a query's next parameters, an empty password, or a fragment.
+        for url in ["http://a/r?redirect_uri=http://localhost:3000&login_hint=alice@contoso.com",
+                    "http://a/r?url=https://e.com&ts=2024-01-01T10:00:00Z&by=me@x.org",
+                    "http://a/r?next=http://localhost:3000;hint=a@b.org", "http://a/r;s=http://h2:80,t=a@b",
+                    "http://a/r?t=ftp://anon:@host/", "http://a/1.jpg#http://u:p@h"] {
+            #expect(try URLList.validate([url]).count == 1, "\(url)")
+        }
+        // A second URL's password with a '/', '?' or '&' in it is one all the same.
+        for joined in ["http://a/1.jpg,http://u:S3/KR1T@h/2.jpg", "http://a/1.jpg,http://u:S3?KR1T@h/2.jpg",
+                       "http://a/r?next=http://u:S3KR1T&x@h/", "http://a/r?cb=http://me:pass@h2/"] {
+            #expect(throws: InputError.self) { try URLList.validate([joined]) }
+        }
         // C1 controls are control characters, as ASCII's are (NEL was taken into the path).
         #expect(throws: InputError("not a URL, it holds a control character: http://a/1.jpg\u{85}http://a/2.jpg")) {
             try URLList.validate(["http://a/1.jpg\u{85}http://a/2.jpg"])
@@ -667,12 +676,20 @@ import TestSupport
                                // A raw '@' or '/' in the password: hidden to the last '@' before the path.
                                ("u:p@ss@h/a.jpg", "u:***@h/a.jpg"), ("u:pa/ss@h/a.jpg", "u:***@h/a.jpg"), ("u:1234@h/a.jpg", "u:***@h/a.jpg"),
                                ("http://a/1.jpg,http://u:p@ss@h/2.jpg", "http://a/1.jpg,http://u:***@h/2.jpg"),
-                               ("http://u:pw@h/photo@2x.jpg", "http://u:***@h/photo@2x.jpg")] {
+                               ("http://u:pw@h/photo@2x.jpg", "http://u:***@h/photo@2x.jpg"),
+                               ("http:/u:pw@h/a.jpg?next=https://x.org/", "http:***@h/a.jpg?next=https://x.org/")] {
             #expect(RedactedURL.inText("not a URL: \(typed)") == "not a URL: \(shown)", "\(typed)")
         }
-        // What is no password stays: a query's times and addresses, a mail address, an '@' in a path.
+        // Three slashes, or a space in the password (a URL refused for it is quoted whole).
+        #expect(RedactedURL.inText("no host in URL: http:///u:pw@h/a.jpg") == "no host in URL: http:///u:***@h/a.jpg")
+        #expect(throws: InputError("not a URL, its host name holds a space: http://u:***@h/a.jpg")) {
+            try URLList.validate(["http://u:S3KR1T x/y@h/a.jpg"])
+        }
+        // What is no password stays: a query's times, ports and addresses, a mail address, an '@' in a path, files' names.
         for kept in ["failed https://h/x?time=10:00&email=a@b.com: HTTP 404 Not Found", "unsupported scheme 'mailto': mailto:a@b.com",
-                     "failed http://h/photo@2x.jpg: HTTP 404", "failed http://h/@user/a.jpg: HTTP 404"] {
+                     "failed http://h/photo@2x.jpg: HTTP 404", "failed http://h/@user/a.jpg: HTTP 404",
+                     "failed http://h/a?to=http://localhost:3000&hint=a@b.org: HTTP 404",
+                     "lists/v1:final@2024.txt: cannot read the file", "me:list@x.txt:1: not a URL", "no cache at /tmp/nope:x@y"] {
             #expect(RedactedURL.inText(kept) == kept)
         }
         // Two URLs with a line break, a tab or another control between them are two words.

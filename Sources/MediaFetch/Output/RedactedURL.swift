@@ -39,46 +39,36 @@ public enum RedactedURL {
         character.isWhitespace || character.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
-    /// `word` (one with an `@`) with the password hidden of each URL in it:
-    /// after every `://`, or, in a word without one, after the last `/` or
-    /// `\` before its first `:` (`//u:pw@h`; `http:/u:pw@h` hides `/u:pw`,
-    /// a little too much, never too little), unless what comes before that
-    /// `:` names a scheme without a host (`mailto:a@b.com` hides nothing).
-    /// There a user runs to the first `:` (with no `/ ? # @ [` before it:
-    /// then it is no user), and the password from it to the last `@` before
-    /// the first `/` after an `@` (`u:p@ss@h/a@2x.jpg` hides `p@ss`), unless
-    /// what follows the `:` is a port (`host:8080/a@b.jpg`).
+    /// `word` (one with an `@`) with the password hidden of each URL in it
+    /// (`URLPassword.lenientRanges`), or, in a word that does not begin
+    /// with a scheme and `://`, of a URL mistyped (`u:pw@host/a.jpg`, `//u:pw@h/`, `http:/u:pw@h/`; the last
+    /// hides `/u:pw`, a little too much, never too little). Such a word's
+    /// user begins at its start or after the `/` or `\` a scheme's `:` or
+    /// the word's start is followed by, and its host is followed by a path
+    /// (a `/`), so a file's name (`lists/v1:final@2024.txt`, `me:list@x.txt`)
+    /// or an address (`mailto:a@b.com`) is left as it is.
     private static func maskingPasswords(in word: String) -> String {
-        let strict = word.contains("://") ? of(word) : word
-        var characters = Array(strict)
-        var starts: [Int] = []
-        var index = 0
-        while index + 2 < characters.count {
-            if characters[index] == ":", characters[index + 1] == "/", characters[index + 2] == "/" {
-                starts.append(index + 3)
-                index += 3
-            } else {
-                index += 1
-            }
+        var word = word
+        if let separator = word.range(of: "://") {
+            word = URLPassword.hiddenLeniently(in: of(word), with: "***")
+            // After a scheme (a quote or bracket may open the word), the URL is read as such; else a
+            // mistyped one comes first (`http:/u:pw@h/a?next=https://x/`).
+            if !word[..<separator.lowerBound].contains(where: { $0 == ":" || $0 == "@" }) { return word }
         }
-        if starts.isEmpty, let colon = characters.firstIndex(of: ":"),
-           !hostlessSchemes.contains(String(characters[..<colon]).lowercased()) {
-            starts = [characters[..<colon].lastIndex(where: { $0 == "/" || $0 == "\\" }).map { $0 + 1 } ?? 0]
+        guard let colon = word.firstIndex(of: ":"), !hostlessSchemes.contains(word[..<colon].lowercased()) else { return word }
+        var userStart = word.startIndex
+        if let lastSlash = word[..<colon].lastIndex(where: { $0 == "/" || $0 == "\\" }) {
+            let run = word[..<lastSlash].reversed().prefix { $0 == "/" || $0 == "\\" }.count
+            let runStart = word.index(lastSlash, offsetBy: -run)
+            guard runStart == word.startIndex || word[word.index(before: runStart)] == ":" else { return word }
+            userStart = word.index(after: lastSlash)
         }
-        // From the last: a password replaced leaves the text before it where it was.
-        for (number, start) in starts.enumerated().reversed() {
-            let end = number + 1 < starts.count ? starts[number + 1] - 3 : characters.count
-            guard start < end, let colon = characters[start..<end].firstIndex(of: ":"),
-                  !characters[start..<colon].contains(where: { "/?#@[".contains($0) }),
-                  let firstAt = characters[colon..<end].firstIndex(of: "@") else { continue }
-            let pathStart = characters[firstAt..<end].firstIndex(of: "/") ?? end
-            guard let lastAt = characters[firstAt..<pathStart].lastIndex(of: "@") else { continue }
-            let secret = characters[(colon + 1)..<lastAt]
-            let digits = secret.prefix { $0.isASCII && $0.isNumber }
-            if !digits.isEmpty, secret.dropFirst(digits.count).first.map({ "/?#".contains($0) }) ?? false { continue }
-            if Array(secret) != Array("***") { characters.replaceSubrange((colon + 1)..<lastAt, with: Array("***")) }
-        }
-        return String(characters)
+        guard let firstAt = word[colon...].firstIndex(of: "@") else { return word }
+        let pathStart = word[firstAt...].firstIndex(of: "/") ?? word.endIndex
+        guard let lastAt = word[firstAt..<pathStart].lastIndex(of: "@"), pathStart < word.endIndex else { return word }
+        let secret = word[word.index(after: colon)..<lastAt]
+        guard !secret.isEmpty, !word[userStart..<colon].contains(where: { "?#@[".contains($0) }) else { return word }
+        return String(word[..<secret.startIndex]) + "***" + String(word[secret.endIndex...])
     }
 
     /// Schemes whose `:` is followed by no host, so by no password: an address's `@` is no URL's.
