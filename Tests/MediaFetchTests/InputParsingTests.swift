@@ -563,6 +563,9 @@ import TestSupport
         #expect(CollectionName.problem("\u{2800}") == "must not be empty")
         #expect(CollectionName.problem("downloads\u{2800}") == "must not begin or end with white space (got 'downloads\\u{2800}')")
         #expect(CollectionName.problem("\u{301}") == "must not begin with a combining mark (got '\u{301}')")
+        // A URL given as the name: its password would be kept and listed.
+        #expect(CollectionName.problem("http://u:S3KR1T@h/a.jpg") == "must not hold a URL's password (got 'http://u:***@h/a.jpg')")
+        #expect(CollectionName.problem("trips@2024: tatry") == nil)
         // Emoji sequences, an ideograph's variant, Mongolian's variants and a flag's tags are names.
         for name in ["❤\u{FE0F} trips", "👨\u{200D}👩\u{200D}👧", "葛\u{E0100}", "ᠠ\u{180B}ᠡ", "🏴\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}",
                      "e\u{301}te", "1\u{FE0F}\u{20E3}"] {
@@ -680,6 +683,9 @@ import TestSupport
                                ("http:/u:pw@h/a.jpg?next=https://x.org/", "http:***@h/a.jpg?next=https://x.org/")] {
             #expect(RedactedURL.inText("not a URL: \(typed)") == "not a URL: \(shown)", "\(typed)")
         }
+        // A proxy's URL quoted whole by curl, its password with a space in it.
+        #expect(RedactedURL.inText("Unsupported proxy syntax in 'http://pu:S3KR1T x/y@127.0.0.1:1'")
+                == "Unsupported proxy syntax in 'http://pu:***@127.0.0.1:1'")
         // Three slashes, or a space in the password (a URL refused for it is quoted whole).
         #expect(RedactedURL.inText("no host in URL: http:///u:pw@h/a.jpg") == "no host in URL: http:///u:***@h/a.jpg")
         #expect(throws: InputError("not a URL, its host name holds a space: http://u:***@h/a.jpg")) {

@@ -414,6 +414,9 @@ public enum CollectionName {
             return isCombiningMark(first) ? "must not begin with a combining mark (got '\(shown)')"
                 : "must not begin or end with white space (got '\(shown)')"
         }
+        // A URL given as the name (`--collection "$URL"`): its password would be kept and listed as the name's.
+        let redacted = RedactedURL.inText(shown)
+        if redacted != shown { return "must not hold a URL's password (got '\(redacted)')" }
         return nil
     }
 
