@@ -918,13 +918,13 @@ public struct RequestTarget: Sendable, Equatable {
             throw TransferError(.unsupportedURL, "URL of \(text.utf8.count) bytes is longer than the "
                 + "\(Self.maxLength) accepted: \(Self.schemeAndHost(of: text))…")
         }
-        // Errors quote the URL, but never its password (output redacts URLs
-        // word by word, and a password may hold a space). Worded only for an
+        // Errors quote the URL, but never its password (output redacts them
+        // again, and a password may hold a space). Worded only for an
         // error: this runs for every URL of a list, and again as it starts.
         func shown() -> String {
-            let strict = URLPassword.replaced(in: text, with: "***")
-            // A URL refused for its password's space or slash is read leniently (`http://u:pa ss/x@h/`).
-            return strict != text ? strict : URLPassword.hiddenLeniently(in: text, with: "***")
+            // A URL refused for its password's space or slash is read leniently too (`http://u:pa ss/x@h/`),
+            // and so is a second URL joined to it.
+            URLPassword.hiddenLeniently(in: URLPassword.replaced(in: text, with: "***"), with: "***")
         }
         // Spaces and tabs around the URL are dropped (byte-wise: this runs per URL).
         var bytes = Array(text.utf8)

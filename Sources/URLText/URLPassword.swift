@@ -46,8 +46,7 @@ public enum URLPassword {
     /// more), a user runs to the first `:` (with none of `/ ? # @ [ & = ; ,`
     /// or white space before it: then it is no user), and the password from
     /// there to the last `@` before the first `/` after an `@`, not past the
-    /// next `://`. Not one that is empty, nor a port: digits followed by
-    /// anything but `@` (`localhost:3000&hint=a@b.org`, `host:8080/a@b.jpg`).
+    /// next `://`. Not one that is empty, nor a port or prose (`isPortOrProse`).
     public static func lenientRanges(in text: String) -> [Range<String.Index>] {
         guard text.utf8.contains(UInt8(ascii: "@")) else { return [] }
         var starts: [String.Index] = []
@@ -67,20 +66,31 @@ public enum URLPassword {
             let pathStart = segment[firstAt...].firstIndex(of: "/") ?? segment.endIndex
             guard let lastAt = segment[firstAt..<pathStart].lastIndex(of: "@") else { continue }
             let secret = segment[segment.index(after: colon)..<lastAt]
-            let digits = secret.prefix { $0.isASCII && $0.isNumber }
-            if secret.isEmpty || !digits.isEmpty && digits.count < secret.count { continue }
+            if secret.isEmpty || isPortOrProse(secret) { continue }
             ranges.append(secret.startIndex..<secret.endIndex)
         }
         return ranges
     }
 
+    /// Whether what follows a `:` up to an `@` is no password: a port and
+    /// what comes after it (digits, then `/ ? # & ; ,`: `host:8080/a@b.jpg`,
+    /// `localhost:3000&hint=a@b.org`), or prose after a URL (it begins with
+    /// white space: `http://example.com: write to admin@example.com`).
+    public static func isPortOrProse(_ secret: Substring) -> Bool {
+        if secret.first?.isWhitespace == true { return true }
+        let digits = secret.prefix { $0.isASCII && $0.isNumber }
+        guard !digits.isEmpty, let next = secret.dropFirst(digits.count).first else { return false }
+        return "/?#&;,".contains(next)
+    }
+
     /// `text` with each password `lenientRanges` finds shown as `replacement`.
     public static func hiddenLeniently(in text: String, with replacement: String) -> String {
-        var hidden = text
-        // From the last: a replacement leaves the text before it where it was.
-        for range in lenientRanges(in: text).reversed() {
-            hidden.replaceSubrange(range, with: replacement)
+        var hidden = ""
+        var kept = text.startIndex
+        for range in lenientRanges(in: text) {
+            hidden += text[kept..<range.lowerBound] + replacement
+            kept = range.upperBound
         }
-        return hidden
+        return hidden + text[kept...]
     }
 }

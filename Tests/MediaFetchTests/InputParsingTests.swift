@@ -565,7 +565,9 @@ import TestSupport
         #expect(CollectionName.problem("\u{301}") == "must not begin with a combining mark (got '\u{301}')")
         // A URL given as the name: its password would be kept and listed.
         #expect(CollectionName.problem("http://u:S3KR1T@h/a.jpg") == "must not hold a URL's password (got 'http://u:***@h/a.jpg')")
-        #expect(CollectionName.problem("trips@2024: tatry") == nil)
+        for name in ["trips@2024: tatry", "me:home@work/2024", "work:me@acme.com/reports"] {
+            #expect(CollectionName.problem(name) == nil, "\(name)")
+        }
         // Emoji sequences, an ideograph's variant, Mongolian's variants and a flag's tags are names.
         for name in ["❤\u{FE0F} trips", "👨\u{200D}👩\u{200D}👧", "葛\u{E0100}", "ᠠ\u{180B}ᠡ", "🏴\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}",
                      "e\u{301}te", "1\u{FE0F}\u{20E3}"] {
@@ -683,9 +685,16 @@ import TestSupport
                                ("http:/u:pw@h/a.jpg?next=https://x.org/", "http:***@h/a.jpg?next=https://x.org/")] {
             #expect(RedactedURL.inText("not a URL: \(typed)") == "not a URL: \(shown)", "\(typed)")
         }
-        // A proxy's URL quoted whole by curl, its password with a space in it.
+        // A proxy's URL quoted whole by curl, its password with a space in it (digits first too).
         #expect(RedactedURL.inText("Unsupported proxy syntax in 'http://pu:S3KR1T x/y@127.0.0.1:1'")
                 == "Unsupported proxy syntax in 'http://pu:***@127.0.0.1:1'")
+        #expect(RedactedURL.inText("Unsupported proxy syntax in 'http://pu:12 34@127.0.0.1:1'")
+                == "Unsupported proxy syntax in 'http://pu:***@127.0.0.1:1'")
+        // Both URLs' passwords, in the message of the one refused for holding the other.
+        #expect(throws: InputError("not a URL, it holds a second one, with a password (one URL a line, or an argument each; "
+                                   + "an @ in a URL is written %40): http://u:***@a/1.jpg,http://u2:***@h/2.jpg")) {
+            try URLList.validate(["http://u:pw@a/1.jpg,http://u2:pw2@h/2.jpg"])
+        }
         // Three slashes, or a space in the password (a URL refused for it is quoted whole).
         #expect(RedactedURL.inText("no host in URL: http:///u:pw@h/a.jpg") == "no host in URL: http:///u:***@h/a.jpg")
         #expect(throws: InputError("not a URL, its host name holds a space: http://u:***@h/a.jpg")) {
@@ -695,7 +704,9 @@ import TestSupport
         for kept in ["failed https://h/x?time=10:00&email=a@b.com: HTTP 404 Not Found", "unsupported scheme 'mailto': mailto:a@b.com",
                      "failed http://h/photo@2x.jpg: HTTP 404", "failed http://h/@user/a.jpg: HTTP 404",
                      "failed http://h/a?to=http://localhost:3000&hint=a@b.org: HTTP 404",
-                     "lists/v1:final@2024.txt: cannot read the file", "me:list@x.txt:1: not a URL", "no cache at /tmp/nope:x@y"] {
+                     "lists/v1:final@2024.txt: cannot read the file", "me:list@x.txt:1: not a URL", "no cache at /tmp/nope:x@y",
+                     "not a URL: view-source:https://cdn.x.com/img@2x/a.png", "not a URL: localhost:3000&hint=a@b.org/x",
+                     "http://example.com: HTTP 403 (contact admin@example.com)"] {
             #expect(RedactedURL.inText(kept) == kept)
         }
         // Two URLs with a line break, a tab or another control between them are two words.

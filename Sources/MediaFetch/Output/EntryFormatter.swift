@@ -1,6 +1,7 @@
 import ContentStore
 import Foundation
 import Transfer
+import URLText
 
 /// Output formats of `list` and `stats`.
 public enum OutputFormat: String, Sendable, CaseIterable {
@@ -415,8 +416,9 @@ public enum CollectionName {
                 : "must not begin or end with white space (got '\(shown)')"
         }
         // A URL given as the name (`--collection "$URL"`): its password would be kept and listed as the name's.
-        let redacted = RedactedURL.inText(shown)
-        if redacted != shown { return "must not hold a URL's password (got '\(redacted)')" }
+        if URLPassword.isGiven(in: name) || !URLPassword.lenientRanges(in: name).isEmpty {
+            return "must not hold a URL's password (got '\(RedactedURL.inText(shown))')"
+        }
         return nil
     }
 

@@ -15,7 +15,9 @@ public enum RedactedURL {
     /// `u:p@ss@host`, a `/`, `?`, `#` or `@` not percent-encoded), or one
     /// mistyped (`u:pw@host/a.jpg`, `http:/u:pw@host`), or a second URL
     /// joined to the first by what a URL may hold (`a.jpg,http://u:pw@h/b.jpg`):
-    /// see `maskingPasswords`. Words end at white space, line breaks and
+    /// see `URLPassword.lenientRanges`, read across the whole text first (a
+    /// password may hold a space: curl quotes a proxy's URL whole), then
+    /// `maskingPasswords` word by word. Words end at white space, line breaks and
     /// other controls: two URLs in one argument, a line break between them,
     /// are two words (read as one, the second one's password was shown).
     public static func inText(_ text: String) -> String {
@@ -42,8 +44,8 @@ public enum RedactedURL {
     }
 
     /// `word` (one with an `@`) with the password hidden of each URL in it
-    /// (`URLPassword.lenientRanges`), or, in a word that does not begin
-    /// with a scheme and `://`, of a URL mistyped (`u:pw@host/a.jpg`, `//u:pw@h/`, `http:/u:pw@h/`; the last
+    /// (`URLPassword.lenientRanges`), or, in a word with a `:` or `@` before
+    /// its first `://` (or with none), of a URL mistyped (`u:pw@host/a.jpg`, `//u:pw@h/`, `http:/u:pw@h/`; the last
     /// hides `/u:pw`, a little too much, never too little). Such a word's
     /// user begins at its start or after the `/` or `\` a scheme's `:` or
     /// the word's start is followed by, and its host is followed by a path
@@ -52,10 +54,11 @@ public enum RedactedURL {
     private static func maskingPasswords(in word: String) -> String {
         var word = word
         if let separator = word.range(of: "://") {
-            word = URLPassword.hiddenLeniently(in: of(word), with: "***")
             // After a scheme (a quote or bracket may open the word), the URL is read as such; else a
             // mistyped one comes first (`http:/u:pw@h/a?next=https://x/`).
-            if !word[..<separator.lowerBound].contains(where: { $0 == ":" || $0 == "@" }) { return word }
+            let afterAScheme = !word[..<separator.lowerBound].contains(where: { $0 == ":" || $0 == "@" })
+            word = URLPassword.hiddenLeniently(in: of(word), with: "***")
+            if afterAScheme { return word }
         }
         guard let colon = word.firstIndex(of: ":"), !hostlessSchemes.contains(word[..<colon].lowercased()) else { return word }
         var userStart = word.startIndex
@@ -69,7 +72,9 @@ public enum RedactedURL {
         let pathStart = word[firstAt...].firstIndex(of: "/") ?? word.endIndex
         guard let lastAt = word[firstAt..<pathStart].lastIndex(of: "@"), pathStart < word.endIndex else { return word }
         let secret = word[word.index(after: colon)..<lastAt]
-        guard !secret.isEmpty, !word[userStart..<colon].contains(where: { "?#@[".contains($0) }) else { return word }
+        // Not a URL that has no password (`view-source:https://h/img@2x/a.png`), nor a port.
+        guard !secret.isEmpty, !secret.contains("://"), !URLPassword.isPortOrProse(secret),
+              !word[userStart..<colon].contains(where: { "?#@[".contains($0) }) else { return word }
         return String(word[..<secret.startIndex]) + "***" + String(word[secret.endIndex...])
     }
 
