@@ -45,8 +45,8 @@ public enum URLPassword {
     /// (`a.jpg,http://u:p/w@h/b.jpg`): after each `://` (and any `/` or `\`
     /// more), a user runs to the first `:` (with none of `/ ? # @ [ & = ; ,`
     /// or white space before it: then it is no user), and the password from
-    /// there to the last `@` before the first `/` after an `@`, not past the
-    /// next `://`. Not one that is empty, nor a port or prose (`isPortOrProse`).
+    /// there to the last `@` before the first `/` or white space after an
+    /// `@`, not past the next `://`. Not one that is empty, nor a port or prose (`isPortOrProse`).
     public static func lenientRanges(in text: String) -> [Range<String.Index>] {
         guard text.utf8.contains(UInt8(ascii: "@")) else { return [] }
         var starts: [String.Index] = []
@@ -63,7 +63,8 @@ public enum URLPassword {
             guard let colon = segment.firstIndex(of: ":"),
                   !segment[..<colon].contains(where: { "/?#@[&=;,".contains($0) || $0.isWhitespace }),
                   let firstAt = segment[colon...].firstIndex(of: "@") else { continue }
-            let pathStart = segment[firstAt...].firstIndex(of: "/") ?? segment.endIndex
+            // Past the first `@`, white space ends the host as a `/` does: a later `@` is other text's.
+            let pathStart = segment[firstAt...].firstIndex { $0 == "/" || $0.isWhitespace } ?? segment.endIndex
             guard let lastAt = segment[firstAt..<pathStart].lastIndex(of: "@") else { continue }
             let secret = segment[segment.index(after: colon)..<lastAt]
             if secret.isEmpty || isPortOrProse(secret) { continue }
@@ -81,6 +82,33 @@ public enum URLPassword {
         let digits = secret.prefix { $0.isASCII && $0.isNumber }
         guard !digits.isEmpty, let next = secret.dropFirst(digits.count).first else { return false }
         return "/?#&;,".contains(next)
+    }
+
+    /// `url`, given as a URL and lacking its `://`, with what reads as its
+    /// password shown as `replacement` (`u:pw@host/a.jpg`, `//u:pw@h/`,
+    /// `http:/u:pw@h/`; the last hides `/u:pw`, a little too much, never too
+    /// little). Its user begins at its start, or after the `/` or `\` its
+    /// start or a scheme's `:` is followed by; its host is followed by a
+    /// path; not for a scheme without a host (`mailto:a@b.com`), a port, or
+    /// a `://` within (a URL of its own, read by `lenientRanges`).
+    public static func hiddenInMistyped(_ url: String, with replacement: String) -> String {
+        let word = url
+        guard let colon = word.firstIndex(of: ":"),
+              !["mailto", "sip", "sips", "tel", "xmpp", "news", "urn", "data"].contains(word[..<colon].lowercased()) else { return word }
+        var userStart = word.startIndex
+        if let lastSlash = word[..<colon].lastIndex(where: { $0 == "/" || $0 == "\\" }) {
+            let run = word[..<lastSlash].reversed().prefix { $0 == "/" || $0 == "\\" }.count
+            let runStart = word.index(lastSlash, offsetBy: -run)
+            guard runStart == word.startIndex || word[word.index(before: runStart)] == ":" else { return word }
+            userStart = word.index(after: lastSlash)
+        }
+        guard let firstAt = word[colon...].firstIndex(of: "@") else { return word }
+        let pathStart = word[firstAt...].firstIndex { $0 == "/" || $0.isWhitespace } ?? word.endIndex
+        guard let lastAt = word[firstAt..<pathStart].lastIndex(of: "@"), pathStart < word.endIndex else { return word }
+        let secret = word[word.index(after: colon)..<lastAt]
+        guard !secret.isEmpty, !secret.contains("://"), !isPortOrProse(secret),
+              !word[userStart..<colon].contains(where: { "?#@[".contains($0) }) else { return word }
+        return String(word[..<secret.startIndex]) + replacement + String(word[secret.endIndex...])
     }
 
     /// `text` with each password `lenientRanges` finds shown as `replacement`.

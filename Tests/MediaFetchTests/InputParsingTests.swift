@@ -675,16 +675,23 @@ import TestSupport
         // Every user:password@ in a word, a mistyped URL's too, is hidden: an error quotes what was given.
         #expect(RedactedURL.inText("not a URL, it holds a second one: http://a/1.jpg,http://u:pw@h/2.jpg")
                 == "not a URL, it holds a second one: http://a/1.jpg,http://u:***@h/2.jpg")
+        // A URL refused as given is quoted with its password hidden, mistyped ones too (there, where it is a URL).
         for (typed, shown) in [("u:pw@h/b.jpg", "u:***@h/b.jpg"), ("//u:pw@h/b", "//u:***@h/b"), ("http:/u:pw@h/b", "http:***@h/b"),
                                ("http:u:pw@h/b", "http:***@h/b"), (#"http:\u:pw@h/b"#, "http:***@h/b"),
                                ("'http://u:pw@h/a.jpg'", "'http://u:***@h/a.jpg'"),
                                // A raw '@' or '/' in the password: hidden to the last '@' before the path.
                                ("u:p@ss@h/a.jpg", "u:***@h/a.jpg"), ("u:pa/ss@h/a.jpg", "u:***@h/a.jpg"), ("u:1234@h/a.jpg", "u:***@h/a.jpg"),
                                ("http://a/1.jpg,http://u:p@ss@h/2.jpg", "http://a/1.jpg,http://u:***@h/2.jpg"),
-                               ("http://u:pw@h/photo@2x.jpg", "http://u:***@h/photo@2x.jpg"),
                                ("http:/u:pw@h/a.jpg?next=https://x.org/", "http:***@h/a.jpg?next=https://x.org/")] {
-            #expect(RedactedURL.inText("not a URL: \(typed)") == "not a URL: \(shown)", "\(typed)")
+            do {
+                _ = try URLList.validate([typed])
+                Issue.record("\(typed) was taken")
+            } catch {
+                #expect(error.message.hasSuffix(": \(shown)"), "\(error.message)")
+            }
         }
+        #expect(RedactedURL.inText("failed http://u:pw@h/photo@2x.jpg: HTTP 404") == "failed http://u:***@h/photo@2x.jpg: HTTP 404")
+        #expect(RedactedURL.inText("not a URL: http://a/1.jpg,http://u:p@ss@h/2.jpg") == "not a URL: http://a/1.jpg,http://u:***@h/2.jpg")
         // A proxy's URL quoted whole by curl, its password with a space in it (digits first too).
         #expect(RedactedURL.inText("Unsupported proxy syntax in 'http://pu:S3KR1T x/y@127.0.0.1:1'")
                 == "Unsupported proxy syntax in 'http://pu:***@127.0.0.1:1'")
@@ -697,6 +704,12 @@ import TestSupport
         }
         // Three slashes, or a space in the password (a URL refused for it is quoted whole).
         #expect(RedactedURL.inText("no host in URL: http:///u:pw@h/a.jpg") == "no host in URL: http:///u:***@h/a.jpg")
+        // A name with ':' and '@' in other text is no URL (the list of collections quotes them), and a
+        // password is not read across quotes into another name.
+        #expect(RedactedURL.inText("no collection named 'x' (the cache has 'me:home@work/2024', 'trips')")
+                == "no collection named 'x' (the cache has 'me:home@work/2024', 'trips')")
+        #expect(RedactedURL.inText("no collection named 'https://u:pw@h' (the cache has 'me:home@work/2024')")
+                == "no collection named 'https://u:***@h' (the cache has 'me:home@work/2024')")
         #expect(throws: InputError("not a URL, its host name holds a space: http://u:***@h/a.jpg")) {
             try URLList.validate(["http://u:S3KR1T x/y@h/a.jpg"])
         }

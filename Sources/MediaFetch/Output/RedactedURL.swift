@@ -9,6 +9,12 @@ public enum RedactedURL {
         URLPassword.replaced(in: url, with: "***")
     }
 
+    /// `text`, given as a URL but lacking its `://`, with what reads as its
+    /// password hidden (`u:pw@host/a.jpg`; see `URLPassword.hiddenInMistyped`).
+    public static func ofMistyped(_ text: String) -> String {
+        URLPassword.hiddenInMistyped(text, with: "***")
+    }
+
     /// `text` with every URL in it that carries a password redacted (an
     /// error message may quote the URL it is about). Such a URL may be one
     /// the parser refused because of that very password (`user:pa/ss@host`,
@@ -44,42 +50,13 @@ public enum RedactedURL {
     }
 
     /// `word` (one with an `@`) with the password hidden of each URL in it
-    /// (`URLPassword.lenientRanges`), or, in a word with a `:` or `@` before
-    /// its first `://` (or with none), of a URL mistyped (`u:pw@host/a.jpg`, `//u:pw@h/`, `http:/u:pw@h/`; the last
-    /// hides `/u:pw`, a little too much, never too little). Such a word's
-    /// user begins at its start or after the `/` or `\` a scheme's `:` or
-    /// the word's start is followed by, and its host is followed by a path
-    /// (a `/`), so a file's name (`lists/v1:final@2024.txt`, `me:list@x.txt`)
-    /// or an address (`mailto:a@b.com`) is left as it is.
+    /// (`URLPassword.replaced`, then `URLPassword.lenientRanges`). A URL
+    /// mistyped without its `://` (`u:pw@host/a.jpg`) is hidden where it is
+    /// quoted as a URL (`RequestTarget`'s messages): in other text it reads
+    /// as a name (`me:home@work/2024`).
     private static func maskingPasswords(in word: String) -> String {
-        var word = word
-        if let separator = word.range(of: "://") {
-            // After a scheme (a quote or bracket may open the word), the URL is read as such; else a
-            // mistyped one comes first (`http:/u:pw@h/a?next=https://x/`).
-            let afterAScheme = !word[..<separator.lowerBound].contains(where: { $0 == ":" || $0 == "@" })
-            word = URLPassword.hiddenLeniently(in: of(word), with: "***")
-            if afterAScheme { return word }
-        }
-        guard let colon = word.firstIndex(of: ":"), !hostlessSchemes.contains(word[..<colon].lowercased()) else { return word }
-        var userStart = word.startIndex
-        if let lastSlash = word[..<colon].lastIndex(where: { $0 == "/" || $0 == "\\" }) {
-            let run = word[..<lastSlash].reversed().prefix { $0 == "/" || $0 == "\\" }.count
-            let runStart = word.index(lastSlash, offsetBy: -run)
-            guard runStart == word.startIndex || word[word.index(before: runStart)] == ":" else { return word }
-            userStart = word.index(after: lastSlash)
-        }
-        guard let firstAt = word[colon...].firstIndex(of: "@") else { return word }
-        let pathStart = word[firstAt...].firstIndex(of: "/") ?? word.endIndex
-        guard let lastAt = word[firstAt..<pathStart].lastIndex(of: "@"), pathStart < word.endIndex else { return word }
-        let secret = word[word.index(after: colon)..<lastAt]
-        // Not a URL that has no password (`view-source:https://h/img@2x/a.png`), nor a port.
-        guard !secret.isEmpty, !secret.contains("://"), !URLPassword.isPortOrProse(secret),
-              !word[userStart..<colon].contains(where: { "?#@[".contains($0) }) else { return word }
-        return String(word[..<secret.startIndex]) + "***" + String(word[secret.endIndex...])
+        word.contains("://") ? URLPassword.hiddenLeniently(in: of(word), with: "***") : word
     }
-
-    /// Schemes whose `:` is followed by no host, so by no password: an address's `@` is no URL's.
-    private static let hostlessSchemes: Set<String> = ["mailto", "sip", "sips", "tel", "xmpp", "news", "urn", "data"]
 }
 
 extension RedactedURL {
