@@ -925,10 +925,7 @@ public struct RequestTarget: Sendable, Equatable {
             // A URL refused for its password's space or slash is read leniently too (`http://u:pa ss/x@h/`),
             // and so is a second URL joined to it.
             let hidden = URLPassword.hiddenLeniently(in: URLPassword.replaced(in: text, with: "***"), with: "***")
-            // Mistyped without its `://`, before any proper URL in its query (`http:/u:pw@h/a?next=https://x/`).
-            let separator = hidden.range(of: "://")
-            let mistyped = separator.map { hidden[..<$0.lowerBound].contains { $0 == ":" || $0 == "@" } } ?? true
-            return mistyped ? URLPassword.hiddenInMistyped(hidden, with: "***") : hidden
+            return URLPassword.hiddenInMistyped(hidden, with: "***")
         }
         // Spaces and tabs around the URL are dropped (byte-wise: this runs per URL).
         var bytes = Array(text.utf8)

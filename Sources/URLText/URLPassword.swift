@@ -84,31 +84,30 @@ public enum URLPassword {
         return "/?#&;,".contains(next)
     }
 
-    /// `url`, given as a URL and lacking its `://`, with what reads as its
-    /// password shown as `replacement` (`u:pw@host/a.jpg`, `//u:pw@h/`,
-    /// `http:/u:pw@h/`; the last hides `/u:pw`, a little too much, never too
-    /// little). Its user begins at its start, or after the `/` or `\` its
-    /// start or a scheme's `:` is followed by; its host is followed by a
-    /// path; not for a scheme without a host (`mailto:a@b.com`), a port, or
-    /// a `://` within (a URL of its own, read by `lenientRanges`).
-    public static func hiddenInMistyped(_ url: String, with replacement: String) -> String {
-        let word = url
-        guard let colon = word.firstIndex(of: ":"),
-              !["mailto", "sip", "sips", "tel", "xmpp", "news", "urn", "data"].contains(word[..<colon].lowercased()) else { return word }
-        var userStart = word.startIndex
-        if let lastSlash = word[..<colon].lastIndex(where: { $0 == "/" || $0 == "\\" }) {
-            let run = word[..<lastSlash].reversed().prefix { $0 == "/" || $0 == "\\" }.count
-            let runStart = word.index(lastSlash, offsetBy: -run)
-            guard runStart == word.startIndex || word[word.index(before: runStart)] == ":" else { return word }
-            userStart = word.index(after: lastSlash)
+    /// `text`, given as a URL, with what reads as its password shown as
+    /// `replacement` where its `://` is missing or mistyped (`u:pw@host`,
+    /// `//u:pw@h/`, `http//u:pw@h/`, `http:/u:pw@h/`; the last hides `/u:pw`,
+    /// a little too much, never too little), also before a proper URL in its
+    /// query (`u:pw@h/a?r=http://x/`). Its user begins after the last `/` or
+    /// `\` before its first `:`; the password runs to the last `@` before the
+    /// first `/` or white space after an `@`. Not for text that opens with a
+    /// scheme and `://` (`lenientRanges` reads that), a scheme without a host
+    /// (`mailto:a@b.com`), or a port. Only for what was given as a URL: in
+    /// other text such a shape is a name (`me:home@work/2024`).
+    public static func hiddenInMistyped(_ text: String, with replacement: String) -> String {
+        if let separator = text.range(of: "://"), !text[..<separator.lowerBound].contains(where: { $0 == ":" || $0 == "@" }) {
+            return text
         }
-        guard let firstAt = word[colon...].firstIndex(of: "@") else { return word }
-        let pathStart = word[firstAt...].firstIndex { $0 == "/" || $0.isWhitespace } ?? word.endIndex
-        guard let lastAt = word[firstAt..<pathStart].lastIndex(of: "@"), pathStart < word.endIndex else { return word }
-        let secret = word[word.index(after: colon)..<lastAt]
+        guard let colon = text.firstIndex(of: ":"),
+              !["mailto", "sip", "sips", "tel", "xmpp", "news", "urn", "data"].contains(text[..<colon].lowercased()) else { return text }
+        let userStart = text[..<colon].lastIndex(where: { $0 == "/" || $0 == "\\" }).map { text.index(after: $0) } ?? text.startIndex
+        guard let firstAt = text[colon...].firstIndex(of: "@") else { return text }
+        let hostEnd = text[firstAt...].firstIndex { $0 == "/" || $0.isWhitespace } ?? text.endIndex
+        guard let lastAt = text[firstAt..<hostEnd].lastIndex(of: "@") else { return text }
+        let secret = text[text.index(after: colon)..<lastAt]
         guard !secret.isEmpty, !secret.contains("://"), !isPortOrProse(secret),
-              !word[userStart..<colon].contains(where: { "?#@[".contains($0) }) else { return word }
-        return String(word[..<secret.startIndex]) + replacement + String(word[secret.endIndex...])
+              !text[userStart..<colon].contains(where: { "?#@[".contains($0) }) else { return text }
+        return String(text[..<secret.startIndex]) + replacement + String(text[secret.endIndex...])
     }
 
     /// `text` with each password `lenientRanges` finds shown as `replacement`.

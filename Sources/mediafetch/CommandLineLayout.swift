@@ -134,9 +134,9 @@ enum CommandLineLayout {
             : commands.joined()
         if let first = arguments.first, !first.hasPrefix("-"), first != "help", !commands.contains(first) {
             // A URL given without its command.
-            if first.contains("://") { return "unknown command '\(first)' (to download it: mediafetch get URL)" }
             // A URL mistyped without its `://` (`mediafetch u:pw@h/a.jpg`): its password stays hidden.
             let first = RedactedURL.ofMistyped(first)
+            if first.contains("://") { return "unknown command '\(first)' (to download it: mediafetch get URL)" }
             return "unknown command '\(first)' (\(meant(first, among: commands))the commands are \(listed))"
         }
         guard arguments.first == "help" else { return nil }

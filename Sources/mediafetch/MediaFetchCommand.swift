@@ -129,8 +129,11 @@ struct MediaFetchCommand: AsyncParsableCommand {
     /// is not echoed whole, and passwords in URLs are hidden.
     static func writeUsageError(_ problem: String, for command: (any ParsableCommand.Type)?) {
         let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
-        // A URL given where a command or a value was (`mediafetch http://u:pw@h/a.jpg`) keeps its password hidden.
-        var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(RedactedURL.inText(problem)), toWidth: 400, asURL: false)
+        // A URL given where a command or a value was (`mediafetch http://u:pw@h/a.jpg`, `--jobs u:pw@h`)
+        // keeps its password hidden: a quoted value here is what was given, read as a URL if it can be one.
+        let quotedAsURLs = problem.split(separator: "'", omittingEmptySubsequences: false).enumerated()
+            .map { $0.offset % 2 == 1 ? RedactedURL.ofMistyped(String($0.element)) : String($0.element) }.joined(separator: "'")
+        var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(RedactedURL.inText(quotedAsURLs)), toWidth: 400, asURL: false)
         if let first = shown.first, first.isUppercase, shown.dropFirst().first?.isLowercase == true {
             shown = first.lowercased() + shown.dropFirst()
         }

@@ -1876,7 +1876,10 @@ import TestSupport
             #expect(url.stderrLines == [#"mediafetch: not a URL, it holds a control character: http://127.0.0.1:1/a\u{A}b.jpg"#])
             // A URL given where a command or a value was keeps its password hidden in the usage error.
             for arguments in [["http://ann:secret@127.0.0.1:1/a.jpg"], ["get", "--jobs", "http://ann:secret@127.0.0.1:1/a.jpg"],
-                              ["list", "--cache", cache, "http://ann:secret@127.0.0.1:1/a.jpg"]] {
+                              ["list", "--cache", cache, "http://ann:secret@127.0.0.1:1/a.jpg"],
+                              // Mistyped: no scheme, with a URL in its query; and as an option's value.
+                              ["ann:secret@127.0.0.1:1/a.jpg?r=http://x/"], ["get", "--jobs", "ann:secret@127.0.0.1:1"],
+                              ["list", "--cache", cache, "ann:secret@127.0.0.1:1/a.jpg?r=http://x/"]] {
                 let misplaced = try await BuiltProducts.run(arguments)
                 #expect(misplaced.status == 64 && misplaced.stderr.contains("ann:***@") && !misplaced.stderr.contains("secret"),
                         "\(misplaced.stderr)")

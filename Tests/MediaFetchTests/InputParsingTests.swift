@@ -682,7 +682,10 @@ import TestSupport
                                // A raw '@' or '/' in the password: hidden to the last '@' before the path.
                                ("u:p@ss@h/a.jpg", "u:***@h/a.jpg"), ("u:pa/ss@h/a.jpg", "u:***@h/a.jpg"), ("u:1234@h/a.jpg", "u:***@h/a.jpg"),
                                ("http://a/1.jpg,http://u:p@ss@h/2.jpg", "http://a/1.jpg,http://u:***@h/2.jpg"),
-                               ("http:/u:pw@h/a.jpg?next=https://x.org/", "http:***@h/a.jpg?next=https://x.org/")] {
+                               ("http:/u:pw@h/a.jpg?next=https://x.org/", "http:***@h/a.jpg?next=https://x.org/"),
+                               // No path, or a scheme without its ':' or with another mark.
+                               ("u:pw@h", "u:***@h"), ("u:pw@h?x=1", "u:***@h?x=1"), ("http//u:pw@h/", "http//u:***@h/"),
+                               ("http;//u:pw@h/", "http;//u:***@h/"), ("http.//u:pw@h/", "http.//u:***@h/")] {
             do {
                 _ = try URLList.validate([typed])
                 Issue.record("\(typed) was taken")
