@@ -9,8 +9,9 @@ public enum RedactedURL {
         URLPassword.replaced(in: url, with: "***")
     }
 
-    /// `text`, given as a URL but lacking its `://`, with what reads as its
-    /// password hidden (`u:pw@host/a.jpg`; see `URLPassword.hiddenInMistyped`).
+    /// `text`, given as a URL, with what reads as its password hidden where
+    /// its `://` is missing or mistyped (`u:pw@host`, `http//u:pw@h/`; see
+    /// `URLPassword.hiddenInMistyped`).
     public static func ofMistyped(_ text: String) -> String {
         URLPassword.hiddenInMistyped(text, with: "***")
     }
