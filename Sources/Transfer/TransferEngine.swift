@@ -925,7 +925,7 @@ public struct RequestTarget: Sendable, Equatable {
             // A URL refused for its password's space or slash is read leniently too (`http://u:pa ss/x@h/`),
             // and so is a second URL joined to it.
             let hidden = URLPassword.hiddenLeniently(in: URLPassword.replaced(in: text, with: "***"), with: "***")
-            return URLPassword.hiddenInMistyped(hidden, with: "***")
+            return URLPassword.hiddenInMistypedWords(hidden, with: "***")
         }
         // Spaces and tabs around the URL are dropped (byte-wise: this runs per URL).
         var bytes = Array(text.utf8)

@@ -110,6 +110,23 @@ public enum URLPassword {
         return String(text[..<secret.startIndex]) + replacement + String(text[secret.endIndex...])
     }
 
+    /// `hiddenInMistyped` for the whole of `text`, then for each of its words
+    /// (they end at white space and controls): two URLs a line break or a
+    /// space joins are two, and each one's password is hidden.
+    public static func hiddenInMistypedWords(_ text: String, with replacement: String) -> String {
+        let whole = hiddenInMistyped(text, with: replacement)
+        var hidden = ""
+        var wordStart = whole.startIndex
+        for index in whole.indices where whole[index].isWhitespace || whole[index].unicodeScalars.contains(where: {
+            $0.properties.generalCategory == .control
+        }) {
+            hidden += hiddenInMistyped(String(whole[wordStart..<index]), with: replacement)
+            hidden.append(whole[index])
+            wordStart = whole.index(after: index)
+        }
+        return hidden + hiddenInMistyped(String(whole[wordStart...]), with: replacement)
+    }
+
     /// `text` with each password `lenientRanges` finds shown as `replacement`.
     public static func hiddenLeniently(in text: String, with replacement: String) -> String {
         var hidden = ""

@@ -131,8 +131,9 @@ struct MediaFetchCommand: AsyncParsableCommand {
         let name = ["mediafetch", command?._commandName].compactMap { $0 }.joined(separator: " ")
         // A URL given where a command or a value was (`mediafetch http://u:pw@h/a.jpg`, `--jobs u:pw@h`)
         // keeps its password hidden: a quoted value here is what was given, read as a URL if it can be one.
-        let quotedAsURLs = problem.split(separator: "'", omittingEmptySubsequences: false).enumerated()
-            .map { $0.offset % 2 == 1 ? RedactedURL.ofMistyped(String($0.element)) : String($0.element) }.joined(separator: "'")
+        // (Word by word too: a `'` in a value pairs the quotes after it wrongly.)
+        let quotedAsURLs = RedactedURL.ofMistyped(problem.split(separator: "'", omittingEmptySubsequences: false).enumerated()
+            .map { $0.offset % 2 == 1 ? RedactedURL.ofMistyped(String($0.element)) : String($0.element) }.joined(separator: "'"))
         var shown = DisplayText.elidingMiddle(DisplayText.escapingControls(RedactedURL.inText(quotedAsURLs)), toWidth: 400, asURL: false)
         if let first = shown.first, first.isUppercase, shown.dropFirst().first?.isLowercase == true {
             shown = first.lowercased() + shown.dropFirst()

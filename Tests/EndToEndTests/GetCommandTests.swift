@@ -1879,7 +1879,9 @@ import TestSupport
                               ["list", "--cache", cache, "http://ann:secret@127.0.0.1:1/a.jpg"],
                               // Mistyped: no scheme, with a URL in its query; and as an option's value.
                               ["ann:secret@127.0.0.1:1/a.jpg?r=http://x/"], ["get", "--jobs", "ann:secret@127.0.0.1:1"],
-                              ["list", "--cache", cache, "ann:secret@127.0.0.1:1/a.jpg?r=http://x/"]] {
+                              ["list", "--cache", cache, "ann:secret@127.0.0.1:1/a.jpg?r=http://x/"],
+                              // A quote in an earlier value does not shift which values are read as URLs.
+                              ["list", "--cache", cache, "it's", "ann:secret@127.0.0.1:1/a.jpg"]] {
                 let misplaced = try await BuiltProducts.run(arguments)
                 #expect(misplaced.status == 64 && misplaced.stderr.contains("ann:***@") && !misplaced.stderr.contains("secret"),
                         "\(misplaced.stderr)")

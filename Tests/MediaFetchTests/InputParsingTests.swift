@@ -685,7 +685,10 @@ import TestSupport
                                ("http:/u:pw@h/a.jpg?next=https://x.org/", "http:***@h/a.jpg?next=https://x.org/"),
                                // No path, or a scheme without its ':' or with another mark.
                                ("u:pw@h", "u:***@h"), ("u:pw@h?x=1", "u:***@h?x=1"), ("http//u:pw@h/", "http//u:***@h/"),
-                               ("http;//u:pw@h/", "http;//u:***@h/"), ("http.//u:pw@h/", "http.//u:***@h/")] {
+                               ("http;//u:pw@h/", "http;//u:***@h/"), ("http.//u:pw@h/", "http.//u:***@h/"),
+                               // Each of two joined by a line break or a space.
+                               ("http://a/1.jpg\nu:pw@h/2.jpg", "http://a/1.jpg\nu:***@h/2.jpg"),
+                               ("http://u:pw@h/a.jpg u:pw2@h/b.jpg", "http://u:***@h/a.jpg u:***@h/b.jpg")] {
             do {
                 _ = try URLList.validate([typed])
                 Issue.record("\(typed) was taken")

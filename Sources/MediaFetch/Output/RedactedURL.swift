@@ -9,11 +9,11 @@ public enum RedactedURL {
         URLPassword.replaced(in: url, with: "***")
     }
 
-    /// `text`, given as a URL, with what reads as its password hidden where
-    /// its `://` is missing or mistyped (`u:pw@host`, `http//u:pw@h/`; see
-    /// `URLPassword.hiddenInMistyped`).
+    /// `text`, given as a URL (or several, white space between them), with
+    /// what reads as a password hidden where a `://` is missing or mistyped
+    /// (`u:pw@host`, `http//u:pw@h/`; see `URLPassword.hiddenInMistypedWords`).
     public static func ofMistyped(_ text: String) -> String {
-        URLPassword.hiddenInMistyped(text, with: "***")
+        URLPassword.hiddenInMistypedWords(text, with: "***")
     }
 
     /// `text` with every URL in it that carries a password redacted (an
