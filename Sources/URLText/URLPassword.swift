@@ -111,20 +111,25 @@ public enum URLPassword {
     }
 
     /// `hiddenInMistyped` for the whole of `text`, then for each of its words
-    /// (they end at white space and controls): two URLs a line break or a
-    /// space joins are two, and each one's password is hidden.
+    /// (`eachWord`): two URLs a line break or a space joins are two, and
+    /// each one's password is hidden.
     public static func hiddenInMistypedWords(_ text: String, with replacement: String) -> String {
-        let whole = hiddenInMistyped(text, with: replacement)
-        var hidden = ""
-        var wordStart = whole.startIndex
-        for index in whole.indices where whole[index].isWhitespace || whole[index].unicodeScalars.contains(where: {
-            $0.properties.generalCategory == .control
-        }) {
-            hidden += hiddenInMistyped(String(whole[wordStart..<index]), with: replacement)
-            hidden.append(whole[index])
-            wordStart = whole.index(after: index)
+        eachWord(of: hiddenInMistyped(text, with: replacement)) { hiddenInMistyped($0, with: replacement) }
+    }
+
+    /// `text` with each of its words given by `transform`: words end at
+    /// white space, line breaks and other controls, which are kept as they
+    /// are (two URLs in one argument, a line break between them, are two words).
+    public static func eachWord(of text: String, _ transform: (String) -> String) -> String {
+        var result = ""
+        var wordStart = text.startIndex
+        for index in text.indices where text[index].isWhitespace
+            || text[index].unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            result += transform(String(text[wordStart..<index]))
+            result.append(text[index])
+            wordStart = text.index(after: index)
         }
-        return hidden + hiddenInMistyped(String(whole[wordStart...]), with: replacement)
+        return result + transform(String(text[wordStart...]))
     }
 
     /// `text` with each password `lenientRanges` finds shown as `replacement`.

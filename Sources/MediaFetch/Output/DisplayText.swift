@@ -63,7 +63,7 @@ public enum DisplayText {
         let threeFifths = width - 1 - (width - 1) * 2 / 5
         guard asURL, let (site, hostStart) = site(of: text) else {
             let head = prefix(of: characters, width: threeFifths)
-            return String(head) + "…" + String(prefix(of: characters.reversed(), width: width - 1 - displayWidth(String(head))).reversed())
+            return joining(head, characters, tailWidth: width - 1 - displayWidth(String(head)))
         }
         if let query = text.firstIndex(of: "?") {
             let address = String(text[..<query])
@@ -82,10 +82,8 @@ public enum DisplayText {
         } else if let at = site.lastIndex(of: "@") {
             // A user gives way first, whole: cut, `http://www.bank.example@127.0.0.1/…` read as that host.
             let scheme = String(text.prefix(hostStart))
-            // Too narrow for any of the host beside the scheme: the scheme alone.
-            guard width - 2 > hostStart + 1 else { return String(scheme.prefix(width - 1)) + "…" }
-            let cut = elidingMiddle(scheme + text[text.index(after: at)...], toWidth: width - 2)
-            // Narrow enough that the cut took the scheme or the host's start: the scheme alone.
+            let cut = width - 2 > hostStart + 1 ? elidingMiddle(scheme + text[text.index(after: at)...], toWidth: width - 2) : ""
+            // Too narrow for any of the host beside the scheme (the cut took the scheme or the host's start): the scheme alone.
             guard cut.hasPrefix(scheme), cut.dropFirst(scheme.count).first.map({ $0 != "…" }) ?? false else {
                 return String(scheme.prefix(width - 1)) + "…"
             }
@@ -98,8 +96,12 @@ public enum DisplayText {
                                             hostStart: hostStart, siteLength: site.count)
             }
         }
-        let tailWidth = min(width - 1 - displayWidth(String(head)), pathWidth)
-        return String(head) + "…" + String(prefix(of: characters.reversed(), width: tailWidth).reversed())
+        return joining(head, characters, tailWidth: min(width - 1 - displayWidth(String(head)), pathWidth))
+    }
+
+    /// `head`, "…", and the end of `characters` that takes at most `tailWidth` columns.
+    private static func joining(_ head: [Character], _ characters: [Character], tailWidth: Int) -> String {
+        String(head) + "…" + String(prefix(of: characters.reversed(), width: tailWidth).reversed())
     }
 
     /// A URL's scheme, host and port (through the `/` that ends them, if one
