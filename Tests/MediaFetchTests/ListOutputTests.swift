@@ -92,6 +92,16 @@ import Transfer
             // (The query is what gives way first: its path keeps the file's name.)
             let named = try #require(narrow.text.split(separator: "\n").first { $0.hasSuffix("/IMG_0042.jpg?…") }.map(String.init))
             #expect(DisplayText.displayWidth(named) == 80 && named.contains("  photo  long-n…me-  http://photos.example"), "\(named)")
+            // A name longer than the column's 100 runs past it whole where the terminal has room (it was cut to 100).
+            let longest = String(repeating: "very-long-name-", count: 8)
+            try cache.catalog.record([IngestRecord(url: "http://h/g.jpg", collection: longest, kind: .photo, title: nil,
+                                                   sha256: Self.hash("e"), size: 9)])
+            let wide = try table(columns: 300)
+            #expect(wide.shortened == 0 && wide.text.contains("  \(longest)  http://h/g.jpg\n"), "\(wide.text)")
+            // Where it does not, it is cut to the column, as before.
+            let cutRow = try #require(try table(columns: 130).text.split(separator: "\n").first { $0.hasSuffix("http://h/g.jpg") })
+            #expect(cutRow.contains("  very-long-name-") && cutRow.contains("…") && DisplayText.displayWidth(String(cutRow)) <= 130,
+                    "\(cutRow)")
         }
     }
 
@@ -574,6 +584,37 @@ import Transfer
         // to wrap. Cut to 20, the URL lost its host, and its row wrapped all the same.
         #expect(try table(columns: 60) == whole)
         #expect(try table(columns: 64).shortened == 2)
+    }
+
+    /// On a terminal wide enough, a URL longer than the column's 100 runs
+    /// past it whole, as on a pipe: it was cut to 100 on a terminal 250 wide.
+    /// Where it would not leave its reason room, it is cut to the column, in
+    /// line with the other rows.
+    @Test func onAWideTerminalALongURLIsShownWhole() throws {
+        let when = Date(timeIntervalSince1970: 1_795_000_000)
+        let long = "http://h.test/albums/" + String(repeating: "b", count: 125) + ".jpg"
+        let failures = [CatalogFailure(url: "http://h.test/a.jpg", message: "HTTP 404", failedAt: when, isCached: false),
+                        CatalogFailure(url: long, message: "HTTP 410 Gone", failedAt: when, isCached: false)]
+        func table(columns: Int) throws -> (rows: [String], shortened: Int) {
+            var text = ""
+            let shortened = try FailureFormatter.write({ visit in try failures.forEach(visit) }, as: .table, columns: columns) { text += $0 }
+            return (text.split(separator: "\n").map(String.init), shortened)
+        }
+        let stamp = ISO8601DateFormatter().string(from: when)
+
+        let wide = try table(columns: 250)
+        #expect(wide.shortened == 0)
+        #expect(wide.rows[1] == stamp + "  " + "http://h.test/a.jpg".padding(toLength: 100, withPad: " ", startingAt: 0) + "  HTTP 404")
+        #expect(wide.rows[2] == stamp + "  " + long + "  HTTP 410 Gone")
+
+        // 150 columns leave the URL 128 past its reason: cut to the column, the reasons in line.
+        let narrower = try table(columns: 150)
+        #expect(narrower.shortened == 1)
+        #expect(narrower.rows.allSatisfy { DisplayText.displayWidth($0) <= 150 }, "\(narrower.rows)")
+        let reasonColumn = narrower.rows[1].range(of: "HTTP 404").map { narrower.rows[1].distance(from: narrower.rows[1].startIndex, to: $0.lowerBound) }
+        let cutReasonColumn = narrower.rows[2].range(of: "HTTP 410").map { narrower.rows[2].distance(from: narrower.rows[2].startIndex, to: $0.lowerBound) }
+        #expect(reasonColumn != nil && reasonColumn == cutReasonColumn, "\(narrower.rows)")
+        #expect(narrower.rows[2].contains("…") && narrower.rows[2].hasSuffix(".jpg  HTTP 410 Gone"), "\(narrower.rows[2])")
     }
 
     /// A server's reason phrase may carry escape codes: CSV shows them as

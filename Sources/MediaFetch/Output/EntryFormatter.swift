@@ -130,9 +130,19 @@ public struct EntryFormatter: Sendable {
 
     /// Cuts `row`'s cell `column` to `widths[column]`, then its last cell as
     /// `fittedLast` does, with `cuttingLast`; returns whether either was cut.
+    /// A cell wider than its column is kept whole, running past it on its own
+    /// row as on a pipe, where it still leaves the last cell the room `fitting`
+    /// gave it (`lastRoom`, or all it needs): a 150-character URL was cut on a
+    /// terminal 250 columns wide. A cell that must be cut is cut to its column,
+    /// so that the rows cut line up.
     static func fitted(_ row: inout [String], cutting column: Int, widths: [Int], columns: Int,
+                       lastRoom: (_ left: Int) -> Int = { _ in lastColumnRoom },
                        cuttingLast: (String, Int) -> String = { DisplayText.elidingMiddle($0, toWidth: $1) }) -> Bool {
-        let cell = DisplayText.elidingMiddle(row[column], toWidth: widths[column])
+        let before = zip(row.prefix(column), widths).reduce(0) { $0 + max($1.1, DisplayText.displayWidth($1.0)) + 2 }
+        let left = columns - before - 2
+        let last = row.count > column + 1 ? row.last.map(DisplayText.displayWidth) ?? 0 : 0
+        let fitsWhole = DisplayText.displayWidth(row[column]) <= left - min(last, lastRoom(left))
+        let cell = fitsWhole ? row[column] : DisplayText.elidingMiddle(row[column], toWidth: widths[column])
         let cut = cell != row[column]
         row[column] = cell
         return fittedLast(of: &row, widths: widths, columns: columns, cutting: cuttingLast) || cut

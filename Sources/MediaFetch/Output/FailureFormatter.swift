@@ -7,7 +7,8 @@ public enum FailureFormatter {
     static let tableHeader = ["FAILED AT", "URL", "REASON"]
     /// The widest the URL column is padded to: a longer URL runs into its
     /// reason on its own row, rather than pushing every row's reason off the
-    /// screen (a 32 KB URL padded them all to 32 KB). CSV and JSON hold it whole.
+    /// screen (a 32 KB URL padded them all to 32 KB); on a terminal, where it
+    /// leaves its reason room (see `EntryFormatter.fitted`). CSV and JSON hold it whole.
     static let widestPaddedURL = 100
     static let csvHeader = "url,failedAt,reason,cached"
 
@@ -64,7 +65,7 @@ public enum FailureFormatter {
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
                 // A reason reads from its start ("Failed to co… server" read as nothing), in whole words.
-                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting,
+                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting, lastRoom: reasonRoom(left:),
                                                       cuttingLast: { DisplayText.elidingEnd($0, toWidth: $1, atWord: true) }) {
                     shortened += 1
                 }
