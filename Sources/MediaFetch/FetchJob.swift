@@ -37,6 +37,8 @@ public struct RunProgress: Sendable, Equatable {
     public var skipped = 0
     /// Body bytes received over the network in this run.
     public var bytesReceived: Int64 = 0
+    /// Bytes held before that downloads went on from (see `EngineSnapshot.bytesResumed`).
+    public var bytesResumed: Int64 = 0
     public var bytesPerSecond: Double = 0
     /// Transfers running now.
     public var active: [TransferSnapshot] = []
@@ -105,6 +107,8 @@ public struct FetchReport: Sendable, Equatable {
     /// Body bytes received in this run: of the bodies stored, and of those
     /// kept to resume later or thrown away.
     public var bytesReceived: Int64 = 0
+    /// Bytes held before that downloads went on from, as soon as a server
+    /// agreed to go on: also of bodies a stopped run did not finish.
     public var resumedBytes: Int64 = 0
     public var seconds: Double = 0
     /// True when the run was cancelled (Ctrl-C) before every item was tried
@@ -335,6 +339,9 @@ public final class FetchJob: Sendable {
             // The engine counts every body byte: also those kept to resume
             // (an interrupted run would say "0 B") or thrown away.
             state.report.bytesReceived = max(state.report.bytesReceived, state.progress.bytesReceived)
+            // Counted by the engine when a server agreed to go on: a run interrupted
+            // before a resumed body was whole never said it resumed.
+            state.report.resumedBytes = state.progress.bytesResumed
             return state.report
         }
         // Interrupted only when something asked for is missing because of it.
@@ -657,7 +664,6 @@ public final class FetchJob: Sendable {
             $0.progress.done += 1
             $0.report.downloaded += 1
             if awaitingRecord { $0.report.awaitingRecord += 1 }
-            $0.report.resumedBytes += body.resumedBytes
             $0.report.bytesReceived += body.size - body.resumedBytes
             if body.cameOverPlainHTTP { $0.report.overPlainHTTP += 1 }
         }
@@ -718,6 +724,7 @@ public final class FetchJob: Sendable {
             case .progress(let snapshot):
                 reportProgress { progress in
                     progress.bytesReceived = snapshot.bytesReceived
+                    progress.bytesResumed = snapshot.bytesResumed
                     progress.bytesPerSecond = snapshot.bytesPerSecond
                     progress.active = snapshot.active
                     progress.queued = snapshot.queued

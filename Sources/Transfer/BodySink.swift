@@ -82,6 +82,10 @@ protocol BodySink: AnyObject {
     func wakeWhenRoom(_ wake: @escaping @Sendable () -> Void) -> Bool
     /// Bytes of the current body so far, including a resumed prefix.
     var bytesHeld: Int64 { get }
+    /// Of the `offset` bytes held that an answer goes on from (a 206, or a
+    /// 416 showing that every byte is held), those no earlier one of this
+    /// body's counted: the run's "resumed" bytes count each body's furthest.
+    func newlyResumed(upTo offset: Int64) -> Int64
     /// Drops what is held so the next attempt starts from byte zero.
     func restart()
     /// The body's full size, when the response said it.
@@ -120,6 +124,8 @@ final class FileSink: BodySink {
     private let partial: PartialFile
     private let writer: HashingWriter
     private(set) var bytesHeld: Int64 = 0
+    /// The furthest offset an answer went on from (see `newlyResumed`).
+    private var resumedUpTo: Int64 = 0
     /// The file the body is written to.
     var partialPath: String? { partial.path }
     /// The body's first bytes (up to `openingSize`) as they arrived: a
@@ -256,6 +262,11 @@ final class FileSink: BodySink {
             recent.append(contentsOf: bytes)
         }
         recentEnd = end
+    }
+
+    func newlyResumed(upTo offset: Int64) -> Int64 {
+        defer { resumedUpTo = max(resumedUpTo, offset) }
+        return max(0, offset - resumedUpTo)
     }
 
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? {
@@ -704,6 +715,7 @@ final class FileSink: BodySink {
 
 extension BodySink {
     func prepareResume() -> Int64 { 0 }
+    func newlyResumed(upTo offset: Int64) -> Int64 { 0 }
     func bodyEnded() -> TransferError? { nil }
     var partialPath: String? { nil }
 }

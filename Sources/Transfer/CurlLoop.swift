@@ -382,6 +382,9 @@ final class Attempt: @unchecked Sendable {
             abort = error
             return false
         }
+        if head.status == 206, requestedOffset > 0, sink.bytesHeld == requestedOffset {
+            counters.bytesResumed.add(sink.newlyResumed(upTo: requestedOffset), ordering: .relaxed)
+        }
         return true
     }
 
@@ -456,6 +459,11 @@ extension AttemptOutcome {
 final class LoopCounters: @unchecked Sendable {
     // @unchecked: mutated and read on the loop thread only.
     var bytesReceived: Int64 = 0
+    /// Bytes held from an earlier attempt or run that answers went on from,
+    /// each body's furthest (see `BodySink.newlyResumed`): counted when the
+    /// answer comes, so that a run stopped before such a body is whole says
+    /// it resumed. Atomic: the engine counts a 416 showing every byte held.
+    let bytesResumed = Atomic<Int64>(0)
     /// Hosts whose probing transfer's connection has answered since the loop
     /// last looked (see `SlotQueue` and `Attempt.connectionAnswered`), and,
     /// while `watchingFailingHosts`, hosts any transfer of which had its head.
@@ -1137,6 +1145,7 @@ final class CurlLoop: Sendable {
                                           bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
             (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaits.state(at: now)
             snapshot.waitingForOtherProcess = waitingForOtherProcess.load(ordering: .relaxed)
+            snapshot.bytesResumed = counters.bytesResumed.load(ordering: .relaxed)
             events.yield(.progress(snapshot))
         }
         // Only reads what the loop holds (no libcurl call), so it may run inside a libcurl callback.
@@ -1269,7 +1278,9 @@ final class CurlLoop: Sendable {
         // rate is still the window's: a last frame of "3.0 MiB at 0 B/s" read
         // as a stall.
         let rate = rateWindow.record(counters.bytesReceived, at: .now)
-        events.yield(.progress(EngineSnapshot(active: [], queued: 0, bytesReceived: counters.bytesReceived, bytesPerSecond: rate)))
+        var last = EngineSnapshot(active: [], queued: 0, bytesReceived: counters.bytesReceived, bytesPerSecond: rate)
+        last.bytesResumed = counters.bytesResumed.load(ordering: .relaxed)
+        events.yield(.progress(last))
         events.yield(.finished)
         events.finish()
         exited.signal()

@@ -589,6 +589,7 @@ public final class TransferEngine: Sendable {
             // was killed before storing it): the file is exactly that long,
             // and still the version the validator names (If-Range, and the
             // 416's own validator where it sends one).
+            loop.counters.bytesResumed.add(sink.newlyResumed(upTo: offset), ordering: .relaxed)
             return .done(Completed(wholeBodyHeld: offset, head: held, effectiveURL: outcome.effectiveURL))
         }
         // The held bytes no longer fit the file (a 416), or the range answer was

@@ -53,6 +53,10 @@ public struct EngineSnapshot: Sendable, Equatable {
     public let queued: Int
     /// Body bytes received over the network since the engine started (resumed prefixes excluded).
     public let bytesReceived: Int64
+    /// Bytes held from an earlier attempt or run that answers went on from
+    /// since the engine started, each body's furthest: also of bodies not
+    /// finished (yet), which `DownloadedBody.resumedBytes` never tells.
+    public var bytesResumed: Int64 = 0
     /// Download rate in bytes a second over the last 5 seconds, or longer
     /// under a low `--limit-rate` (see `CurlLoop.rateWindowSpan`).
     public let bytesPerSecond: Double

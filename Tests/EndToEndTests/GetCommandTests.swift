@@ -716,6 +716,30 @@ import TestSupport
         }
     }
 
+    /// A run that goes on from a partial and is cut again before the file
+    /// is whole says it resumed: the bytes were counted only once a resumed
+    /// body was stored, so such a run read as having started over.
+    @Test func aRunCutAgainAfterItResumedSaysItResumed() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/long.flac", data: fixtureBytes(count: 3_000_000, seed: 9))
+            origin.setFault("/long.flac", .dropAfter(bytes: 600_000), times: 2)
+            let arguments = ["get", "--cache", directory.appending("cache"), "--retries", "0", origin.url("/long.flac")]
+
+            let first = try await BuiltProducts.run(arguments)
+            let held = resumeOffset(afterCutAt: 600_000, in: directory.path)
+            let second = try await BuiltProducts.run(arguments + ["--progress", "json"])
+
+            #expect(first.status == 1)
+            #expect(!first.stderr.contains("resumed"), "\(first.stderr)")
+            #expect(second.status == 1)
+            #expect(origin.requests(for: "/long.flac").last?.header("range") == resumeRange(from: held))
+            let finished = try #require(jsonLines(second.stderr).last)
+            #expect(finished["event"] as? String == "finished")
+            #expect(finished["resumedBytes"] as? Int == held, "\(second.stderr)")
+            #expect(finished["downloaded"] as? Int == 0)
+        }
+    }
+
     /// A login page that answers a resume (200, `text/html`, as a server
     /// that lost the session sends for any URL) fails the photo and leaves
     /// the part already fetched; the run after, with the photo served

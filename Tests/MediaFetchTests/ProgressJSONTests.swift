@@ -90,11 +90,11 @@ import Testing
 
         let line = ProgressJSON.line(for: .progress(progress))
 
-        #expect(line == #"{"active":[{"bytes":100,"total":1000,"url":"http://h/big"},{"bytes":50,"url":"http://h/chunked"}],"bytes":4096,"bytesPerSecond":1000,"done":4,"event":"progress","failed":0,"left":6,"queued":3,"skipped":0,"storing":0,"total":10,"waitingForOtherProcess":0,"waitingToRetry":0}"#)
+        #expect(line == #"{"active":[{"bytes":100,"total":1000,"url":"http://h/big"},{"bytes":50,"url":"http://h/chunked"}],"bytes":4096,"bytesPerSecond":1000,"done":4,"event":"progress","failed":0,"left":6,"queued":3,"resumedBytes":0,"skipped":0,"storing":0,"total":10,"waitingForOtherProcess":0,"waitingToRetry":0}"#)
         // Items sleeping before a retry are counted, with when the next comes.
         (progress.waitingToRetry, progress.nextRetryInSeconds) = (2, 12)
         let waiting = ProgressJSON.line(for: .progress(progress))
-        #expect(waiting.hasSuffix(#""nextRetryInSeconds":12,"queued":3,"skipped":0,"storing":0,"total":10,"waitingForOtherProcess":0,"waitingToRetry":2}"#), "\(waiting)")
+        #expect(waiting.hasSuffix(#""nextRetryInSeconds":12,"queued":3,"resumedBytes":0,"skipped":0,"storing":0,"total":10,"waitingForOtherProcess":0,"waitingToRetry":2}"#), "\(waiting)")
         // So are items another process is downloading into the same cache.
         progress.waitingForOtherProcess = 1
         #expect(ProgressJSON.line(for: .progress(progress)).hasSuffix(#""waitingForOtherProcess":1,"waitingToRetry":2}"#))

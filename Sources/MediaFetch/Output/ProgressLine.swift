@@ -24,6 +24,7 @@ public enum ProgressJSON {
                 "event": .string("progress"), "total": .integer(progress.total), "done": .integer(progress.done),
                 "failed": .integer(progress.failed), "skipped": .integer(progress.skipped),
                 "bytes": .integer(progress.bytesReceived), "bytesPerSecond": .integer(Int64(progress.bytesPerSecond)),
+                "resumedBytes": .integer(progress.bytesResumed),
                 "queued": .integer(progress.queued),
                 "active": .array(progress.active.map { transfer in
                     var item: [String: JSONValue] = ["url": .string(RedactedURL.of(transfer.url)),
