@@ -37,6 +37,9 @@ public struct RunProgress: Sendable, Equatable {
     public var skipped = 0
     /// Body bytes received over the network in this run.
     public var bytesReceived: Int64 = 0
+    /// The sizes of the bodies stored in this run (`done`): what the time
+    /// left takes an item not started yet to hold (see `ProgressText`).
+    public var bytesStored: Int64 = 0
     /// Bytes held before that downloads went on from (see `EngineSnapshot.bytesResumed`).
     public var bytesResumed: Int64 = 0
     public var bytesPerSecond: Double = 0
@@ -662,6 +665,7 @@ public final class FetchJob: Sendable {
     private func countDownloaded(_ body: DownloadedBody, awaitingRecord: Bool) {
         state.withLock {
             $0.progress.done += 1
+            $0.progress.bytesStored += body.size
             $0.report.downloaded += 1
             if awaitingRecord { $0.report.awaitingRecord += 1 }
             $0.report.bytesReceived += body.size - body.resumedBytes

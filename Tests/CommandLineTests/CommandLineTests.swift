@@ -179,17 +179,40 @@ import Testing
     /// bytes so far, for minutes); short ones, or any of unknown length, do not.
     @Test func longTransfersSayHowFarTheyAreAndWhatIsLeft() {
         var slow = progress(active: [(196_608, 3_000_000)])
-        (slow.waitingToRetry, slow.skipped, slow.bytesPerSecond) = (0, 0, 20_000)
-        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active: 6% of 2.9 MiB, 2 min left")
-        #expect(ProgressText.fittedStatus(slow, columns: 68) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active: 2 min left")
-        #expect(ProgressText.fittedStatus(slow, columns: 60) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active")
+        // The last item of the run: its time left is the run's.
+        (slow.waitingToRetry, slow.skipped, slow.bytesPerSecond, slow.total) = (0, 0, 20_000, 10)
+        #expect(ProgressText.status(slow) == "9/10 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active: 6% of 2.9 MiB, 2 min left")
+        #expect(ProgressText.fittedStatus(slow, columns: 68) == "9/10 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active: 2 min left")
+        #expect(ProgressText.fittedStatus(slow, columns: 60) == "9/10 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 1 active")
         slow.bytesPerSecond = 100_000
-        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 97.7 KiB/s, 1 active: 6% of 2.9 MiB, 29 s left")
+        #expect(ProgressText.status(slow) == "9/10 items, 1 failed, 2.1 MiB at 97.7 KiB/s, 1 active: 6% of 2.9 MiB, 29 s left")
         slow.bytesPerSecond = 2_000_000
-        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active")
+        #expect(ProgressText.status(slow) == "9/10 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active")
         slow.bytesPerSecond = 20_000
+        slow.total = 11
         slow.active.append(TransferSnapshot(id: TransferID(rawValue: 9), url: "http://h/9", bytesReceived: 5, bytesExpected: nil))
-        #expect(ProgressText.status(slow) == "9/40 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 active")
+        #expect(ProgressText.status(slow) == "9/11 items, 1 failed, 2.1 MiB at 19.5 KiB/s, 2 active")
+    }
+
+    /// With items not started yet, the time left is the run's, about: they
+    /// count at the mean size of the items stored and running. The running
+    /// ones' alone ("16 s left" of two videos with five queued) read as the
+    /// run's, which took 32 s. A run of small files says it too, once long.
+    @Test func theTimeLeftCountsTheItemsNotStartedYet() {
+        var run = progress(active: [(196_608, 3_000_000)])
+        (run.waitingToRetry, run.skipped, run.bytesPerSecond) = (0, 0, 2_000_000)
+        run.bytesStored = 8 * 3_000_000
+        // 30 not started at 3 MB each, and the 2.8 MB left of the one running, at 2 MB/s.
+        #expect(ProgressText.status(run) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active: 6% of 2.9 MiB, about 47 s left")
+        #expect(ProgressText.fittedStatus(run, columns: 74) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active: about 47 s left")
+        // Those on their way into the store, and another process's, are not to start.
+        (run.storing, run.waitingForOtherProcess) = (10, 10)
+        #expect(ProgressText.status(run).contains("1 active: 6% of 2.9 MiB, about 17 s left, 10 being fetched"), "\(ProgressText.status(run))")
+        // Small files: 2000 of 64 KiB, 16 running, 200 stored, at 1 MiB/s.
+        var small = progress(active: Array(repeating: (32_768, 65_536), count: 16))
+        (small.total, small.done, small.failed, small.skipped, small.waitingToRetry) = (2000, 200, 0, 0, 0)
+        (small.bytesStored, small.bytesPerSecond) = (200 * 65_536, 1_048_576)
+        #expect(ProgressText.status(small).hasSuffix("16 active: 50% of 1.0 MiB, about 112 s left"), "\(ProgressText.status(small))")
     }
 
     /// The time left is the slowest transfer's at its own rate where that is
@@ -197,7 +220,7 @@ import Testing
     /// some 17 min, the bytes left over the rate of them all.
     @Test func theTimeLeftWaitsForTheSlowestTransfer() {
         var two = progress()
-        (two.waitingToRetry, two.skipped, two.bytesPerSecond) = (0, 0, 22_000)
+        (two.waitingToRetry, two.skipped, two.bytesPerSecond, two.total) = (0, 0, 22_000, 11)
         two.active = [TransferSnapshot(id: TransferID(rawValue: 1), url: "http://fast/a", bytesReceived: 1_800_000,
                                        bytesExpected: 2_000_000, bytesPerSecond: 20_000),
                       TransferSnapshot(id: TransferID(rawValue: 2), url: "http://slow/b", bytesReceived: 180_000,
@@ -225,15 +248,16 @@ import Testing
                              bytesExpected: 1_000_000, secondsWithoutData: silent)
         }
         var stalled = progress()
-        (stalled.waitingToRetry, stalled.skipped, stalled.bytesPerSecond) = (0, 0, 78_000)
+        (stalled.waitingToRetry, stalled.skipped, stalled.bytesPerSecond, stalled.total) = (0, 0, 78_000, 10)
         stalled.active = [snapshot(1, silent: 2)]
-        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: 30% of 976.6 KiB, 9 s left")
+        #expect(ProgressText.status(stalled) == "9/10 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: 30% of 976.6 KiB, 9 s left")
         stalled.active = [snapshot(1, silent: 8)]
-        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: no data for 8 s")
+        #expect(ProgressText.status(stalled) == "9/10 items, 1 failed, 2.1 MiB at 76.2 KiB/s, 1 active: no data for 8 s")
         stalled.bytesPerSecond = 0
-        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 0 B/s, 1 active: no data for 8 s")
+        #expect(ProgressText.status(stalled) == "9/10 items, 1 failed, 2.1 MiB at 0 B/s, 1 active: no data for 8 s")
+        stalled.total = 11
         stalled.active.append(snapshot(2, silent: 0))
-        #expect(ProgressText.status(stalled) == "9/40 items, 1 failed, 2.1 MiB at 0 B/s, 2 active")
+        #expect(ProgressText.status(stalled) == "9/11 items, 1 failed, 2.1 MiB at 0 B/s, 2 active")
         let line = ProgressJSON.line(for: .progress(stalled))
         #expect(line.contains(#""secondsWithoutData":8"#) && line.components(separatedBy: "secondsWithoutData").count == 2)
     }
