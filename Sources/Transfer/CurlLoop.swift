@@ -111,6 +111,16 @@ final class Attempt: @unchecked Sendable {
         !paused && silenceCounts(connectLimit: connectLimit, bytesPerSecond: bytesPerSecond).from < instant
     }
 
+    /// Whole seconds since the attempt last had a byte, or was last held
+    /// back by `--limit-rate` (`bytesPerSecond`); 0 while it is paused for
+    /// the disk. The limiter's pauses are none of the server's: at 10K the
+    /// status line said "no data for 9 s" for most of every 10 s.
+    func secondsWithoutData(at now: ContinuousClock.Instant, bytesPerSecond: Int64?) -> Int {
+        guard !paused else { return 0 }
+        let heard = max(lastActivity, silenceCounts(connectLimit: .zero, bytesPerSecond: bytesPerSecond).allowedAgain ?? lastActivity)
+        return max(0, Int((now - heard).seconds))
+    }
+
     /// From when a silence counts against the attempt: its last byte, or
     /// later while it connects (libcurl's connect timeout rules then) or
     /// while `--limit-rate` holds it back (`allowedAgain`: when the limiter
@@ -1138,7 +1148,7 @@ final class CurlLoop: Sendable {
                 let time = attempt.activeTime(at: now).seconds
                 return TransferSnapshot(id: attempt.id, url: attempt.url, bytesReceived: attempt.sink.bytesHeld,
                                         bytesExpected: attempt.expectedSize,
-                                        secondsWithoutData: attempt.paused ? 0 : max(0, Int((now - attempt.lastActivity).seconds)),
+                                        secondsWithoutData: attempt.secondsWithoutData(at: now, bytesPerSecond: configuration.maxBytesPerSecond),
                                         bytesPerSecond: time >= 1 ? Double(attempt.receivedThisAttempt) / time : nil)
             }
             var snapshot = EngineSnapshot(active: active, queued: slots.waitingCount,

@@ -15,7 +15,7 @@ public struct TransferSnapshot: Sendable {
     /// The full size when the server said it.
     public let bytesExpected: Int64?
     /// Whole seconds since a byte of it last arrived (or its request went
-    /// out), 0 while it is paused for the disk: a stalled transfer shows so
+    /// out, or `--limit-rate` last held it back), 0 while it is paused for the disk: a stalled transfer shows so
     /// rather than an estimate of time left. Whole, so that a snapshot
     /// differs from the last only when what is shown of it does.
     public let secondsWithoutData: Int

@@ -1522,6 +1522,39 @@ import URLText
         #expect(!events.contains { if case .retrying = $0 { true } else { false } })
     }
 
+    /// Nor are they shown as silence: under a low limit libcurl takes 100 KiB
+    /// at once and then waits, and the status line said "no data for 9 s"
+    /// for most of every 10 s at 10K.
+    @Test func theRateLimitersPausesAreNotShownAsSilence() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 110_000, seed: 46)
+            origin.addResource("/limited.bin", data: content)
+            var configuration = configuration()
+            (configuration.maxBytesPerSecond, configuration.progressInterval) = (50_000, 0.1)
+            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+            let collector = Task { () -> [TransferSnapshot] in
+                var shown: [TransferSnapshot] = []
+                for await event in engine.events {
+                    if case .progress(let snapshot) = event { shown += snapshot.active }
+                }
+                return shown
+            }
+            let body: DownloadedBody
+            do {
+                body = try await engine.download(origin.url("/limited.bin"))
+            } catch {
+                engine.shutdown()
+                throw error
+            }
+            engine.shutdown()
+            let shown = await collector.value
+            #expect(body.sha256 == sha256(content))
+            // Running while the limiter held it (2 s after its first 100 KiB), and never silent.
+            #expect(shown.count >= 5, "\(shown)")
+            #expect(shown.allSatisfy { $0.secondsWithoutData == 0 }, "\(shown.map(\.secondsWithoutData))")
+        }
+    }
+
     /// A 2xx with no bytes is not a body to cache (it would never be fetched
     /// again): an empty 200 may be a passing fault and is tried again; a
     /// 204 says there is no content, once.
