@@ -160,7 +160,10 @@ import Testing
         let running = progress(active: Array(repeating: (100, nil), count: 8))
         #expect(ProgressText.fittedStatus(running, columns: 120)
                 == "12/40 items, 3 cached, 1 failed, 2.1 MiB at 840.0 KiB/s, 8 active, 1 waiting to retry (next in 12 s)")
+        // The cached count, dropped before the wait's wording was, comes back where it fits then.
         #expect(ProgressText.fittedStatus(running, columns: 90)
+                == "12/40 items, 3 cached, 1 failed, 2.1 MiB at 840.0 KiB/s, 8 active, retry in 12 s")
+        #expect(ProgressText.fittedStatus(running, columns: 82)
                 == "12/40 items, 1 failed, 2.1 MiB at 840.0 KiB/s, 8 active, retry in 12 s")
         #expect(ProgressText.fittedStatus(running, columns: 60) == "12/40 items, 1 failed, 840.0 KiB/s, retry in 12 s")
         #expect(ProgressText.fittedStatus(running, columns: 40) == "12/40 items, 1 failed, retry in 12 s")

@@ -286,18 +286,39 @@ public struct StatusField: Sendable, Equatable {
 
     /// The line at its longest that `fits`: the field kept least is
     /// shortened to its next form, or dropped after its last, until the
-    /// line fits or only fields never dropped are left.
+    /// line fits or only fields never dropped are left. Then a field dropped
+    /// before another was shortened comes back, where it fits now: "30
+    /// cached" went before the retry wait's wording did, and stayed out of
+    /// an 80-column line with room for it.
     public static func shortened(_ fields: [StatusField], toFit fits: (String) -> Bool) -> String {
-        var fields = fields
-        while !fits(joined(fields)) {
-            guard let index = fields.indices.filter({ fields[$0].keep < .max })
-                    .min(by: { fields[$0].currentKeep < fields[$1].currentKeep }) else { break }
-            if fields[index].forms.count > 1 {
-                fields[index].forms.removeFirst()
+        // Each with its place in the line.
+        var kept = Array(fields.enumerated())
+        var dropped: [(offset: Int, element: StatusField)] = []
+        func line() -> String { joined(kept.map(\.element)) }
+        while !fits(line()) {
+            guard let index = kept.indices.filter({ kept[$0].element.keep < .max })
+                    .min(by: { kept[$0].element.currentKeep < kept[$1].element.currentKeep }) else { break }
+            if kept[index].element.forms.count > 1 {
+                kept[index].element.forms.removeFirst()
             } else {
-                fields.remove(at: index)
+                // Back with all its forms.
+                dropped.append((kept[index].offset, fields[kept[index].offset]))
+                kept.remove(at: index)
             }
         }
-        return joined(fields)
+        // The last dropped first: those kept longest.
+        for field in dropped.reversed() {
+            // How far the running transfers are, only beside their count.
+            if field.element.kind == .activeLeft, !kept.contains(where: { $0.element.kind == .active }) { continue }
+            let place = kept.firstIndex { $0.offset > field.offset } ?? kept.endIndex
+            var candidate = field
+            while !candidate.element.forms.isEmpty {
+                kept.insert(candidate, at: place)
+                if fits(line()) { break }
+                kept.remove(at: place)
+                candidate.element.forms.removeFirst()
+            }
+        }
+        return line()
     }
 }
