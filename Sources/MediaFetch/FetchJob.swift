@@ -58,6 +58,8 @@ public struct RunProgress: Sendable, Equatable {
     /// wait for another process's catalog lock showed "0/50 items" with all
     /// 50 bodies in.
     public var storing = 0
+    /// The host failing without an answer the longest (see `EngineSnapshot.failingHost`).
+    public var failingHost: FailingHost?
 }
 
 /// What a fetch job reports while it runs. The stream ends with `.finished`.
@@ -729,6 +731,7 @@ public final class FetchJob: Sendable {
                 reportProgress { progress in
                     progress.bytesReceived = snapshot.bytesReceived
                     progress.bytesResumed = snapshot.bytesResumed
+                    progress.failingHost = snapshot.failingHost
                     progress.bytesPerSecond = snapshot.bytesPerSecond
                     progress.active = snapshot.active
                     progress.queued = snapshot.queued

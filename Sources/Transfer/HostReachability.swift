@@ -106,6 +106,18 @@ struct HostReachability {
         givenUp.isEmpty ? nil : givenUp[host]?.refusal
     }
 
+    /// The host whose attempts have failed without an answer the longest
+    /// (given up or answered since, it is no longer failing), once for
+    /// `atLeast`; failures further apart than the patience are not one
+    /// outage, so a streak whose last failure is older is not counted.
+    func longestFailing(at now: ContinuousClock.Instant, atLeast: Duration) -> FailingHost? {
+        guard !failing.isEmpty else { return nil }
+        let current = failing.filter { now - $0.value.last <= patience }
+        guard let (host, streak) = current.min(by: { $0.value.began < $1.value.began }), now - streak.began >= atLeast else { return nil }
+        return FailingHost(host: RequestTarget.readable(hostKey: host), connected: streak.connections,
+                           seconds: Int((now - streak.began).seconds), hosts: current.count)
+    }
+
     /// Whether `host`'s attempts have failed without an answer since its
     /// last answer, and it is not given up (yet).
     func isFailing(_ host: String) -> Bool { !failing.isEmpty && failing[host] != nil }

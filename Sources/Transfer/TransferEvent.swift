@@ -45,6 +45,24 @@ extension TransferSnapshot: Equatable {
     }
 }
 
+/// A host whose attempts have failed without an answer for a while, not
+/// given up (yet): while its URLs wait to retry, the status line says so
+/// ("2 waiting to retry" for 30 s said nothing of a host that was down).
+public struct FailingHost: Sendable, Equatable {
+    /// As messages name it (`127.0.0.1:1`, `photos.example`).
+    public let host: String
+    /// Whether any of the failed attempts connected: the host is there and does not answer.
+    public let connected: Bool
+    /// Whole seconds since its first failed attempt began.
+    public let seconds: Int
+    /// How many hosts fail so, this one among them (the one failing longest).
+    public let hosts: Int
+
+    public init(host: String, connected: Bool, seconds: Int, hosts: Int) {
+        (self.host, self.connected, self.seconds, self.hosts) = (host, connected, seconds, hosts)
+    }
+}
+
 /// The engine as a whole at a progress tick.
 public struct EngineSnapshot: Sendable, Equatable {
     /// Transfers handed to libcurl right now.
@@ -57,6 +75,8 @@ public struct EngineSnapshot: Sendable, Equatable {
     /// since the engine started, each body's furthest: also of bodies not
     /// finished (yet), which `DownloadedBody.resumedBytes` never tells.
     public var bytesResumed: Int64 = 0
+    /// The host failing without an answer the longest, once for 3 s or more.
+    public var failingHost: FailingHost?
     /// Download rate in bytes a second over the last 5 seconds, or longer
     /// under a low `--limit-rate` (see `CurlLoop.rateWindowSpan`).
     public let bytesPerSecond: Double

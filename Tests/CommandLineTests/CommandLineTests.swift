@@ -218,6 +218,28 @@ import Testing
         #expect(ProgressText.status(small).hasSuffix("16 active: 50% of 1.0 MiB, about 112 s left"), "\(ProgressText.status(small))")
     }
 
+    /// A host whose URLs fail without an answer is named while they wait to
+    /// retry, for how long: under --retries 1 a dead host took 30 s (its
+    /// patience) with only "2 waiting to retry (next in 3 s)" to show.
+    @Test func aHostFailingWithoutAnAnswerIsNamed() {
+        var waiting = progress()
+        (waiting.total, waiting.done, waiting.skipped, waiting.failed, waiting.waitingToRetry, waiting.nextRetryInSeconds)
+            = (2, 0, 0, 0, 2, 3)
+        (waiting.bytesReceived, waiting.bytesPerSecond) = (0, 0)
+        waiting.failingHost = FailingHost(host: "127.0.0.1:1", connected: false, seconds: 12, hosts: 1)
+        #expect(ProgressText.status(waiting)
+                == "0/2 items, 0 B at 0 B/s, 2 waiting to retry (next in 3 s), no connection to 127.0.0.1:1 for 12 s")
+        #expect(ProgressText.fittedStatus(waiting, columns: 60) == "0/2 items, 0 B/s, retry in 3 s, no connection for 12 s")
+        #expect(ProgressText.fittedStatus(waiting, columns: 40) == "0/2 items, no connection for 12 s")
+        #expect(ProgressText.fittedStatus(waiting, columns: 90)
+                == "0/2 items, 2 waiting to retry (next in 3 s), no connection to 127.0.0.1:1 for 12 s")
+        waiting.failingHost = FailingHost(host: "photos.example", connected: true, seconds: 75, hosts: 3)
+        #expect(ProgressText.status(waiting).hasSuffix(", no answer from photos.example for 75 s (and 2 more hosts)"),
+                "\(ProgressText.status(waiting))")
+        let line = ProgressJSON.line(for: .progress(waiting))
+        #expect(line.contains(#""failingHost":{"connected":true,"host":"photos.example","hosts":3,"seconds":75}"#), "\(line)")
+    }
+
     /// The time left is the slowest transfer's at its own rate where that is
     /// longer: a 2 KB/s transfer beside a 20 KB/s one said "3 min left" of
     /// some 17 min, the bytes left over the rate of them all.

@@ -35,6 +35,34 @@ import TestSupport
         #expect(reachability.refusal(for: "alive.test:80", transfer: url, at: start + .seconds(31)) == nil)
     }
 
+    /// The status line names the host failing longest while its URLs wait
+    /// to retry: "2 waiting to retry" for 30 s said nothing of a host that
+    /// was down. Not before 3 s, not once it is given up or answers, and not
+    /// for a failure older than the patience.
+    @Test func theHostFailingLongestIsToldForTheStatusLine() {
+        var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
+        let least = Duration.seconds(3)
+        #expect(reachability.longestFailing(at: start, atLeast: least) == nil)
+        reachability.failedWithoutAnswer("dead.test:80", transfer: url, reason: "refused", started: start, at: start)
+        #expect(reachability.longestFailing(at: start + .seconds(2), atLeast: least) == nil)
+        reachability.failedWithoutAnswer("silent.test:443", transfer: url, reason: "timed out", madeConnection: true,
+                                         started: start + .seconds(1), at: start + .seconds(5))
+        #expect(reachability.longestFailing(at: start + .seconds(6), atLeast: least)
+                == FailingHost(host: "dead.test:80", connected: false, seconds: 6, hosts: 2))
+        reachability.answered("dead.test:80")
+        #expect(reachability.longestFailing(at: start + .seconds(7), atLeast: least)
+                == FailingHost(host: "silent.test:443", connected: true, seconds: 6, hosts: 1))
+        // Its last failure further back than the patience: no longer one outage.
+        #expect(reachability.longestFailing(at: start + .seconds(36), atLeast: least) == nil)
+        // Given up: the give-up says so instead.
+        for second in stride(from: 8, through: 40, by: 8) {
+            reachability.failedWithoutAnswer("silent.test:443", transfer: url, reason: "timed out", madeConnection: true,
+                                             started: start + .seconds(second), at: start + .seconds(second))
+        }
+        #expect(reachability.isGivenUp("silent.test:443"))
+        #expect(reachability.longestFailing(at: start + .seconds(41), atLeast: least) == nil)
+    }
+
     /// A name the resolver says does not exist gives its host up at its first
     /// failure, where the same failure without that verdict waits for the patience.
     @Test func aNameThatDoesNotExistGivesItsHostUpAtOnce() {

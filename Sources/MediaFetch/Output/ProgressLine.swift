@@ -43,6 +43,10 @@ public enum ProgressJSON {
                 "left": .integer(max(0, progress.total - progress.done - progress.failed - progress.skipped)),
             ]
             if let seconds = progress.nextRetryInSeconds { progressFields["nextRetryInSeconds"] = .integer(seconds) }
+            if let failing = progress.failingHost {
+                progressFields["failingHost"] = .object(["host": .string(failing.host), "seconds": .integer(Int64(failing.seconds)),
+                                                         "connected": .bool(failing.connected), "hosts": .integer(Int64(failing.hosts))])
+            }
             fields = progressFields
         case .stored(let url, let sha256, let size, let resumedBytes):
             fields = ["event": .string("stored"), "url": .string(RedactedURL.of(url)), "hash": .string(sha256),
@@ -137,6 +141,15 @@ public enum ProgressText {
             } else {
                 fields.append(StatusField(.retrying, keep: 5, [waiting]))
             }
+        }
+        if let failing = progress.failingHost {
+            // Its URLs' failures to connect use up no retry while it is out, for the host's patience:
+            // "2 waiting to retry (next in 3 s)" for 30 s, under --retries 1, said nothing of why.
+            let wait = NumberText.wait(Double(failing.seconds))
+            let what = "\(failing.connected ? "no answer from" : "no connection to") \(failing.host) for \(wait)"
+            let more = failing.hosts > 1 ? " (and \(failing.hosts - 1) more host\(failing.hosts > 2 ? "s" : ""))" : ""
+            let short = "\(failing.connected ? "no answer" : "no connection") for \(wait)"
+            fields.append(StatusField(.failingHost, keep: 5, longFormKeep: 4, more.isEmpty ? [what, short] : [what + more, what, short]))
         }
         if progress.waitingForOtherProcess > 0 {
             // Else a wait at the end of the list showed nothing running and nothing said why.
@@ -249,7 +262,7 @@ public enum ProgressText {
 /// end of it at 80 columns.
 public struct StatusField: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
-        case items, cached, failed, transferred, storing, active, activeLeft, retrying, otherProcess
+        case items, cached, failed, transferred, storing, active, activeLeft, retrying, failingHost, otherProcess
     }
 
     public let kind: Kind
