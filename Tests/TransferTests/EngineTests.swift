@@ -7,6 +7,11 @@ import TestSupport
 import URLText
 @testable import Transfer
 
+/// The SHA-256 of `data` in hex, as `DownloadedBody.sha256` gives it.
+private func sha256(_ data: Data) -> String {
+    SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+}
+
 /// The engine against a real HTTP origin on loopback.
 @Suite struct EngineTests {
     private func configuration(retries: Int = 4) -> TransferConfiguration {
@@ -15,10 +20,6 @@ import URLText
         configuration.connectTimeout = 5
         configuration.stallTimeout = 5
         return configuration
-    }
-
-    private func sha256(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
 
     /// Runs `body` with an origin, an engine over a fresh partial directory, and
@@ -1522,39 +1523,6 @@ import URLText
         #expect(!events.contains { if case .retrying = $0 { true } else { false } })
     }
 
-    /// Nor are they shown as silence: under a low limit libcurl takes 100 KiB
-    /// at once and then waits, and the status line said "no data for 9 s"
-    /// for most of every 10 s at 10K.
-    @Test func theRateLimitersPausesAreNotShownAsSilence() async throws {
-        try await withOrigin { origin, directory in
-            let content = fixtureBytes(count: 110_000, seed: 46)
-            origin.addResource("/limited.bin", data: content)
-            var configuration = configuration()
-            (configuration.maxBytesPerSecond, configuration.progressInterval) = (50_000, 0.1)
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
-            let collector = Task { () -> [TransferSnapshot] in
-                var shown: [TransferSnapshot] = []
-                for await event in engine.events {
-                    if case .progress(let snapshot) = event { shown += snapshot.active }
-                }
-                return shown
-            }
-            let body: DownloadedBody
-            do {
-                body = try await engine.download(origin.url("/limited.bin"))
-            } catch {
-                engine.shutdown()
-                throw error
-            }
-            engine.shutdown()
-            let shown = await collector.value
-            #expect(body.sha256 == sha256(content))
-            // Running while the limiter held it (2 s after its first 100 KiB), and never silent.
-            #expect(shown.count >= 5, "\(shown)")
-            #expect(shown.allSatisfy { $0.secondsWithoutData == 0 }, "\(shown.map(\.secondsWithoutData))")
-        }
-    }
-
     /// A 2xx with no bytes is not a body to cache (it would never be fetched
     /// again): an empty 200 may be a passing fault and is tried again; a
     /// 204 says there is no content, once.
@@ -2110,28 +2078,59 @@ import URLText
 }
 
 @Suite struct EngineProgressTests {
+    /// Downloads `url` on an engine made with `configuration` (progress every
+    /// tenth of a second); returns the body and every running transfer of
+    /// every progress report.
+    private func downloadShowingProgress(_ url: String, _ configuration: TransferConfiguration = TransferConfiguration(),
+                                         in directory: TemporaryDirectory) async throws -> (DownloadedBody, [TransferSnapshot]) {
+        var configuration = configuration
+        configuration.progressInterval = 0.1
+        let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
+        let collector = Task { () -> [TransferSnapshot] in
+            var seen: [TransferSnapshot] = []
+            for await event in engine.events {
+                if case .progress(let snapshot) = event { seen += snapshot.active }
+            }
+            return seen
+        }
+        let body: DownloadedBody
+        do {
+            body = try await engine.download(url)
+        } catch {
+            engine.shutdown()
+            throw error
+        }
+        engine.shutdown()
+        return (body, await collector.value)
+    }
+
     @Test func aStalledTransferStillReportsProgress() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/pause", data: fixtureBytes(count: 300_000, seed: 1))
             origin.setFault("/pause", .stallAfter(bytes: 100_000, seconds: 1.5), times: 1)
-            var configuration = TransferConfiguration()
-            configuration.progressInterval = 0.1
-            let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
-            let collector = Task { () -> [TransferSnapshot] in
-                var seen: [TransferSnapshot] = []
-                for await event in engine.events {
-                    if case .progress(let snapshot) = event { seen += snapshot.active }
-                }
-                return seen
-            }
-            _ = try await engine.download(origin.url("/pause"))
-            engine.shutdown()
-            let snapshots = await collector.value
+            let (_, snapshots) = try await downloadShowingProgress(origin.url("/pause"), in: directory)
 
             // Ticks keep coming while no byte arrives: several show the same count.
             let atStall = snapshots.filter { $0.bytesReceived == 100_000 }
             #expect(atStall.count >= 5)
             #expect(atStall.allSatisfy { $0.bytesExpected == 300_000 })
+        }
+    }
+
+    /// The rate limiter's pauses are not shown as silence: under a low limit
+    /// libcurl takes 100 KiB at once and then waits, and the status line said
+    /// "no data for 9 s" for most of every 10 s at 10K.
+    @Test func theRateLimitersPausesAreNotShownAsSilence() async throws {
+        try await withOrigin { origin, directory in
+            let content = fixtureBytes(count: 110_000, seed: 46)
+            origin.addResource("/limited.bin", data: content)
+            var configuration = TransferConfiguration()
+            configuration.maxBytesPerSecond = 50_000
+            let (body, shown) = try await downloadShowingProgress(origin.url("/limited.bin"), configuration, in: directory)
+            #expect(body.sha256 == sha256(content))
+            // Running while the limiter held it (2 s after its first 100 KiB), and never silent.
+            #expect(shown.count >= 5, "\(shown)")
+            #expect(shown.allSatisfy { $0.secondsWithoutData == 0 }, "\(shown.map(\.secondsWithoutData))")
         }
     }
 
@@ -2163,10 +2162,6 @@ import URLText
 }
 
 @Suite struct EngineSafetyTests {
-    private func sha256(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
-    }
-
     /// Serves `content` whole with ETag "v1", and answers a range request
     /// with a 206 whose Content-Range and body `answer` makes from its start.
     private func serveRangesBadly(_ origin: TestOrigin, _ path: String, _ content: Data,
