@@ -106,6 +106,11 @@ final class DownloadBatch: Sendable {
         /// at a time: a process that took over URLs from a stopped one fetched
         /// them one after another.)
         var startsOwed = 0
+        /// Partials of earlier runs being read back to seed their hash, off
+        /// the thread that found them, and the items found after them, held
+        /// until they are launched (see `startNext`).
+        var seeding = 0
+        var launchesHeld: [(index: Int, handed: HandedPartial)] = []
     }
 
     /// What was seen of a deferred item's partial, which another process holds.
@@ -305,14 +310,31 @@ final class DownloadBatch: Sendable {
             if retaken != nil { state.withLock { $0.heldAgainInARow = 0 } }
             if partial.resumable != nil {
                 // Its bytes are read back once to seed the hash, which may take
-                // a while: not on this thread (a writer's, often).
+                // a while: not on this thread (a writer's, often). The items after
+                // it wait until it is launched: launched meanwhile, they took the
+                // free slots, and a run after a Ctrl-C began new files while the
+                // partials waited behind them (interrupted again, it never resumed one).
+                state.withLock { $0.seeding += 1 }
                 let handed = HandedPartial(target: target, partial: partial)
                 DispatchQueue.global().async { [self] in
-                    if !launch(index, handed.target, handed.partial) { startNext() }
+                    let launched = launch(index, handed.target, handed.partial)
+                    let released = state.withLock { state -> [(index: Int, handed: HandedPartial)] in
+                        state.seeding -= 1
+                        guard state.seeding == 0 else { return [] }
+                        defer { state.launchesHeld.removeAll() }
+                        return state.launchesHeld
+                    }
+                    for held in released where !launch(held.index, held.handed.target, held.handed.partial) { startNext() }
+                    if !launched { startNext() }
                 }
                 return
             }
-            if launch(index, target, partial) { return }
+            let held = state.withLock { state -> Bool in
+                guard state.seeding > 0 else { return false }
+                state.launchesHeld.append((index, HandedPartial(target: target, partial: partial)))
+                return true
+            }
+            if held || launch(index, target, partial) { return }
         }
     }
 

@@ -198,6 +198,41 @@ import TestSupport
         }
     }
 
+    /// A partial of an earlier run goes on before the items after it start:
+    /// while its bytes were read back to seed its hash, the items after it
+    /// were launched and took the free slots, so a run after a Ctrl-C began
+    /// new files while the partials waited (interrupted again, it resumed none).
+    @Test func aPartialLeftByAnEarlierRunGoesOnBeforeTheItemsAfterIt() async throws {
+        try await withOrigin { origin, directory in
+            // Given a body whose first run broke off after 2,000,000 bytes, and five more after it in the list
+            origin.addResource("/r0", data: fixtureBytes(count: 4_000_000, seed: 120))
+            origin.setFault("/r0", .dropAfter(bytes: 2_000_000), times: 1)
+            for index in 1..<6 { origin.addResource("/r\(index)", data: fixtureBytes(count: 50_000, seed: UInt64(120 + index))) }
+            var once = TransferConfiguration()
+            once.retry = RetryPolicy(maxRetries: 0)
+            try await withTransferEngine(configuration: once, partialDirectory: directory.appending("tmp")) { engine in
+                await #expect(throws: TransferError.self) { try await engine.download(origin.url("/r0")) }
+            }
+            let before = origin.requests().count
+
+            // When a run of one transfer at a time downloads the list
+            let engine = try engine(directory, jobs: 1)
+            defer { engine.shutdown() }
+            let results = Results()
+            await engine.download(count: 6, url: { origin.url("/r\($0)") }) { index, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                results.record(index, result)
+                ready()
+            }
+
+            // Then the partial goes on first, and every item arrives
+            let asked = origin.requests().dropFirst(before).map(\.path)
+            #expect(asked == (0..<6).map { "/r\($0)" }, "\(asked)")
+            #expect(origin.requests(for: "/r0").last?.headers["range"] != nil)
+            #expect(results.byIndex.withLock { $0 }.values.allSatisfy { $0.count == 1 && (try? $0[0].get()) != nil })
+        }
+    }
+
     @Test func noItemTakesAnotherOnesPlaceUntilTheCallerIsReady() async throws {
         try await withOrigin { origin, directory in
             // Given more small files than the batch keeps in flight (8 with 2 slots)
