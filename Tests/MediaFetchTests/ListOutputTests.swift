@@ -92,12 +92,15 @@ import Transfer
             // (The query is what gives way first: its path keeps the file's name.)
             let named = try #require(narrow.text.split(separator: "\n").first { $0.hasSuffix("/IMG_0042.jpg?…") }.map(String.init))
             #expect(DisplayText.displayWidth(named) == 80 && named.contains("  photo  long-n…me-  http://photos.example"), "\(named)")
-            // A name longer than the column's 100 runs past it whole where the terminal has room (it was cut to 100).
+            // A name longer than 100 is whole where the terminal has room, in a column as wide (it was cut to 100).
             let longest = String(repeating: "very-long-name-", count: 8)
             try cache.catalog.record([IngestRecord(url: "http://h/g.jpg", collection: longest, kind: .photo, title: nil,
                                                    sha256: Self.hash("e"), size: 9)])
             let wide = try table(columns: 300)
             #expect(wide.shortened == 0 && wide.text.contains("  \(longest)  http://h/g.jpg\n"), "\(wide.text)")
+            // The other rows in line with it.
+            #expect(wide.text.contains("  " + "bratislava".padding(toLength: longest.count, withPad: " ", startingAt: 0) + "  http://h/e.jpg\n"),
+                    "\(wide.text)")
             // Where it does not, it is cut to the column, as before.
             let cutRow = try #require(try table(columns: 130).text.split(separator: "\n").first { $0.hasSuffix("http://h/g.jpg") })
             #expect(cutRow.contains("  very-long-name-") && cutRow.contains("…") && DisplayText.displayWidth(String(cutRow)) <= 130,
@@ -586,10 +589,11 @@ import Transfer
         #expect(try table(columns: 64).shortened == 2)
     }
 
-    /// On a terminal wide enough, a URL longer than the column's 100 runs
-    /// past it whole, as on a pipe: it was cut to 100 on a terminal 250 wide.
-    /// Where it would not leave its reason room, it is cut to the column, in
-    /// line with the other rows.
+    /// On a terminal wide enough, the URL column is as wide as the longest
+    /// URL, past 100, every row in line: a URL of 150 characters was cut to
+    /// 100 on a terminal 250 wide (and shown whole, its reason pushed out of
+    /// line with the others). Where it would not leave the reasons room, it
+    /// is cut to the column.
     @Test func onAWideTerminalALongURLIsShownWhole() throws {
         let when = Date(timeIntervalSince1970: 1_795_000_000)
         let long = "http://h.test/albums/" + String(repeating: "b", count: 125) + ".jpg"
@@ -604,7 +608,7 @@ import Transfer
 
         let wide = try table(columns: 250)
         #expect(wide.shortened == 0)
-        #expect(wide.rows[1] == stamp + "  " + "http://h.test/a.jpg".padding(toLength: 100, withPad: " ", startingAt: 0) + "  HTTP 404")
+        #expect(wide.rows[1] == stamp + "  " + "http://h.test/a.jpg".padding(toLength: long.count, withPad: " ", startingAt: 0) + "  HTTP 404")
         #expect(wide.rows[2] == stamp + "  " + long + "  HTTP 410 Gone")
 
         // 150 columns leave the URL 128 past its reason: cut to the column, the reasons in line.

@@ -110,11 +110,12 @@ public struct EntryFormatter: Sendable {
                 widestLast = max(widestLast, row.popLast().map(DisplayText.displayWidth) ?? 0)
                 TextTable.widen(&widths, toFit: row)
             }
-            widths[3] = min(widths[3], Self.widestPaddedCollection)
             // On a terminal, long collection names give way to the titles, down to the header's width.
             let fitting = columns.flatMap {
                 Self.fitting(&widths, narrowing: 3, downTo: Self.tableHeader[3].count, widestLast: widestLast, columns: $0)
             }
+            // Elsewhere (or on a terminal too narrow to fit the rows) the column is padded so far, no further.
+            if fitting == nil { widths[3] = min(widths[3], Self.widestPaddedCollection) }
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
                 let isMissing = missingHashes.contains(entry.sha256)
@@ -130,19 +131,9 @@ public struct EntryFormatter: Sendable {
 
     /// Cuts `row`'s cell `column` to `widths[column]`, then its last cell as
     /// `fittedLast` does, with `cuttingLast`; returns whether either was cut.
-    /// A cell wider than its column is kept whole, running past it on its own
-    /// row as on a pipe, where it still leaves the last cell the room `fitting`
-    /// gave it (`lastRoom`, or all it needs): a 150-character URL was cut on a
-    /// terminal 250 columns wide. A cell that must be cut is cut to its column,
-    /// so that the rows cut line up.
     static func fitted(_ row: inout [String], cutting column: Int, widths: [Int], columns: Int,
-                       lastRoom: (_ left: Int) -> Int = { _ in lastColumnRoom },
                        cuttingLast: (String, Int) -> String = { DisplayText.elidingMiddle($0, toWidth: $1) }) -> Bool {
-        let before = zip(row.prefix(column), widths).reduce(0) { $0 + max($1.1, DisplayText.displayWidth($1.0)) + 2 }
-        let left = columns - before - 2
-        let last = row.count > column + 1 ? row.last.map(DisplayText.displayWidth) ?? 0 : 0
-        let fitsWhole = DisplayText.displayWidth(row[column]) <= left - min(last, lastRoom(left))
-        let cell = fitsWhole ? row[column] : DisplayText.elidingMiddle(row[column], toWidth: widths[column])
+        let cell = DisplayText.elidingMiddle(row[column], toWidth: widths[column])
         let cut = cell != row[column]
         row[column] = cell
         return fittedLast(of: &row, widths: widths, columns: columns, cutting: cuttingLast) || cut
@@ -192,8 +183,10 @@ public struct EntryFormatter: Sendable {
     /// the screen (a 5,000-character name made every row 5,070 columns wide).
     /// 100, as `list --failed`'s URLs: at 40, a name such as "Bratislava —
     /// staré mesto, čierne fotky a zvuky" left a table written to a file
-    /// ragged; on a terminal the column gives way to the titles (see
-    /// `fitting`). CSV and JSON hold it whole.
+    /// ragged. On a terminal the column is as wide as the longest name where
+    /// it leaves the titles their room, and gives way to them where it does
+    /// not (see `fitting`): every row in line, and a name of 144 characters
+    /// whole at 250 columns (it was cut to 100). CSV and JSON hold it whole.
     static let widestPaddedCollection = 100
 
     /// What a table shows for the size of an entry whose file is missing.

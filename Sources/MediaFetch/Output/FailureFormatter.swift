@@ -7,8 +7,10 @@ public enum FailureFormatter {
     static let tableHeader = ["FAILED AT", "URL", "REASON"]
     /// The widest the URL column is padded to: a longer URL runs into its
     /// reason on its own row, rather than pushing every row's reason off the
-    /// screen (a 32 KB URL padded them all to 32 KB); on a terminal, where it
-    /// leaves its reason room (see `EntryFormatter.fitted`). CSV and JSON hold it whole.
+    /// screen (a 32 KB URL padded them all to 32 KB). On a terminal the column
+    /// is as wide as the longest URL where it leaves the reasons their room,
+    /// and narrower where it does not: every row in line, and a URL of 192
+    /// characters whole at 250 columns. CSV and JSON hold it whole.
     static let widestPaddedURL = 100
     static let csvHeader = "url,failedAt,reason,cached"
 
@@ -56,16 +58,17 @@ public enum FailureFormatter {
                 TextTable.widen(&widths, toFit: Array(row.dropLast()))
                 widestReason = max(widestReason, row.last.map(DisplayText.displayWidth) ?? 0)
             }
-            widths[1] = min(widths[1], widestPaddedURL)
             let fitting = columns.flatMap {
                 EntryFormatter.fitting(&widths, narrowing: 1, downTo: EntryFormatter.leastFittedWidth, widestLast: widestReason,
                                        lastRoom: reasonRoom(left:), columns: $0)
             }
+            // Elsewhere (or on a terminal too narrow to fit the rows) the column is padded so far, no further.
+            if fitting == nil { widths[1] = min(widths[1], widestPaddedURL) }
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
                 // A reason reads from its start ("Failed to co… server" read as nothing), in whole words.
-                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting, lastRoom: reasonRoom(left:),
+                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting,
                                                       cuttingLast: { DisplayText.elidingEnd($0, toWidth: $1, atWord: true) }) {
                     shortened += 1
                 }
