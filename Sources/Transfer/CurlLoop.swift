@@ -1156,7 +1156,9 @@ final class CurlLoop: Sendable {
             (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaits.state(at: now)
             snapshot.waitingForOtherProcess = waitingForOtherProcess.load(ordering: .relaxed)
             snapshot.bytesResumed = counters.bytesResumed.load(ordering: .relaxed)
-            snapshot.failingHost = reachability?.longestFailing(at: now, atLeast: .seconds(3))
+            snapshot.failingHost = reachability?.longestFailing(at: now, atLeast: .seconds(3)) { host in
+                running.values.contains { $0.host == host } || slots.hasWaiting(of: host) || retryWaits.hasSleeper(of: host)
+            }
             events.yield(.progress(snapshot))
         }
         // Only reads what the loop holds (no libcurl call), so it may run inside a libcurl callback.

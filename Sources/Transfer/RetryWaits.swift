@@ -116,6 +116,11 @@ final class RetryWaits: Sendable {
         state.withLock { _ = $0.givenUp.remove(host) }
     }
 
+    /// Whether a transfer of `host` sleeps before a retry.
+    func hasSleeper(of host: String) -> Bool {
+        state.withLock { state in state.sleepers.values.contains { $0.host == host && !$0.woken } }
+    }
+
     /// How many sleep before a retry, and the whole seconds from `now` until the first wakes.
     func state(at now: ContinuousClock.Instant) -> (count: Int, nextInSeconds: Int?) {
         state.withLock { state in

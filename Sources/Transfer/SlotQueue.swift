@@ -53,6 +53,8 @@ struct SlotQueue<Element> {
     private(set) var runningPerHost: [String: Int] = [:]
     /// Elements waiting for a slot.
     private(set) var waitingCount = 0
+    /// Whether an element of `host` waits for a slot.
+    func hasWaiting(of host: String) -> Bool { waitingCount > 0 && waiting[host].map { $0.count > 0 } == true }
 
     /// Waiting elements per host, each in arrival order.
     private var waiting: [String: FIFO<(sequence: UInt64, element: Element)>] = [:]

@@ -206,16 +206,25 @@ import Testing
         (run.waitingToRetry, run.skipped, run.bytesPerSecond) = (0, 0, 2_000_000)
         run.bytesStored = 8 * 3_000_000
         // 30 not started at 3 MB each, and the 2.8 MB left of the one running, at 2 MB/s.
-        #expect(ProgressText.status(run) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active: 6% of 2.9 MiB, about 47 s left")
-        #expect(ProgressText.fittedStatus(run, columns: 74) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active: about 47 s left")
+        #expect(ProgressText.status(run) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active: 6% of 2.9 MiB, about 47 s left in all")
+        #expect(ProgressText.fittedStatus(run, columns: 81) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active: about 47 s left in all")
         // Those on their way into the store, and another process's, are not to start.
         (run.storing, run.waitingForOtherProcess) = (10, 10)
-        #expect(ProgressText.status(run).contains("1 active: 6% of 2.9 MiB, about 17 s left, 10 being fetched"), "\(ProgressText.status(run))")
+        #expect(ProgressText.status(run).contains("1 active: 6% of 2.9 MiB, about 17 s left in all, 10 being fetched"), "\(ProgressText.status(run))")
+        // Items waiting to retry are not counted (mostly those of hosts that fail), and none
+        // while a host fails without an answer: six of dead hosts made "about 106 s left" of 8 s.
+        (run.storing, run.waitingForOtherProcess, run.waitingToRetry) = (0, 0, 10)
+        #expect(ProgressText.status(run).hasSuffix("1 active: 6% of 2.9 MiB, about 32 s left in all, 10 waiting to retry (next in 12 s)"),
+                "\(ProgressText.status(run))")
+        // (The running one alone needs under 5 s: no time is said.)
+        run.failingHost = FailingHost(host: "127.0.0.1:1", connected: false, seconds: 4, hosts: 1)
+        #expect(ProgressText.status(run) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active, 10 waiting to retry (next in 12 s), "
+                + "no connection to 127.0.0.1:1 for 4 s", "\(ProgressText.status(run))")
         // Small files: 2000 of 64 KiB, 16 running, 200 stored, at 1 MiB/s.
         var small = progress(active: Array(repeating: (32_768, 65_536), count: 16))
         (small.total, small.done, small.failed, small.skipped, small.waitingToRetry) = (2000, 200, 0, 0, 0)
         (small.bytesStored, small.bytesPerSecond) = (200 * 65_536, 1_048_576)
-        #expect(ProgressText.status(small).hasSuffix("16 active: 50% of 1.0 MiB, about 112 s left"), "\(ProgressText.status(small))")
+        #expect(ProgressText.status(small).hasSuffix("16 active: 50% of 1.0 MiB, about 112 s left in all"), "\(ProgressText.status(small))")
     }
 
     /// A host whose URLs fail without an answer is named while they wait to

@@ -42,25 +42,30 @@ import TestSupport
     @Test func theHostFailingLongestIsToldForTheStatusLine() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         let least = Duration.seconds(3)
-        #expect(reachability.longestFailing(at: start, atLeast: least) == nil)
+        let anyHost: (String) -> Bool = { _ in true }
+        #expect(reachability.longestFailing(at: start, atLeast: least, hasWork: anyHost) == nil)
         reachability.failedWithoutAnswer("dead.test:80", transfer: url, reason: "refused", started: start, at: start)
-        #expect(reachability.longestFailing(at: start + .seconds(2), atLeast: least) == nil)
+        #expect(reachability.longestFailing(at: start + .seconds(2), atLeast: least, hasWork: anyHost) == nil)
         reachability.failedWithoutAnswer("silent.test:443", transfer: url, reason: "timed out", madeConnection: true,
                                          started: start + .seconds(1), at: start + .seconds(5))
-        #expect(reachability.longestFailing(at: start + .seconds(6), atLeast: least)
+        #expect(reachability.longestFailing(at: start + .seconds(6), atLeast: least, hasWork: anyHost)
                 == FailingHost(host: "dead.test:80", connected: false, seconds: 6, hosts: 2))
+        // Only hosts with URLs not done: one whose last URL has failed is not "1 more host".
+        #expect(reachability.longestFailing(at: start + .seconds(6), atLeast: least, hasWork: { $0 == "silent.test:443" })
+                == FailingHost(host: "silent.test:443", connected: true, seconds: 5, hosts: 1))
+        #expect(reachability.longestFailing(at: start + .seconds(6), atLeast: least, hasWork: { _ in false }) == nil)
         reachability.answered("dead.test:80")
-        #expect(reachability.longestFailing(at: start + .seconds(7), atLeast: least)
+        #expect(reachability.longestFailing(at: start + .seconds(7), atLeast: least, hasWork: anyHost)
                 == FailingHost(host: "silent.test:443", connected: true, seconds: 6, hosts: 1))
         // Its last failure further back than the patience: no longer one outage.
-        #expect(reachability.longestFailing(at: start + .seconds(36), atLeast: least) == nil)
+        #expect(reachability.longestFailing(at: start + .seconds(36), atLeast: least, hasWork: anyHost) == nil)
         // Given up: the give-up says so instead.
         for second in stride(from: 8, through: 40, by: 8) {
             reachability.failedWithoutAnswer("silent.test:443", transfer: url, reason: "timed out", madeConnection: true,
                                              started: start + .seconds(second), at: start + .seconds(second))
         }
         #expect(reachability.isGivenUp("silent.test:443"))
-        #expect(reachability.longestFailing(at: start + .seconds(41), atLeast: least) == nil)
+        #expect(reachability.longestFailing(at: start + .seconds(41), atLeast: least, hasWork: anyHost) == nil)
     }
 
     /// A name the resolver says does not exist gives its host up at its first

@@ -163,8 +163,8 @@ public enum ProgressText {
     /// and how long the run will take at the present rate, when 5 s or more:
     /// a large file otherwise showed only its bytes so far, for minutes. Items
     /// not started yet count at the mean size of those stored and running, and
-    /// make the time "about": the running ones' alone ("16 s left" of two
-    /// videos, five more queued) read as the run's, which took 32 s.
+    /// make the time "about … in all": the running ones' alone ("16 s left" of
+    /// two videos, five more queued) read as the run's, which took 32 s.
     private static func activeLeft(_ progress: RunProgress) -> StatusField? {
         // Every running transfer silent: for how long, not an estimate that
         // grew as the rate decayed ("9 s left" while nothing came).
@@ -185,15 +185,17 @@ public enum ProgressText {
         }
         guard progress.bytesPerSecond > 0 else { return nil }
         let started = progress.done + progress.active.count
-        // Neither finished, running, on its way into the store, nor another process's to fetch.
-        let notStarted = max(0, progress.total - progress.done - progress.failed - progress.skipped - progress.active.count
-            - progress.storing - progress.waitingForOtherProcess)
+        // Neither finished, running, on its way into the store, another process's to fetch, nor
+        // waiting to retry; none while a host fails without an answer, as its URLs fail
+        // rather than take time (six of dead hosts made "about 106 s left" of a run with 8 s to go).
+        let notStarted = progress.failingHost != nil ? 0 : max(0, progress.total - progress.done - progress.failed - progress.skipped
+            - progress.active.count - progress.storing - progress.waitingForOtherProcess - progress.waitingToRetry)
         let meanSize = Double(progress.bytesStored + expected) / Double(max(1, started))
         let bytesLeft = Double(expected - received) + Double(notStarted) * meanSize
         let seconds = max(bytesLeft / progress.bytesPerSecond, slowest).rounded(.up)
         guard seconds >= 5 else { return nil }
         let percent = Int(Double(received) * 100 / Double(expected))
-        let left = "\(notStarted > 0 ? "about " : "")\(NumberText.wait(seconds)) left"
+        let left = notStarted > 0 ? "about \(NumberText.wait(seconds)) left in all" : "\(NumberText.wait(seconds)) left"
         // Dropped before the active count it belongs to: alone, "2 min left" read as the whole run's.
         return StatusField(.activeLeft, keep: 2, ["\(percent)% of \(ByteSize.format(expected)), \(left)", left])
     }
