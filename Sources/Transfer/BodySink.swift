@@ -86,6 +86,11 @@ protocol BodySink: AnyObject {
     /// 416 showing that every byte is held), those no earlier one of this
     /// body's counted: the run's "resumed" bytes count each body's furthest.
     func newlyResumed(upTo offset: Int64) -> Int64
+    /// `newlyResumed`, once a 206's first bytes have shown it goes on from
+    /// the bytes held (the last of them sent again match: see
+    /// `prepareResume`); nil until then. Counted earlier, a resume refused
+    /// by that check and fetched from byte zero was said to be resumed.
+    func confirmedResume(upTo offset: Int64) -> Int64?
     /// Drops what is held so the next attempt starts from byte zero.
     func restart()
     /// The body's full size, when the response said it.
@@ -267,6 +272,10 @@ final class FileSink: BodySink {
     func newlyResumed(upTo offset: Int64) -> Int64 {
         defer { resumedUpTo = max(resumedUpTo, offset) }
         return max(0, offset - resumedUpTo)
+    }
+
+    func confirmedResume(upTo offset: Int64) -> Int64? {
+        overlap.isPending ? nil : newlyResumed(upTo: offset)
     }
 
     func begin(_ head: ResponseHead, requestedOffset: Int64) -> TransferError? {
@@ -716,6 +725,7 @@ final class FileSink: BodySink {
 extension BodySink {
     func prepareResume() -> Int64 { 0 }
     func newlyResumed(upTo offset: Int64) -> Int64 { 0 }
+    func confirmedResume(upTo offset: Int64) -> Int64? { 0 }
     func bodyEnded() -> TransferError? { nil }
     var partialPath: String? { nil }
 }

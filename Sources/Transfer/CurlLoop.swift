@@ -117,8 +117,14 @@ final class Attempt: @unchecked Sendable {
     /// status line said "no data for 9 s" for most of every 10 s.
     func secondsWithoutData(at now: ContinuousClock.Instant, bytesPerSecond: Int64?) -> Int {
         guard !paused else { return 0 }
-        let heard = max(lastActivity, silenceCounts(connectLimit: .zero, bytesPerSecond: bytesPerSecond).allowedAgain ?? lastActivity)
+        let heard = max(lastActivity, allowedAgain(bytesPerSecond: bytesPerSecond) ?? lastActivity)
         return max(0, Int((now - heard).seconds))
+    }
+
+    /// When `--limit-rate` (`bytesPerSecond`) lets the attempt go on: as
+    /// libcurl's limiter keeps its average, once the bytes it has had fit the rate.
+    private func allowedAgain(bytesPerSecond: Int64?) -> ContinuousClock.Instant? {
+        bytesPerSecond.flatMap { rate in rate > 0 ? startedAt + .seconds(Double(receivedThisAttempt) / Double(rate)) : nil }
     }
 
     /// From when a silence counts against the attempt: its last byte, or
@@ -129,9 +135,7 @@ final class Attempt: @unchecked Sendable {
         -> (from: ContinuousClock.Instant, allowedAgain: ContinuousClock.Instant?) {
         var from = lastActivity
         if !connected, connectingSince + connectLimit > from { from = connectingSince + connectLimit }
-        let allowedAgain = bytesPerSecond.flatMap { rate in
-            rate > 0 ? startedAt + .seconds(Double(receivedThisAttempt) / Double(rate)) : nil
-        }
+        let allowedAgain = allowedAgain(bytesPerSecond: bytesPerSecond)
         if let allowedAgain, allowedAgain > from { from = allowedAgain }
         return (from, allowedAgain)
     }
@@ -360,6 +364,7 @@ final class Attempt: @unchecked Sendable {
         if let heldSince { counters.heldByWrites += .now - heldSince }
         switch answer {
         case .taken:
+            if resumeUncounted { countResumeIfConfirmed() }
             receivedThisAttempt += Int64(bytes.count)
             speedWindow.add(bytes.count)
             if (200...299).contains(head.status) { counters.bytesReceived += Int64(bytes.count) }
@@ -393,9 +398,21 @@ final class Attempt: @unchecked Sendable {
             return false
         }
         if head.status == 206, requestedOffset > 0, sink.bytesHeld == requestedOffset {
-            counters.bytesResumed.add(sink.newlyResumed(upTo: requestedOffset), ordering: .relaxed)
+            resumeUncounted = true
+            countResumeIfConfirmed()
         }
         return true
+    }
+
+    /// A 206 went on from the bytes held, and they are not counted as
+    /// resumed yet: its first bytes have not shown it yet (see `BodySink.confirmedResume`).
+    private var resumeUncounted = false
+
+    /// Counts the resumed bytes once the sink has confirmed the resume.
+    private func countResumeIfConfirmed() {
+        guard let resumed = sink.confirmedResume(upTo: requestedOffset) else { return }
+        resumeUncounted = false
+        counters.bytesResumed.add(resumed, ordering: .relaxed)
     }
 
     var expectedSize: Int64? {
@@ -467,7 +484,7 @@ extension AttemptOutcome {
 
 /// Counters only the loop thread touches.
 final class LoopCounters: @unchecked Sendable {
-    // @unchecked: mutated and read on the loop thread only.
+    // @unchecked: mutated and read on the loop thread only, but for the atomic `bytesResumed`.
     var bytesReceived: Int64 = 0
     /// Bytes held from an earlier attempt or run that answers went on from,
     /// each body's furthest (see `BodySink.newlyResumed`): counted when the

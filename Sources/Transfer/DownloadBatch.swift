@@ -108,10 +108,15 @@ final class DownloadBatch: Sendable {
         var startsOwed = 0
         /// Partials of earlier runs being read back to seed their hash, off
         /// the thread that found them, and the items found after them, held
-        /// until they are launched (see `startNext`).
+        /// until they are launched or `holdEnds` (see `startNext`).
         var seeding = 0
         var launchesHeld: [(index: Int, handed: HandedPartial)] = []
+        var holdEnds: ContinuousClock.Instant?
     }
+
+    /// The longest the items after a partial being read back wait for it:
+    /// a partial of gigabytes takes seconds, and the free slots stood idle.
+    static let longestHold = Duration.seconds(2)
 
     /// What was seen of a deferred item's partial, which another process holds.
     struct Deferred {
@@ -314,28 +319,43 @@ final class DownloadBatch: Sendable {
                 // it wait until it is launched: launched meanwhile, they took the
                 // free slots, and a run after a Ctrl-C began new files while the
                 // partials waited behind them (interrupted again, it never resumed one).
-                state.withLock { $0.seeding += 1 }
+                let holdBegins = state.withLock { state -> Bool in
+                    state.seeding += 1
+                    guard state.holdEnds == nil else { return false }
+                    state.holdEnds = .now + Self.longestHold
+                    return true
+                }
+                if holdBegins {
+                    DispatchQueue.global().asyncAfter(deadline: .now() + Self.longestHold.seconds) { [self] in releaseHeld(seeded: false) }
+                }
                 let handed = HandedPartial(target: target, partial: partial)
                 DispatchQueue.global().async { [self] in
                     let launched = launch(index, handed.target, handed.partial)
-                    let released = state.withLock { state -> [(index: Int, handed: HandedPartial)] in
-                        state.seeding -= 1
-                        guard state.seeding == 0 else { return [] }
-                        defer { state.launchesHeld.removeAll() }
-                        return state.launchesHeld
-                    }
-                    for held in released where !launch(held.index, held.handed.target, held.handed.partial) { startNext() }
+                    releaseHeld(seeded: true)
                     if !launched { startNext() }
                 }
                 return
             }
             let held = state.withLock { state -> Bool in
-                guard state.seeding > 0 else { return false }
+                guard state.seeding > 0, let ends = state.holdEnds, ContinuousClock.now < ends else { return false }
                 state.launchesHeld.append((index, HandedPartial(target: target, partial: partial)))
                 return true
             }
             if held || launch(index, target, partial) { return }
         }
+    }
+
+    /// Launches the items held behind partials being read back, once none is
+    /// (`seeded`: one has just been launched) or the hold is over.
+    private func releaseHeld(seeded: Bool) {
+        let released = state.withLock { state -> [(index: Int, handed: HandedPartial)] in
+            if seeded { state.seeding -= 1 }
+            if state.seeding == 0 { state.holdEnds = nil }
+            guard state.holdEnds.map({ ContinuousClock.now >= $0 }) ?? true else { return [] }
+            defer { state.launchesHeld.removeAll() }
+            return state.launchesHeld
+        }
+        for held in released where !launch(held.index, held.handed.target, held.handed.partial) { startNext() }
     }
 
     /// Whether another process has been seen storing into the cache: one

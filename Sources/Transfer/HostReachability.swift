@@ -108,14 +108,14 @@ struct HostReachability {
 
     /// The host whose attempts have failed without an answer the longest
     /// (given up or answered since, it is no longer failing), once for
-    /// `atLeast`, among those whose URLs are not all done (`hasWork`: a host
-    /// whose one URL had failed was counted as "1 more host" until the
-    /// patience ran out); failures further apart than the patience are not
-    /// one outage, so a streak whose last failure is older is not counted.
+    /// `atLeast`, and how many have so, among those with URLs not done
+    /// (`hasWork`: a host whose one URL had failed was "1 more host" until
+    /// its patience ran out) or a failure in the last second (its URL on its
+    /// way to a retry wait).
     func longestFailing(at now: ContinuousClock.Instant, atLeast: Duration, hasWork: (String) -> Bool) -> FailingHost? {
         guard !failing.isEmpty else { return nil }
-        let current = failing.filter { now - $0.value.last <= patience && hasWork($0.key) }
-        guard let (host, streak) = current.min(by: { $0.value.began < $1.value.began }), now - streak.began >= atLeast else { return nil }
+        let current = failing.filter { now - $0.value.began >= atLeast && (now - $0.value.last < .seconds(1) || hasWork($0.key)) }
+        guard let (host, streak) = current.min(by: { $0.value.began < $1.value.began }) else { return nil }
         return FailingHost(host: RequestTarget.readable(hostKey: host), connected: streak.connections,
                            seconds: Int((now - streak.began).seconds), hosts: current.count)
     }

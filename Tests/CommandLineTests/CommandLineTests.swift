@@ -211,15 +211,22 @@ import Testing
         // Those on their way into the store, and another process's, are not to start.
         (run.storing, run.waitingForOtherProcess) = (10, 10)
         #expect(ProgressText.status(run).contains("1 active: 6% of 2.9 MiB, about 17 s left in all, 10 being fetched"), "\(ProgressText.status(run))")
-        // Items waiting to retry are not counted (mostly those of hosts that fail), and none
-        // while a host fails without an answer: six of dead hosts made "about 106 s left" of 8 s.
+        // Items waiting to retry are not counted (mostly those of hosts that fail):
+        // six of dead hosts made "about 106 s left" of a run with 8 s to go.
         (run.storing, run.waitingForOtherProcess, run.waitingToRetry) = (0, 0, 10)
         #expect(ProgressText.status(run).hasSuffix("1 active: 6% of 2.9 MiB, about 32 s left in all, 10 waiting to retry (next in 12 s)"),
                 "\(ProgressText.status(run))")
-        // (The running one alone needs under 5 s: no time is said.)
+        // A host failing meanwhile leaves the other items counted (1,000 photos of a live host
+        // beside one dead URL read "8 s left" while it failed).
         run.failingHost = FailingHost(host: "127.0.0.1:1", connected: false, seconds: 4, hosts: 1)
-        #expect(ProgressText.status(run) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active, 10 waiting to retry (next in 12 s), "
-                + "no connection to 127.0.0.1:1 for 4 s", "\(ProgressText.status(run))")
+        #expect(ProgressText.status(run) == "9/40 items, 1 failed, 2.1 MiB at 1.9 MiB/s, 1 active: 6% of 2.9 MiB, about 32 s left in all, "
+                + "10 waiting to retry (next in 12 s), no connection to 127.0.0.1:1 for 4 s", "\(ProgressText.status(run))")
+        // Lengths past any count (a server's Content-Length of 2^63 - 1) are added without a trap.
+        var huge = run
+        huge.active = [TransferSnapshot(id: TransferID(rawValue: 1), url: "http://h/1", bytesReceived: 10, bytesExpected: .max),
+                       TransferSnapshot(id: TransferID(rawValue: 2), url: "http://h/2", bytesReceived: 10, bytesExpected: .max)]
+        huge.bytesStored = .max
+        #expect(ProgressText.status(huge).contains("2 active: 0% of "), "\(ProgressText.status(huge))")
         // Small files: 2000 of 64 KiB, 16 running, 200 stored, at 1 MiB/s.
         var small = progress(active: Array(repeating: (32_768, 65_536), count: 16))
         (small.total, small.done, small.failed, small.skipped, small.waitingToRetry) = (2000, 200, 0, 0, 0)

@@ -38,7 +38,8 @@ import TestSupport
     /// The status line names the host failing longest while its URLs wait
     /// to retry: "2 waiting to retry" for 30 s said nothing of a host that
     /// was down. Not before 3 s, not once it is given up or answers, and not
-    /// for a failure older than the patience.
+    /// once its URLs are done, but for a second after its last failure (its
+    /// URL on its way to a retry wait).
     @Test func theHostFailingLongestIsToldForTheStatusLine() {
         var reachability = HostReachability(patience: .seconds(30), leastFailures: 5)
         let least = Duration.seconds(3)
@@ -57,8 +58,14 @@ import TestSupport
         reachability.answered("dead.test:80")
         #expect(reachability.longestFailing(at: start + .seconds(7), atLeast: least, hasWork: anyHost)
                 == FailingHost(host: "silent.test:443", connected: true, seconds: 6, hosts: 1))
-        // Its last failure further back than the patience: no longer one outage.
-        #expect(reachability.longestFailing(at: start + .seconds(36), atLeast: least, hasWork: anyHost) == nil)
+        // A silent host's next attempt may wait out a stall longer than the patience: still named.
+        #expect(reachability.longestFailing(at: start + .seconds(36), atLeast: least, hasWork: anyHost)
+                == FailingHost(host: "silent.test:443", connected: true, seconds: 35, hosts: 1))
+        // A failure in the last second counts as work: the URL is on its way to a retry wait.
+        reachability.failedWithoutAnswer("silent.test:443", transfer: url, reason: "timed out", madeConnection: true,
+                                         started: start + .seconds(6), at: start + .seconds(7))
+        #expect(reachability.longestFailing(at: start + .seconds(7.5), atLeast: least, hasWork: { _ in false })?.host == "silent.test:443")
+        #expect(reachability.longestFailing(at: start + .seconds(8), atLeast: least, hasWork: { _ in false }) == nil)
         // Given up: the give-up says so instead.
         for second in stride(from: 8, through: 40, by: 8) {
             reachability.failedWithoutAnswer("silent.test:443", transfer: url, reason: "timed out", madeConnection: true,

@@ -171,14 +171,16 @@ public enum ProgressText {
         if let silent = progress.active.map(\.secondsWithoutData).min(), silent >= stalledAfter {
             return StatusField(.activeLeft, keep: 2, ["no data for \(NumberText.wait(Double(silent)))"])
         }
+        // Lengths are the servers' word: added up to the largest count, never past it
+        // (a Content-Length of 2^63 - 1 beside another stopped the run).
         var expected: Int64 = 0, received: Int64 = 0
         // The slowest transfer's own time left: at the rate of them all, a
         // 2 KB/s one beside a 20 KB/s one said "3 min left" of 17 min.
         var slowest = 0.0
         for transfer in progress.active {
             guard let total = transfer.bytesExpected, total > 0 else { return nil }
-            expected += total
-            received += min(transfer.bytesReceived, total)
+            expected = expected.addingReportingOverflow(total).overflow ? .max : expected + total
+            received = min(received + min(transfer.bytesReceived, total), expected)
             if let rate = transfer.bytesPerSecond, rate > 0 {
                 slowest = max(slowest, Double(total - min(transfer.bytesReceived, total)) / rate)
             }
@@ -186,11 +188,11 @@ public enum ProgressText {
         guard progress.bytesPerSecond > 0 else { return nil }
         let started = progress.done + progress.active.count
         // Neither finished, running, on its way into the store, another process's to fetch, nor
-        // waiting to retry; none while a host fails without an answer, as its URLs fail
-        // rather than take time (six of dead hosts made "about 106 s left" of a run with 8 s to go).
-        let notStarted = progress.failingHost != nil ? 0 : max(0, progress.total - progress.done - progress.failed - progress.skipped
+        // waiting to retry: those are mostly URLs of hosts that fail, which fail rather than
+        // take time (six of dead hosts made "about 106 s left" of a run with 8 s to go).
+        let notStarted = max(0, progress.total - progress.done - progress.failed - progress.skipped
             - progress.active.count - progress.storing - progress.waitingForOtherProcess - progress.waitingToRetry)
-        let meanSize = Double(progress.bytesStored + expected) / Double(max(1, started))
+        let meanSize = (Double(progress.bytesStored) + Double(expected)) / Double(max(1, started))
         let bytesLeft = Double(expected - received) + Double(notStarted) * meanSize
         let seconds = max(bytesLeft / progress.bytesPerSecond, slowest).rounded(.up)
         guard seconds >= 5 else { return nil }
