@@ -105,10 +105,28 @@ private func sha256(_ data: Data) -> String {
     }
 
     /// A later run with a fresh engine over the same partial directory.
+    /// Downloads `url` with a new engine over `partials`, as a new run does;
+    /// the run's count of resumed bytes is checked against the body's (a
+    /// resume refused by its first bytes was counted as resumed).
     private func downloadInNewRun(_ url: String, partials: String) async throws -> DownloadedBody {
-        try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
-            try await engine.download(url)
+        let engine = try TransferEngine(configuration: configuration(), partialDirectory: partials)
+        let lastResumed = Task { () -> Int64 in
+            var resumed: Int64 = 0
+            for await event in engine.events {
+                if case .progress(let snapshot) = event { resumed = snapshot.bytesResumed }
+            }
+            return resumed
         }
+        let body: DownloadedBody
+        do {
+            body = try await engine.download(url)
+        } catch {
+            engine.shutdown()
+            throw error
+        }
+        engine.shutdown()
+        #expect(await lastResumed.value == body.resumedBytes, "the run's resumed bytes against the body's")
+        return body
     }
 
     /// What a run cut off after 300,000 of the 500,000 bytes of `path`
