@@ -12,6 +12,29 @@ private func sha256(_ data: Data) -> String {
     SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
 }
 
+/// Downloads `url` on a new engine made with `configuration` over the
+/// partial directory `partials`; returns the body and every progress report.
+private func downloadReportingProgress(_ url: String, _ configuration: TransferConfiguration,
+                                       partials: String) async throws -> (DownloadedBody, [EngineSnapshot]) {
+    let engine = try TransferEngine(configuration: configuration, partialDirectory: partials)
+    let collector = Task { () -> [EngineSnapshot] in
+        var reports: [EngineSnapshot] = []
+        for await event in engine.events {
+            if case .progress(let snapshot) = event { reports.append(snapshot) }
+        }
+        return reports
+    }
+    let body: DownloadedBody
+    do {
+        body = try await engine.download(url)
+    } catch {
+        engine.shutdown()
+        throw error
+    }
+    engine.shutdown()
+    return (body, await collector.value)
+}
+
 /// The engine against a real HTTP origin on loopback.
 @Suite struct EngineTests {
     private func configuration(retries: Int = 4) -> TransferConfiguration {
@@ -109,23 +132,8 @@ private func sha256(_ data: Data) -> String {
     /// the run's count of resumed bytes is checked against the body's (a
     /// resume refused by its first bytes was counted as resumed).
     private func downloadInNewRun(_ url: String, partials: String) async throws -> DownloadedBody {
-        let engine = try TransferEngine(configuration: configuration(), partialDirectory: partials)
-        let lastResumed = Task { () -> Int64 in
-            var resumed: Int64 = 0
-            for await event in engine.events {
-                if case .progress(let snapshot) = event { resumed = snapshot.bytesResumed }
-            }
-            return resumed
-        }
-        let body: DownloadedBody
-        do {
-            body = try await engine.download(url)
-        } catch {
-            engine.shutdown()
-            throw error
-        }
-        engine.shutdown()
-        #expect(await lastResumed.value == body.resumedBytes, "the run's resumed bytes against the body's")
+        let (body, reports) = try await downloadReportingProgress(url, configuration(), partials: partials)
+        #expect((reports.last?.bytesResumed ?? 0) == body.resumedBytes, "the run's resumed bytes against the body's")
         return body
     }
 
@@ -2103,23 +2111,8 @@ private func sha256(_ data: Data) -> String {
                                          in directory: TemporaryDirectory) async throws -> (DownloadedBody, [TransferSnapshot]) {
         var configuration = configuration
         configuration.progressInterval = 0.1
-        let engine = try TransferEngine(configuration: configuration, partialDirectory: directory.appending("tmp"))
-        let collector = Task { () -> [TransferSnapshot] in
-            var seen: [TransferSnapshot] = []
-            for await event in engine.events {
-                if case .progress(let snapshot) = event { seen += snapshot.active }
-            }
-            return seen
-        }
-        let body: DownloadedBody
-        do {
-            body = try await engine.download(url)
-        } catch {
-            engine.shutdown()
-            throw error
-        }
-        engine.shutdown()
-        return (body, await collector.value)
+        let (body, reports) = try await downloadReportingProgress(url, configuration, partials: directory.appending("tmp"))
+        return (body, reports.flatMap(\.active))
     }
 
     @Test func aStalledTransferStillReportsProgress() async throws {
