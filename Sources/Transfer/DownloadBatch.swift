@@ -110,9 +110,12 @@ final class DownloadBatch: Sendable {
         /// the thread that found them, and the items found after them, held
         /// until they are launched or `holdEnds` (see `startNext`).
         var seeding = 0
-        var launchesHeld: [(index: Int, handed: HandedPartial)] = []
+        var launchesHeld: [HeldLaunch] = []
         var holdEnds: ContinuousClock.Instant?
     }
+
+    /// An item ready to launch, held behind a partial being read back.
+    private typealias HeldLaunch = (index: Int, handed: HandedPartial)
 
     /// The longest the items after a partial being read back wait for it:
     /// a partial of gigabytes takes seconds, and the free slots stood idle.
@@ -316,7 +319,7 @@ final class DownloadBatch: Sendable {
             if partial.resumable != nil {
                 // Its bytes are read back once to seed the hash, which may take
                 // a while: not on this thread (a writer's, often). The items after
-                // it wait until it is launched: launched meanwhile, they took the
+                // it wait until it is launched (`longestHold` at most): launched meanwhile, they took the
                 // free slots, and a run after a Ctrl-C began new files while the
                 // partials waited behind them (interrupted again, it never resumed one).
                 let holdBegins = state.withLock { state -> Bool in
@@ -348,7 +351,7 @@ final class DownloadBatch: Sendable {
     /// Launches the items held behind partials being read back, once none is
     /// (`seeded`: one has just been launched) or the hold is over.
     private func releaseHeld(seeded: Bool) {
-        let released = state.withLock { state -> [(index: Int, handed: HandedPartial)] in
+        let released = state.withLock { state -> [HeldLaunch] in
             if seeded { state.seeding -= 1 }
             if state.seeding == 0 { state.holdEnds = nil }
             guard state.holdEnds.map({ ContinuousClock.now >= $0 }) ?? true else { return [] }
