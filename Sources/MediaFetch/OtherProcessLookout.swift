@@ -27,15 +27,11 @@ final class OtherProcessLookout: @unchecked Sendable {
     init(cache: MediaCache, catalogVersion: Int?) {
         let versionBefore = Mutex<Int?>(catalogVersion)
         timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "mediafetch.others", qos: .utility))
-        let looks = Mutex(0)
+        let looks = Atomic(0)
         timer.schedule(deadline: .now() + Self.lookTimes.first, repeating: Self.lookTimes.first, leeway: .milliseconds(5))
         timer.setEventHandler { [weak self] in
             guard let self else { return }
-            let looked = looks.withLock { count in
-                count += 1
-                return count
-            }
-            if looked == Self.lookTimes.quickLooks {
+            if looks.add(1, ordering: .relaxed).newValue == Self.lookTimes.quickLooks {
                 timer.schedule(deadline: .now() + Self.lookTimes.then, repeating: Self.lookTimes.then, leeway: .milliseconds(50))
             }
             var found = cache.unrecorded.anyHeldByOtherProcesses()

@@ -113,11 +113,16 @@ struct HostReachability {
     /// its patience ran out) or a failure in the last second (its URL on its
     /// way to a retry wait).
     func longestFailing(at now: ContinuousClock.Instant, atLeast: Duration, hasWork: (String) -> Bool) -> FailingHost? {
-        guard !failing.isEmpty else { return nil }
-        let current = failing.filter { now - $0.value.began >= atLeast && (now - $0.value.last < .seconds(1) || hasWork($0.key)) }
-        guard let (host, streak) = current.min(by: { $0.value.began < $1.value.began }) else { return nil }
+        // One pass, nothing copied: this runs on every progress tick, inside libcurl's callbacks too.
+        var longest: (host: String, streak: Streak)?
+        var hosts = 0
+        for (host, streak) in failing where now - streak.began >= atLeast && (now - streak.last < .seconds(1) || hasWork(host)) {
+            hosts += 1
+            if longest.map({ streak.began < $0.streak.began }) ?? true { longest = (host, streak) }
+        }
+        guard let (host, streak) = longest else { return nil }
         return FailingHost(host: RequestTarget.readable(hostKey: host), connected: streak.connections,
-                           seconds: Int((now - streak.began).seconds), hosts: current.count)
+                           seconds: Int((now - streak.began).seconds), hosts: hosts)
     }
 
     /// Whether `host`'s attempts have failed without an answer since its

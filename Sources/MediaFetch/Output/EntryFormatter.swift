@@ -111,11 +111,8 @@ public struct EntryFormatter: Sendable {
                 TextTable.widen(&widths, toFit: row)
             }
             // On a terminal, long collection names give way to the titles, down to the header's width.
-            let fitting = columns.flatMap {
-                Self.fitting(&widths, narrowing: 3, downTo: Self.tableHeader[3].count, widestLast: widestLast, columns: $0)
-            }
-            // Elsewhere (or on a terminal too narrow to fit the rows) the column is padded so far, no further.
-            if fitting == nil { widths[3] = min(widths[3], Self.widestPaddedCollection) }
+            let fitting = Self.fitting(&widths, narrowing: 3, downTo: Self.tableHeader[3].count, widestLast: widestLast,
+                                       columns: columns, paddedAtMost: Self.widestPaddedCollection)
             try emit(TextTable.line(Self.tableHeader, widths: widths, rightAligned: [1]) + "\n")
             try forEach { entry in
                 let isMissing = missingHashes.contains(entry.sha256)
@@ -160,12 +157,18 @@ public struct EntryFormatter: Sendable {
     /// (`lastColumnRoom` unless said); returns the width rows are then fitted
     /// to, or nil where they cannot fit even so: they are left whole, as on a
     /// pipe (cut, a collection or URL only made what wrapped harder to read).
+    /// Off a terminal (nil `columns`), or on one too narrow, the column is
+    /// padded to `paddedAtMost` at most: one very long value does not push
+    /// every row's last cell off the screen.
     static func fitting(_ widths: inout [Int], narrowing column: Int, downTo least: Int, widestLast: Int,
-                        lastRoom: (_ left: Int) -> Int = { _ in lastColumnRoom }, columns: Int) -> Int? {
+                        lastRoom: (_ left: Int) -> Int = { _ in lastColumnRoom }, columns: Int?, paddedAtMost: Int) -> Int? {
         let before = widths.prefix(column).reduce(0) { $0 + $1 + 2 }
-        let left = columns - before - 2
+        let left = (columns ?? 0) - before - 2
         let narrowed = min(widths[column], max(least, left - min(widestLast, lastRoom(left))))
-        guard before + narrowed + 2 + min(widestLast, leastFittedWidth) <= columns else { return nil }
+        guard let columns, before + narrowed + 2 + min(widestLast, leastFittedWidth) <= columns else {
+            widths[column] = min(widths[column], paddedAtMost)
+            return nil
+        }
         widths[column] = narrowed
         return columns
     }

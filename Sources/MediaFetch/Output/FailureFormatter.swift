@@ -58,12 +58,8 @@ public enum FailureFormatter {
                 TextTable.widen(&widths, toFit: Array(row.dropLast()))
                 widestReason = max(widestReason, row.last.map(DisplayText.displayWidth) ?? 0)
             }
-            let fitting = columns.flatMap {
-                EntryFormatter.fitting(&widths, narrowing: 1, downTo: EntryFormatter.leastFittedWidth, widestLast: widestReason,
-                                       lastRoom: reasonRoom(left:), columns: $0)
-            }
-            // Elsewhere (or on a terminal too narrow to fit the rows) the column is padded so far, no further.
-            if fitting == nil { widths[1] = min(widths[1], widestPaddedURL) }
+            let fitting = EntryFormatter.fitting(&widths, narrowing: 1, downTo: EntryFormatter.leastFittedWidth, widestLast: widestReason,
+                                                 lastRoom: reasonRoom(left:), columns: columns, paddedAtMost: widestPaddedURL)
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
