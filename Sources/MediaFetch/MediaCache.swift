@@ -87,6 +87,8 @@ public final class MediaCache: Sendable {
         catalogKnownEmpty = Atomic(isNew)
         // A new catalog is made while the downloads start (see `CatalogOpening`): its room is taken first.
         if isNew { reserve.hold() }
+        // Usually a new cache: its partials' directories are made while the run sets up the rest.
+        if isNew, !readingOnly { TransferEngine.makePartialDirectoriesAhead(in: store.temporaryDirectory) }
         let objectsDirectory = store.objectsDirectory
         opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
                                  stop: lockWaitStop, reserve: reserve, readingOnly: readingOnly) {

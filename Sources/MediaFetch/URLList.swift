@@ -191,7 +191,8 @@ public enum URLList {
             // A comment may follow the URL after a space or a tab: no URL holds
             // either (it was refused, with advice to write the space as %20).
             var line = Substring(whole)
-            if let comment = line.utf8.indices.first(where: { index in
+            // Most lines hold no `#` at all: looked for byte-wise first (this runs per URL).
+            if whole.utf8.contains(UInt8(ascii: "#")), let comment = line.utf8.indices.first(where: { index in
                 line.utf8[index] == UInt8(ascii: "#") && index > line.utf8.startIndex
                     && URLList.isBlank(line.utf8[line.utf8.index(before: index)])
             }) {

@@ -89,6 +89,15 @@ public final class TransferEngine: Sendable {
     /// over (see `PartialFile.shardDirectory`).
     public static var partialShardNames: [String] { PartialFile.shardNames }
 
+    /// Begins making those subdirectories of `partialDirectory` on another
+    /// thread: a new cache's sixteen `mkdir`s (0.4 ms, and 2.5 ms on a busy
+    /// ext4) then run while the rest of the run is set up, where an engine
+    /// made them just before its first request. The engine makes any still
+    /// missing as it starts.
+    public static func makePartialDirectoriesAhead(in partialDirectory: String) {
+        DispatchQueue.global().async { PartialFile.makeShardDirectories(in: partialDirectory) }
+    }
+
     /// `configuration.maxConcurrentTransfers` above what the limit on open
     /// files allows is lowered to `descriptorBudget.maxJobs`.
     public convenience init(configuration requested: TransferConfiguration = TransferConfiguration(), partialDirectory: String) throws {
@@ -135,6 +144,38 @@ public final class TransferEngine: Sendable {
         assert(isShutDown.load(ordering: .relaxed), "TransferEngine released without shutdown()")
         loop.shutdown()
         chunkPool.removeShare(chunkShare)
+    }
+
+    /// Starts, on a thread of its own, the set-up that every engine of the
+    /// process needs and that no option changes: libcurl's (TLS's among it)
+    /// and the writer threads. A command that will download calls it, after
+    /// `prepareProcess`, as soon as it knows that it will: the set-up then
+    /// runs on another core while the arguments and the list are read, not
+    /// after them (it was 2.5 ms of the 17 ms from the start of a run of a
+    /// 2000-URL list to its first request). An engine made meanwhile waits
+    /// for what it needs of it. The caller waits for the set-up (`WarmUp.wait`)
+    /// before the process exits.
+    public static func warmUp() -> WarmUp {
+        let done = DispatchGroup()
+        done.enter()
+        let thread = Thread {
+            _ = CurlGlobal.initialized
+            _ = WriterPool.shared
+            done.leave()
+        }
+        thread.stackSize = 512 << 10
+        thread.start()
+        return WarmUp(done: done)
+    }
+
+    /// The set-up `warmUp` began.
+    public struct WarmUp: Sendable {
+        fileprivate let done: DispatchGroup
+
+        /// Returns once the set-up is done. An exit meanwhile would run the
+        /// clean-up that TLS registers at exit while that thread is still
+        /// setting it up.
+        public func wait() { done.wait() }
     }
 
     /// Process-wide settings for a program whose main work is transfers; call
