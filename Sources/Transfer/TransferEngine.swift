@@ -148,35 +148,32 @@ public final class TransferEngine: Sendable {
 
     /// Starts, on a thread of its own, the set-up that every engine of the
     /// process needs and that no option changes: libcurl's (TLS's among it)
-    /// and the writer threads. A command that will download calls it, after
-    /// `prepareProcess`, as soon as it knows that it will: the set-up then
-    /// runs on another core while the arguments and the list are read, not
-    /// after them (it was 2.5 ms of the 17 ms from the start of a run of a
-    /// 2000-URL list to its first request). An engine made meanwhile waits
-    /// for what it needs of it. The caller waits for the set-up (`WarmUp.wait`)
-    /// before the process exits.
-    public static func warmUp() -> WarmUp {
-        let done = DispatchGroup()
-        done.enter()
+    /// and the writer threads. A command that will download calls it as soon
+    /// as it knows that it will (after `prepareProcess`): the set-up then runs
+    /// on another core while the list is read and the cache opened, not
+    /// after them. An engine made meanwhile waits for what it needs of it.
+    /// The process waits for it before it exits (`waitForWarmUp`). Once a process.
+    public static func warmUp() {
+        guard !warmUpBegun.exchange(true, ordering: .relaxed) else { return }
+        warmUpDone.enter()
         let thread = Thread {
             _ = CurlGlobal.initialized
             _ = WriterPool.shared
-            done.leave()
+            warmUpDone.leave()
         }
         thread.stackSize = 512 << 10
         thread.start()
-        return WarmUp(done: done)
     }
 
-    /// The set-up `warmUp` began.
-    public struct WarmUp: Sendable {
-        fileprivate let done: DispatchGroup
-
-        /// Returns once the set-up is done. An exit meanwhile would run the
-        /// clean-up that TLS registers at exit while that thread is still
-        /// setting it up.
-        public func wait() { done.wait() }
+    /// Returns once the set-up `warmUp` began is done, at once if none was.
+    /// Called before the process exits: an exit meanwhile would run the
+    /// clean-up that TLS registers at exit while it is still being set up.
+    public static func waitForWarmUp() {
+        if warmUpBegun.load(ordering: .relaxed) { warmUpDone.wait() }
     }
+
+    private static let warmUpBegun = Atomic<Bool>(false)
+    private static let warmUpDone = DispatchGroup()
 
     /// Process-wide settings for a program whose main work is transfers; call
     /// once at start-up, before any other thread starts (see

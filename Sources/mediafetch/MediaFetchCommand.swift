@@ -94,9 +94,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
             writeUsageError(problem, for: named(misplaced))
             Self.exit(withError: ExitCode.validationFailure)
         }
-        // What a download needs and no option changes is set up meanwhile (on another core).
-        let warmUp = command == Get.self ? TransferEngine.warmUp() : nil
-        await parseAndRun(arguments, command: command, warmUp: warmUp)
+        await parseAndRun(arguments, command: command)
     }
 
     /// What ArgumentParser's own `main` does, but a usage error, the parser's
@@ -104,9 +102,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
     /// the parser writes three or four (the error, the option's help, the
     /// usage, a pointer to `--help`). Help, `--version` and the commands' exit
     /// codes go through the parser as before.
-    /// Every way out waits for `warmUp` first (see `TransferEngine.WarmUp`).
-    private static func parseAndRun(_ arguments: [String], command: (any ParsableCommand.Type)?,
-                                    warmUp: TransferEngine.WarmUp?) async {
+    /// Every way out waits for the set-up a download began (see `TransferEngine.warmUp`).
+    private static func parseAndRun(_ arguments: [String], command: (any ParsableCommand.Type)?) async {
         do {
             var parsed = try await asyncParseAsRoot(arguments)
             if var asyncCommand = parsed as? any AsyncParsableCommand {
@@ -115,7 +112,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
                 try parsed.run()
             }
         } catch {
-            warmUp?.wait()
+            TransferEngine.waitForWarmUp()
             let problem = CommandLineLayout.joiningParserLines(message(for: error))
             // An `ExitCode` thrown after its message was written has no text of its own.
             if exitCode(for: error) == .validationFailure, !problem.isEmpty {
@@ -124,7 +121,7 @@ struct MediaFetchCommand: AsyncParsableCommand {
             }
             Self.exit(withError: error)
         }
-        warmUp?.wait()
+        TransferEngine.waitForWarmUp()
     }
 
     /// Writes a usage error as one line, as every other error is: what is

@@ -46,6 +46,8 @@ struct Get: AsyncParsableCommand {
             throw ExitCode.validationFailure
         }
         if transfer.progress == .json { StopSignals.exitEarly(json: true) }
+        // What a download needs and no option changes is set up meanwhile, on another core.
+        TransferEngine.warmUp()
         let items = try requestedItems()
         // Lists of only comments and blank lines ask for nothing: said, and no cache is made for it.
         guard items.count > 0 else {
