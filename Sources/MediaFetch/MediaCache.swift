@@ -32,6 +32,8 @@ public final class MediaCache: Sendable {
     /// Whether the catalog did not exist yet when the cache was opened and
     /// no job has claimed that since (see `claimEmptyCatalog`).
     private let catalogKnownEmpty: Atomic<Bool>
+    /// The partials' directories being made for a new cache, waited for by `deinit`.
+    private let partialDirectoriesAhead: DispatchGroup?
 
     /// Opens (creating if needed) the cache at `root`. The store is ready on
     /// return; the catalog is opened on another thread (a new one creates its
@@ -88,7 +90,7 @@ public final class MediaCache: Sendable {
         // A new catalog is made while the downloads start (see `CatalogOpening`): its room is taken first.
         if isNew { reserve.hold() }
         // Usually a new cache: its partials' directories are made while the run sets up the rest.
-        if isNew, !readingOnly { TransferEngine.makePartialDirectoriesAhead(in: store.temporaryDirectory) }
+        partialDirectoriesAhead = isNew && !readingOnly ? TransferEngine.makePartialDirectoriesAhead(in: store.temporaryDirectory) : nil
         let objectsDirectory = store.objectsDirectory
         opening = CatalogOpening(path: catalogPath, lockWaitLimit: catalogLockWaitLimit, onLockWait: onCatalogLockWait,
                                  stop: lockWaitStop, reserve: reserve, readingOnly: readingOnly) {
@@ -98,11 +100,13 @@ public final class MediaCache: Sendable {
     }
 
     /// The catalog may still be opening on its own thread: any wait there
-    /// for another process's lock ends, and the opening is waited for, so
-    /// that nothing of this cache is written after its owner let it go (a
-    /// test that removed the directory next found catalog files come back).
+    /// for another process's lock ends, and the opening is waited for, as
+    /// are the partials' directories being made, so that nothing of this
+    /// cache is written after its owner let it go (a test that removed the
+    /// directory next found catalog files come back).
     deinit {
         lockWaitStop.stop(grace: .zero)
+        partialDirectoriesAhead?.wait()
         _ = opening.wait()
     }
 

@@ -373,12 +373,13 @@ final class PartialFile {
     /// missing later is made by the first partial that needs it.
     /// A link at a shard's name (the directory is writable by everyone
     /// sharing the cache) is removed, not followed: partials were written
-    /// through it into another directory.
-    static func makeShardDirectories(in directory: String) {
+    /// through it into another directory. (`removingLinks` false: left for
+    /// the engine's own call, see `TransferEngine.makePartialDirectoriesAhead`.)
+    static func makeShardDirectories(in directory: String, removingLinks: Bool = true) {
         for name in shardNames {
             let shard = "\(directory)/\(name)"
             var info = stat()
-            if lstat(shard, &info) == 0, info.st_mode & S_IFMT == S_IFLNK { _ = unlink(shard) }
+            if removingLinks, lstat(shard, &info) == 0, info.st_mode & S_IFMT == S_IFLNK { _ = unlink(shard) }
             _ = makeDirectory(shard)
         }
     }

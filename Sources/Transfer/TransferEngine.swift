@@ -92,10 +92,15 @@ public final class TransferEngine: Sendable {
     /// Begins making those subdirectories of `partialDirectory` on another
     /// thread: a new cache's sixteen `mkdir`s (0.4 ms, and 2.5 ms on a busy
     /// ext4) then run while the rest of the run is set up, where an engine
-    /// made them just before its first request. The engine makes any still
-    /// missing as it starts.
-    public static func makePartialDirectoriesAhead(in partialDirectory: String) {
-        DispatchQueue.global().async { PartialFile.makeShardDirectories(in: partialDirectory) }
+    /// made them just before its first request. Only missing ones are made:
+    /// a link at a shard's name is left to the engine, which removes it as it
+    /// starts, before any partial goes there (removed from here, it raced
+    /// with the cache's own checks of those names). The group is left when
+    /// they are made.
+    public static func makePartialDirectoriesAhead(in partialDirectory: String) -> DispatchGroup {
+        let made = DispatchGroup()
+        DispatchQueue.global().async(group: made) { PartialFile.makeShardDirectories(in: partialDirectory, removingLinks: false) }
+        return made
     }
 
     /// `configuration.maxConcurrentTransfers` above what the limit on open
@@ -148,12 +153,14 @@ public final class TransferEngine: Sendable {
 
     /// Starts, on a thread of its own, the set-up that every engine of the
     /// process needs and that no option changes: libcurl's (TLS's among it)
-    /// and the writer threads. A command that will download calls it as soon
-    /// as it knows that it will (after `prepareProcess`): the set-up then runs
-    /// on another core while the list is read and the cache opened, not after
-    /// them (a run's first request went from 18.8 to 15.9 ms after exec). An
-    /// engine made meanwhile waits for what it needs of it. The process waits
-    /// for it before it exits (`waitForWarmUp`). Once a process.
+    /// and the writer threads. A command that may download calls it as it
+    /// starts (after `prepareProcess`; `get` does, before it reads its list):
+    /// the set-up then runs on another core while the list is read and the
+    /// cache opened, not after them (a run's first request went from 18.8 to
+    /// 15.9 ms after exec). An engine made meanwhile waits for what it needs
+    /// of it. The process waits for it before it exits (`waitForWarmUp`).
+    /// Where no thread can be started (`ulimit -u`, a container's pids limit)
+    /// nothing is begun, and the engine sets all up itself. Once a process.
     public static func warmUp() {
         let done = DispatchGroup()
         let begins = warmUpDone.withLock { begun -> Bool in
@@ -163,13 +170,22 @@ public final class TransferEngine: Sendable {
             return true
         }
         guard begins else { return }
-        let thread = Thread {
-            _ = CurlGlobal.initialized
-            _ = WriterPool.shared
-            done.leave()
-        }
-        thread.stackSize = 512 << 10
-        thread.start()
+        // Not Foundation's `Thread`: it drops pthread_create's error, and a
+        // thread that never ran would leave `waitForWarmUp` waiting for ever.
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setstacksize(&attributes, 512 << 10)
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        var thread = pthread_t()
+        if pthread_create(&thread, &attributes, warmUpThreadMain, nil) != 0 { done.leave() }
+    }
+
+    /// The set-up `warmUp` runs on its thread.
+    fileprivate static func runWarmUp() {
+        _ = CurlGlobal.initialized
+        _ = WriterPool.shared
+        warmUpDone.withLock { $0 }?.leave()
     }
 
     /// Returns once the set-up `warmUp` began is done, at once if none was.
@@ -1213,4 +1229,10 @@ private final class HandOff<T>: @unchecked Sendable {
             value = .failure(error)
         }
     }
+}
+
+/// The thread `TransferEngine.warmUp` starts, as pthread_create takes it.
+private func warmUpThreadMain(_: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    TransferEngine.runWarmUp()
+    return nil
 }

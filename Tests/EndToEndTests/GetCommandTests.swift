@@ -1884,17 +1884,23 @@ import TestSupport
     }
 
     /// A bad URL ends a run a moment after it began setting up libcurl and
-    /// TLS on another thread (`TransferEngine.warmUp`). Exiting while that
-    /// set-up ran would run TLS's clean-up under it: without the wait for it,
-    /// 52 of 200 such runs of the debug build (21 of 300 of the release
-    /// build) died of SIGSEGV instead of saying what was wrong.
-    @Test func aBadURLEndsTheRunCleanlyWhileDownloadsAreBeingSetUp() async throws {
+    /// TLS on another thread (`TransferEngine.warmUp`), and so does a list
+    /// of nothing but comments, by the other way out (a normal return).
+    /// Exiting while that set-up ran would run TLS's clean-up under it:
+    /// without the wait for it, 52 of 200 such runs of the debug build (21 of
+    /// 300 of the release build) died of SIGSEGV instead of saying what was wrong.
+    @Test func aRunThatEndsAtOnceEndsCleanlyWhileDownloadsAreBeingSetUp() async throws {
         try await TemporaryDirectory.with { directory in
             let cache = directory.appending("cache")
+            let comments = directory.appending("comments.txt")
+            try "# nothing yet\n\n".write(toFile: comments, atomically: true, encoding: .utf8)
             for _ in 0..<30 {
-                let result = try await BuiltProducts.run(["get", "--cache", cache, "ftp://example.com/a.jpg"])
-                try #require(result.status == 2, "\(result.status): \(result.stderr)")
-                #expect(result.stderrLines == ["mediafetch: unsupported scheme 'ftp' (only http and https): ftp://example.com/a.jpg"])
+                let badURL = try await BuiltProducts.run(["get", "--cache", cache, "ftp://example.com/a.jpg"])
+                try #require(badURL.status == 2, "\(badURL.status): \(badURL.stderr)")
+                #expect(badURL.stderrLines == ["mediafetch: unsupported scheme 'ftp' (only http and https): ftp://example.com/a.jpg"])
+                let nothing = try await BuiltProducts.run(["get", "--cache", cache, "-i", comments])
+                try #require(nothing.status == 0, "\(nothing.status): \(nothing.stderr)")
+                #expect(nothing.stderrLines == ["mediafetch: note: nothing to fetch: no URL in \(comments)"])
             }
             #expect(!FileManager.default.fileExists(atPath: cache))
         }
