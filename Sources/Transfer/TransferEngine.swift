@@ -177,7 +177,11 @@ public final class TransferEngine: Sendable {
         defer { pthread_attr_destroy(&attributes) }
         pthread_attr_setstacksize(&attributes, 512 << 10)
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        #if canImport(Darwin)
+        var thread: pthread_t?
+        #else
         var thread = pthread_t()
+        #endif
         if pthread_create(&thread, &attributes, warmUpThreadMain, nil) != 0 { done.leave() }
     }
 
