@@ -136,3 +136,7 @@ void mf_name_this_thread(const char *name) {
     (void)pthread_setname_np(pthread_self(), kept);
 #endif
 }
+
+int mf_rlimit_nproc(void) {
+    return RLIMIT_NPROC;
+}

@@ -46,6 +46,9 @@ public enum BuiltProducts {
     /// run only as root where it is installed.
     public static let setpriv = "/usr/bin/setpriv"
 
+    /// `prlimit(1)`, which runs a command under other resource limits (util-linux, as `setpriv`).
+    public static let prlimit = "/usr/bin/prlimit"
+
     /// Whether `run(_:as:)` can switch users here: as root, with setpriv, and
     /// with the built products and the temporary directory reachable by others.
     public static var canRunAsAnotherUser: Bool {
@@ -65,21 +68,22 @@ public enum BuiltProducts {
     }
 
     /// Runs `mediafetch` with `arguments` and waits for it; as `user`, with
-    /// `umask` and with `openFileLimit` (soft and hard) when given; with its
+    /// `umask`, with `openFileLimit` and with `processLimit` (`ulimit -u`;
+    /// soft and hard) when given; with its
     /// stdout or stderr sent to the file `stdoutTo` or `stderrTo` (such as
     /// `/dev/full`) instead of being collected.
     public static func run(_ arguments: [String], environment: [String: String] = [:],
-                           as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil,
+                           as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil, processLimit: Int? = nil,
                            stdoutTo: String? = nil, stderrTo: String? = nil) async throws -> CommandResult {
         try await start(arguments, environment: environment, as: user, umask: umask, openFileLimit: openFileLimit,
-                        stdoutTo: stdoutTo, stderrTo: stderrTo).wait()
+                        processLimit: processLimit, stdoutTo: stdoutTo, stderrTo: stderrTo).wait()
     }
 
     /// Starts `mediafetch` with `arguments`; `wait()` collects the result.
     /// `ignoring` names signals (`HUP`, `INT`) it starts with ignored, as
     /// under `nohup` or in a script's background job.
     public static func start(_ arguments: [String], environment: [String: String] = [:],
-                             as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil,
+                             as user: User? = nil, umask: mode_t? = nil, openFileLimit: Int? = nil, processLimit: Int? = nil,
                              stdoutTo: String? = nil, stderrTo: String? = nil, ignoring: [String] = []) throws -> RunningCommand {
         var command = [mediafetch.path] + arguments
         // A shell sets these for the child alone: the test process's are every test's.
@@ -93,6 +97,8 @@ public enum BuiltProducts {
         if !settings.isEmpty || !redirections.isEmpty {
             command = ["/bin/sh", "-c", (settings + ["exec \"$0\" \"$@\"" + redirections]).joined(separator: " && ")] + command
         }
+        // (Not the shell's `ulimit`: dash spells it -p, bash -u.)
+        if let processLimit { command = [prlimit, "--nproc=\(processLimit)", "--"] + command }
         if let user {
             command = [setpriv, "--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups"] + command
         }

@@ -219,6 +219,7 @@ public final class TransferEngine: Sendable {
     public static func prepareProcess() {
         mf_tune_allocator()
         AddressSpace.raiseToHardLimit()
+        ThreadLimit.raiseToHardLimit()
         // libcurl turns an international host name (bücher.example) into its
         // ASCII form through libidn2, which reads the name in the locale's
         // character set; in the C locale of a script, cron or CI every such

@@ -55,7 +55,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
         _ = mf_set_default_thread_stack_size(AddressSpace.defaultThreadStack)
         // Under a handful of open files libdispatch aborts the process (SIGILL), and under too
         // low a `ulimit -v` a thread fails to start and the run hangs: one line instead.
-        if let problem = DescriptorBudget.current(heldFinishedBodies: 0).problemForAnyCommand ?? AddressSpace.problem(jobs: nil) {
+        if let problem = DescriptorBudget.current(heldFinishedBodies: 0).problemForAnyCommand ?? AddressSpace.problem(jobs: nil)
+            ?? ThreadLimit.problem(jobs: nil) {
             Terminal.writeErr("mediafetch: \(problem)\n")
             Self.exit(withError: Exit.cacheUnusable)
         }

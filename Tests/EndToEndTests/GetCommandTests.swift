@@ -906,6 +906,40 @@ import TestSupport
         }
     }
 
+    /// A limit on processes (`ulimit -u`) too low for the threads a run
+    /// starts is one line and exit 3, before anything is made or fetched:
+    /// under `ulimit -u 3`, `get` hung for ever (libdispatch waiting for a
+    /// thread), and a download needs its writers and its transfer thread.
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as another user"))
+    func aLimitOnProcessesTooLowForTheRunIsOneLineAndExit3() async throws {
+        // A user of its own: the limit counts every process of the user, and other tests run as nobody meanwhile.
+        let user = BuiltProducts.User(uid: 64011, gid: 64011)
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 3000, seed: 1))
+            #expect(chmod(directory.path, 0o777) == 0)
+            let cache = directory.appending("cache")
+            let anyCommand = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")], as: user, processLimit: 3)
+            #expect(anyCommand.status == 3)
+            #expect(anyCommand.stderrLines.count == 1, "\(anyCommand.stderrLines)")
+            #expect(anyCommand.stderr.hasPrefix("mediafetch: the limit on processes is 3 (ulimit -u, the hard limit: "))
+            #expect(anyCommand.stderr.contains("and mediafetch starts about 8 threads: raise it where it is set (limits.conf nproc, LimitNPROC=)"))
+            // Enough to start, too few for four transfers' threads.
+            let download = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "4", origin.url("/a.jpg")],
+                                                       as: user, processLimit: 20)
+            #expect(download.status == 3)
+            #expect(download.stderrLines.count == 1, "\(download.stderrLines)")
+            #expect(download.stderr.contains("mediafetch starts about 28 threads for 4 transfers at once: raise it where it is set "
+                + "(limits.conf nproc, LimitNPROC=), or give fewer --jobs"))
+            #expect(!FileManager.default.fileExists(atPath: cache))
+            #expect(origin.requests(for: "/a.jpg").isEmpty)
+            // With room for them, the same run goes on.
+            let roomy = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "4", origin.url("/a.jpg")],
+                                                    as: user, processLimit: 200)
+            #expect(roomy.status == 0, "\(roomy.stderr)")
+            #expect(try objectPaths(inCache: cache).count == 1)
+        }
+    }
+
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
     func aCacheTheUserCannotWriteIsOneLineAndExit3() async throws {
         try await withOrigin { origin, directory in

@@ -104,4 +104,8 @@ int mf_lower_thread_priority(int steps);
 /// export the call. Best effort.
 void mf_name_this_thread(const char *name);
 
+/// RLIMIT_NPROC (the limit on a user's processes, threads among them), which
+/// Swift's Glibc module does not export.
+int mf_rlimit_nproc(void);
+
 #endif

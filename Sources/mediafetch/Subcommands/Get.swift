@@ -118,7 +118,8 @@ struct FetchRunner {
         }
         // The transfers that will run: --jobs, held to what the open files allow.
         if let problem = AddressSpace.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs),
-                                              asked: configuration.maxConcurrentTransfers, listBytes: listBytes) {
+                                              asked: configuration.maxConcurrentTransfers, listBytes: listBytes)
+            ?? ThreadLimit.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs)) {
             Terminal.error(problem, progress: transfer.progress)
             throw Exit.cacheUnusable
         }
