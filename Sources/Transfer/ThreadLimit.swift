@@ -43,7 +43,7 @@ public enum ThreadLimit {
                 + "(limits.conf nproc, LimitNPROC=)\(jobs.map { $0 > 1 ? ", or give fewer --jobs" : "" } ?? "")"
         }
         if let (limit, inUse, path) = containerLimit(), limit - inUse < wanted {
-            return "the limit on processes of this container or service is \(limit) (\(path)), \(inUse) of them running, "
+            return "the limit on processes of this container or service is \(limit) (\(path)), \(inUse) of them taken by its other processes, "
                 + "and mediafetch starts \(threads): raise it (docker run --pids-limit, TasksMax=)"
                 + "\(jobs.map { $0 > 1 ? ", or give fewer --jobs" : "" } ?? "")"
         }
@@ -91,17 +91,29 @@ public enum ThreadLimit {
         return total
     }
 
-    /// The pids controller's limit on this process's cgroup (v2), what runs
-    /// in it now, and the file that holds the limit; nil without one.
+    /// The pids controller's limit on this process's cgroup (v2, else v1), what its
+    /// other processes run in it now (this one's threads are left out, as
+    /// `needed` counts them), and the file that holds the limit; nil without one.
     private static func containerLimit() -> (limit: Int, inUse: Int, path: String)? {
-        guard let cgroups = readSmallFile("/proc/self/cgroup"),
-              let line = cgroups.split(separator: "\n").first(where: { $0.hasPrefix("0::") }) else { return nil }
-        let directory = "/sys/fs/cgroup" + (line.dropFirst(3) == "/" ? "" : String(line.dropFirst(3)))
+        guard let cgroups = readSmallFile("/proc/self/cgroup") else { return nil }
+        let lines = cgroups.split(separator: "\n")
+        // v1 names its controller ("8:pids:/docker/…"); v2 has one hierarchy ("0::/…").
+        let directory: String
+        if let line = lines.first(where: { $0.split(separator: ":", maxSplits: 2).dropFirst().first == "pids" }),
+           let path = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).last {
+            directory = "/sys/fs/cgroup/pids" + (path == "/" ? "" : String(path))
+        } else if let line = lines.first(where: { $0.hasPrefix("0::") }) {
+            directory = "/sys/fs/cgroup" + (line.dropFirst(3) == "/" ? "" : String(line.dropFirst(3)))
+        } else {
+            return nil
+        }
         // "max" when there is no limit: not a number.
         let number = { (text: String) in text.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } }
         guard let maximum = readSmallFile(directory + "/pids.max").flatMap(number),
               let current = readSmallFile(directory + "/pids.current").flatMap(number) else { return nil }
-        return (maximum, current, directory + "/pids.max")
+        let own = readSmallFile("/proc/self/status")?.split(separator: "\n").first { $0.hasPrefix("Threads:") }
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).dropFirst().first }.flatMap { Int($0) } ?? 1
+        return (maximum, max(0, current - own), directory + "/pids.max")
     }
 
     /// A file of `/proc` or `/sys` as text; nil when it cannot be read.
