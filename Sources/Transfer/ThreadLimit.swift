@@ -36,16 +36,16 @@ public enum ThreadLimit {
     /// line; nil when it can, or when the limits are too high to matter.
     public static func problem(jobs: Int?) -> String? {
         let wanted = needed(jobs: jobs)
-        let threads = jobs == nil ? "about \(wanted) threads" : "about \(wanted) threads for \(jobs ?? 0) transfers at once"
+        let threads = jobs.map { "about \(wanted) threads for \($0) transfers at once" } ?? "about \(wanted) threads"
+        let fewer = (jobs ?? 0) > 1 ? ", or give fewer --jobs" : ""
         if let (limit, inUse) = userLimit(), limit - inUse < wanted {
             return "the limit on processes is \(limit) (ulimit -u, the hard limit: the soft one was raised to it), "
                 + "\(inUse) of them taken by this user's other processes, and mediafetch starts \(threads): raise it where it is set "
-                + "(limits.conf nproc, LimitNPROC=)\(jobs.map { $0 > 1 ? ", or give fewer --jobs" : "" } ?? "")"
+                + "(limits.conf nproc, LimitNPROC=)\(fewer)"
         }
         if let (limit, inUse, path) = containerLimit(), limit - inUse < wanted {
             return "the limit on processes of this container or service is \(limit) (\(path)), \(inUse) of them taken by its other processes, "
-                + "and mediafetch starts \(threads): raise it (docker run --pids-limit, TasksMax=)"
-                + "\(jobs.map { $0 > 1 ? ", or give fewer --jobs" : "" } ?? "")"
+                + "and mediafetch starts \(threads): raise it (docker run --pids-limit, TasksMax=)\(fewer)"
         }
         return nil
     }
