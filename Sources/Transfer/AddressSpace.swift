@@ -42,14 +42,6 @@ public enum AddressSpace {
         return Int64(clamping: limit.rlim_cur)
     }
 
-    /// Raises the soft limit to the hard one (see `TransferEngine.prepareProcess`).
-    static func raiseToHardLimit() {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_AS.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(Int32(RLIMIT_AS.rawValue), &limit)
-    }
-
     /// Why a run of `jobs` transfers cannot go on under the limit, in one
     /// line; nil when it can (or there is no limit). `jobs` nil: a command
     /// that downloads nothing, which needs the base.

@@ -24,14 +24,6 @@ public enum ThreadLimit {
         return 24 + max(0, jobs)
     }
 
-    /// Raises the soft limit on processes to the hard one (see `TransferEngine.prepareProcess`).
-    static func raiseToHardLimit() {
-        var limit = rlimit()
-        guard getrlimit(mf_rlimit_nproc(), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-        limit.rlim_cur = limit.rlim_max
-        _ = setrlimit(mf_rlimit_nproc(), &limit)
-    }
-
     /// Why a command that starts `needed(jobs:)` threads cannot, in one
     /// line; nil when it can, or when the limits are too high to matter.
     public static func problem(jobs: Int?) -> String? {

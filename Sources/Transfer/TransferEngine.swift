@@ -211,29 +211,22 @@ public final class TransferEngine: Sendable {
     /// heap arenas rather than one per thread (see `mf_tune_allocator`). The soft
     /// limit on open files is raised to the hard one (at most 65,536): finished
     /// bodies keep their descriptor until stored (see `maxHeldFinishedBodies`),
-    /// and a desktop's usual soft limit of 1,024 would cap that at 256. So is
-    /// the soft limit on address space (see `AddressSpace`). The descriptors
+    /// and a desktop's usual soft limit of 1,024 would cap that at 256. So are
+    /// the soft limits on address space and on processes (see `AddressSpace`, `ThreadLimit`). The descriptors
     /// the process was started with are counted (see
     /// `DescriptorBudget.countInherited`), and the descriptor table is grown
     /// once (see `reserveDescriptorTable`).
     public static func prepareProcess() {
         mf_tune_allocator()
-        AddressSpace.raiseToHardLimit()
-        ThreadLimit.raiseToHardLimit()
+        SoftLimit.raiseToHard(Int32(RLIMIT_AS.rawValue))
+        SoftLimit.raiseToHard(mf_rlimit_nproc())
         // libcurl turns an international host name (bücher.example) into its
         // ASCII form through libidn2, which reads the name in the locale's
         // character set; in the C locale of a script, cron or CI every such
         // name failed as a "bad/illegal format". URLs are UTF-8 here whatever
         // the locale says.
         if setlocale(LC_CTYPE, "C.UTF-8") == nil { _ = setlocale(LC_CTYPE, "") }
-        var limit = rlimit()
-        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
-            let wanted = min(limit.rlim_max, 65_536)
-            if limit.rlim_cur < wanted {
-                limit.rlim_cur = wanted
-                _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            }
-        }
+        SoftLimit.raiseToHard(Int32(RLIMIT_NOFILE.rawValue), atMost: 65_536)
         // Before anything of this process's own is open.
         DescriptorBudget.inheritedAtStart.store(DescriptorBudget.countInherited(), ordering: .relaxed)
         reserveDescriptorTable()
