@@ -9,7 +9,8 @@
 # the same machine state. curl+sync is curl then sync(1): curl's cost with its
 # files on disk at the end, as mediafetch's are; it is shown for context. Prints a table of wall time, CPU time,
 # the server's CPU time during the run and peak RSS, writes the same numbers as JSON lines to
-# $BENCH_DIR/results.jsonl, and mediafetch's CPU floor: its CPU time and the server's spread
+# $BENCH_DIR/results.jsonl, mediafetch's time over curl's (and the baseline's) round by round, and
+# mediafetch's CPU floor: its CPU time and the server's spread
 # over every core, the least wall time that much work can take on this machine.
 #
 # This measures; it does not judge. It exits 0 when every tool run succeeded,
@@ -437,6 +438,21 @@ for w in workloads:
               + "  (below 1: mediafetch faster)")
         summaries.append({"type": "ratio", "run_id": meta["run_id"], "workload": w,
                           **{f"mediafetch_over_{k.replace('+', '_')}": round(v, 3) for k, v in ratios.items()}})
+    # Round by round: the two runs of a round are minutes closer than two
+    # medians, so the machine's state, which swings more than most changes
+    # move the figures, is nearer the same for both.
+    for other in ("curl", "baseline"):
+        pairs = []
+        for run in sorted({r["run"] for r in rows}):
+            mine = [r for r in rows if r["run"] == run and r["tool"] == "mediafetch" and r["ok"]]
+            theirs = [r for r in rows if r["run"] == run and r["tool"] == other and r["ok"]]
+            if mine and theirs and theirs[0]["wall_s"] > 0:
+                pairs.append(mine[0]["wall_s"] / theirs[0]["wall_s"])
+        if len(pairs) > 1:
+            print(f"  mediafetch / {other} round by round: " + " ".join(f"{p:.2f}" for p in pairs)
+                  + f"  (median {statistics.median(pairs):.2f}x)")
+            summaries.append({"type": "rounds", "run_id": meta["run_id"], "workload": w, "over": other,
+                              "ratios": [round(p, 3) for p in pairs], "median": round(statistics.median(pairs), 3)})
     if "mediafetch" in cpus and cpus["mediafetch"][1] is not None and meta["cores"] > 0:
         # No run can take less wall time than its CPU time and the server's
         # spread over every core: what the machine had to give, at best.
