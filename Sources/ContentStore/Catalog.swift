@@ -166,17 +166,19 @@ public final class Catalog: Sendable {
             guard let readOnly = try Self.openOnReadOnlyMedium(path) else { throw error }
             database = readOnly
         }
-        let (problem, hasSchema, removesPasswords, rekeysItems) = try database.read { db in
+        let (problem, hasSchema, removesPasswords, rewritesTables) = try database.read { db in
             let applied = try db.tableExists("grdb_migrations") ? try Self.migrator.appliedIdentifiers(db) : []
             return (try Self.schemaProblem(db), try Self.hasSchema(db),
                     try db.tableExists("source") && !applied.contains(Self.passwordsMigration),
-                    // Only items to rewrite take room: a new catalog whose making a full disk
+                    // Only rows to rewrite take room: a new catalog whose making a full disk
                     // cut short after v2 was refused the 4 MiB of a rewrite on a 2 MiB disk.
                     try db.tableExists("item") && !applied.contains(Self.itemsByURLMigration)
-                        && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM item)") ?? false))
+                        && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM item)") ?? false)
+                    || (try db.tableExists("source") && !applied.contains(Self.keyedTablesMigration)
+                        && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM source) OR EXISTS (SELECT 1 FROM object)") ?? false)))
         }
         if let problem { throw CatalogRefusal(problem) }
-        if rekeysItems, let refusal = Self.roomToRekeyProblem(path) { throw CatalogRefusal(refusal) }
+        if rewritesTables, let refusal = Self.roomToRekeyProblem(path) { throw CatalogRefusal(refusal) }
         if !hasSchema, readingOnly || mayHaveLostItsLog, let refusal = refusingNewSchema() { throw CatalogRefusal(refusal) }
         try Self.migrator.migrate(database)
         // Opening made the shared-memory file: its holes are filled now, while there is room.
@@ -193,10 +195,11 @@ public final class Catalog: Sendable {
 
     private static let passwordsMigration = "v2: URLs without passwords"
     private static let itemsByURLMigration = "v3: items keyed by URL, without a rowid"
+    private static let keyedTablesMigration = "v5: objects and sources without a rowid"
 
     /// Why the disk holding the catalog at `path` has too little room to
-    /// rekey its items (v3), which writes a new table as large as the old
-    /// one to the log, and then to the file: as much as the catalog's file
+    /// rekey its items (v3) or its objects and sources (v5), which writes new
+    /// tables as large as the old ones to the log, and then to the file: as much as the catalog's file
     /// and log, and 4 MiB (a catalog of 139 MB took 111 MB of log and 12 MB
     /// more of file). On a full disk the migration filled it and was rolled
     /// back, or was committed with its pages left in a log that could not
@@ -205,7 +208,7 @@ public final class Catalog: Sendable {
         let needed = fileSize(path) + fileSize(writeAheadLog(of: path)) + (4 << 20)
         guard let free = freeBytesBeside(path), free < needed else { return nil }
         let mebibytes = { (bytes: Int64) in (bytes + (1 << 20) - 1) >> 20 }
-        return "this version keeps its items another way, and rewriting them needs about \(mebibytes(needed)) MiB "
+        return "this version keeps its rows another way, and rewriting them needs about \(mebibytes(needed)) MiB "
             + "free on its disk, which has \(mebibytes(max(0, free))) MiB: free some space and run again"
     }
 
@@ -576,6 +579,43 @@ public final class Catalog: Sendable {
         }
         migrator.registerMigration("v4: URLs in one spelling") { db in
             try respellURLs(in: db)
+        }
+        migrator.registerMigration(keyedTablesMigration) { db in
+            // An object's hash and a source's URL were kept twice, in the row
+            // and in the index of its key: a fifth of a catalog, and two more
+            // B-trees for every row a download records. Without a rowid the
+            // row is the key. (Foreign keys are off during a migration: the
+            // old tables go without touching the sources that point at them.)
+            try db.create(table: "objectByHash", options: .withoutRowID) { table in
+                table.primaryKey("hash", .text)
+                table.column("size", .integer).notNull()
+                table.column("mediaType", .text)
+                table.column("storedAt", .double).notNull()
+                table.column("lastAccessAt", .double).notNull()
+            }
+            try db.execute(sql: """
+                INSERT INTO objectByHash (hash, size, mediaType, storedAt, lastAccessAt)
+                SELECT hash, size, mediaType, storedAt, lastAccessAt FROM object
+                """)
+            try db.drop(table: "object")
+            try db.rename(table: "objectByHash", to: "object")
+            try db.create(table: "sourceByURL", options: .withoutRowID) { table in
+                table.primaryKey("url", .text)
+                table.column("hash", .text).references("object", column: "hash", onDelete: .setNull)
+                table.column("etag", .text)
+                table.column("lastModified", .text)
+                table.column("contentType", .text)
+                table.column("fetchedAt", .double)
+                table.column("lastError", .text)
+                table.column("lastErrorAt", .double)
+            }
+            try db.execute(sql: """
+                INSERT INTO sourceByURL (url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt)
+                SELECT url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt FROM source
+                """)
+            try db.drop(table: "source")
+            try db.rename(table: "sourceByURL", to: "source")
+            try db.create(index: "source_on_hash", on: "source", columns: ["hash"])
         }
         return migrator
     }

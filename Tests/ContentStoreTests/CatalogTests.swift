@@ -478,10 +478,10 @@ import TestSupport
         }
     }
 
-    /// A catalog of the second schema at `path` with `items` items of URLs of
+    /// A catalog of the second schema (or of `schema`) at `path` with `items` items of URLs of
     /// 2 KB (and their sources), its log emptied into the file, closed.
-    private func makeOlderCatalogOfLongURLs(at path: String, items: Int) throws {
-        let old = try olderCatalog(at: path, upTo: "v2: URLs without passwords")
+    private func makeOlderCatalogOfLongURLs(at path: String, items: Int, schema: String = "v2: URLs without passwords") throws {
+        let old = try olderCatalog(at: path, upTo: schema)
         try old.write { db in
             try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 0, 0)", arguments: [hashA])
             try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
@@ -529,6 +529,25 @@ import TestSupport
 
             #expect(remount("size=64m"))
             #expect(try Catalog(path: path).entries().count == 400)
+            #expect(try appliedMigrations(path) == Catalog.migrator.migrations)
+        }
+    }
+
+    /// The same for a catalog of the fourth schema, whose objects and sources
+    /// are rewritten (v5): refused in one line where there is no room, migrated once there is.
+    @Test(.enabled(if: SmallFilesystem.canMount))
+    func aCatalogOfTheFourthSchemaIsRekeyedOnlyWhereThereIsRoom() async throws {
+        try await SmallFilesystem.with(kilobytes: 8 * 1024) { mountPoint, remount in
+            let path = mountPoint + "/catalog.sqlite"
+            try makeOlderCatalogOfLongURLs(at: path, items: 200, schema: "v4: URLs in one spelling")
+            let fourth = try appliedMigrations(path)
+
+            let refusal = #expect(throws: CatalogRefusal.self) { try Catalog(path: path) }
+            #expect(refusal?.description.contains("this version keeps its rows another way") == true, "\(refusal?.description ?? "")")
+            #expect(try appliedMigrations(path) == fourth)
+
+            #expect(remount("size=64m"))
+            #expect(try Catalog(path: path).entries().count == 200)
             #expect(try appliedMigrations(path) == Catalog.migrator.migrations)
         }
     }
@@ -584,6 +603,64 @@ import TestSupport
                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'item'")
             }
             #expect(indexes.allSatisfy { $0.hasPrefix("sqlite_autoindex") } && indexes.count <= 1, "\(indexes)")
+        }
+    }
+
+    /// A catalog of the fourth schema keeps every object and source, field
+    /// by field, when they are keyed without a rowid; a new catalog is made
+    /// so. Each table is then its one B-tree (with the sources' index by
+    /// hash beside it), and a source still lets go of an object deleted.
+    @Test func objectsAndSourcesKeepEveryFieldWhenKeyedWithoutARowid() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let old = try olderCatalog(at: path, upTo: "v4: URLs in one spelling")
+            try old.write { db in
+                try db.execute(sql: "INSERT INTO object VALUES (?, 10, 'image/jpeg', 1, 2), (?, 20, 'audio/flac', 3, 4)",
+                               arguments: [hashA, hashB])
+                try db.execute(sql: "INSERT INTO collection (id, name, createdAt) VALUES (1, 'alps', 0)")
+                try db.execute(sql: """
+                    INSERT INTO source (url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt) VALUES
+                      ('http://h/a', ?, '"e1"', 'Mon, 30 Nov 2026 18:00:00 GMT', 'image/jpeg', 5, NULL, NULL),
+                      ('http://h/b', ?, NULL, NULL, 'audio/flac', 6, NULL, NULL),
+                      ('http://h/gone', NULL, NULL, NULL, NULL, NULL, 'HTTP 404 Not Found', 7)
+                    """, arguments: [hashA, hashB])
+                try db.execute(sql: """
+                    INSERT INTO item (collectionId, url, kind, addedAt) VALUES (1, 'http://h/a', 'photo', 8), (1, 'http://h/b', 'sound', 9)
+                    """)
+            }
+            try old.close()
+
+            let catalog = try Catalog(path: path)
+
+            #expect(try appliedMigrations(path) == Catalog.migrator.migrations)
+            let sources = try catalog.cachedSources(for: ["http://h/a", "http://h/b", "http://h/gone"])
+            #expect(sources.mapValues(\.sha256) == ["http://h/a": hashA, "http://h/b": hashB])
+            let stats = try catalog.stats()
+            #expect(stats.objects == 2 && stats.bytes == 30 && stats.items == 2 && stats.sources == 3, "\(stats)")
+            let rows = try DatabaseQueue(path: path).read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM source ORDER BY url").map { $0.description }
+                    + Row.fetchAll(db, sql: "SELECT * FROM object ORDER BY hash").map { $0.description }
+            }
+            #expect(rows == [
+                #"[url:"http://h/a" hash:"\#(hashA)" etag:"\"e1\"" lastModified:"Mon, 30 Nov 2026 18:00:00 GMT" contentType:"image/jpeg" fetchedAt:5.0 lastError:NULL lastErrorAt:NULL]"#,
+                #"[url:"http://h/b" hash:"\#(hashB)" etag:NULL lastModified:NULL contentType:"audio/flac" fetchedAt:6.0 lastError:NULL lastErrorAt:NULL]"#,
+                #"[url:"http://h/gone" hash:NULL etag:NULL lastModified:NULL contentType:NULL fetchedAt:NULL lastError:"HTTP 404 Not Found" lastErrorAt:7.0]"#,
+                #"[hash:"\#(hashA)" size:10 mediaType:"image/jpeg" storedAt:1.0 lastAccessAt:2.0]"#,
+                #"[hash:"\#(hashB)" size:20 mediaType:"audio/flac" storedAt:3.0 lastAccessAt:4.0]"#,
+            ])
+            let fresh = directory.appending("fresh.sqlite")
+            try Catalog(path: fresh).record([record("http://h/1", "c", hashA)])
+            for catalogPath in [path, fresh] {
+                let (schemas, indexes) = try DatabaseQueue(path: catalogPath).read { db in
+                    (try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name IN ('object', 'source')"),
+                     try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('object', 'source')"))
+                }
+                #expect(schemas.count == 2 && schemas.allSatisfy { $0.hasSuffix("WITHOUT ROWID") }, "\(schemas)")
+                #expect(indexes == ["source_on_hash"])
+            }
+            // The sources' reference to their object holds: deleting one lets go of it.
+            try DatabaseQueue(path: path).write { db in try db.execute(sql: "DELETE FROM object WHERE hash = ?", arguments: [hashB]) }
+            #expect(try catalog.cachedSources(for: ["http://h/a", "http://h/b"]).keys.sorted() == ["http://h/a"])
         }
     }
 
