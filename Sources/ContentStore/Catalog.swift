@@ -174,8 +174,8 @@ public final class Catalog: Sendable {
                     // cut short after v2 was refused the 4 MiB of a rewrite on a 2 MiB disk.
                     try db.tableExists("item") && !applied.contains(Self.itemsByURLMigration)
                         && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM item)") ?? false)
-                    || (try db.tableExists("source") && !applied.contains(Self.keyedTablesMigration)
-                        && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM source) OR EXISTS (SELECT 1 FROM object)") ?? false)))
+                    || (try db.tableExists("object") && !applied.contains(Self.objectsByHashMigration)
+                        && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM object)") ?? false)))
         }
         if let problem { throw CatalogRefusal(problem) }
         if rewritesTables, let refusal = Self.roomToRekeyProblem(path) { throw CatalogRefusal(refusal) }
@@ -195,11 +195,11 @@ public final class Catalog: Sendable {
 
     private static let passwordsMigration = "v2: URLs without passwords"
     private static let itemsByURLMigration = "v3: items keyed by URL, without a rowid"
-    private static let keyedTablesMigration = "v5: objects and sources without a rowid"
+    private static let objectsByHashMigration = "v5: objects keyed by hash, without a rowid"
 
     /// Why the disk holding the catalog at `path` has too little room to
-    /// rekey its items (v3) or its objects and sources (v5), which writes new
-    /// tables as large as the old ones to the log, and then to the file: as much as the catalog's file
+    /// rekey its items (v3) or its objects (v5), which writes a new table as
+    /// large as the old one to the log, and then to the file: as much as the catalog's file
     /// and log, and 4 MiB (a catalog of 139 MB took 111 MB of log and 12 MB
     /// more of file). On a full disk the migration filled it and was rolled
     /// back, or was committed with its pages left in a log that could not
@@ -263,8 +263,8 @@ public final class Catalog: Sendable {
     /// SQLite itself may make an empty log and shared-memory file beside
     /// it). An older catalog is read as it is, not migrated: the migrations
     /// so far change nothing these commands need (v2 only removes
-    /// passwords, which they never show; v3 only rekeys the items; v4 only
-    /// respells URLs, which are then shown as they were written). Nil
+    /// passwords, which they never show; v3 and v5 only rekey the items and
+    /// the objects; v4 only respells URLs, which are then shown as they were written). Nil
     /// when it has no tables and `ifNoSchema` has no reason to refuse it:
     /// the caller opens it to write.
     private static func openReadingOnly(_ path: String, _ configuration: Configuration,
@@ -580,44 +580,32 @@ public final class Catalog: Sendable {
         migrator.registerMigration("v4: URLs in one spelling") { db in
             try respellURLs(in: db)
         }
-        migrator.registerMigration(keyedTablesMigration) { db in
-            // An object's hash and a source's URL were kept twice, in the row
-            // and in the index of its key: a fifth of a catalog, and two more
-            // B-trees for every row a download records. Without a rowid the
-            // row is the key. (Foreign keys are off during a migration: the
-            // old tables go without touching the sources that point at them.)
-            try db.create(table: "objectByHash", options: .withoutRowID) { table in
-                table.primaryKey("hash", .text)
-                table.column("size", .integer).notNull()
-                table.column("mediaType", .text)
-                table.column("storedAt", .double).notNull()
-                table.column("lastAccessAt", .double).notNull()
-            }
-            try db.execute(sql: """
-                INSERT INTO objectByHash (hash, size, mediaType, storedAt, lastAccessAt)
-                SELECT hash, size, mediaType, storedAt, lastAccessAt FROM object
-                """)
-            try db.drop(table: "object")
-            try db.rename(table: "objectByHash", to: "object")
-            try db.create(table: "sourceByURL", options: .withoutRowID) { table in
-                table.primaryKey("url", .text)
-                table.column("hash", .text).references("object", column: "hash", onDelete: .setNull)
-                table.column("etag", .text)
-                table.column("lastModified", .text)
-                table.column("contentType", .text)
-                table.column("fetchedAt", .double)
-                table.column("lastError", .text)
-                table.column("lastErrorAt", .double)
-            }
-            try db.execute(sql: """
-                INSERT INTO sourceByURL (url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt)
-                SELECT url, hash, etag, lastModified, contentType, fetchedAt, lastError, lastErrorAt FROM source
-                """)
-            try db.drop(table: "source")
-            try db.rename(table: "sourceByURL", to: "source")
-            try db.create(index: "source_on_hash", on: "source", columns: ["hash"])
+        migrator.registerMigration(objectsByHashMigration) { db in
+            // An object's hash was kept twice, in its row and in the index
+            // of its key; without a rowid the row is the key. (Not the
+            // sources: their index by hash would then hold each URL again.)
+            try rebuildWithoutRowid("object", in: db)
         }
         return migrator
+    }
+
+    /// Rebuilds `table` as a table without a rowid, with the columns,
+    /// constraints, rows and indexes it has: its definition is read from the
+    /// catalog, so the step restates none of it. Foreign keys are off during
+    /// a migration, so dropping the old table touches no row that points at
+    /// it, and the new one takes its name (and the references to it).
+    static func rebuildWithoutRowid(_ table: String, in db: Database) throws {
+        guard let definition = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                                   arguments: [table]),
+              let columns = definition.firstIndex(of: "(") else { return }
+        let indexes = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+                                          arguments: [table])
+        let rebuilt = table + "WithoutRowid"
+        try db.execute(sql: "CREATE TABLE \(rebuilt.quotedDatabaseIdentifier) \(definition[columns...]) WITHOUT ROWID")
+        try db.execute(sql: "INSERT INTO \(rebuilt.quotedDatabaseIdentifier) SELECT * FROM \(table.quotedDatabaseIdentifier)")
+        try db.drop(table: table)
+        try db.rename(table: rebuilt, to: table)
+        for index in indexes { try db.execute(sql: index) }
     }
 
     /// Gives the URLs of a catalog written before the engine spelt every
