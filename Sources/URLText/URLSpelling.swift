@@ -12,6 +12,9 @@ public enum URLSpelling {
     /// `url`, an http or https URL with an authority (checked by the
     /// caller), in its one spelling:
     /// - the scheme and the host in small letters (ASCII letters: an IDN stays as written);
+    /// - an IPv4 address written as other numbers (`127.1`, `0x7f.0.0.1`) in
+    ///   dotted decimal, and an IPv6 literal in RFC 5952's form (`HostSpelling`),
+    ///   as libcurl connects and names them;
     /// - no default port (`:80` for http, `:443` for https), no leading zeros in another;
     /// - `/` for an empty path;
     /// - the path's `.` and `..` segments resolved, as libcurl resolves them before it sends the request;
@@ -98,6 +101,7 @@ public enum URLSpelling {
             if fragment != nil || path.isEmpty { return true }
             if let port, port.isEmpty || bytes[port.lowerBound] == UInt8(ascii: "0") || isDefault(port: bytes[port]) { return true }
             if bytes[..<colon].contains(where: isCapital) || bytes[host].contains(where: isCapital) { return true }
+            if HostSpelling.mayNeedSpelling(first: bytes[host].first), HostSpelling.spelled(Array(bytes[host])) != nil { return true }
             // An escape in the user information may be in small letters (rare: spelt and compared).
             if bytes[colon..<host.lowerBound].contains(UInt8(ascii: "%")) { return true }
             var previous: UInt8 = 0
@@ -116,7 +120,8 @@ public enum URLSpelling {
             out.reserveCapacity(bytes.count + 16)
             out.append(contentsOf: bytes[..<colon].map(lowered))
             out.append(contentsOf: Self.percentSpelled(bytes[colon..<host.lowerBound], inPath: false))
-            out.append(contentsOf: bytes[host].map(lowered))
+            let smallHost = bytes[host].map(lowered)
+            out.append(contentsOf: HostSpelling.spelled(smallHost) ?? smallHost)
             if let port {
                 let digits = bytes[port].drop { $0 == UInt8(ascii: "0") }
                 // An empty port is the default, as libcurl reads it (`h:0` the caller refused).

@@ -238,6 +238,35 @@ import TestSupport
         }
     }
 
+    /// A catalog written before hosts that are addresses were spelt one way
+    /// gets that spelling when opened: `127.1` is `127.0.0.1`, and a URL
+    /// known both ways keeps the source fetched last.
+    @Test func anOlderCatalogsAddressHostsAreRespeltWhenOpened() async throws {
+        try await TemporaryDirectory.with { directory in
+            let path = directory.appending("catalog.sqlite")
+            let old = try olderCatalog(at: path, upTo: "v5: objects keyed by hash, without a rowid")
+            try old.write { db in
+                try insertObjectsAndCollections(db, ["c"])
+                try db.execute(sql: """
+                    INSERT INTO source (url, hash, fetchedAt) VALUES
+                      ('http://127.1:8080/a.jpg', ?, 5), ('http://127.0.0.1:8080/a.jpg', ?, 1), ('http://[0:0::1]/b.jpg', ?, 2)
+                    """, arguments: [hashA, hashB, hashB])
+                try db.execute(sql: """
+                    INSERT INTO item (collectionId, url, kind, addedAt) VALUES
+                      (1, 'http://127.1:8080/a.jpg', 'photo', 0), (1, 'http://[0:0::1]/b.jpg', 'photo', 0)
+                    """)
+            }
+            try old.close()
+
+            let catalog = try Catalog(path: path)
+
+            let sources = try catalog.cachedSources(for: ["http://127.0.0.1:8080/a.jpg", "http://[::1]/b.jpg"])
+            #expect(sources.mapValues(\.sha256) == ["http://127.0.0.1:8080/a.jpg": hashA, "http://[::1]/b.jpg": hashB])
+            #expect(try catalog.stats().sources == 2)
+            #expect(try catalog.entries().map(\.url) == ["http://127.0.0.1:8080/a.jpg", "http://[::1]/b.jpg"])
+        }
+    }
+
     @Test func recordedItemsAreListedWithTheirObject() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))

@@ -336,6 +336,26 @@ import TestSupport
         }
     }
 
+    /// An address written as other numbers is the same URL: fetched once,
+    /// asked for with its host in dotted decimal, listed once.
+    @Test func anAddressWrittenAnotherWayIsTheSameURL() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/pin.jpg", data: fixtureBytes(count: 3000, seed: 56))
+            let cache = directory.appending("cache")
+            let first = try await BuiltProducts.run(["get", "--cache", cache, "http://127.1:\(origin.port)/pin.jpg"])
+            let second = try await BuiltProducts.run(["get", "--cache", cache, "http://0x7f.0.0.1:\(origin.port)/pin.jpg",
+                                                      "http://127.0.0.1:\(origin.port)/pin.jpg"])
+            let listed = try await BuiltProducts.run(["list", "--cache", cache, "--format", "csv"])
+
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stderr.contains("0 downloaded, 1 already cached"), "\(second.stderr)")
+            #expect(origin.requests(for: "/pin.jpg").map { $0.header("host") } == ["127.0.0.1:\(origin.port)"])
+            #expect(listed.stdout.split(separator: "\n").filter { $0.contains("/pin.jpg") }.count == 1, "\(listed.stdout)")
+            #expect(listed.stdout.contains("http://127.0.0.1:\(origin.port)/pin.jpg"))
+        }
+    }
+
     @Test func anInternationalHostNameWorksInAnyLocale() async throws {
         try await withOrigin { origin, directory in
             origin.addResource("/mapa.jpg", data: fixtureBytes(count: 4000, seed: 54))

@@ -56,12 +56,34 @@ import URLText
         var generator = SeededGenerator(seed: 47)
         let pieces = ["%", "%4", "%41", "%2e", "%2E", "%7e", "%3a", "%zz", ".", "..", "/", "a", "Z", "é", "~", "-", "?", "#", "%25", "%%",
                       "\"", "<", ">", "|", "\\", "[", "]", "%22", "%7c"]
-        let prefixes = ["http://h", "HTTP://H:80", "https://u:p@h:0443", "http://[::1]:08080", "http://h:", "http://u%3ax:p%2f@h"]
+        let prefixes = ["http://h", "HTTP://H:80", "https://u:p@h:0443", "http://[::1]:08080", "http://h:", "http://u%3ax:p%2f@h",
+                        "http://127.1", "http://[0:0::1]:80", "http://0x7f.1"]
         for _ in 0..<20_000 {
             let rest = (0..<Int.random(in: 0...8, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined()
             let url = (prefixes.randomElement(using: &generator) ?? "http://h") + (Bool.random(using: &generator) ? "/" : "") + rest
             let once = URLSpelling.normalized(url)
             #expect(URLSpelling.normalized(once) == once, "\(url) → \(once)")
+        }
+    }
+
+    /// A host that is an address is spelt as libcurl reads it: IPv4 in
+    /// dotted decimal, IPv6 in RFC 5952's form. Names, numbers that are no
+    /// address and literals with a zone stay as written.
+    @Test func aHostThatIsAnAddressIsSpeltOneWay() {
+        let cases: [(String, String)] = [
+            ("http://127.1/a", "http://127.0.0.1/a"), ("http://0x7F.0.0.1:8080/a", "http://127.0.0.1:8080/a"),
+            ("http://0177.0.0.01/a", "http://127.0.0.1/a"), ("http://2130706433/a", "http://127.0.0.1/a"),
+            ("http://10.1.2/a", "http://10.1.0.2/a"), ("http://0xA.0X1.0x0002.00003/", "http://10.1.2.3/"),
+            ("http://[0:0:0:0:0:0:0:1]:8080/a", "http://[::1]:8080/a"), ("http://[::FFFF:7F00:1]/a", "http://[::ffff:127.0.0.1]/a"),
+            ("http://[2001:DB8:0:0:1:0:0:1]:80/", "http://[2001:db8::1:0:0:1]/"), ("http://[::1]/a", "http://[::1]/a"),
+        ]
+        for (written, spelt) in cases {
+            #expect(URLSpelling.normalized(written) == spelt, "\(written)")
+        }
+        for url in ["http://256.1.1.1/a", "http://1.2.3.4.5/a", "http://1.2.3.example/a", "http://08.1.1.1/a", "http://0x/a",
+                    "http://127.0.0.1./a", "http://4294967296/a", "http://1.2.65536/a", "http://[fe80::1%25eth0]/a",
+                    "http://[::1::2]/a", "http://3com.example/a", "http://127.0.0.1/a"] {
+            #expect(URLSpelling.normalized(url) == url)
         }
     }
 
