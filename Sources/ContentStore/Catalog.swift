@@ -586,7 +586,7 @@ public final class Catalog: Sendable {
             // sources: their index by hash would then hold each URL again.)
             try rebuildWithoutRowid("object", in: db)
         }
-        migrator.registerMigration("v6: address hosts in one spelling") { db in
+        migrator.registerMigration("v6: hosts in one spelling") { db in
             try respellURLs(in: db)
         }
         return migrator

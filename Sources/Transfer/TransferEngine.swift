@@ -930,6 +930,8 @@ public struct RequestTarget: Sendable, Equatable {
     /// say); else the key as it is. For messages only: keys stay as the URLs
     /// spell them.
     public static func readable(hostKey: String) -> String {
+        // An IDN spelt in its ASCII form reads as its letters.
+        let hostKey = HostSpelling.readable(hostKey[...])
         guard hostKey.utf8.contains(UInt8(ascii: "%")), let decoded = hostKey.removingPercentEncoding,
               !decoded.unicodeScalars.contains(where: isUnfitForName) else { return hostKey }
         return decoded

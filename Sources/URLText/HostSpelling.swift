@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -9,9 +10,15 @@ import Darwin
 /// `0177.0.0.1`, `2130706433`) is `127.0.0.1`, the address libcurl connects
 /// to and names in `Host:`; an IPv6 literal is in RFC 5952's form
 /// (`[0:0:0:0:0:0:0:1]` is `[::1]`, `[::FFFF:7F00:1]` is `[::ffff:127.0.0.1]`).
-/// A name, numbers that are no address (`256.1.1.1`, five parts), and a
-/// literal with a zone (`[fe80::1%25eth0]`) stay as written.
-enum HostSpelling {
+/// A name beyond ASCII (an IDN) is in its ASCII form, each such label
+/// mapped as IDNA maps it (small letters, NFC) and then Punycode
+/// (`Bücher.example` is `xn--bcher-kva.example`), which is what libcurl
+/// looks up and sends. A name with a label that holds anything but letters,
+/// marks and digits after that mapping (symbols, compatibility forms such
+/// as full-width letters, which IDNA maps further) stays as written, for
+/// libcurl to convert. So do numbers that are no address (`256.1.1.1`,
+/// five parts) and a literal with a zone (`[fe80::1%25eth0]`).
+public enum HostSpelling {
     /// `host` (its ASCII letters small) in its one spelling, or nil when it
     /// is spelt so already or is not an address. Cheap for a name: only a
     /// host that begins with a digit or `[` is looked at further.
@@ -20,6 +27,8 @@ enum HostSpelling {
         let spelled: [UInt8]?
         if first == UInt8(ascii: "[") {
             spelled = ipv6(host)
+        } else if host.contains(where: { $0 >= 0x80 }) {
+            spelled = idn(host)
         } else if (0x30...0x39).contains(first) {
             spelled = ipv4(host)
         } else {
@@ -29,9 +38,62 @@ enum HostSpelling {
     }
 
     /// Whether `host` might be spelt otherwise (a quick look, before the host is copied).
-    static func mayNeedSpelling(first byte: UInt8?) -> Bool {
-        guard let byte else { return false }
-        return byte == UInt8(ascii: "[") || (0x30...0x39).contains(byte)
+    static func mayNeedSpelling(_ host: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        guard let first = host.first else { return false }
+        return first == UInt8(ascii: "[") || (0x30...0x39).contains(first) || host.contains { $0 >= 0x80 }
+    }
+
+    /// `host` with each label beyond ASCII in its ASCII form; nil when a
+    /// label is not valid UTF-8 or holds what `asciiLabel` leaves to libcurl.
+    static func idn(_ host: [UInt8]) -> [UInt8]? {
+        var labels: [String] = []
+        for label in host.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false) {
+            guard label.contains(where: { $0 >= 0x80 }) else {
+                labels.append(String(decoding: label, as: UTF8.self))
+                continue
+            }
+            guard let text = String(validating: label, as: UTF8.self), let ascii = asciiLabel(text) else { return nil }
+            labels.append(ascii)
+        }
+        return Array(labels.joined(separator: ".").utf8)
+    }
+
+    /// `label` (beyond ASCII) in small letters and NFC, as `xn--` and its
+    /// Punycode; nil when, so mapped, it holds anything but letters, marks,
+    /// digits and `-`, begins or ends with `-`, or would be over 63 bytes.
+    static func asciiLabel(_ label: String) -> String? {
+        let mapped = label.lowercased().precomposedStringWithCanonicalMapping
+        guard mapped.precomposedStringWithCompatibilityMapping == mapped, !mapped.hasPrefix("-"), !mapped.hasSuffix("-"),
+              mapped.unicodeScalars.allSatisfy(isLabelScalar) else { return nil }
+        guard let encoded = Punycode.encoded(Array(mapped.unicodeScalars)) else { return nil }
+        let ascii = "xn--" + encoded
+        return ascii.utf8.count <= 63 ? ascii : nil
+    }
+
+    private static func isLabelScalar(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.isASCII {
+            return (0x61...0x7A).contains(scalar.value) || (0x30...0x39).contains(scalar.value) || scalar == "-"
+        }
+        let properties = scalar.properties
+        if properties.changesWhenLowercased { return false }
+        switch properties.generalCategory {
+        case .lowercaseLetter, .otherLetter, .modifierLetter, .nonspacingMark, .spacingMark, .decimalNumber: return true
+        default: return false
+        }
+    }
+
+    /// `host` with each `xn--` label a person reads as its letters, where
+    /// spelling those letters gives that label back (so what is shown is
+    /// the same host); other labels as they are.
+    public static func readable(_ host: Substring) -> String {
+        guard host.contains("xn--") else { return String(host) }
+        return host.split(separator: ".", omittingEmptySubsequences: false).map { label -> String in
+            guard label.hasPrefix("xn--"), let scalars = Punycode.decoded(label.dropFirst(4)),
+                  scalars.contains(where: { !$0.isASCII }) else { return String(label) }
+            var text = ""
+            text.unicodeScalars.append(contentsOf: scalars)
+            return asciiLabel(text) == String(label) ? text : String(label)
+        }.joined(separator: ".")
     }
 
     /// Dotted decimal for one to four parts, each decimal, octal after a
@@ -91,5 +153,120 @@ enum HostSpelling {
         guard inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil else { return nil }
         let spelled = text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         return [UInt8(ascii: "[")] + spelled + [UInt8(ascii: "]")]
+    }
+}
+
+/// Punycode (RFC 3492): Unicode labels in the letters, digits and `-` that
+/// host names may hold.
+enum Punycode {
+    private static let base: UInt32 = 36, tMin: UInt32 = 1, tMax: UInt32 = 26, skew: UInt32 = 38, damp: UInt32 = 700
+    private static let initialBias: UInt32 = 72, initialN: UInt32 = 128
+
+    private static func adapt(_ delta: UInt32, _ count: UInt32, first: Bool) -> UInt32 {
+        var delta = first ? delta / damp : delta / 2
+        delta += delta / count
+        var k: UInt32 = 0
+        while delta > ((base - tMin) * tMax) / 2 {
+            delta /= base - tMin
+            k += base
+        }
+        return k + (base - tMin + 1) * delta / (delta + skew)
+    }
+
+    private static func digit(_ value: UInt32) -> Character {
+        Character(Unicode.Scalar(value < 26 ? value + 0x61 : value - 26 + 0x30) ?? "a")
+    }
+
+    private static func value(of character: Character) -> UInt32? {
+        guard let ascii = character.asciiValue else { return nil }
+        switch ascii {
+        case 0x61...0x7A: return UInt32(ascii - 0x61)
+        case 0x41...0x5A: return UInt32(ascii - 0x41)
+        case 0x30...0x39: return UInt32(ascii - 0x30) + 26
+        default: return nil
+        }
+    }
+
+    /// The Punycode of `input` (without `xn--`); nil on overflow.
+    static func encoded(_ input: [Unicode.Scalar]) -> String? {
+        var output = String(String.UnicodeScalarView(input.filter(\.isASCII)))
+        let basic = UInt32(output.unicodeScalars.count)
+        var handled = basic
+        if basic > 0 { output.append("-") }
+        var n = initialN, delta: UInt32 = 0, bias = initialBias
+        while handled < input.count {
+            guard let next = input.map(\.value).filter({ $0 >= n }).min() else { return nil }
+            let (product, overflow) = (next - n).multipliedReportingOverflow(by: handled + 1)
+            guard !overflow, delta <= UInt32.max - product else { return nil }
+            delta += product
+            n = next
+            for scalar in input {
+                if scalar.value < n {
+                    guard delta < UInt32.max else { return nil }
+                    delta += 1
+                }
+                if scalar.value == n {
+                    var q = delta
+                    var k = base
+                    while true {
+                        let t = k <= bias ? tMin : (k >= bias + tMax ? tMax : k - bias)
+                        if q < t { break }
+                        output.append(digit(t + (q - t) % (base - t)))
+                        q = (q - t) / (base - t)
+                        k += base
+                    }
+                    output.append(digit(q))
+                    bias = adapt(delta, handled + 1, first: handled == basic)
+                    delta = 0
+                    handled += 1
+                }
+            }
+            delta += 1
+            n += 1
+        }
+        return output
+    }
+
+    /// The scalars `input` (without `xn--`) encodes; nil when it is no Punycode.
+    static func decoded(_ input: Substring) -> [Unicode.Scalar]? {
+        var output: [Unicode.Scalar] = []
+        var rest = input[...]
+        if let dash = input.lastIndex(of: "-") {
+            for character in input[..<dash] {
+                guard let scalar = character.unicodeScalars.first, scalar.isASCII else { return nil }
+                output.append(scalar)
+            }
+            rest = input[input.index(after: dash)...]
+        }
+        var n = initialN, i: UInt32 = 0, bias = initialBias
+        var characters = rest.makeIterator()
+        var pending = characters.next()
+        while pending != nil {
+            let oldI = i
+            var w: UInt32 = 1
+            var k = base
+            while true {
+                guard let character = pending, let digit = value(of: character) else { return nil }
+                pending = characters.next()
+                let (product, overflow) = digit.multipliedReportingOverflow(by: w)
+                guard !overflow, i <= UInt32.max - product else { return nil }
+                i += product
+                let t = k <= bias ? tMin : (k >= bias + tMax ? tMax : k - bias)
+                if digit < t { break }
+                let (weight, wOverflow) = w.multipliedReportingOverflow(by: base - t)
+                guard !wOverflow else { return nil }
+                w = weight
+                k += base
+            }
+            let count = UInt32(output.count + 1)
+            bias = adapt(i - oldI, count, first: oldI == 0)
+            guard i / count <= UInt32.max - n else { return nil }
+            n += i / count
+            i %= count
+            guard let scalar = Unicode.Scalar(n) else { return nil }
+            output.insert(scalar, at: Int(i))
+            i += 1
+        }
+        return output
     }
 }

@@ -11,10 +11,10 @@
 public enum URLSpelling {
     /// `url`, an http or https URL with an authority (checked by the
     /// caller), in its one spelling:
-    /// - the scheme and the host in small letters (ASCII letters: an IDN stays as written);
+    /// - the scheme and the host in small letters;
     /// - an IPv4 address written as other numbers (`127.1`, `0x7f.0.0.1`) in
-    ///   dotted decimal, and an IPv6 literal in RFC 5952's form (`HostSpelling`),
-    ///   as libcurl connects and names them;
+    ///   dotted decimal, an IPv6 literal in RFC 5952's form, and an IDN in its
+    ///   ASCII form (`HostSpelling`), as libcurl connects to and names them;
     /// - no default port (`:80` for http, `:443` for https), no leading zeros in another;
     /// - `/` for an empty path;
     /// - the path's `.` and `..` segments resolved, as libcurl resolves them before it sends the request;
@@ -38,6 +38,22 @@ public enum URLSpelling {
             guard let parts = Parts(bytes), parts.needsSpelling(bytes) else { return nil }
             let spelled = parts.spelled(bytes)
             return spelled.elementsEqual(bytes) ? nil : String(decoding: spelled, as: UTF8.self)
+        } ?? url
+    }
+
+    /// `url` with an IDN host shown as its letters (`HostSpelling.readable`:
+    /// `http://xn--bcher-kva.example/a` reads `http://bücher.example/a`,
+    /// which spells back to it); the rest as it is.
+    public static func withReadableHost(_ url: String) -> String {
+        guard url.utf8.firstRange(of: "xn--".utf8) != nil else { return url }
+        var url = url
+        return url.withUTF8 { bytes -> String? in
+            guard let parts = Parts(bytes) else { return nil }
+            let host = String(decoding: bytes[parts.host], as: UTF8.self)
+            let shown = HostSpelling.readable(host[...])
+            guard shown != host else { return nil }
+            return String(decoding: bytes[..<parts.host.lowerBound], as: UTF8.self) + shown
+                + String(decoding: bytes[parts.host.upperBound...], as: UTF8.self)
         } ?? url
     }
 
@@ -101,7 +117,7 @@ public enum URLSpelling {
             if fragment != nil || path.isEmpty { return true }
             if let port, port.isEmpty || bytes[port.lowerBound] == UInt8(ascii: "0") || isDefault(port: bytes[port]) { return true }
             if bytes[..<colon].contains(where: isCapital) || bytes[host].contains(where: isCapital) { return true }
-            if HostSpelling.mayNeedSpelling(first: bytes[host].first), HostSpelling.spelled(Array(bytes[host])) != nil { return true }
+            if HostSpelling.mayNeedSpelling(bytes[host]), HostSpelling.spelled(Array(bytes[host])) != nil { return true }
             // An escape in the user information may be in small letters (rare: spelt and compared).
             if bytes[colon..<host.lowerBound].contains(UInt8(ascii: "%")) { return true }
             var previous: UInt8 = 0

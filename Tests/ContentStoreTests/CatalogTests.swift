@@ -238,10 +238,11 @@ import TestSupport
         }
     }
 
-    /// A catalog written before hosts that are addresses were spelt one way
-    /// gets that spelling when opened: `127.1` is `127.0.0.1`, and a URL
-    /// known both ways keeps the source fetched last.
-    @Test func anOlderCatalogsAddressHostsAreRespeltWhenOpened() async throws {
+    /// A catalog written before hosts that are addresses or IDNs were spelt
+    /// one way gets that spelling when opened: `127.1` is `127.0.0.1`,
+    /// `bücher` is `xn--bcher-kva`, and a URL known both ways keeps the
+    /// source fetched last.
+    @Test func anOlderCatalogsHostsAreRespeltWhenOpened() async throws {
         try await TemporaryDirectory.with { directory in
             let path = directory.appending("catalog.sqlite")
             let old = try olderCatalog(at: path, upTo: "v5: objects keyed by hash, without a rowid")
@@ -255,14 +256,16 @@ import TestSupport
                     INSERT INTO item (collectionId, url, kind, addedAt) VALUES
                       (1, 'http://127.1:8080/a.jpg', 'photo', 0), (1, 'http://[0:0::1]/b.jpg', 'photo', 0)
                     """)
+                try db.execute(sql: "INSERT INTO source (url, hash, fetchedAt) VALUES ('http://bücher.example/c.jpg', ?, 3)", arguments: [hashA])
             }
             try old.close()
 
             let catalog = try Catalog(path: path)
 
-            let sources = try catalog.cachedSources(for: ["http://127.0.0.1:8080/a.jpg", "http://[::1]/b.jpg"])
-            #expect(sources.mapValues(\.sha256) == ["http://127.0.0.1:8080/a.jpg": hashA, "http://[::1]/b.jpg": hashB])
-            #expect(try catalog.stats().sources == 2)
+            let sources = try catalog.cachedSources(for: ["http://127.0.0.1:8080/a.jpg", "http://[::1]/b.jpg", "http://xn--bcher-kva.example/c.jpg"])
+            #expect(sources.mapValues(\.sha256) == ["http://127.0.0.1:8080/a.jpg": hashA, "http://[::1]/b.jpg": hashB,
+                                                    "http://xn--bcher-kva.example/c.jpg": hashA])
+            #expect(try catalog.stats().sources == 3)
             #expect(try catalog.entries().map(\.url) == ["http://127.0.0.1:8080/a.jpg", "http://[::1]/b.jpg"])
         }
     }

@@ -365,6 +365,15 @@ import TestSupport
                                                      environment: ["LC_ALL": "C", "LANG": "C"])
             #expect(result.status == 0, "\(result.stderr)")
             #expect(origin.requests(for: "/mapa.jpg").first?.header("host") == "xn--bcher-kva.localhost:\(origin.port)")
+            // Its ASCII form is the same URL: cached already, listed once, shown by its letters.
+            let again = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                     "http://xn--bcher-kva.localhost:\(origin.port)/mapa.jpg"])
+            #expect(again.stderr.contains("0 downloaded, 1 already cached"), "\(again.stderr)")
+            #expect(origin.requests(for: "/mapa.jpg").count == 1)
+            let table = try await BuiltProducts.run(["list", "--cache", directory.appending("cache")])
+            let csv = try await BuiltProducts.run(["list", "--cache", directory.appending("cache"), "--format", "csv"])
+            #expect(table.stdout.contains(url), "\(table.stdout)")
+            #expect(csv.stdout.contains("http://xn--bcher-kva.localhost:\(origin.port)/mapa.jpg"), "\(csv.stdout)")
         }
     }
 

@@ -1,6 +1,6 @@
 import Testing
 import TestSupport
-import URLText
+@testable import URLText
 
 /// One spelling for the URLs that name one resource (see `URLSpelling`).
 @Suite struct URLSpellingTests {
@@ -57,7 +57,7 @@ import URLText
         let pieces = ["%", "%4", "%41", "%2e", "%2E", "%7e", "%3a", "%zz", ".", "..", "/", "a", "Z", "é", "~", "-", "?", "#", "%25", "%%",
                       "\"", "<", ">", "|", "\\", "[", "]", "%22", "%7c"]
         let prefixes = ["http://h", "HTTP://H:80", "https://u:p@h:0443", "http://[::1]:08080", "http://h:", "http://u%3ax:p%2f@h",
-                        "http://127.1", "http://[0:0::1]:80", "http://0x7f.1"]
+                        "http://127.1", "http://[0:0::1]:80", "http://0x7f.1", "http://Bücher.example", "http://xn--bcher-kva.example"]
         for _ in 0..<20_000 {
             let rest = (0..<Int.random(in: 0...8, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined()
             let url = (prefixes.randomElement(using: &generator) ?? "http://h") + (Bool.random(using: &generator) ? "/" : "") + rest
@@ -87,8 +87,37 @@ import URLText
         }
     }
 
-    /// An IDN's host keeps its letters (only ASCII capitals are made small).
-    @Test func aHostBeyondASCIIKeepsItsLetters() {
-        #expect(URLSpelling.normalized("http://Bücher.EXAMPLE/a") == "http://bücher.example/a")
+    /// An IDN is spelt in its ASCII form, as libcurl looks it up and sends
+    /// it: small letters, NFC, then Punycode. A name IDNA would map further
+    /// (full-width letters) or that holds symbols stays as written.
+    @Test func aHostBeyondASCIIIsSpeltInItsASCIIForm() {
+        let cases: [(String, String)] = [
+            ("http://Bücher.EXAMPLE/a", "http://xn--bcher-kva.example/a"), ("http://BÜCHER.example/a", "http://xn--bcher-kva.example/a"),
+            ("http://bu\u{308}cher.example/a", "http://xn--bcher-kva.example/a"), ("https://straße.de:443/", "https://xn--strae-oqa.de/"),
+            ("http://правда.рф/a", "http://xn--80aafi6cg.xn--p1ai/a"), ("http://日本語.jp/", "http://xn--wgv71a119e.jp/"),
+            ("http://ann:pw@café.example:8080/a", "http://ann:pw@xn--caf-dma.example:8080/a"),
+        ]
+        for (written, spelt) in cases {
+            #expect(URLSpelling.normalized(written) == spelt, "\(written)")
+        }
+        for url in ["http://xn--bcher-kva.example/a", "http://ｂücher.example/a", "http://bü☃cher.example/a", "http://-bü.example/a"] {
+            #expect(URLSpelling.normalized(url) == url)
+        }
+    }
+
+    /// Punycode as RFC 3492 has it, both ways.
+    @Test func punycodeEncodesAndDecodesLabels() {
+        let cases = [("bücher", "bcher-kva"), ("münchen", "mnchen-3ya"), ("他们为什么不说中文", "ihqwcrb4cv8a8dqg056pqjye"),
+                     ("mañana", "maana-pta"), ("ß", "zca"), ("правда", "80aafi6cg"), ("日本語", "wgv71a119e"),
+                     ("bücher-no-such-host", "bcher-no-such-host-m6b")]
+        for (unicode, punycode) in cases {
+            #expect(HostSpelling.asciiLabel(unicode) == "xn--" + punycode)
+            #expect(HostSpelling.readable("xn--" + punycode) == unicode)
+        }
+        // Shown as letters only where they spell back to the same label.
+        #expect(HostSpelling.readable("xn--bcher-kva.example:80") == "bücher.example:80")
+        for host in ["xn--zz.example", "xn--.example", "xn--Bcher-kva.example", "xn--a-ecp.example", "example.com"] {
+            #expect(HostSpelling.readable(host[...]) == host, "\(host)")
+        }
     }
 }

@@ -57,7 +57,7 @@ extension RedactedURL {
     /// `readsAsWritten`). It still names the same resource: given back to
     /// `get`, it is spelt the same way. JSON and CSV keep the URL as recorded.
     public static func readable(_ url: String) -> String {
-        let redacted = of(url)
+        let redacted = URLSpelling.withReadableHost(of(url))
         // Most URLs have no escape at all: nothing to take apart.
         guard redacted.utf8.contains(UInt8(ascii: "%")) else { return redacted }
         let path = URLPath.of(redacted).utf8
