@@ -37,10 +37,36 @@ public enum HostSpelling {
         return spelled == host ? nil : spelled
     }
 
-    /// Whether `host` might be spelt otherwise (a quick look, before the host is copied).
+    /// Whether `host` might be spelt otherwise (a quick look, before the host
+    /// is copied): every URL of a list is looked at, and most hosts are names
+    /// or addresses in dotted decimal already.
     static func mayNeedSpelling(_ host: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
         guard let first = host.first else { return false }
-        return first == UInt8(ascii: "[") || (0x30...0x39).contains(first) || host.contains { $0 >= 0x80 }
+        if first == UInt8(ascii: "[") { return true }
+        if (0x30...0x39).contains(first) { return !isDottedDecimal(host) }
+        return host.contains { $0 >= 0x80 }
+    }
+
+    /// Four numbers of 0 to 255 in decimal, without leading zeros, between dots.
+    private static func isDottedDecimal(_ host: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        var parts = 0, value = 0, digits = 0
+        for byte in host {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0 else { return false }
+                parts += 1
+                value = 0
+                digits = 0
+            } else if (0x30...0x39).contains(byte) {
+                // A leading zero is octal to libcurl.
+                if digits == 1, value == 0 { return false }
+                value = value * 10 + Int(byte - 0x30)
+                digits += 1
+                guard value <= 255 else { return false }
+            } else {
+                return false
+            }
+        }
+        return parts == 3 && digits > 0
     }
 
     /// `host` with each label beyond ASCII in its ASCII form; nil when a
