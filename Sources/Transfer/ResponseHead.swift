@@ -144,6 +144,10 @@ struct ResponseHead: Sendable {
     var lastModified: String? { conflicting.contains(.lastModified) ? nil : values[.lastModified] }
     /// Where a redirect points (`Location`), as sent.
     var location: String? { values[.location] }
+    /// A `Location` with a control byte in it, taken as absent as any such
+    /// value is, and kept to be named in the failure it causes (libcurl
+    /// cannot follow it, and the target was named nowhere).
+    private(set) var malformedLocation: String?
     /// When the response was made (`Date`).
     var date: String? { values[.date] }
     /// The media type; nil when the header is missing or empty (`Content-Type:`).
@@ -248,7 +252,10 @@ struct ResponseHead: Sendable {
         guard !isComplete, let colon = line.firstIndex(of: 58),
               let field = Self.wantedField(UnsafeRawBufferPointer(rebasing: line[line.startIndex..<colon])) else { return }
         let value = line[line.index(after: colon)...].trimmingBlanks()
-        guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else { return }
+        guard !value.contains(where: { ($0 < 32 && $0 != 9) || $0 == 127 }) else {
+            if field == .location { malformedLocation = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self) }
+            return
+        }
         let text = String(decoding: UnsafeRawBufferPointer(rebasing: value), as: UTF8.self)
         switch field {
         case .contentLength, .contentEncoding:

@@ -817,11 +817,12 @@ public final class TransferEngine: Sendable {
 
     /// The `Location` of a redirect libcurl could not follow, as messages
     /// show it, when the URL it kept is not that target (`javascript:…`, a
-    /// target it cannot parse): "not a usable URL" read as the user's own
+    /// target it cannot parse, one with a control byte): "not a usable URL" read as the user's own
     /// URL at fault, and the target was named nowhere. A target libcurl read
     /// (`ftp://…`) is named by `judge` as the URL redirected to.
     private static func unusedRedirectTarget(_ outcome: AttemptOutcome) -> String? {
-        guard (300...399).contains(outcome.head.status), let location = outcome.head.location, !location.isEmpty,
+        guard (300...399).contains(outcome.head.status),
+              let location = outcome.head.location ?? outcome.head.malformedLocation, !location.isEmpty,
               outcome.effectiveURL != location else { return nil }
         return shownRedirectTarget(location)
     }

@@ -1987,14 +1987,19 @@ private func downloadReportingProgress(_ url: String, _ configuration: TransferC
             origin.route("/app") { _ in .redirect(to: "market://details?id=x") }
             origin.route("/script") { _ in .redirect(to: "javascript:alert(1)") }
             origin.route("/broken") { _ in .redirect(to: "http://[::1") }
+            // A control byte in the target (which makes the field malformed) is named too.
+            origin.route("/escape") { _ in .redirect(to: "/gone/\u{1B}[31mred.jpg") }
             let appLink = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/app")) }
             let script = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/script")) }
             let broken = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/broken")) }
+            let escape = await #expect(throws: TransferError.self) { try await engine.download(origin.url("/escape")) }
             #expect(appLink?.kind == .unsupportedURL)
             #expect(appLink?.message == "the server redirected to market://details: only http and https are allowed")
             #expect(script?.message == "the server redirected to javascript:alert(1): only http and https are allowed")
             #expect(broken?.message.hasPrefix("the server redirected to a URL that cannot be used: http://[::1 (") == true,
                     "\(String(describing: broken))")
+            #expect(escape?.message.hasPrefix("the server redirected to a URL that cannot be used: /gone/\u{1B}[31mred.jpg (") == true,
+                    "\(String(describing: escape))")
             #expect(origin.requests(for: "/app").count == 1)
 
             // Without the query: a signed CDN link holds a token.
