@@ -264,7 +264,7 @@ public final class Catalog: Sendable {
     /// it). An older catalog is read as it is, not migrated: the migrations
     /// so far change nothing these commands need (v2 only removes
     /// passwords, which they never show; v3 and v5 only rekey the items and
-    /// the objects; v4 only respells URLs, which are then shown as they were written). Nil
+    /// the objects; v4 and v6 only respell URLs, which are then shown as they were written). Nil
     /// when it has no tables and `ifNoSchema` has no reason to refuse it:
     /// the caller opens it to write.
     private static func openReadingOnly(_ path: String, _ configuration: Configuration,

@@ -5,7 +5,7 @@ import Glibc
 import Darwin
 #endif
 
-/// The one spelling of a host that is an address, as libcurl reads it: an
+/// The one spelling of a host, as libcurl reads it: an
 /// IPv4 address written as numbers in another form (`127.1`, `0x7f.0.0.1`,
 /// `0177.0.0.1`, `2130706433`) is `127.0.0.1`, the address libcurl connects
 /// to and names in `Host:`; an IPv6 literal is in RFC 5952's form
@@ -20,8 +20,7 @@ import Darwin
 /// five parts) and a literal with a zone (`[fe80::1%25eth0]`).
 public enum HostSpelling {
     /// `host` (its ASCII letters small) in its one spelling, or nil when it
-    /// is spelt so already or is not an address. Cheap for a name: only a
-    /// host that begins with a digit or `[` is looked at further.
+    /// is spelt so already, or is left as written.
     static func spelled(_ host: [UInt8]) -> [UInt8]? {
         guard let first = host.first else { return nil }
         let spelled: [UInt8]?
