@@ -931,8 +931,9 @@ public struct RequestTarget: Sendable, Equatable {
     /// say); else the key as it is. For messages only: keys stay as the URLs
     /// spell them.
     public static func readable(hostKey: String) -> String {
-        // An IDN spelt in its ASCII form reads as its letters.
-        let hostKey = HostSpelling.readable(hostKey[...])
+        // An IDN spelt in its ASCII form reads as its letters (the port after the last colon).
+        let hostKey = hostKey.lastIndex(of: ":").map { HostSpelling.readable(hostKey[..<$0]) + hostKey[$0...] }
+            ?? HostSpelling.readable(hostKey[...])
         guard hostKey.utf8.contains(UInt8(ascii: "%")), let decoded = hostKey.removingPercentEncoding,
               !decoded.unicodeScalars.contains(where: isUnfitForName) else { return hostKey }
         return decoded
@@ -1099,14 +1100,17 @@ public struct RequestTarget: Sendable, Equatable {
         // only; the path's dot segments resolved and its percent-encodings
         // spelt one way; the query as written).
         self.url = URLSpelling.normalized(leading == 0 && bytes.count == text.utf8.count ? text : String(decoding: bytes, as: UTF8.self))
-        if host.allSatisfy({ $0 < 0x80 }) {
-            // Byte-wise for the usual ASCII host; an IDN is lower-cased as Unicode text.
-            var key = host.map(URLSpelling.lowered)
+        // The host as the URL spells it (`127.1` is `127.0.0.1`, an IDN its
+        // ASCII form), so that one host has one key whichever way it is written;
+        // an IDN left as written is lower-cased as Unicode text.
+        let spelt = HostSpelling.key(host)
+        if spelt.allSatisfy({ $0 < 0x80 }) {
+            var key = spelt
             key.append(UInt8(ascii: ":"))
             key.append(contentsOf: String(port).utf8)
             self.hostKey = String(decoding: key, as: UTF8.self)
         } else {
-            self.hostKey = "\(String(decoding: host, as: UTF8.self).lowercased()):\(port)"
+            self.hostKey = "\(String(decoding: spelt, as: UTF8.self).lowercased()):\(port)"
         }
     }
 

@@ -8,12 +8,16 @@ import Darwin
 /// The one spelling of a host, as libcurl reads it: an
 /// IPv4 address written as numbers in another form (`127.1`, `0x7f.0.0.1`,
 /// `0177.0.0.1`, `2130706433`) is `127.0.0.1`, the address libcurl connects
-/// to and names in `Host:`; an IPv6 literal is in RFC 5952's form
-/// (`[0:0:0:0:0:0:0:1]` is `[::1]`, `[::FFFF:7F00:1]` is `[::ffff:127.0.0.1]`).
+/// to and names in `Host:`; an IPv6 literal is in RFC 5952's form, the
+/// address libcurl connects to (`[0:0:0:0:0:0:0:1]` is `[::1]`,
+/// `[::FFFF:7F00:1]` is `[::ffff:127.0.0.1]`, where libcurl would name it
+/// as written).
 /// A name beyond ASCII (an IDN) is in its ASCII form, each such label
 /// mapped as IDNA maps it (small letters, NFC) and then Punycode
 /// (`Bücher.example` is `xn--bcher-kva.example`), which is what libcurl
-/// looks up and sends. A name with a label that holds anything but letters,
+/// looks up and sends (a label IDNA 2008 refuses for its context rules,
+/// joiners or right-to-left text, is looked up so too, and fails as a name
+/// that does not resolve, where libcurl would refuse to convert it). A name with a label that holds anything but letters,
 /// marks and digits after that mapping (symbols, compatibility forms such
 /// as full-width letters, which IDNA maps further) stays as written, for
 /// libcurl to convert. So do numbers that are no address (`256.1.1.1`,
@@ -34,6 +38,13 @@ public enum HostSpelling {
             spelled = nil
         }
         return spelled == host ? nil : spelled
+    }
+
+    /// `host` (a URL's, without its port) in its one spelling: its ASCII
+    /// letters small, and spelt as `spelled` spells it.
+    public static func key(_ host: some Collection<UInt8>) -> [UInt8] {
+        let small = host.map(URLSpelling.lowered)
+        return HostSpelling.spelled(small) ?? small
     }
 
     /// Whether `host` might be spelt otherwise (a quick look, before the host
@@ -84,13 +95,22 @@ public enum HostSpelling {
     }
 
     /// `label` (beyond ASCII) in small letters and NFC, as `xn--` and its
-    /// Punycode; nil when, so mapped, it holds anything but letters, marks,
-    /// digits and `-`, begins or ends with `-`, or would be over 63 bytes.
+    /// Punycode (or as it is, if that mapping leaves it ASCII: the Kelvin
+    /// sign is `k`); nil when, so mapped, it holds anything but letters,
+    /// marks, digits and `-`, or anything IDNA would map further (a
+    /// character case folding or NFKC changes, such as ẞ, which IDNA makes
+    /// `ss`; one it drops, such as a variation selector: `ß` and `ς` are
+    /// kept, as IDNA 2008 keeps them), begins or ends with `-`, or would be
+    /// over 63 bytes (looked at before encoding, whose time grows with the
+    /// square of the label's length).
     static func asciiLabel(_ label: String) -> String? {
+        guard !label.unicodeScalars.contains("\u{1E9E}") else { return nil }
         let mapped = label.lowercased().precomposedStringWithCanonicalMapping
-        guard mapped.precomposedStringWithCompatibilityMapping == mapped, !mapped.hasPrefix("-"), !mapped.hasSuffix("-"),
-              mapped.unicodeScalars.allSatisfy(isLabelScalar) else { return nil }
-        guard let encoded = Punycode.encoded(Array(mapped.unicodeScalars)) else { return nil }
+        guard mapped.unicodeScalars.count <= 63, mapped.precomposedStringWithCompatibilityMapping == mapped,
+              !mapped.hasPrefix("-"), !mapped.hasSuffix("-"), mapped.unicodeScalars.allSatisfy(isLabelScalar) else { return nil }
+        if mapped.unicodeScalars.allSatisfy(\.isASCII) { return mapped }
+        // Each scalar beyond ASCII takes a digit at least, beside `xn--` and the ASCII ones.
+        guard mapped.unicodeScalars.count <= 59, let encoded = Punycode.encoded(Array(mapped.unicodeScalars)) else { return nil }
         let ascii = "xn--" + encoded
         return ascii.utf8.count <= 63 ? ascii : nil
     }
@@ -100,7 +120,10 @@ public enum HostSpelling {
             return (0x61...0x7A).contains(scalar.value) || (0x30...0x39).contains(scalar.value) || scalar == "-"
         }
         let properties = scalar.properties
-        if properties.changesWhenLowercased { return false }
+        // What IDNA's mapping (NFKC with case folding, less the default-ignorable)
+        // would change; NFKC is looked at on the whole label. IDNA 2008 keeps ß and ς.
+        if properties.changesWhenCaseFolded || properties.isDefaultIgnorableCodePoint,
+           scalar != "\u{DF}", scalar != "\u{3C2}" { return false }
         switch properties.generalCategory {
         case .lowercaseLetter, .otherLetter, .modifierLetter, .nonspacingMark, .spacingMark, .decimalNumber: return true
         default: return false
@@ -113,7 +136,7 @@ public enum HostSpelling {
     public static func readable(_ host: Substring) -> String {
         guard host.contains("xn--") else { return String(host) }
         return host.split(separator: ".", omittingEmptySubsequences: false).map { label -> String in
-            guard label.hasPrefix("xn--"), let scalars = Punycode.decoded(label.dropFirst(4)),
+            guard label.hasPrefix("xn--"), label.utf8.count <= 63, let scalars = Punycode.decoded(label.dropFirst(4)),
                   scalars.contains(where: { !$0.isASCII }) else { return String(label) }
             var text = ""
             text.unicodeScalars.append(contentsOf: scalars)

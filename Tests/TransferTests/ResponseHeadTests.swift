@@ -306,6 +306,9 @@ import URLText
         #expect(RequestTarget.readable(hostKey: encoded.hostKey) == "badgu.invalid:80")
         #expect(RequestTarget.readable(hostKey: "example.org:443") == "example.org:443")
         #expect(RequestTarget.readable(hostKey: "b%C3%BCcher.example:80") == "bücher.example:80")
+        // An IDN's ASCII form, its top-level name too, reads as its letters.
+        #expect(RequestTarget.readable(hostKey: "xn--80aafi6cg.xn--p1ai:443") == "правда.рф:443")
+        #expect(RequestTarget.readable(hostKey: "[::1]:80") == "[::1]:80")
         // Not text, or a control character: left as it is.
         #expect(RequestTarget.readable(hostKey: "bad%ff.example:80") == "bad%ff.example:80")
         #expect(RequestTarget.readable(hostKey: "a%0ab.example:80") == "a%0ab.example:80")
@@ -332,9 +335,12 @@ import URLText
         }
         #expect(try RequestTarget("http://[::1]:9000/x").hostKey == "[::1]:9000")
         #expect(try RequestTarget("  http://h/x  ").url == "http://h/x")
-        // Any case of the scheme; an IDN's host key is lower-cased beyond ASCII too.
+        // Any case of the scheme; the host as the URL spells it (one host, one key):
+        // an IDN in its ASCII form, an address in one form; an IDN left as written lower-cased beyond ASCII too.
         #expect(try RequestTarget("HtTpS://H/x").hostKey == "h:443")
-        #expect(try RequestTarget("http://BÜCHER.example/x").hostKey == "bücher.example:80")
+        #expect(try RequestTarget("http://BÜCHER.example/x").hostKey == "xn--bcher-kva.example:80")
+        #expect(try RequestTarget("http://127.1:8080/x").hostKey == "127.0.0.1:8080")
+        #expect(try RequestTarget("http://STRAẞE.example/x").hostKey == "straße.example:80")
         for (other, scheme) in [("httpx://h/x", "httpx"), ("htt://h/x", "htt"), ("HTTPS1://h/x", "https1"), ("Ftp://h/x", "ftp")] {
             let error = #expect(throws: TransferError.self) { try RequestTarget(other) }
             #expect(error?.message == "unsupported scheme '\(scheme)' (only http and https): \(other)")
