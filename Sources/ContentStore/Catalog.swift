@@ -601,8 +601,8 @@ public final class Catalog: Sendable {
         guard let definition = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                                                    arguments: [table]),
               let columns = definition.firstIndex(of: "(") else { return }
-        let indexes = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
-                                          arguments: [table])
+        let indexes = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                                              + "AND sql IS NOT NULL", arguments: [table])
         let rebuilt = table + "WithoutRowid"
         try db.execute(sql: "CREATE TABLE \(rebuilt.quotedDatabaseIdentifier) \(definition[columns...]) WITHOUT ROWID")
         try db.execute(sql: "INSERT INTO \(rebuilt.quotedDatabaseIdentifier) SELECT * FROM \(table.quotedDatabaseIdentifier)")

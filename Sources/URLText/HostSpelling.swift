@@ -15,13 +15,14 @@ import Darwin
 /// A name beyond ASCII (an IDN) is in its ASCII form, each such label
 /// mapped as IDNA maps it (small letters, NFC) and then Punycode
 /// (`Bücher.example` is `xn--bcher-kva.example`), which is what libcurl
-/// looks up and sends (a label IDNA 2008 refuses for its context rules,
-/// joiners or right-to-left text, is looked up so too, and fails as a name
-/// that does not resolve, where libcurl would refuse to convert it). A name with a label that holds anything but letters,
-/// marks and digits after that mapping (symbols, compatibility forms such
-/// as full-width letters, which IDNA maps further) stays as written, for
-/// libcurl to convert. So do numbers that are no address (`256.1.1.1`,
-/// five parts) and a literal with a zone (`[fe80::1%25eth0]`).
+/// looks up and sends. (A label IDNA 2008 refuses for its context rules,
+/// on joiners or right-to-left text, is looked up so too, and fails as a
+/// name that does not resolve, where libcurl would refuse to convert it.)
+/// A name with a label that holds anything but letters, marks and digits
+/// after that mapping, or anything IDNA maps further (symbols, full-width
+/// letters, ẞ), stays as written, for libcurl to convert. So do numbers
+/// that are no address (`256.1.1.1`, five parts) and a literal with a zone
+/// (`[fe80::1%25eth0]`).
 public enum HostSpelling {
     /// `host` (its ASCII letters small) in its one spelling, or nil when it
     /// is spelt so already, or is left as written.

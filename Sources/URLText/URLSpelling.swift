@@ -136,8 +136,7 @@ public enum URLSpelling {
             out.reserveCapacity(bytes.count + 16)
             out.append(contentsOf: bytes[..<colon].map(lowered))
             out.append(contentsOf: Self.percentSpelled(bytes[colon..<host.lowerBound], inPath: false))
-            let smallHost = bytes[host].map(lowered)
-            out.append(contentsOf: HostSpelling.spelled(smallHost) ?? smallHost)
+            out.append(contentsOf: HostSpelling.key(bytes[host]))
             if let port {
                 let digits = bytes[port].drop { $0 == UInt8(ascii: "0") }
                 // An empty port is the default, as libcurl reads it (`h:0` the caller refused).
