@@ -34,7 +34,8 @@ public enum HostSpelling {
         } else if host.contains(where: { $0 >= 0x80 }) {
             spelled = idn(host)
         } else if (0x30...0x39).contains(first) {
-            spelled = ipv4(host)
+            // Most addresses are written in dotted decimal already: known without parsing.
+            spelled = isDottedDecimal(host) ? nil : ipv4(host)
         } else {
             spelled = nil
         }
@@ -59,7 +60,7 @@ public enum HostSpelling {
     }
 
     /// Four numbers of 0 to 255 in decimal, without leading zeros, between dots.
-    private static func isDottedDecimal(_ host: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+    private static func isDottedDecimal(_ host: some Collection<UInt8>) -> Bool {
         var parts = 0, value = 0, digits = 0
         for byte in host {
             if byte == UInt8(ascii: ".") {
