@@ -66,8 +66,10 @@ let package = Package(
         // Real media for tests and the demo: JPEG photos, and sounds written through libsndfile.
         .target(name: "SampleMedia", dependencies: ["CSndFile"]),
         .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin", "SampleMedia"]),
+        // The test process ignores SIGPIPE from its start (a constructor), as `get` does.
+        .target(name: "CTestProcess"),
         // Helpers shared by the test targets: temporary directories, fixtures, running the binary.
-        .target(name: "TestSupport", dependencies: ["TestOrigin", "CFileSync"]),
+        .target(name: "TestSupport", dependencies: ["TestOrigin", "CFileSync", "CTestProcess"]),
 
         .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport", "URLText", "CFileSync"]),
         .testTarget(name: "ContentStoreTests", dependencies: [

@@ -27,7 +27,9 @@ public final class SpawnedProcess: Sendable {
     /// /dev/null). With
     /// `signalsReset`, no signal is blocked or ignored in the child (a
     /// daemon such as tmux's server kept the test process's mask, and
-    /// outlived `kill-server`); else it inherits them, as a shell's child does.
+    /// outlived `kill-server`); else it inherits them, as a shell's child
+    /// does, but for SIGPIPE, which the test process ignores and the child
+    /// gets at its default.
     public init(_ command: [String], environment: [String: String], standardOutput: Int32? = nil, standardError: Int32? = nil,
                 searchingPath: Bool = false, signalsReset: Bool = false) throws {
         var actions = posix_spawn_file_actions_t()
@@ -47,15 +49,19 @@ public final class SpawnedProcess: Sendable {
             }
         }
         Self.closeTheRest(&actions, keeping: Set([standardOutput, standardError].compactMap { $0 }))
-        var flags = POSIX_SPAWN_SETPGROUP
+        // SIGPIPE at its default whatever: the test process ignores it (`CTestProcess`), a shell's child does not.
+        var flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE)
         if signalsReset {
-            var noSignals = sigset_t(), allSignals = sigset_t()
+            var noSignals = sigset_t()
             sigemptyset(&noSignals)
-            sigfillset(&allSignals)
+            sigfillset(&defaults)
             posix_spawnattr_setsigmask(&attributes, &noSignals)
-            posix_spawnattr_setsigdefault(&attributes, &allSignals)
-            flags |= POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+            flags |= POSIX_SPAWN_SETSIGMASK
         }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setflags(&attributes, Int16(flags))
 
         let arguments = command.map { strdup($0) } + [nil]

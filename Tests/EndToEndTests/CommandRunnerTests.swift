@@ -19,6 +19,16 @@ import TestSupport
         #expect(result.stdout.split(separator: "\n") == ["0", "1", "2", "3"], "\(result.stdout)")
     }
 
+    /// The test process ignores SIGPIPE (a write to a pipe or socket whose
+    /// reader went fails one write, not the whole run); a child gets it at its
+    /// default, as a shell's child does, so `mediafetch list | head` is seen as a person sees it.
+    @Test func theTestProcessIgnoresSIGPIPEAndAChildDoesNot() async throws {
+        #expect(TestProcess.ignoresSIGPIPE)
+        let status = try await BuiltProducts.runShell("grep '^SigIgn:' /proc/$$/status")
+        let mask = status.stdout.split(separator: "\t").last.flatMap { UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines), radix: 16) }
+        #expect(mask.map { $0 & (1 << (UInt64(SIGPIPE) - 1)) == 0 } == true, "\(status.stdout)")
+    }
+
     @Test func theStatusIsTheExitCodeOrTheSignal() async throws {
         #expect(try await BuiltProducts.runShell("exit 7").status == 7)
         #expect(try await BuiltProducts.runShell("kill -KILL $$").status == SIGKILL)
