@@ -25,21 +25,23 @@ import Darwin
 /// (`[fe80::1%25eth0]`).
 public enum HostSpelling {
     /// `host` (its ASCII letters small) in its one spelling, or nil when it
-    /// is spelt so already, or is left as written.
-    static func spelled(_ host: [UInt8]) -> [UInt8]? {
+    /// is spelt so already, or is left as written. Cheap for most hosts (every
+    /// URL of a list is looked at): a name in ASCII, and an address in dotted
+    /// decimal, are known as they are without being copied or parsed.
+    static func spelled(_ host: some Collection<UInt8>) -> [UInt8]? {
         guard let first = host.first else { return nil }
         let spelled: [UInt8]?
         if first == UInt8(ascii: "[") {
-            spelled = ipv6(host)
+            spelled = ipv6(Array(host))
         } else if host.contains(where: { $0 >= 0x80 }) {
-            spelled = idn(host)
-        } else if (0x30...0x39).contains(first) {
-            // Most addresses are written in dotted decimal already: known without parsing.
-            spelled = isDottedDecimal(host) ? nil : ipv4(host)
+            spelled = idn(Array(host))
+        } else if (0x30...0x39).contains(first), !isDottedDecimal(host) {
+            spelled = ipv4(Array(host))
         } else {
             spelled = nil
         }
-        return spelled == host ? nil : spelled
+        guard let spelled, !spelled.elementsEqual(host) else { return nil }
+        return spelled
     }
 
     /// `host` (a URL's, without its port) in its one spelling: its ASCII
@@ -47,16 +49,6 @@ public enum HostSpelling {
     public static func key(_ host: some Collection<UInt8>) -> [UInt8] {
         let small = host.map(URLSpelling.lowered)
         return HostSpelling.spelled(small) ?? small
-    }
-
-    /// Whether `host` might be spelt otherwise (a quick look, before the host
-    /// is copied): every URL of a list is looked at, and most hosts are names
-    /// or addresses in dotted decimal already.
-    static func mayNeedSpelling(_ host: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
-        guard let first = host.first else { return false }
-        if first == UInt8(ascii: "[") { return true }
-        if (0x30...0x39).contains(first) { return !isDottedDecimal(host) }
-        return host.contains { $0 >= 0x80 }
     }
 
     /// Four numbers of 0 to 255 in decimal, without leading zeros, between dots.

@@ -117,7 +117,7 @@ public enum URLSpelling {
             if fragment != nil || path.isEmpty { return true }
             if let port, port.isEmpty || bytes[port.lowerBound] == UInt8(ascii: "0") || isDefault(port: bytes[port]) { return true }
             if bytes[..<colon].contains(where: isCapital) || bytes[host].contains(where: isCapital) { return true }
-            if HostSpelling.mayNeedSpelling(bytes[host]), HostSpelling.spelled(Array(bytes[host])) != nil { return true }
+            if HostSpelling.spelled(bytes[host]) != nil { return true }
             // An escape in the user information may be in small letters (rare: spelt and compared).
             if bytes[colon..<host.lowerBound].contains(UInt8(ascii: "%")) { return true }
             var previous: UInt8 = 0

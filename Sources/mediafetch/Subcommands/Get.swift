@@ -117,9 +117,9 @@ struct FetchRunner {
             throw Exit.cacheUnusable
         }
         // The transfers that will run: --jobs, held to what the open files allow.
-        if let problem = AddressSpace.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs),
-                                              asked: configuration.maxConcurrentTransfers, listBytes: listBytes)
-            ?? ThreadLimit.problem(jobs: min(configuration.maxConcurrentTransfers, budget.maxJobs)) {
+        let jobs = min(configuration.maxConcurrentTransfers, budget.maxJobs)
+        if let problem = AddressSpace.problem(jobs: jobs, asked: configuration.maxConcurrentTransfers, listBytes: listBytes)
+            ?? ThreadLimit.problem(jobs: jobs) {
             Terminal.error(problem, progress: transfer.progress)
             throw Exit.cacheUnusable
         }
