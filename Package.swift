@@ -48,10 +48,12 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
+        // What a body is: sounds decoded through libsndfile, images by their signatures.
+        .target(name: "MediaCheck", dependencies: ["CSndFile", "CFileSync"]),
         // What users call: jobs that compose the engine and the store.
         .target(
             name: "MediaFetch",
-            dependencies: ["Transfer", "ContentStore", "URLText", "CFileSync"]),
+            dependencies: ["Transfer", "ContentStore", "MediaCheck", "URLText", "CFileSync"]),
         // The thin executable: argument parsing and terminal output only.
         .executableTarget(
             name: "mediafetch",
@@ -64,7 +66,7 @@ let package = Package(
         // A real HTTP origin on loopback with fault switches, for tests and the demo.
         .target(name: "TestOrigin", dependencies: ["URLText"]),
         // Real media for tests and the demo: JPEG photos, and sounds written through libsndfile.
-        .target(name: "SampleMedia", dependencies: ["CSndFile"]),
+        .target(name: "SampleMedia", dependencies: ["CSndFile", "MediaCheck"]),
         .executableTarget(name: "mediafetch-origin", dependencies: ["TestOrigin", "SampleMedia"]),
         // The test process ignores SIGPIPE from its start (a constructor), as `get` does.
         .target(name: "CTestProcess"),
@@ -77,11 +79,12 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "MediaFetchTests", dependencies: [
-            "MediaFetch", "TestOrigin", "TestSupport", "URLText",
+            "MediaFetch", "MediaCheck", "TestOrigin", "TestSupport", "URLText",
             // A second catalog writer that holds the lock, as another process would.
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "SampleMediaTests", dependencies: ["SampleMedia", "TestSupport"]),
+        .testTarget(name: "SampleMediaTests", dependencies: ["SampleMedia", "MediaCheck", "TestSupport"]),
+        .testTarget(name: "MediaCheckTests", dependencies: ["MediaCheck", "SampleMedia", "TestSupport"]),
         // The executable's own logic (argument layout, the status line), through `@testable import`.
         .testTarget(name: "CommandLineTests", dependencies: ["mediafetch", "MediaFetch"]),
         .testTarget(name: "EndToEndTests", dependencies: [

@@ -16,7 +16,7 @@ cache="$work/Cache"
 echo "demo folder: $work"
 
 # 200 real JPEG photos (each with its own bytes), one of them published twice,
-# and a 20-second sound in each of WAV, AIFF, FLAC and Ogg Vorbis (libsndfile).
+# and a 20-second sound in each of WAV, AIFF, FLAC, Ogg Vorbis and MP3 (libsndfile).
 "$bin/mediafetch-origin" --make-samples "$work/media" --photos 200
 
 "$bin/mediafetch-origin" --root "$work/media" --port 0 --port-file "$work/port" > "$work/origin.log" &
@@ -40,6 +40,8 @@ echo; echo "== a missing file fails with a clear line and exit status 1"
 "$bin/mediafetch" get --cache "$cache" --retries 0 "$base/photos/missing.jpg" && exit 1 || echo "exit status $?"
 echo; echo "== list (first 5 rows)"
 "$bin/mediafetch" list --cache "$cache" | head -6
+echo; echo "== list --kind sound (what libsndfile found in each sound)"
+"$bin/mediafetch" list --cache "$cache" --kind sound --format json | grep -E '"(url|format|durationSeconds|sampleRate|channels)"'
 echo; echo "== list --failed (what failed last time, and why)"
 "$bin/mediafetch" list --cache "$cache" --failed
 echo; echo "== stats"

@@ -7,6 +7,10 @@
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
+#include <stdlib.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -139,4 +143,47 @@ void mf_name_this_thread(const char *name) {
 
 int mf_rlimit_nproc(void) {
     return RLIMIT_NPROC;
+}
+
+struct mf_quiet_thread_start {
+    void (*body)(void *);
+    void *context;
+    char name[16];
+};
+
+static void *mf_quiet_thread_main(void *argument) {
+    struct mf_quiet_thread_start start = *(struct mf_quiet_thread_start *)argument;
+    free(argument);
+    if (start.name[0] != 0) mf_name_this_thread(start.name);
+#if defined(__linux__) && defined(SYS_close_range)
+    // 2 is CLOSE_RANGE_UNSHARE: the table is copied for this thread first, so
+    // only the copy's descriptors close.
+    if (syscall(SYS_close_range, 0U, ~0U, 2U) == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null == 0) {
+            dup2(0, 1);
+            dup2(0, 2);
+        }
+    }
+#endif
+    start.body(start.context);
+    return NULL;
+}
+
+int mf_start_quiet_thread(void (*body)(void *context), void *context, const char *name) {
+    struct mf_quiet_thread_start *start = calloc(1, sizeof *start);
+    if (start == NULL) return ENOMEM;
+    start->body = body;
+    start->context = context;
+    if (name != NULL) strncpy(start->name, name, sizeof start->name - 1);
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    // libsndfile and its decoders keep their state on the heap.
+    pthread_attr_setstacksize(&attributes, 512 << 10);
+    pthread_t thread;
+    int result = pthread_create(&thread, &attributes, mf_quiet_thread_main, start);
+    pthread_attr_destroy(&attributes);
+    if (result != 0) free(start);
+    return result;
 }

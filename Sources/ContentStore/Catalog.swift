@@ -816,6 +816,26 @@ public final class Catalog: Sendable {
         return found
     }
 
+    /// What kind the items of `urls` were found to be, in any collection, with
+    /// their metadata: for a URL already cached that goes into another
+    /// collection as an item of unknown kind (`get`'s), so that a sound stays
+    /// a sound with its facts there too. URLs whose items are all files are left out.
+    public func knownKinds(of urls: [String]) throws -> [String: (kind: ItemKind, metadata: String?)] {
+        var found: [String: (kind: ItemKind, metadata: String?)] = [:]
+        try database.read { db in
+            try Self.inChunks(of: urls) { chunk, marks in
+                let rows = try Row.fetchCursor(db, sql: """
+                    SELECT url, kind, metadata FROM item WHERE url IN (\(marks)) AND kind <> 'file'
+                    """, arguments: StatementArguments(chunk))
+                while let row = try rows.next() {
+                    guard let kind = ItemKind(rawValue: row[1]) else { continue }
+                    found[row[0]] = (kind, row[2])
+                }
+            }
+        }
+        return found
+    }
+
     /// `urls` without their passwords, 500 at a time (SQLite limits the
     /// parameters bound to one statement), each chunk with its `?, ?, …`.
     private static func inChunks(of urls: [String], _ body: ([String], String) throws -> Void) throws {

@@ -1,5 +1,6 @@
 import ContentStore
 import Foundation
+import MediaCheck
 import Transfer
 import Synchronization
 import URLText
@@ -189,6 +190,8 @@ public final class FetchJob: Sendable {
     /// Where bodies go: the cache's own store unless a test breaks it.
     private let ingestStore: (any BlobStore)?
     private let state: SleepingLock<State>
+    /// Sounds being decoded before they are stored (see `checkSound`).
+    private let soundChecks = ChecksUnderWay()
 
     private struct State {
         var progress = RunProgress()
@@ -511,11 +514,15 @@ public final class FetchJob: Sendable {
         for (collection, entries) in Dictionary(grouping: found, by: \.item.collection) {
             present[collection] = try cache.catalog.itemURLs(inCollection: collection, among: entries.map(\.key))
         }
-        let newInCollection = found.filter { present[$0.item.collection]?.contains($0.key) != true }
-            .map { item, _, source in
-                IngestRecord(url: item.url, collection: item.collection, kind: item.kind, title: item.title,
-                             sha256: source.sha256, size: source.size, metadata: item.metadata, fetched: false)
-            }
+        let newEntries = found.filter { present[$0.item.collection]?.contains($0.key) != true }
+        // An item of unknown kind takes the kind (and a sound's facts) its URL was found to have.
+        let unknown = newEntries.filter { $0.item.kind == .file }.map(\.key)
+        let known = unknown.isEmpty ? [:] : try cache.catalog.knownKinds(of: unknown)
+        let newInCollection = newEntries.map { item, key, source in
+            let found = item.kind == .file ? known[key] : nil
+            return IngestRecord(url: item.url, collection: item.collection, kind: found?.kind ?? item.kind, title: item.title,
+                                sha256: source.sha256, size: source.size, metadata: item.metadata ?? found?.metadata, fetched: false)
+        }
         guard writing else {
             if !newInCollection.isEmpty { throw NeedsWriting() }
             return found.count
@@ -583,17 +590,27 @@ public final class FetchJob: Sendable {
                 switch result {
                 case .success(let body):
                     let item = items[index]
+                    // Read from the file only where the first bytes were not kept (a resumed body), and once.
+                    var readOpening: [UInt8]?
+                    func opening() -> [UInt8] {
+                        if let kept = body.opening ?? readOpening { return kept }
+                        let read = BodyOpening.opening(of: body.path)
+                        readOpening = read
+                        return read
+                    }
                     if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, contentEncoding: body.contentEncoding,
                                                                url: item.url, redirectedTo: body.redirectedTo, kind: item.kind,
-                                                               size: body.size, opening: { body.opening ?? BodyOpening.opening(of: body.path) }) {
-                        // Not kept to resume: the next run asks again.
-                        body.file.discard()
-                        // Received all the same (the summary counts what arrived).
-                        state.withLock { $0.report.bytesReceived += body.size - body.resumedBytes }
-                        fail(item, reason: refusal, ingestor: ingestor)
+                                                               size: body.size, opening: opening) {
+                        refuse(body, of: item, reason: refusal, ingestor: ingestor)
                         ready()
                     } else {
-                        store(body, of: item, ingestor: ingestor, whenRoom: ready)
+                        switch MediaKinds.judge(kind: item.kind, url: item.url, redirectedTo: body.redirectedTo,
+                                                contentType: body.contentType, opening: opening) {
+                        case .store(let kind):
+                            store(body, of: item, as: kind, ingestor: ingestor, whenRoom: ready)
+                        case .checkSound(let asked, let otherwise):
+                            checkSound(body, of: item, asked: asked, otherwise: otherwise, ingestor: ingestor, whenRoom: ready)
+                        }
                     }
                 case .failure(let error):
                     // A cancelled item is neither stored nor failed: the run was interrupted.
@@ -604,6 +621,8 @@ public final class FetchJob: Sendable {
                     ready()
                 }
             }
+            // Every item is completed; the sounds still being decoded go to the ingestor after.
+            await soundChecks.allEnded()
         }
         // A disk that filled (or a catalog that failed) before the handle was kept stops the downloads here.
         let alreadyStopped = state.withLock { state -> Bool in
@@ -623,15 +642,52 @@ public final class FetchJob: Sendable {
         }
     }
 
-    /// Hands a downloaded body to the ingestor; the group commit happens on
+    /// A body that is not stored: removed (not kept to resume: the next run
+    /// asks again), and its item failed with `reason`.
+    private func refuse(_ body: DownloadedBody, of item: FetchItem, reason: String, ingestor: Ingestor) {
+        body.file.discard()
+        // Received all the same (the summary counts what arrived).
+        state.withLock { $0.report.bytesReceived += body.size - body.resumedBytes }
+        fail(item, reason: reason, ingestor: ingestor)
+    }
+
+    /// Decodes a body through libsndfile (on a thread of its own, see
+    /// `SoundCheck.start`), then stores it as a sound with its facts; or, when
+    /// it does not decode, refuses it where a sound was `asked` for, else
+    /// stores it as `otherwise`. The next item starts when this one is
+    /// stored or refused. A run interrupted meanwhile keeps the whole body
+    /// to be resumed (the next run proves it whole without fetching it).
+    private func checkSound(_ body: DownloadedBody, of item: FetchItem, asked: Bool, otherwise: ItemKind, ingestor: Ingestor,
+                            whenRoom: @escaping @Sendable () -> Void) {
+        soundChecks.begin()
+        SoundCheck.start(body.path, stop: { [self] in state.withLock { $0.cancelled } }) { [self] result in
+            defer { soundChecks.end() }
+            switch result {
+            case .success(let facts):
+                store(body, of: item, as: .sound, metadata: MediaKinds.metadata(item.metadata, adding: facts),
+                      ingestor: ingestor, whenRoom: whenRoom)
+            case .failure(let error) where error == .stopped:
+                if body.file.keepForResume() { body.file.release() } else { body.file.discard() }
+                whenRoom()
+            case .failure(let error) where asked:
+                refuse(body, of: item, reason: MediaKinds.refusal(error, contentType: body.contentType, size: body.size), ingestor: ingestor)
+                whenRoom()
+            case .failure:
+                store(body, of: item, as: otherwise, ingestor: ingestor, whenRoom: whenRoom)
+            }
+        }
+    }
+
+    /// Hands a downloaded body to the ingestor, as an item of `kind` with
+    /// `metadata` (the item's own when nil); the group commit happens on
     /// the ingest thread (and its rows on the one beside it, see `Ingestor.step`):
     /// the completion may run on either, so it touches only what is thread-safe.
-    private func store(_ body: DownloadedBody, of item: FetchItem, ingestor: Ingestor,
-                       whenRoom: @escaping @Sendable () -> Void) {
+    private func store(_ body: DownloadedBody, of item: FetchItem, as kind: ItemKind, metadata: String? = nil,
+                       ingestor: Ingestor, whenRoom: @escaping @Sendable () -> Void) {
         var record = IngestRecord(
-            url: item.url, collection: item.collection, kind: item.kind, title: item.title,
+            url: item.url, collection: item.collection, kind: kind, title: item.title,
             sha256: body.sha256, size: body.size, contentType: body.contentType,
-            etag: body.etag, lastModified: body.lastModified, metadata: item.metadata)
+            etag: body.etag, lastModified: body.lastModified, metadata: metadata ?? item.metadata)
         record.replacesMissingObject = state.withLock { $0.missingObjects[item.url] }
         let blob = StagedBlob(path: body.path, sha256: body.sha256, size: body.size, isReadOnly: body.file.isReadOnly)
         let fanOutsAheadDue = state.withLock { state in

@@ -1,5 +1,6 @@
 import CSndFile
 import Foundation
+import MediaCheck
 
 /// The audio formats sample sounds are written in, each through libsndfile.
 public enum SoundFormat: String, CaseIterable, Sendable {
@@ -11,6 +12,8 @@ public enum SoundFormat: String, CaseIterable, Sendable {
     case flac
     /// Ogg Vorbis.
     case ogg
+    /// MP3 (MPEG-1 Layer III, through LAME), as the SoundMap's sounds are.
+    case mp3
 
     /// libsndfile's major format and encoding for this one.
     var sndfileFormat: Int32 {
@@ -19,6 +22,7 @@ public enum SoundFormat: String, CaseIterable, Sendable {
         case .aiff: Int32(SF_FORMAT_AIFF | SF_FORMAT_PCM_16)
         case .flac: Int32(SF_FORMAT_FLAC | SF_FORMAT_PCM_16)
         case .ogg: Int32(SF_FORMAT_OGG | SF_FORMAT_VORBIS)
+        case .mp3: Int32(SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III)
         }
     }
 
@@ -40,11 +44,6 @@ public struct SoundDescription: Equatable, Sendable {
     public var frames: Int64
     /// Frames that actually decoded: fewer than `frames` for a cut-off file.
     public var decodedFrames: Int64
-}
-
-/// A failure reported by libsndfile, with its own words.
-public struct SoundFileError: Error, CustomStringConvertible {
-    public var description: String
 }
 
 /// Real sounds for tests and the demo, written and read through libsndfile
@@ -102,23 +101,17 @@ public enum SampleSounds {
     /// time. Throws libsndfile's reason when it is not a sound it reads (an
     /// HTML page, say) or not one of `SoundFormat`'s formats.
     public static func describe(_ path: String) throws -> SoundDescription {
-        var info = SF_INFO()
-        guard let file = sf_open(path, Int32(SFM_READ), &info) else {
-            throw SoundFileError(description: "\(path): \(String(cString: sf_strerror(nil)))")
+        let file: SoundFile
+        do {
+            file = try SoundFile(reading: path)
+        } catch {
+            throw SoundFileError(description: "\(path): \(error)")
         }
-        defer { sf_close(file) }
-        guard let format = SoundFormat(majorType: info.format & Int32(SF_FORMAT_TYPEMASK)) else {
-            throw SoundFileError(description: "\(path): format 0x\(String(info.format, radix: 16)) is not one of the sample formats")
+        guard let format = SoundFormat(majorType: file.majorFormat) else {
+            throw SoundFileError(description: "\(path): format 0x\(String(file.majorFormat, radix: 16)) is not one of the sample formats")
         }
-        let blockFrames = 4096
-        var block = [Int16](repeating: 0, count: blockFrames * Int(info.channels))
-        var decoded: Int64 = 0
-        while true {
-            let read = block.withUnsafeMutableBufferPointer { sf_readf_short(file, $0.baseAddress, sf_count_t(blockFrames)) }
-            if read <= 0 { break }
-            decoded += Int64(read)
-        }
-        return SoundDescription(format: format, sampleRate: Int(info.samplerate), channels: Int(info.channels),
-                                frames: Int64(info.frames), decodedFrames: decoded)
+        let decoded = try file.decodeToEnd()
+        return SoundDescription(format: format, sampleRate: file.sampleRate, channels: file.channels,
+                                frames: file.announcedFrames ?? -1, decodedFrames: decoded)
     }
 }

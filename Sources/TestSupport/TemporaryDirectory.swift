@@ -64,6 +64,19 @@ public func fixtureBytes(count: Int, seed: UInt64) -> Data {
     return data
 }
 
+/// `count` bytes (44 at least) that make a WAV file, 16-bit stereo PCM at
+/// 44.1 kHz, whose samples are `fixtureBytes`' noise: a body that libsndfile
+/// decodes where a sound is asked for, of the size a test needs, each seed
+/// other bytes.
+public func soundFixtureBytes(count: Int, seed: UInt64) -> Data {
+    let samples = max(0, count - 44)
+    func le32(_ value: Int) -> [UInt8] { withUnsafeBytes(of: UInt32(truncatingIfNeeded: value).littleEndian, Array.init) }
+    var header = Array("RIFF".utf8) + le32(samples + 36) + Array("WAVEfmt ".utf8)
+    header += le32(16) + [1, 0, 2, 0] + le32(44_100) + le32(44_100 * 4) + [4, 0, 16, 0]
+    header += Array("data".utf8) + le32(samples)
+    return Data(header) + fixtureBytes(count: samples, seed: seed)
+}
+
 extension TestOrigin {
     /// Adds `count` photos of `size` bytes at `/photo0.jpg`, `/photo1.jpg`…,
     /// each sent over about `seconds` after its head (a paced body: the

@@ -13,7 +13,7 @@
 // (default 200, each with other bytes) in photos/, the first of them again as
 // photos/copy-of-000.jpg (as many zeros as the other names have digits: 0000
 // from 1,001 photos), and a sound in each format libsndfile writes for the
-// tests (WAV, AIFF, FLAC, Ogg Vorbis) in sounds/.
+// tests (WAV, AIFF, FLAC, Ogg Vorbis, MP3) in sounds/.
 
 import Foundation
 import SampleMedia
@@ -39,7 +39,7 @@ let help = """
       --make-samples DIR    write real media into DIR and exit: N JPEG photos in
                             photos/ (the first again as photos/copy-of-000.jpg,
                             with more zeros past 1,000 photos) and a sound
-                            in each of WAV, AIFF, FLAC and Ogg Vorbis in sounds/
+                            in each of WAV, AIFF, FLAC, Ogg Vorbis and MP3 in sounds/
       --photos N            how many photos --make-samples writes (default 200)
 
     Prints `serving DIR at http://127.0.0.1:PORT` once listening; serves until

@@ -148,7 +148,7 @@ import TestSupport
         try await withOrigin { origin, directory in
             let first = fixtureBytes(count: 120_000, seed: 1)
             origin.addResource("/a.jpg", data: first, contentType: "image/jpeg")
-            origin.addResource("/b.mp3", data: fixtureBytes(count: 50_000, seed: 2), contentType: "audio/mpeg")
+            origin.addResource("/b.mp3", data: soundFixtureBytes(count: 50_000, seed: 2), contentType: "audio/mpeg")
             let cache = directory.appending("cache")
 
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "bratislava",
@@ -160,8 +160,16 @@ import TestSupport
             #expect(entries.count == 2)
             let entry = try #require(entries.first { $0["url"] as? String == origin.url("/a.jpg") })
             #expect(entry["collection"] as? String == "bratislava")
+            // Its name says a photo, but its bytes are no image's: a file.
             #expect(entry["kind"] as? String == "file")
             #expect(entry["size"] as? Int == 120_000)
+            // A sound, with what libsndfile found in it.
+            let sound = try #require(entries.first { $0["url"] as? String == origin.url("/b.mp3") })
+            #expect(sound["kind"] as? String == "sound")
+            #expect(sound["format"] as? String == "wav")
+            #expect(sound["sampleRate"] as? Int == 44_100)
+            #expect(sound["channels"] as? Int == 2)
+            #expect(sound["durationSeconds"] as? Double == 0.283)
             #expect(entry.keys.contains("title"))
             let hash = try #require(entry["hash"] as? String)
             let path = try #require(entry["path"] as? String)
@@ -491,7 +499,7 @@ import TestSupport
     /// and blanks only: `ESC [ K` showed on every line of a log in `less`.
     @Test func aStatusLineIntoAFileHoldsNoEscapeSequences() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/slow.wav", data: fixtureBytes(count: 150_000, seed: 32))
+            origin.addResource("/slow.wav", data: soundFixtureBytes(count: 150_000, seed: 32))
             origin.setFault("/slow.wav", .slow(bytesPerSecond: 150_000))
             let cache = directory.appending("cache")
 
@@ -707,7 +715,7 @@ import TestSupport
 
     @Test func aDroppedConnectionResumesWhereItStopped() async throws {
         try await withOrigin { origin, directory in
-            let content = fixtureBytes(count: 2_000_000, seed: 7)
+            let content = soundFixtureBytes(count: 2_000_000, seed: 7)
             origin.addResource("/sound.wav", data: content)
             origin.setFault("/sound.wav", .dropAfter(bytes: 700_000), times: 1)
 
@@ -735,7 +743,7 @@ import TestSupport
     /// started over), and the run after it finishes the file.
     @Test func theNextRunResumesAfterAFailedOne() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/long.flac", data: fixtureBytes(count: 3_000_000, seed: 8))
+            origin.addResource("/long.flac", data: soundFixtureBytes(count: 3_000_000, seed: 8))
             origin.setFault("/long.flac", .dropAfter(bytes: 600_000), times: 2)
             let arguments = ["get", "--cache", directory.appending("cache"), "--retries", "0", origin.url("/long.flac")]
 
@@ -874,7 +882,7 @@ import TestSupport
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
     func anOrdinaryUserResumesAReadOnlyPartial() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/long.flac", data: fixtureBytes(count: 1_500_000, seed: 31))
+            origin.addResource("/long.flac", data: soundFixtureBytes(count: 1_500_000, seed: 31))
             origin.setFault("/long.flac", .dropAfter(bytes: 600_000), times: 1)
             let user = BuiltProducts.User.nobody
             let cache = try directory.cache(ownedBy: user)
@@ -902,7 +910,7 @@ import TestSupport
     func aBodyTheStoreCannotTakeIsKeptAndNotFetchedAgain() async throws {
         try await withOrigin { origin, directory in
             // A whole number of blocks, so that the partial is kept whole.
-            let body = fixtureBytes(count: 704_512, seed: 33)
+            let body = soundFixtureBytes(count: 704_512, seed: 33)
             origin.addResource("/walk.flac", data: body)
             let user = BuiltProducts.User.nobody
             let cache = try directory.cache(ownedBy: user)
@@ -1340,7 +1348,7 @@ import TestSupport
             let photos = (0..<20).map { fixtureBytes(count: 5_000, seed: UInt64(900 + $0)) }
             var urls = photos.indices.map { origin.url("/photo\($0).jpg") }
             for (index, photo) in photos.enumerated() { origin.addResource("/photo\(index).jpg", data: photo) }
-            origin.addResource("/sound.flac", data: fixtureBytes(count: 2_300_000, seed: 920))
+            origin.addResource("/sound.flac", data: soundFixtureBytes(count: 2_300_000, seed: 920))
             urls.append(origin.url("/sound.flac"))
             try await SmallFilesystem.with(kilobytes: 2048) { mountPoint, _ in
                 let cache = mountPoint + "/cache"

@@ -46,7 +46,7 @@ import TestSupport
     /// recorded (escaped).
     @Test func aSlovakPathReadsAsWrittenOnTheTerminalAndStaysEscapedInJSON() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/zvuky/ok.wav", data: fixtureBytes(count: 2_000, seed: 83))
+            origin.addResource("/zvuky/ok.wav", data: soundFixtureBytes(count: 2_000, seed: 83))
             let cache = directory.appending("cache")
             let typed = origin.url("/zvuky/Štrbské-pleso-ďaleký-výhľad.wav")
             let recorded = origin.url("/zvuky/%C5%A0trbsk%C3%A9-pleso-%C4%8Falek%C3%BD-v%C3%BDh%C4%BEad.wav")

@@ -6,11 +6,12 @@ import TestOrigin
 import TestSupport
 
 /// Real photos (JPEGs made by libjpeg) and real sounds (written through
-/// libsndfile in four formats) through the built binary: what lands in the
-/// cache is the same file, and still opens as what it was.
+/// libsndfile in five formats) through the built binary: what lands in the
+/// cache is the same file, and still opens as what it was; a sound that
+/// does not decode is refused.
 @Suite struct RealMediaTests {
     private static let contentTypes: [SoundFormat: String] = [
-        .wav: "audio/wav", .aiff: "audio/aiff", .flac: "audio/flac", .ogg: "audio/ogg",
+        .wav: "audio/wav", .aiff: "audio/aiff", .flac: "audio/flac", .ogg: "audio/ogg", .mp3: "audio/mpeg",
     ]
 
     /// Writes a sound through libsndfile and serves it at `/sounds/<name>`.
@@ -46,9 +47,9 @@ import TestSupport
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "trip"] + urls)
 
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stderr.contains("11 downloaded, 0 already cached, 0 failed"), "\(result.stderr)")
+            #expect(result.stderr.contains("12 downloaded, 0 already cached, 0 failed"), "\(result.stderr)")
             let entries = try await listJSON(cache)
-            #expect(entries.count == 11)
+            #expect(entries.count == 12)
             for entry in entries {
                 let url = try #require(entry["url"] as? String)
                 let path = try #require(entry["path"] as? String)
@@ -59,16 +60,26 @@ import TestSupport
                 if let photo = photos[served] {
                     #expect(cached == photo.bytes, "\(url)")
                     #expect(JPEGStructure.dimensions(of: cached) == photo.dimensions, "\(url)")
+                    #expect(entry["kind"] as? String == "photo", "\(url)")
+                    #expect(entry["durationSeconds"] == nil, "\(url)")
                 } else {
                     let sound = try #require(sounds[served], "\(url) was not served")
                     #expect(cached == sound.bytes, "\(url)")
                     let reopened = try SampleSounds.describe(path)
                     #expect(reopened == sound.sound, "\(url)")
                     #expect(reopened.decodedFrames == 132_300, "\(url)")
+                    // What libsndfile found is listed with it.
+                    #expect(entry["kind"] as? String == "sound", "\(url)")
+                    #expect(entry["format"] as? String == reopened.format.rawValue, "\(url)")
+                    #expect(entry["durationSeconds"] as? Double == 3.0, "\(url)")
+                    #expect(entry["sampleRate"] as? Int == 44_100, "\(url)")
+                    #expect(entry["channels"] as? Int == 2, "\(url)")
                 }
             }
             // Photo 0 came twice and is stored once.
-            #expect(try objectPaths(inCache: cache).count == 10)
+            #expect(try objectPaths(inCache: cache).count == 11)
+            let soundsListed = try await BuiltProducts.run(["list", "--cache", cache, "--kind", "sound"])
+            #expect(soundsListed.stdout.split(separator: "\n").count == 1 + sounds.count, "\(soundsListed.stdout)")
         }
     }
 
@@ -120,6 +131,87 @@ import TestSupport
             #expect(FileManager.default.contents(atPath: path) == new.bytes)
             #expect(try SampleSounds.describe(path) == new.sound)
             #expect(try objectPaths(inCache: cache).count == 1)
+        }
+    }
+
+    /// A sound asked for (by its name or its type) that libsndfile cannot
+    /// decode is refused in one line with libsndfile's reason, and nothing of
+    /// it is kept; what `get` was not told is a sound is stored as it came,
+    /// as a photo where it opens as one and a sound where it decodes. The
+    /// decoder's own notes on the damaged MP3 (libmpg123 prints them) do not
+    /// reach the terminal.
+    @Test func aSoundThatDoesNotDecodeIsRefusedAndTheRestAreStoredAsWhatTheyAre() async throws {
+        try await withOrigin { origin, directory in
+            let whole = try serveSound(.flac, named: "whole.flac", seconds: 2, seed: 51, origin: origin, directory: directory)
+            let cut = whole.bytes.prefix(whole.bytes.count * 6 / 10)
+            let cutSize = String(format: "%.1f KiB", Double(cut.count) / 1024)
+            origin.addResource("/sounds/cut.flac", data: cut, contentType: "audio/flac")
+            origin.addResource("/sounds/noise.mp3", data: fixtureBytes(count: 30_000, seed: 52), contentType: "audio/mpeg")
+            // An MP3 cut short by its server: what is there plays, and is stored (libmpg123 warns about its header).
+            let song = try serveSound(.mp3, named: "song.mp3", seconds: 2, seed: 56, origin: origin, directory: directory)
+            origin.addResource("/sounds/short.mp3", data: song.bytes.prefix(song.bytes.count / 2), contentType: "audio/mpeg")
+            let tone = try serveSound(.wav, named: "tone.wav", seconds: 1, seed: 53, origin: origin, directory: directory)
+            origin.addResource("/files/tone.bin", data: tone.bytes)
+            origin.addResource("/files/noise.bin", data: fixtureBytes(count: 30_000, seed: 54))
+            // A WAV's first bytes, then no format chunk: libsndfile does not read it, and nobody said it was a sound.
+            origin.addResource("/files/header.bin", data: Data("RIFF\u{0}\u{10}\u{0}\u{0}WAVEjunk".utf8) + fixtureBytes(count: 4_000, seed: 55))
+            origin.addResource("/files/picture.bin", data: SamplePhotos.photo(3))
+            let cache = directory.appending("cache")
+            let paths = ["/sounds/cut.flac", "/sounds/noise.mp3", "/sounds/short.mp3", "/sounds/whole.flac", "/files/tone.bin",
+                         "/files/noise.bin", "/files/header.bin", "/files/picture.bin"]
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0"] + paths.map(origin.url))
+
+            #expect(result.status == 1)
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/cut.flac")): the server sent data that "
+                + "libsndfile cannot decode as a sound (Error : flac decoder lost sync; audio/flac, \(cutSize)) "
+                + "where a sound was asked for; not stored"), "\(result.stderr)")
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/noise.mp3")): the server sent data that "
+                + "libsndfile cannot decode as a sound (Format not recognised; audio/mpeg, 29.3 KiB) "
+                + "where a sound was asked for; not stored"), "\(result.stderr)")
+            #expect(result.stderrLines.count == 3, "\(result.stderr)")
+            #expect(result.stderrLines.last?.hasPrefix("6 downloaded, 0 already cached, 2 failed") == true, "\(result.stderr)")
+            var kinds: [String: String] = [:]
+            for entry in try await listJSON(cache) {
+                let url = try #require(entry["url"] as? String)
+                kinds[String(url.dropFirst(origin.baseURL.count))] = entry["kind"] as? String
+                if url.hasSuffix("/tone.bin") {
+                    #expect(entry["format"] as? String == "wav")
+                    #expect(entry["durationSeconds"] as? Double == 1.0)
+                }
+                if url.hasSuffix("/short.mp3") {
+                    #expect(entry["format"] as? String == "mp3")
+                    let seconds = try #require(entry["durationSeconds"] as? Double)
+                    #expect(seconds > 0.5 && seconds < 1.5, "\(seconds)")
+                }
+            }
+            #expect(kinds == ["/sounds/whole.flac": "sound", "/sounds/short.mp3": "sound", "/files/tone.bin": "sound", "/files/noise.bin": "file",
+                              "/files/header.bin": "file", "/files/picture.bin": "photo"])
+            #expect(try objectPaths(inCache: cache).count == 6)
+            #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
+            let failed = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "csv"])
+            #expect(failed.stdout.split(separator: "\n").count == 3, "\(failed.stdout)")
+        }
+    }
+
+    /// A sound already cached that goes into another collection is a sound
+    /// there too, with its facts: the kind is the URL's, not the run's.
+    @Test func aCachedSoundGoesIntoAnotherCollectionAsASound() async throws {
+        try await withOrigin { origin, directory in
+            _ = try serveSound(.ogg, named: "bells.ogg", seconds: 2, seed: 61, origin: origin, directory: directory)
+            let cache = directory.appending("cache")
+            let url = origin.url("/sounds/bells.ogg")
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, "--collection", "first", url]).status == 0)
+
+            let second = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "second", url])
+
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stderr.contains("0 downloaded, 1 already cached, 0 failed"), "\(second.stderr)")
+            let entry = try #require(try await listJSON(cache, ["--collection", "second"]).first)
+            #expect(entry["kind"] as? String == "sound")
+            #expect(entry["format"] as? String == "ogg")
+            #expect(entry["durationSeconds"] as? Double == 2.0)
+            #expect(origin.requests(for: "/sounds/bells.ogg").count == 1)
         }
     }
 }

@@ -31,7 +31,7 @@ import TestSupport
     /// stopping it.
     private func startStallingGet(_ origin: TestOrigin, cache: String, before: [String] = [], path: String,
                                   size: Int, stallAfter: Int, seed: UInt64, reaching: Int) async throws -> RunningCommand {
-        origin.addResource(path, data: fixtureBytes(count: size, seed: seed))
+        origin.addResource(path, data: soundFixtureBytes(count: size, seed: seed))
         origin.setFault(path, .stallAfter(bytes: stallAfter, seconds: 60), times: 1)
         let running = try BuiltProducts.start(["get", "--cache", cache, "--stall-timeout", "300"] + before + [origin.url(path)])
         _ = try await partial(in: cache, reaching: reaching)
@@ -215,7 +215,7 @@ import TestSupport
     @Test func aSecondProcessWaitsForAURLTheFirstIsDownloading() async throws {
         try await withOrigin { origin, directory in
             // Given a server that holds its answer for /long.wav until the test lets it go
-            let gate = origin.holdAnswers("/long.wav", body: fixtureBytes(count: 2_000_000, seed: 43))
+            let gate = origin.holdAnswers("/long.wav", body: soundFixtureBytes(count: 2_000_000, seed: 43))
             let small = origin.addFixtures(count: 3, size: 4000, firstSeed: 120)
             let smallPaths = try small.map { try #require(URL(string: $0)).path }
             let cache = directory.appending("cache")
@@ -256,7 +256,7 @@ import TestSupport
     @Test func aSecondProcessWaitsForASlowDownloadOfTheFirst() async throws {
         try await withOrigin { origin, directory in
             // Given a body of 300 KB that comes at 60 KB/s
-            origin.addResource("/slow.wav", data: fixtureBytes(count: 300_000, seed: 44))
+            origin.addResource("/slow.wav", data: soundFixtureBytes(count: 300_000, seed: 44))
             origin.setFault("/slow.wav", .slow(bytesPerSecond: 60_000))
             let cache = directory.appending("cache")
 
@@ -287,7 +287,7 @@ import TestSupport
         try await withOrigin { origin, directory in
             // Given eight URLs whose answers the origin holds until the test lets them go
             let paths = (0..<8).map { "/over\($0).wav" }
-            let gates = paths.enumerated().map { origin.holdAnswers($1, body: fixtureBytes(count: 5_000, seed: 300 + UInt64($0))) }
+            let gates = paths.enumerated().map { origin.holdAnswers($1, body: soundFixtureBytes(count: 5_000, seed: 300 + UInt64($0))) }
             let urls = paths.map { origin.url($0) }
             let cache = directory.appending("cache")
             func asked() -> Int { paths.filter { !origin.requests(for: $0).isEmpty }.count }
@@ -324,7 +324,7 @@ import TestSupport
     @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
     func aSecondProcessLeavesThePartialInUseAlone() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/long.wav", data: fixtureBytes(count: 2_000_000, seed: 41))
+            origin.addResource("/long.wav", data: soundFixtureBytes(count: 2_000_000, seed: 41))
             origin.setFault("/long.wav", .stallAfter(bytes: 700_000, seconds: 60), times: 1)
             let user = BuiltProducts.User.nobody
             let cache = try directory.cache(ownedBy: user)
@@ -389,7 +389,7 @@ import TestSupport
     /// Under `nohup` (SIGHUP ignored from the start) a closed terminal must not stop the run.
     @Test func aSignalIgnoredAtStartStaysIgnored() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/walk.wav", data: fixtureBytes(count: 300_000, seed: 12))
+            origin.addResource("/walk.wav", data: soundFixtureBytes(count: 300_000, seed: 12))
             origin.setFault("/walk.wav", .slow(bytesPerSecond: 200_000))
             let cache = directory.appending("cache")
             let running = try BuiltProducts.start(["get", "--cache", cache, origin.url("/walk.wav")], ignoring: ["HUP"])

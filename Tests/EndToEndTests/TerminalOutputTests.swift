@@ -91,7 +91,7 @@ import TestSupport
     /// status line showed nothing running and nothing waiting.
     @Test func aTerminalSaysWhenAnotherProcessIsFetchingAURL() async throws {
         try await withOrigin { origin, directory in
-            let gate = origin.holdAnswers("/long.wav", body: fixtureBytes(count: 100_000, seed: 3))
+            let gate = origin.holdAnswers("/long.wav", body: soundFixtureBytes(count: 100_000, seed: 3))
             origin.addResource("/fast.jpg", data: fixtureBytes(count: 5_000, seed: 4))
             let first = try BuiltProducts.start(["get", "--cache", directory.appending("cache"), "--stall-timeout", "300",
                                                  origin.url("/long.wav")])
@@ -308,7 +308,7 @@ import TestSupport
     /// as curl and aria2c do: its bytes so far alone said nothing for minutes.
     @Test func aSlowLargeFileSaysHowFarItIsAndWhatIsLeft() async throws {
         try await withOrigin { origin, directory in
-            origin.addResource("/walk.wav", data: fixtureBytes(count: 800_000, seed: 5))
+            origin.addResource("/walk.wav", data: soundFixtureBytes(count: 800_000, seed: 5))
             origin.setFault("/walk.wav", .slow(bytesPerSecond: 50_000))
             let session = try startGet([origin.url("/walk.wav")], columns: 120, rows: 10, in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }

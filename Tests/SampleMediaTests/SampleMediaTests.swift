@@ -1,4 +1,5 @@
 import Foundation
+import MediaCheck
 import SampleMedia
 import Testing
 import TestSupport
@@ -68,15 +69,14 @@ import TestSupport
         }
     }
 
-    @Test func aCutOffFLACDecodesShort() throws {
+    @Test func aCutOffFLACDoesNotDecode() throws {
         try TemporaryDirectory.using { directory in
             let whole = directory.appending("whole.flac"), cut = directory.appending("cut.flac")
             try SampleSounds.write(.flac, to: whole, seconds: 2, seed: 4)
             let bytes = try #require(FileManager.default.contents(atPath: whole))
             try bytes.prefix(bytes.count / 2).write(to: URL(fileURLWithPath: cut))
-            let sound = try SampleSounds.describe(cut)
-            #expect(sound.frames == 88_200)
-            #expect(sound.decodedFrames < sound.frames)
+            #expect(try SampleSounds.describe(whole).decodedFrames == 88_200)
+            #expect(throws: SoundFileError.self) { try SampleSounds.describe(cut) }
         }
     }
 }

@@ -1,0 +1,48 @@
+/// What a file's first bytes say it is: an image, or a sound in a format
+/// libsndfile reads. Judged from the opening alone (the first bytes of a
+/// body, kept as they arrive), so it costs no read of the file.
+public enum MediaSignature {
+    /// The image format `bytes` begin as (`jpeg`, `png`, `gif`, `webp`,
+    /// `tiff`, `bmp`, `heif`, `avif`, `jxl`), or nil.
+    public static func image(_ bytes: [UInt8]) -> String? {
+        func at(_ offset: Int, _ ascii: String) -> Bool {
+            let expected = Array(ascii.utf8)
+            return bytes.count >= offset + expected.count && Array(bytes[offset..<offset + expected.count]) == expected
+        }
+        if bytes.starts(with: [0xFF, 0xD8, 0xFF]) { return "jpeg" }
+        if bytes.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "png" }
+        if at(0, "GIF87a") || at(0, "GIF89a") { return "gif" }
+        if at(0, "RIFF"), at(8, "WEBP") { return "webp" }
+        if bytes.starts(with: [0x49, 0x49, 0x2A, 0x00]) || bytes.starts(with: [0x4D, 0x4D, 0x00, 0x2A]) { return "tiff" }
+        // BMP's two letters alone are common text: its header's own size field (40, 108 or 124) too.
+        if at(0, "BM"), bytes.count >= 18, [40, 108, 124].contains(bytes[14]), bytes[15] == 0, bytes[16] == 0, bytes[17] == 0 {
+            return "bmp"
+        }
+        if at(4, "ftyp") {
+            if at(8, "avif") || at(8, "avis") { return "avif" }
+            if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(where: { at(8, $0) }) { return "heif" }
+        }
+        if bytes.starts(with: [0xFF, 0x0A]) || bytes.starts(with: [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) {
+            return "jxl"
+        }
+        return nil
+    }
+
+    /// Whether `bytes` begin as a sound file libsndfile reads does: RIFF
+    /// WAVE, RF64, Wave64, AIFF or AIFF-C, AU, CAF, FLAC, Ogg, or MP3 behind
+    /// an ID3 tag. With `bareFrames`, an MPEG audio frame's sync word too:
+    /// an MP3 without a tag opens with one, but so does one binary file in a
+    /// few thousand, so only where a sound was asked for.
+    public static func readableSound(_ bytes: [UInt8], bareFrames: Bool = false) -> Bool {
+        func at(_ offset: Int, _ ascii: String) -> Bool {
+            let expected = Array(ascii.utf8)
+            return bytes.count >= offset + expected.count && Array(bytes[offset..<offset + expected.count]) == expected
+        }
+        if at(0, "RIFF") || at(0, "RIFX") || at(0, "RF64") { return at(8, "WAVE") }
+        if at(0, "FORM") { return at(8, "AIFF") || at(8, "AIFC") }
+        if at(0, "riff"), bytes.count >= 16, bytes[4] == 0x2E, bytes[5] == 0x91 { return true } // Wave64's GUID
+        if at(0, ".snd") || at(0, "caff") || at(0, "fLaC") || at(0, "OggS") || at(0, "ID3") { return true }
+        if bareFrames, bytes.count >= 2, bytes[0] == 0xFF, bytes[1] & 0xE0 == 0xE0, bytes[1] & 0x06 != 0 { return true }
+        return false
+    }
+}

@@ -1,0 +1,70 @@
+import CSndFile
+
+/// What a sound is, as libsndfile decoded it: the facts `list` shows for a
+/// sound (`durationSeconds`, `sampleRate`, `channels`, `format`).
+public struct SoundFacts: Sendable, Equatable {
+    /// The format by its usual short name: `wav`, `aiff`, `flac`, `ogg`
+    /// (Vorbis), `opus`, `mp3`…
+    public var format: String
+    public var sampleRate: Int
+    public var channels: Int
+    /// The frames that decoded (what plays: a cut-off MP3 or Ogg decodes
+    /// fewer than its header may announce).
+    public var frames: Int64
+
+    public init(format: String, sampleRate: Int, channels: Int, frames: Int64) {
+        self.format = format
+        self.sampleRate = sampleRate
+        self.channels = channels
+        self.frames = frames
+    }
+
+    /// How long it plays, to the millisecond.
+    public var durationSeconds: Double {
+        guard sampleRate > 0 else { return 0 }
+        return (Double(frames) / Double(sampleRate) * 1000).rounded() / 1000
+    }
+
+    /// The short name of libsndfile's format `major` with encoding `encoding`.
+    static func formatName(major: Int32, encoding: Int32) -> String {
+        switch Int(major) {
+        case SF_FORMAT_WAV, SF_FORMAT_WAVEX: return "wav"
+        case SF_FORMAT_RF64: return "rf64"
+        case SF_FORMAT_W64: return "w64"
+        case SF_FORMAT_AIFF: return "aiff"
+        case SF_FORMAT_AU: return "au"
+        case SF_FORMAT_CAF: return "caf"
+        case SF_FORMAT_FLAC: return "flac"
+        case SF_FORMAT_OGG: return Int(encoding) == SF_FORMAT_OPUS ? "opus" : "ogg"
+        case SF_FORMAT_MPEG:
+            switch Int(encoding) {
+            case SF_FORMAT_MPEG_LAYER_I: return "mp1"
+            case SF_FORMAT_MPEG_LAYER_II: return "mp2"
+            default: return "mp3"
+            }
+        default:
+            // libsndfile's own name for the rest ("VOC (Creative Labs)" → "voc").
+            var info = SF_FORMAT_INFO()
+            info.format = major
+            guard sf_command(nil, Int32(SFC_GET_FORMAT_INFO), &info, Int32(MemoryLayout<SF_FORMAT_INFO>.size)) == 0,
+                  let name = info.name else { return "other" }
+            let word = String(cString: name).prefix { $0 != " " }
+            return word.isEmpty ? "other" : word.lowercased()
+        }
+    }
+}
+
+/// Checks that a file is a sound libsndfile reads, by decoding all of it.
+public enum SoundCheck {
+    /// Opens `path` with libsndfile and decodes it to the end; the facts of
+    /// the sound, or libsndfile's reason it is none (it does not open, or its
+    /// decoder failed on the way, or nothing in it decodes). `stop` is asked
+    /// between blocks (a long sound, a run interrupted).
+    public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
+        let file = try SoundFile(reading: path)
+        let frames = try file.decodeToEnd(stop: stop)
+        guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes") }
+        return SoundFacts(format: SoundFacts.formatName(major: file.majorFormat, encoding: file.encoding),
+                          sampleRate: file.sampleRate, channels: file.channels, frames: frames)
+    }
+}

@@ -1,0 +1,74 @@
+import CSndFile
+
+/// A failure reported by libsndfile, in its own words (`sf_strerror`).
+public struct SoundFileError: Error, CustomStringConvertible, Equatable {
+    public var description: String
+
+    public init(description: String) { self.description = description }
+
+    /// libsndfile's words (`sf_strerror`) for `file`'s last error, or for
+    /// the last failed `sf_open` when `file` is nil, without their full stop.
+    static func reported(by file: OpaquePointer?) -> SoundFileError {
+        let words = String(cString: sf_strerror(file))
+        return SoundFileError(description: words.hasSuffix(".") ? String(words.dropLast()) : words)
+    }
+}
+
+/// A sound file open for reading through libsndfile: owns the `SNDFILE*`
+/// that `sf_open(path, SFM_READ)` returns, closed by `sf_close` in `deinit`.
+/// Not thread-safe: one thread reads it (libsndfile keeps a position).
+public final class SoundFile {
+    private let handle: OpaquePointer
+    /// What `sf_open` read from the header: frames, rate, channels, format.
+    let info: SF_INFO
+
+    /// Opens `path`; throws libsndfile's reason when it is no sound it reads
+    /// ("Format not recognised", "Error in WAV file…").
+    public init(reading path: String) throws(SoundFileError) {
+        var info = SF_INFO()
+        guard let handle = sf_open(path, Int32(SFM_READ), &info) else {
+            throw SoundFileError.reported(by: nil)
+        }
+        self.handle = handle
+        self.info = info
+    }
+
+    deinit { sf_close(handle) }
+
+    /// libsndfile's major format (`SF_FORMAT_WAV`, `SF_FORMAT_FLAC`…).
+    public var majorFormat: Int32 { info.format & Int32(SF_FORMAT_TYPEMASK) }
+    /// libsndfile's encoding (`SF_FORMAT_PCM_16`, `SF_FORMAT_VORBIS`…).
+    public var encoding: Int32 { info.format & Int32(SF_FORMAT_SUBMASK) }
+    public var sampleRate: Int { Int(info.samplerate) }
+    public var channels: Int { Int(info.channels) }
+    /// The frames the header announces; nil when libsndfile cannot tell
+    /// (an Ogg stream whose end it did not find says `SF_COUNT_MAX`).
+    public var announcedFrames: Int64? {
+        info.frames >= 0 && info.frames < Int64.max ? Int64(info.frames) : nil
+    }
+
+    /// Decodes the sound from where it is to its end, `blockFrames` at a time
+    /// into one buffer (memory stays flat however long the sound), and
+    /// returns how many frames decoded. Throws libsndfile's reason when the
+    /// decoder failed on the way ("Error : flac decoder lost sync"), or
+    /// `SoundFileError.stopped` when `stop` said so between two blocks.
+    public func decodeToEnd(blockFrames: Int = 4096, stop: () -> Bool = { false }) throws(SoundFileError) -> Int64 {
+        var block = [Float](repeating: 0, count: blockFrames * max(1, channels))
+        var decoded: Int64 = 0
+        while true {
+            if stop() { throw SoundFileError.stopped }
+            let read = block.withUnsafeMutableBufferPointer { sf_readf_float(handle, $0.baseAddress, sf_count_t(blockFrames)) }
+            if read <= 0 { break }
+            decoded += Int64(read)
+        }
+        guard Int(sf_error(handle)) == SF_ERR_NO_ERROR else {
+            throw SoundFileError.reported(by: handle)
+        }
+        return decoded
+    }
+}
+
+extension SoundFileError {
+    /// A decode given up because it was asked to stop (the run was interrupted).
+    public static let stopped = SoundFileError(description: "stopped")
+}

@@ -1,0 +1,121 @@
+import Dispatch
+import Foundation
+import Glibc
+@testable import MediaCheck
+import SampleMedia
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite struct SoundCheckTests {
+    @Test(arguments: SoundFormat.allCases)
+    func eachFormatDecodesWithItsFacts(_ format: SoundFormat) throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("tone.\(format.rawValue)")
+            try SampleSounds.write(format, to: path, seconds: 1.5, seed: 5, sampleRate: 22_050, channels: 2)
+            let facts = try SoundCheck.facts(of: path)
+            #expect(facts.format == format.rawValue)
+            #expect(facts.sampleRate == 22_050)
+            #expect(facts.channels == 2)
+            #expect(facts.frames == 33_075)
+            #expect(facts.durationSeconds == 1.5)
+        }
+    }
+
+    @Test func aCutOffFLACIsNoSoundAndSaysWhy() throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.flac"), cut = directory.appending("cut.flac")
+            try SampleSounds.write(.flac, to: whole, seconds: 2, seed: 6)
+            let bytes = try #require(FileManager.default.contents(atPath: whole))
+            try bytes.prefix(bytes.count * 6 / 10).write(to: URL(fileURLWithPath: cut))
+            #expect(throws: SoundFileError(description: "Error : flac decoder lost sync")) { try SoundCheck.facts(of: cut) }
+        }
+    }
+
+    @Test func noiseAndPagesAreNoSound() throws {
+        try TemporaryDirectory.using { directory in
+            let noise = directory.appending("noise.wav"), page = directory.appending("page.mp3")
+            try fixtureBytes(count: 3_000, seed: 9).write(to: URL(fileURLWithPath: noise))
+            try Data("<!doctype html><html><body>Sorry</body></html>".utf8).write(to: URL(fileURLWithPath: page))
+            #expect(throws: SoundFileError(description: "Format not recognised")) { try SoundCheck.facts(of: noise) }
+            #expect(throws: SoundFileError.self) { try SoundCheck.facts(of: page) }
+        }
+    }
+
+    @Test func aDecodeStopsWhenAsked() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("long.wav")
+            try SampleSounds.write(.wav, to: path, seconds: 2, seed: 7)
+            #expect(throws: SoundFileError.stopped) { try SoundCheck.facts(of: path, stop: { true }) }
+        }
+    }
+
+    /// The decoder's notes cannot reach the terminal: the check's thread has
+    /// its own descriptor table, with /dev/null as its stderr, and none of
+    /// the process's other descriptors (a partial's lock would be held by a copy).
+    @Test func aCheckRunsWhereStderrGoesNowhereAndHoldsNoDescriptorOfTheProcess() throws {
+        try TemporaryDirectory.using { directory in
+            let stderrBefore = Self.target(of: "/proc/self/fd/2")
+            let held = open(directory.appending("held"), O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+            #expect(held >= 0)
+            defer { close(held) }
+            let seen = Mutex<(stderr: String?, heldFlags: Int32)?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            let started = QuietThread.start(named: "test-quiet") {
+                seen.withLock { $0 = (Self.target(of: "/proc/thread-self/fd/2"), fcntl(held, F_GETFD)) }
+                done.signal()
+            }
+            #expect(started)
+            done.wait()
+            #expect(seen.withLock { $0?.stderr } == "/dev/null")
+            #expect(seen.withLock { $0?.heldFlags } == -1)
+            // The process's own are as they were.
+            #expect(Self.target(of: "/proc/self/fd/2") == stderrBefore)
+            #expect(fcntl(held, F_GETFD) >= 0)
+        }
+    }
+
+    private static func target(of link: String) -> String? {
+        try? FileManager.default.destinationOfSymbolicLink(atPath: link)
+    }
+}
+
+@Suite struct MediaSignatureTests {
+    @Test func imagesAreKnownByTheirFirstBytes() {
+        #expect(MediaSignature.image(SamplePhotos.photo(1, of: .small).map { $0 }) == "jpeg")
+        #expect(MediaSignature.image([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0]) == "png")
+        #expect(MediaSignature.image(Array("GIF89a....".utf8)) == "gif")
+        #expect(MediaSignature.image(Array("RIFF\u{0}\u{0}\u{0}\u{0}WEBPVP8 ".utf8)) == "webp")
+        #expect(MediaSignature.image(Array("\u{0}\u{0}\u{0}\u{18}ftypheic".utf8)) == "heif")
+        #expect(MediaSignature.image(Array("\u{0}\u{0}\u{0}\u{18}ftypavif".utf8)) == "avif")
+        var bmp = Array("BM".utf8) + [UInt8](repeating: 0, count: 16)
+        bmp[14] = 40
+        #expect(MediaSignature.image(bmp) == "bmp")
+        // Text that opens with the same two letters is no bitmap.
+        #expect(MediaSignature.image(Array("BMW service intervals, 2024 edition".utf8)) == nil)
+        #expect(MediaSignature.image(Array("RIFF\u{0}\u{0}\u{0}\u{0}WAVEfmt ".utf8)) == nil)
+        #expect(MediaSignature.image([]) == nil)
+    }
+
+    @Test(arguments: SoundFormat.allCases)
+    func soundsLibsndfileReadsAreKnownByTheirFirstBytes(_ format: SoundFormat) throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("s.\(format.rawValue)")
+            try SampleSounds.write(format, to: path, seconds: 0.2, seed: 8)
+            let opening = try #require(FileManager.default.contents(atPath: path)).prefix(512)
+            // LAME writes an MP3 with no tag: its first frame is all there is to know it by.
+            #expect(MediaSignature.readableSound(Array(opening), bareFrames: format == .mp3))
+            #expect(MediaSignature.readableSound(Array(opening)) == (format != .mp3))
+            #expect(MediaSignature.image(Array(opening)) == nil)
+        }
+    }
+
+    @Test func otherBytesAreNoSound() {
+        #expect(!MediaSignature.readableSound(Array("RIFF\u{0}\u{0}\u{0}\u{0}AVI LIST".utf8)))
+        #expect(!MediaSignature.readableSound(Array("<html>".utf8), bareFrames: true))
+        #expect(MediaSignature.readableSound(Array("ID3\u{4}\u{0}".utf8)))
+        // AAC's ADTS frames share MPEG audio's sync word, with the layer bits clear: libsndfile does not read them.
+        #expect(!MediaSignature.readableSound([0xFF, 0xF1, 0x50, 0x80], bareFrames: true))
+        #expect(MediaSignature.readableSound([0xFF, 0xFB, 0x90, 0x64], bareFrames: true))
+    }
+}
