@@ -25,8 +25,10 @@ public struct SoundFacts: Sendable, Equatable {
         return (Double(frames) / Double(sampleRate) * 1000).rounded() / 1000
     }
 
-    /// The short name of libsndfile's format `major` with encoding `encoding`.
-    static func formatName(major: Int32, encoding: Int32) -> String {
+    /// The short name of libsndfile's format `major` with encoding
+    /// `encoding`; for the formats without one here, the first word of
+    /// libsndfile's own name for it (`libsndfileName`: "VOC (Creative Labs)" → `voc`).
+    static func formatName(major: Int32, encoding: Int32, libsndfileName: String?) -> String {
         switch Int(major) {
         case SF_FORMAT_WAV, SF_FORMAT_WAVEX: return "wav"
         case SF_FORMAT_RF64: return "rf64"
@@ -43,12 +45,7 @@ public struct SoundFacts: Sendable, Equatable {
             default: return "mp3"
             }
         default:
-            // libsndfile's own name for the rest ("VOC (Creative Labs)" → "voc").
-            var info = SF_FORMAT_INFO()
-            info.format = major
-            guard sf_command(nil, Int32(SFC_GET_FORMAT_INFO), &info, Int32(MemoryLayout<SF_FORMAT_INFO>.size)) == 0,
-                  let name = info.name else { return "other" }
-            let word = String(cString: name).prefix { $0 != " " }
+            let word = (libsndfileName ?? "").prefix { $0 != " " }
             return word.isEmpty ? "other" : word.lowercased()
         }
     }
@@ -64,7 +61,9 @@ public enum SoundCheck {
         let file = try SoundFile(reading: path)
         let frames = try file.decodeToEnd(stop: stop)
         guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes") }
-        return SoundFacts(format: SoundFacts.formatName(major: file.majorFormat, encoding: file.encoding),
+        let name = SoundFacts.formatName(major: file.majorFormat, encoding: file.encoding,
+                                         libsndfileName: file.formatName(major: file.majorFormat))
+        return SoundFacts(format: name,
                           sampleRate: file.sampleRate, channels: file.channels, frames: frames)
     }
 }

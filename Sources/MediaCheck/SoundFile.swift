@@ -3,37 +3,51 @@ import CSndFile
 /// A failure reported by libsndfile, in its own words (`sf_strerror`).
 public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     public var description: String
+    /// libsndfile itself could not be loaded: nothing was decoded, and
+    /// nothing is known of the file.
+    public var unavailable = false
 
-    public init(description: String) { self.description = description }
-
-    /// libsndfile's words (`sf_strerror`) for `file`'s last error, or for
-    /// the last failed `sf_open` when `file` is nil, without their full stop.
-    static func reported(by file: OpaquePointer?) -> SoundFileError {
-        let words = String(cString: sf_strerror(file))
-        return SoundFileError(description: words.hasSuffix(".") ? String(words.dropLast()) : words)
+    public init(description: String, unavailable: Bool = false) {
+        self.description = description
+        self.unavailable = unavailable
     }
+
+    /// A decode given up because it was asked to stop (the run was interrupted).
+    public static let stopped = SoundFileError(description: "stopped")
 }
 
 /// A sound file open for reading through libsndfile: owns the `SNDFILE*`
 /// that `sf_open(path, SFM_READ)` returns, closed by `sf_close` in `deinit`.
-/// Not thread-safe: one thread reads it (libsndfile keeps a position).
+/// Not thread-safe: one thread reads it (libsndfile keeps a position), and
+/// releases it: on a quiet thread (`QuietThread`) its descriptor is in that
+/// thread's own table.
 public final class SoundFile {
+    private let library: LibSndFile
     private let handle: OpaquePointer
     /// What `sf_open` read from the header: frames, rate, channels, format.
-    let info: SF_INFO
+    private let info: SF_INFO
 
     /// Opens `path`; throws libsndfile's reason when it is no sound it reads
-    /// ("Format not recognised", "Error in WAV file…").
+    /// ("Format not recognised", "Error in WAV file…"), or when libsndfile
+    /// cannot be loaded (`unavailable`).
     public init(reading path: String) throws(SoundFileError) {
+        library = try LibSndFile.get()
         var info = SF_INFO()
-        guard let handle = sf_open(path, Int32(SFM_READ), &info) else {
-            throw SoundFileError.reported(by: nil)
+        guard let handle = library.open(path, Int32(SFM_READ), &info) else {
+            throw Self.reported(by: nil, in: library)
         }
         self.handle = handle
         self.info = info
     }
 
-    deinit { sf_close(handle) }
+    deinit { _ = library.close(handle) }
+
+    /// libsndfile's words (`sf_strerror`) for `file`'s last error, or for
+    /// the last failed `sf_open` when `file` is nil, without their full stop.
+    private static func reported(by file: OpaquePointer?, in library: LibSndFile) -> SoundFileError {
+        let words = library.errorText(file).map { String(cString: $0) } ?? "unknown error"
+        return SoundFileError(description: words.hasSuffix(".") ? String(words.dropLast()) : words)
+    }
 
     /// libsndfile's major format (`SF_FORMAT_WAV`, `SF_FORMAT_FLAC`…).
     public var majorFormat: Int32 { info.format & Int32(SF_FORMAT_TYPEMASK) }
@@ -47,6 +61,16 @@ public final class SoundFile {
         info.frames >= 0 && info.frames < Int64.max ? Int64(info.frames) : nil
     }
 
+    /// libsndfile's own name for its major format `major` (`SFC_GET_FORMAT_INFO`:
+    /// "VOC (Creative Labs)"), or nil.
+    func formatName(major: Int32) -> String? {
+        var format = SF_FORMAT_INFO()
+        format.format = major
+        guard library.command(nil, Int32(SFC_GET_FORMAT_INFO), &format, Int32(MemoryLayout<SF_FORMAT_INFO>.size)) == 0,
+              let name = format.name else { return nil }
+        return String(cString: name)
+    }
+
     /// Decodes the sound from where it is to its end, `blockFrames` at a time
     /// into one buffer (memory stays flat however long the sound), and
     /// returns how many frames decoded. Throws libsndfile's reason when the
@@ -57,18 +81,13 @@ public final class SoundFile {
         var decoded: Int64 = 0
         while true {
             if stop() { throw SoundFileError.stopped }
-            let read = block.withUnsafeMutableBufferPointer { sf_readf_float(handle, $0.baseAddress, sf_count_t(blockFrames)) }
+            let read = block.withUnsafeMutableBufferPointer { library.readFrames(handle, $0.baseAddress, sf_count_t(blockFrames)) }
             if read <= 0 { break }
             decoded += Int64(read)
         }
-        guard Int(sf_error(handle)) == SF_ERR_NO_ERROR else {
-            throw SoundFileError.reported(by: handle)
+        guard Int(library.error(handle)) == SF_ERR_NO_ERROR else {
+            throw Self.reported(by: handle, in: library)
         }
         return decoded
     }
-}
-
-extension SoundFileError {
-    /// A decode given up because it was asked to stop (the run was interrupted).
-    public static let stopped = SoundFileError(description: "stopped")
 }
