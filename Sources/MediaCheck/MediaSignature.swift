@@ -5,10 +5,7 @@ public enum MediaSignature {
     /// The image format `bytes` begin as (`jpeg`, `png`, `gif`, `webp`,
     /// `tiff`, `bmp`, `heif`, `avif`, `jxl`), or nil.
     public static func image(_ bytes: [UInt8]) -> String? {
-        func at(_ offset: Int, _ ascii: String) -> Bool {
-            let expected = Array(ascii.utf8)
-            return bytes.count >= offset + expected.count && Array(bytes[offset..<offset + expected.count]) == expected
-        }
+        func at(_ offset: Int, _ ascii: StaticString) -> Bool { has(ascii, at: offset, in: bytes) }
         if bytes.starts(with: [0xFF, 0xD8, 0xFF]) { return "jpeg" }
         if bytes.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "png" }
         if at(0, "GIF87a") || at(0, "GIF89a") { return "gif" }
@@ -20,7 +17,7 @@ public enum MediaSignature {
         }
         if at(4, "ftyp") {
             if at(8, "avif") || at(8, "avis") { return "avif" }
-            if ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"].contains(where: { at(8, $0) }) { return "heif" }
+            for brand: StaticString in ["heic", "heix", "hevc", "heim", "heis", "mif1", "msf1"] where at(8, brand) { return "heif" }
         }
         if bytes.starts(with: [0xFF, 0x0A]) || bytes.starts(with: [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]) {
             return "jxl"
@@ -34,15 +31,20 @@ public enum MediaSignature {
     /// an MP3 without a tag opens with one, but so does one binary file in a
     /// few thousand, so only where a sound was asked for.
     public static func readableSound(_ bytes: [UInt8], bareFrames: Bool = false) -> Bool {
-        func at(_ offset: Int, _ ascii: String) -> Bool {
-            let expected = Array(ascii.utf8)
-            return bytes.count >= offset + expected.count && Array(bytes[offset..<offset + expected.count]) == expected
-        }
+        func at(_ offset: Int, _ ascii: StaticString) -> Bool { has(ascii, at: offset, in: bytes) }
         if at(0, "RIFF") || at(0, "RIFX") || at(0, "RF64") { return at(8, "WAVE") }
         if at(0, "FORM") { return at(8, "AIFF") || at(8, "AIFC") }
         if at(0, "riff"), bytes.count >= 16, bytes[4] == 0x2E, bytes[5] == 0x91 { return true } // Wave64's GUID
         if at(0, ".snd") || at(0, "caff") || at(0, "fLaC") || at(0, "OggS") || at(0, "ID3") { return true }
         if bareFrames, bytes.count >= 2, bytes[0] == 0xFF, bytes[1] & 0xE0 == 0xE0, bytes[1] & 0x06 != 0 { return true }
         return false
+    }
+
+    /// Whether `bytes` hold `ascii` from `offset` on. (Compared in place:
+    /// this runs for every body `get` stores.)
+    private static func has(_ ascii: StaticString, at offset: Int, in bytes: [UInt8]) -> Bool {
+        ascii.withUTF8Buffer { expected in
+            bytes.count >= offset + expected.count && bytes[offset..<offset + expected.count].elementsEqual(expected)
+        }
     }
 }
