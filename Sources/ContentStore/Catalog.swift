@@ -819,7 +819,8 @@ public final class Catalog: Sendable {
     /// What kind the items of `urls` were found to be, in any collection, with
     /// their metadata: for a URL already cached that goes into another
     /// collection as an item of unknown kind (`get`'s), so that a sound stays
-    /// a sound with its facts there too. URLs whose items are all files are left out.
+    /// a sound with its facts there too. A sound's item is taken over a
+    /// photo's; URLs whose items are all files are left out.
     public func knownKinds(of urls: [String]) throws -> [String: (kind: ItemKind, metadata: String?)] {
         var found: [String: (kind: ItemKind, metadata: String?)] = [:]
         try database.read { db in
@@ -829,7 +830,8 @@ public final class Catalog: Sendable {
                     """, arguments: StatementArguments(chunk))
                 while let row = try rows.next() {
                     guard let kind = ItemKind(rawValue: row[1]) else { continue }
-                    found[row[0]] = (kind, row[2])
+                    let url: String = row[0]
+                    if found[url]?.kind != .sound { found[url] = (kind, row[2]) }
                 }
             }
         }

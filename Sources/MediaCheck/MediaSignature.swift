@@ -25,19 +25,32 @@ public enum MediaSignature {
         return nil
     }
 
-    /// Whether `bytes` begin as a sound file libsndfile reads does: RIFF
-    /// WAVE, RF64, Wave64, AIFF or AIFF-C, AU, CAF, FLAC, Ogg, or MP3 behind
-    /// an ID3 tag. With `bareFrames`, an MPEG audio frame's sync word too:
-    /// an MP3 without a tag opens with one, but so does one binary file in a
-    /// few thousand, so only where a sound was asked for.
-    public static func readableSound(_ bytes: [UInt8], bareFrames: Bool = false) -> Bool {
+    /// Whether `bytes` begin as a file in one of libsndfile's own formats
+    /// does, beyond doubt: RIFF WAVE, RF64, Wave64, AIFF or AIFF-C, AU, CAF,
+    /// FLAC, or Ogg whose first stream is Vorbis, Opus or FLAC (not Theora's
+    /// video). Such a file that libsndfile cannot decode is damaged.
+    public static func soundContainer(_ bytes: [UInt8]) -> Bool {
         func at(_ offset: Int, _ ascii: StaticString) -> Bool { has(ascii, at: offset, in: bytes) }
         if at(0, "RIFF") || at(0, "RIFX") || at(0, "RF64") { return at(8, "WAVE") }
         if at(0, "FORM") { return at(8, "AIFF") || at(8, "AIFC") }
         if at(0, "riff"), bytes.count >= 16, bytes[4] == 0x2E, bytes[5] == 0x91 { return true } // Wave64's GUID
-        if at(0, ".snd") || at(0, "caff") || at(0, "fLaC") || at(0, "OggS") || at(0, "ID3") { return true }
-        if bareFrames, bytes.count >= 2, bytes[0] == 0xFF, bytes[1] & 0xE0 == 0xE0, bytes[1] & 0x06 != 0 { return true }
+        if at(0, ".snd") || at(0, "caff") || at(0, "fLaC") { return true }
+        if at(0, "OggS"), bytes.count > 27 {
+            // The first packet follows the page's 27-byte header and its table of segment sizes.
+            let packet = 27 + Int(bytes[26])
+            return at(packet, "\u{01}vorbis") || at(packet, "OpusHead") || at(packet, "\u{7F}FLAC")
+        }
         return false
+    }
+
+    /// Whether `bytes` may be a sound libsndfile reads: `soundContainer`'s,
+    /// or an MP3 behind an ID3 tag (a tag may also front AAC or FLAC). With
+    /// `bareFrames`, an MPEG audio frame's sync word too: an MP3 without a tag
+    /// opens with one, but so does one binary file in a few thousand, so only
+    /// where a sound was asked for.
+    public static func readableSound(_ bytes: [UInt8], bareFrames: Bool = false) -> Bool {
+        if soundContainer(bytes) || has("ID3", at: 0, in: bytes) { return true }
+        return bareFrames && bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] & 0xE0 == 0xE0 && bytes[1] & 0x06 != 0
     }
 
     /// Whether `bytes` hold `ascii` from `offset` on. (Compared in place:

@@ -1,39 +1,64 @@
 import CFileSync
+import Synchronization
 
-/// Runs work on threads whose standard output and error go nowhere (see
-/// `mf_start_quiet_thread`): libsndfile's MP3 decoder, libmpg123, prints
-/// its notes on a damaged stream to stderr, which would land in the
-/// terminal's progress line. A thread per call: a sound takes milliseconds
+/// Runs work on a thread whose standard output and error go nowhere (see
+/// `mf_run_quietly`): libsndfile's MP3 decoder, libmpg123, prints its notes
+/// on a damaged stream to stderr, which would land in the terminal's
+/// progress line. That thread has a descriptor table of its own, so the
+/// work must close what it opens and start nothing; what follows runs on an
+/// ordinary thread. New threads for each call: a sound takes milliseconds
 /// to seconds to decode, against about 0.1 ms to start a thread.
 enum QuietThread {
-    /// Starts `work` on a new quiet thread named `name`; false when no
-    /// thread could start (`work` did not run).
-    static func start(named name: String, _ work: @escaping @Sendable () -> Void) -> Bool {
-        let box = Unmanaged.passRetained(Work(work)).toOpaque()
-        // The box is released by the thread, or here when there is none.
-        let result = mf_start_quiet_thread({ context in
+    /// Runs `work` on a quiet thread named `name`, then `then` with its
+    /// result on an ordinary thread of its own; false when no thread could
+    /// start (neither ran).
+    static func run<Value: Sendable>(named name: String, _ work: @escaping @Sendable () -> Value,
+                                     then: @escaping @Sendable (Value) -> Void) -> Bool {
+        let result = ResultBox<Value>()
+        let run = Run(work: { result.value.withLock { $0 = work() } },
+                      then: { if let value = result.value.withLock({ $0 }) { then(value) } })
+        let box = Unmanaged.passRetained(run).toOpaque()
+        // Retained until `then` has run (released there), or here when no thread started.
+        let started = mf_run_quietly({ context in
             guard let context else { return }
-            Unmanaged<Work>.fromOpaque(context).takeRetainedValue().run()
+            Unmanaged<Run>.fromOpaque(context).takeUnretainedValue().work()
+        }, { context in
+            guard let context else { return }
+            Unmanaged<Run>.fromOpaque(context).takeRetainedValue().then()
         }, box, name)
-        if result != 0 { Unmanaged<Work>.fromOpaque(box).release() }
-        return result == 0
+        if started != 0 { Unmanaged<Run>.fromOpaque(box).release() }
+        return started == 0
     }
 
-    private final class Work: Sendable {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    /// The two halves of a run, as the C threads call them.
+    private final class Run: Sendable {
+        let work: @Sendable () -> Void
+        let then: @Sendable () -> Void
+
+        init(work: @escaping @Sendable () -> Void, then: @escaping @Sendable () -> Void) {
+            self.work = work
+            self.then = then
+        }
+    }
+
+    /// The work's result: set on the quiet thread, read once it has ended.
+    private final class ResultBox<Value: Sendable>: Sendable {
+        let value = Mutex<Value?>(nil)
     }
 }
 
 extension SoundCheck {
-    /// `facts(of:stop:)` on a quiet thread of its own (see `QuietThread`),
-    /// with `completion` called there; where no thread can start, on the
-    /// caller's, whose stderr then takes any decoder's notes.
+    /// `facts(of:stop:)` on a quiet thread (see `QuietThread`), then
+    /// `completion` with its result on an ordinary thread. Where no thread
+    /// can start, `completion` is told at once that libsndfile could not
+    /// be used (`unavailable`): the caller's thread must not wait for a decode.
     public static func start(_ path: String, stop: @escaping @Sendable () -> Bool = { false },
                              completion: @escaping @Sendable (Result<SoundFacts, SoundFileError>) -> Void) {
-        let check: @Sendable () -> Void = {
-            completion(Result { () throws(SoundFileError) -> SoundFacts in try facts(of: path, stop: stop) })
+        let started = QuietThread.run(named: "mf-sound-check", {
+            Result { () throws(SoundFileError) -> SoundFacts in try facts(of: path, stop: stop) }
+        }, then: completion)
+        if !started {
+            completion(.failure(SoundFileError(description: "no thread could start to decode it", unavailable: true)))
         }
-        if !QuietThread.start(named: "mf-sound-check", check) { check() }
     }
 }

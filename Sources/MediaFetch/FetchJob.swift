@@ -521,7 +521,8 @@ public final class FetchJob: Sendable {
         let newInCollection = newEntries.map { item, key, source in
             let found = item.kind == .file ? known[key] : nil
             return IngestRecord(url: item.url, collection: item.collection, kind: found?.kind ?? item.kind, title: item.title,
-                                sha256: source.sha256, size: source.size, metadata: item.metadata ?? found?.metadata, fetched: false)
+                                sha256: source.sha256, size: source.size,
+                                metadata: MediaKinds.metadata(item.metadata, takingFactsOf: found?.metadata), fetched: false)
         }
         guard writing else {
             if !newInCollection.isEmpty { throw NeedsWriting() }
@@ -608,8 +609,8 @@ public final class FetchJob: Sendable {
                                                 contentType: body.contentType, opening: opening) {
                         case .store(let kind):
                             store(body, of: item, as: kind, ingestor: ingestor, whenRoom: ready)
-                        case .checkSound(let asked, let otherwise):
-                            checkSound(body, of: item, asked: asked, otherwise: otherwise, ingestor: ingestor, whenRoom: ready)
+                        case .checkSound(let refusable, let otherwise):
+                            checkSound(body, of: item, refusable: refusable, otherwise: otherwise, ingestor: ingestor, whenRoom: ready)
                         }
                     }
                 case .failure(let error):
@@ -653,14 +654,16 @@ public final class FetchJob: Sendable {
 
     /// Decodes a body through libsndfile (on a thread of its own, see
     /// `SoundCheck.start`), then stores it as a sound with its facts; or, when
-    /// it does not decode, refuses it where a sound was `asked` for, else
+    /// it does not decode, refuses it if `refusable` (see `MediaKinds`), else
     /// stores it as `otherwise`. The next item starts when this one is
-    /// stored or refused. A run interrupted meanwhile keeps the whole body
-    /// to be resumed (the next run proves it whole without fetching it).
-    private func checkSound(_ body: DownloadedBody, of item: FetchItem, asked: Bool, otherwise: ItemKind, ingestor: Ingestor,
+    /// stored or refused. A run stopped meanwhile (interrupted, or a full
+    /// disk) keeps the whole body to be resumed where it can, as when the
+    /// store cannot take it.
+    private func checkSound(_ body: DownloadedBody, of item: FetchItem, refusable: Bool, otherwise: ItemKind, ingestor: Ingestor,
                             whenRoom: @escaping @Sendable () -> Void) {
         soundChecks.begin()
-        SoundCheck.start(body.path, stop: { [self] in state.withLock { $0.cancelled } }) { [self] result in
+        let stop: @Sendable () -> Bool = { [self] in state.withLock { $0.cancelled || $0.report.stoppedEarly } }
+        SoundCheck.start(body.path, stop: stop) { [self] result in
             defer { soundChecks.end() }
             switch result {
             case .success(let facts):
@@ -672,7 +675,7 @@ public final class FetchJob: Sendable {
             case .failure(let error) where error.unavailable:
                 // Nothing known of it (libsndfile is not installed): stored as it came.
                 store(body, of: item, as: otherwise, ingestor: ingestor, whenRoom: whenRoom)
-            case .failure(let error) where asked:
+            case .failure(let error) where refusable:
                 refuse(body, of: item, reason: MediaKinds.refusal(error, contentType: body.contentType, size: body.size), ingestor: ingestor)
                 whenRoom()
             case .failure:

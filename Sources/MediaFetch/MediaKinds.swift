@@ -8,72 +8,100 @@ import Transfer
 /// stays one; an item of unknown kind (`get`'s) becomes a photo when its
 /// first bytes are an image's, and a sound when libsndfile decodes it.
 /// A sound asked for (by its kind, its URL's extension or its type
-/// `audio/*`) is decoded through libsndfile before it is stored: one that
-/// does not decode is refused, as a page in its place is, unless it opens
-/// as media libsndfile does not read (M4A, WMA…), which is stored as it
-/// came.
+/// `audio/*`) is decoded through libsndfile before it is stored. It is
+/// refused when it does not decode only where that proves it damaged: it
+/// opens as one of libsndfile's formats (or as an image), or it opens as no
+/// media at all where its name, type or kind say a format libsndfile reads
+/// (`.mp3`, `audio/wav`). Other audio (M4A, AMR, AAC behind an ID3 tag, a
+/// playlist sent as `audio/x-mpegurl`) is stored as it came.
 enum MediaKinds {
     enum Judgement: Equatable {
         /// Stored as this kind, as it is.
         case store(ItemKind)
         /// Decoded through libsndfile first: a sound with its facts when it
-        /// decodes; else refused when `asked`, or stored as `otherwise`.
-        case checkSound(asked: Bool, otherwise: ItemKind)
+        /// decodes; else refused when `refusable`, or stored as `otherwise`.
+        case checkSound(refusable: Bool, otherwise: ItemKind)
     }
 
-    /// The judgement for a body of `item` with `contentType` and first
-    /// bytes `opening` (nil when they were not kept: a resumed body; the
-    /// file is read then), that `redirectedTo` another URL if so.
+    /// The judgement for a body of an item of `kind` at `url` (redirected
+    /// to `redirectedTo`, if so) with `contentType` and first bytes `opening`.
     static func judge(kind: ItemKind, url: String, redirectedTo: String?, contentType: String?,
                       opening: () -> [UInt8]) -> Judgement {
+        let type = PageInsteadOfMedia.mediaType(contentType)
+        let names = [url] + (redirectedTo.map { [$0] } ?? [])
         switch kind {
         case .photo:
             return .store(.photo)
         case .sound:
-            return soundAsked(opening())
+            return soundAsked(opening(), namesReadableFormat: true)
         case .file:
-            if isSoundName(url) || redirectedTo.map(isSoundName) == true
-                || PageInsteadOfMedia.mediaType(contentType)?.hasPrefix("audio/") == true {
-                return soundAsked(opening())
+            let extensions = names.compactMap(PageInsteadOfMedia.mediaExtension(of:))
+            if extensions.contains(where: soundExtensions.contains) || type?.hasPrefix("audio/") == true {
+                let readable = extensions.contains(where: readableExtensions.contains) || type.map(readableTypes.contains) == true
+                return soundAsked(opening(), namesReadableFormat: readable)
             }
             let bytes = opening()
             if MediaSignature.image(bytes) != nil { return .store(.photo) }
-            if MediaSignature.readableSound(bytes) { return .checkSound(asked: false, otherwise: .file) }
+            if MediaSignature.readableSound(bytes) { return .checkSound(refusable: false, otherwise: .file) }
             return .store(.file)
         }
     }
 
     /// A sound was asked for: decoded first, unless it opens as media that
-    /// libsndfile does not read.
-    private static func soundAsked(_ opening: [UInt8]) -> Judgement {
-        if !MediaSignature.readableSound(opening, bareFrames: true), BodyOpening.opensWithAMediaSignature(opening),
-           MediaSignature.image(opening) == nil {
+    /// libsndfile does not read; refusable where not decoding proves it damaged.
+    private static func soundAsked(_ opening: [UInt8], namesReadableFormat: Bool) -> Judgement {
+        if MediaSignature.soundContainer(opening) || MediaSignature.image(opening) != nil {
+            return .checkSound(refusable: true, otherwise: .sound)
+        }
+        if MediaSignature.readableSound(opening, bareFrames: true) {
+            return .checkSound(refusable: false, otherwise: .sound)
+        }
+        if BodyOpening.opensWithAMediaSignature(opening) || TextFormatMedia.opens(opening, whole: false) {
             return .store(.sound)
         }
-        return .checkSound(asked: true, otherwise: .sound)
+        return .checkSound(refusable: namesReadableFormat, otherwise: .sound)
     }
 
-    /// Whether the URL's file name ends in a sound's extension.
-    static func isSoundName(_ url: String) -> Bool {
-        PageInsteadOfMedia.mediaExtension(of: url).map(soundExtensions.contains) ?? false
-    }
-
+    /// Extensions of sound files (what asks for a sound).
     static let soundExtensions: Set<String> = [
         "mp3", "wav", "flac", "ogg", "oga", "opus", "m4a", "aac", "aif", "aiff", "m4b", "wma", "mka", "amr", "caf",
         "ape", "dsf", "dff", "mpc", "tta", "wv", "ac3", "weba",
     ]
 
+    /// Extensions and types of libsndfile's formats (`.ogg` is not one: Ogg video is sent so too).
+    static let readableExtensions: Set<String> = ["mp3", "wav", "flac", "aif", "aiff", "oga", "opus", "caf"]
+    static let readableTypes: Set<String> = [
+        "audio/mpeg", "audio/mp3", "audio/mpeg3", "audio/x-mpeg", "audio/x-mp3", "audio/wav", "audio/x-wav", "audio/wave",
+        "audio/vnd.wave", "audio/flac", "audio/x-flac", "audio/aiff", "audio/x-aiff", "audio/basic", "audio/opus",
+    ]
+
     /// `metadata` (a JSON object's text, or nil) with the sound's facts
     /// added: `durationSeconds`, `sampleRate`, `channels`, `format`; the
-    /// facts the item came with win.
-    static func metadata(_ metadata: String?, adding facts: SoundFacts) -> String {
-        var members: [String: JSONValue] = [
+    /// facts the item came with win, and metadata that is not an object is
+    /// kept as it is, without them.
+    static func metadata(_ metadata: String?, adding facts: SoundFacts) -> String? {
+        merged(metadata, facts: [
             "durationSeconds": .number(facts.durationSeconds),
             "sampleRate": .integer(facts.sampleRate),
             "channels": .integer(facts.channels),
             "format": .string(facts.format),
-        ]
-        if let metadata, let given = JSONValue.members(ofObject: metadata) {
+        ])
+    }
+
+    /// `metadata` with the sound facts of `other` (another item's metadata
+    /// for the same URL) added, and nothing else of it.
+    static func metadata(_ metadata: String?, takingFactsOf other: String?) -> String? {
+        guard let other, let members = JSONValue.members(ofObject: other) else { return metadata }
+        let facts = members.filter { factKeys.contains($0.key) }
+        return facts.isEmpty ? metadata : merged(metadata, facts: facts)
+    }
+
+    static let factKeys: Set<String> = ["durationSeconds", "sampleRate", "channels", "format"]
+
+    private static func merged(_ metadata: String?, facts: [String: JSONValue]) -> String? {
+        var members = facts
+        if let metadata {
+            guard let given = JSONValue.members(ofObject: metadata) else { return metadata }
             members.merge(given) { _, given in given }
         }
         var text = ""

@@ -214,4 +214,34 @@ import TestSupport
             #expect(origin.requests(for: "/sounds/bells.ogg").count == 1)
         }
     }
+
+    /// What follows a sound's check (storing it, starting the next download)
+    /// runs with the process's descriptors, not the check thread's own: with
+    /// one transfer at a time, a list that opens with sounds (one refused)
+    /// and goes on with twenty files stores each file whole, and leaves no
+    /// partial behind.
+    @Test func theDownloadsAfterSoundChecksAreStoredWhole() async throws {
+        try await withOrigin { origin, directory in
+            _ = try serveSound(.flac, named: "a.flac", seconds: 1, seed: 71, origin: origin, directory: directory)
+            _ = try serveSound(.mp3, named: "b.mp3", seconds: 1, seed: 72, origin: origin, directory: directory)
+            origin.addResource("/sounds/bad.wav", data: fixtureBytes(count: 5_000, seed: 73), contentType: "audio/wav")
+            let files = origin.addFixtures(count: 20, size: 50_000, firstSeed: 80, prefix: "/files/f")
+            let cache = directory.appending("cache")
+            let urls = ["/sounds/a.flac", "/sounds/bad.wav", "/sounds/b.mp3"].map(origin.url) + files
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--jobs", "1", "--retries", "0"] + urls)
+
+            #expect(result.status == 1)
+            #expect(result.stderrLines.last?.hasPrefix("22 downloaded, 0 already cached, 1 failed") == true, "\(result.stderr)")
+            let entries = try await listJSON(cache)
+            #expect(entries.count == 22)
+            for (index, url) in files.enumerated() {
+                let entry = try #require(entries.first { $0["url"] as? String == url })
+                let path = try #require(entry["path"] as? String)
+                #expect(FileManager.default.contents(atPath: path) == fixtureBytes(count: 50_000, seed: 80 + UInt64(index)), "\(url)")
+            }
+            #expect(try objectPaths(inCache: cache).count == 22)
+            #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
+        }
+    }
 }

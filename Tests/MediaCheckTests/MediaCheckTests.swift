@@ -52,26 +52,34 @@ import TestSupport
 
     /// The decoder's notes cannot reach the terminal: the check's thread has
     /// its own descriptor table, with /dev/null as its stderr, and none of
-    /// the process's other descriptors (a partial's lock would be held by a copy).
-    @Test func aCheckRunsWhereStderrGoesNowhereAndHoldsNoDescriptorOfTheProcess() throws {
+    /// the process's other descriptors (a partial's lock would be held by a
+    /// copy); what follows the check runs with the process's table (it
+    /// stores the body and starts the next download).
+    @Test func aCheckRunsWhereStderrGoesNowhereAndWhatFollowsRunsWithTheProcesssDescriptors() throws {
         try TemporaryDirectory.using { directory in
             let stderrBefore = Self.target(of: "/proc/self/fd/2")
             let held = open(directory.appending("held"), O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
             #expect(held >= 0)
             defer { close(held) }
-            let seen = Mutex<(stderr: String?, heldFlags: Int32)?>(nil)
+            let seen = Mutex<[String: String]>([:])
             let done = DispatchSemaphore(value: 0)
-            let started = QuietThread.start(named: "test-quiet") {
-                seen.withLock { $0 = (Self.target(of: "/proc/thread-self/fd/2"), fcntl(held, F_GETFD)) }
+            let started = QuietThread.run(named: "test-quiet", {
+                (Self.target(of: "/proc/thread-self/fd/2") ?? "none", fcntl(held, F_GETFD))
+            }, then: { inside in
+                seen.withLock {
+                    $0["stderr inside"] = inside.0
+                    $0["held inside"] = String(inside.1)
+                    $0["stderr after"] = Self.target(of: "/proc/thread-self/fd/2") ?? "none"
+                    $0["held after"] = String(fcntl(held, F_GETFD))
+                }
                 done.signal()
-            }
+            })
             #expect(started)
             done.wait()
-            #expect(seen.withLock { $0?.stderr } == "/dev/null")
-            #expect(seen.withLock { $0?.heldFlags } == -1)
-            // The process's own are as they were.
+            let after = stderrBefore ?? "none"
+            #expect(seen.withLock { $0 } == ["stderr inside": "/dev/null", "held inside": "-1",
+                                             "stderr after": after, "held after": String(FD_CLOEXEC)])
             #expect(Self.target(of: "/proc/self/fd/2") == stderrBefore)
-            #expect(fcntl(held, F_GETFD) >= 0)
         }
     }
 

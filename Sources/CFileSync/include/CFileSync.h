@@ -108,17 +108,23 @@ void mf_name_this_thread(const char *name);
 /// Swift's Glibc module does not export.
 int mf_rlimit_nproc(void);
 
-/// Starts `body(context)` on a new detached thread whose standard output and
-/// error go to /dev/null, without touching the rest of the process: the
-/// thread first takes a descriptor table of its own (close_range(2) with
-/// CLOSE_RANGE_UNSHARE, Linux 5.9 and later), with every descriptor of the
-/// process closed in it, then opens /dev/null as its 0, 1 and 2. Decoders
-/// that print their notes to stderr (libmpg123 under libsndfile: "Note:
-/// Trying to resync...") then cannot write into the terminal's progress
-/// line; the descriptors the thread opens are its own, and the process's
-/// (a partial's lock, a connection) are not held open by its copy. Where
-/// the kernel cannot give a thread its own table, `body` runs with the
-/// process's. Returns 0, or pthread_create's error (the body did not run).
-int mf_start_quiet_thread(void (*body)(void *context), void *context, const char *name);
+/// Runs `body(context)` on a thread whose standard output and error go to
+/// /dev/null, then `then(context)` on an ordinary thread, without touching
+/// the rest of the process. Decoders that print their notes to stderr
+/// (libmpg123 under libsndfile: "Note: Trying to resync...") then cannot
+/// write into the terminal's progress line.
+///
+/// A new detached thread starts a second one and waits for it. The second
+/// takes a descriptor table of its own (close_range(2) with
+/// CLOSE_RANGE_UNSHARE, Linux 5.9 and later), in which every descriptor but
+/// 0, 1 and 2 is closed and those three are /dev/null; `body` runs there. A
+/// descriptor opened in that table means nothing in the process's, so
+/// `body` must close what it opens, start no thread (a thread shares the
+/// table of the one that starts it) and hand nothing on: `then` runs on
+/// the first thread, with the process's table, once the second has ended.
+/// Where the second cannot start or the kernel cannot give it a table,
+/// `body` runs with the process's. Returns 0, or pthread_create's error for
+/// the first thread (neither function ran).
+int mf_run_quietly(void (*body)(void *context), void (*then)(void *context), void *context, const char *name);
 
 #endif
