@@ -55,12 +55,16 @@ public struct SoundFacts: Sendable, Equatable {
 public enum SoundCheck {
     /// Opens `path` with libsndfile and decodes it to the end; the facts of
     /// the sound, or libsndfile's reason it is none (it does not open, or its
-    /// decoder failed on the way, or nothing in it decodes). `stop` is asked
+    /// decoder failed on the way, or nothing in it decodes), or that it is a
+    /// WAV or AIFF file cut short (see `ContainerLength`). `stop` is asked
     /// between blocks (a long sound, a run interrupted).
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
         let file = try SoundFile(reading: path)
         let frames = try file.decodeToEnd(stop: stop)
         guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes") }
+        if let cut = ContainerLength.shortfall(ofFileAt: path) {
+            throw SoundFileError(description: "cut short: its header announces \(cut.announced) bytes of audio, \(cut.present) are there")
+        }
         let name = SoundFacts.formatName(major: file.majorFormat, encoding: file.encoding,
                                          libsndfileName: file.formatName(major: file.majorFormat))
         return SoundFacts(format: name,

@@ -662,9 +662,12 @@ public final class FetchJob: Sendable {
     private func checkSound(_ body: DownloadedBody, of item: FetchItem, refusable: Bool, otherwise: ItemKind, ingestor: Ingestor,
                             whenRoom: @escaping @Sendable () -> Void) {
         soundChecks.begin()
+        // Shown as being stored meanwhile: a long sound takes seconds to decode.
+        state.withLock { $0.progress.storing += 1 }
         let stop: @Sendable () -> Bool = { [self] in state.withLock { $0.cancelled || $0.report.stoppedEarly } }
         SoundCheck.start(body.path, stop: stop) { [self] result in
             defer { soundChecks.end() }
+            state.withLock { $0.progress.storing -= 1 }
             switch result {
             case .success(let facts):
                 store(body, of: item, as: .sound, metadata: MediaKinds.metadata(item.metadata, adding: facts),

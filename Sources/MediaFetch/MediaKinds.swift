@@ -68,11 +68,13 @@ enum MediaKinds {
         "ape", "dsf", "dff", "mpc", "tta", "wv", "ac3", "weba",
     ]
 
-    /// Extensions and types of libsndfile's formats (`.ogg` is not one: Ogg video is sent so too).
-    static let readableExtensions: Set<String> = ["mp3", "wav", "flac", "aif", "aiff", "oga", "opus", "caf"]
+    /// Extensions and types of libsndfile's formats, for a body that opens
+    /// as no media at all (Ogg video opens with `OggS`, and is stored).
+    static let readableExtensions: Set<String> = ["mp3", "wav", "flac", "aif", "aiff", "ogg", "oga", "opus", "caf"]
     static let readableTypes: Set<String> = [
         "audio/mpeg", "audio/mp3", "audio/mpeg3", "audio/x-mpeg", "audio/x-mp3", "audio/wav", "audio/x-wav", "audio/wave",
         "audio/vnd.wave", "audio/flac", "audio/x-flac", "audio/aiff", "audio/x-aiff", "audio/basic", "audio/opus",
+        "audio/ogg", "audio/vorbis", "audio/x-vorbis+ogg",
     ]
 
     /// `metadata` (a JSON object's text, or nil) with the sound's facts

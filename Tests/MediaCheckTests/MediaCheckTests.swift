@@ -32,6 +32,41 @@ import TestSupport
         }
     }
 
+    /// libsndfile plays a WAV or AIFF file cut short to where it ends; its
+    /// header says how long it should be.
+    @Test(arguments: [SoundFormat.wav, .aiff])
+    func aWAVOrAIFFCutShortIsNoSoundAndSaysHowShort(_ format: SoundFormat) throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.\(format.rawValue)"), cut = directory.appending("cut.\(format.rawValue)")
+            try SampleSounds.write(format, to: whole, seconds: 1, seed: 10)
+            let bytes = try #require(FileManager.default.contents(atPath: whole))
+            try bytes.prefix(40_000).write(to: URL(fileURLWithPath: cut))
+            #expect(ContainerLength.shortfall(ofFileAt: whole) == nil)
+            let shortfall = try #require(ContainerLength.shortfall(ofFileAt: cut))
+            // One second of 16-bit stereo at 44.1 kHz (AIFF's sound data chunk counts its 8-byte header too).
+            #expect(shortfall.announced == (format == .wav ? 176_400 : 176_408))
+            #expect(shortfall.present < 40_000 && shortfall.present > 39_900)
+            let expected = "cut short: its header announces \(shortfall.announced) bytes of audio, \(shortfall.present) are there"
+            #expect(throws: SoundFileError(description: expected)) {
+                try SoundCheck.facts(of: cut)
+            }
+        }
+    }
+
+    @Test func aHeaderThatSaysNoLengthIsNoShortfall() {
+        func wav(dataSize: UInt32, extra: Int) -> [UInt8] {
+            func le(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+            return Array("RIFF".utf8) + le(0) + Array("WAVEfmt ".utf8) + le(16) + [UInt8](repeating: 1, count: 16)
+                + Array("data".utf8) + le(dataSize) + [UInt8](repeating: 0, count: extra)
+        }
+        // A stream's header, written before its length was known.
+        #expect(ContainerLength.shortfall(head: wav(dataSize: 0, extra: 100), fileSize: 144) == nil)
+        #expect(ContainerLength.shortfall(head: wav(dataSize: 0xFFFF_FFFF, extra: 100), fileSize: 144) == nil)
+        #expect(ContainerLength.shortfall(head: wav(dataSize: 100, extra: 100), fileSize: 144) == nil)
+        #expect(ContainerLength.shortfall(head: wav(dataSize: 200, extra: 100), fileSize: 144)! == (200, 100))
+        #expect(ContainerLength.shortfall(head: Array("OggS\u{0}\u{2}and more bytes".utf8), fileSize: 20) == nil)
+    }
+
     @Test func noiseAndPagesAreNoSound() throws {
         try TemporaryDirectory.using { directory in
             let noise = directory.appending("noise.wav"), page = directory.appending("page.mp3")

@@ -49,8 +49,9 @@ import Testing
         // What may be an MP3 or something else behind its tag or frame: decoded, and kept if it does not.
         #expect(judge("http://h/zvony.mp3", mp3Frame) == kept)
         #expect(judge("http://h/song.aac", Array("ID3\u{4}\u{0}\u{0}".utf8)) == kept)
-        // Noise at a name libsndfile's formats do not own (`.ogg` may be video).
-        #expect(judge("http://h/clip.ogg", noise) == kept)
+        // Noise at `.ogg` or sent as `audio/ogg`: Ogg video would open with `OggS`.
+        #expect(judge("http://h/clip.ogg", noise) == refusable)
+        #expect(judge("http://h/clip", type: "audio/ogg", noise) == refusable)
         #expect(judge("http://h/list", type: "audio/x-mpegurl", Array("#EXTM3U\n".utf8)) == kept)
         // Media libsndfile cannot read: a sound, stored as it came.
         #expect(judge("http://h/talk.m4a", m4a) == .store(.sound))
