@@ -127,7 +127,8 @@ import TestSupport
             let session = try startGet([origin.url("/long.wav"), origin.url("/fast.jpg")], columns: 160, rows: 20, in: directory)
             defer { _ = try? tmux(["kill-server"], in: directory) }
 
-            let during = try await screen(session, in: directory) { $0.contains("another process") }
+            // (Once the other URL is stored: a line drawn while it was still being stored said "0/2 items".)
+            let during = try await screen(session, in: directory) { $0.contains("another process") && $0.contains("1/2 items") }
             gate.signal()
             let after = try await screen(session, in: directory) { $0.contains("EXIT=") }
             _ = await first.wait()
