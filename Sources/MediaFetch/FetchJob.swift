@@ -675,13 +675,11 @@ public final class FetchJob: Sendable {
             case .failure(let error) where error == .stopped:
                 if body.file.keepForResume() { body.file.release() } else { body.file.discard() }
                 whenRoom()
-            case .failure(let error) where error.unavailable:
-                // Nothing known of it (libsndfile is not installed): stored as it came.
-                store(body, of: item, as: otherwise, ingestor: ingestor, whenRoom: whenRoom)
-            case .failure(let error) where refusable:
+            case .failure(let error) where refusable && !error.unavailable:
                 refuse(body, of: item, reason: MediaKinds.refusal(error, contentType: body.contentType, size: body.size), ingestor: ingestor)
                 whenRoom()
             case .failure:
+                // Not proven damaged, or nothing known of it (libsndfile is not installed): stored as it came.
                 store(body, of: item, as: otherwise, ingestor: ingestor, whenRoom: whenRoom)
             }
         }
