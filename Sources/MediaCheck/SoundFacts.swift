@@ -61,9 +61,10 @@ public enum SoundCheck {
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
         let file = try SoundFile(reading: path)
         let frames = try file.decodeToEnd(stop: stop)
-        guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes") }
+        guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes", stage: .decoding) }
         if let cut = ContainerLength.shortfall(ofFileAt: path) {
-            throw SoundFileError(description: "cut short: its header announces \(cut.announced) bytes of audio, \(cut.present) are there")
+            throw SoundFileError(description: "its header announces \(cut.announced) bytes of audio, \(cut.present) are there",
+                                 stage: .length)
         }
         let name = SoundFacts.formatName(major: file.majorFormat, encoding: file.encoding,
                                          libsndfileName: file.formatName(major: file.majorFormat))

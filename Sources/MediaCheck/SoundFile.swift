@@ -1,19 +1,29 @@
 import CSndFile
 
-/// A failure reported by libsndfile, in its own words (`sf_strerror`).
+/// A failure reported by libsndfile, in its own words (`sf_strerror`), or
+/// found by `SoundCheck`.
 public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     public var description: String
+    /// Where it failed: libsndfile did not read the file as a sound at all,
+    /// or read it and could not decode it to its end, or the file is shorter
+    /// than its header says.
+    public var stage: Stage
     /// libsndfile itself could not be loaded: nothing was decoded, and
     /// nothing is known of the file.
     public var unavailable = false
 
-    public init(description: String, unavailable: Bool = false) {
+    public enum Stage: Sendable, Equatable {
+        case opening, decoding, length
+    }
+
+    public init(description: String, stage: Stage = .opening, unavailable: Bool = false) {
         self.description = description
+        self.stage = stage
         self.unavailable = unavailable
     }
 
     /// A decode given up because it was asked to stop (the run was interrupted).
-    public static let stopped = SoundFileError(description: "stopped")
+    public static let stopped = SoundFileError(description: "stopped", stage: .decoding)
 }
 
 /// A sound file open for reading through libsndfile: owns the `SNDFILE*`
@@ -46,7 +56,7 @@ public final class SoundFile {
     /// the last failed `sf_open` when `file` is nil, without their full stop.
     private static func reported(by file: OpaquePointer?, in library: LibSndFile) -> SoundFileError {
         let words = library.errorText(file).map { String(cString: $0) } ?? "unknown error"
-        return SoundFileError(description: words.hasSuffix(".") ? String(words.dropLast()) : words)
+        return SoundFileError(description: words.hasSuffix(".") ? String(words.dropLast()) : words, stage: file == nil ? .opening : .decoding)
     }
 
     /// libsndfile's major format (`SF_FORMAT_WAV`, `SF_FORMAT_FLAC`…).

@@ -112,11 +112,16 @@ enum MediaKinds {
     }
 
     /// Why a sound that was asked for is not stored, in one line, as
-    /// `PageInsteadOfMedia` words its refusals.
+    /// `PageInsteadOfMedia` words its refusals: what the server sent first
+    /// (no sound, a damaged one, one cut short), then libsndfile's words.
     static func refusal(_ error: SoundFileError, contentType: String?, size: Int64) -> String {
+        let what = switch error.stage {
+        case .opening: "data that libsndfile does not read as a sound"
+        case .decoding: "a damaged sound"
+        case .length: "a sound cut short"
+        }
         let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
-        return "the server sent data that libsndfile cannot decode as a sound (\(error); \(type)\(ByteSize.format(size))) "
-            + "where a sound was asked for; not stored"
+        return "the server sent \(what) (\(error); \(type)\(ByteSize.format(size))) where a sound was asked for; not stored"
     }
 }
 

@@ -166,14 +166,14 @@ import TestSupport
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0"] + paths.map(origin.url))
 
             #expect(result.status == 1)
-            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/cut.flac")): the server sent data that "
-                + "libsndfile cannot decode as a sound (Error : flac decoder lost sync; audio/flac, \(cutSize)) "
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/cut.flac")): the server sent a damaged "
+                + "sound (Error : flac decoder lost sync; audio/flac, \(cutSize)) "
                 + "where a sound was asked for; not stored"), "\(result.stderr)")
             #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/noise.mp3")): the server sent data that "
-                + "libsndfile cannot decode as a sound (Format not recognised; audio/mpeg, 29.3 KiB) "
+                + "libsndfile does not read as a sound (Format not recognised; audio/mpeg, 29.3 KiB) "
                 + "where a sound was asked for; not stored"), "\(result.stderr)")
-            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/half.wav")): the server sent data that "
-                + "libsndfile cannot decode as a sound (cut short: its header announces 352800 bytes of audio, 200000 are there; "
+            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/half.wav")): the server sent a sound "
+                + "cut short (its header announces 352800 bytes of audio, 200000 are there; "
                 + "audio/wav, 195.4 KiB) where a sound was asked for; not stored"), "\(result.stderr)")
             #expect(result.stderrLines.count == 4, "\(result.stderr)")
             #expect(result.stderrLines.last?.hasPrefix("6 downloaded, 0 already cached, 3 failed") == true, "\(result.stderr)")

@@ -28,7 +28,7 @@ import TestSupport
             try SampleSounds.write(.flac, to: whole, seconds: 2, seed: 6)
             let bytes = try #require(FileManager.default.contents(atPath: whole))
             try bytes.prefix(bytes.count * 6 / 10).write(to: URL(fileURLWithPath: cut))
-            #expect(throws: SoundFileError(description: "Error : flac decoder lost sync")) { try SoundCheck.facts(of: cut) }
+            #expect(throws: SoundFileError(description: "Error : flac decoder lost sync", stage: .decoding)) { try SoundCheck.facts(of: cut) }
         }
     }
 
@@ -46,8 +46,8 @@ import TestSupport
             // One second of 16-bit stereo at 44.1 kHz (AIFF's sound data chunk counts its 8-byte header too).
             #expect(shortfall.announced == (format == .wav ? 176_400 : 176_408))
             #expect(shortfall.present < 40_000 && shortfall.present > 39_900)
-            let expected = "cut short: its header announces \(shortfall.announced) bytes of audio, \(shortfall.present) are there"
-            #expect(throws: SoundFileError(description: expected)) {
+            let expected = "its header announces \(shortfall.announced) bytes of audio, \(shortfall.present) are there"
+            #expect(throws: SoundFileError(description: expected, stage: .length)) {
                 try SoundCheck.facts(of: cut)
             }
         }
