@@ -60,12 +60,13 @@ public enum SoundCheck {
     /// between blocks (a long sound, a run interrupted).
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
         let file = try SoundFile(reading: path)
-        let frames = try file.decodeToEnd(stop: stop)
-        guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes", stage: .decoding) }
+        // Before the decode, which would play what is there.
         if let cut = ContainerLength.shortfall(ofFileAt: path) {
             throw SoundFileError(description: "its header announces \(cut.announced) bytes of audio, \(cut.present) are there",
                                  stage: .length)
         }
+        let frames = try file.decodeToEnd(stop: stop)
+        guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes", stage: .decoding) }
         let name = SoundFacts.formatName(major: file.majorFormat, encoding: file.encoding,
                                          libsndfileName: file.formatName(major: file.majorFormat))
         return SoundFacts(format: name,
