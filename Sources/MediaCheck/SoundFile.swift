@@ -71,6 +71,17 @@ public final class SoundFile {
         info.frames >= 0 && info.frames < Int64.max ? Int64(info.frames) : nil
     }
 
+    /// Whether every frame is stored as it plays (PCM, float, µ-law or
+    /// A-law samples; FLAC, whose encodings are named so too, is
+    /// compressed): nothing to decode that could fail, and the frames are
+    /// what the header announces, as many as the file holds (libsndfile
+    /// counts no more than there are bytes for).
+    public var holdsPlainSamples: Bool {
+        let plain = [SF_FORMAT_PCM_S8, SF_FORMAT_PCM_16, SF_FORMAT_PCM_24, SF_FORMAT_PCM_32, SF_FORMAT_PCM_U8,
+                     SF_FORMAT_FLOAT, SF_FORMAT_DOUBLE, SF_FORMAT_ULAW, SF_FORMAT_ALAW]
+        return plain.contains(Int(encoding)) && Int(majorFormat) != SF_FORMAT_FLAC
+    }
+
     /// libsndfile's own name for its major format `major` (`SFC_GET_FORMAT_INFO`:
     /// "VOC (Creative Labs)"), or nil.
     func formatName(major: Int32) -> String? {

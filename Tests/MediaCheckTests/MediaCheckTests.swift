@@ -14,6 +14,8 @@ import TestSupport
             let path = directory.appending("tone.\(format.rawValue)")
             try SampleSounds.write(format, to: path, seconds: 1.5, seed: 5, sampleRate: 22_050, channels: 2)
             let facts = try SoundCheck.facts(of: path)
+            // WAV and AIFF hold their samples as they play: opened, not decoded (FLAC's encodings are PCM's names too).
+            #expect(try SoundFile(reading: path).holdsPlainSamples == [.wav, .aiff].contains(format))
             #expect(facts.format == format.rawValue)
             #expect(facts.sampleRate == 22_050)
             #expect(facts.channels == 2)
@@ -79,8 +81,8 @@ import TestSupport
 
     @Test func aDecodeStopsWhenAsked() throws {
         try TemporaryDirectory.using { directory in
-            let path = directory.appending("long.wav")
-            try SampleSounds.write(.wav, to: path, seconds: 2, seed: 7)
+            let path = directory.appending("long.flac")
+            try SampleSounds.write(.flac, to: path, seconds: 2, seed: 7)
             #expect(throws: SoundFileError.stopped) { try SoundCheck.facts(of: path, stop: { true }) }
         }
     }
