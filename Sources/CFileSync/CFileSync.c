@@ -8,14 +8,12 @@
 #include <sys/file.h>
 #include <unistd.h>
 #include <stdlib.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#endif
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 #if defined(__linux__)
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #endif
 
@@ -145,6 +143,15 @@ int mf_rlimit_nproc(void) {
     return RLIMIT_NPROC;
 }
 
+#if defined(__linux__) && !defined(CLOSE_RANGE_UNSHARE)
+#define CLOSE_RANGE_UNSHARE (1U << 1)
+#endif
+
+/// The quiet thread's stack: libsndfile and its decoders keep their state on
+/// the heap (a FLAC, Vorbis, Opus, MP3 or ALAC decode of up to 8 channels
+/// used 8–29 KiB of stack, measured).
+static const size_t mf_quiet_stack_size = 512 << 10;
+
 struct mf_quiet_run {
     void (*body)(void *);
     void (*then)(void *);
@@ -157,10 +164,10 @@ static void *mf_quiet_body_main(void *argument) {
     struct mf_quiet_run *run = argument;
     if (run->name[0] != 0) mf_name_this_thread(run->name);
 #if defined(__linux__) && defined(SYS_close_range)
-    // 2 is CLOSE_RANGE_UNSHARE: the table is copied for this thread first, and
-    // only the copy's descriptors from 3 on close. 0–2 stay the process's
-    // copies unless /dev/null opens (as 3, the lowest free) to replace them.
-    if (syscall(SYS_close_range, 3U, ~0U, 2U) == 0) {
+    // The table is copied for this thread first, and only the copy's
+    // descriptors from 3 on close. 0–2 stay the process's copies unless
+    // /dev/null opens (as 3, the lowest free) to replace them.
+    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_UNSHARE) == 0) {
         int null = open("/dev/null", O_RDWR);
         if (null >= 0) {
             dup2(null, 0);
@@ -180,8 +187,7 @@ static void *mf_quiet_run_main(void *argument) {
     free(argument);
     pthread_attr_t attributes;
     pthread_attr_init(&attributes);
-    // libsndfile and its decoders keep their state on the heap (a review measured 8–29 KiB of stack).
-    pthread_attr_setstacksize(&attributes, 512 << 10);
+    pthread_attr_setstacksize(&attributes, mf_quiet_stack_size);
     pthread_t body;
     int started = pthread_create(&body, &attributes, mf_quiet_body_main, &run);
     pthread_attr_destroy(&attributes);
@@ -201,10 +207,10 @@ int mf_run_quietly(void (*body)(void *context), void (*then)(void *context), voi
     run->then = then;
     run->context = context;
     if (name != NULL) strncpy(run->name, name, sizeof run->name - 1);
+    // The default stack: `then` runs the caller's own code (storing a body, starting downloads).
     pthread_attr_t attributes;
     pthread_attr_init(&attributes);
     pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attributes, 512 << 10);
     pthread_t thread;
     int result = pthread_create(&thread, &attributes, mf_quiet_run_main, run);
     pthread_attr_destroy(&attributes);

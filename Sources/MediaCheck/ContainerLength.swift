@@ -21,7 +21,7 @@ enum ContainerLength {
         guard fstat(descriptor, &status) == 0 else { return nil }
         var head = [UInt8](repeating: 0, count: 64 << 10)
         let count = head.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        guard count > 12 else { return nil }
+        guard count >= 12 else { return nil }
         return shortfall(head: Array(head.prefix(count)), fileSize: Int64(status.st_size))
     }
 

@@ -25,7 +25,7 @@ struct LibSndFile: @unchecked Sendable {
     let command: @convention(c) (OpaquePointer?, Int32, UnsafeMutableRawPointer?, Int32) -> Int32
 
     /// The library as loaded once, or why it could not be.
-    static let loaded: Result<LibSndFile, SoundFileError> = load()
+    private static let loaded: Result<LibSndFile, SoundFileError> = load()
 
     /// The library, or why there is none.
     static func get() throws(SoundFileError) -> LibSndFile { try loaded.get() }

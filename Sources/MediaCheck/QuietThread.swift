@@ -15,8 +15,11 @@ enum QuietThread {
     static func run<Value: Sendable>(named name: String, _ work: @escaping @Sendable () -> Value,
                                      then: @escaping @Sendable (Value) -> Void) -> Bool {
         let result = ResultBox<Value>()
-        let run = Run(work: { result.value.withLock { $0 = work() } },
-                      then: { if let value = result.value.withLock({ $0 }) { then(value) } })
+        let run = Run(work: { result.value.withLock { $0 = work() } }, then: {
+            // `mf_run_quietly` runs the work first, always: a `then` skipped would leave its caller waiting.
+            guard let value = result.value.withLock({ $0 }) else { preconditionFailure("the quiet work did not run") }
+            then(value)
+        })
         let box = Unmanaged.passRetained(run).toOpaque()
         // Retained until `then` has run (released there), or here when no thread started.
         let started = mf_run_quietly({ context in
@@ -44,21 +47,5 @@ enum QuietThread {
     /// The work's result: set on the quiet thread, read once it has ended.
     private final class ResultBox<Value: Sendable>: Sendable {
         let value = Mutex<Value?>(nil)
-    }
-}
-
-extension SoundCheck {
-    /// `facts(of:stop:)` on a quiet thread (see `QuietThread`), then
-    /// `completion` with its result on an ordinary thread. Where no thread
-    /// can start, `completion` is told at once that libsndfile could not
-    /// be used (`unavailable`): the caller's thread must not wait for a decode.
-    public static func start(_ path: String, stop: @escaping @Sendable () -> Bool = { false },
-                             completion: @escaping @Sendable (Result<SoundFacts, SoundFileError>) -> Void) {
-        let started = QuietThread.run(named: "mf-sound-check", {
-            Result { () throws(SoundFileError) -> SoundFacts in try facts(of: path, stop: stop) }
-        }, then: completion)
-        if !started {
-            completion(.failure(SoundFileError(description: "no thread could start to decode it", unavailable: true)))
-        }
     }
 }

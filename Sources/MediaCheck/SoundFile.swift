@@ -6,14 +6,14 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     public var description: String
     /// Where it failed: libsndfile did not read the file as a sound at all,
     /// or read it and could not decode it to its end, or the file is shorter
-    /// than its header says.
+    /// than its header says; or the decode was asked to stop.
     public var stage: Stage
-    /// libsndfile itself could not be loaded: nothing was decoded, and
-    /// nothing is known of the file.
+    /// The check could not run (libsndfile could not be loaded, or no
+    /// thread could start): nothing is known of the file.
     public var unavailable = false
 
     public enum Stage: Sendable, Equatable {
-        case opening, decoding, length
+        case opening, decoding, length, stopped
     }
 
     public init(description: String, stage: Stage = .opening, unavailable: Bool = false) {
@@ -23,7 +23,7 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     }
 
     /// A decode given up because it was asked to stop (the run was interrupted).
-    public static let stopped = SoundFileError(description: "stopped", stage: .decoding)
+    public static let stopped = SoundFileError(description: "stopped", stage: .stopped)
 }
 
 /// A sound file open for reading through libsndfile: owns the `SNDFILE*`
@@ -62,7 +62,7 @@ public final class SoundFile {
     /// libsndfile's major format (`SF_FORMAT_WAV`, `SF_FORMAT_FLAC`…).
     public var majorFormat: Int32 { info.format & Int32(SF_FORMAT_TYPEMASK) }
     /// libsndfile's encoding (`SF_FORMAT_PCM_16`, `SF_FORMAT_VORBIS`…).
-    public var encoding: Int32 { info.format & Int32(SF_FORMAT_SUBMASK) }
+    var encoding: Int32 { info.format & Int32(SF_FORMAT_SUBMASK) }
     public var sampleRate: Int { Int(info.samplerate) }
     public var channels: Int { Int(info.channels) }
     /// The frames the header announces; nil when libsndfile cannot tell
@@ -76,28 +76,49 @@ public final class SoundFile {
     /// compressed): nothing to decode that could fail, and the frames are
     /// what the header announces, as many as the file holds (libsndfile
     /// counts no more than there are bytes for).
-    public var holdsPlainSamples: Bool {
+    var holdsPlainSamples: Bool {
         let plain = [SF_FORMAT_PCM_S8, SF_FORMAT_PCM_16, SF_FORMAT_PCM_24, SF_FORMAT_PCM_32, SF_FORMAT_PCM_U8,
                      SF_FORMAT_FLOAT, SF_FORMAT_DOUBLE, SF_FORMAT_ULAW, SF_FORMAT_ALAW]
         return plain.contains(Int(encoding)) && Int(majorFormat) != SF_FORMAT_FLAC
     }
 
-    /// libsndfile's own name for its major format `major` (`SFC_GET_FORMAT_INFO`:
-    /// "VOC (Creative Labs)"), or nil.
-    func formatName(major: Int32) -> String? {
-        var format = SF_FORMAT_INFO()
-        format.format = major
-        guard library.command(nil, Int32(SFC_GET_FORMAT_INFO), &format, Int32(MemoryLayout<SF_FORMAT_INFO>.size)) == 0,
-              let name = format.name else { return nil }
-        return String(cString: name)
+    /// The format by its usual short name (`SoundFacts.format`): `wav`,
+    /// `aiff`, `flac`, `ogg` (Vorbis), `opus`, `mp3`…; for the others, the
+    /// first word of libsndfile's own name for it (`SFC_GET_FORMAT_INFO`:
+    /// "VOC (Creative Labs)" is `voc`).
+    var shortFormatName: String {
+        switch Int(majorFormat) {
+        case SF_FORMAT_WAV, SF_FORMAT_WAVEX: return "wav"
+        case SF_FORMAT_RF64: return "rf64"
+        case SF_FORMAT_W64: return "w64"
+        case SF_FORMAT_AIFF: return "aiff"
+        case SF_FORMAT_AU: return "au"
+        case SF_FORMAT_CAF: return "caf"
+        case SF_FORMAT_FLAC: return "flac"
+        case SF_FORMAT_OGG: return Int(encoding) == SF_FORMAT_OPUS ? "opus" : "ogg"
+        case SF_FORMAT_MPEG:
+            switch Int(encoding) {
+            case SF_FORMAT_MPEG_LAYER_I: return "mp1"
+            case SF_FORMAT_MPEG_LAYER_II: return "mp2"
+            default: return "mp3"
+            }
+        default:
+            var format = SF_FORMAT_INFO()
+            format.format = majorFormat
+            guard library.command(nil, Int32(SFC_GET_FORMAT_INFO), &format, Int32(MemoryLayout<SF_FORMAT_INFO>.size)) == 0,
+                  let name = format.name else { return "other" }
+            let word = String(cString: name).prefix { $0 != " " }
+            return word.isEmpty ? "other" : word.lowercased()
+        }
     }
 
-    /// Decodes the sound from where it is to its end, `blockFrames` at a time
+    /// Decodes the sound from where it is to its end, 4096 frames at a time
     /// into one buffer (memory stays flat however long the sound), and
     /// returns how many frames decoded. Throws libsndfile's reason when the
     /// decoder failed on the way ("Error : flac decoder lost sync"), or
     /// `SoundFileError.stopped` when `stop` said so between two blocks.
-    public func decodeToEnd(blockFrames: Int = 4096, stop: () -> Bool = { false }) throws(SoundFileError) -> Int64 {
+    public func decodeToEnd(stop: () -> Bool = { false }) throws(SoundFileError) -> Int64 {
+        let blockFrames = 4096
         var block = [Float](repeating: 0, count: blockFrames * max(1, channels))
         var decoded: Int64 = 0
         while true {

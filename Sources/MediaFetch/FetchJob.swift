@@ -519,10 +519,10 @@ public final class FetchJob: Sendable {
         let unknown = newEntries.filter { $0.item.kind == .file }.map(\.key)
         let known = unknown.isEmpty ? [:] : try cache.catalog.knownKinds(of: unknown)
         let newInCollection = newEntries.map { item, key, source in
-            let found = item.kind == .file ? known[key] : nil
-            return IngestRecord(url: item.url, collection: item.collection, kind: found?.kind ?? item.kind, title: item.title,
+            let knownKind = item.kind == .file ? known[key] : nil
+            return IngestRecord(url: item.url, collection: item.collection, kind: knownKind?.kind ?? item.kind, title: item.title,
                                 sha256: source.sha256, size: source.size,
-                                metadata: MediaKinds.metadata(item.metadata, takingFactsOf: found?.metadata), fetched: false)
+                                metadata: MediaKinds.metadata(item.metadata, takingFactsOf: knownKind?.metadata), fetched: false)
         }
         guard writing else {
             if !newInCollection.isEmpty { throw NeedsWriting() }
@@ -672,14 +672,14 @@ public final class FetchJob: Sendable {
             case .success(let facts):
                 store(body, of: item, as: .sound, metadata: MediaKinds.metadata(item.metadata, adding: facts),
                       ingestor: ingestor, whenRoom: whenRoom)
-            case .failure(let error) where error == .stopped:
+            case .failure(let error) where error.stage == .stopped:
                 if body.file.keepForResume() { body.file.release() } else { body.file.discard() }
                 whenRoom()
             case .failure(let error) where refusable && !error.unavailable:
                 refuse(body, of: item, reason: MediaKinds.refusal(error, contentType: body.contentType, size: body.size), ingestor: ingestor)
                 whenRoom()
             case .failure:
-                // Not proven damaged, or nothing known of it (libsndfile is not installed): stored as it came.
+                // Not proven damaged, or nothing known of it (no libsndfile, no thread): stored as it came.
                 store(body, of: item, as: otherwise, ingestor: ingestor, whenRoom: whenRoom)
             }
         }

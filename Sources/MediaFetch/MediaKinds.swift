@@ -1,6 +1,5 @@
 import ContentStore
 import MediaCheck
-import Synchronization
 import Transfer
 
 /// What kind of item a downloaded body makes, and whether libsndfile must
@@ -27,15 +26,14 @@ enum MediaKinds {
     /// to `redirectedTo`, if so) with `contentType` and first bytes `opening`.
     static func judge(kind: ItemKind, url: String, redirectedTo: String?, contentType: String?,
                       opening: () -> [UInt8]) -> Judgement {
-        let type = PageInsteadOfMedia.mediaType(contentType)
-        let names = [url] + (redirectedTo.map { [$0] } ?? [])
         switch kind {
         case .photo:
             return .store(.photo)
         case .sound:
             return soundAsked(opening(), namesReadableFormat: true)
         case .file:
-            let extensions = names.compactMap(PageInsteadOfMedia.mediaExtension(of:))
+            let type = PageInsteadOfMedia.mediaType(contentType)
+            let extensions = ([url] + (redirectedTo.map { [$0] } ?? [])).compactMap(PageInsteadOfMedia.mediaExtension(of:))
             if extensions.contains(where: soundExtensions.contains) || type?.hasPrefix("audio/") == true {
                 let readable = extensions.contains(where: readableExtensions.contains) || type.map(readableTypes.contains) == true
                 return soundAsked(opening(), namesReadableFormat: readable)
@@ -62,7 +60,8 @@ enum MediaKinds {
         return .checkSound(refusable: namesReadableFormat, otherwise: .sound)
     }
 
-    /// Extensions of sound files (what asks for a sound).
+    /// Extensions of sound files (what asks for a sound): those of
+    /// `PageInsteadOfMedia.mediaExtensions` that name sounds.
     static let soundExtensions: Set<String> = [
         "mp3", "wav", "flac", "ogg", "oga", "opus", "m4a", "aac", "aif", "aiff", "m4b", "wma", "mka", "amr", "caf",
         "ape", "dsf", "dff", "mpc", "tta", "wv", "ac3", "weba",
@@ -82,12 +81,17 @@ enum MediaKinds {
     /// facts the item came with win, and metadata that is not an object is
     /// kept as it is, without them.
     static func metadata(_ metadata: String?, adding facts: SoundFacts) -> String? {
-        merged(metadata, facts: [
+        merged(metadata, facts: members(of: facts))
+    }
+
+    /// A sound's facts as the members of its metadata.
+    static func members(of facts: SoundFacts) -> [String: JSONValue] {
+        [
             "durationSeconds": .number(facts.durationSeconds),
             "sampleRate": .integer(facts.sampleRate),
             "channels": .integer(facts.channels),
             "format": .string(facts.format),
-        ])
+        ]
     }
 
     /// `metadata` with the sound facts of `other` (another item's metadata
@@ -98,7 +102,7 @@ enum MediaKinds {
         return facts.isEmpty ? metadata : merged(metadata, facts: facts)
     }
 
-    static let factKeys: Set<String> = ["durationSeconds", "sampleRate", "channels", "format"]
+    private static let factKeys = Set(members(of: SoundFacts(format: "", sampleRate: 0, channels: 0, frames: 0)).keys)
 
     private static func merged(_ metadata: String?, facts: [String: JSONValue]) -> String? {
         var members = facts
@@ -117,39 +121,11 @@ enum MediaKinds {
     static func refusal(_ error: SoundFileError, contentType: String?, size: Int64) -> String {
         let what = switch error.stage {
         case .opening: "data that libsndfile does not read as a sound"
-        case .decoding: "a damaged sound"
+        // (A stopped decode is no refusal: the caller keeps the body.)
+        case .decoding, .stopped: "a damaged sound"
         case .length: "a sound cut short"
         }
         let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
         return "the server sent \(what) (\(error); \(type)\(ByteSize.format(size))) where a sound was asked for; not stored"
-    }
-}
-
-/// Counts checks under way, for a run that must not end before them.
-final class ChecksUnderWay: Sendable {
-    private let state = Mutex((count: 0, waiters: [CheckedContinuation<Void, Never>]()))
-
-    func begin() { state.withLock { $0.count += 1 } }
-
-    func end() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.count -= 1
-            guard state.count == 0 else { return [] }
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// Returns once no check is under way.
-    func allEnded() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state -> Bool in
-                if state.count == 0 { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
-        }
     }
 }

@@ -40,9 +40,9 @@ public struct SoundDescription: Equatable, Sendable {
     public var format: SoundFormat
     public var sampleRate: Int
     public var channels: Int
-    /// Frames the header announces.
-    public var frames: Int64
-    /// Frames that actually decoded: fewer than `frames` for a cut-off file.
+    /// Frames the header announces; nil when libsndfile cannot tell.
+    public var frames: Int64?
+    /// Frames that decoded to the end.
     public var decodedFrames: Int64
 }
 
@@ -98,20 +98,20 @@ public enum SampleSounds {
     }
 
     /// Opens `path` with libsndfile and decodes it to the end, a block at a
-    /// time. Throws libsndfile's reason when it is not a sound it reads (an
-    /// HTML page, say) or not one of `SoundFormat`'s formats.
+    /// time. Throws libsndfile's reason, after the path, when it is not a
+    /// sound it reads (an HTML page, say) or does not decode to its end (a
+    /// FLAC cut off), or when it is not one of `SoundFormat`'s formats.
     public static func describe(_ path: String) throws -> SoundDescription {
-        let file: SoundFile
-        do {
-            file = try SoundFile(reading: path)
+        do throws(SoundFileError) {
+            let file = try SoundFile(reading: path)
+            guard let format = SoundFormat(majorType: file.majorFormat) else {
+                throw SoundFileError(description: "format 0x\(String(file.majorFormat, radix: 16)) is not one of the sample formats")
+            }
+            let decoded = try file.decodeToEnd()
+            return SoundDescription(format: format, sampleRate: file.sampleRate, channels: file.channels,
+                                    frames: file.announcedFrames, decodedFrames: decoded)
         } catch {
-            throw SoundFileError(description: "\(path): \(error)")
+            throw SoundFileError(description: "\(path): \(error)", stage: error.stage)
         }
-        guard let format = SoundFormat(majorType: file.majorFormat) else {
-            throw SoundFileError(description: "\(path): format 0x\(String(file.majorFormat, radix: 16)) is not one of the sample formats")
-        }
-        let decoded = try file.decodeToEnd()
-        return SoundDescription(format: format, sampleRate: file.sampleRate, channels: file.channels,
-                                frames: file.announcedFrames ?? -1, decodedFrames: decoded)
     }
 }

@@ -336,10 +336,15 @@ import Transfer
             let text = try written(cache, .csv, pieceSize: 16)
 
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            #expect(lines.first == "hash,size,kind,collection,title,url,path,missing,contentType,addedAt")
-            // The missing flag, the content type (empty when unknown) and when the item was added.
-            let ends = #/,false,[^,]*,\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/#
+            #expect(lines.first == "hash,size,kind,collection,title,url,path,missing,contentType,addedAt,durationSeconds,sampleRate,channels,format")
+            // The missing flag, the content type (empty when unknown), when the item was added, and a sound's facts.
+            let ends = #/,false,[^,]*,\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ,[^,]*,[^,]*,[^,]*,[^,]*$/#
             #expect(lines.dropFirst().dropLast().allSatisfy { $0.contains(ends) }, "\(lines)")
+            // The sound's facts that its metadata holds; none for the photo and the file.
+            #expect(lines.filter { $0.contains("/b.wav,") }.allSatisfy { $0.hasSuffix("Z,1.5,,2,") }, "\(lines)")
+            #expect(lines.filter { $0.contains("/a.jpg,") || $0.contains("http://h/c,") }.allSatisfy { $0.hasSuffix("Z,,,,") },
+                    "\(lines)")
+            #expect(lines.filter { $0.hasSuffix("Z,,,,") || $0.hasSuffix("Z,1.5,,2,") }.count == entries.count)
             #expect(lines.count == entries.count + 2)
             #expect(lines.last == "")
             #expect(text.contains(#","quote "" and"#))

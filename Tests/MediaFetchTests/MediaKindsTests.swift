@@ -91,4 +91,11 @@ import Testing
         #expect(MediaKinds.metadata(#"{"id":"3"}"#, takingFactsOf: #"{"pin":"x"}"#) == #"{"id":"3"}"#)
         #expect(MediaKinds.metadata(nil, takingFactsOf: nil) == nil)
     }
+
+    /// A sound's extension is one the page check knows for media: the name
+    /// is read through `PageInsteadOfMedia.mediaExtension`, which knows no other.
+    @Test func soundExtensionsAreMediaExtensions() {
+        #expect(MediaKinds.soundExtensions.isSubset(of: PageInsteadOfMedia.mediaExtensions))
+        #expect(MediaKinds.readableExtensions.isSubset(of: MediaKinds.soundExtensions))
+    }
 }

@@ -123,8 +123,9 @@ int mf_rlimit_nproc(void);
 /// table of the one that starts it) and hand nothing on: `then` runs on
 /// the first thread, with the process's table, once the second has ended.
 /// Where the second cannot start or the kernel cannot give it a table,
-/// `body` runs with the process's. Returns 0, or pthread_create's error for
-/// the first thread (neither function ran).
+/// `body` runs with the process's. `name` (NULL for none; cut to the 15
+/// bytes Linux keeps) names the second thread. Returns 0, or ENOMEM or
+/// pthread_create's error for the first thread (neither function ran).
 int mf_run_quietly(void (*body)(void *context), void (*then)(void *context), void *context, const char *name);
 
 #endif

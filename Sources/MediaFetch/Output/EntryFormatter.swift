@@ -42,9 +42,28 @@ public struct EntryFormatter: Sendable {
 
     static let tableHeader = ["HASH", "SIZE", "KIND", "COLLECTION", "TITLE / URL"]
     /// The columns of `--format csv`: the table's, then what JSON adds
-    /// (`contentType`, empty when unknown, and `addedAt`), at the end so that
-    /// scripts reading the first eight read them as before.
-    static let csvHeader = "hash,size,kind,collection,title,url,path,missing,contentType,addedAt"
+    /// (`contentType`, empty when unknown, `addedAt`, and a sound's facts,
+    /// empty for other items), at the end so that scripts reading the first
+    /// ones read them as before.
+    static let csvHeader = "hash,size,kind,collection,title,url,path,missing,contentType,addedAt,"
+        + soundFactColumns.joined(separator: ",")
+    /// A sound's facts, as its metadata holds them (see `MediaKinds`).
+    static let soundFactColumns = ["durationSeconds", "sampleRate", "channels", "format"]
+
+    /// The CSV cells of a sound's facts: empty for an item that is no sound,
+    /// or a fact its metadata lacks.
+    static func soundFactCells(of entry: CatalogEntry) -> [String] {
+        guard entry.kind == .sound, let metadata = entry.metadata, let facts = JSONValue.members(ofObject: metadata) else {
+            return soundFactColumns.map { _ in "" }
+        }
+        return soundFactColumns.map { column in
+            switch facts[column] {
+            case .number(let number)?: number
+            case .string(let text)?: text
+            default: ""
+            }
+        }
+    }
 
     /// Whether the entry's file is gone from the store, or is not its size
     /// (`get` fetches such an item again; `verify` looks at the bytes too).
@@ -94,6 +113,7 @@ public struct EntryFormatter: Sendable {
                 let columns = [entry.sha256, String(entry.size), entry.kind.rawValue, entry.collection,
                                entry.title ?? "", RedactedURL.of(entry.url), cache.path(for: entry.sha256) ?? "",
                                String(try lookedFor(entry)), entry.contentType ?? "", dates.string(from: entry.addedAt)]
+                    + Self.soundFactCells(of: entry)
                 try emit(columns.map(Self.csvField).joined(separator: ",") + "\n")
             }
         case .table:

@@ -15,7 +15,7 @@ struct List: AsyncParsableCommand {
     @Option(name: .long, help: "Only this collection.")
     var collection: String?
 
-    @Option(name: .long, help: "Only this kind: photo, sound or file (what get downloads is a file).")
+    @Option(name: .long, help: "Only this kind: photo, sound or file (get tells them apart by what it stored).")
     var kind: ItemKind?
 
     @Option(name: .long, help: "table, json (one array) or csv.")
