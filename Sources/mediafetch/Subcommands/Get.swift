@@ -14,7 +14,9 @@ struct Get: AsyncParsableCommand {
         // Named, not derived from the type's name: that costs the parser a reflection at every start.
         commandName: "get",
         abstract: "Download URLs into the cache.",
-        discussion: "URLs already cached are not downloaded again. Partial downloads resume.")
+        discussion: "URLs already cached are not downloaded again. Partial downloads resume. Each item is a photo, "
+            + "a sound or a file by what it holds; a sound asked for (.mp3, .wav, .flac, .ogg…, or audio/*) is decoded "
+            + "through libsndfile first, and one that proves damaged is not stored.")
 
     @OptionGroup var cacheOptions: CacheOptions
     @OptionGroup var transfer: TransferOptions
