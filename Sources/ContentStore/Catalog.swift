@@ -1018,15 +1018,26 @@ public final class Catalog: Sendable {
     public func stats() throws -> CatalogStats {
         try database.read { db in
             let objects = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM object")
-            let items = try Row.fetchOne(db, sql: """
-                SELECT count(*), coalesce(sum(object.size), 0) FROM item
+            // By kind, in one pass: the totals are their sums.
+            let kinds = try Row.fetchAll(db, sql: """
+                SELECT item.kind, count(*), coalesce(sum(object.size), 0) FROM item
                 JOIN source ON source.url = item.url JOIN object ON object.hash = source.hash
+                GROUP BY item.kind
                 """)
+            var itemsByKind: [ItemKind: Int] = [:]
+            var items = 0
+            var logicalBytes: Int64 = 0
+            for row in kinds {
+                let count: Int = row[1]
+                items += count
+                logicalBytes += row[2] as Int64
+                if let kind = ItemKind(rawValue: row[0]) { itemsByKind[kind, default: 0] += count }
+            }
             let collections = try Int.fetchOne(db, sql: "SELECT count(*) FROM collection") ?? 0
             let sources = try Row.fetchOne(db, sql: "SELECT count(*), count(lastError) FROM source")
             return CatalogStats(
                 objects: objects?[0] ?? 0, bytes: objects?[1] ?? 0,
-                items: items?[0] ?? 0, logicalBytes: items?[1] ?? 0,
+                items: items, logicalBytes: logicalBytes, itemsByKind: itemsByKind,
                 collections: collections,
                 sources: sources?[0] ?? 0, failedSources: sources?[1] ?? 0)
         }

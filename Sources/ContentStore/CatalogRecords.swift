@@ -102,6 +102,8 @@ public struct CatalogStats: Sendable, Equatable, Codable {
     /// Items across collections and the bytes they stand for.
     public let items: Int
     public let logicalBytes: Int64
+    /// How many of the items are of each kind (a kind with none is absent).
+    public var itemsByKind: [ItemKind: Int] = [:]
     public let collections: Int
     /// URLs known, and how many of them last failed.
     public let sources: Int

@@ -56,7 +56,7 @@ import TestSupport
             #expect(table.stdout == """
                 cache                    \(cache)
                 objects                  2 (3.9 KiB)
-                items                    3 (6.8 KiB)
+                items                    3 (6.8 KiB): 3 files
                 collections              1
                 sources                  3 (0 failed last time)
                 saved by de-duplication  2.9 KiB
@@ -68,6 +68,7 @@ import TestSupport
                 "objects": 2, "bytes": 4000, "items": 3, "logicalBytes": 7000, "collections": 1, "sources": 3,
                 "failedSources": 0, "bytesSavedByDeduplication": 3000, "missingObjects": 0, "missingBytes": 0, "awaitingRecord": 0,
                 "partialDownloads": 0, "partialBytes": 0, "resumablePartials": 0,
+                "photoItems": 0, "soundItems": 0, "fileItems": 3,
             ])
         }
     }

@@ -410,9 +410,12 @@ import Transfer
             #expect(missingObjects.bytes == (sizes[Self.hash("a")] ?? 0) + (sizes[Self.hash("b")] ?? 0))
             let stats = try StatsFormatter.render(try cache.catalog.stats(), missing: missingObjects, root: "/c", as: .table)
             #expect(stats.contains("objects                  3 (5.0 GiB); 2 of them (\(ByteSize.format(missingObjects.bytes))) with no file in the cache\n"))
+            // How many items are of each kind.
+            #expect(stats.contains("items                    3 (5.0 GiB): 1 photo, 1 sound, 1 file\n"), "\(stats)")
             let statsJSON = try StatsFormatter.render(try cache.catalog.stats(), missing: missingObjects, root: "/c", as: .json)
             let statsFields = try #require(try JSONSerialization.jsonObject(with: Data(statsJSON.utf8)) as? [String: Any])
             #expect(statsFields["missingBytes"] as? Int64 == missingObjects.bytes)
+            #expect([statsFields["photoItems"], statsFields["soundItems"], statsFields["fileItems"]].map { $0 as? Int } == [1, 1, 1])
             #expect(!stats.contains("waiting to be recorded"))
             let waiting = try StatsFormatter.render(try cache.catalog.stats(), awaitingRecord: 4, root: "/c", as: .table)
             #expect(waiting.hasSuffix("waiting to be recorded   4 (stored; the next get records them)\n"))

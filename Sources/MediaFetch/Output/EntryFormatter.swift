@@ -317,6 +317,9 @@ public enum StatsFormatter {
                 "awaitingRecord": .integer(Int64(awaitingRecord)),
                 "partialDownloads": .integer(Int64(partials.count)), "partialBytes": .integer(partials.bytes),
                 "resumablePartials": .integer(Int64(partials.resumable)),
+                "photoItems": .integer(Int64(stats.itemsByKind[.photo] ?? 0)),
+                "soundItems": .integer(Int64(stats.itemsByKind[.sound] ?? 0)),
+                "fileItems": .integer(Int64(stats.itemsByKind[.file] ?? 0)),
             ]
             if format == .csv {
                 // A header and one row, in the order above.
@@ -337,7 +340,7 @@ public enum StatsFormatter {
                 ["cache", root],
                 ["objects", "\(stats.objects) (\(ByteSize.format(stats.bytes)))"
                     + (missing.count > 0 ? "; \(missing.count) of them (\(ByteSize.format(missing.bytes))) with no file in the cache" : "")],
-                ["items", "\(stats.items) (\(ByteSize.format(stats.logicalBytes)))"],
+                ["items", "\(stats.items) (\(ByteSize.format(stats.logicalBytes)))" + kindsOfItems(stats)],
                 ["collections", "\(stats.collections)"],
                 ["sources", "\(stats.sources) (\(stats.failedSources) failed last time)"],
                 ["saved by de-duplication", ByteSize.format(missing.bytesSavedByDeduplication(stats))],
@@ -352,6 +355,16 @@ public enum StatsFormatter {
             }
             return TextTable.render(header: nil, rows: rows, rightAligned: [])
         }
+    }
+
+    /// How many items are of each kind, as the table's items row ends:
+    /// `: 200 photos, 5 sounds, 1 file`; nothing when there are none.
+    static func kindsOfItems(_ stats: CatalogStats) -> String {
+        let counts = [(ItemKind.photo, "photo"), (.sound, "sound"), (.file, "file")].compactMap { kind, name -> String? in
+            guard let count = stats.itemsByKind[kind], count > 0 else { return nil }
+            return "\(count) \(name)\(count == 1 ? "" : "s")"
+        }
+        return counts.isEmpty ? "" : ": " + counts.joined(separator: ", ")
     }
 }
 
