@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Checks that a file is a sound libsndfile reads.
 public enum SoundCheck {
     /// Opens `path` with libsndfile and decodes it to the end (a file of
@@ -27,16 +29,56 @@ public enum SoundCheck {
     }
 
     /// `facts(of:stop:)` on a quiet thread (see `QuietThread`), then
-    /// `completion` with its result on an ordinary thread. Where no thread
-    /// can start, `completion` is told at once that the check could not run
+    /// `completion` with its result on an ordinary thread; at most `atOnce`
+    /// at a time, the others in the order they came. Where no thread can
+    /// start, `completion` is told that the check could not run
     /// (`unavailable`): the caller's thread must not wait for a decode.
     public static func start(_ path: String, stop: @escaping @Sendable () -> Bool = { false },
                              completion: @escaping @Sendable (Result<SoundFacts, SoundFileError>) -> Void) {
+        let begin: @Sendable () -> Void = { run(path, stop: stop, completion: completion) }
+        let now = slots.withLock { slots -> Bool in
+            guard slots.running < atOnce else {
+                slots.waiting.append(begin)
+                return false
+            }
+            slots.running += 1
+            return true
+        }
+        if now { begin() }
+    }
+
+    /// Checks that run at once, at most: decoding is work for a core (a
+    /// 20-second Ogg Vorbis, 50 ms), and each check takes two threads, which
+    /// count against the limit on processes (see `ThreadLimit`).
+    public static let atOnce = 4
+    /// The threads the checks take at most.
+    public static let threadsAtMost = 2 * atOnce
+
+    private static let slots = Mutex((running: 0, waiting: [@Sendable () -> Void]()))
+
+    private static func run(_ path: String, stop: @escaping @Sendable () -> Bool,
+                            completion: @escaping @Sendable (Result<SoundFacts, SoundFileError>) -> Void) {
         let started = QuietThread.run(named: "mf-sound-check", {
             Result { () throws(SoundFileError) -> SoundFacts in try facts(of: path, stop: stop) }
-        }, then: completion)
+        }, then: { result in
+            completion(result)
+            startNext()
+        })
         if !started {
             completion(.failure(SoundFileError(description: "no thread could start to decode it", unavailable: true)))
+            startNext()
         }
+    }
+
+    /// Gives the slot of a check that ended to the next waiting, if any.
+    private static func startNext() {
+        let next = slots.withLock { slots -> (@Sendable () -> Void)? in
+            guard !slots.waiting.isEmpty else {
+                slots.running -= 1
+                return nil
+            }
+            return slots.waiting.removeFirst()
+        }
+        next?()
     }
 }

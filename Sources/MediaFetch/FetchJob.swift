@@ -192,6 +192,8 @@ public final class FetchJob: Sendable {
     private let state: SleepingLock<State>
     /// Sounds being decoded before they are stored (see `checkSound`).
     private let soundChecks = ChecksUnderWay()
+    /// The threads a run's checks of what it downloaded take at most, beside the transfers' (see `ThreadLimit`).
+    public static let checkThreadsAtMost = SoundCheck.threadsAtMost
 
     private struct State {
         var progress = RunProgress()

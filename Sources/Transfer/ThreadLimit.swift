@@ -17,17 +17,18 @@ public enum ThreadLimit {
 
     /// Threads a run of `jobs` transfers starts: 18 at the peak measured
     /// (2000 small files, and 8 large at `--jobs 64`: 17), and room for a
-    /// name lookup's thread per transfer. Nil `jobs`: a command that
+    /// name lookup's thread per transfer, and `besides` (the caller's own,
+    /// such as checks of what was downloaded). Nil `jobs`: a command that
     /// downloads nothing.
-    public static func needed(jobs: Int?) -> Int {
+    public static func needed(jobs: Int?, besides: Int = 0) -> Int {
         guard let jobs else { return base }
-        return 24 + max(0, jobs)
+        return 24 + max(0, jobs) + besides
     }
 
-    /// Why a command that starts `needed(jobs:)` threads cannot, in one
-    /// line; nil when it can, or when the limits are too high to matter.
-    public static func problem(jobs: Int?) -> String? {
-        let wanted = needed(jobs: jobs)
+    /// Why a command that starts `needed(jobs:besides:)` threads cannot, in
+    /// one line; nil when it can, or when the limits are too high to matter.
+    public static func problem(jobs: Int?, besides: Int = 0) -> String? {
+        let wanted = needed(jobs: jobs, besides: besides)
         let threads = jobs.map { "about \(wanted) threads for \($0) transfers at once" } ?? "about \(wanted) threads"
         let fewer = (jobs ?? 0) > 1 ? ", or give fewer --jobs" : ""
         if let (limit, inUse) = userLimit(), limit - inUse < wanted {

@@ -966,7 +966,7 @@ import TestSupport
                                                        as: user, processLimit: 20)
             #expect(download.status == 3)
             #expect(download.stderrLines.count == 1, "\(download.stderrLines)")
-            #expect(download.stderr.contains("mediafetch starts about 28 threads for 4 transfers at once: raise it where it is set "
+            #expect(download.stderr.contains("mediafetch starts about 36 threads for 4 transfers at once: raise it where it is set "
                 + "(limits.conf nproc, LimitNPROC=), or give fewer --jobs"))
             #expect(!FileManager.default.fileExists(atPath: cache))
             #expect(origin.requests(for: "/a.jpg").isEmpty)

@@ -121,6 +121,35 @@ import TestSupport
         }
     }
 
+    /// Decoding is work for a core, and each check takes two threads: at
+    /// most `atOnce` run at a time, the others wait their turn.
+    @Test func atMostFourChecksRunAtOnceAndEveryOneRuns() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("short.flac")
+            try SampleSounds.write(.flac, to: path, seconds: 0.5, seed: 11)
+            let inside = Atomic(0), most = Atomic(0), finished = Atomic(0)
+            let done = DispatchSemaphore(value: 0)
+            for _ in 0..<10 {
+                // Asked between blocks of each decode: a check in here is running.
+                SoundCheck.start(path, stop: {
+                    let now = inside.add(1, ordering: .sequentiallyConsistent).newValue
+                    _ = most.max(now, ordering: .sequentiallyConsistent)
+                    usleep(5_000)
+                    inside.subtract(1, ordering: .sequentiallyConsistent)
+                    return false
+                }, completion: { result in
+                    if case .success = result { finished.add(1, ordering: .sequentiallyConsistent) }
+                    done.signal()
+                })
+            }
+            for _ in 0..<10 { done.wait() }
+            #expect(finished.load(ordering: .sequentiallyConsistent) == 10)
+            #expect(SoundCheck.atOnce == 4)
+            #expect(most.load(ordering: .sequentiallyConsistent) <= 4)
+            #expect(most.load(ordering: .sequentiallyConsistent) > 1)
+        }
+    }
+
     private static func target(of link: String) -> String? {
         try? FileManager.default.destinationOfSymbolicLink(atPath: link)
     }

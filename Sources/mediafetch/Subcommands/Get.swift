@@ -121,7 +121,7 @@ struct FetchRunner {
         // The transfers that will run: --jobs, held to what the open files allow.
         let jobs = min(configuration.maxConcurrentTransfers, budget.maxJobs)
         if let problem = AddressSpace.problem(jobs: jobs, asked: configuration.maxConcurrentTransfers, listBytes: listBytes)
-            ?? ThreadLimit.problem(jobs: jobs) {
+            ?? ThreadLimit.problem(jobs: jobs, besides: FetchJob.checkThreadsAtMost) {
             Terminal.error(problem, progress: transfer.progress)
             throw Exit.cacheUnusable
         }
