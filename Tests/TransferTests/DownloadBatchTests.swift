@@ -498,11 +498,13 @@ import TestSupport
     /// few of its small files twice): not fetched, settled when found.
     @Test func urlsAnotherProcessHasStoredAndNotYetRecordedWaitForTheirRows() async throws {
         try await withOrigin { origin, directory in
-            // Given five small files, the second's partial held by another process
-            // (so it is seen), which has moved the third into the store and records it later
+            // Given five small files, the first's partial held by another process
+            // (so it is seen before anything starts: a later one's was found held only after
+            // the item behind it had started, when the first was done at once), which has
+            // moved the third into the store and records it later
             let urls = origin.addFixtures(count: 5, size: 4000, firstSeed: 130)
             let partials = directory.appending("tmp")
-            let held = try holdPartial(of: urls[1], in: partials)
+            let held = try holdPartial(of: urls[0], in: partials)
             let engine = try engine(directory, jobs: 1, stallTimeout: 300)
             defer { engine.shutdown() }
             let recorded = Mutex<Set<Int>>([])
@@ -510,7 +512,7 @@ import TestSupport
             let completed = Mutex<[Int]>([])
 
             // When they are downloaded one at a time, and the other process records
-            // the third and lets go of the second's partial once the last is done
+            // the third and lets go of the first's partial once the last is done
             await engine.download(count: urls.count, url: { urls[$0] }, settledMeanwhile: { index in
                 asked.withLock { $0[index, default: 0] += 1 }
                 if recorded.withLock({ $0.contains(index) }) { return .settled }
@@ -530,8 +532,8 @@ import TestSupport
             #expect(origin.requests(for: paths[2]).isEmpty)
             #expect(completed.withLock { $0 }.sorted() == [0, 1, 3, 4])
             #expect(asked.withLock { $0[2] ?? 0 } >= 2)
-            // (The second came after the others, in the partial the other process left.)
-            #expect(origin.requests(for: paths[1]).count == 1)
+            // (The first came after the others, in the partial the other process left.)
+            #expect(origin.requests(for: paths[0]).count == 1)
         }
     }
 
