@@ -191,7 +191,7 @@ public final class FetchJob: Sendable {
     private let ingestStore: (any BlobStore)?
     private let state: SleepingLock<State>
     /// Sounds being decoded before they are stored (see `checkSound`).
-    private let soundChecks = ChecksUnderWay()
+    private let soundChecks = DispatchGroup()
     /// The threads a run's checks of what it downloaded take at most, beside the transfers' (see `ThreadLimit`).
     public static let checkThreadsAtMost = SoundCheck.threadsAtMost
 
@@ -625,7 +625,7 @@ public final class FetchJob: Sendable {
                 }
             }
             // Every item is completed; the sounds still being decoded go to the ingestor after.
-            await soundChecks.allEnded()
+            await withCheckedContinuation { continuation in soundChecks.notify(queue: .global()) { continuation.resume() } }
         }
         // A disk that filled (or a catalog that failed) before the handle was kept stops the downloads here.
         let alreadyStopped = state.withLock { state -> Bool in
@@ -663,12 +663,12 @@ public final class FetchJob: Sendable {
     /// store cannot take it.
     private func checkSound(_ body: DownloadedBody, of item: FetchItem, refusable: Bool, otherwise: ItemKind, ingestor: Ingestor,
                             whenRoom: @escaping @Sendable () -> Void) {
-        soundChecks.begin()
+        soundChecks.enter()
         // Shown as being stored meanwhile: a long sound takes seconds to decode.
         state.withLock { $0.progress.storing += 1 }
         let stop: @Sendable () -> Bool = { [self] in state.withLock { $0.cancelled || $0.report.stoppedEarly } }
         SoundCheck.start(body.path, stop: stop) { [self] result in
-            defer { soundChecks.end() }
+            defer { soundChecks.leave() }
             state.withLock { $0.progress.storing -= 1 }
             switch result {
             case .success(let facts):
