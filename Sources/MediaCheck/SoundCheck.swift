@@ -6,9 +6,9 @@ public enum SoundCheck {
     /// plain samples, WAV or AIFF PCM, is only opened: see
     /// `SoundFile.holdsPlainSamples`); the facts of the sound, or
     /// libsndfile's reason it is none (it does not open, or its decoder
-    /// failed on the way, or nothing in it decodes), or that it is a WAV or
-    /// AIFF file cut short (see `ContainerLength`). `stop` is asked between
-    /// blocks (a long sound, a run interrupted).
+    /// failed on the way, or nothing in it decodes), or that it is a WAV,
+    /// AIFF or MP3 file cut short (see `ContainerLength`). `stop` is asked
+    /// between blocks (a long sound, a run interrupted).
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
         let file = try SoundFile(reading: path)
         // Before the decode, which would play what is there.

@@ -9,9 +9,10 @@ public struct SoundFacts: Sendable, Equatable {
     public var format: String
     public var sampleRate: Int
     public var channels: Int
-    /// The frames that decoded (what plays: a cut-off MP3 or Ogg decodes
-    /// fewer than its header may announce); for plain samples, the header's
-    /// count, checked against the file's length.
+    /// The frames that decoded (what plays: a cut-off Ogg, or MP3 without
+    /// a length in its header, decodes fewer than its header may announce);
+    /// for plain samples, the header's count, checked against the file's
+    /// length.
     public var frames: Int64
 
     public init(format: String, sampleRate: Int, channels: Int, frames: Int64) {

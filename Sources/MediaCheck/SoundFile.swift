@@ -11,15 +11,27 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     /// The check could not run (libsndfile could not be loaded, or no
     /// thread could start): nothing is known of the file.
     public var unavailable = false
+    /// The seconds of audio that decoded before the decoder failed.
+    public var decodedSeconds: Double?
 
     public enum Stage: Sendable, Equatable {
         case opening, decoding, length, stopped
     }
 
-    public init(description: String, stage: Stage = .opening, unavailable: Bool = false) {
+    public init(description: String, stage: Stage = .opening, unavailable: Bool = false, decodedSeconds: Double? = nil) {
         self.description = description
         self.stage = stage
         self.unavailable = unavailable
+        self.decodedSeconds = decodedSeconds
+    }
+
+    /// Whether the failure itself proves the file a damaged sound, whatever
+    /// its name and first bytes said: its header announces more audio than
+    /// it holds, or its decoder failed after a second of audio or more (an
+    /// MP3 broken mid-way). A decoder that fails at once may have been given
+    /// another codec's frames (AAC behind an ID3 tag), which is no damage.
+    public var provesDamage: Bool {
+        !unavailable && (stage == .length || (stage == .decoding && (decodedSeconds ?? 0) >= 1))
     }
 
     /// A decode given up because it was asked to stop (the run was interrupted).
@@ -115,7 +127,8 @@ public final class SoundFile {
     /// Decodes the sound from where it is to its end, 4096 frames at a time
     /// into one buffer (memory stays flat however long the sound), and
     /// returns how many frames decoded. Throws libsndfile's reason when the
-    /// decoder failed on the way ("Error : flac decoder lost sync"), or
+    /// decoder failed on the way, with the audio that decoded before ("Error :
+    /// flac decoder lost sync after 1.2 s of audio"), or
     /// `SoundFileError.stopped` when `stop` said so between two blocks.
     public func decodeToEnd(stop: () -> Bool = { false }) throws(SoundFileError) -> Int64 {
         let blockFrames = 4096
@@ -128,7 +141,13 @@ public final class SoundFile {
             decoded += Int64(read)
         }
         guard Int(library.error(handle)) == SF_ERR_NO_ERROR else {
-            throw Self.reported(by: handle, in: library)
+            var error = Self.reported(by: handle, in: library)
+            if decoded > 0, sampleRate > 0 {
+                let seconds = Double(decoded) / Double(sampleRate)
+                error.decodedSeconds = seconds
+                error.description += " after \((seconds * 10).rounded() / 10) s of audio"
+            }
+            throw error
         }
         return decoded
     }

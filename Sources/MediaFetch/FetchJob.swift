@@ -656,8 +656,8 @@ public final class FetchJob: Sendable {
 
     /// Decodes a body through libsndfile (on a thread of its own, see
     /// `SoundCheck.start`), then stores it as a sound with its facts; or, when
-    /// it does not decode, refuses it if `refusable` (see `MediaKinds`), else
-    /// stores it as `otherwise`. The next item starts when this one is
+    /// it does not decode, refuses it where `MediaKinds.refuses` says so,
+    /// else stores it as `otherwise`. The next item starts when this one is
     /// stored or refused. A run stopped meanwhile (interrupted, or a full
     /// disk) keeps the whole body to be resumed where it can, as when the
     /// store cannot take it.
@@ -677,7 +677,7 @@ public final class FetchJob: Sendable {
             case .failure(let error) where error.stage == .stopped:
                 if body.file.keepForResume() { body.file.release() } else { body.file.discard() }
                 whenRoom()
-            case .failure(let error) where refusable && !error.unavailable:
+            case .failure(let error) where MediaKinds.refuses(error, refusable: refusable, otherwise: otherwise):
                 refuse(body, of: item, reason: MediaKinds.refusal(error, contentType: body.contentType, size: body.size), ingestor: ingestor)
                 whenRoom()
             case .failure:

@@ -11,15 +11,28 @@ import Transfer
 /// refused when it does not decode only where that proves it damaged: it
 /// opens as one of libsndfile's formats (or as an image), or it opens as no
 /// media at all where its name, type or kind say a format libsndfile reads
-/// (`.mp3`, `audio/wav`). Other audio (M4A, AMR, AAC behind an ID3 tag, a
+/// (`.mp3`, `audio/wav`), or its failure proves it (an MP3 shorter than its
+/// header announces, or broken after a second of audio). Other audio (M4A, AMR, AAC behind an ID3 tag, a
 /// playlist sent as `audio/x-mpegurl`) is stored as it came.
 enum MediaKinds {
     enum Judgement: Equatable {
         /// Stored as this kind, as it is.
         case store(ItemKind)
         /// Decoded through libsndfile first: a sound with its facts when it
-        /// decodes; else refused when `refusable`, or stored as `otherwise`.
+        /// decodes; else refused when `refusable` (or as `refuses` says), or
+        /// stored as `otherwise`.
         case checkSound(refusable: Bool, otherwise: ItemKind)
+    }
+
+    /// Whether a body checked under `.checkSound(refusable:otherwise:)` that
+    /// failed with `error` is refused: when `refusable`, or when a sound was
+    /// asked for and the failure itself proves it damaged (an MP3 whose
+    /// header announces more than it holds, or broken a second or more into
+    /// its audio: see `SoundFileError.provesDamage`). Never when the check
+    /// could not run, or was stopped (the body is kept for the next run).
+    static func refuses(_ error: SoundFileError, refusable: Bool, otherwise: ItemKind) -> Bool {
+        guard !error.unavailable, error.stage != .stopped else { return false }
+        return refusable || (otherwise == .sound && error.provesDamage)
     }
 
     /// The judgement for a body of an item of `kind` at `url` (redirected

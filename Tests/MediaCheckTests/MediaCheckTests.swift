@@ -30,8 +30,87 @@ import TestSupport
             try SampleSounds.write(.flac, to: whole, seconds: 2, seed: 6)
             let bytes = try #require(FileManager.default.contents(atPath: whole))
             try bytes.prefix(bytes.count * 6 / 10).write(to: URL(fileURLWithPath: cut))
-            #expect(throws: SoundFileError(description: "Error : flac decoder lost sync", stage: .decoding)) { try SoundCheck.facts(of: cut) }
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: cut) }
+            // What decoded before the decoder lost sync: a second or so of the two.
+            let seconds = try #require(error.decodedSeconds)
+            #expect(seconds > 0.5 && seconds < 1.2, "\(error)")
+            #expect(error == SoundFileError(description: "Error : flac decoder lost sync after \((seconds * 10).rounded() / 10) s of audio",
+                                            stage: .decoding, decodedSeconds: seconds))
+            #expect(error.provesDamage == (seconds >= 1))
         }
+    }
+
+    /// An MP3 cut short (by its server, a full disk) plays to where it ends;
+    /// the Xing or Info header its encoder wrote says how many bytes the
+    /// stream has, ID3 tag or not (the stream follows the tag).
+    @Test func anMP3CutShortIsNoSoundAndSaysHowShort() throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.mp3")
+            try SampleSounds.write(.mp3, to: whole, seconds: 20, seed: 11)
+            let bytes = try #require(FileManager.default.contents(atPath: whole))
+            // An ID3v2 tag larger than what is read at first (a cover picture): 100,000 bytes, in 7-bit bytes.
+            let tagSize = 100_000
+            let tag = Data("ID3".utf8) + Data([4, 0, 0] + [21, 22, 23, 24].indices.map { UInt8(tagSize >> (7 * (3 - $0)) & 0x7F) })
+                + Data(repeating: 0, count: tagSize)
+            for (name, prefix) in [("cut.mp3", Data()), ("tagged.mp3", tag)] {
+                let path = directory.appending(name)
+                try (prefix + bytes.prefix(bytes.count / 2)).write(to: URL(fileURLWithPath: path))
+                let shortfall = try #require(ContainerLength.shortfall(ofFileAt: path), "\(name)")
+                #expect(shortfall.announced == Int64(bytes.count), "\(name)")
+                #expect(shortfall.present == Int64(bytes.count / 2), "\(name)")
+                let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
+                #expect(error.stage == .length)
+                #expect(error.provesDamage)
+                // The same, whole.
+                try (prefix + bytes).write(to: URL(fileURLWithPath: path))
+                #expect(ContainerLength.shortfall(ofFileAt: path) == nil, "\(name)")
+                #expect(try SoundCheck.facts(of: path).durationSeconds == 20.0, "\(name)")
+            }
+        }
+    }
+
+    /// An MP3 broken mid-way opens and decodes to where it breaks: its
+    /// decoder's failure after seconds of audio proves it damaged.
+    @Test func anMP3BrokenMidwaySaysWhereItBroke() throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.mp3"), broken = directory.appending("broken.mp3")
+            try SampleSounds.write(.mp3, to: whole, seconds: 20, seed: 12)
+            var bytes = try #require(FileManager.default.contents(atPath: whole))
+            bytes.replaceSubrange(300_000..<500_000, with: Data(count: 200_000))
+            try bytes.write(to: URL(fileURLWithPath: broken))
+            #expect(ContainerLength.shortfall(ofFileAt: broken) == nil)
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: broken) }
+            #expect(error.stage == .decoding)
+            let seconds = try #require(error.decodedSeconds)
+            // 300,000 bytes of a 20-second stream of about 800,000.
+            #expect(seconds > 5 && seconds < 9, "\(error)")
+            #expect(error.description.hasSuffix(" after \((seconds * 10).rounded() / 10) s of audio"), "\(error)")
+            #expect(error.provesDamage)
+        }
+    }
+
+    /// The byte counts of MPEG headers other than the sample's (MPEG-2 mono
+    /// Layer III, VBRI), and what is no shortfall: a count within 1% of the
+    /// stream, one the whole file holds (an encoder that counted its tag),
+    /// a header without a count, and bytes that are no frame.
+    @Test func mpegHeadersSayTheirStreamsLength() throws {
+        func be(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.bigEndian, Array.init) }
+        // MPEG-2 Layer III, 64 kbit/s, 22.05 kHz, mono: 9 bytes of side information.
+        let mpeg2Mono: [UInt8] = [0xFF, 0xF3, 0x80, 0xC4] + [UInt8](repeating: 0, count: 9)
+        let info = mpeg2Mono + Array("Info".utf8) + be(3) + be(400) + be(50_000) + [UInt8](repeating: 0, count: 100)
+        #expect(ContainerLength.mpegAnnouncedBytes(info) == 50_000)
+        #expect(ContainerLength.mpegShortfall(firstFrame: info, tagBytes: 0, fileSize: 20_000)! == (50_000, 20_000))
+        #expect(ContainerLength.mpegShortfall(firstFrame: info, tagBytes: 0, fileSize: 49_600) == nil)
+        #expect(ContainerLength.mpegShortfall(firstFrame: info, tagBytes: 2_000, fileSize: 50_000) == nil)
+        #expect(ContainerLength.shortfall(head: info, fileSize: 20_000)! == (50_000, 20_000))
+        let framesOnly = mpeg2Mono + Array("Xing".utf8) + be(1) + be(400) + [UInt8](repeating: 0, count: 100)
+        #expect(ContainerLength.mpegAnnouncedBytes(framesOnly) == nil)
+        // VBRI, 32 bytes after the frame header: version, delay, quality, then the bytes.
+        let vbri: [UInt8] = [0xFF, 0xFB, 0x90, 0x64] + [UInt8](repeating: 0, count: 32) + Array("VBRI".utf8)
+            + [0, 1, 0, 0, 0, 75] + be(123_456) + be(1_000) + [UInt8](repeating: 0, count: 40)
+        #expect(ContainerLength.mpegAnnouncedBytes(vbri) == 123_456)
+        #expect(ContainerLength.mpegAnnouncedBytes(Array("OggS\u{0}\u{2}".utf8) + info) == nil)
+        #expect(ContainerLength.mpegAnnouncedBytes([0xFF, 0xEB, 0x90, 0x64] + info) == nil) // reserved version
     }
 
     /// libsndfile plays a WAV or AIFF file cut short to where it ends; its
