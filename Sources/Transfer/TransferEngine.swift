@@ -635,7 +635,8 @@ public final class TransferEngine: Sendable {
         }
         // libcurl counts a redirect it could not follow (to `market:`) and
         // keeps the URL asked for: that one is not named as its own target.
-        if outcome.redirects > 0, let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled {
+        if outcome.redirects > 0, let effective = outcome.effectiveURL, effective != target.url, error.kind != .cancelled,
+           !error.message.hasPrefix("the server redirected to ") {
             // "HTTP 404" alone named only the URL asked for, not the one that answered.
             error = TransferError(error.kind, "\(error.message) (redirected to \(Self.shownRedirectTarget(effective)))",
                                   retryAfter: error.retryAfter)
@@ -827,6 +828,12 @@ public final class TransferEngine: Sendable {
         return shownRedirectTarget(location)
     }
 
+    /// Whether `url` is an http or https URL (by its scheme, in any case).
+    private static func isHTTPOrHTTPS(_ url: String) -> Bool {
+        let scheme = url.prefix { $0 != ":" }.lowercased()
+        return scheme == "http" || scheme == "https"
+    }
+
     /// Turns libcurl's result and the response head into success or a `TransferError`.
     /// `maxFileSize` is named in the error when libcurl refuses a body as too large.
     static func classify(_ outcome: AttemptOutcome, maxFileSize: Int64? = nil) -> Result<Void, TransferError> {
@@ -853,9 +860,21 @@ public final class TransferEngine: Sendable {
                 return .failure(TransferError(.protocolViolation,
                                               "the server gave a length that is no count of bytes (libcurl: \(message))"))
             case CURLE_UNSUPPORTED_PROTOCOL:
-                // A scheme other than http and https, asked for or redirected to (`market:`).
+                // A scheme other than http and https redirected to: one libcurl did not
+                // follow (`market:`), or one it did and then refused (`file:`).
                 if let location = unusedRedirectTarget(outcome) {
                     return .failure(TransferError(.unsupportedURL, "the server redirected to \(location): only http and https are allowed"))
+                }
+                if let effective = outcome.effectiveURL, isHTTPOrHTTPS(effective) {
+                    // At an http or https URL, libcurl's code for an answer it does not
+                    // read as HTTP, whatever its words: they are the transfer's first
+                    // error's, such as a reused connection's reset before the answer in
+                    // HTTP/0.9 on the next one.
+                    return .failure(TransferError(.protocolViolation, "the server's answer is not valid HTTP: \(message)"))
+                }
+                if outcome.redirects > 0, let effective = outcome.effectiveURL {
+                    return .failure(TransferError(.unsupportedURL,
+                        "the server redirected to \(shownRedirectTarget(effective)): only http and https are allowed"))
                 }
                 return .failure(TransferError(.unsupportedURL, "only http and https are allowed: \(message)"))
             case CURLE_URL_MALFORMAT:

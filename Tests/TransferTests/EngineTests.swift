@@ -1968,6 +1968,8 @@ private func downloadReportingProgress(_ url: String, _ configuration: TransferC
                 Issue.record("a redirect to file:// was followed")
             } catch let error as TransferError {
                 #expect(error.kind == .unsupportedURL)
+                // Worded as a redirect to `market:` is (libcurl's words for it were "Protocol "file" not supported…").
+                #expect(error.message == "the server redirected to file:///etc/passwd: only http and https are allowed")
             }
         }
     }

@@ -32,6 +32,30 @@ import Testing
         #expect(error.message.contains("libcurl says \(code)"))
     }
 
+    /// libcurl's "unsupported protocol" at an http URL is its code for an
+    /// answer that is not HTTP, whatever words it kept (the transfer's first
+    /// error's: a reused connection reset before the next one's HTTP/0.9).
+    /// It said "only http and https are allowed" of an http URL, at once.
+    /// A redirect followed to another scheme names its target, once.
+    @Test func unsupportedProtocolAtAnHTTPURLIsAnAnswerThatIsNotHTTP() {
+        func classified(effectiveURL: String?, redirects: Int = 0) -> TransferError? {
+            var outcome = AttemptOutcome(curlCode: 1, curlMessage: "Recv failure: Connection reset by peer", head: ResponseHead(),
+                                         abort: nil, effectiveURL: effectiveURL)
+            outcome.redirects = redirects
+            guard case .failure(let error) = TransferEngine.classify(outcome) else { return nil }
+            return error
+        }
+        for url in ["http://h.test/okfile", "HTTPS://h.test/a.jpg"] {
+            let error = classified(effectiveURL: url)
+            #expect(error?.kind == .protocolViolation)
+            #expect(error?.isRetryable == true)
+            #expect(error?.message == "the server's answer is not valid HTTP: Recv failure: Connection reset by peer")
+        }
+        let file = classified(effectiveURL: "file:///etc/passwd", redirects: 1)
+        #expect(file?.kind == .unsupportedURL)
+        #expect(file?.message == "the server redirected to file:///etc/passwd: only http and https are allowed")
+    }
+
     @Test func backoffDoublesWithJitterAndIsCapped() {
         let error = TransferError(.network(curlCode: 7), "connection refused")
         // Half the ceiling is fixed, the other half random.
