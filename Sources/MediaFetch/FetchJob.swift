@@ -609,6 +609,14 @@ public final class FetchJob: Sendable {
                     } else {
                         switch MediaKinds.judge(kind: item.kind, url: item.url, redirectedTo: body.redirectedTo,
                                                 contentType: body.contentType, opening: opening) {
+                        case .store(.photo):
+                            if let refusal = MediaKinds.photoRefusal(opening: opening(), closing: body.closing, path: body.path,
+                                                                     contentType: body.contentType, size: body.size) {
+                                refuse(body, of: item, reason: refusal, ingestor: ingestor)
+                                ready()
+                            } else {
+                                store(body, of: item, as: .photo, ingestor: ingestor, whenRoom: ready)
+                            }
                         case .store(let kind):
                             store(body, of: item, as: kind, ingestor: ingestor, whenRoom: ready)
                         case .checkSound(let refusable, let otherwise):

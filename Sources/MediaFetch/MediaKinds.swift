@@ -128,6 +128,18 @@ enum MediaKinds {
         return text
     }
 
+    /// Why a photo is not stored: its image is cut short (see `ImageEnd`: a
+    /// connection closed early where no length was given, or a length short
+    /// of the file), in one line as `refusal` words a sound's; nil to store
+    /// it (whole, or no image whose end is checked).
+    static func photoRefusal(opening: [UInt8], closing: [UInt8], path: String, contentType: String?, size: Int64) -> String? {
+        guard let format = MediaSignature.image(opening),
+              let shortfall = ImageEnd.shortfall(format: format, opening: opening, closing: closing, size: size, path: path)
+        else { return nil }
+        let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
+        return "the server sent a photo cut short (\(shortfall); \(type)\(ByteSize.format(size))); not stored"
+    }
+
     /// Why a sound that was asked for is not stored, in one line, as
     /// `PageInsteadOfMedia` words its refusals: what the server sent first
     /// (no sound, a damaged one, one cut short), then libsndfile's words.

@@ -139,6 +139,15 @@ final class FileSink: BodySink {
     /// held before this process (a resumed partial).
     private(set) var opening: [UInt8]? = []
     static let openingSize = 512
+    /// The body's last bytes (up to `closingSize`), kept as they arrive
+    /// (and from the bytes read back of a resumed partial): a caller checks
+    /// a photo's end marker without reading the file. Only those that end
+    /// at `bytesHeld` count (a failed attempt drops its last bytes).
+    private var closingBytes: [UInt8] = []
+    private var closingEnd: Int64 = 0
+    static let closingSize = 32
+    /// The last bytes of those held, as many as are known (up to `closingSize`).
+    var closing: [UInt8] { closingEnd == bytesHeld ? closingBytes : [] }
     /// The partial held bytes of an earlier run when it was opened.
     var resumedFromEarlierRun: Bool { partial.resumable != nil }
     private(set) var validator: String?
@@ -187,6 +196,8 @@ final class FileSink: BodySink {
             if bytesHeld > 0 { opening = nil }
             recent = writer.seededTail
             recentEnd = bytesHeld
+            closingBytes = Array(recent.suffix(Self.closingSize))
+            closingEnd = bytesHeld
             validator = held.validator
             validatorTotal = held.total
             validatorRoute = held.route
@@ -671,7 +682,14 @@ final class FileSink: BodySink {
             if bytesHeld < Self.openingSize, opening != nil {
                 opening?.append(contentsOf: bytes.prefix(Self.openingSize - Int(bytesHeld)))
             }
+            // The last bytes: those kept go on only where these continue them.
+            if bytes.count >= Self.closingSize || closingEnd != bytesHeld {
+                closingBytes = Array(bytes.suffix(Self.closingSize))
+            } else {
+                closingBytes = Array((closingBytes + bytes).suffix(Self.closingSize))
+            }
             bytesHeld += Int64(bytes.count)
+            closingEnd = bytesHeld
             if (expectedTotal ?? .max) >= resumableThreshold { remember(bytes, endingAt: bytesHeld) }
         }
         return answer
@@ -687,6 +705,8 @@ final class FileSink: BodySink {
         overlap = Echo()
         recent = []
         recentEnd = 0
+        closingBytes = []
+        closingEnd = 0
         bytesHeld = 0
         opening = []
         validator = nil

@@ -30,6 +30,10 @@ public struct DownloadedBody: Sendable {
     /// The body's first bytes (up to 512), as this process received them;
     /// nil for a body resumed from bytes written before (read the file).
     public var opening: [UInt8]? = nil
+    /// The body's last bytes (up to 32), as far as this process knows them
+    /// (kept as they arrived, or read back with a resumed partial); fewer
+    /// or none when not known (read the file).
+    public var closing: [UInt8] = []
 
     /// Where the URL was redirected to; nil when it was not. Messages name
     /// it through `TransferEngine.shownRedirectTarget`.
@@ -387,7 +391,7 @@ public final class TransferEngine: Sendable {
             file: finished.file, sha256: finished.sha256, size: finished.size,
             contentType: head.contentType, contentEncoding: head.contentEncoding, etag: head.etag,
             lastModified: head.lastModified, resumedBytes: outcome.resumedBytes, attempts: attempts,
-            opening: prepared.sink.opening)
+            opening: prepared.sink.opening, closing: prepared.sink.closing)
     }
 
     /// Closes a download that failed: a transient failure or a cancel keeps

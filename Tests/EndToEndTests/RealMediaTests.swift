@@ -215,6 +215,50 @@ import TestSupport
         }
     }
 
+    /// A photo cut short where HTTP cannot tell (a connection closed early
+    /// with no length given, a length short of the file) opens all the
+    /// same, and its URL would never be fetched again: it is refused in one
+    /// line, nothing of it kept, and the next run stores it whole. A photo
+    /// with bytes after its end (a motion photo's video) is whole.
+    @Test func aPhotoCutShortIsRefusedAndTheNextRunStoresItWhole() async throws {
+        try await withOrigin { origin, directory in
+            let photo = SamplePhotos.photo(21, of: .medium), other = SamplePhotos.photo(22)
+            origin.addResource("/photos/dropped.jpg", data: photo, contentType: "image/jpeg")
+            origin.setFault("/photos/dropped.jpg", .noLength(dropAfter: photo.count / 2), times: 1)
+            origin.addResource("/photos/short.jpg", data: other, contentType: "image/jpeg")
+            origin.setFault("/photos/short.jpg", .lengthText(String(other.count - 100)), times: 1)
+            let motion = SamplePhotos.photo(23) + fixtureBytes(count: 20_000, seed: 24)
+            origin.addResource("/photos/motion.jpg", data: motion, contentType: "image/jpeg")
+            let cache = directory.appending("cache")
+            let urls = ["/photos/dropped.jpg", "/photos/short.jpg", "/photos/motion.jpg"].map(origin.url)
+
+            let first = try await BuiltProducts.run(["get", "--cache", cache] + urls)
+
+            #expect(first.status == 1)
+            #expect(first.stderrLines.contains("mediafetch: failed \(origin.url("/photos/dropped.jpg")): the server sent a photo cut "
+                + "short (a JPEG without its end marker; image/jpeg, \(String(format: "%.1f KiB", Double(photo.count / 2) / 1024))); "
+                + "not stored"), "\(first.stderr)")
+            #expect(first.stderrLines.contains("mediafetch: failed \(origin.url("/photos/short.jpg")): the server sent a photo cut "
+                + "short (a JPEG without its end marker; image/jpeg, \(String(format: "%.1f KiB", Double(other.count - 100) / 1024))); "
+                + "not stored"), "\(first.stderr)")
+            #expect(first.stderrLines.last?.hasPrefix("1 downloaded, 0 already cached, 2 failed") == true, "\(first.stderr)")
+            #expect(try objectPaths(inCache: cache).count == 1)
+            #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
+
+            let second = try await BuiltProducts.run(["get", "--cache", cache] + urls)
+
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stderrLines.last?.hasPrefix("2 downloaded, 1 already cached, 0 failed") == true, "\(second.stderr)")
+            var stored: [String: Data] = [:]
+            for entry in try await listJSON(cache) {
+                let url = try #require(entry["url"] as? String), path = try #require(entry["path"] as? String)
+                #expect(entry["kind"] as? String == "photo", "\(url)")
+                stored[String(url.dropFirst(origin.baseURL.count))] = FileManager.default.contents(atPath: path)
+            }
+            #expect(stored == ["/photos/dropped.jpg": photo, "/photos/short.jpg": other, "/photos/motion.jpg": motion])
+        }
+    }
+
     /// A sound already cached that goes into another collection is a sound
     /// there too, with its facts: the kind is the URL's, not the run's.
     @Test func aCachedSoundGoesIntoAnotherCollectionAsASound() async throws {

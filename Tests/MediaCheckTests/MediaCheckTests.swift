@@ -273,3 +273,80 @@ import TestSupport
         #expect(MediaSignature.readableSound([0xFF, 0xFB, 0x90, 0x64], bareFrames: true))
     }
 }
+
+@Suite struct ImageEndTests {
+    /// `ImageEnd.shortfall` for `bytes` written to a file, its last 32
+    /// bytes known (as a download keeps them) or not (read from the file).
+    private func shortfall(_ format: String, _ bytes: [UInt8], closingKnown: Bool = true) throws -> String? {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("image")
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            return ImageEnd.shortfall(format: format, opening: Array(bytes.prefix(512)),
+                                      closing: closingKnown ? Array(bytes.suffix(32)) : [], size: Int64(bytes.count), path: path)
+        }
+    }
+
+    /// A photo cut anywhere short of its end (a baseline JPEG, and a
+    /// progressive one of ten scans) lacks its end marker; whole, with or
+    /// without its last bytes known, or with bytes after its end (a motion
+    /// photo's video), it is whole.
+    @Test(arguments: SamplePhotos.Picture.allCases)
+    func aJPEGCutAnywhereLacksItsEndMarker(_ picture: SamplePhotos.Picture) throws {
+        let photo = [UInt8](SamplePhotos.photo(7, of: picture))
+        #expect(try shortfall("jpeg", photo) == nil)
+        #expect(try shortfall("jpeg", photo, closingKnown: false) == nil)
+        #expect(try shortfall("jpeg", photo + [UInt8](fixtureBytes(count: 100_000, seed: 3))) == nil)
+        for length in stride(from: 3, to: photo.count, by: 97) + [photo.count - 2, photo.count - 1] {
+            #expect(try shortfall("jpeg", Array(photo.prefix(length))) == "a JPEG without its end marker", "cut at \(length)")
+        }
+        // Not a JPEG's structure after its first bytes: not judged.
+        #expect(try shortfall("jpeg", [0xFF, 0xD8, 0xFF] + Array("not a segment".utf8)) == nil)
+    }
+
+    private func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+        withUnsafeBytes(of: UInt32(data.count).bigEndian, Array.init) + Array(type.utf8) + data + [1, 2, 3, 4]
+    }
+
+    @Test func aPNGCutAnywhereLacksItsIENDChunk() throws {
+        let png = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", [UInt8](repeating: 1, count: 13))
+            + chunk("IDAT", [UInt8](fixtureBytes(count: 3_000, seed: 4))) + chunk("IDAT", [UInt8](fixtureBytes(count: 70_000, seed: 5)))
+            + [0, 0, 0, 0, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82]
+        #expect(try shortfall("png", png) == nil)
+        #expect(try shortfall("png", png, closingKnown: false) == nil)
+        #expect(try shortfall("png", png + Array("trailing".utf8)) == nil)
+        for length in stride(from: 9, to: png.count, by: 331) + [png.count - 1] {
+            #expect(try shortfall("png", Array(png.prefix(length))) == "a PNG without its IEND chunk", "cut at \(length)")
+        }
+    }
+
+    @Test func aGIFCutAnywhereLacksItsTrailer() throws {
+        // 2 × 1 pixels, a global table of two colours, a graphic control extension, one image in two sub-blocks.
+        let gif: [UInt8] = Array("GIF89a".utf8) + [2, 0, 1, 0, 0x80, 0, 0] + [0, 0, 0, 255, 255, 255]
+            + [0x21, 0xF9, 4, 0, 0, 0, 0, 0]
+            + [0x2C, 0, 0, 0, 0, 2, 0, 1, 0, 0, 2, 3, 0x44, 0x01, 0x02, 1, 0x05, 0]
+            + [0x3B]
+        #expect(try shortfall("gif", gif) == nil)
+        #expect(try shortfall("gif", gif + [0, 0, 0]) == nil)
+        for length in 7..<gif.count {
+            #expect(try shortfall("gif", Array(gif.prefix(length))) == "a GIF without its trailer", "cut at \(length)")
+        }
+        #expect(try shortfall("gif", Array(gif.dropLast()) + [0x99]) == nil) // not a block: not judged
+    }
+
+    @Test func aWebPOrHEIFShorterThanItsHeaderOrBoxesSay() throws {
+        func le(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        func box(_ type: String, _ length: Int) -> [UInt8] {
+            withUnsafeBytes(of: UInt32(length).bigEndian, Array.init) + Array(type.utf8) + [UInt8](repeating: 7, count: length - 8)
+        }
+        let webp = Array("RIFF".utf8) + le(4_000 - 8) + Array("WEBPVP8 ".utf8) + [UInt8](repeating: 9, count: 4_000 - 16)
+        #expect(try shortfall("webp", webp) == nil)
+        #expect(try shortfall("webp", Array(webp.prefix(2_500))) == "its header announces 4000 bytes, 2500 are there")
+        let heif = box("ftyp", 24) + box("meta", 300) + box("mdat", 5_000)
+        #expect(try shortfall("heif", heif) == nil)
+        #expect(try shortfall("avif", Array(heif.prefix(4_000))) == "its last box ends past the file's end")
+        // A last box of length 0 goes to the file's end.
+        #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 0] + Array("mdat".utf8) + [1, 2, 3]) == nil)
+        // Formats whose end is not checked.
+        #expect(try shortfall("tiff", [0x49, 0x49, 0x2A, 0x00, 1, 2]) == nil)
+    }
+}

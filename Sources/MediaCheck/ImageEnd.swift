@@ -1,0 +1,254 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Whether an image file reaches the end its format marks. A photo cut
+/// short (a connection closed early where the server gave no length, or a
+/// length that fell short of the file) still opens, and shows its top
+/// rows over grey, but is no whole photo; and its URL would never be
+/// fetched again. JPEG ends with an end-of-image marker, PNG with an
+/// `IEND` chunk, GIF with its trailer byte, WebP and HEIF or AVIF where
+/// their headers and boxes say.
+///
+/// A whole file is known by its last bytes, kept as they arrived, so it
+/// costs no read; only a file that ends otherwise (cut short, or with
+/// bytes after its end: a phone's motion photo puts a video after its
+/// JPEG) is walked from its start, read once. A file whose structure is
+/// not as its format has it is not judged: only one that runs off its
+/// end in the middle of a well-formed structure is cut short.
+public enum ImageEnd {
+    /// How the image at `path` (`size` bytes, in format `format` as
+    /// `MediaSignature.image` names it, opening with `opening` and ending
+    /// with `closing`, as many of their bytes as are known) falls short
+    /// of its end, in a few words ("a JPEG without its end marker"); nil
+    /// when it is whole, or its format's end is not checked (TIFF, BMP,
+    /// JPEG XL), or its structure is not as the format has it.
+    public static func shortfall(format: String, opening: [UInt8], closing: [UInt8], size: Int64, path: String) -> String? {
+        switch format {
+        case "jpeg":
+            if closing.suffix(2).elementsEqual([0xFF, 0xD9]) { return nil }
+            return walk(path) { jpegEnd(&$0) } == .cutShort ? "a JPEG without its end marker" : nil
+        case "png":
+            if closing.suffix(12).elementsEqual(pngEnd) { return nil }
+            return walk(path) { pngEnd(&$0) } == .cutShort ? "a PNG without its IEND chunk" : nil
+        case "gif":
+            if closing.last == 0x3B { return nil }
+            return walk(path) { gifEnd(&$0) } == .cutShort ? "a GIF without its trailer" : nil
+        case "webp":
+            // RIFF's length counts what follows its first 8 bytes.
+            guard opening.count >= 8 else { return nil }
+            let announced = opening[4..<8].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) } + 8
+            return announced > size ? "its header announces \(announced) bytes, \(size) are there" : nil
+        case "heif", "avif":
+            return walk(path) { boxesEnd(&$0, size: size) } == .cutShort ? "its last box ends past the file's end" : nil
+        default:
+            return nil
+        }
+    }
+
+    /// What a walk of a file's structure found.
+    enum Walk: Equatable {
+        /// It reached the format's end (bytes may follow).
+        case whole
+        /// The file ended inside the structure.
+        case cutShort
+        /// Bytes where the format has none such, or no file to read.
+        case malformed
+    }
+
+    /// Opens `path` and walks it with `body`, reading each byte once.
+    static func walk(_ path: String, _ body: (inout FileReader) -> Walk) -> Walk {
+        guard var reader = FileReader(path: path) else { return .malformed }
+        defer { reader.close() }
+        return body(&reader)
+    }
+
+    private static let pngEnd: [UInt8] = [0, 0, 0, 0, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82]
+
+    /// A JPEG's segments from its start-of-image marker to its end-of-image
+    /// marker: each segment's length, and after each start-of-scan the
+    /// entropy-coded bytes, in which 0xFF is followed by 0 (a stuffed byte)
+    /// or a restart marker, to the next marker.
+    static func jpegEnd(_ reader: inout FileReader) -> Walk {
+        guard reader.byte() == 0xFF, reader.byte() == 0xD8 else { return .malformed }
+        while true {
+            guard let first = reader.byte() else { return .cutShort }
+            guard first == 0xFF else { return .malformed }
+            var marker = first
+            // Fill bytes (0xFF) may come before a marker.
+            while marker == 0xFF {
+                guard let next = reader.byte() else { return .cutShort }
+                marker = next
+            }
+            switch marker {
+            case 0xD9:
+                return .whole
+            case 0xD0...0xD7, 0x01:
+                continue // no length
+            case ..<0xC0:
+                return .malformed // no marker
+
+            default:
+                guard let length = reader.number(2, bigEndian: true) else { return .cutShort }
+                guard length >= 2 else { return .malformed }
+                guard reader.skip(length - 2) else { return .cutShort }
+                if marker == 0xDA {
+                    guard reader.skipEntropyCodedBytes() else { return .cutShort }
+                }
+            }
+        }
+    }
+
+    /// A PNG's chunks after its 8-byte signature, each a length, a type,
+    /// the data and a CRC, to its `IEND`.
+    static func pngEnd(_ reader: inout FileReader) -> Walk {
+        guard reader.skip(8) else { return .cutShort }
+        while true {
+            guard let length = reader.number(4, bigEndian: true), let type = reader.number(4, bigEndian: true) else {
+                return .cutShort
+            }
+            guard length < 1 << 31 else { return .malformed }
+            if type == 0x49454E44 { return reader.skip(4) ? .whole : .cutShort } // IEND, and its CRC
+            guard reader.skip(length + 4) else { return .cutShort }
+        }
+    }
+
+    /// A GIF's screen descriptor and colour table, then its blocks
+    /// (extensions and images, each ending in an empty sub-block) to its
+    /// trailer, 0x3B.
+    static func gifEnd(_ reader: inout FileReader) -> Walk {
+        func colourTable(flags: UInt8) -> Int64 { flags & 0x80 != 0 ? 3 << (Int64(flags & 7) + 1) : 0 }
+        func subBlocks(_ reader: inout FileReader) -> Bool {
+            while true {
+                guard let count = reader.byte() else { return false }
+                if count == 0 { return true }
+                guard reader.skip(Int64(count)) else { return false }
+            }
+        }
+        guard reader.skip(10), let flags = reader.byte(), reader.skip(2 + colourTable(flags: flags)) else { return .cutShort }
+        while true {
+            guard let introducer = reader.byte() else { return .cutShort }
+            switch introducer {
+            case 0x3B:
+                return .whole
+            case 0x21:
+                guard reader.skip(1), subBlocks(&reader) else { return .cutShort }
+            case 0x2C:
+                guard reader.skip(8), let flags = reader.byte(), reader.skip(colourTable(flags: flags) + 1), subBlocks(&reader) else {
+                    return .cutShort
+                }
+            default:
+                return .malformed
+            }
+        }
+    }
+
+    /// An ISO media file's top-level boxes (HEIF, AVIF), each its length
+    /// (or 1 and a 64-bit length after its type, or 0: to the file's end)
+    /// and its type: whole when the last ends at or before the file's end.
+    static func boxesEnd(_ reader: inout FileReader, size: Int64) -> Walk {
+        var offset: Int64 = 0
+        while offset < size {
+            guard reader.skip(offset - reader.position), let length = reader.number(4, bigEndian: true), reader.skip(4) else {
+                return .cutShort
+            }
+            var boxLength = length
+            if length == 1 {
+                guard let long = reader.number(8, bigEndian: true) else { return .cutShort }
+                boxLength = long
+            }
+            if length == 0 { return .whole }
+            guard boxLength >= 8 else { return .malformed }
+            offset += boxLength
+        }
+        return offset == size ? .whole : .cutShort
+    }
+}
+
+/// A file read from its start, once, through a buffer: bytes, numbers and
+/// skips that report the file's end. Owns its descriptor (`close`).
+struct FileReader {
+    private let descriptor: Int32
+    private var buffer: [UInt8]
+    private var start: Int64 = 0
+    private var count = 0
+    private var index = 0
+    /// The offset of the next byte.
+    var position: Int64 { start + Int64(index) }
+
+    init?(path: String, bufferSize: Int = 64 << 10) {
+        descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        buffer = [UInt8](repeating: 0, count: bufferSize)
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+
+    /// Reads the next bufferful at `position`; false at the file's end.
+    private mutating func refill() -> Bool {
+        let next = position
+        let read = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(next)) }
+        guard read > 0 else { return false }
+        (start, count, index) = (next, read, 0)
+        return true
+    }
+
+    mutating func byte() -> UInt8? {
+        if index == count, !refill() { return nil }
+        defer { index += 1 }
+        return buffer[index]
+    }
+
+    /// A number of `width` bytes.
+    mutating func number(_ width: Int, bigEndian: Bool) -> Int64? {
+        var value: Int64 = 0
+        for shift in 0..<width {
+            guard let byte = byte() else { return nil }
+            value = bigEndian ? value << 8 | Int64(byte) : value | Int64(byte) << (8 * shift)
+        }
+        return value
+    }
+
+    /// Moves `length` bytes on: false when the file ends before.
+    mutating func skip(_ length: Int64) -> Bool {
+        guard length >= 0 else { return false }
+        let target = position + length
+        if target <= start + Int64(count) {
+            index = Int(target - start)
+            return true
+        }
+        (start, count, index) = (target, 0, 0)
+        // The last byte skipped must be there.
+        var last: UInt8 = 0
+        return pread(descriptor, &last, 1, off_t(target - 1)) == 1
+    }
+
+    /// Moves past a JPEG scan's entropy-coded bytes, to the 0xFF of the
+    /// next marker (not a stuffed 0xFF 0x00, nor a restart marker): false
+    /// when the file ends before one.
+    mutating func skipEntropyCodedBytes() -> Bool {
+        while true {
+            if index == count, !refill() { return false }
+            let found = buffer.withUnsafeBytes { bytes -> Int? in
+                guard let base = bytes.baseAddress,
+                      let hit = memchr(base + index, 0xFF, count - index) else { return nil }
+                return base.distance(to: UnsafeRawPointer(hit))
+            }
+            guard let at = found else {
+                index = count
+                continue
+            }
+            index = at + 1
+            guard let next = byte() else { return false }
+            if next == 0x00 || (0xD0...0xD7).contains(next) { continue }
+            // A marker: step back to its 0xFF (the byte before `next`, perhaps in the last bufferful).
+            if index >= 2 {
+                index -= 2
+            } else {
+                let markerAt = position - 2
+                (start, count, index) = (markerAt, 0, 0)
+            }
+            return true
+        }
+    }
+}
