@@ -1173,9 +1173,9 @@ final class CurlLoop: Sendable {
             (snapshot.waitingToRetry, snapshot.nextRetryInSeconds) = retryWaits.state(at: now)
             snapshot.waitingForOtherProcess = waitingForOtherProcess.load(ordering: .relaxed)
             snapshot.bytesResumed = counters.bytesResumed.load(ordering: .relaxed)
-            snapshot.failingHost = reachability?.longestFailing(at: now, atLeast: .seconds(3)) { host in
+            snapshot.failingHost = reachability?.longestFailing(at: now, atLeast: .seconds(3), hasWork: { host in
                 running.values.contains { $0.host == host } || slots.hasWaiting(of: host) || retryWaits.hasSleeper(of: host)
-            }
+            }, lastFailedForGood: retryWaits.lastFailedForGood)
             events.yield(.progress(snapshot))
         }
         // Only reads what the loop holds (no libcurl call), so it may run inside a libcurl callback.

@@ -111,12 +111,17 @@ struct HostReachability {
     /// `atLeast`, and how many have so, among those with URLs not done
     /// (`hasWork`: a host whose one URL had failed was "1 more host" until
     /// its patience ran out) or a failure in the last second (its URL on its
-    /// way to a retry wait).
-    func longestFailing(at now: ContinuousClock.Instant, atLeast: Duration, hasWork: (String) -> Bool) -> FailingHost? {
+    /// way to a retry wait), unless a URL of the host failed for good since
+    /// (`lastFailedForGood`: no retry is on its way).
+    func longestFailing(at now: ContinuousClock.Instant, atLeast: Duration, hasWork: (String) -> Bool,
+                        lastFailedForGood: (String) -> ContinuousClock.Instant? = { _ in nil }) -> FailingHost? {
         // One pass, nothing copied: this runs on every progress tick, inside libcurl's callbacks too.
         var longest: (host: String, streak: Streak)?
         var hosts = 0
-        for (host, streak) in failing where now - streak.began >= atLeast && (now - streak.last < .seconds(1) || hasWork(host)) {
+        func retryMayBeOnItsWay(_ host: String, _ streak: Streak) -> Bool {
+            now - streak.last < .seconds(1) && !(lastFailedForGood(host).map { $0 >= streak.last } ?? false)
+        }
+        for (host, streak) in failing where now - streak.began >= atLeast && (retryMayBeOnItsWay(host, streak) || hasWork(host)) {
             hosts += 1
             if longest.map({ streak.began < $0.streak.began }) ?? true { longest = (host, streak) }
         }

@@ -30,6 +30,8 @@ final class RetryWaits: Sendable {
         var sleepers: [TransferID: Sleeper] = [:]
         var givenUp: Set<String> = []
         var nextToken: UInt64 = 0
+        /// When a URL of each host last failed for good (see `failedForGood`).
+        var lastFailedForGood: [String: ContinuousClock.Instant] = [:]
     }
 
     private let state = Mutex(State())
@@ -117,6 +119,20 @@ final class RetryWaits: Sendable {
     }
 
     /// Whether a transfer of `host` sleeps before a retry.
+    /// A URL of `host` failed for good: no retry of it is on its way. A
+    /// host failing without an answer is named for a second after its last
+    /// failure only while a retry may still be (see
+    /// `HostReachability.longestFailing`): the status line named a dead host
+    /// for two seconds after its only URL had failed.
+    func failedForGood(host: String, at now: ContinuousClock.Instant = .now) {
+        state.withLock { $0.lastFailedForGood[host] = now }
+    }
+
+    /// When a URL of `host` last failed for good, if one has.
+    func lastFailedForGood(_ host: String) -> ContinuousClock.Instant? {
+        state.withLock { $0.lastFailedForGood[host] }
+    }
+
     func hasSleeper(of host: String) -> Bool {
         state.withLock { state in state.sleepers.values.contains { $0.host == host && !$0.woken } }
     }

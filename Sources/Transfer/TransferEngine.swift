@@ -511,9 +511,21 @@ public final class TransferEngine: Sendable {
     }
 
     /// Attempts until success, a final error, cancellation or the retries run
-    /// out. `first`, when given, is the first attempt, already run.
+    /// out. `first`, when given, is the first attempt, already run. A final
+    /// error is noted for the status line (see `RetryWaits.failedForGood`).
     private func perform(_ target: RequestTarget, sink: any BodySink,
                          first: FirstAttempt? = nil) async throws(TransferError) -> (Completed, Int) {
+        do {
+            return try await attempts(target, sink: sink, first: first)
+        } catch {
+            if error.kind != .cancelled { loop.retryWaits.failedForGood(host: target.hostKey) }
+            throw error
+        }
+    }
+
+    /// `perform`'s attempts.
+    private func attempts(_ target: RequestTarget, sink: any BodySink,
+                          first: FirstAttempt? = nil) async throws(TransferError) -> (Completed, Int) {
         let id = first?.id ?? nextTransferID()
         var tally = AttemptTally(attempt: first?.earlier.charged ?? 0, requests: first?.earlier.made ?? 0)
         // The wait before the next attempt, if any. The first attempt, when

@@ -253,6 +253,33 @@ import TestSupport
         }
     }
 
+    /// A host that never answers is named in the progress (`failingHost`)
+    /// while its URL waits to retry, and not once that URL has failed for
+    /// good: the status line named it for two seconds more, beside "1 failed".
+    @Test func aFailingHostIsNamedUntilItsLastURLFails() async throws {
+        try await withOrigin { origin, directory in
+            // Twelve seconds of download beside it, so that progress goes on after the
+            // failure (its five attempts take 3.75 to 7.5 s; it is named from 3 s on).
+            origin.addResource("/long.bin", data: fixtureBytes(count: 192_000, seed: 53))
+            origin.setFault("/long.bin", .slow(bytesPerSecond: 16_000))
+            let dead = "http://127.0.0.1:1/a.jpg"
+            let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"),
+                                                      "--progress", "json", origin.url("/long.bin"), dead])
+
+            #expect(result.status == 1, "\(result.stderr)")
+            let events = jsonLines(result.stderr)
+            let failure = try #require(events.firstIndex { $0["event"] as? String == "failed" }, "\(result.stderr)")
+            #expect(events[failure]["url"] as? String == dead)
+            func namesTheDeadHost(_ event: [String: Any]) -> Bool {
+                (event["failingHost"] as? [String: Any])?["host"] as? String == "127.0.0.1:1"
+            }
+            #expect(events[..<failure].contains(where: namesTheDeadHost), "\(result.stderr)")
+            let after = events[(failure + 1)...].filter { $0["event"] as? String == "progress" }
+            #expect(after.count >= 4, "\(result.stderr)")
+            #expect(!after.contains { $0["failingHost"] != nil }, "\(result.stderr)")
+        }
+    }
+
     /// A server that takes 2 connections and resets the rest: every URL
     /// arrives, and the run says once (as a note, and as a JSON event) that
     /// the host gets 2 at a time (once two tries of a third were turned away).

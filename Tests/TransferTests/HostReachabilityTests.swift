@@ -66,6 +66,12 @@ import TestSupport
                                          started: start + .seconds(6), at: start + .seconds(7))
         #expect(reachability.longestFailing(at: start + .seconds(7.5), atLeast: least, hasWork: { _ in false })?.host == "silent.test:443")
         #expect(reachability.longestFailing(at: start + .seconds(8), atLeast: least, hasWork: { _ in false }) == nil)
+        // Unless that URL failed for good since: no retry is on its way (a dead host was named for two seconds after its only URL failed).
+        #expect(reachability.longestFailing(at: start + .seconds(7.5), atLeast: least, hasWork: { _ in false },
+                                            lastFailedForGood: { _ in start + .seconds(7.1) }) == nil)
+        // One that failed for good before the last failure leaves the second.
+        #expect(reachability.longestFailing(at: start + .seconds(7.5), atLeast: least, hasWork: { _ in false },
+                                            lastFailedForGood: { _ in start + .seconds(6.9) })?.host == "silent.test:443")
         // Given up: the give-up says so instead.
         for second in stride(from: 8, through: 40, by: 8) {
             reachability.failedWithoutAnswer("silent.test:443", transfer: url, reason: "timed out", madeConnection: true,
