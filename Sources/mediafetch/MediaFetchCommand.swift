@@ -114,7 +114,8 @@ struct MediaFetchCommand: AsyncParsableCommand {
             }
         } catch {
             TransferEngine.waitForWarmUp()
-            let problem = CommandLineLayout.joiningParserLines(message(for: error))
+            let problem = CommandLineLayout.withDashValueHint(CommandLineLayout.joiningParserLines(message(for: error)),
+                                                              arguments: arguments)
             // An `ExitCode` thrown after its message was written has no text of its own.
             if exitCode(for: error) == .validationFailure, !problem.isEmpty {
                 writeUsageError(problem, for: command)

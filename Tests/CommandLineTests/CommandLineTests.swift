@@ -78,6 +78,21 @@ import Testing
         #expect(CommandLineLayout.optionWithEmptyValue(in: ["get", "--collection=aGk=", "http://h/x?a="]) == nil)
     }
 
+    /// `--collection -x` is a missing value to the parser (`-x` reads as an
+    /// option): the error says how to give such a value.
+    @Test func aValueBeginningWithADashIsShownHowToBeGiven() {
+        let missing = "missing value for '--collection <collection>'"
+        #expect(CommandLineLayout.withDashValueHint(missing, arguments: ["get", "--collection", "-x", "http://h/a"])
+                == missing + "; a value that begins with a dash is given as --collection=-x")
+        #expect(CommandLineLayout.withDashValueHint("Missing value for '--collection <collection>'", arguments: ["list", "--collection", "-x"])
+                == "Missing value for '--collection <collection>'; a value that begins with a dash is given as --collection=-x")
+        // Nothing after it, or the end of options: nothing to add.
+        #expect(CommandLineLayout.withDashValueHint(missing, arguments: ["get", "http://h/a", "--collection"]) == missing)
+        #expect(CommandLineLayout.withDashValueHint(missing, arguments: ["get", "--collection", "--", "http://h/a"]) == missing)
+        #expect(CommandLineLayout.withDashValueHint("unknown option '-x'", arguments: ["get", "--collection", "-x"])
+                == "unknown option '-x'")
+    }
+
     @Test func optionsTakingValuesAreReadFromTheCommandsDescription() {
         // The shape of ArgumentParser's `--experimental-dump-help`, cut down.
         let dump = """

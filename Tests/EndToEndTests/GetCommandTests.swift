@@ -1897,6 +1897,11 @@ import TestSupport
         let empty = try await BuiltProducts.run(["get", "--cache", cache, "--collection=", "http://127.0.0.1:1/x", "http://127.0.0.1:1/y"])
         #expect(empty.status == 64)
         #expect(empty.stderrLines == usageError("--collection needs a value (--collection= gives none)"))
+        // A value that begins with a dash reads as an option: the line says how to give it.
+        let dash = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "-x", "http://127.0.0.1:1/x"])
+        #expect(dash.status == 64)
+        #expect(dash.stderrLines == usageError("missing value for '--collection <collection>'; a value that begins with a dash "
+            + "is given as --collection=-x"))
         // A name read from a CRLF file ends in CR: a second collection that looks like the first.
         let carriageReturn = try await BuiltProducts.run(["get", "--cache", cache, "--collection", "bratislava\r", "http://127.0.0.1:1/x"])
         #expect(carriageReturn.status == 64)
