@@ -22,21 +22,31 @@ enum ContainerLength {
         defer { close(descriptor) }
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { return nil }
-        func bytes(at offset: Int64, count: Int) -> [UInt8] {
-            var bytes = [UInt8](repeating: 0, count: count)
-            let read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
-            return Array(bytes.prefix(max(0, read)))
-        }
-        let head = bytes(at: 0, count: 64 << 10)
+        let size = Int64(status.st_size)
+        let head = bytes(of: descriptor, at: 0, count: 64 << 10)
         guard head.count >= 12 else { return nil }
-        if let tag = id3v2TagSize(head), tag + 200 > Int64(head.count) {
-            // The first frame is past what was read.
-            return mpegShortfall(firstFrame: bytes(at: tag, count: 4096), tagBytes: tag, fileSize: Int64(status.st_size))
-        }
-        return shortfall(head: head, fileSize: Int64(status.st_size))
+        if let container = shortfall(head: head, fileSize: size) { return container }
+        // An MP3: its first frame follows any ID3v2 tag.
+        let tag = id3v2TagSize(head) ?? 0
+        let frame = tag + 200 > Int64(head.count) ? bytes(of: descriptor, at: tag, count: 4096) : Array(head[Int(tag)...])
+        guard let short = mpegShortfall(firstFrame: frame, tagBytes: tag, fileSize: size),
+              mpegEndsInsideAFrame(path: path, from: tag, size: size) == true else { return nil }
+        return short
     }
 
-    /// `shortfall` for a file of `fileSize` bytes that begins with `head`.
+    /// Up to `count` bytes of the file open as `descriptor`, from `offset`.
+    private static func bytes(of descriptor: Int32, at offset: Int64, count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var read: Int
+        repeat {
+            read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
+        } while read < 0 && errno == EINTR
+        return Array(bytes.prefix(max(0, read)))
+    }
+
+    /// `shortfall` for a WAV or AIFF file of `fileSize` bytes that begins
+    /// with `head` (an MP3's is confirmed by a walk of its frames: see
+    /// `shortfall(ofFileAt:)`).
     static func shortfall(head: [UInt8], fileSize: Int64) -> (announced: Int64, present: Int64)? {
         func text(_ offset: Int) -> String { String(decoding: head[offset..<offset + 4], as: UTF8.self) }
         func number(_ offset: Int, bigEndian: Bool) -> Int64 {
@@ -50,10 +60,7 @@ enum ContainerLength {
         case ("RIFF", "WAVE"): (bigEndian, audioChunk) = (false, "data")
         case ("RIFX", "WAVE"): (bigEndian, audioChunk) = (true, "data")
         case ("FORM", "AIFF"), ("FORM", "AIFC"): (bigEndian, audioChunk) = (true, "SSND")
-        default:
-            let tag = id3v2TagSize(head) ?? 0
-            guard tag < Int64(head.count) else { return nil }
-            return mpegShortfall(firstFrame: Array(head[Int(tag)...]), tagBytes: tag, fileSize: fileSize)
+        default: return nil
         }
         // Chunks follow the 12-byte header: a name, a length, the bytes (padded to an even length).
         var offset = 12
@@ -91,10 +98,86 @@ enum ContainerLength {
         return (announced, present)
     }
 
+    /// Whether the MPEG audio stream of the file at `path` (from `start`,
+    /// after any ID3v2 tag; `size` bytes in all) ends inside a frame: each
+    /// frame's header gives its length, and the last runs past the file's
+    /// end. False where the frames end with the file or at a tag after them
+    /// (ID3v1, APE, Lyrics3, an appended ID3v2): a file trimmed or edited by
+    /// whole frames, whose first frame's byte count was not updated, is
+    /// whole. Nil where the walk meets something that is no frame, or a
+    /// free-format frame (no length in its header): not judged.
+    static func mpegEndsInsideAFrame(path: String, from start: Int64, size: Int64) -> Bool? {
+        guard var reader = FileReader(path: path) else { return nil }
+        defer { reader.close() }
+        guard reader.skip(start) else { return nil }
+        var offset = start
+        while offset < size {
+            var header: [UInt8] = []
+            while header.count < 4, let byte = reader.byte() { header.append(byte) }
+            if reader.failed { return nil }
+            let tags: [[UInt8]] = [Array("TAG".utf8), Array("APET".utf8), Array("LYRI".utf8), Array("ID3".utf8)]
+            if tags.contains(where: { header.starts(with: $0) }) { return false }
+            guard header.count == 4 else { return header.first == 0xFF ? true : nil }
+            guard let length = mpegFrameLength(header) else { return nil }
+            if length > size - offset { return true }
+            offset += length
+            guard reader.skip(length - 4) else { return reader.failed ? nil : true }
+        }
+        return false
+    }
+
+    /// The length in bytes of the MPEG audio frame whose header is `header`
+    /// (4 bytes), or nil when it is no frame header or a free-format one.
+    static func mpegFrameLength(_ header: [UInt8]) -> Int64? {
+        guard header.count >= 4, header[0] == 0xFF, header[1] & 0xE0 == 0xE0 else { return nil }
+        let version = Int(header[1] >> 3 & 3), layer = Int(header[1] >> 1 & 3)
+        let bitrateIndex = Int(header[2] >> 4), rateIndex = Int(header[2] >> 2 & 3), padding = Int64(header[2] >> 1 & 1)
+        guard version != 1, layer != 0, (1...14).contains(bitrateIndex), rateIndex != 3 else { return nil }
+        let mpeg1 = version == 3
+        // Kilobits per second by layer (III, II, I), for MPEG-1 and for MPEG-2 and 2.5.
+        let bitrates: [[Int64]] = mpeg1
+            ? [[32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320],
+               [32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384],
+               [32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448]]
+            : [[8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160],
+               [8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160],
+               [32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256]]
+        let bitrate = bitrates[layer - 1][bitrateIndex - 1] * 1000
+        let rate: Int64 = [[11025, 12000, 8000], [0, 0, 0], [22050, 24000, 16000], [44100, 48000, 32000]][version][rateIndex]
+        switch layer {
+        case 3: return (12 * bitrate / rate + padding) * 4 // Layer I
+        case 1 where !mpeg1: return 72 * bitrate / rate + padding // Layer III, MPEG-2 and 2.5
+        default: return 144 * bitrate / rate + padding
+        }
+    }
+
+    /// Whether the MP3 at `path` says how many frames its stream has (a
+    /// Xing, Info or VBRI header with a frame count): its decoder stops
+    /// there, so a failure before is in its audio. Without one the decoder
+    /// reads on into whatever follows the audio (a Lyrics3 tag, padding),
+    /// and may fail there on a whole file.
+    public static func mpegAnnouncesFrames(ofFileAt path: String) -> Bool {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let head = bytes(of: descriptor, at: 0, count: 64 << 10)
+        let tag = id3v2TagSize(head) ?? 0
+        let frame = tag + 200 > Int64(head.count) ? bytes(of: descriptor, at: tag, count: 4096) : Array(head[Int(tag)...])
+        return mpegHeaderField(frame, xingFlag: 1, vbriOffset: 14) != nil
+    }
+
     /// The stream bytes an MPEG audio frame's Xing or Info header (Layer
     /// III, after the side information) or VBRI header (32 bytes after the
     /// frame header) announces, when it has that field.
     static func mpegAnnouncedBytes(_ frame: [UInt8]) -> Int64? {
+        mpegHeaderField(frame, xingFlag: 2, vbriOffset: 10)
+    }
+
+    /// A field of the Xing or Info header (the one `xingFlag` marks: 1 the
+    /// frames, 2 the bytes) or VBRI header (`vbriOffset` after its name: 14
+    /// the frames, 10 the bytes) in the MPEG audio frame `frame`, when it
+    /// has it and it is not 0.
+    private static func mpegHeaderField(_ frame: [UInt8], xingFlag: Int64, vbriOffset: Int) -> Int64? {
         guard frame.count >= 4, frame[0] == 0xFF, frame[1] & 0xE0 == 0xE0 else { return nil }
         let version = frame[1] >> 3 & 3, layer = frame[1] >> 1 & 3
         guard version != 1, layer != 0 else { return nil } // reserved values: no frame header
@@ -110,12 +193,13 @@ enum ContainerLength {
             let mono = frame[3] >> 6 == 3
             let xing = 4 + (version == 3 ? (mono ? 17 : 32) : (mono ? 9 : 17))
             if let name = text(xing), name == "Xing" || name == "Info", let flags = number(xing + 4, 4) {
-                guard flags & 2 != 0 else { return nil }
-                let bytes = number(xing + 8 + (flags & 1 != 0 ? 4 : 0), 4)
-                return bytes.flatMap { $0 > 0 ? $0 : nil }
+                guard flags & xingFlag != 0 else { return nil }
+                // The frames come first when flagged, then the bytes.
+                let at = xing + 8 + (xingFlag == 2 && flags & 1 != 0 ? 4 : 0)
+                return number(at, 4).flatMap { $0 > 0 ? $0 : nil }
             }
         }
-        if text(36) == "VBRI", let bytes = number(36 + 10, 4), bytes > 0 { return bytes }
+        if text(36) == "VBRI", let value = number(36 + vbriOffset, 4), value > 0 { return value }
         return nil
     }
 }

@@ -17,32 +17,61 @@ import Glibc
 /// not as its format has it is not judged: only one that runs off its
 /// end in the middle of a well-formed structure is cut short.
 public enum ImageEnd {
-    /// How the image at `path` (`size` bytes, in format `format` as
-    /// `MediaSignature.image` names it, opening with `opening` and ending
-    /// with `closing`, as many of their bytes as are known) falls short
-    /// of its end, in a few words ("a JPEG without its end marker"); nil
-    /// when it is whole, or its format's end is not checked (TIFF, BMP,
-    /// JPEG XL), or its structure is not as the format has it.
-    public static func shortfall(format: String, opening: [UInt8], closing: [UInt8], size: Int64, path: String) -> String? {
+    /// What the bytes known of an image say of its end, without reading it.
+    public enum Verdict: Equatable, Sendable {
+        /// It ends as its format has it, or its format's end is not checked
+        /// (TIFF, BMP, JPEG XL, or no image at all).
+        case whole
+        /// It is cut short, in a few words ("its header announces…").
+        case cutShort(String)
+        /// Only a walk of the file can tell (`walkedShortfall`).
+        case needsWalk
+    }
+
+    /// The verdict on an image in format `format` (as `MediaSignature.image`
+    /// names it; nil for none) of `size` bytes, opening with `opening` and
+    /// ending with `closing` (as many of their bytes as are known).
+    public static func quickVerdict(format: String?, opening: [UInt8], closing: [UInt8], size: Int64) -> Verdict {
         switch format {
         case "jpeg":
-            if closing.suffix(2).elementsEqual([0xFF, 0xD9]) { return nil }
-            return walk(path) { jpegEnd(&$0) } == .cutShort ? "a JPEG without its end marker" : nil
+            return closing.suffix(2).elementsEqual([0xFF, 0xD9]) ? .whole : .needsWalk
         case "png":
-            if closing.suffix(12).elementsEqual(pngEnd) { return nil }
-            return walk(path) { pngEnd(&$0) } == .cutShort ? "a PNG without its IEND chunk" : nil
+            return closing.suffix(12).elementsEqual(pngEnd) ? .whole : .needsWalk
         case "gif":
-            if closing.last == 0x3B { return nil }
-            return walk(path) { gifEnd(&$0) } == .cutShort ? "a GIF without its trailer" : nil
+            // A block's terminator, then the trailer (0x3B alone is one data byte in 256).
+            return closing.suffix(2).elementsEqual([0x00, 0x3B]) ? .whole : .needsWalk
         case "webp":
             // RIFF's length counts what follows its first 8 bytes.
-            guard opening.count >= 8 else { return nil }
+            guard opening.count >= 8 else { return .whole }
             let announced = opening[4..<8].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) } + 8
-            return announced > size ? "its header announces \(announced) bytes, \(size) are there" : nil
+            return announced > size ? .cutShort("its header announces \(announced) bytes, \(size) are there") : .whole
         case "heif", "avif":
-            return walk(path) { boxesEnd(&$0, size: size) } == .cutShort ? "its last box ends past the file's end" : nil
+            return .needsWalk
         default:
-            return nil
+            return .whole
+        }
+    }
+
+    /// How the image at `path` (`size` bytes, in format `format`) falls
+    /// short of its end, found by walking its structure (a read of the
+    /// file, blocking); nil when it is whole, or its structure is not as
+    /// its format has it, or the file cannot be read.
+    public static func walkedShortfall(format: String, size: Int64, path: String) -> String? {
+        switch format {
+        case "jpeg": walk(path) { jpegEnd(&$0) } == .cutShort ? "a JPEG without its end marker" : nil
+        case "png": walk(path) { pngEnd(&$0) } == .cutShort ? "a PNG without its IEND chunk" : nil
+        case "gif": walk(path) { gifEnd(&$0) } == .cutShort ? "a GIF without its trailer" : nil
+        case "heif", "avif": walk(path) { boxesEnd(&$0, size: size) } == .cutShort ? "its last box ends past the file's end" : nil
+        default: nil
+        }
+    }
+
+    /// `quickVerdict`, then `walkedShortfall` where it is needed.
+    public static func shortfall(format: String, opening: [UInt8], closing: [UInt8], size: Int64, path: String) -> String? {
+        switch quickVerdict(format: format, opening: opening, closing: closing, size: size) {
+        case .whole: nil
+        case .cutShort(let words): words
+        case .needsWalk: walkedShortfall(format: format, size: size, path: path)
         }
     }
 
@@ -56,11 +85,13 @@ public enum ImageEnd {
         case malformed
     }
 
-    /// Opens `path` and walks it with `body`, reading each byte once.
+    /// Opens `path` and walks it with `body`, reading each byte once. A
+    /// read that fails (not the file's end) judges nothing.
     static func walk(_ path: String, _ body: (inout FileReader) -> Walk) -> Walk {
         guard var reader = FileReader(path: path) else { return .malformed }
         defer { reader.close() }
-        return body(&reader)
+        let found = body(&reader)
+        return reader.failed ? .malformed : found
     }
 
     private static let pngEnd: [UInt8] = [0, 0, 0, 0, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82]
@@ -146,22 +177,27 @@ public enum ImageEnd {
     /// An ISO media file's top-level boxes (HEIF, AVIF), each its length
     /// (or 1 and a 64-bit length after its type, or 0: to the file's end)
     /// and its type: whole when the last ends at or before the file's end.
+    /// Bytes after the last box that are no box's header (fewer than 8, or
+    /// a type that is not four printable letters) are not judged.
     static func boxesEnd(_ reader: inout FileReader, size: Int64) -> Walk {
         var offset: Int64 = 0
         while offset < size {
-            guard reader.skip(offset - reader.position), let length = reader.number(4, bigEndian: true), reader.skip(4) else {
-                return .cutShort
-            }
+            guard size - offset >= 8, reader.skip(offset - reader.position), let length = reader.number(4, bigEndian: true),
+                  let type = reader.number(4, bigEndian: true) else { return .malformed }
+            guard (0..<4).allSatisfy({ (0x20...0x7E).contains(type >> (8 * $0) & 0xFF) }) else { return .malformed }
             var boxLength = length
             if length == 1 {
                 guard let long = reader.number(8, bigEndian: true) else { return .cutShort }
+                guard long >= 16 else { return .malformed }
                 boxLength = long
             }
             if length == 0 { return .whole }
             guard boxLength >= 8 else { return .malformed }
+            // Past the file's end (a largesize up to 2^63 too: no sum that overflows).
+            if boxLength > size - offset { return .cutShort }
             offset += boxLength
         }
-        return offset == size ? .whole : .cutShort
+        return .whole
     }
 }
 
@@ -175,6 +211,8 @@ struct FileReader {
     private var index = 0
     /// The offset of the next byte.
     var position: Int64 { start + Int64(index) }
+    /// Whether a read failed (an I/O error, not the file's end).
+    private(set) var failed = false
 
     init?(path: String, bufferSize: Int = 64 << 10) {
         descriptor = open(path, O_RDONLY | O_CLOEXEC)
@@ -184,10 +222,15 @@ struct FileReader {
 
     func close() { _ = Glibc.close(descriptor) }
 
-    /// Reads the next bufferful at `position`; false at the file's end.
+    /// Reads the next bufferful at `position`; false at the file's end, or
+    /// when the read fails (`failed`).
     private mutating func refill() -> Bool {
         let next = position
-        let read = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(next)) }
+        var read: Int
+        repeat {
+            read = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(next)) }
+        } while read < 0 && errno == EINTR
+        if read < 0 { failed = true }
         guard read > 0 else { return false }
         (start, count, index) = (next, read, 0)
         return true
@@ -220,7 +263,10 @@ struct FileReader {
         (start, count, index) = (target, 0, 0)
         // The last byte skipped must be there.
         var last: UInt8 = 0
-        return pread(descriptor, &last, 1, off_t(target - 1)) == 1
+        var read: Int
+        repeat { read = pread(descriptor, &last, 1, off_t(target - 1)) } while read < 0 && errno == EINTR
+        if read < 0 { failed = true }
+        return read == 1
     }
 
     /// Moves past a JPEG scan's entropy-coded bytes, to the 0xFF of the

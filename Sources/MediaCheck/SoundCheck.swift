@@ -1,3 +1,4 @@
+import CSndFile
 import Synchronization
 
 /// Checks that a file is a sound libsndfile reads.
@@ -22,7 +23,12 @@ public enum SoundCheck {
         if file.holdsPlainSamples, let announced = file.announcedFrames {
             frames = announced
         } else {
-            frames = try file.decodeToEnd(stop: stop)
+            do {
+                frames = try file.decodeToEnd(stop: stop)
+            } catch var error where error.stage == .decoding && file.majorFormat == Int32(SF_FORMAT_MPEG) {
+                error.announcesLength = ContainerLength.mpegAnnouncesFrames(ofFileAt: path)
+                throw error
+            }
         }
         guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes", stage: .decoding) }
         return SoundFacts(format: file.shortFormatName, sampleRate: file.sampleRate, channels: file.channels, frames: frames)

@@ -13,6 +13,12 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     public var unavailable = false
     /// The seconds of audio that decoded before the decoder failed.
     public var decodedSeconds: Double?
+    /// Whether the file says how long its audio is, so that its decoder
+    /// stops there: not an MP3 without a frame count in its first frame
+    /// (see `ContainerLength.mpegAnnouncesFrames`), whose decoder reads on
+    /// into what follows the audio (a Lyrics3 tag, padding) and may fail
+    /// there on a whole file.
+    public var announcesLength = true
 
     public enum Stage: Sendable, Equatable {
         case opening, decoding, length, stopped
@@ -27,11 +33,13 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
 
     /// Whether the failure itself proves the file a damaged sound, whatever
     /// its name and first bytes said: its header announces more audio than
-    /// it holds, or its decoder failed after a second of audio or more (an
-    /// MP3 broken mid-way). A decoder that fails at once may have been given
-    /// another codec's frames (AAC behind an ID3 tag), which is no damage.
+    /// it holds, or its decoder failed after a second of audio or more
+    /// before the end its header announces (an MP3 broken mid-way). A
+    /// decoder that fails at once may have been given another codec's
+    /// frames (AAC behind an ID3 tag), and one that read on past the audio
+    /// (`announcesLength` false) may have met a tag: no damage.
     public var provesDamage: Bool {
-        !unavailable && (stage == .length || (stage == .decoding && (decodedSeconds ?? 0) >= 1))
+        !unavailable && (stage == .length || (stage == .decoding && announcesLength && (decodedSeconds ?? 0) >= 1))
     }
 
     /// A decode given up because it was asked to stop (the run was interrupted).

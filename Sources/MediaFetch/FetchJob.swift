@@ -190,8 +190,11 @@ public final class FetchJob: Sendable {
     /// Where bodies go: the cache's own store unless a test breaks it.
     private let ingestStore: (any BlobStore)?
     private let state: SleepingLock<State>
-    /// Sounds being decoded before they are stored (see `checkSound`).
-    private let soundChecks = DispatchGroup()
+    /// Sounds being decoded and photos being walked before they are stored
+    /// (see `checkSound`, `checkPhoto`).
+    private let mediaChecks = DispatchGroup()
+    /// Where photos are walked to their end, one at a time (see `checkPhoto`).
+    private let photoWalks = DispatchQueue(label: "mf-photo-walk", qos: .utility)
     /// The threads a run's checks of what it downloaded take at most, beside the transfers' (see `ThreadLimit`).
     public static let checkThreadsAtMost = SoundCheck.threadsAtMost
 
@@ -610,13 +613,7 @@ public final class FetchJob: Sendable {
                         switch MediaKinds.judge(kind: item.kind, url: item.url, redirectedTo: body.redirectedTo,
                                                 contentType: body.contentType, opening: opening) {
                         case .store(.photo):
-                            if let refusal = MediaKinds.photoRefusal(opening: opening(), closing: body.closing, path: body.path,
-                                                                     contentType: body.contentType, size: body.size) {
-                                refuse(body, of: item, reason: refusal, ingestor: ingestor)
-                                ready()
-                            } else {
-                                store(body, of: item, as: .photo, ingestor: ingestor, whenRoom: ready)
-                            }
+                            checkPhoto(body, of: item, opening: opening(), ingestor: ingestor, whenRoom: ready)
                         case .store(let kind):
                             store(body, of: item, as: kind, ingestor: ingestor, whenRoom: ready)
                         case .checkSound(let refusable, let otherwise):
@@ -633,7 +630,7 @@ public final class FetchJob: Sendable {
                 }
             }
             // Every item is completed; the sounds still being decoded go to the ingestor after.
-            await withCheckedContinuation { continuation in soundChecks.notify(queue: .global()) { continuation.resume() } }
+            await withCheckedContinuation { continuation in mediaChecks.notify(queue: .global()) { continuation.resume() } }
         }
         // A disk that filled (or a catalog that failed) before the handle was kept stops the downloads here.
         let alreadyStopped = state.withLock { state -> Bool in
@@ -662,6 +659,37 @@ public final class FetchJob: Sendable {
         fail(item, reason: reason, ingestor: ingestor)
     }
 
+    /// Stores a photo unless it is cut short (see `ImageEnd`): known from its
+    /// last bytes at once, or else from a walk of the file on a thread that
+    /// walks one at a time (this runs where nothing may block); it counts
+    /// as being stored meanwhile. A cut photo is refused.
+    private func checkPhoto(_ body: DownloadedBody, of item: FetchItem, opening: [UInt8], ingestor: Ingestor,
+                            whenRoom: @escaping @Sendable () -> Void) {
+        let format = MediaSignature.image(opening)
+        let verdict = ImageEnd.quickVerdict(format: format, opening: opening, closing: body.closing, size: body.size)
+        @Sendable func finish(_ shortfall: String?) {
+            if let shortfall {
+                refuse(body, of: item, reason: MediaKinds.photoRefusal(shortfall, contentType: body.contentType, size: body.size),
+                       ingestor: ingestor)
+                whenRoom()
+            } else {
+                store(body, of: item, as: .photo, ingestor: ingestor, whenRoom: whenRoom)
+            }
+        }
+        guard case .needsWalk = verdict, let format else {
+            if case .cutShort(let words) = verdict { finish(words) } else { finish(nil) }
+            return
+        }
+        mediaChecks.enter()
+        state.withLock { $0.progress.storing += 1 }
+        photoWalks.async { [self] in
+            defer { mediaChecks.leave() }
+            let shortfall = ImageEnd.walkedShortfall(format: format, size: body.size, path: body.path)
+            state.withLock { $0.progress.storing -= 1 }
+            finish(shortfall)
+        }
+    }
+
     /// Decodes a body through libsndfile (on a thread of its own, see
     /// `SoundCheck.start`), then stores it as a sound with its facts; or, when
     /// it does not decode, refuses it where `MediaKinds.refuses` says so,
@@ -671,12 +699,12 @@ public final class FetchJob: Sendable {
     /// store cannot take it.
     private func checkSound(_ body: DownloadedBody, of item: FetchItem, refusable: Bool, otherwise: ItemKind, ingestor: Ingestor,
                             whenRoom: @escaping @Sendable () -> Void) {
-        soundChecks.enter()
+        mediaChecks.enter()
         // Shown as being stored meanwhile: a long sound takes seconds to decode.
         state.withLock { $0.progress.storing += 1 }
         let stop: @Sendable () -> Bool = { [self] in state.withLock { $0.cancelled || $0.report.stoppedEarly } }
         SoundCheck.start(body.path, stop: stop) { [self] result in
-            defer { soundChecks.leave() }
+            defer { mediaChecks.leave() }
             state.withLock { $0.progress.storing -= 1 }
             switch result {
             case .success(let facts):

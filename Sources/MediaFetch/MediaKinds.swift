@@ -128,14 +128,10 @@ enum MediaKinds {
         return text
     }
 
-    /// Why a photo is not stored: its image is cut short (see `ImageEnd`: a
-    /// connection closed early where no length was given, or a length short
-    /// of the file), in one line as `refusal` words a sound's; nil to store
-    /// it (whole, or no image whose end is checked).
-    static func photoRefusal(opening: [UInt8], closing: [UInt8], path: String, contentType: String?, size: Int64) -> String? {
-        guard let format = MediaSignature.image(opening),
-              let shortfall = ImageEnd.shortfall(format: format, opening: opening, closing: closing, size: size, path: path)
-        else { return nil }
+    /// Why a photo is not stored: its image is cut short (`shortfall`, see
+    /// `ImageEnd`: a connection closed early where no length was given, or
+    /// a length short of the file), in one line as `refusal` words a sound's.
+    static func photoRefusal(_ shortfall: String, contentType: String?, size: Int64) -> String {
         let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
         return "the server sent a photo cut short (\(shortfall); \(type)\(ByteSize.format(size))); not stored"
     }

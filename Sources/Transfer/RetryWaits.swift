@@ -118,7 +118,6 @@ final class RetryWaits: Sendable {
         state.withLock { _ = $0.givenUp.remove(host) }
     }
 
-    /// Whether a transfer of `host` sleeps before a retry.
     /// A URL of `host` failed for good: no retry of it is on its way. A
     /// host failing without an answer is named for a second after its last
     /// failure only while a retry may still be (see
@@ -133,6 +132,7 @@ final class RetryWaits: Sendable {
         state.withLock { $0.lastFailedForGood[host] }
     }
 
+    /// Whether a transfer of `host` sleeps before a retry.
     func hasSleeper(of host: String) -> Bool {
         state.withLock { state in state.sleepers.values.contains { $0.host == host && !$0.woken } }
     }

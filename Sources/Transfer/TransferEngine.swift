@@ -881,11 +881,13 @@ public final class TransferEngine: Sendable {
                 if let location = unusedRedirectTarget(outcome) {
                     return .failure(TransferError(.unsupportedURL, "the server redirected to \(location): only http and https are allowed"))
                 }
-                if let effective = outcome.effectiveURL, isHTTPOrHTTPS(effective) {
+                if let effective = outcome.effectiveURL, isHTTPOrHTTPS(effective),
+                   !message.contains("not supported or disabled in libcurl") {
                     // At an http or https URL, libcurl's code for an answer it does not
                     // read as HTTP, whatever its words: they are the transfer's first
                     // error's, such as a reused connection's reset before the answer in
-                    // HTTP/0.9 on the next one.
+                    // HTTP/0.9 on the next one. (Not a libcurl built without https,
+                    // which says so: that stays final.)
                     return .failure(TransferError(.protocolViolation, "the server's answer is not valid HTTP: \(message)"))
                 }
                 if outcome.redirects > 0, let effective = outcome.effectiveURL {

@@ -207,11 +207,6 @@ enum CommandLineLayout {
         return nil
     }
 
-    /// The parser's own few messages of several lines read as one
-    /// ("Unknown option '-ifoo'\n   or: Missing value…", "…'foo'.\nPlease use…"):
-    /// a line break after `.` or `:`, or before an indented line, is a space.
-    /// Any other is a value's (`--cacert $'a\nb'`), kept to be shown as `\u{A}`
-    /// (a value's after `.` or `:` reads as a space: `x.\ny` as `x. y`).
     /// The parser's "missing value for '--collection <collection>'" with how
     /// to give a value that begins with a dash, where one followed the
     /// option in `arguments` (`--collection -x`: the parser reads `-x` as an
@@ -221,11 +216,18 @@ enum CommandLineLayout {
         let prefix = "missing value for '"
         guard problem.lowercased().hasPrefix(prefix) else { return problem }
         let option = problem.dropFirst(prefix.count).prefix { $0 != " " && $0 != "'" }
-        guard option.hasPrefix("--"), let at = arguments.firstIndex(of: String(option)), at + 1 < arguments.count,
+        // The option's last use among the options (before any `--`), which the parser read last.
+        let options = arguments.prefix { $0 != "--" }
+        guard option.hasPrefix("--"), let at = options.lastIndex(of: String(option)), at + 1 < arguments.count,
               let value = arguments[at + 1].first, value == "-", arguments[at + 1] != "--" else { return problem }
         return problem + "; a value that begins with a dash is given as \(option)=\(arguments[at + 1])"
     }
 
+    /// The parser's own few messages of several lines read as one
+    /// ("Unknown option '-ifoo'\n   or: Missing value…", "…'foo'.\nPlease use…"):
+    /// a line break after `.` or `:`, or before an indented line, is a space.
+    /// Any other is a value's (`--cacert $'a\nb'`), kept to be shown as `\u{A}`
+    /// (a value's after `.` or `:` reads as a space: `x.\ny` as `x. y`).
     static func joiningParserLines(_ message: String) -> String {
         var joined = ""
         var rest = Substring(message)

@@ -86,6 +86,9 @@ import Testing
                 == missing + "; a value that begins with a dash is given as --collection=-x")
         #expect(CommandLineLayout.withDashValueHint("Missing value for '--collection <collection>'", arguments: ["list", "--collection", "-x"])
                 == "Missing value for '--collection <collection>'; a value that begins with a dash is given as --collection=-x")
+        // The last use counts, as the parser reads it.
+        #expect(CommandLineLayout.withDashValueHint(missing, arguments: ["get", "--collection", "a", "--collection", "-y"])
+                == missing + "; a value that begins with a dash is given as --collection=-y")
         // Nothing after it, or the end of options: nothing to add.
         #expect(CommandLineLayout.withDashValueHint(missing, arguments: ["get", "http://h/a", "--collection"]) == missing)
         #expect(CommandLineLayout.withDashValueHint(missing, arguments: ["get", "--collection", "--", "http://h/a"]) == missing)

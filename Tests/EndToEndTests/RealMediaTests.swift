@@ -177,9 +177,11 @@ import TestSupport
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0"] + paths.map(origin.url))
 
             #expect(result.status == 1)
-            #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/cut.flac")): the server sent a damaged "
-                + "sound (Error : flac decoder lost sync after 1.1 s of audio; audio/flac, \(cutSize)) "
-                + "where a sound was asked for; not stored"), "\(result.stderr)")
+            // (Where libFLAC loses sync, about 1.1 s in, is its own: only the words around it are checked.)
+            let cutLine = try #require(result.stderrLines.first { $0.contains("/sounds/cut.flac") }, "\(result.stderr)")
+            #expect(cutLine.hasPrefix("mediafetch: failed \(origin.url("/sounds/cut.flac")): the server sent a damaged "
+                + "sound (Error : flac decoder lost sync after "), "\(cutLine)")
+            #expect(cutLine.hasSuffix(" s of audio; audio/flac, \(cutSize)) where a sound was asked for; not stored"), "\(cutLine)")
             #expect(result.stderrLines.contains("mediafetch: failed \(origin.url("/sounds/noise.mp3")): the server sent data that "
                 + "libsndfile does not read as a sound (Format not recognised; audio/mpeg, 29.3 KiB) "
                 + "where a sound was asked for; not stored"), "\(result.stderr)")

@@ -69,6 +69,59 @@ import TestSupport
         }
     }
 
+    /// An MP3 shortened by whole frames (trimmed by an editor that left its
+    /// first frame's byte count as it was) is whole: only one that ends
+    /// inside a frame is cut short. Tags after the frames end them too;
+    /// bytes that are no frame are not judged.
+    @Test func anMP3EndingOnAFrameIsWhole() throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.mp3"), path = directory.appending("edited.mp3")
+            try SampleSounds.write(.mp3, to: whole, seconds: 20, seed: 13)
+            let bytes = [UInt8](try #require(FileManager.default.contents(atPath: whole)))
+            // The frame boundary nearest the middle, by the frames' own lengths.
+            var boundary = 0
+            while boundary < bytes.count / 2, let length = ContainerLength.mpegFrameLength(Array(bytes[boundary..<boundary + 4])) {
+                boundary += Int(length)
+            }
+            #expect(boundary >= bytes.count / 2 && boundary < bytes.count / 2 + 1_000)
+            let size = Int64(boundary)
+            for (ending, cut) in [([UInt8](), false), (Array("TAG".utf8) + [UInt8](repeating: 0x20, count: 125), false),
+                                  (Array("APETAGEX".utf8) + [UInt8](repeating: 0, count: 24), false), ([0xFF, 0xFB], true),
+                                  ([UInt8](repeating: 0, count: 4_096), false)] {
+                try Data(bytes[..<boundary] + ending).write(to: URL(fileURLWithPath: path))
+                let walked = ContainerLength.mpegEndsInsideAFrame(path: path, from: 0, size: size + Int64(ending.count))
+                #expect(walked == (ending.first == 0 ? nil : cut), "\(ending.prefix(8))")
+                #expect((ContainerLength.shortfall(ofFileAt: path) != nil) == cut, "\(ending.prefix(8))")
+            }
+            try Data(bytes[..<(boundary + 100)]).write(to: URL(fileURLWithPath: path))
+            #expect(ContainerLength.mpegEndsInsideAFrame(path: path, from: 0, size: size + 100) == true)
+        }
+    }
+
+    /// An MP3 without a frame count in its first frame is decoded on past
+    /// its audio, into what follows (a Lyrics3 tag, padding), where the
+    /// decoder may fail: that proves no damage. With the count, the decoder
+    /// stops at the end of the audio.
+    @Test func anMP3WithoutAFrameCountFailingAtItsEndIsNoProvenDamage() throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.mp3"), path = directory.appending("padded.mp3")
+            try SampleSounds.write(.mp3, to: whole, seconds: 3, seed: 14)
+            let bytes = [UInt8](try #require(FileManager.default.contents(atPath: whole)))
+            let first = Int(try #require(ContainerLength.mpegFrameLength(Array(bytes.prefix(4)))))
+            #expect(ContainerLength.mpegAnnouncesFrames(ofFileAt: whole))
+            // Without its Info frame, and 4 KiB of zeros after the audio.
+            try Data(bytes[first...] + [UInt8](repeating: 0, count: 4_096)).write(to: URL(fileURLWithPath: path))
+            #expect(!ContainerLength.mpegAnnouncesFrames(ofFileAt: path))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
+            #expect(error.stage == .decoding && (error.decodedSeconds ?? 0) > 2.5, "\(error)")
+            #expect(!error.announcesLength)
+            #expect(!error.provesDamage)
+            // With it, the same padding is never decoded.
+            try Data(bytes + [UInt8](repeating: 0, count: 4_096)).write(to: URL(fileURLWithPath: path))
+            #expect(try SoundCheck.facts(of: path).durationSeconds == 3.0)
+        }
+    }
+
     /// An MP3 broken mid-way opens and decodes to where it breaks: its
     /// decoder's failure after seconds of audio proves it damaged.
     @Test func anMP3BrokenMidwaySaysWhereItBroke() throws {
@@ -85,6 +138,7 @@ import TestSupport
             // 300,000 bytes of a 20-second stream of about 800,000.
             #expect(seconds > 5 && seconds < 9, "\(error)")
             #expect(error.description.hasSuffix(" after \((seconds * 10).rounded() / 10) s of audio"), "\(error)")
+            #expect(error.announcesLength)
             #expect(error.provesDamage)
         }
     }
@@ -102,7 +156,16 @@ import TestSupport
         #expect(ContainerLength.mpegShortfall(firstFrame: info, tagBytes: 0, fileSize: 20_000)! == (50_000, 20_000))
         #expect(ContainerLength.mpegShortfall(firstFrame: info, tagBytes: 0, fileSize: 49_600) == nil)
         #expect(ContainerLength.mpegShortfall(firstFrame: info, tagBytes: 2_000, fileSize: 50_000) == nil)
-        #expect(ContainerLength.shortfall(head: info, fileSize: 20_000)! == (50_000, 20_000))
+        // The head alone judges WAV and AIFF: an MP3's shortfall is confirmed by a walk of its frames.
+        #expect(ContainerLength.shortfall(head: info, fileSize: 20_000) == nil)
+        // Frame lengths: MPEG-1 Layer III 128 kbit/s 44.1 kHz (417, 418 padded), MPEG-2 Layer III 64 kbit/s
+        // 22.05 kHz (208), MPEG-1 Layer II 192 kbit/s 48 kHz (576), Layer I 32 kbit/s 32 kHz (48); free format: none.
+        #expect(ContainerLength.mpegFrameLength([0xFF, 0xFB, 0x90, 0x64]) == 417)
+        #expect(ContainerLength.mpegFrameLength([0xFF, 0xFB, 0x92, 0x64]) == 418)
+        #expect(ContainerLength.mpegFrameLength(mpeg2Mono) == 208)
+        #expect(ContainerLength.mpegFrameLength([0xFF, 0xFD, 0xA4, 0x00]) == 576)
+        #expect(ContainerLength.mpegFrameLength([0xFF, 0xFF, 0x18, 0x00]) == 48)
+        #expect(ContainerLength.mpegFrameLength([0xFF, 0xFB, 0x00, 0x64]) == nil)
         let framesOnly = mpeg2Mono + Array("Xing".utf8) + be(1) + be(400) + [UInt8](repeating: 0, count: 100)
         #expect(ContainerLength.mpegAnnouncedBytes(framesOnly) == nil)
         // VBRI, 32 bytes after the frame header: version, delay, quality, then the bytes.
@@ -331,6 +394,9 @@ import TestSupport
             #expect(try shortfall("gif", Array(gif.prefix(length))) == "a GIF without its trailer", "cut at \(length)")
         }
         #expect(try shortfall("gif", Array(gif.dropLast()) + [0x99]) == nil) // not a block: not judged
+        // A GIF cut on a data byte of 0x3B is walked, not taken for whole by its last byte.
+        let cutOnData = Array(gif.prefix(gif.count - 5)) + [0x3B]
+        #expect(try shortfall("gif", cutOnData) == "a GIF without its trailer")
     }
 
     @Test func aWebPOrHEIFShorterThanItsHeaderOrBoxesSay() throws {
@@ -344,6 +410,13 @@ import TestSupport
         let heif = box("ftyp", 24) + box("meta", 300) + box("mdat", 5_000)
         #expect(try shortfall("heif", heif) == nil)
         #expect(try shortfall("avif", Array(heif.prefix(4_000))) == "its last box ends past the file's end")
+        // Bytes after the last box that are no box's header: not judged.
+        #expect(try shortfall("avif", heif + [UInt8](repeating: 1, count: 100)) == nil)
+        #expect(try shortfall("heif", heif + [0, 0, 7]) == nil)
+        // A largesize of 2^63 - 1 (no sum that overflows), and one too small for its own header.
+        let huge = box("ftyp", 24) + [0, 0, 0, 1] + Array("mdat".utf8) + [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
+        #expect(try shortfall("heif", huge) == "its last box ends past the file's end")
+        #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 1] + Array("mdat".utf8) + [0, 0, 0, 0, 0, 0, 0, 8]) == nil)
         // A last box of length 0 goes to the file's end.
         #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 0] + Array("mdat".utf8) + [1, 2, 3]) == nil)
         // Formats whose end is not checked.

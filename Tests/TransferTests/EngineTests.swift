@@ -1815,6 +1815,39 @@ private func downloadReportingProgress(_ url: String, _ configuration: TransferC
         }
     }
 
+    /// A body's last bytes are kept as they arrive (a photo's end marker is
+    /// checked without reading the file): whole or in several writes, after
+    /// a retry that resumed (the failed attempt's dropped bytes not among
+    /// them), in a run that resumed an earlier run's partial, and where the
+    /// server answered that resume with the whole body.
+    @Test func aBodysLastBytesAreKeptAsTheyArrive() async throws {
+        try await withOrigin { origin, directory in
+            let partials = directory.appending("tmp")
+            try await withTransferEngine(configuration: configuration(), partialDirectory: partials) { engine in
+                let content = fixtureBytes(count: 300_000, seed: 14)
+                origin.addResource("/a.jpg", data: content)
+                origin.setFault("/a.jpg", .slow(bytesPerSecond: 2_000_000), times: 1)
+                #expect(try await engine.download(origin.url("/a.jpg")).closing == Array(content.suffix(32)))
+                let short = fixtureBytes(count: 20, seed: 15)
+                origin.addResource("/b.jpg", data: short)
+                #expect(try await engine.download(origin.url("/b.jpg")).closing == Array(short))
+                origin.setFault("/a.jpg", .dropAfter(bytes: 200_001), times: 1)
+                let resumed = try await engine.download(origin.url("/a.jpg"))
+                #expect(resumed.attempts == 2 && resumed.resumedBytes > 0)
+                #expect(resumed.closing == Array(content.suffix(32)))
+            }
+            for answer in ["a range", "the whole body"] {
+                let path = "/c\(answer.count).jpg"
+                let (content, _) = try await partialLeftByARun(at: path, size: 800_000, cutAt: 300_000, seed: 16,
+                                                               origin: origin, in: directory)
+                if answer == "the whole body" { origin.setFault(path, .ignoreRange) }
+                let next = try await downloadInNewRun(origin.url(path), partials: partials)
+                #expect((next.resumedBytes > 0) == (answer == "a range"), "\(answer)")
+                #expect(next.closing == Array(content.suffix(32)), "\(answer)")
+            }
+        }
+    }
+
     /// A server that never finishes its head (a 103 after another, or a
     /// header line at a time) sends bytes often enough for the "no data"
     /// clock, and held a run without `--timeout` for ever: the final head

@@ -51,6 +51,15 @@ import Testing
             #expect(error?.isRetryable == true)
             #expect(error?.message == "the server's answer is not valid HTTP: Recv failure: Connection reset by peer")
         }
+        // A libcurl built without https says so: final, in its words.
+        var noTLS = AttemptOutcome(curlCode: 1, curlMessage: "Protocol \"https\" not supported or disabled in libcurl",
+                                   head: ResponseHead(), abort: nil, effectiveURL: "https://h.test/a.jpg")
+        noTLS.redirects = 0
+        if case .failure(let error) = TransferEngine.classify(noTLS) {
+            #expect(error.kind == .unsupportedURL && !error.isRetryable)
+        } else {
+            Issue.record("classified as success")
+        }
         let file = classified(effectiveURL: "file:///etc/passwd", redirects: 1)
         #expect(file?.kind == .unsupportedURL)
         #expect(file?.message == "the server redirected to file:///etc/passwd: only http and https are allowed")
