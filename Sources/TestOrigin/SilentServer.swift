@@ -15,6 +15,10 @@ public final class SilentServer: Sendable {
     private let listener: Int32
     private let closing: Bool
     private let counts = Mutex((open: 0, peak: 0, accepted: 0))
+    /// Set once by `stop`, under its lock, as the listener is shut down: the
+    /// accept loop closes the listener only after, so the shutdown never
+    /// reaches a descriptor number reused by another server meanwhile.
+    private let stopped = Mutex(false)
 
     public init(closing: Bool = false) throws {
         (listener, port) = try Socket.listen(port: 0)
@@ -30,14 +34,25 @@ public final class SilentServer: Sendable {
     public var peakOpen: Int { counts.withLock { $0.peak } }
 
     /// Stops taking connections (those open stay open until their client closes them).
-    public func stop() { Glibc.shutdown(listener, Int32(SHUT_RDWR)) }
+    public func stop() {
+        stopped.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            Glibc.shutdown(listener, Int32(SHUT_RDWR))
+        }
+    }
 
     private func acceptLoop() {
         while true {
             let fd = Socket.accept(listener)
             guard fd >= 0 else {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                break
+                let code = errno
+                if stopped.withLock({ $0 }) { break }
+                // Out of descriptors or memory for a moment (a full test run at once on
+                // two cores): back off and go on, as TestOrigin does, rather than stop
+                // taking connections, which left a test waiting for one for 30 s.
+                if code != EINTR, code != ECONNABORTED { usleep(10_000) }
+                continue
             }
             counts.withLock { counts in
                 counts.open += 1

@@ -377,12 +377,12 @@ import TestSupport
 
             // Given two slots, one taken by a silent host's first URL,
             let first = Task { try await engine.download(silent[0].url("/a.jpg")) }
-            #expect(await waitUntil { silent[0].accepted == 1 })
+            #expect(await waitUntil { silent[0].accepted >= 1 })
             // a live host that answered (its first URL done),
             try await engine.download(live[0]).file.release()
             // and the other slot taken by a second silent host, as nothing else waited
             let second = Task { try await engine.download(silent[1].url("/b.jpg")) }
-            #expect(await waitUntil { silent[1].accepted == 1 })
+            #expect(await waitUntil { silent[1].accepted >= 1 })
 
             // When the live host's next URL comes
             let body = try await engine.download(live[1])
@@ -392,7 +392,7 @@ import TestSupport
             // waited for one of their stalls), and the probe that gave its
             // slot back connects again once the slot is free
             #expect(body.sha256 == sha256(fixtureBytes(count: 4000, seed: 171)))
-            #expect(await waitUntil { silent[1].accepted == 2 })
+            #expect(await waitUntil { silent[1].accepted >= 2 })
             first.cancel()
             second.cancel()
             for task in [first, second] {
