@@ -26,12 +26,18 @@ enum ContainerLength {
         let head = bytes(of: descriptor, at: 0, count: 64 << 10)
         guard head.count >= 12 else { return nil }
         if let container = shortfall(head: head, fileSize: size) { return container }
-        // An MP3: its first frame follows any ID3v2 tag.
-        let tag = id3v2TagSize(head) ?? 0
-        let frame = tag + 200 > Int64(head.count) ? bytes(of: descriptor, at: tag, count: 4096) : Array(head[Int(tag)...])
+        let (frame, tag) = firstFrame(of: descriptor, head: head)
         guard let short = mpegShortfall(firstFrame: frame, tagBytes: tag, fileSize: size),
               mpegEndsInsideAFrame(path: path, from: tag, size: size) == true else { return nil }
         return short
+    }
+
+    /// The first bytes of an MP3's first frame, which follows any ID3v2 tag
+    /// (of `tag` bytes; it may hold pictures, past the file's `head`).
+    private static func firstFrame(of descriptor: Int32, head: [UInt8]) -> (frame: [UInt8], tag: Int64) {
+        let tag = id3v2TagSize(head) ?? 0
+        let frame = tag + 200 > Int64(head.count) ? bytes(of: descriptor, at: tag, count: 4096) : Array(head[Int(tag)...])
+        return (frame, tag)
     }
 
     /// Up to `count` bytes of the file open as `descriptor`, from `offset`.
@@ -115,8 +121,7 @@ enum ContainerLength {
             var header: [UInt8] = []
             while header.count < 4, let byte = reader.byte() { header.append(byte) }
             if reader.failed { return nil }
-            let tags: [[UInt8]] = [Array("TAG".utf8), Array("APET".utf8), Array("LYRI".utf8), Array("ID3".utf8)]
-            if tags.contains(where: { header.starts(with: $0) }) { return false }
+            if tagsAfterFrames.contains(where: { header.starts(with: $0) }) { return false }
             guard header.count == 4 else { return header.first == 0xFF ? true : nil }
             guard let length = mpegFrameLength(header) else { return nil }
             if length > size - offset { return true }
@@ -125,6 +130,10 @@ enum ContainerLength {
         }
         return false
     }
+
+    /// How the tags that may follow an MP3's frames begin: ID3v1, APE,
+    /// Lyrics3, an ID3v2 tag appended.
+    private static let tagsAfterFrames: [[UInt8]] = [Array("TAG".utf8), Array("APET".utf8), Array("LYRI".utf8), Array("ID3".utf8)]
 
     /// The length in bytes of the MPEG audio frame whose header is `header`
     /// (4 bytes), or nil when it is no frame header or a free-format one.
@@ -160,9 +169,7 @@ enum ContainerLength {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
-        let head = bytes(of: descriptor, at: 0, count: 64 << 10)
-        let tag = id3v2TagSize(head) ?? 0
-        let frame = tag + 200 > Int64(head.count) ? bytes(of: descriptor, at: tag, count: 4096) : Array(head[Int(tag)...])
+        let (frame, _) = firstFrame(of: descriptor, head: bytes(of: descriptor, at: 0, count: 64 << 10))
         return mpegHeaderField(frame, xingFlag: 1, vbriOffset: 14) != nil
     }
 
