@@ -6,15 +6,17 @@ import Glibc
 /// such a file to where it ends and says nothing (its log has "data :
 /// 3528000 (should be 1763978)"; libmpg123 warns "Xing stream size off"),
 /// so a recording a server cut in half would be stored as a sound half as
-/// long. WAV and AIFF say their audio's length in their chunks; an MP3 in
-/// the Xing, Info or VBRI header its encoder wrote in its first frame.
-/// FLAC's decoder reports it itself; Ogg has no length to compare.
+/// long. WAV, RF64, Wave64, AIFF and AU say their audio's length in their
+/// headers; an MP3 in the Xing, Info or VBRI header its encoder wrote in
+/// its first frame. FLAC's is its STREAMINFO's sample count, which
+/// `SoundCheck` compares with what decodes; Ogg has no length to compare.
 enum ContainerLength {
-    /// The audio bytes the header of the file at `path` announces and the
-    /// bytes there are, when it announces more than there are; nil when it
-    /// does not, or says no length (a stream's 0 or 0xFFFFFFFF), or is no
-    /// RIFF WAVE, AIFF or MP3 file with such a header. Reads 64 KiB at most
-    /// (after an MP3's ID3 tag, which may hold pictures); opens and closes
+    /// The bytes the header of the file at `path` announces and the bytes
+    /// there are, when it announces more than there are; nil when it does
+    /// not, or says no length (a stream's 0 or 0xFFFFFFFF), or has no such
+    /// header (see `audioData`; an MP3's Xing, Info or VBRI header, or its
+    /// ID3v2 tag). Reads 64 KiB at most (after an MP3's ID3 tag, which may
+    /// hold pictures; walking its frames, the whole file); opens and closes
     /// its descriptor itself (it runs on the check's quiet thread).
     static func shortfall(ofFileAt path: String) -> (announced: Int64, present: Int64)? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
@@ -26,6 +28,8 @@ enum ContainerLength {
         let head = bytes(of: descriptor, at: 0, count: 64 << 10)
         guard head.count >= 12 else { return nil }
         if let container = shortfall(head: head, fileSize: size) { return container }
+        // A file cut inside the ID3v2 tag before its first frame (a cover picture): no audio at all.
+        if let tag = id3v2TagSize(head), tag > size { return (tag, size) }
         let (frame, tag) = firstFrame(of: descriptor, head: head)
         guard let short = mpegShortfall(firstFrame: frame, tagBytes: tag, fileSize: size),
               mpegEndsInsideAFrame(path: path, from: tag, size: size) == true else { return nil }
@@ -40,6 +44,16 @@ enum ContainerLength {
         return (frame, tag)
     }
 
+    /// `audioData` for the file at `path` (its first 64 KiB).
+    static func audioData(ofFileAt path: String) -> (announced: Int64?, present: Int64)? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return nil }
+        return audioData(head: bytes(of: descriptor, at: 0, count: 64 << 10), fileSize: Int64(status.st_size))
+    }
+
     /// Up to `count` bytes of the file open as `descriptor`, from `offset`.
     private static func bytes(of descriptor: Int32, at offset: Int64, count: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
@@ -50,37 +64,72 @@ enum ContainerLength {
         return Array(bytes.prefix(max(0, read)))
     }
 
-    /// `shortfall` for a WAV or AIFF file of `fileSize` bytes that begins
-    /// with `head` (an MP3's is confirmed by a walk of its frames: see
-    /// `shortfall(ofFileAt:)`).
+    /// `shortfall` for a container of samples (see `audioData`) of
+    /// `fileSize` bytes that begins with `head` (an MP3's is confirmed by a
+    /// walk of its frames: see `shortfall(ofFileAt:)`).
     static func shortfall(head: [UInt8], fileSize: Int64) -> (announced: Int64, present: Int64)? {
-        func text(_ offset: Int) -> String { String(decoding: head[offset..<offset + 4], as: UTF8.self) }
-        func number(_ offset: Int, bigEndian: Bool) -> Int64 {
-            let bytes = head[offset..<offset + 4].map(Int64.init)
+        guard let data = audioData(head: head, fileSize: fileSize), let announced = data.announced,
+              announced > data.present else { return nil }
+        return (announced, data.present)
+    }
+
+    /// The audio bytes a container's header announces (nil where it gives
+    /// no length: a stream's 0 or all ones, written before the length was
+    /// known) and those the file of `fileSize` bytes holds after the
+    /// header, for a RIFF or RIFX WAVE, RF64 (its `ds64` chunk), Wave64,
+    /// AIFF or AIFF-C (the sound data chunk, its 8-byte header counted),
+    /// or AU file that begins with `head`; nil for any other, or where the
+    /// audio chunk is not in `head`.
+    static func audioData(head: [UInt8], fileSize: Int64) -> (announced: Int64?, present: Int64)? {
+        func text(_ offset: Int, _ count: Int = 4) -> String? {
+            offset + count <= head.count ? String(decoding: head[offset..<offset + count], as: UTF8.self) : nil
+        }
+        func number(_ offset: Int, _ count: Int, bigEndian: Bool) -> Int64? {
+            guard offset >= 0, offset + count <= head.count else { return nil }
+            let bytes = head[offset..<offset + count].map(Int64.init)
             return bigEndian ? bytes.reduce(0) { $0 << 8 | $1 } : bytes.reversed().reduce(0) { $0 << 8 | $1 }
         }
-        guard head.count >= 12 else { return nil }
+        func given(_ size: Int64, bits: Int64) -> Int64? { size == 0 || size == (1 << bits) - 1 ? nil : size }
+        if text(0) == ".snd" {
+            // AU: the offset of the samples, then their length.
+            guard let offset = number(4, 4, bigEndian: true), let size = number(8, 4, bigEndian: true) else { return nil }
+            return (given(size, bits: 32), max(0, fileSize - offset))
+        }
+        if head.starts(with: w64RIFF) {
+            // Wave64: chunks of a 16-byte GUID and a 64-bit length that counts their 24-byte header, 8-aligned.
+            var offset = 40
+            while let size = number(offset + 16, 8, bigEndian: false), size >= 24 {
+                if text(offset) == "data" { return (given(size - 24, bits: 64), max(0, fileSize - Int64(offset + 24))) }
+                guard size < Int64(head.count) else { return nil }
+                offset += Int((size + 7) & ~7)
+            }
+            return nil
+        }
         let bigEndian: Bool
         let audioChunk: String
         switch (text(0), text(8)) {
-        case ("RIFF", "WAVE"): (bigEndian, audioChunk) = (false, "data")
+        case ("RIFF", "WAVE"), ("RF64", "WAVE"): (bigEndian, audioChunk) = (false, "data")
         case ("RIFX", "WAVE"): (bigEndian, audioChunk) = (true, "data")
         case ("FORM", "AIFF"), ("FORM", "AIFC"): (bigEndian, audioChunk) = (true, "SSND")
         default: return nil
         }
+        // RF64's length is in its `ds64` chunk (after the RIFF and data lengths in 64 bits).
+        let rf64DataSize = text(0) == "RF64" && text(12) == "ds64" ? number(28, 8, bigEndian: false) : nil
         // Chunks follow the 12-byte header: a name, a length, the bytes (padded to an even length).
         var offset = 12
-        while offset + 8 <= head.count {
-            let size = number(offset + 4, bigEndian: bigEndian)
+        while let size = number(offset + 4, 4, bigEndian: bigEndian) {
             if text(offset) == audioChunk {
-                guard size != 0, size != 0xFFFF_FFFF else { return nil }
-                let present = fileSize - Int64(offset + 8)
-                return size > present ? (size, max(0, present)) : nil
+                let present = max(0, fileSize - Int64(offset + 8))
+                if let rf64DataSize { return (given(rf64DataSize, bits: 64), present) }
+                return (given(size, bits: 32), present)
             }
             offset += 8 + Int(size) + Int(size & 1)
         }
         return nil
     }
+
+    /// How a Wave64 file begins: the GUID of its `riff` chunk.
+    private static let w64RIFF: [UInt8] = [0x72, 0x69, 0x66, 0x66, 0x2E, 0x91, 0xCF, 0x11, 0xA5, 0xD6, 0x28, 0xDB, 0x04, 0xC1, 0x00, 0x00]
 
     /// The length of the ID3v2 tag `head` opens with (its 10-byte header, its
     /// size in four 7-bit bytes, and a 10-byte footer when flagged), or nil.

@@ -30,6 +30,8 @@ public enum ImageEnd {
     public static func quickVerdict(format: String?, opening: [UInt8], closing: [UInt8], size: Int64) -> Verdict {
         switch format {
         case "jpeg":
+            // An end marker may be an embedded thumbnail's, in a segment the file ends inside.
+            guard segmentsFit(jpegOpening: opening, size: size) else { return .cutShort(jpegCut) }
             return closing.suffix(2).elementsEqual([0xFF, 0xD9]) ? .whole : .needsWalk
         case "png":
             return closing.suffix(12).elementsEqual(pngEnd) ? .whole : .needsWalk
@@ -54,10 +56,15 @@ public enum ImageEnd {
     /// its format has it, or the file cannot be read.
     public static func walkedShortfall(format: String, size: Int64, path: String) -> String? {
         switch format {
-        case "jpeg": walk(path) { jpegEnd(&$0) } == .cutShort ? "a JPEG without its end marker" : nil
+        case "jpeg": walk(path) { jpegEnd(&$0) } == .cutShort ? jpegCut : nil
         case "png": walk(path) { pngEnd(&$0) } == .cutShort ? "a PNG without its IEND chunk" : nil
         case "gif": walk(path) { gifEnd(&$0) } == .cutShort ? "a GIF without its trailer" : nil
-        case "heif", "avif": walk(path) { boxesEnd(&$0, size: size) } == .cutShort ? "its last box ends past the file's end" : nil
+        case "heif", "avif":
+            switch walk(path, { boxesEnd(&$0, size: size) }) {
+            case .cutShort: "a\(format == "heif" ? "" : "n") \(format.uppercased()) whose last box ends past the file's end"
+            case .whole(mediaData: false): "a\(format == "heif" ? "" : "n") \(format.uppercased()) without its media data box"
+            default: nil
+            }
         default: nil
         }
     }
@@ -71,10 +78,31 @@ public enum ImageEnd {
         }
     }
 
+    private static let jpegCut = "a JPEG without its end marker"
+
+    /// Whether the segments whose headers are in a JPEG's `opening` bytes
+    /// (up to its first scan) end within its `size` bytes. The end marker of
+    /// a thumbnail inside an EXIF segment, where the file was cut, looked
+    /// like the photo's own.
+    static func segmentsFit(jpegOpening opening: [UInt8], size: Int64) -> Bool {
+        var index = 2
+        while index + 4 <= opening.count, opening[index] == 0xFF {
+            let marker = opening[index + 1]
+            if marker == 0xFF { index += 1; continue } // a fill byte
+            if (0xD0...0xD7).contains(marker) || marker == 0x01 { index += 2; continue }
+            if marker == 0xD9 || marker == 0xDA || marker < 0xC0 { break } // the end, the first scan, or no marker
+            let end = index + 2 + (Int(opening[index + 2]) << 8 | Int(opening[index + 3]))
+            if Int64(end) > size { return false }
+            index = end
+        }
+        return true
+    }
+
     /// What a walk of a file's structure found.
     enum Walk: Equatable {
-        /// It reached the format's end (bytes may follow).
-        case whole
+        /// It reached the format's end (bytes may follow); for an ISO
+        /// media file, whether it has a media data box (`mdat`).
+        case whole(mediaData: Bool = true)
         /// The file ended inside the structure.
         case cutShort
         /// Bytes where the format has none such, or no file to read.
@@ -109,7 +137,7 @@ public enum ImageEnd {
             }
             switch marker {
             case 0xD9:
-                return .whole
+                return .whole()
             case 0xD0...0xD7, 0x01:
                 continue // no length
             case ..<0xC0:
@@ -135,7 +163,7 @@ public enum ImageEnd {
                 return .cutShort
             }
             guard length < 1 << 31 else { return .malformed }
-            if type == 0x49454E44 { return reader.skip(4) ? .whole : .cutShort } // IEND, and its CRC
+            if type == 0x49454E44 { return reader.skip(4) ? .whole() : .cutShort } // IEND, and its CRC
             guard reader.skip(length + 4) else { return .cutShort }
         }
     }
@@ -157,7 +185,7 @@ public enum ImageEnd {
             guard let introducer = reader.byte() else { return .cutShort }
             switch introducer {
             case 0x3B:
-                return .whole
+                return .whole()
             case 0x21:
                 guard reader.skip(1), subBlocks(&reader) else { return .cutShort }
             case 0x2C:
@@ -172,27 +200,39 @@ public enum ImageEnd {
 
     /// An ISO media file's top-level boxes (HEIF, AVIF), each its length
     /// (or 1 and a 64-bit length after its type, or 0: to the file's end)
-    /// and its type: whole when the last ends at or before the file's end.
-    /// Bytes after the last box that are no box's header (fewer than 8, or
-    /// a type that is not four printable letters) are not judged.
+    /// and its type: whole when the last ends at or before the file's end,
+    /// with whether a media data box (`mdat`) was among them (a file cut
+    /// after its `meta` box holds no image). Bytes after the boxes that are
+    /// no box this format has (fewer than 8, or another type: a trailer
+    /// such as a motion photo's) are not judged, unless no media data came
+    /// before them.
     static func boxesEnd(_ reader: inout FileReader, size: Int64) -> Walk {
         var offset: Int64 = 0
+        var mediaData = false
         while offset < size {
             guard size - offset >= 8, reader.skip(offset - reader.position), let length = reader.number(4, bigEndian: true),
-                  let type = reader.number(4, bigEndian: true) else { return .malformed }
-            guard (0..<4).allSatisfy({ (0x20...0x7E).contains(type >> (8 * $0) & 0xFF) }) else { return .malformed }
+                  let type = reader.number(4, bigEndian: true) else { return mediaData ? .whole() : .malformed }
+            let name = String(decoding: (0..<4).map { UInt8(type >> (8 * (3 - $0)) & 0xFF) }, as: UTF8.self)
+            guard topLevelBoxes.contains(name) else { return mediaData ? .whole() : .malformed }
+            if name == "mdat" { mediaData = true }
             var boxLength = length
             if length == 1 {
                 guard let long = reader.number(8, bigEndian: true) else { return .cutShort }
                 guard long >= 16 else { return .malformed }
                 boxLength = long
             }
-            if length == 0 { return .whole }
+            if length == 0 { return .whole(mediaData: mediaData) }
             guard boxLength >= 8 else { return .malformed }
             // Past the file's end (a largesize up to 2^63 too: no sum that overflows).
             if boxLength > size - offset { return .cutShort }
             offset += boxLength
         }
-        return .whole
+        return .whole(mediaData: mediaData)
     }
+
+    /// The boxes an ISO media file (HEIF, AVIF) has at its top level.
+    private static let topLevelBoxes: Set<String> = [
+        "ftyp", "meta", "mdat", "moov", "moof", "mfra", "free", "skip", "uuid", "pdin", "styp", "sidx", "ssix", "prft",
+        "emsg", "meco", "etyp", "wide", "jumb", "altr",
+    ]
 }

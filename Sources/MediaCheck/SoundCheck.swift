@@ -7,21 +7,24 @@ public enum SoundCheck {
     /// plain samples, WAV or AIFF PCM, is only opened: see
     /// `SoundFile.holdsPlainSamples`); the facts of the sound, or
     /// libsndfile's reason it is none (it does not open, or its decoder
-    /// failed on the way, or nothing in it decodes), or that it is a WAV,
-    /// AIFF or MP3 file cut short (see `ContainerLength`). `stop` is asked
-    /// between blocks (a long sound, a run interrupted).
+    /// failed on the way, or nothing in it decodes), or that it is cut
+    /// short: shorter than its header says (a WAV, AIFF, AU or MP3 file:
+    /// see `ContainerLength`, asked first, as libsndfile would play what is
+    /// there), or a FLAC whose decoder stopped before the samples its
+    /// STREAMINFO counts. `stop` is asked between blocks (a long sound, a
+    /// run interrupted).
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
-        let file = try SoundFile(reading: path)
-        // Before the decode, which would play what is there.
         if let cut = ContainerLength.shortfall(ofFileAt: path) {
             throw SoundFileError(description: "its header announces \(cut.announced) bytes of audio, \(cut.present) are there",
                                  stage: .length)
         }
-        // Plain samples need no decoding (reading back 3.4 MB of WAV from the disk, where the
-        // body went past the page cache, took as long as decoding a FLAC of the same sound).
+        let file = try SoundFile(reading: path)
         let frames: Int64
-        if file.holdsPlainSamples, let announced = file.announcedFrames {
-            frames = announced
+        if file.holdsPlainSamples {
+            // Plain samples need no decoding (reading back 3.4 MB of WAV from the disk, where the
+            // body went past the page cache, took as long as decoding a FLAC of the same sound).
+            // A stream's header that gave no length (0) has them all the same: counted by their bytes.
+            frames = file.announcedFrames.flatMap { $0 > 0 ? $0 : nil } ?? framesOfUnannouncedSamples(in: file, at: path)
         } else {
             do {
                 frames = try file.decodeToEnd(stop: stop)
@@ -29,9 +32,23 @@ public enum SoundCheck {
                 error.announcesLength = ContainerLength.mpegAnnouncesFrames(ofFileAt: path)
                 throw error
             }
+            // FLAC's STREAMINFO counts its samples exactly (0: not known); libFLAC ends
+            // a stream cut on a frame's end, or inside one of some encoders', without a word.
+            if file.majorFormat == Int32(SF_FORMAT_FLAC), let announced = file.announcedFrames, announced > 0, frames < announced {
+                throw SoundFileError(description: "its header announces \(announced) frames of audio, \(frames) decode", stage: .length)
+            }
         }
         guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes", stage: .decoding) }
         return SoundFacts(format: file.shortFormatName, sampleRate: file.sampleRate, channels: file.channels, frames: frames)
+    }
+
+    /// The frames of plain samples in a file whose header gives no length
+    /// (a stream's): its audio bytes over the bytes of a frame; 0 where
+    /// either is not known.
+    private static func framesOfUnannouncedSamples(in file: SoundFile, at path: String) -> Int64 {
+        guard let frameBytes = file.plainFrameBytes, let data = ContainerLength.audioData(ofFileAt: path),
+              data.announced == nil else { return 0 }
+        return data.present / Int64(frameBytes)
     }
 
     /// `facts(of:stop:)` on a quiet thread (see `QuietThread`), then

@@ -102,6 +102,20 @@ public final class SoundFile {
         return plain.contains(Int(encoding)) && Int(majorFormat) != SF_FORMAT_FLAC
     }
 
+    /// The bytes of one frame of plain samples (all channels), or nil when
+    /// the samples are not plain (see `holdsPlainSamples`).
+    var plainFrameBytes: Int? {
+        guard holdsPlainSamples else { return nil }
+        let sampleBytes = switch Int(encoding) {
+        case SF_FORMAT_PCM_16: 2
+        case SF_FORMAT_PCM_24: 3
+        case SF_FORMAT_PCM_32, SF_FORMAT_FLOAT: 4
+        case SF_FORMAT_DOUBLE: 8
+        default: 1 // 8-bit PCM, µ-law, A-law
+        }
+        return sampleBytes * max(1, channels)
+    }
+
     /// The format by its usual short name (`SoundFacts.format`): `wav`,
     /// `aiff`, `flac`, `ogg` (Vorbis), `opus`, `mp3`…; for the others, the
     /// first word of libsndfile's own name for it (`SFC_GET_FORMAT_INFO`:

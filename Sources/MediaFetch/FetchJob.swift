@@ -713,8 +713,9 @@ public final class FetchJob: Sendable {
             case .failure(let error) where error.stage == .stopped:
                 if body.file.keepForResume() { body.file.release() } else { body.file.discard() }
                 whenRoom()
-            case .failure(let error) where MediaKinds.refuses(error, refusable: refusable, otherwise: otherwise):
-                refuse(body, of: item, reason: MediaKinds.refusal(error, contentType: body.contentType, size: body.size), ingestor: ingestor)
+            case .failure(let error) where MediaKinds.refuses(error, refusable: refusable):
+                refuse(body, of: item, reason: MediaKinds.refusal(error, contentType: body.contentType, size: body.size,
+                                                                  soundAsked: otherwise == .sound), ingestor: ingestor)
                 whenRoom()
             case .failure:
                 // Not proven damaged, or nothing known of it (no libsndfile, no thread): stored as it came.

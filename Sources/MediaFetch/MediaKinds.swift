@@ -19,20 +19,21 @@ enum MediaKinds {
         /// Stored as this kind, as it is.
         case store(ItemKind)
         /// Decoded through libsndfile first: a sound with its facts when it
-        /// decodes; else refused when `refusable` (or as `refuses` says), or
-        /// stored as `otherwise`.
+        /// decodes; else refused when `refusable` (or its failure proves it
+        /// damaged: see `refuses`), or stored as `otherwise`.
         case checkSound(refusable: Bool, otherwise: ItemKind)
     }
 
     /// Whether a body checked under `.checkSound(refusable:otherwise:)` that
-    /// failed with `error` is refused: when `refusable`, or when a sound was
-    /// asked for and the failure itself proves it damaged (an MP3 whose
-    /// header announces more than it holds, or broken a second or more into
-    /// its audio: see `SoundFileError.provesDamage`). Never when the check
+    /// failed with `error` is refused: when `refusable`, or when the failure
+    /// itself proves it a damaged sound, asked for as one or not (a WAV or
+    /// MP3 shorter than its header announces, or one broken a second or
+    /// more into its audio: see `SoundFileError.provesDamage`), as a photo
+    /// cut short is refused wherever it came from. Never when the check
     /// could not run, or was stopped (the body is kept for the next run).
-    static func refuses(_ error: SoundFileError, refusable: Bool, otherwise: ItemKind) -> Bool {
+    static func refuses(_ error: SoundFileError, refusable: Bool) -> Bool {
         guard !error.unavailable, error.stage != .stopped else { return false }
-        return refusable || (otherwise == .sound && error.provesDamage)
+        return refusable || error.provesDamage
     }
 
     /// The judgement for a body of an item of `kind` at `url` (redirected
@@ -136,10 +137,11 @@ enum MediaKinds {
         return "the server sent a photo cut short (\(shortfall); \(type)\(ByteSize.format(size))); not stored"
     }
 
-    /// Why a sound that was asked for is not stored, in one line, as
-    /// `PageInsteadOfMedia` words its refusals: what the server sent first
-    /// (no sound, a damaged one, one cut short), then libsndfile's words.
-    static func refusal(_ error: SoundFileError, contentType: String?, size: Int64) -> String {
+    /// Why a sound is not stored, in one line, as `PageInsteadOfMedia` words
+    /// its refusals: what the server sent first (no sound, a damaged one,
+    /// one cut short), then libsndfile's words, and whether a sound was
+    /// asked for (`soundAsked`: else the body said it was one).
+    static func refusal(_ error: SoundFileError, contentType: String?, size: Int64, soundAsked: Bool = true) -> String {
         let what = switch error.stage {
         case .opening: "data that libsndfile does not read as a sound"
         // (A stopped decode is no refusal: the caller keeps the body.)
@@ -147,6 +149,7 @@ enum MediaKinds {
         case .length: "a sound cut short"
         }
         let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
-        return "the server sent \(what) (\(error); \(type)\(ByteSize.format(size))) where a sound was asked for; not stored"
+        let asked = soundAsked ? " where a sound was asked for" : ""
+        return "the server sent \(what) (\(error); \(type)\(ByteSize.format(size)))\(asked); not stored"
     }
 }

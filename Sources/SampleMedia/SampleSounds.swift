@@ -55,12 +55,20 @@ public enum SampleSounds {
     /// The samples are made and written a block at a time.
     public static func write(_ format: SoundFormat, to path: String, seconds: Double, seed: UInt64 = 1,
                              sampleRate: Int = 44_100, channels: Int = 2) throws {
+        try write(sndfileFormat: format.sndfileFormat, to: path, seconds: seconds, seed: seed, sampleRate: sampleRate,
+                  channels: channels)
+    }
+
+    /// `write` in any of libsndfile's formats (`SF_FORMAT_RF64 | SF_FORMAT_PCM_16`…).
+    public static func write(sndfileFormat: Int32, to path: String, seconds: Double, seed: UInt64 = 1,
+                             sampleRate: Int = 44_100, channels: Int = 2) throws {
         var info = SF_INFO()
         info.samplerate = Int32(sampleRate)
         info.channels = Int32(channels)
-        info.format = format.sndfileFormat
+        info.format = sndfileFormat
         guard let file = sf_open(path, Int32(SFM_WRITE), &info) else {
-            throw SoundFileError(description: "cannot write \(path) as \(format.rawValue): \(String(cString: sf_strerror(nil)))")
+            throw SoundFileError(description: "cannot write \(path) as format 0x\(String(sndfileFormat, radix: 16)): "
+                + String(cString: sf_strerror(nil)))
         }
         var closed = false
         defer { if !closed { sf_close(file) } }

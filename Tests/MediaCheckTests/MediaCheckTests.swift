@@ -1,3 +1,4 @@
+import CSndFile
 import Dispatch
 import Foundation
 import Glibc
@@ -37,6 +38,77 @@ import TestSupport
             #expect(error == SoundFileError(description: "Error : flac decoder lost sync after \((seconds * 10).rounded() / 10) s of audio",
                                             stage: .decoding, decodedSeconds: seconds))
             #expect(error.provesDamage == (seconds >= 1))
+        }
+    }
+
+    /// Other containers of plain samples say their length too: RF64 (in
+    /// its `ds64` chunk), Wave64 and AU cut short are refused by it, as WAV
+    /// is; whole, they are sounds. (Each was stored with what was there.)
+    @Test(arguments: [("rf64", SF_FORMAT_RF64), ("w64", SF_FORMAT_W64), ("au", SF_FORMAT_AU)])
+    func otherContainersCutShortSayHowShort(_ name: String, _ major: Int) throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.\(name)"), cut = directory.appending("cut.\(name)")
+            try SampleSounds.write(sndfileFormat: Int32(major | SF_FORMAT_PCM_16), to: whole, seconds: 1, seed: 15)
+            let bytes = try #require(FileManager.default.contents(atPath: whole))
+            try bytes.prefix(bytes.count / 2).write(to: URL(fileURLWithPath: cut))
+            #expect(try SoundCheck.facts(of: whole).durationSeconds == 1.0, "\(name)")
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: cut) }
+            #expect(error.stage == .length && error.description.hasPrefix("its header announces 176400 bytes of audio, "), "\(error)")
+        }
+    }
+
+    /// A WAV whose header gives no length (0: a streaming writer's, never
+    /// rewritten) holds its samples all the same: counted by their bytes,
+    /// not refused as holding none.
+    @Test func aWAVWithoutALengthIsCountedByItsBytes() throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.wav"), stream = directory.appending("stream.wav")
+            try SampleSounds.write(.wav, to: whole, seconds: 2, seed: 16)
+            var bytes = [UInt8](try #require(FileManager.default.contents(atPath: whole)))
+            let data = try #require((12..<200).first { bytes[$0..<$0 + 4].elementsEqual(Array("data".utf8)) })
+            bytes.replaceSubrange(data + 4..<data + 8, with: [0, 0, 0, 0])
+            try Data(bytes).write(to: URL(fileURLWithPath: stream))
+            #expect(ContainerLength.audioData(ofFileAt: stream)! == (nil, 352_800))
+            let facts = try SoundCheck.facts(of: stream)
+            #expect(facts.durationSeconds == 2.0 && facts.format == "wav")
+        }
+    }
+
+    /// A FLAC cut where libFLAC ends without a word (on a frame's end) has
+    /// fewer samples than its STREAMINFO counts: cut short all the same.
+    @Test func aFLACCutOnAFrameBoundaryIsCutShort() throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.flac"), cut = directory.appending("cut.flac")
+            try SampleSounds.write(.flac, to: whole, seconds: 3, seed: 17, channels: 1)
+            let bytes = [UInt8](try #require(FileManager.default.contents(atPath: whole)))
+            // Frames begin with the sync code 0xFFF8 (fixed block size); cut before each in the second half.
+            let starts = (bytes.count / 2..<bytes.count - 1).filter { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xF8 }
+            #expect(!starts.isEmpty)
+            var lengthStages = 0
+            for start in starts {
+                try Data(bytes[..<start]).write(to: URL(fileURLWithPath: cut))
+                let error = try #require(throws: SoundFileError.self, "cut at \(start)") { try SoundCheck.facts(of: cut) }
+                if error.stage == .length {
+                    lengthStages += 1
+                    #expect(error.description.hasPrefix("its header announces 132300 frames of audio, "), "\(error)")
+                }
+            }
+            // At a true frame's start libFLAC says nothing: only the count shows it.
+            #expect(lengthStages > 0)
+        }
+    }
+
+    /// An MP3 cut inside its ID3v2 tag (a cover picture) holds no audio at
+    /// all: its tag says how long it is.
+    @Test func anMP3CutInsideItsTagIsCutShort() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("cover.mp3")
+            let tagSize = 45_000
+            let tag = [0x49, 0x44, 0x33, 4, 0, 0] + (0..<4).map { UInt8(tagSize >> (7 * (3 - $0)) & 0x7F) }
+            try Data(tag + [UInt8](repeating: 0, count: 27_000)).write(to: URL(fileURLWithPath: path))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
+            #expect(error == SoundFileError(description: "its header announces 45010 bytes of audio, 27010 are there", stage: .length))
+            #expect(error.provesDamage)
         }
     }
 
@@ -362,6 +434,13 @@ import TestSupport
         for length in stride(from: 3, to: photo.count, by: 97) + [photo.count - 2, photo.count - 1] {
             #expect(try shortfall("jpeg", Array(photo.prefix(length))) == "a JPEG without its end marker", "cut at \(length)")
         }
+        // Cut just after the end marker of the thumbnail inside its EXIF segment: the segment runs past the end.
+        let thumbnail: [UInt8] = [0xFF, 0xD8, 0xFF, 0xDB, 0, 4, 1, 2] + [UInt8](repeating: 7, count: 300) + [0xFF, 0xD9]
+        let exif = Array("Exif\u{0}\u{0}".utf8) + thumbnail + [UInt8](repeating: 0, count: 2_000)
+        let withThumbnail = [0xFF, 0xD8, 0xFF, 0xE1, UInt8((exif.count + 2) >> 8), UInt8((exif.count + 2) & 0xFF)] + exif
+            + photo.dropFirst(2)
+        #expect(try shortfall("jpeg", withThumbnail) == nil)
+        #expect(try shortfall("jpeg", Array(withThumbnail.prefix(6 + 6 + thumbnail.count))) == "a JPEG without its end marker")
         // Not a JPEG's structure after its first bytes: not judged.
         #expect(try shortfall("jpeg", [0xFF, 0xD8, 0xFF] + Array("not a segment".utf8)) == nil)
     }
@@ -409,13 +488,19 @@ import TestSupport
         #expect(try shortfall("webp", Array(webp.prefix(2_500))) == "its header announces 4000 bytes, 2500 are there")
         let heif = box("ftyp", 24) + box("meta", 300) + box("mdat", 5_000)
         #expect(try shortfall("heif", heif) == nil)
-        #expect(try shortfall("avif", Array(heif.prefix(4_000))) == "its last box ends past the file's end")
+        #expect(try shortfall("avif", Array(heif.prefix(4_000))) == "an AVIF whose last box ends past the file's end")
+        // Cut where a box ends, before the media data: no image in it.
+        #expect(try shortfall("heif", Array(heif.prefix(24))) == "a HEIF without its media data box")
+        #expect(try shortfall("avif", Array(heif.prefix(324))) == "an AVIF without its media data box")
+        // After the media data, a trailer that is no box of the format's (a motion photo's, a proxy's comment).
+        #expect(try shortfall("heif", heif + Array("MotionPhoto_Data".utf8) + [UInt8](repeating: 5, count: 3_000)) == nil)
+        #expect(try shortfall("avif", heif + Array("<!-- cache hit -->\n".utf8)) == nil)
         // Bytes after the last box that are no box's header: not judged.
         #expect(try shortfall("avif", heif + [UInt8](repeating: 1, count: 100)) == nil)
         #expect(try shortfall("heif", heif + [0, 0, 7]) == nil)
         // A largesize of 2^63 - 1 (no sum that overflows), and one too small for its own header.
         let huge = box("ftyp", 24) + [0, 0, 0, 1] + Array("mdat".utf8) + [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
-        #expect(try shortfall("heif", huge) == "its last box ends past the file's end")
+        #expect(try shortfall("heif", huge) == "a HEIF whose last box ends past the file's end")
         #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 1] + Array("mdat".utf8) + [0, 0, 0, 0, 0, 0, 0, 8]) == nil)
         // A last box of length 0 goes to the file's end.
         #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 0] + Array("mdat".utf8) + [1, 2, 3]) == nil)

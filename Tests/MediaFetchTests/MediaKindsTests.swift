@@ -62,27 +62,27 @@ import Testing
     }
 
     /// A body that was kept if it did not decode (an MP3 or something else
-    /// behind its tag) is refused after all where a sound was asked for and
-    /// the failure proves it damaged: its header announces more than it
-    /// holds, or it broke a second or more into its audio. A file nobody
-    /// said was a sound is stored whatever its check said; a check that did
-    /// not run or was stopped refuses nothing.
-    @Test func aFailureThatProvesDamageRefusesASoundAskedFor() {
+    /// behind its tag, a sound at a URL that did not say so) is refused
+    /// after all where the failure proves it damaged: its header announces
+    /// more than it holds, or it broke a second or more into its audio. A
+    /// check that did not run or was stopped refuses nothing.
+    @Test func aFailureThatProvesDamageRefusesTheBody() {
         let cutShort = SoundFileError(description: "its header announces 800956 bytes of audio, 400478 are there", stage: .length)
         let brokenLate = SoundFileError(description: "Unspecified internal error after 7.4 s of audio", stage: .decoding, decodedSeconds: 7.43)
+        var brokenPastItsAudio = brokenLate
+        brokenPastItsAudio.announcesLength = false
         let brokenAtOnce = SoundFileError(description: "Unspecified internal error after 0.1 s of audio", stage: .decoding, decodedSeconds: 0.1)
         let unreadable = SoundFileError(description: "Format not recognised")
         let unavailable = SoundFileError(description: "libsndfile cannot be loaded", unavailable: true)
         for error in [cutShort, brokenLate] {
-            #expect(MediaKinds.refuses(error, refusable: false, otherwise: .sound), "\(error)")
-            #expect(!MediaKinds.refuses(error, refusable: false, otherwise: .file), "\(error)")
+            #expect(MediaKinds.refuses(error, refusable: false), "\(error)")
         }
-        for error in [brokenAtOnce, unreadable] {
-            #expect(!MediaKinds.refuses(error, refusable: false, otherwise: .sound), "\(error)")
-            #expect(MediaKinds.refuses(error, refusable: true, otherwise: .sound), "\(error)")
+        for error in [brokenAtOnce, unreadable, brokenPastItsAudio] {
+            #expect(!MediaKinds.refuses(error, refusable: false), "\(error)")
+            #expect(MediaKinds.refuses(error, refusable: true), "\(error)")
         }
         for error in [unavailable, SoundFileError.stopped] {
-            #expect(!MediaKinds.refuses(error, refusable: true, otherwise: .sound), "\(error)")
+            #expect(!MediaKinds.refuses(error, refusable: true), "\(error)")
         }
     }
 
