@@ -162,22 +162,60 @@ enum ContainerLength {
     /// whole. Nil where the walk meets something that is no frame, or a
     /// free-format frame (no length in its header): not judged.
     static func mpegEndsInsideAFrame(path: String, from start: Int64, size: Int64) -> Bool? {
+        mpegWalk(path: path, from: start, size: size)?.endsInsideAFrame
+    }
+
+    /// The samples (per channel) of the whole frames of the MP3 at `path`,
+    /// by its frames' headers, when they end with the file or at a tag; nil
+    /// otherwise (see `mpegEndsInsideAFrame`). libsndfile reads an MP3
+    /// without a frame count in its first frame only as far as its own
+    /// estimate from the first frame's bitrate: a VBR file's played 10 s
+    /// and was counted 4.2 s.
+    static func mpegSamples(ofFileAt path: String) -> Int64? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return nil }
+        let tag = id3v2TagSize(bytes(of: descriptor, at: 0, count: 10)) ?? 0
+        guard let walk = mpegWalk(path: path, from: tag, size: Int64(status.st_size)), !walk.endsInsideAFrame,
+              walk.samples > 0 else { return nil }
+        return walk.samples
+    }
+
+    /// A walk of an MPEG audio stream's frames by their headers (see
+    /// `mpegEndsInsideAFrame`): whether the last runs past the file's end,
+    /// and the samples of those that do not.
+    private static func mpegWalk(path: String, from start: Int64, size: Int64) -> (endsInsideAFrame: Bool, samples: Int64)? {
         guard var reader = FileReader(path: path) else { return nil }
         defer { reader.close() }
         guard reader.skip(start) else { return nil }
         var offset = start
+        var samples: Int64 = 0
         while offset < size {
             var header: [UInt8] = []
             while header.count < 4, let byte = reader.byte() { header.append(byte) }
             if reader.failed { return nil }
-            if tagsAfterFrames.contains(where: { header.starts(with: $0) }) { return false }
-            guard header.count == 4 else { return header.first == 0xFF ? true : nil }
+            if tagsAfterFrames.contains(where: { header.starts(with: $0) }) { return (false, samples) }
+            guard header.count == 4 else { return header.first == 0xFF ? (true, samples) : nil }
             guard let length = mpegFrameLength(header) else { return nil }
-            if length > size - offset { return true }
+            if length > size - offset { return (true, samples) }
             offset += length
-            guard reader.skip(length - 4) else { return reader.failed ? nil : true }
+            samples += mpegSamplesPerFrame(header)
+            guard reader.skip(length - 4) else { return reader.failed ? nil : (true, samples) }
         }
-        return false
+        return (false, samples)
+    }
+
+    /// The samples (per channel) in an MPEG audio frame whose header,
+    /// valid, is `header`: 384 in Layer I, 1152 in Layer II, and in Layer
+    /// III 1152 in MPEG-1 and 576 in MPEG-2 and 2.5.
+    private static func mpegSamplesPerFrame(_ header: [UInt8]) -> Int64 {
+        switch (header[1] >> 1 & 3, header[1] >> 3 & 3) {
+        case (3, _): 384
+        case (1, let version) where version != 3: 576
+        default: 1152
+        }
     }
 
     /// How the tags that may follow an MP3's frames begin: ID3v1, APE,

@@ -26,12 +26,20 @@ public enum SoundCheck {
             // A stream's header that gave no length (0) has them all the same: counted by their bytes.
             frames = file.announcedFrames.flatMap { $0 > 0 ? $0 : nil } ?? framesOfUnannouncedSamples(in: file, at: path)
         } else {
+            var decoded: Int64
             do {
-                frames = try file.decodeToEnd(stop: stop)
+                decoded = try file.decodeToEnd(stop: stop)
             } catch var error where error.stage == .decoding && file.majorFormat == Int32(SF_FORMAT_MPEG) {
                 error.announcesLength = ContainerLength.mpegAnnouncesFrames(ofFileAt: path)
                 throw error
             }
+            // An MP3 without a frame count is read only as far as libsndfile's estimate of its
+            // length (from its first frame's bitrate): its frames' own headers count it.
+            if file.majorFormat == Int32(SF_FORMAT_MPEG), !ContainerLength.mpegAnnouncesFrames(ofFileAt: path),
+               let walked = ContainerLength.mpegSamples(ofFileAt: path), walked > decoded {
+                decoded = walked
+            }
+            frames = decoded
             // FLAC's STREAMINFO counts its samples exactly (0: not known); libFLAC ends
             // a stream cut on a frame's end, or inside one of some encoders', without a word.
             if file.majorFormat == Int32(SF_FORMAT_FLAC), let announced = file.announcedFrames, announced > 0, frames < announced {

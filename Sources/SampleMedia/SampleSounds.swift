@@ -59,9 +59,11 @@ public enum SampleSounds {
                   channels: channels)
     }
 
-    /// `write` in any of libsndfile's formats (`SF_FORMAT_RF64 | SF_FORMAT_PCM_16`…).
+    /// `write` in any of libsndfile's formats (`SF_FORMAT_RF64 | SF_FORMAT_PCM_16`…),
+    /// at a `compression` level from 0 to 1 where given (`SFC_SET_COMPRESSION_LEVEL`:
+    /// an MP3's bitrate, from high to low).
     public static func write(sndfileFormat: Int32, to path: String, seconds: Double, seed: UInt64 = 1,
-                             sampleRate: Int = 44_100, channels: Int = 2) throws {
+                             sampleRate: Int = 44_100, channels: Int = 2, compression: Double? = nil) throws {
         var info = SF_INFO()
         info.samplerate = Int32(sampleRate)
         info.channels = Int32(channels)
@@ -72,6 +74,9 @@ public enum SampleSounds {
         }
         var closed = false
         defer { if !closed { sf_close(file) } }
+        if var level = compression {
+            _ = sf_command(file, Int32(SFC_SET_COMPRESSION_LEVEL), &level, Int32(MemoryLayout<Double>.size))
+        }
 
         let totalFrames = Int(seconds * Double(sampleRate))
         let blockFrames = 4096

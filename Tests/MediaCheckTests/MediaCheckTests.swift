@@ -98,6 +98,32 @@ import TestSupport
         }
     }
 
+    /// An MP3 without a frame count whose bitrate changes (VBR without a
+    /// Xing header, or two joined) is read by libsndfile only as far as
+    /// its estimate from the first frame's bitrate: its frames' headers
+    /// give its length. (Three seconds at a high bitrate, then three at a
+    /// low one, were counted 5.1 s.)
+    @Test func anMP3WithoutAFrameCountIsCountedByItsFrames() throws {
+        try TemporaryDirectory.using { directory in
+            var joined: [UInt8] = []
+            for (index, level) in [0.0, 1.0].enumerated() {
+                let part = directory.appending("part\(index).mp3")
+                try SampleSounds.write(sndfileFormat: Int32(SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III), to: part, seconds: 3,
+                                       seed: 18, compression: level)
+                let bytes = [UInt8](try #require(FileManager.default.contents(atPath: part)))
+                // Without its first frame, which holds the Xing header and its frame count.
+                joined += bytes.dropFirst(Int(try #require(ContainerLength.mpegFrameLength(Array(bytes.prefix(4))))))
+            }
+            let path = directory.appending("joined.mp3")
+            try Data(joined).write(to: URL(fileURLWithPath: path))
+            #expect(!ContainerLength.mpegAnnouncesFrames(ofFileAt: path))
+            #expect(try SoundFile(reading: path).announcedFrames ?? 0 < 5 * 44_100) // libsndfile's estimate
+            let facts = try SoundCheck.facts(of: path)
+            // Six seconds, and each part's encoder delay and padding (under 0.1 s).
+            #expect(facts.durationSeconds >= 6.0 && facts.durationSeconds < 6.1, "\(facts)")
+        }
+    }
+
     /// An MP3 cut inside its ID3v2 tag (a cover picture) holds no audio at
     /// all: its tag says how long it is.
     @Test func anMP3CutInsideItsTagIsCutShort() throws {
