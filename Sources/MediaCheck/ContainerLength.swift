@@ -44,6 +44,16 @@ enum ContainerLength {
         return (frame, tag)
     }
 
+    /// Whether the file at `path` ends inside the ID3v2 tag it opens with.
+    static func endsInsideItsID3Tag(ofFileAt path: String) -> Bool {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, let tag = id3v2TagSize(bytes(of: descriptor, at: 0, count: 10)) else { return false }
+        return tag > Int64(status.st_size)
+    }
+
     /// `audioData` for the file at `path` (its first 64 KiB).
     static func audioData(ofFileAt path: String) -> (announced: Int64?, present: Int64)? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
@@ -89,7 +99,13 @@ enum ContainerLength {
             let bytes = head[offset..<offset + count].map(Int64.init)
             return bigEndian ? bytes.reduce(0) { $0 << 8 | $1 } : bytes.reversed().reduce(0) { $0 << 8 | $1 }
         }
-        func given(_ size: Int64, bits: Int64) -> Int64? { size == 0 || size == (1 << bits) - 1 ? nil : size }
+        // The lengths writers leave where they could not go back to the header (a stream,
+        // a pipe): 0 and all ones; SoX's 0x7FFFF000, GStreamer's 0x7FFF0000; ffmpeg's
+        // Int64.max in Wave64 (and any 64-bit length no file could have).
+        func given(_ size: Int64, bits: Int64) -> Int64? {
+            let unknown: Set<Int64> = [0, (1 << bits) - 1, 0x7FFF_FFFF, 0x7FFF_F000, 0x7FFF_0000]
+            return unknown.contains(size) || size < 0 || size >= 1 << 56 ? nil : size
+        }
         if text(0) == ".snd" {
             // AU: the offset of the samples, then their length.
             guard let offset = number(4, 4, bigEndian: true), let size = number(8, 4, bigEndian: true) else { return nil }
@@ -99,7 +115,9 @@ enum ContainerLength {
             // Wave64: chunks of a 16-byte GUID and a 64-bit length that counts their 24-byte header, 8-aligned.
             var offset = 40
             while let size = number(offset + 16, 8, bigEndian: false), size >= 24 {
-                if text(offset) == "data" { return (given(size - 24, bits: 64), max(0, fileSize - Int64(offset + 24))) }
+                if text(offset) == "data" {
+                    return (given(size, bits: 64).map { $0 - 24 }, max(0, fileSize - Int64(offset + 24)))
+                }
                 guard size < Int64(head.count) else { return nil }
                 offset += Int((size + 7) & ~7)
             }
@@ -133,9 +151,12 @@ enum ContainerLength {
 
     /// The length of the ID3v2 tag `head` opens with (its 10-byte header, its
     /// size in four 7-bit bytes, and a 10-byte footer when flagged), or nil.
+    /// Only a header as the standard has it counts (major version 2 to 4,
+    /// no revision 0xFF, no flag it does not define): text that begins
+    /// "ID3 tags…" is no tag.
     static func id3v2TagSize(_ head: [UInt8]) -> Int64? {
-        guard head.count >= 10, head[0] == 0x49, head[1] == 0x44, head[2] == 0x33,
-              head[6..<10].allSatisfy({ $0 < 0x80 }) else { return nil }
+        guard head.count >= 10, head[0] == 0x49, head[1] == 0x44, head[2] == 0x33, (2...4).contains(head[3]), head[4] != 0xFF,
+              head[5] & 0x0F == 0, head[6..<10].allSatisfy({ $0 < 0x80 }) else { return nil }
         let size = head[6..<10].reduce(Int64(0)) { $0 << 7 | Int64($1) }
         return 10 + size + (head[5] & 0x10 != 0 ? 10 : 0)
     }

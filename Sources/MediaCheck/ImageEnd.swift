@@ -221,6 +221,10 @@ public enum ImageEnd {
                 guard long >= 16 else { return .malformed }
                 boxLength = long
             }
+            // Item data may be kept in the `meta` box's own `idat` instead.
+            if name == "meta", length != 0, boxLength <= size - offset, holdsItemData(&reader, metaEnd: offset + boxLength) {
+                mediaData = true
+            }
             if length == 0 { return .whole(mediaData: mediaData) }
             guard boxLength >= 8 else { return .malformed }
             // Past the file's end (a largesize up to 2^63 too: no sum that overflows).
@@ -228,6 +232,20 @@ public enum ImageEnd {
             offset += boxLength
         }
         return .whole(mediaData: mediaData)
+    }
+
+    /// Whether the `meta` box whose children follow (after its version and
+    /// flags) and end at `metaEnd` holds an `idat` box of item data.
+    private static func holdsItemData(_ reader: inout FileReader, metaEnd: Int64) -> Bool {
+        guard reader.skip(4) else { return false }
+        while metaEnd - reader.position >= 8 {
+            let start = reader.position
+            guard let length = reader.number(4, bigEndian: true), let type = reader.number(4, bigEndian: true),
+                  length >= 8, start + length <= metaEnd else { return false }
+            if type == 0x69646174 { return true } // idat
+            guard reader.skip(start + length - reader.position) else { return false }
+        }
+        return false
     }
 
     /// The boxes an ISO media file (HEIF, AVIF) has at its top level.

@@ -8,17 +8,27 @@ public enum SoundCheck {
     /// `SoundFile.holdsPlainSamples`); the facts of the sound, or
     /// libsndfile's reason it is none (it does not open, or its decoder
     /// failed on the way, or nothing in it decodes), or that it is cut
-    /// short: shorter than its header says (a WAV, AIFF, AU or MP3 file:
-    /// see `ContainerLength`, asked first, as libsndfile would play what is
-    /// there), or a FLAC whose decoder stopped before the samples its
-    /// STREAMINFO counts. `stop` is asked between blocks (a long sound, a
+    /// short: shorter than its header says (a WAV, AIFF, AU or MP3 file that
+    /// libsndfile opens, or one that ends inside its ID3 tag: see
+    /// `ContainerLength`, asked before the decode, which would play what is
+    /// there), or a FLAC whose decoder stopped more than 1% short of the
+    /// samples its STREAMINFO counts. `stop` is asked between blocks (a long sound, a
     /// run interrupted).
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
-        if let cut = ContainerLength.shortfall(ofFileAt: path) {
-            throw SoundFileError(description: "its header announces \(cut.announced) bytes of audio, \(cut.present) are there",
-                                 stage: .length)
+        // Asked before the decode, which would play what is there.
+        let cut = ContainerLength.shortfall(ofFileAt: path).map {
+            SoundFileError(description: "its header announces \($0.announced) bytes of audio, \($0.present) are there", stage: .length)
         }
-        let file = try SoundFile(reading: path)
+        let file: SoundFile
+        do {
+            file = try SoundFile(reading: path)
+        } catch {
+            // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
+            // says it is cut. Other headers count only where libsndfile reads the file as a sound.
+            if let cut, ContainerLength.endsInsideItsID3Tag(ofFileAt: path) { throw cut }
+            throw error
+        }
+        if let cut { throw cut }
         let frames: Int64
         if file.holdsPlainSamples {
             // Plain samples need no decoding (reading back 3.4 MB of WAV from the disk, where the
@@ -42,7 +52,9 @@ public enum SoundCheck {
             frames = decoded
             // FLAC's STREAMINFO counts its samples exactly (0: not known); libFLAC ends
             // a stream cut on a frame's end, or inside one of some encoders', without a word.
-            if file.majorFormat == Int32(SF_FORMAT_FLAC), let announced = file.announcedFrames, announced > 0, frames < announced {
+            // (More than 1% short, as an MP3 must be: an encoder that could not seek back leaves its estimate.)
+            if file.majorFormat == Int32(SF_FORMAT_FLAC), let announced = file.announcedFrames, announced > 0,
+               announced - frames > announced / 100 {
                 throw SoundFileError(description: "its header announces \(announced) frames of audio, \(frames) decode", stage: .length)
             }
         }

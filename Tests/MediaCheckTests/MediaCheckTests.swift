@@ -74,6 +74,46 @@ import TestSupport
         }
     }
 
+    /// The lengths writers leave in a header they could not go back to (a
+    /// stream, a pipe) say nothing: SoX's 0x7FFFF000 and GStreamer's
+    /// 0x7FFF0000 in a WAV, ffmpeg's Int64.max in a Wave64. Such a whole
+    /// file was refused as cut short.
+    @Test func placeholderLengthsSayNothing() throws {
+        func le32(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        func le64(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
+        let format = Array("fmt ".utf8) + le32(16) + [1, 0, 2, 0] + le32(44_100) + le32(176_400) + [4, 0, 16, 0]
+        for placeholder: UInt32 in [0x7FFF_F000, 0x7FFF_0000, 0x7FFF_FFFF, 0, 0xFFFF_FFFF] {
+            let wav = Array("RIFF".utf8) + le32(placeholder) + Array("WAVE".utf8) + format + Array("data".utf8) + le32(placeholder)
+                + [UInt8](repeating: 1, count: 1_000)
+            #expect(ContainerLength.shortfall(head: wav, fileSize: Int64(wav.count)) == nil, "\(placeholder)")
+        }
+        let riffGUID: [UInt8] = [0x72, 0x69, 0x66, 0x66, 0x2E, 0x91, 0xCF, 0x11, 0xA5, 0xD6, 0x28, 0xDB, 0x04, 0xC1, 0x00, 0x00]
+        let dataGUID: [UInt8] = Array("data".utf8) + [0xF3, 0xAC, 0xD3, 0x11, 0x8C, 0xD1, 0x00, 0xC0, 0x4F, 0x8E, 0xDB, 0x8A]
+        for placeholder: UInt64 in [UInt64(Int64.max), UInt64.max, 0] {
+            let w64 = riffGUID + le64(placeholder) + [UInt8](repeating: 0, count: 16) + dataGUID + le64(placeholder)
+                + [UInt8](repeating: 1, count: 1_000)
+            #expect(ContainerLength.shortfall(head: w64, fileSize: Int64(w64.count)) == nil, "\(placeholder)")
+        }
+        // A length written, and the file shorter: cut.
+        let w64 = riffGUID + le64(0) + [UInt8](repeating: 0, count: 16) + dataGUID + le64(24 + 5_000) + [UInt8](repeating: 1, count: 1_000)
+        #expect(ContainerLength.shortfall(head: w64, fileSize: Int64(w64.count))! == (5_000, 1_000))
+    }
+
+    /// Text that begins as a sound's header does ("ID3 tags explained",
+    /// ".snd files") is no sound cut short: an ID3 header counts only as the
+    /// standard has it, and other headers only where libsndfile reads the
+    /// file as a sound.
+    @Test func textThatBeginsLikeASoundsHeaderIsNoSoundCutShort() throws {
+        try TemporaryDirectory.using { directory in
+            for text in ["ID3 tags explained\n", ".snd files: Sun audio format notes\n"] {
+                let path = directory.appending("notes")
+                try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+                let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
+                #expect(error.stage == .opening && !error.provesDamage, "\(text): \(error)")
+            }
+        }
+    }
+
     /// A FLAC cut where libFLAC ends without a word (on a frame's end) has
     /// fewer samples than its STREAMINFO counts: cut short all the same.
     @Test func aFLACCutOnAFrameBoundaryIsCutShort() throws {
@@ -81,8 +121,9 @@ import TestSupport
             let whole = directory.appending("whole.flac"), cut = directory.appending("cut.flac")
             try SampleSounds.write(.flac, to: whole, seconds: 3, seed: 17, channels: 1)
             let bytes = [UInt8](try #require(FileManager.default.contents(atPath: whole)))
-            // Frames begin with the sync code 0xFFF8 (fixed block size); cut before each in the second half.
-            let starts = (bytes.count / 2..<bytes.count - 1).filter { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xF8 }
+            // Frames begin with the sync code 0xFFF8 (fixed block size); cut before each in the middle
+            // (within 1% of its end, a count may be an encoder's estimate: not judged).
+            let starts = (bytes.count / 3..<bytes.count * 3 / 4).filter { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xF8 }
             #expect(!starts.isEmpty)
             var lengthStages = 0
             for start in starts {
@@ -528,6 +569,10 @@ import TestSupport
         let huge = box("ftyp", 24) + [0, 0, 0, 1] + Array("mdat".utf8) + [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]
         #expect(try shortfall("heif", huge) == "a HEIF whose last box ends past the file's end")
         #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 1] + Array("mdat".utf8) + [0, 0, 0, 0, 0, 0, 0, 8]) == nil)
+        // Item data in the `meta` box's own `idat`, with no `mdat`: whole.
+        let meta = [0, 0, 0, 8 + 4 + 20] + Array("meta".utf8) + [0, 0, 0, 0] + [0, 0, 0, 20] + Array("idat".utf8)
+            + [UInt8](repeating: 3, count: 12)
+        #expect(try shortfall("heif", box("ftyp", 24) + meta) == nil)
         // A last box of length 0 goes to the file's end.
         #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 0] + Array("mdat".utf8) + [1, 2, 3]) == nil)
         // Formats whose end is not checked.
