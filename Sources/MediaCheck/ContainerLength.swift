@@ -84,8 +84,8 @@ enum ContainerLength {
     }
 
     /// The audio bytes a container's header announces (nil where it gives
-    /// no length: a stream's 0 or all ones, written before the length was
-    /// known) and those the file of `fileSize` bytes holds after the
+    /// no length: a placeholder a writer left before the length was known,
+    /// see `given`) and those the file of `fileSize` bytes holds after the
     /// header, for a RIFF or RIFX WAVE, RF64 (its `ds64` chunk), Wave64,
     /// AIFF or AIFF-C (the sound data chunk, its 8-byte header counted),
     /// or AU file that begins with `head`; nil for any other, or where the
