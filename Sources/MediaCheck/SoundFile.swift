@@ -19,6 +19,11 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     /// into what follows the audio (a Lyrics3 tag, padding) and may fail
     /// there on a whole file.
     public var announcesLength = true
+    /// libsndfile knows the file's format but not what is in it: an
+    /// encoding it does not decode (ALAC as ffmpeg writes it in CAF), or a
+    /// variant it has not implemented (32-bit FLAC). No damage is shown:
+    /// such a sound is stored as it came, as an M4A is.
+    public var unsupported = false
 
     public enum Stage: Sendable, Equatable {
         case opening, decoding, length, stopped
@@ -76,7 +81,11 @@ public final class SoundFile {
     /// the last failed `sf_open` when `file` is nil, without their full stop.
     private static func reported(by file: OpaquePointer?, in library: LibSndFile) -> SoundFileError {
         let words = library.errorText(file).map { String(cString: $0) } ?? "unknown error"
-        return SoundFileError(description: words.hasSuffix(".") ? String(words.dropLast()) : words, stage: file == nil ? .opening : .decoding)
+        var error = SoundFileError(description: words.hasSuffix(".") ? String(words.dropLast()) : words,
+                                   stage: file == nil ? .opening : .decoding)
+        // SF_ERR_UNSUPPORTED_ENCODING, and libsndfile's own "unimplemented format" (no public code).
+        error.unsupported = file == nil && (Int(library.error(nil)) == SF_ERR_UNSUPPORTED_ENCODING || words.contains("unimplemented format"))
+        return error
     }
 
     /// libsndfile's major format (`SF_FORMAT_WAV`, `SF_FORMAT_FLAC`…).

@@ -30,9 +30,11 @@ enum MediaKinds {
     /// MP3 shorter than its header announces, or one broken a second or
     /// more into its audio: see `SoundFileError.provesDamage`), as a photo
     /// cut short is refused wherever it came from. Never when the check
-    /// could not run, or was stopped (the body is kept for the next run).
+    /// could not run, or was stopped (the body is kept for the next run),
+    /// or libsndfile does not support what the file holds (`unsupported`).
     static func refuses(_ error: SoundFileError, refusable: Bool) -> Bool {
-        guard !error.unavailable, error.stage != .stopped else { return false }
+        // (What libsndfile does not decode, in a format it knows, is stored as it came.)
+        guard !error.unavailable, !error.unsupported, error.stage != .stopped else { return false }
         return refusable || error.provesDamage
     }
 

@@ -59,6 +59,16 @@ public enum SampleSounds {
                   channels: channels)
     }
 
+    /// The start of a FLAC of 32 bits a sample, stereo, 44.1 kHz, as ffmpeg
+    /// writes one: "fLaC" and its STREAMINFO. libsndfile 1.2 does not open
+    /// it ("unimplemented format"): a sound it knows the format of and does
+    /// not decode.
+    public static let flac32BitHeader: [UInt8] = [
+        0x66, 0x4C, 0x61, 0x43, 0x00, 0x00, 0x00, 0x22, 0x04, 0x00, 0x04, 0x00, 0x00, 0x06, 0xE7, 0x00, 0x09, 0x1E, 0x0A, 0xC4,
+        0x43, 0xF0, 0x00, 0x01, 0x7A, 0xFC, 0xD6, 0x4F, 0x21, 0x23, 0x8A, 0x6A, 0x59, 0x5B, 0x94, 0xD0, 0xC3, 0xCE, 0x75, 0x1A,
+        0x30, 0x38,
+    ]
+
     /// `write` in any of libsndfile's formats (`SF_FORMAT_RF64 | SF_FORMAT_PCM_16`…),
     /// at a `compression` level from 0 to 1 where given (`SFC_SET_COMPRESSION_LEVEL`:
     /// an MP3's bitrate, from high to low).

@@ -156,6 +156,8 @@ import TestSupport
             origin.addResource("/sounds/half.wav", data: long.bytes.prefix(200_044), contentType: "audio/wav")
             // The same where nobody said it was a sound: its header says it is one, cut short.
             origin.addResource("/files/half.bin", data: long.bytes.prefix(200_044))
+            // A FLAC libsndfile does not implement (32 bits a sample): no damage shown, stored as it came.
+            origin.addResource("/sounds/true32.flac", data: Data(SampleSounds.flac32BitHeader), contentType: "audio/flac")
             // An MP3 cut short by its server: what is there plays, but its header (Xing) says how long it is.
             let song = try serveSound(.mp3, named: "song.mp3", seconds: 2, seed: 56, origin: origin, directory: directory)
             let short = song.bytes.prefix(song.bytes.count / 2)
@@ -174,7 +176,7 @@ import TestSupport
             let cache = directory.appending("cache")
             let paths = ["/sounds/cut.flac", "/sounds/noise.mp3", "/sounds/half.wav", "/sounds/short.mp3", "/sounds/broken.mp3",
                          "/sounds/whole.flac", "/files/tone.bin", "/files/noise.bin", "/files/header.bin", "/files/picture.bin",
-                         "/files/broken.bin", "/files/half.bin"]
+                         "/files/broken.bin", "/files/half.bin", "/sounds/true32.flac"]
 
             let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0"] + paths.map(origin.url))
 
@@ -203,7 +205,7 @@ import TestSupport
                 + "cut short (its header announces 352800 bytes of audio, 200000 are there; "
                 + "application/octet-stream, 195.4 KiB); not stored"), "\(result.stderr)")
             #expect(result.stderrLines.count == 7, "\(result.stderr)")
-            #expect(result.stderrLines.last?.hasPrefix("6 downloaded, 0 already cached, 6 failed") == true, "\(result.stderr)")
+            #expect(result.stderrLines.last?.hasPrefix("7 downloaded, 0 already cached, 6 failed") == true, "\(result.stderr)")
             var kinds: [String: String] = [:]
             for entry in try await listJSON(cache) {
                 let url = try #require(entry["url"] as? String)
@@ -214,8 +216,9 @@ import TestSupport
                 }
             }
             #expect(kinds == ["/sounds/whole.flac": "sound", "/files/tone.bin": "sound", "/files/noise.bin": "file",
-                              "/files/header.bin": "file", "/files/picture.bin": "photo", "/files/broken.bin": "file"])
-            #expect(try objectPaths(inCache: cache).count == 6)
+                              "/files/header.bin": "file", "/files/picture.bin": "photo", "/files/broken.bin": "file",
+                              "/sounds/true32.flac": "sound"])
+            #expect(try objectPaths(inCache: cache).count == 7)
             #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
             let failed = try await BuiltProducts.run(["list", "--cache", cache, "--failed", "--format", "csv"])
             #expect(failed.stdout.split(separator: "\n").count == 7, "\(failed.stdout)")

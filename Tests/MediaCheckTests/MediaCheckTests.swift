@@ -114,6 +114,18 @@ import TestSupport
         }
     }
 
+    /// A file in a format libsndfile knows holding what it does not decode
+    /// (32-bit FLAC: "unimplemented format") shows no damage: not refused.
+    @Test func whatLibsndfileDoesNotImplementIsNoDamage() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("true32.flac")
+            try Data(SampleSounds.flac32BitHeader).write(to: URL(fileURLWithPath: path))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
+            #expect(error.stage == .opening && error.unsupported, "\(error)")
+            #expect(!error.provesDamage)
+        }
+    }
+
     /// A FLAC cut where libFLAC ends without a word (on a frame's end) has
     /// fewer samples than its STREAMINFO counts: cut short all the same.
     @Test func aFLACCutOnAFrameBoundaryIsCutShort() throws {

@@ -81,7 +81,9 @@ import Testing
             #expect(!MediaKinds.refuses(error, refusable: false), "\(error)")
             #expect(MediaKinds.refuses(error, refusable: true), "\(error)")
         }
-        for error in [unavailable, SoundFileError.stopped] {
+        var unsupported = SoundFileError(description: "File contains data in an unimplemented format")
+        unsupported.unsupported = true
+        for error in [unavailable, SoundFileError.stopped, unsupported] {
             #expect(!MediaKinds.refuses(error, refusable: true), "\(error)")
         }
     }
