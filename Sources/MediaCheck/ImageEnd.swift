@@ -170,7 +170,7 @@ public enum ImageEnd {
 
     /// A GIF's screen descriptor and colour table, then its blocks
     /// (extensions and images, each ending in an empty sub-block) to its
-    /// trailer, 0x3B.
+    /// trailer, 0x3B, or to the file's end right after an image.
     static func gifEnd(_ reader: inout FileReader) -> Walk {
         func colourTable(flags: UInt8) -> Int64 { flags & 0x80 != 0 ? 3 << (Int64(flags & 7) + 1) : 0 }
         func subBlocks(_ reader: inout FileReader) -> Bool {
@@ -181,8 +181,11 @@ public enum ImageEnd {
             }
         }
         guard reader.skip(10), let flags = reader.byte(), reader.skip(2 + colourTable(flags: flags)) else { return .cutShort }
+        // Some encoders leave the trailer out: a file that ends right after a whole image is whole.
+        var afterAnImage = false
         while true {
-            guard let introducer = reader.byte() else { return .cutShort }
+            guard let introducer = reader.byte() else { return afterAnImage ? .whole() : .cutShort }
+            afterAnImage = false
             switch introducer {
             case 0x3B:
                 return .whole()
@@ -192,6 +195,7 @@ public enum ImageEnd {
                 guard reader.skip(8), let flags = reader.byte(), reader.skip(colourTable(flags: flags) + 1), subBlocks(&reader) else {
                     return .cutShort
                 }
+                afterAnImage = true
             default:
                 return .malformed
             }

@@ -548,9 +548,11 @@ import TestSupport
             + [0x3B]
         #expect(try shortfall("gif", gif) == nil)
         #expect(try shortfall("gif", gif + [0, 0, 0]) == nil)
-        for length in 7..<gif.count {
+        for length in 7..<gif.count - 1 {
             #expect(try shortfall("gif", Array(gif.prefix(length))) == "a GIF without its trailer", "cut at \(length)")
         }
+        // Without its trailer, ending right after its image (as some encoders leave it): whole.
+        #expect(try shortfall("gif", Array(gif.dropLast())) == nil)
         #expect(try shortfall("gif", Array(gif.dropLast()) + [0x99]) == nil) // not a block: not judged
         // A GIF cut on a data byte of 0x3B is walked, not taken for whole by its last byte.
         let cutOnData = Array(gif.prefix(gif.count - 5)) + [0x3B]
