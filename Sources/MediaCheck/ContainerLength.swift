@@ -11,72 +11,84 @@ import Glibc
 /// its first frame. FLAC's is its STREAMINFO's sample count, which
 /// `SoundCheck` compares with what decodes; Ogg has no length to compare.
 enum ContainerLength {
-    /// The bytes the header of the file at `path` announces and the bytes
-    /// there are, when it announces more than there are; nil when it does
-    /// not, or says no length (a stream's 0 or 0xFFFFFFFF), or has no such
-    /// header (see `audioData`; an MP3's Xing, Info or VBRI header, or its
-    /// ID3v2 tag). Reads 64 KiB at most (after an MP3's ID3 tag, which may
-    /// hold pictures; walking its frames, the whole file); opens and closes
-    /// its descriptor itself (it runs on the check's quiet thread).
-    static func shortfall(ofFileAt path: String) -> (announced: Int64, present: Int64)? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return nil }
-        let size = Int64(status.st_size)
-        let head = bytes(of: descriptor, at: 0, count: 64 << 10)
-        guard head.count >= 12 else { return nil }
-        if let container = shortfall(head: head, fileSize: size) { return container }
-        // A file cut inside the ID3v2 tag before its first frame (a cover picture): no audio at all.
-        if let tag = id3v2TagSize(head), tag > size { return (tag, size) }
-        let (frame, tag) = firstFrame(of: descriptor, head: head)
-        guard let short = mpegShortfall(firstFrame: frame, tagBytes: tag, fileSize: size),
-              mpegEndsInsideAFrame(path: path, from: tag, size: size) == true else { return nil }
-        return short
-    }
+    /// What the checks read of a sound file, once: its size, its first
+    /// 64 KiB, the length of the ID3v2 tag it opens with (0 if none), and
+    /// the first bytes of its first MPEG frame, after that tag (read past
+    /// the 64 KiB where a tag holds pictures).
+    struct Head {
+        let path: String
+        let size: Int64
+        let bytes: [UInt8]
+        let tag: Int64
+        let firstFrame: [UInt8]
 
-    /// The first bytes of an MP3's first frame, which follows any ID3v2 tag
-    /// (of `tag` bytes; it may hold pictures, past the file's `head`).
-    private static func firstFrame(of descriptor: Int32, head: [UInt8]) -> (frame: [UInt8], tag: Int64) {
-        let tag = id3v2TagSize(head) ?? 0
-        let frame = tag + 200 > Int64(head.count) ? bytes(of: descriptor, at: tag, count: 4096) : Array(head[Int(tag)...])
-        return (frame, tag)
-    }
+        /// Reads the file at `path`; nil when it cannot be opened. Opens and
+        /// closes its descriptor itself (it runs on the check's quiet thread).
+        init?(path: String) {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return nil }
+            defer { close(descriptor) }
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else { return nil }
+            self.path = path
+            size = Int64(status.st_size)
+            bytes = Self.bytes(of: descriptor, at: 0, count: 64 << 10)
+            tag = id3v2TagSize(bytes) ?? 0
+            firstFrame = tag + 200 > Int64(bytes.count) ? Self.bytes(of: descriptor, at: tag, count: 4096) : Array(bytes[Int(tag)...])
+        }
 
-    /// Whether the file at `path` ends inside the ID3v2 tag it opens with.
-    static func endsInsideItsID3Tag(ofFileAt path: String) -> Bool {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, let tag = id3v2TagSize(bytes(of: descriptor, at: 0, count: 10)) else { return false }
-        return tag > Int64(status.st_size)
-    }
+        /// Up to `count` bytes of the file open as `descriptor`, from `offset`.
+        private static func bytes(of descriptor: Int32, at offset: Int64, count: Int) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: count)
+            var read: Int
+            repeat {
+                read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
+            } while read < 0 && errno == EINTR
+            return Array(bytes.prefix(max(0, read)))
+        }
 
-    /// `audioData` for the file at `path` (its first 64 KiB).
-    static func audioData(ofFileAt path: String) -> (announced: Int64?, present: Int64)? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return nil }
-        return audioData(head: bytes(of: descriptor, at: 0, count: 64 << 10), fileSize: Int64(status.st_size))
-    }
+        /// The bytes the header announces and the bytes there are, when it
+        /// announces more than there are; nil when it does not, or says no
+        /// length (see `audioData`), or has no such header (a container of
+        /// samples, an MP3's Xing, Info or VBRI header, or its ID3v2 tag).
+        /// An MP3's is confirmed by a walk of its frames (the whole file).
+        var shortfall: (announced: Int64, present: Int64)? {
+            guard bytes.count >= 12 else { return nil }
+            if let container = ContainerLength.shortfall(head: bytes, fileSize: size) { return container }
+            // A file cut inside the ID3v2 tag before its first frame (a cover picture): no audio at all.
+            if endsInsideItsID3Tag { return (tag, size) }
+            guard let short = mpegShortfall(firstFrame: firstFrame, tagBytes: tag, fileSize: size),
+                  mpegEndsInsideAFrame(path: path, from: tag, size: size) == true else { return nil }
+            return short
+        }
 
-    /// Up to `count` bytes of the file open as `descriptor`, from `offset`.
-    private static func bytes(of descriptor: Int32, at offset: Int64, count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var read: Int
-        repeat {
-            read = bytes.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
-        } while read < 0 && errno == EINTR
-        return Array(bytes.prefix(max(0, read)))
+        /// Whether the file ends inside the ID3v2 tag it opens with.
+        var endsInsideItsID3Tag: Bool { tag > size }
+
+        /// `audioData` for the file.
+        var audioData: (announced: Int64?, present: Int64)? { ContainerLength.audioData(head: bytes, fileSize: size) }
+
+        /// Whether the MP3 says how many frames its stream has (a Xing,
+        /// Info or VBRI header with a frame count): its decoder stops there,
+        /// so a failure before is in its audio. Without one the decoder
+        /// reads on into whatever follows the audio (a Lyrics3 tag,
+        /// padding), and may fail there on a whole file.
+        var mpegAnnouncesFrames: Bool { mpegHeaderField(firstFrame, xingFlag: 1, vbriOffset: 14) != nil }
+
+        /// The samples (per channel) of the MP3's whole frames, by their
+        /// headers, when they end with the file or at a tag; nil otherwise
+        /// (see `mpegEndsInsideAFrame`). libsndfile reads an MP3 without a
+        /// frame count only as far as its own estimate from the first
+        /// frame's bitrate: a VBR file's played 10 s and was counted 4.2 s.
+        var mpegSamples: Int64? {
+            guard let walk = mpegWalk(path: path, from: tag, size: size), !walk.endsInsideAFrame, walk.samples > 0 else { return nil }
+            return walk.samples
+        }
     }
 
     /// `shortfall` for a container of samples (see `audioData`) of
     /// `fileSize` bytes that begins with `head` (an MP3's is confirmed by a
-    /// walk of its frames: see `shortfall(ofFileAt:)`).
+    /// walk of its frames: see `Head.shortfall`).
     static func shortfall(head: [UInt8], fileSize: Int64) -> (announced: Int64, present: Int64)? {
         guard let data = audioData(head: head, fileSize: fileSize), let announced = data.announced,
               announced > data.present else { return nil }
@@ -186,24 +198,6 @@ enum ContainerLength {
         mpegWalk(path: path, from: start, size: size)?.endsInsideAFrame
     }
 
-    /// The samples (per channel) of the whole frames of the MP3 at `path`,
-    /// by its frames' headers, when they end with the file or at a tag; nil
-    /// otherwise (see `mpegEndsInsideAFrame`). libsndfile reads an MP3
-    /// without a frame count in its first frame only as far as its own
-    /// estimate from the first frame's bitrate: a VBR file's played 10 s
-    /// and was counted 4.2 s.
-    static func mpegSamples(ofFileAt path: String) -> Int64? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return nil }
-        let tag = id3v2TagSize(bytes(of: descriptor, at: 0, count: 10)) ?? 0
-        guard let walk = mpegWalk(path: path, from: tag, size: Int64(status.st_size)), !walk.endsInsideAFrame,
-              walk.samples > 0 else { return nil }
-        return walk.samples
-    }
-
     /// A walk of an MPEG audio stream's frames by their headers (see
     /// `mpegEndsInsideAFrame`): whether the last runs past the file's end,
     /// and the samples of those that do not.
@@ -266,19 +260,6 @@ enum ContainerLength {
         case 1 where !mpeg1: return 72 * bitrate / rate + padding // Layer III, MPEG-2 and 2.5
         default: return 144 * bitrate / rate + padding
         }
-    }
-
-    /// Whether the MP3 at `path` says how many frames its stream has (a
-    /// Xing, Info or VBRI header with a frame count): its decoder stops
-    /// there, so a failure before is in its audio. Without one the decoder
-    /// reads on into whatever follows the audio (a Lyrics3 tag, padding),
-    /// and may fail there on a whole file.
-    public static func mpegAnnouncesFrames(ofFileAt path: String) -> Bool {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        let (frame, _) = firstFrame(of: descriptor, head: bytes(of: descriptor, at: 0, count: 64 << 10))
-        return mpegHeaderField(frame, xingFlag: 1, vbriOffset: 14) != nil
     }
 
     /// The stream bytes an MPEG audio frame's Xing or Info header (Layer

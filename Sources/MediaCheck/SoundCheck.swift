@@ -15,8 +15,10 @@ public enum SoundCheck {
     /// samples its STREAMINFO counts. `stop` is asked between blocks (a long sound, a
     /// run interrupted).
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
+        // Read once for every look at the headers below.
+        let head = ContainerLength.Head(path: path)
         // Asked before the decode, which would play what is there.
-        let cut = ContainerLength.shortfall(ofFileAt: path).map {
+        let cut = head?.shortfall.map {
             SoundFileError(description: "its header announces \($0.announced) bytes of audio, \($0.present) are there", stage: .length)
         }
         let file: SoundFile
@@ -25,7 +27,7 @@ public enum SoundCheck {
         } catch {
             // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
             // says it is cut. Other headers count only where libsndfile reads the file as a sound.
-            if let cut, ContainerLength.endsInsideItsID3Tag(ofFileAt: path) { throw cut }
+            if let cut, head?.endsInsideItsID3Tag == true { throw cut }
             throw error
         }
         if let cut { throw cut }
@@ -34,19 +36,19 @@ public enum SoundCheck {
             // Plain samples need no decoding (reading back 3.4 MB of WAV from the disk, where the
             // body went past the page cache, took as long as decoding a FLAC of the same sound).
             // A stream's header that gave no length (0) has them all the same: counted by their bytes.
-            frames = file.announcedFrames.flatMap { $0 > 0 ? $0 : nil } ?? framesOfUnannouncedSamples(in: file, at: path)
+            frames = file.announcedFrames.flatMap { $0 > 0 ? $0 : nil } ?? framesOfUnannouncedSamples(in: file, head: head)
         } else {
             var decoded: Int64
             do {
                 decoded = try file.decodeToEnd(stop: stop)
             } catch var error where error.stage == .decoding && file.majorFormat == Int32(SF_FORMAT_MPEG) {
-                error.announcesLength = ContainerLength.mpegAnnouncesFrames(ofFileAt: path)
+                error.announcesLength = head?.mpegAnnouncesFrames == true
                 throw error
             }
             // An MP3 without a frame count is read only as far as libsndfile's estimate of its
             // length (from its first frame's bitrate): its frames' own headers count it.
-            if file.majorFormat == Int32(SF_FORMAT_MPEG), !ContainerLength.mpegAnnouncesFrames(ofFileAt: path),
-               let walked = ContainerLength.mpegSamples(ofFileAt: path), walked > decoded {
+            if file.majorFormat == Int32(SF_FORMAT_MPEG), let head, !head.mpegAnnouncesFrames, let walked = head.mpegSamples,
+               walked > decoded {
                 decoded = walked
             }
             frames = decoded
@@ -65,8 +67,8 @@ public enum SoundCheck {
     /// The frames of plain samples in a file whose header gives no length
     /// (a stream's): its audio bytes over the bytes of a frame; 0 where
     /// either is not known.
-    private static func framesOfUnannouncedSamples(in file: SoundFile, at path: String) -> Int64 {
-        guard let frameBytes = file.plainFrameBytes, let data = ContainerLength.audioData(ofFileAt: path),
+    private static func framesOfUnannouncedSamples(in file: SoundFile, head: ContainerLength.Head?) -> Int64 {
+        guard let frameBytes = file.plainFrameBytes, let data = head?.audioData,
               data.announced == nil else { return 0 }
         return data.present / Int64(frameBytes)
     }

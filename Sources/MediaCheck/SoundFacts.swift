@@ -1,5 +1,3 @@
-import CSndFile
-
 /// What a sound is, as libsndfile found it (see `SoundCheck`): the facts
 /// `list` shows for a sound (`durationSeconds`, `sampleRate`, `channels`,
 /// `format`).
@@ -9,10 +7,10 @@ public struct SoundFacts: Sendable, Equatable {
     public var format: String
     public var sampleRate: Int
     public var channels: Int
-    /// The frames that decoded (what plays: a cut-off Ogg, or MP3 without
-    /// a length in its header, decodes fewer than its header may announce);
-    /// for plain samples, the header's count, checked against the file's
-    /// length.
+    /// The frames that decoded (what plays: a cut-off Ogg decodes fewer
+    /// than its header may announce); for an MP3 without a frame count,
+    /// its frames' own count; for plain samples, the header's count,
+    /// checked against the file's length (or their bytes' where it gives none).
     public var frames: Int64
 
     public init(format: String, sampleRate: Int, channels: Int, frames: Int64) {

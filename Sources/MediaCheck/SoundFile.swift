@@ -15,7 +15,7 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     public var decodedSeconds: Double?
     /// Whether the file says how long its audio is, so that its decoder
     /// stops there: not an MP3 without a frame count in its first frame
-    /// (see `ContainerLength.mpegAnnouncesFrames`), whose decoder reads on
+    /// (see `ContainerLength.Head.mpegAnnouncesFrames`), whose decoder reads on
     /// into what follows the audio (a Lyrics3 tag, padding) and may fail
     /// there on a whole file.
     public var announcesLength = true

@@ -676,18 +676,35 @@ public final class FetchJob: Sendable {
                 store(body, of: item, as: .photo, ingestor: ingestor, whenRoom: whenRoom)
             }
         }
-        guard case .needsWalk = verdict, let format else {
-            if case .cutShort(let words) = verdict { finish(words) } else { finish(nil) }
-            return
+        switch (verdict, format) {
+        case (.cutShort(let words), _):
+            finish(words)
+        case (.needsWalk, let format?):
+            checkBegan()
+            photoWalks.async { [self] in
+                defer { mediaChecks.leave() }
+                let shortfall = ImageEnd.walkedShortfall(format: format, size: body.size, path: body.path)
+                checkEnded()
+                finish(shortfall)
+            }
+        default:
+            finish(nil)
         }
+    }
+
+    /// A check of a body begins: the run waits for it before its end
+    /// (`mediaChecks`), and the status line counts it as being stored (a
+    /// long sound takes seconds to decode).
+    private func checkBegan() {
         mediaChecks.enter()
         state.withLock { $0.progress.storing += 1 }
-        photoWalks.async { [self] in
-            defer { mediaChecks.leave() }
-            let shortfall = ImageEnd.walkedShortfall(format: format, size: body.size, path: body.path)
-            state.withLock { $0.progress.storing -= 1 }
-            finish(shortfall)
-        }
+    }
+
+    /// The check's verdict is in: no longer being checked (what follows,
+    /// storing or refusing, counts for itself). `mediaChecks` is left by
+    /// the caller once that has been handed on.
+    private func checkEnded() {
+        state.withLock { $0.progress.storing -= 1 }
     }
 
     /// Decodes a body through libsndfile (on a thread of its own, see
@@ -699,13 +716,11 @@ public final class FetchJob: Sendable {
     /// store cannot take it.
     private func checkSound(_ body: DownloadedBody, of item: FetchItem, refusable: Bool, otherwise: ItemKind, ingestor: Ingestor,
                             whenRoom: @escaping @Sendable () -> Void) {
-        mediaChecks.enter()
-        // Shown as being stored meanwhile: a long sound takes seconds to decode.
-        state.withLock { $0.progress.storing += 1 }
+        checkBegan()
         let stop: @Sendable () -> Bool = { [self] in state.withLock { $0.cancelled || $0.report.stoppedEarly } }
         SoundCheck.start(body.path, stop: stop) { [self] result in
             defer { mediaChecks.leave() }
-            state.withLock { $0.progress.storing -= 1 }
+            checkEnded()
             switch result {
             case .success(let facts):
                 store(body, of: item, as: .sound, metadata: MediaKinds.metadata(item.metadata, adding: facts),

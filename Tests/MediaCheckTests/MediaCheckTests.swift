@@ -68,7 +68,7 @@ import TestSupport
             let data = try #require((12..<200).first { bytes[$0..<$0 + 4].elementsEqual(Array("data".utf8)) })
             bytes.replaceSubrange(data + 4..<data + 8, with: [0, 0, 0, 0])
             try Data(bytes).write(to: URL(fileURLWithPath: stream))
-            #expect(ContainerLength.audioData(ofFileAt: stream)! == (nil, 352_800))
+            #expect(try #require(ContainerLength.Head(path: stream)?.audioData) == (nil, 352_800))
             let facts = try SoundCheck.facts(of: stream)
             #expect(facts.durationSeconds == 2.0 && facts.format == "wav")
         }
@@ -169,7 +169,7 @@ import TestSupport
             }
             let path = directory.appending("joined.mp3")
             try Data(joined).write(to: URL(fileURLWithPath: path))
-            #expect(!ContainerLength.mpegAnnouncesFrames(ofFileAt: path))
+            #expect(ContainerLength.Head(path: path)?.mpegAnnouncesFrames == false)
             #expect(try SoundFile(reading: path).announcedFrames ?? 0 < 5 * 44_100) // libsndfile's estimate
             let facts = try SoundCheck.facts(of: path)
             // Six seconds, and each part's encoder delay and padding (under 0.1 s).
@@ -206,7 +206,7 @@ import TestSupport
             for (name, prefix) in [("cut.mp3", Data()), ("tagged.mp3", tag)] {
                 let path = directory.appending(name)
                 try (prefix + bytes.prefix(bytes.count / 2)).write(to: URL(fileURLWithPath: path))
-                let shortfall = try #require(ContainerLength.shortfall(ofFileAt: path), "\(name)")
+                let shortfall = try #require(ContainerLength.Head(path: path)?.shortfall, "\(name)")
                 #expect(shortfall.announced == Int64(bytes.count), "\(name)")
                 #expect(shortfall.present == Int64(bytes.count / 2), "\(name)")
                 let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
@@ -214,7 +214,7 @@ import TestSupport
                 #expect(error.provesDamage)
                 // The same, whole.
                 try (prefix + bytes).write(to: URL(fileURLWithPath: path))
-                #expect(ContainerLength.shortfall(ofFileAt: path) == nil, "\(name)")
+                #expect(ContainerLength.Head(path: path)?.shortfall == nil, "\(name)")
                 #expect(try SoundCheck.facts(of: path).durationSeconds == 20.0, "\(name)")
             }
         }
@@ -242,7 +242,7 @@ import TestSupport
                 try Data(bytes[..<boundary] + ending).write(to: URL(fileURLWithPath: path))
                 let walked = ContainerLength.mpegEndsInsideAFrame(path: path, from: 0, size: size + Int64(ending.count))
                 #expect(walked == (ending.first == 0 ? nil : cut), "\(ending.prefix(8))")
-                #expect((ContainerLength.shortfall(ofFileAt: path) != nil) == cut, "\(ending.prefix(8))")
+                #expect((ContainerLength.Head(path: path)?.shortfall != nil) == cut, "\(ending.prefix(8))")
             }
             try Data(bytes[..<(boundary + 100)]).write(to: URL(fileURLWithPath: path))
             #expect(ContainerLength.mpegEndsInsideAFrame(path: path, from: 0, size: size + 100) == true)
@@ -259,10 +259,10 @@ import TestSupport
             try SampleSounds.write(.mp3, to: whole, seconds: 3, seed: 14)
             let bytes = [UInt8](try #require(FileManager.default.contents(atPath: whole)))
             let first = Int(try #require(ContainerLength.mpegFrameLength(Array(bytes.prefix(4)))))
-            #expect(ContainerLength.mpegAnnouncesFrames(ofFileAt: whole))
+            #expect(ContainerLength.Head(path: whole)?.mpegAnnouncesFrames == true)
             // Without its Info frame, and 4 KiB of zeros after the audio.
             try Data(bytes[first...] + [UInt8](repeating: 0, count: 4_096)).write(to: URL(fileURLWithPath: path))
-            #expect(!ContainerLength.mpegAnnouncesFrames(ofFileAt: path))
+            #expect(ContainerLength.Head(path: path)?.mpegAnnouncesFrames == false)
             let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
             #expect(error.stage == .decoding && (error.decodedSeconds ?? 0) > 2.5, "\(error)")
             #expect(!error.announcesLength)
@@ -282,7 +282,7 @@ import TestSupport
             var bytes = try #require(FileManager.default.contents(atPath: whole))
             bytes.replaceSubrange(300_000..<500_000, with: Data(count: 200_000))
             try bytes.write(to: URL(fileURLWithPath: broken))
-            #expect(ContainerLength.shortfall(ofFileAt: broken) == nil)
+            #expect(ContainerLength.Head(path: broken)?.shortfall == nil)
             let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: broken) }
             #expect(error.stage == .decoding)
             let seconds = try #require(error.decodedSeconds)
@@ -336,8 +336,8 @@ import TestSupport
             try SampleSounds.write(format, to: whole, seconds: 1, seed: 10)
             let bytes = try #require(FileManager.default.contents(atPath: whole))
             try bytes.prefix(40_000).write(to: URL(fileURLWithPath: cut))
-            #expect(ContainerLength.shortfall(ofFileAt: whole) == nil)
-            let shortfall = try #require(ContainerLength.shortfall(ofFileAt: cut))
+            #expect(ContainerLength.Head(path: whole)?.shortfall == nil)
+            let shortfall = try #require(ContainerLength.Head(path: cut)?.shortfall)
             // One second of 16-bit stereo at 44.1 kHz (AIFF's sound data chunk counts its 8-byte header too).
             #expect(shortfall.announced == (format == .wav ? 176_400 : 176_408))
             #expect(shortfall.present < 40_000 && shortfall.present > 39_900)
