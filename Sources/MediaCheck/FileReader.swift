@@ -53,6 +53,13 @@ struct FileReader {
         return value
     }
 
+    /// Four bytes as text: a chunk's name (`fmt `, `data`).
+    mutating func fourCharacters() -> String? {
+        var name: [UInt8] = []
+        while name.count < 4, let byte = byte() { name.append(byte) }
+        return name.count == 4 ? String(decoding: name, as: UTF8.self) : nil
+    }
+
     /// Moves `length` bytes on: false when the file ends before.
     mutating func skip(_ length: Int64) -> Bool {
         guard length >= 0 else { return false }

@@ -26,12 +26,14 @@ public enum MediaSignature {
     }
 
     /// Whether `bytes` begin as a file in one of libsndfile's own formats
-    /// does, beyond doubt: RIFF WAVE, RF64, Wave64, AIFF or AIFF-C, AU, CAF,
-    /// FLAC, or Ogg whose first stream is Vorbis, Opus or FLAC (not Theora's
-    /// video). Such a file that libsndfile cannot decode is damaged.
+    /// does, beyond doubt: RIFF WAVE, RF64 (or BW64), Wave64, AIFF or
+    /// AIFF-C, AU, CAF, FLAC, or Ogg whose first stream is Vorbis, Opus or
+    /// FLAC (not Theora's video). Such a file that libsndfile cannot decode
+    /// is damaged, unless what it holds is whole in a form libsndfile does
+    /// not read (see `SoundFileError.unsupported`).
     public static func soundContainer(_ bytes: [UInt8]) -> Bool {
         func at(_ offset: Int, _ ascii: StaticString) -> Bool { has(ascii, at: offset, in: bytes) }
-        if at(0, "RIFF") || at(0, "RIFX") || at(0, "RF64") { return at(8, "WAVE") }
+        if at(0, "RIFF") || at(0, "RIFX") || at(0, "RF64") || at(0, "BW64") { return at(8, "WAVE") }
         if at(0, "FORM") { return at(8, "AIFF") || at(8, "AIFC") }
         if at(0, "riff"), bytes.count >= 16, bytes[4] == 0x2E, bytes[5] == 0x91 { return true } // Wave64's GUID
         if at(0, ".snd") || at(0, "caff") || at(0, "fLaC") { return true }

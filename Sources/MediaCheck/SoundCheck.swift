@@ -7,7 +7,8 @@ public enum SoundCheck {
     /// plain samples, WAV or AIFF PCM, is only opened: see
     /// `SoundFile.holdsPlainSamples`); the facts of the sound, or
     /// libsndfile's reason it is none (it does not open, or its decoder
-    /// failed on the way, or nothing in it decodes), or that it is cut
+    /// failed on the way, or nothing in it decodes; `unsupported` where it
+    /// does not open a container laid out whole: see `ContainerLayout`), or that it is cut
     /// short: shorter than its header says (a WAV, AIFF, AU or MP3 file that
     /// libsndfile opens, or one that ends inside its ID3 tag: see
     /// `ContainerLength`, asked before the decode, which would play what is
@@ -28,6 +29,9 @@ public enum SoundCheck {
             // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
             // says it is cut. Other headers count only where libsndfile reads the file as a sound.
             if let cut, head?.endsInsideItsID3Tag == true { throw cut }
+            // A container whole as laid out, in a form libsndfile does not open, shows no damage.
+            var error = error
+            if !error.unsupported, !error.unavailable, let head, ContainerLayout.isWhole(head) { error.unsupported = true }
             throw error
         }
         if let cut { throw cut }

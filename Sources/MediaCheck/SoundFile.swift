@@ -20,9 +20,11 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     /// there on a whole file.
     public var announcesLength = true
     /// libsndfile knows the file's format but not what is in it: an
-    /// encoding it does not decode (ALAC as ffmpeg writes it in CAF), or a
-    /// variant it has not implemented (32-bit FLAC). No damage is shown:
-    /// such a sound is stored as it came, as an M4A is.
+    /// encoding it does not decode (ALAC as ffmpeg writes it in CAF), a
+    /// variant it has not implemented (32-bit FLAC), or a layout it does not
+    /// open in a container whole to its end (BW64, a WAV with two `data`
+    /// chunks, a CAF from a pipe, FLAC in Ogg: see `ContainerLayout`). No
+    /// damage is shown: such a sound is stored as it came, as an M4A is.
     public var unsupported = false
 
     public enum Stage: Sendable, Equatable {

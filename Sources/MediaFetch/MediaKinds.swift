@@ -13,7 +13,9 @@ import Transfer
 /// media at all where its name, type or kind say a format libsndfile reads
 /// (`.mp3`, `audio/wav`), or its failure proves it (an MP3 shorter than its
 /// header announces, or broken after a second of audio). Other audio (M4A, AMR, AAC behind an ID3 tag, a
-/// playlist sent as `audio/x-mpegurl`) is stored as it came.
+/// playlist sent as `audio/x-mpegurl`) is stored as it came, and so is
+/// a whole file of libsndfile's formats that it does not open or decode
+/// (see `SoundFileError.unsupported`).
 enum MediaKinds {
     enum Judgement: Equatable {
         /// Stored as this kind, as it is.

@@ -225,6 +225,52 @@ import TestSupport
         }
     }
 
+    /// Whole sounds in libsndfile's own containers, laid out as it does not
+    /// open them (BW64, two `data` chunks, `fmt ` last, a CAF from a pipe,
+    /// FLAC in Ogg), are stored as sounds as they came, without facts; the
+    /// same cut short are refused in one line each, and nothing of them is
+    /// kept.
+    @Test func wholeSoundsLibsndfileDoesNotOpenAreStoredAndCutOnesRefused() async throws {
+        try await withOrigin { origin, directory in
+            var whole: [String] = [], cut: [String] = [], served: [String: Data] = [:]
+            for layout in UnopenedLayout.allCases {
+                let name = "\(layout.rawValue).\(layout.fileExtension)"
+                try layout.write(to: directory.appending(name), seconds: 1, seed: 63)
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: directory.appending(name)))
+                origin.addResource("/sounds/\(name)", data: bytes)
+                // An odd count of bytes off: not whole frames (a piped CAF cut between frames looks whole).
+                origin.addResource("/sounds/cut-\(name)", data: bytes.prefix(bytes.count - (bytes.count / 3 | 1)))
+                whole.append("/sounds/\(name)")
+                served["/sounds/\(name)"] = bytes
+                cut.append("/sounds/cut-\(name)")
+            }
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0"] + (whole + cut).map(origin.url))
+
+            #expect(result.status == 1)
+            for path in cut {
+                let line = try #require(result.stderrLines.first { $0.contains(origin.url(path) + ":") }, "\(path): \(result.stderr)")
+                #expect(line.hasPrefix("mediafetch: failed \(origin.url(path)): the server sent data that libsndfile does not read "
+                    + "as a sound ("), "\(line)")
+                #expect(line.hasSuffix(") where a sound was asked for; not stored"), "\(line)")
+            }
+            #expect(result.stderrLines.count == cut.count + 1, "\(result.stderr)")
+            #expect(result.stderrLines.last?.hasPrefix("5 downloaded, 0 already cached, 5 failed") == true, "\(result.stderr)")
+            let entries = try await listJSON(cache)
+            #expect(Set(entries.compactMap { ($0["url"] as? String).map { String($0.dropFirst(origin.baseURL.count)) } }) == Set(whole))
+            for entry in entries {
+                #expect(entry["kind"] as? String == "sound", "\(entry)")
+                #expect(entry["durationSeconds"] == nil, "\(entry)")
+                let path = try #require(entry["path"] as? String)
+                let url = try #require(entry["url"] as? String)
+                #expect(FileManager.default.contents(atPath: path) == served[String(url.dropFirst(origin.baseURL.count))], "\(url)")
+            }
+            #expect(try objectPaths(inCache: cache).count == whole.count)
+            #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
+        }
+    }
+
     /// A photo cut short where HTTP cannot tell (a connection closed early
     /// with no length given, a length short of the file) opens all the
     /// same, and its URL would never be fetched again: it is refused in one

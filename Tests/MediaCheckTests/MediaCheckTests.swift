@@ -126,6 +126,47 @@ import TestSupport
         }
     }
 
+    /// Whole sounds in libsndfile's own containers, laid out as it does not
+    /// open them (BW64, a WAV with two `data` chunks or its `fmt ` chunk
+    /// last, a CAF from a pipe, FLAC in Ogg), show no damage: not refused
+    /// (`unsupported`), as an M4A is not. Each was refused at a sound's URL.
+    /// Cut anywhere, their layout breaks off: refused as before (a piped CAF
+    /// cut between two frames cannot be told from a whole one).
+    @Test(arguments: UnopenedLayout.allCases)
+    func aWholeLayoutLibsndfileDoesNotOpenIsNoDamage(_ layout: UnopenedLayout) throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.\(layout.fileExtension)"), cut = directory.appending("cut.\(layout.fileExtension)")
+            try layout.write(to: whole, seconds: 1, seed: 61)
+            #expect(ContainerLayout.isWhole(try #require(ContainerLength.Head(path: whole))), "\(layout)")
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: whole) }
+            #expect(error.stage == .opening && error.unsupported && !error.provesDamage, "\(layout): \(error)")
+
+            let bytes = try #require(FileManager.default.contents(atPath: whole))
+            // Cuts throughout, and each of the last 64 bytes.
+            let cuts = Array(stride(from: 0, to: bytes.count, by: 499)) + Array(bytes.count - 64..<bytes.count)
+            for length in cuts where !(layout == .pipedCAF && (bytes.count - length) % 4 == 0) {
+                try bytes.prefix(length).write(to: URL(fileURLWithPath: cut))
+                #expect(!ContainerLayout.isWhole(try #require(ContainerLength.Head(path: cut))), "\(layout) cut to \(length) bytes")
+            }
+            try bytes.prefix(bytes.count / 2 + 1).write(to: URL(fileURLWithPath: cut))
+            let cutError = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: cut) }
+            #expect(!cutError.unsupported, "\(layout): \(cutError)")
+        }
+    }
+
+    /// A page of an Ogg file with a byte changed fails its checksum: the
+    /// layout is not whole.
+    @Test func anOggPageWhoseChecksumFailsIsNoWholeLayout() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("changed.ogg")
+            try UnopenedLayout.oggFLAC.write(to: path, seconds: 1, seed: 62)
+            var bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
+            bytes[bytes.count / 2] ^= 0x10
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            #expect(!ContainerLayout.isWhole(try #require(ContainerLength.Head(path: path))))
+        }
+    }
+
     /// A FLAC cut where libFLAC ends without a word (on a frame's end) has
     /// fewer samples than its STREAMINFO counts: cut short all the same.
     @Test func aFLACCutOnAFrameBoundaryIsCutShort() throws {
@@ -482,6 +523,8 @@ import TestSupport
         #expect(!MediaSignature.readableSound(Array("RIFF\u{0}\u{0}\u{0}\u{0}AVI LIST".utf8)))
         #expect(!MediaSignature.readableSound(Array("<html>".utf8), bareFrames: true))
         #expect(MediaSignature.readableSound(Array("ID3\u{4}\u{0}".utf8)))
+        // BW64 is RF64 by another name.
+        #expect(MediaSignature.soundContainer(Array("BW64".utf8) + [0xFF, 0xFF, 0xFF, 0xFF] + Array("WAVEds64".utf8)))
         // AAC's ADTS frames share MPEG audio's sync word, with the layer bits clear: libsndfile does not read them.
         #expect(!MediaSignature.readableSound([0xFF, 0xF1, 0x50, 0x80], bareFrames: true))
         #expect(MediaSignature.readableSound([0xFF, 0xFB, 0x90, 0x64], bareFrames: true))
