@@ -30,7 +30,7 @@ enum ContainerLayout {
         }
         switch text(0) {
         case "caff": return cafIsWhole(&reader, size: head.size)
-        case "OggS": return oggIsWhole(&reader, size: head.size)
+        case "OggS": return OggPages(path: head.path, size: head.size)?.ending == .whole
         default: return false
         }
     }
@@ -112,66 +112,5 @@ enum ContainerLayout {
             guard length >= 0, length <= size - reader.position, reader.skip(length) else { return false }
         }
         return sawData && reader.position == size
-    }
-
-    /// An Ogg file's pages, from its start to its end: each begins
-    /// `OggS`, version 0, and holds the bytes its table of segments
-    /// counts, with its CRC right; each logical stream begins (its first
-    /// page so flagged) before its other pages, and ends (its last so
-    /// flagged) by the file's end.
-    private static func oggIsWhole(_ reader: inout FileReader, size: Int64) -> Bool {
-        var open: Set<Int64> = []
-        var pages = 0
-        while reader.position < size {
-            guard size - reader.position >= 27 else { return false }
-            var crc = OggPageChecksum()
-            var header = [UInt8]()
-            header.reserveCapacity(27)
-            while header.count < 27, let byte = reader.byte() { header.append(byte) }
-            guard header.count == 27, header.starts(with: Array("OggS".utf8)), header[4] == 0 else { return false }
-            let flags = header[5]
-            let serial = header[14..<18].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }
-            let stated = header[22..<26].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            // The CRC is computed with its own four bytes as zeros.
-            for (index, byte) in header.enumerated() { crc.add((22..<26).contains(index) ? 0 : byte) }
-            var bodyLength = 0
-            for _ in 0..<Int(header[26]) {
-                guard let segment = reader.byte() else { return false }
-                crc.add(segment)
-                bodyLength += Int(segment)
-            }
-            guard Int64(bodyLength) <= size - reader.position else { return false }
-            for _ in 0..<bodyLength {
-                guard let byte = reader.byte() else { return false }
-                crc.add(byte)
-            }
-            guard crc.value == stated else { return false }
-            if flags & 0x02 != 0 { open.insert(serial) } else if !open.contains(serial) { return false }
-            if flags & 0x04 != 0 { open.remove(serial) }
-            pages += 1
-        }
-        return pages > 0 && open.isEmpty && !reader.failed
-    }
-
-}
-
-/// Ogg's page checksum: CRC-32 with the polynomial 0x04C11DB7, not
-/// reflected, from 0, over the whole page with the checksum's own four
-/// bytes as zeros.
-public struct OggPageChecksum {
-    /// The checksum of the bytes added so far.
-    public private(set) var value: UInt32 = 0
-
-    public init() {}
-
-    /// Adds the page's next byte.
-    public mutating func add(_ byte: UInt8) {
-        value = value << 8 ^ Self.table[Int(UInt8(truncatingIfNeeded: value >> 24) ^ byte)]
-    }
-
-    private static let table: [UInt32] = (0..<256).map { index in
-        var remainder = UInt32(index) << 24
-        for _ in 0..<8 { remainder = remainder & 0x8000_0000 != 0 ? remainder << 1 ^ 0x04C1_1DB7 : remainder << 1 }
-        return remainder
     }
 }

@@ -53,6 +53,20 @@ struct FileReader {
         return value
     }
 
+    /// Hands the next `count` bytes to `each`, a bufferful at a time;
+    /// false when the file ends before (or a read fails).
+    mutating func bytes(_ count: Int, _ each: (ArraySlice<UInt8>) -> Void) -> Bool {
+        var left = count
+        while left > 0 {
+            if index == self.count, !refill() { return false }
+            let part = min(left, self.count - index)
+            each(buffer[index..<index + part])
+            index += part
+            left -= part
+        }
+        return true
+    }
+
     /// Four bytes as text: a chunk's name (`fmt `, `data`).
     mutating func fourCharacters() -> String? {
         var name: [UInt8] = []

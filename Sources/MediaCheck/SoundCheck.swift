@@ -35,6 +35,9 @@ public enum SoundCheck {
             throw error
         }
         if let cut { throw cut }
+        // An Ogg file gives libsndfile no length to read: its pages say whether it is whole.
+        let oggPages = file.majorFormat == Int32(SF_FORMAT_OGG) ? head.flatMap { OggPages(path: path, size: $0.size) } : nil
+        if let ending = oggPages?.ending, let damage = damage(endingSo: ending) { throw damage }
         let frames: Int64
         if file.holdsPlainSamples {
             // Plain samples need no decoding (reading back 3.4 MB of WAV from the disk, where the
@@ -55,6 +58,11 @@ public enum SoundCheck {
                walked > decoded {
                 decoded = walked
             }
+            // libsndfile decodes a chained Ogg file's first link only: the pages count the others.
+            if let oggPages, oggPages.streams.count > 1, let chained = oggPages.chainedFrames(sampleRate: file.sampleRate),
+               chained > decoded {
+                decoded = chained
+            }
             frames = decoded
             // FLAC's STREAMINFO counts its samples exactly (0: not known); libFLAC ends
             // a stream cut on a frame's end, or inside one of some encoders', without a word.
@@ -66,6 +74,17 @@ public enum SoundCheck {
         }
         guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes", stage: .decoding) }
         return SoundFacts(format: file.shortFormatName, sampleRate: file.sampleRate, channels: file.channels, frames: frames)
+    }
+
+    /// What an Ogg file's pages that end so say of it: nil when whole.
+    private static func damage(endingSo ending: OggPages.Ending) -> SoundFileError? {
+        switch ending {
+        case .whole: nil
+        case .insideAPage: SoundFileError(description: "it ends inside an Ogg page", stage: .length)
+        case .beforeTheStreamsEnd: SoundFileError(description: "it ends before its Ogg stream's last page", stage: .length)
+        case .checksumFails(let page): SoundFileError(description: "its Ogg page \(page) fails its checksum", stage: .integrity)
+        case .brokenOff(let page): SoundFileError(description: "its Ogg page \(page) is not where the page before ends", stage: .integrity)
+        }
     }
 
     /// The frames of plain samples in a file whose header gives no length

@@ -6,7 +6,8 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     public var description: String
     /// Where it failed: libsndfile did not read the file as a sound at all,
     /// or read it and could not decode it to its end, or the file is shorter
-    /// than its header says; or the decode was asked to stop.
+    /// than its header says, or its own checks fail (an Ogg page's
+    /// checksum); or the decode was asked to stop.
     public var stage: Stage
     /// The check could not run (libsndfile could not be loaded, or no
     /// thread could start): nothing is known of the file.
@@ -28,7 +29,7 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
     public var unsupported = false
 
     public enum Stage: Sendable, Equatable {
-        case opening, decoding, length, stopped
+        case opening, decoding, length, integrity, stopped
     }
 
     public init(description: String, stage: Stage = .opening, unavailable: Bool = false, decodedSeconds: Double? = nil) {
@@ -40,13 +41,14 @@ public struct SoundFileError: Error, CustomStringConvertible, Equatable {
 
     /// Whether the failure itself proves the file a damaged sound, whatever
     /// its name and first bytes said: its header announces more audio than
-    /// it holds, or its decoder failed after a second of audio or more
+    /// it holds (or its Ogg pages break off), its own checks fail (an Ogg
+    /// page's checksum), or its decoder failed after a second of audio or more
     /// before the end its header announces (an MP3 broken mid-way). A
     /// decoder that fails at once may have been given another codec's
     /// frames (AAC behind an ID3 tag), and one that read on past the audio
     /// (`announcesLength` false) may have met a tag: no damage.
     public var provesDamage: Bool {
-        !unavailable && (stage == .length || (stage == .decoding && announcesLength && (decodedSeconds ?? 0) >= 1))
+        !unavailable && (stage == .length || stage == .integrity || (stage == .decoding && announcesLength && (decodedSeconds ?? 0) >= 1))
     }
 
     /// A decode given up because it was asked to stop (the run was interrupted).

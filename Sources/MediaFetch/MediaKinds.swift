@@ -149,7 +149,7 @@ enum MediaKinds {
         let what = switch error.stage {
         case .opening: "data that libsndfile does not read as a sound"
         // (A stopped decode is no refusal: the caller keeps the body.)
-        case .decoding, .stopped: "a damaged sound"
+        case .decoding, .integrity, .stopped: "a damaged sound"
         case .length: "a sound cut short"
         }
         let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""

@@ -154,6 +154,61 @@ import TestSupport
         }
     }
 
+    /// An Ogg file cut short decodes to where it ends without a word from
+    /// libsndfile (its header gives no length): its pages say it is cut,
+    /// inside a page or on a page's boundary before its stream's last page,
+    /// and a byte changed fails its page's checksum. Each was stored as a
+    /// shorter sound.
+    @Test(arguments: [("ogg", SF_FORMAT_VORBIS, 44_100), ("opus", SF_FORMAT_OPUS, 48_000)])
+    func anOggFileCutShortOrChangedProvesDamage(_ name: String, _ codec: Int, _ rate: Int) throws {
+        try TemporaryDirectory.using { directory in
+            let whole = directory.appending("whole.\(name)"), cut = directory.appending("cut.\(name)")
+            try SampleSounds.write(sndfileFormat: Int32(SF_FORMAT_OGG | codec), to: whole, seconds: 3, seed: 64, sampleRate: rate)
+            #expect(try SoundCheck.facts(of: whole).durationSeconds == 3.0)
+            let bytes = [UInt8](try #require(FileManager.default.contents(atPath: whole)))
+            let pages = (0..<bytes.count - 4).filter { bytes[$0..<$0 + 4].elementsEqual(Array("OggS".utf8)) }
+            let lastPage = try #require(pages.last)
+            for length in Array(stride(from: 1, to: bytes.count, by: 997)) + [lastPage, lastPage + 1, bytes.count - 1] {
+                try Data(bytes.prefix(length)).write(to: URL(fileURLWithPath: cut))
+                let error = try #require(throws: SoundFileError.self, "\(name) cut to \(length)") { try SoundCheck.facts(of: cut) }
+                // Cut inside its headers, libsndfile does not open it (at a sound's URL, that is refused too).
+                #expect(error.provesDamage || error.stage == .opening, "\(name) cut to \(length): \(error)")
+                if length == lastPage {
+                    #expect(error == SoundFileError(description: "it ends before its Ogg stream's last page", stage: .length))
+                } else if length > pages[3] {
+                    #expect(error == SoundFileError(description: "it ends inside an Ogg page", stage: .length), "\(length)")
+                }
+            }
+            var changed = bytes
+            changed[pages[pages.count / 2] + 40] ^= 0x01
+            try Data(changed).write(to: URL(fileURLWithPath: cut))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: cut) }
+            #expect(error == SoundFileError(description: "its Ogg page \(pages.count / 2 + 1) fails its checksum", stage: .integrity))
+            #expect(error.provesDamage)
+        }
+    }
+
+    /// A chained Ogg file (one recording after another, each its own
+    /// stream) is counted to its end: libsndfile decodes the first link
+    /// only, and its facts said 1 s of 3. Bytes after the streams' ends (a
+    /// tag) are no damage.
+    @Test(arguments: [(SF_FORMAT_VORBIS, 44_100), (SF_FORMAT_OPUS, 48_000)])
+    func aChainedOggFileIsCountedToItsEnd(_ codec: Int, _ rate: Int) throws {
+        try TemporaryDirectory.using { directory in
+            let first = directory.appending("first.ogg"), second = directory.appending("second.ogg")
+            let chained = directory.appending("chained.ogg")
+            try SampleSounds.write(sndfileFormat: Int32(SF_FORMAT_OGG | codec), to: first, seconds: 1, seed: 65, sampleRate: rate)
+            try SampleSounds.write(sndfileFormat: Int32(SF_FORMAT_OGG | codec), to: second, seconds: 2, seed: 66, sampleRate: rate)
+            var bytes = try #require(FileManager.default.contents(atPath: first)) + #require(FileManager.default.contents(atPath: second))
+            try bytes.write(to: URL(fileURLWithPath: chained))
+            #expect(try SoundFile(reading: chained).decodeToEnd() == Int64(rate))
+            #expect(try SoundCheck.facts(of: chained).durationSeconds == 3.0)
+            bytes += Data("TAG".utf8) + Data(count: 125)
+            try bytes.write(to: URL(fileURLWithPath: chained))
+            #expect(try SoundCheck.facts(of: chained).durationSeconds == 3.0)
+        }
+    }
+
     /// A page of an Ogg file with a byte changed fails its checksum: the
     /// layout is not whole.
     @Test func anOggPageWhoseChecksumFailsIsNoWholeLayout() throws {
