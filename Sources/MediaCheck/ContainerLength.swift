@@ -6,7 +6,7 @@ import Glibc
 /// such a file to where it ends and says nothing (its log has "data :
 /// 3528000 (should be 1763978)"; libmpg123 warns "Xing stream size off"),
 /// so a recording a server cut in half would be stored as a sound half as
-/// long. WAV, RF64, Wave64, AIFF and AU say their audio's length in their
+/// long. WAV, RF64, Wave64, AIFF, CAF and AU say their audio's length in their
 /// headers; an MP3 in the Xing, Info or VBRI header its encoder wrote in
 /// its first frame. FLAC's is its STREAMINFO's sample count, which
 /// `SoundCheck` compares with what decodes; Ogg has no length to compare.
@@ -100,7 +100,8 @@ enum ContainerLength {
     /// see `given`) and those the file of `fileSize` bytes holds after the
     /// header, for a RIFF or RIFX WAVE, RF64 (its `ds64` chunk), Wave64,
     /// AIFF or AIFF-C (the sound data chunk, its 8-byte header counted),
-    /// or AU file that begins with `head`; nil for any other, or where the
+    /// CAF (its `data` chunk, with the edit count before the audio), or AU
+    /// file that begins with `head`; nil for any other, or where the
     /// audio chunk is not in `head`.
     static func audioData(head: [UInt8], fileSize: Int64) -> (announced: Int64?, present: Int64)? {
         func text(_ offset: Int, _ count: Int = 4) -> String? {
@@ -111,17 +112,20 @@ enum ContainerLength {
             let bytes = head[offset..<offset + count].map(Int64.init)
             return bigEndian ? bytes.reduce(0) { $0 << 8 | $1 } : bytes.reversed().reduce(0) { $0 << 8 | $1 }
         }
-        // The lengths writers leave where they could not go back to the header (a stream,
-        // a pipe): 0 and all ones; SoX's 0x7FFFF000, GStreamer's 0x7FFF0000; ffmpeg's
-        // Int64.max in Wave64 (and any 64-bit length no file could have).
-        func given(_ size: Int64, bits: Int64) -> Int64? {
-            let unknown: Set<Int64> = [0, (1 << bits) - 1, 0x7FFF_FFFF, 0x7FFF_F000, 0x7FFF_0000]
-            return unknown.contains(size) || size < 0 || size >= 1 << 56 ? nil : size
-        }
         if text(0) == ".snd" {
             // AU: the offset of the samples, then their length.
             guard let offset = number(4, 4, bigEndian: true), let size = number(8, 4, bigEndian: true) else { return nil }
             return (given(size, bits: 32), max(0, fileSize - offset))
+        }
+        if text(0) == "caff" {
+            // CAF: chunks of a type and a 64-bit length after the 8-byte header (`data`'s -1: to the end).
+            var offset = 8
+            while let size = number(offset + 4, 8, bigEndian: true) {
+                if text(offset) == "data" { return (given(size, bits: 64), max(0, fileSize - Int64(offset + 12))) }
+                guard size >= 0, size < Int64(head.count) else { return nil }
+                offset += 12 + Int(size)
+            }
+            return nil
         }
         if head.starts(with: w64RIFF) {
             // Wave64: chunks of a 16-byte GUID and a 64-bit length that counts their 24-byte header, 8-aligned.
@@ -156,6 +160,16 @@ enum ContainerLength {
             offset += 8 + Int(size) + Int(size & 1)
         }
         return nil
+    }
+
+    /// `size`, a length of `bits` bits in a header, unless it is one of the
+    /// lengths writers leave where they could not go back to the header (a
+    /// stream, a pipe): 0 and all ones; SoX's 0x7FFFF000, GStreamer's
+    /// 0x7FFF0000; ffmpeg's Int64.max in Wave64 (and any 64-bit length no
+    /// file could have).
+    static func given(_ size: Int64, bits: Int64) -> Int64? {
+        let unknown: Set<Int64> = [0, (1 << bits) - 1, 0x7FFF_FFFF, 0x7FFF_F000, 0x7FFF_0000]
+        return unknown.contains(size) || size < 0 || size >= 1 << 56 ? nil : size
     }
 
     /// How a Wave64 file begins: the GUID of its `riff` chunk.

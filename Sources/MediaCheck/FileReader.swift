@@ -76,7 +76,7 @@ struct FileReader {
 
     /// Moves `length` bytes on: false when the file ends before.
     mutating func skip(_ length: Int64) -> Bool {
-        guard length >= 0 else { return false }
+        guard length >= 0, length <= Int64.max - position else { return false }
         let target = position + length
         if target <= start + Int64(count) {
             index = Int(target - start)

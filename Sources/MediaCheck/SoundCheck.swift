@@ -29,9 +29,16 @@ public enum SoundCheck {
             // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
             // says it is cut. Other headers count only where libsndfile reads the file as a sound.
             if let cut, head?.endsInsideItsID3Tag == true { throw cut }
-            // A container whole as laid out, in a form libsndfile does not open, shows no damage.
+            // A container laid out whole, in a form libsndfile does not open (or holding what it does
+            // not decode), shows no damage; one that is not is no sound stored as it came.
             var error = error
-            if !error.unsupported, !error.unavailable, let head, ContainerLayout.isWhole(head) { error.unsupported = true }
+            if !error.unavailable, let head {
+                switch ContainerLayout.verdict(head) {
+                case .whole: error.unsupported = true
+                case .broken: error.unsupported = false
+                case .unknown: break
+                }
+            }
             throw error
         }
         if let cut { throw cut }
