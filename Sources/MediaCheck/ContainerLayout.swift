@@ -185,12 +185,12 @@ enum ContainerLayout {
     ]
 
     /// An Ogg file whose pages were walked (nil: none): whole where they
-    /// run whole, and each stream is Vorbis, Opus, FLAC or Speex with audio
+    /// run whole (a stream's last page may be missing, see `OggPages`), and each stream is Vorbis, Opus, FLAC or Speex with audio
     /// in it (its last page's granule past 0); another codec's stream is
     /// not judged.
     private static func ogg(_ pages: OggPages?) -> Verdict {
         guard let pages else { return .broken }
-        guard pages.ending == .whole else { return .broken }
+        guard pages.ending == .whole || pages.ending == .withoutAStreamsEnd else { return .broken }
         let codecs: [[UInt8]] = [[0x01] + Array("vorbis".utf8), Array("OpusHead".utf8), [0x7F] + Array("FLAC".utf8),
                                  Array("Speex   ".utf8)]
         for stream in pages.streams {

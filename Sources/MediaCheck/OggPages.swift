@@ -3,9 +3,8 @@
 /// Ogg file cut short to where it ends without a word (its header gives
 /// no length), and only the first link of a chained one (two recordings
 /// one after the other), so a cut file was stored as a shorter sound.
-/// Each page says how long it is, has a checksum, and marks the first
-/// and last page of its stream: the walk tells a whole file from one
-/// cut off or damaged.
+/// Each page says how long it is and has a checksum: the walk tells a
+/// whole file from one cut inside a page or damaged.
 struct OggPages {
     /// How the pages end.
     enum Ending: Equatable {
@@ -14,8 +13,10 @@ struct OggPages {
         case whole
         /// The file ends inside a page.
         case insideAPage
-        /// The file ends on a page boundary before its stream's last page.
-        case beforeTheStreamsEnd
+        /// The file ends on a page boundary, a stream without its last page
+        /// (none flagged so), as a recording of a live stream ends: no
+        /// damage shown (a file cut there, one cut in thousands, looks so too).
+        case withoutAStreamsEnd
         /// A page (counted from 1) fails its checksum.
         case checksumFails(page: Int)
         /// Bytes that are no page, or a page of no stream begun, before
@@ -99,7 +100,7 @@ struct OggPages {
             if granule >= 0, let index = streams.lastIndex(where: { $0.serial == serial }) { streams[index].lastGranule = granule }
             if flags & 0x04 != 0 { open.remove(serial) }
         }
-        if ending == .whole, !open.isEmpty { ending = .beforeTheStreamsEnd }
+        if ending == .whole, !open.isEmpty { ending = .withoutAStreamsEnd }
         guard pages > 0 else { return nil }
         self.ending = ending
         self.streams = streams

@@ -86,9 +86,8 @@ public enum SoundCheck {
     /// What an Ogg file's pages that end so say of it: nil when whole.
     private static func damage(endingSo ending: OggPages.Ending) -> SoundFileError? {
         switch ending {
-        case .whole: nil
+        case .whole, .withoutAStreamsEnd: nil
         case .insideAPage: SoundFileError(description: "it ends inside an Ogg page", stage: .length)
-        case .beforeTheStreamsEnd: SoundFileError(description: "it ends before its Ogg stream's last page", stage: .length)
         case .checksumFails(let page): SoundFileError(description: "its Ogg page \(page) fails its checksum", stage: .integrity)
         case .brokenOff(let page): SoundFileError(description: "its Ogg page \(page) is not where the page before ends", stage: .integrity)
         }
