@@ -14,12 +14,16 @@ enum ContainerLength {
     /// What the checks read of a sound file, once: its size, its first
     /// 64 KiB, the length of the ID3v2 tag it opens with (0 if none), and
     /// the first bytes of its first MPEG frame, after that tag (read past
-    /// the 64 KiB where a tag holds pictures).
+    /// the 64 KiB where a tag holds pictures), and where that frame begins.
     struct Head {
         let path: String
         let size: Int64
         let bytes: [UInt8]
         let tag: Int64
+        /// Where the first MPEG frame begins: right after the ID3v2 tag, or
+        /// past bytes some taggers leave between the two (zeros, padding
+        /// the tag does not count), where two frames follow each other.
+        let audioStart: Int64
         let firstFrame: [UInt8]
 
         /// Reads the file at `path`; nil when it cannot be opened. Opens and
@@ -34,7 +38,35 @@ enum ContainerLength {
             size = Int64(status.st_size)
             bytes = Self.bytes(of: descriptor, at: 0, count: 64 << 10)
             tag = id3v2TagSize(bytes) ?? 0
-            firstFrame = tag + 200 > Int64(bytes.count) ? Self.bytes(of: descriptor, at: tag, count: 4096) : Array(bytes[Int(tag)...])
+            let afterTag = tag + 200 > Int64(bytes.count) ? Self.bytes(of: descriptor, at: tag, count: 4096) : Array(bytes[Int(tag)...])
+            if tag > 0, mpegFrameLength(afterTag) == nil, tag < size,
+               let skipped = Self.firstFrames(in: Self.bytes(of: descriptor, at: tag, count: 64 << 10)) {
+                audioStart = tag + Int64(skipped)
+                firstFrame = Self.bytes(of: descriptor, at: audioStart, count: 4096)
+            } else {
+                audioStart = tag
+                firstFrame = afterTag
+            }
+        }
+
+        /// The offset in `bytes` of the first of two MPEG audio frames that
+        /// follow each other (one alone may be a chance pattern in other
+        /// bytes), of the same version, layer and rate; nil where there is none.
+        private static func firstFrames(in bytes: [UInt8]) -> Int? {
+            var offset = 0
+            while offset + 4 <= bytes.count {
+                guard let at = bytes[offset...].firstIndex(of: 0xFF) else { return nil }
+                offset = at + 1
+                guard at + 4 <= bytes.count, let length = mpegFrameLength(Array(bytes[at..<at + 4])) else { continue }
+                let next = at + Int(length)
+                guard next + 4 <= bytes.count else { return nil }
+                // Sync, version and layer, then the rate's two bits.
+                if mpegFrameLength(Array(bytes[next..<next + 4])) != nil, bytes[next + 1] == bytes[at + 1],
+                   bytes[next + 2] & 0x0C == bytes[at + 2] & 0x0C {
+                    return at
+                }
+            }
+            return nil
         }
 
         /// Up to `count` bytes of the file open as `descriptor`, from `offset`.
@@ -57,8 +89,8 @@ enum ContainerLength {
             if let container = ContainerLength.shortfall(head: bytes, fileSize: size) { return container }
             // A file cut inside the ID3v2 tag before its first frame (a cover picture): no audio at all.
             if endsInsideItsID3Tag { return (tag, size) }
-            guard let short = mpegShortfall(firstFrame: firstFrame, tagBytes: tag, fileSize: size),
-                  mpegEndsInsideAFrame(path: path, from: tag, size: size) == true else { return nil }
+            guard let short = mpegShortfall(firstFrame: firstFrame, tagBytes: audioStart, fileSize: size),
+                  mpegEndsInsideAFrame(path: path, from: audioStart, size: size) == true else { return nil }
             return short
         }
 
@@ -81,7 +113,7 @@ enum ContainerLength {
         /// frame count only as far as its own estimate from the first
         /// frame's bitrate: a VBR file's played 10 s and was counted 4.2 s.
         var mpegSamples: Int64? {
-            guard let walk = mpegWalk(path: path, from: tag, size: size), !walk.endsInsideAFrame, walk.samples > 0 else { return nil }
+            guard let walk = mpegWalk(path: path, from: audioStart, size: size), !walk.endsInsideAFrame, walk.samples > 0 else { return nil }
             return walk.samples
         }
     }

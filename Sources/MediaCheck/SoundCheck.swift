@@ -24,7 +24,12 @@ public enum SoundCheck {
         }
         let file: SoundFile
         do {
-            file = try SoundFile(reading: path)
+            do {
+                file = try SoundFile(reading: path)
+            } catch where head.map({ $0.audioStart > $0.tag }) == true {
+                // An MP3 whose first frame does not follow its ID3 tag at once: libsndfile knows it by its name.
+                file = try SoundFile(reading: path, namedAs: "mp3")
+            }
         } catch {
             // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
             // says it is cut. Other headers count only where libsndfile reads the file as a sound.

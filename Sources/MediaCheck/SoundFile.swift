@@ -1,4 +1,8 @@
 import CSndFile
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A failure reported by libsndfile, in its own words (`sf_strerror`), or
 /// found by `SoundCheck`.
@@ -68,16 +72,39 @@ public final class SoundFile {
 
     /// Opens `path`; throws libsndfile's reason when it is no sound it reads
     /// ("Format not recognised", "Error in WAV file…"), or when libsndfile
-    /// cannot be loaded (`unavailable`).
-    public init(reading path: String) throws(SoundFileError) {
+    /// cannot be loaded (`unavailable`). With `fileExtension`, through a
+    /// symbolic link of that extension: libsndfile knows some files only
+    /// by their name (an MP3 whose first frame does not follow its ID3 tag
+    /// at once), and a body being stored has none of its own. The link, in
+    /// the system's temporary directory, lives while libsndfile opens the
+    /// file (where it cannot be made, the file is opened by its own name).
+    public init(reading path: String, namedAs fileExtension: String? = nil) throws(SoundFileError) {
         library = try LibSndFile.get()
         var info = SF_INFO()
-        guard let handle = library.open(path, Int32(SFM_READ), &info) else {
+        let link = fileExtension.flatMap { Self.link(to: path, withExtension: $0) }
+        defer { if let link { _ = unlink(link) } }
+        guard let handle = library.open(link ?? path, Int32(SFM_READ), &info) else {
             throw Self.reported(by: nil, in: library)
         }
         self.handle = handle
         self.info = info
     }
+
+    /// A new symbolic link to `path` whose name ends `.fileExtension`, or nil.
+    private static func link(to path: String, withExtension fileExtension: String) -> String? {
+        var target = path
+        if !path.hasPrefix("/") {
+            guard let directory = getcwd(nil, 0) else { return nil }
+            defer { free(directory) }
+            target = String(cString: directory) + "/" + path
+        }
+        let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let link = "\(temporary)/mediafetch-\(getpid())-\(linkNumbers.add(1, ordering: .relaxed).newValue).\(fileExtension)"
+        return symlink(target, link) == 0 ? link : nil
+    }
+
+    /// Numbers the links (`link(to:withExtension:)`) of this process.
+    private static let linkNumbers = Atomic<Int>(0)
 
     deinit { _ = library.close(handle) }
 

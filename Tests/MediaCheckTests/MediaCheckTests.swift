@@ -317,6 +317,34 @@ import TestSupport
         }
     }
 
+    /// An MP3 with bytes between its ID3 tag and its first frame (zeros some
+    /// taggers leave outside the tag) is found by its frames. libsndfile
+    /// knows such a file only by a name ending `.mp3`, which a body being
+    /// stored has not: it was stored without facts, and its Xing header went
+    /// unread. The link that names it lives only while libsndfile opens it.
+    @Test func anMP3WithBytesBetweenItsTagAndItsFirstFrameIsFoundByItsFrames() throws {
+        try TemporaryDirectory.using { directory in
+            let plain = directory.appending("plain.mp3")
+            try SampleSounds.write(.mp3, to: plain, seconds: 2, seed: 67)
+            let frames = [UInt8](try #require(FileManager.default.contents(atPath: plain)))
+            // An ID3v2.4 tag with a title.
+            let title = Array("TIT2".utf8) + [0, 0, 0, 6, 0, 0, 3] + Array("Song".utf8) + [0]
+            let tag = Array("ID3".utf8) + [4, 0, 0, 0, 0, 0, UInt8(title.count)] + title
+            let bytes = tag + [UInt8](repeating: 0, count: 333) + frames
+            let body = directory.appending("body"), cut = directory.appending("cut")
+            try Data(bytes).write(to: URL(fileURLWithPath: body))
+            #expect(try #require(ContainerLength.Head(path: body)).audioStart == Int64(tag.count + 333))
+            let facts = try SoundCheck.facts(of: body)
+            #expect(facts.format == "mp3" && facts.durationSeconds == 2.0, "\(facts)")
+            try Data(bytes.prefix(bytes.count / 2)).write(to: URL(fileURLWithPath: cut))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: cut) }
+            #expect(error.stage == .length && error.description.hasPrefix("its header announces "), "\(error)")
+            let temporary = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+            let links = try FileManager.default.contentsOfDirectory(atPath: temporary).filter { $0.hasPrefix("mediafetch-\(getpid())-") }
+            #expect(links.isEmpty, "\(links)")
+        }
+    }
+
     /// A page of an Ogg file with a byte changed fails its checksum: the
     /// layout is not whole.
     @Test func anOggPageWhoseChecksumFailsIsNoWholeLayout() throws {
