@@ -376,8 +376,8 @@ import TestSupport
             defer { engine.shutdown() }
 
             // Given two slots, one taken by a silent host's first URL,
-            // (Up to two minutes: in a full run on two cores this connection once took over 30 s
-            // to be seen, three times in 20-odd runs; nothing here depends on how soon.)
+            // (Up to two minutes: in full runs on a loaded two-core machine this connection was
+            // not seen within 30 s three times so far; nothing here depends on how soon.)
             let first = Task { try await engine.download(silent[0].url("/a.jpg")) }
             #expect(await waitUntil(atMost: .seconds(120)) { silent[0].accepted >= 1 })
             // a live host that answered (its first URL done),
