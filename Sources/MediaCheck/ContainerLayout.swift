@@ -190,7 +190,12 @@ enum ContainerLayout {
     /// not judged.
     private static func ogg(_ pages: OggPages?) -> Verdict {
         guard let pages else { return .broken }
-        guard pages.ending == .whole || pages.ending == .withoutAStreamsEnd else { return .broken }
+        switch pages.ending {
+        case .whole, .withoutAStreamsEnd: break
+        case .notJudged: return .unknown
+        // Cut short or damaged, whatever its codec.
+        case .insideAPage, .checksumFails, .brokenOff: return .broken
+        }
         let codecs: [[UInt8]] = [[0x01] + Array("vorbis".utf8), Array("OpusHead".utf8), [0x7F] + Array("FLAC".utf8),
                                  Array("Speex   ".utf8)]
         for stream in pages.streams {

@@ -86,7 +86,7 @@ enum ContainerLength {
         /// An MP3's is confirmed by a walk of its frames (the whole file).
         var shortfall: (announced: Int64, present: Int64)? {
             guard bytes.count >= 12 else { return nil }
-            if let container = ContainerLength.shortfall(head: bytes, fileSize: size) { return container }
+            if let container = ContainerLength.shortfall(head: bytes, fileSize: size, reading: read) { return container }
             // A file cut inside the ID3v2 tag before its first frame (a cover picture): no audio at all.
             if endsInsideItsID3Tag { return (tag, size) }
             guard let short = mpegShortfall(firstFrame: firstFrame, tagBytes: audioStart, fileSize: size),
@@ -98,7 +98,15 @@ enum ContainerLength {
         var endsInsideItsID3Tag: Bool { tag > size }
 
         /// `audioData` for the file.
-        var audioData: (announced: Int64?, present: Int64)? { ContainerLength.audioData(head: bytes, fileSize: size) }
+        var audioData: (announced: Int64?, present: Int64)? { ContainerLength.audioData(head: bytes, fileSize: size, reading: read) }
+
+        /// `count` bytes of the file from `offset` (fewer at its end, none when it cannot be read).
+        private func read(_ offset: Int, _ count: Int) -> [UInt8] {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return [] }
+            defer { close(descriptor) }
+            return Self.bytes(of: descriptor, at: Int64(offset), count: count)
+        }
 
         /// Whether the MP3 says how many frames its stream has (a Xing,
         /// Info or VBRI header with a frame count): its decoder stops there,
@@ -121,8 +129,9 @@ enum ContainerLength {
     /// `shortfall` for a container of samples (see `audioData`) of
     /// `fileSize` bytes that begins with `head` (an MP3's is confirmed by a
     /// walk of its frames: see `Head.shortfall`).
-    static func shortfall(head: [UInt8], fileSize: Int64) -> (announced: Int64, present: Int64)? {
-        guard let data = audioData(head: head, fileSize: fileSize), let announced = data.announced,
+    static func shortfall(head: [UInt8], fileSize: Int64,
+                          reading: ((Int, Int) -> [UInt8])? = nil) -> (announced: Int64, present: Int64)? {
+        guard let data = audioData(head: head, fileSize: fileSize, reading: reading), let announced = data.announced,
               announced > data.present else { return nil }
         return (announced, data.present)
     }
@@ -134,15 +143,30 @@ enum ContainerLength {
     /// AIFF or AIFF-C (the sound data chunk, its 8-byte header counted),
     /// CAF (its `data` chunk, with the edit count before the audio), or AU
     /// file that begins with `head`; nil for any other, or where the
-    /// audio chunk is not in `head`.
-    static func audioData(head: [UInt8], fileSize: Int64) -> (announced: Int64?, present: Int64)? {
+    /// audio chunk is not in `head`, nor in what `reading` (count bytes
+    /// from an offset of the file, where given) finds after it within the
+    /// first `chunksAtMost` chunks (a chunk of tags or pictures before the
+    /// audio may run past the head).
+    static func audioData(head: [UInt8], fileSize: Int64,
+                          reading: ((Int, Int) -> [UInt8])? = nil) -> (announced: Int64?, present: Int64)? {
+        func bytes(_ offset: Int, _ count: Int) -> ArraySlice<UInt8>? {
+            guard offset >= 0, offset <= Int(fileSize) - count else { return nil }
+            if offset + count <= head.count { return head[offset..<offset + count] }
+            guard let read = reading?(offset, count), read.count == count else { return nil }
+            return read[...]
+        }
         func text(_ offset: Int, _ count: Int = 4) -> String? {
-            offset + count <= head.count ? String(decoding: head[offset..<offset + count], as: UTF8.self) : nil
+            bytes(offset, count).map { String(decoding: $0, as: UTF8.self) }
         }
         func number(_ offset: Int, _ count: Int, bigEndian: Bool) -> Int64? {
-            guard offset >= 0, offset + count <= head.count else { return nil }
-            let bytes = head[offset..<offset + count].map(Int64.init)
+            guard let bytes = bytes(offset, count)?.map(Int64.init) else { return nil }
             return bigEndian ? bytes.reduce(0) { $0 << 8 | $1 } : bytes.reversed().reduce(0) { $0 << 8 | $1 }
+        }
+        var chunks = 0
+        /// Whether another chunk may be looked at.
+        func another() -> Bool {
+            chunks += 1
+            return chunks <= chunksAtMost
         }
         if text(0) == ".snd" {
             // AU: the offset of the samples, then their length.
@@ -152,9 +176,9 @@ enum ContainerLength {
         if text(0) == "caff" {
             // CAF: chunks of a type and a 64-bit length after the 8-byte header (`data`'s -1: to the end).
             var offset = 8
-            while let size = number(offset + 4, 8, bigEndian: true) {
+            while another(), let size = number(offset + 4, 8, bigEndian: true) {
                 if text(offset) == "data" { return (given(size, bits: 64), max(0, fileSize - Int64(offset + 12))) }
-                guard size >= 0, size < Int64(head.count) else { return nil }
+                guard size >= 0, size < fileSize else { return nil }
                 offset += 12 + Int(size)
             }
             return nil
@@ -162,11 +186,11 @@ enum ContainerLength {
         if head.starts(with: w64RIFF) {
             // Wave64: chunks of a 16-byte GUID and a 64-bit length that counts their 24-byte header, 8-aligned.
             var offset = 40
-            while let size = number(offset + 16, 8, bigEndian: false), size >= 24 {
+            while another(), let size = number(offset + 16, 8, bigEndian: false), size >= 24 {
                 if text(offset) == "data" {
                     return (given(size, bits: 64).map { $0 - 24 }, max(0, fileSize - Int64(offset + 24)))
                 }
-                guard size < Int64(head.count) else { return nil }
+                guard size < fileSize else { return nil }
                 offset += Int((size + 7) & ~7)
             }
             return nil
@@ -183,7 +207,7 @@ enum ContainerLength {
         let rf64DataSize = text(0) == "RF64" && text(12) == "ds64" ? number(28, 8, bigEndian: false) : nil
         // Chunks follow the 12-byte header: a name, a length, the bytes (padded to an even length).
         var offset = 12
-        while let size = number(offset + 4, 4, bigEndian: bigEndian) {
+        while another(), let size = number(offset + 4, 4, bigEndian: bigEndian) {
             if text(offset) == audioChunk {
                 let present = max(0, fileSize - Int64(offset + 8))
                 if let rf64DataSize { return (given(rf64DataSize, bits: 64), present) }
@@ -193,6 +217,10 @@ enum ContainerLength {
         }
         return nil
     }
+
+    /// Chunks looked at at most for the audio's: a file of millions of
+    /// empty chunks is not read for seconds.
+    static let chunksAtMost = 10_000
 
     /// `size`, a length of `bits` bits in a header, unless it is one of the
     /// lengths writers leave where they could not go back to the header (a

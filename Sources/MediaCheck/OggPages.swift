@@ -11,52 +11,67 @@ struct OggPages {
         /// Every stream begun ended, on the last page or before bytes
         /// that are no page (a tag appended after the streams).
         case whole
-        /// The file ends inside a page.
-        case insideAPage
-        /// The file ends on a page boundary, a stream without its last page
+        /// The file ends on a page boundary, or before bytes that are no
+        /// page and hold none (a tag, zeros), a stream without its last page
         /// (none flagged so), as a recording of a live stream ends: no
         /// damage shown (a file cut there, one cut in thousands, looks so too).
         case withoutAStreamsEnd
+        /// The file ends inside a page.
+        case insideAPage
         /// A page (counted from 1) fails its checksum.
         case checksumFails(page: Int)
         /// Bytes that are no page, or a page of no stream begun, before
-        /// every stream ended.
+        /// every stream ended, and pages after them.
         case brokenOff(page: Int)
+        /// Not walked to the end: more streams than any sound has, or the
+        /// walk was asked to stop.
+        case notJudged
     }
 
     /// A logical stream: its serial number, the first bytes of its first
-    /// packet (its codec's identification header), and the granule
-    /// position of its last page (for audio, the samples up to its end).
+    /// packet (its codec's identification header), the granule position
+    /// of its first page after its headers that gives one (for audio, the
+    /// samples up to that page's end) and of its last.
     struct Stream: Equatable {
         let serial: UInt32
         var header: [UInt8]
+        var firstGranule: Int64?
         var lastGranule: Int64
     }
 
     let ending: Ending
     /// The streams, in the order their first pages came.
     let streams: [Stream]
+    /// Whether a stream began while another had not ended (multiplexed,
+    /// as audio beside video is), rather than after it (chained).
+    let multiplexed: Bool
 
-    /// Walks the file at `path` of `size` bytes; nil when it cannot be
-    /// read or does not begin with a page.
-    init?(path: String, size: Int64) {
+    /// Streams walked at most: a file of thousands of streams is no sound's.
+    static let streamsAtMost = 256
+
+    /// Walks the file at `path` of `size` bytes, asking `stop` every 256
+    /// pages; nil when it cannot be read or does not begin with a page.
+    init?(path: String, size: Int64, stop: () -> Bool = { false }) {
         guard var reader = FileReader(path: path) else { return nil }
         defer { reader.close() }
         var streams: [Stream] = []
-        var open: Set<UInt32> = []
+        // The streams begun and not ended, by serial number: their index in `streams`.
+        var open: [UInt32: Int] = [:]
+        var multiplexed = false
         var pages = 0
         var ending = Ending.whole
         walk: while reader.position < size {
+            if pages % 256 == 255, stop() {
+                ending = .notJudged
+                break
+            }
             let pageStart = reader.position
             var header = [UInt8]()
             header.reserveCapacity(27)
             while header.count < 27, let byte = reader.byte() { header.append(byte) }
-            guard header.count == 27 else {
-                ending = Self.endingAt(pageStart, open: open, pages: pages, header: header, size: size)
-                break
-            }
-            guard header.starts(with: Self.capturePattern), header[4] == 0 else {
-                ending = Self.endingAt(pageStart, open: open, pages: pages, header: header, size: size)
+            guard header.count == 27, header.starts(with: Self.capturePattern), header[4] == 0 else {
+                ending = Self.endingAt(pageStart, header: header, reader: &reader, size: size, streamsOpen: !open.isEmpty,
+                                       pages: pages)
                 break
             }
             pages += 1
@@ -76,10 +91,11 @@ struct OggPages {
                 checksum.add(segment)
                 bodyLength += Int(segment)
             }
+            let begins = flags & 0x02 != 0
             var body: [UInt8] = []
             let bodyRead = reader.bytes(bodyLength) { part in
                 checksum.add(part)
-                if flags & 0x02 != 0, body.count < 64 { body += part.prefix(64 - body.count) }
+                if begins, body.count < 64 { body += part.prefix(64 - body.count) }
             }
             guard bodyRead else {
                 ending = reader.failed ? .brokenOff(page: pages) : .insideAPage
@@ -89,53 +105,94 @@ struct OggPages {
                 ending = .checksumFails(page: pages)
                 break
             }
-            if flags & 0x02 != 0 {
-                open.insert(serial)
-                streams.append(Stream(serial: serial, header: body, lastGranule: granule))
-            } else if !open.contains(serial) {
+            let index: Int
+            if begins {
+                guard streams.count < Self.streamsAtMost else {
+                    ending = .notJudged
+                    break
+                }
+                if !open.isEmpty { multiplexed = true }
+                index = streams.count
+                open[serial] = index
+                streams.append(Stream(serial: serial, header: body, firstGranule: nil, lastGranule: granule))
+            } else if let known = open[serial] {
+                index = known
+                // A page where no packet ends says -1; the header pages say 0.
+                if granule > 0, streams[index].firstGranule == nil { streams[index].firstGranule = granule }
+            } else {
                 ending = .brokenOff(page: pages)
                 break
             }
-            // A page where no packet ends says -1: the last granule stays the one before.
-            if granule >= 0, let index = streams.lastIndex(where: { $0.serial == serial }) { streams[index].lastGranule = granule }
-            if flags & 0x04 != 0 { open.remove(serial) }
+            if granule >= 0 { streams[index].lastGranule = granule }
+            if flags & 0x04 != 0 { open[serial] = nil }
         }
         if ending == .whole, !open.isEmpty { ending = .withoutAStreamsEnd }
         guard pages > 0 else { return nil }
         self.ending = ending
         self.streams = streams
+        self.multiplexed = multiplexed
     }
 
-    /// How the pages end where a page was due at `offset` and `header`
-    /// (its first bytes) is there: whole when every stream has ended
-    /// (what follows is no page of theirs: a tag), else cut inside a page
-    /// (the file ends on a page's beginning) or broken off.
-    private static func endingAt(_ offset: Int64, open: Set<UInt32>, pages: Int, header: [UInt8], size: Int64) -> Ending {
-        if open.isEmpty, pages > 0 { return .whole }
-        let endsInsideAPage = header.count < 27 && capturePattern.starts(with: header.prefix(4)) && offset + Int64(header.count) == size
-        return endsInsideAPage ? .insideAPage : .brokenOff(page: pages + 1)
+    /// How the pages end where a page was due at `offset` and `header` (the
+    /// bytes read there, up to 27) is no page: inside a page where the file
+    /// ends on a page's first bytes; else after the streams (whole, or
+    /// without a stream's end) where no page follows in what is left (a
+    /// tag, zeros); else broken off.
+    private static func endingAt(_ offset: Int64, header: [UInt8], reader: inout FileReader, size: Int64, streamsOpen: Bool,
+                                 pages: Int) -> Ending {
+        if header.count < 27, offset + Int64(header.count) == size, capturePattern.starts(with: header.prefix(4)), pages > 0 {
+            return .insideAPage
+        }
+        guard pages > 0 else { return .brokenOff(page: 1) }
+        // Looked for in what follows the first byte there.
+        var tail = Array(header.dropFirst())
+        var found = false
+        _ = reader.bytes(Int(min(Int64(Int.max), size - reader.position))) { part in
+            guard !found else { return }
+            let window = tail.suffix(3) + part
+            found = Self.holdsCapturePattern(window)
+            tail = Array(part.suffix(3))
+        }
+        if !found { found = holdsCapturePattern(tail[...]) }
+        if found || reader.failed { return .brokenOff(page: pages + 1) }
+        return streamsOpen ? .withoutAStreamsEnd : .whole
+    }
+
+    /// Whether `bytes` hold "OggS".
+    private static func holdsCapturePattern(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var index = bytes.startIndex
+        while index + 4 <= bytes.endIndex {
+            if bytes[index] == 0x4F, bytes[index + 1] == 0x67, bytes[index + 2] == 0x67, bytes[index + 3] == 0x53 { return true }
+            index += 1
+        }
+        return false
     }
 
     private static let capturePattern = Array("OggS".utf8)
 
-    /// The samples a second of a chained file's links add up to, at
-    /// `sampleRate`, when every link is Vorbis at that rate or Opus (which
-    /// counts at 48 kHz, after its pre-skip) with `sampleRate` 48 kHz; nil
-    /// otherwise (another codec, or rates that differ).
+    /// The samples a chained file's links add up to, at `sampleRate`, when
+    /// the streams follow each other (not multiplexed), each begins near
+    /// its granule 0 (within 10 s: not a cut from a live source, whose
+    /// granules run on from where the source began), and every link is
+    /// Vorbis at that rate or Opus (which counts at 48 kHz, after its
+    /// pre-skip) with `sampleRate` 48 kHz; nil otherwise.
     func chainedFrames(sampleRate: Int) -> Int64? {
+        guard !multiplexed else { return nil }
         var total: Int64 = 0
         for stream in streams {
             let header = stream.header
+            let preSkip: Int64
             if header.count >= 16, header.starts(with: [0x01] + Array("vorbis".utf8)) {
                 let rate = header[12..<16].reversed().reduce(0) { $0 << 8 | Int($1) }
                 guard rate == sampleRate else { return nil }
-                total += max(0, stream.lastGranule)
+                preSkip = 0
             } else if header.count >= 12, header.starts(with: Array("OpusHead".utf8)), sampleRate == 48_000 {
-                let preSkip = Int64(header[10]) | Int64(header[11]) << 8
-                total += max(0, stream.lastGranule - preSkip)
+                preSkip = Int64(header[10]) | Int64(header[11]) << 8
             } else {
                 return nil
             }
+            guard let first = stream.firstGranule, first <= preSkip + 10 * Int64(sampleRate) else { return nil }
+            total += max(0, stream.lastGranule - preSkip)
         }
         return total
     }
@@ -159,7 +216,9 @@ public struct OggPageChecksum {
     mutating func add(_ bytes: ArraySlice<UInt8>) {
         var value = value
         Self.table.withUnsafeBufferPointer { table in
-            for byte in bytes { value = value << 8 ^ table[Int(UInt8(truncatingIfNeeded: value >> 24) ^ byte)] }
+            bytes.withUnsafeBufferPointer { bytes in
+                for byte in bytes { value = value << 8 ^ table[Int(UInt8(truncatingIfNeeded: value >> 24) ^ byte)] }
+            }
         }
         self.value = value
     }

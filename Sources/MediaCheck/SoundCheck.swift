@@ -34,6 +34,11 @@ public enum SoundCheck {
             // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
             // says it is cut. Other headers count only where libsndfile reads the file as a sound.
             if let cut, head?.endsInsideItsID3Tag == true { throw cut }
+            // An Ogg file cut short or damaged says so by its pages, whatever its codec (a Skeleton stream first).
+            if let head, head.bytes.starts(with: Array("OggS".utf8)),
+               let damage = OggPages(path: path, size: head.size, stop: stop).flatMap({ damage(endingSo: $0.ending) }) {
+                throw damage
+            }
             // A container laid out whole, in a form libsndfile does not open (or holding what it does
             // not decode), shows no damage; one that is not is no sound stored as it came.
             var error = error
@@ -48,7 +53,8 @@ public enum SoundCheck {
         }
         if let cut { throw cut }
         // An Ogg file gives libsndfile no length to read: its pages say whether it is whole.
-        let oggPages = file.majorFormat == Int32(SF_FORMAT_OGG) ? head.flatMap { OggPages(path: path, size: $0.size) } : nil
+        let oggPages = file.majorFormat == Int32(SF_FORMAT_OGG) ? head.flatMap { OggPages(path: path, size: $0.size, stop: stop) } : nil
+        if oggPages?.ending == .notJudged, stop() { throw SoundFileError.stopped }
         if let ending = oggPages?.ending, let damage = damage(endingSo: ending) { throw damage }
         let frames: Int64
         if file.holdsPlainSamples {
@@ -91,7 +97,7 @@ public enum SoundCheck {
     /// What an Ogg file's pages that end so say of it: nil when whole.
     private static func damage(endingSo ending: OggPages.Ending) -> SoundFileError? {
         switch ending {
-        case .whole, .withoutAStreamsEnd: nil
+        case .whole, .withoutAStreamsEnd, .notJudged: nil
         case .insideAPage: SoundFileError(description: "it ends inside an Ogg page", stage: .length)
         case .checksumFails(let page): SoundFileError(description: "its Ogg page \(page) fails its checksum", stage: .integrity)
         case .brokenOff(let page): SoundFileError(description: "its Ogg page \(page) is not where the page before ends", stage: .integrity)

@@ -69,7 +69,8 @@ enum MediaKinds {
         if MediaSignature.soundContainer(opening) || MediaSignature.image(opening) != nil {
             return .checkSound(refusable: true, otherwise: .sound)
         }
-        if MediaSignature.readableSound(opening, bareFrames: true) {
+        // (Ogg of another codec, a Skeleton stream first, Theora's video: checked for damage by its pages.)
+        if MediaSignature.readableSound(opening, bareFrames: true) || opening.starts(with: Array("OggS".utf8)) {
             return .checkSound(refusable: false, otherwise: .sound)
         }
         if BodyOpening.opensWithAMediaSignature(opening) || TextFormatMedia.opens(opening, whole: false) {

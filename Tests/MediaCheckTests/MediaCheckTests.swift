@@ -63,6 +63,37 @@ import TestSupport
         }
     }
 
+    /// A chunk before the audio that runs past the first 64 KiB (tags, a
+    /// picture, an ALAC CAF's packet table) does not hide the audio's
+    /// length: a WAV or CAF so laid out and cut short was stored as a
+    /// shorter sound.
+    @Test(arguments: [("wav", SF_FORMAT_WAV, 176_400), ("caf", SF_FORMAT_CAF, 176_404)])
+    func aLongChunkBeforeTheAudioHidesNotItsLength(_ name: String, _ major: Int, _ announced: Int) throws {
+        try TemporaryDirectory.using { directory in
+            let source = directory.appending("source.\(name)"), cut = directory.appending("cut.\(name)")
+            try SampleSounds.write(sndfileFormat: Int32(major | SF_FORMAT_PCM_16), to: source, seconds: 1, seed: 72)
+            var bytes = [UInt8](try #require(FileManager.default.contents(atPath: source)))
+            let filler = [UInt8](repeating: 0x20, count: 100_000)
+            if name == "wav" {
+                // A LIST chunk after `fmt ` (12 + 8 + 16 bytes in), and the RIFF length grown by it.
+                let list = Array("LIST".utf8) + withUnsafeBytes(of: UInt32(filler.count).littleEndian, Array.init) + filler
+                bytes.insert(contentsOf: list, at: 36)
+                let length = UInt32(bytes.count - 8)
+                bytes.replaceSubrange(4..<8, with: withUnsafeBytes(of: length.littleEndian, Array.init))
+            } else {
+                // A `free` chunk after `desc` (8 + 12 + 32 bytes in).
+                bytes.insert(contentsOf: Array("free".utf8) + withUnsafeBytes(of: UInt64(filler.count).bigEndian, Array.init) + filler,
+                             at: 52)
+            }
+            try Data(bytes).write(to: URL(fileURLWithPath: source))
+            #expect(try SoundCheck.facts(of: source).durationSeconds == 1.0)
+            try Data(bytes.prefix(bytes.count - 50_001)).write(to: URL(fileURLWithPath: cut))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: cut) }
+            #expect(error.stage == .length && error.description.hasPrefix("its header announces \(announced) bytes of audio, "),
+                    "\(name): \(error)")
+        }
+    }
+
     /// A WAV whose header gives no length (0: a streaming writer's, never
     /// rewritten) holds its samples all the same: counted by their bytes,
     /// not refused as holding none.
@@ -342,6 +373,132 @@ import TestSupport
             let temporary = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
             let links = try FileManager.default.contentsOfDirectory(atPath: temporary).filter { $0.hasPrefix("mediafetch-\(getpid())-") }
             #expect(links.isEmpty, "\(links)")
+        }
+    }
+
+    /// The pages of an Ogg file, each whole.
+    private func oggPages(_ bytes: [UInt8]) -> [[UInt8]] {
+        var pages: [[UInt8]] = []
+        var offset = 0
+        while offset + 27 <= bytes.count {
+            let segments = Int(bytes[offset + 26])
+            let length = 27 + segments + bytes[offset + 27..<offset + 27 + segments].reduce(0) { $0 + Int($1) }
+            pages.append(Array(bytes[offset..<offset + length]))
+            offset += length
+        }
+        return pages
+    }
+
+    /// `page` with its flags, granule position and serial number set as
+    /// given, its checksum made anew.
+    private func oggPage(_ page: [UInt8], flags: UInt8? = nil, granule: Int64? = nil, serial: UInt32? = nil) -> [UInt8] {
+        var page = page
+        if let flags { page[5] = flags }
+        if let granule { page.replaceSubrange(6..<14, with: le(UInt64(bitPattern: granule))) }
+        if let serial { page.replaceSubrange(14..<18, with: le(serial)) }
+        page.replaceSubrange(22..<26, with: [0, 0, 0, 0])
+        var checksum = OggPageChecksum()
+        for byte in page { checksum.add(byte) }
+        page.replaceSubrange(22..<26, with: le(checksum.value))
+        return page
+    }
+
+    /// The granule position of an Ogg page.
+    private func granule(of page: [UInt8]) -> Int64 {
+        Int64(bitPattern: page[6..<14].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+    }
+
+    /// A recording of a live stream ends without a stream's last page, and
+    /// may have a tag or zeros after it: no damage (it was refused as broken
+    /// off). Bytes that are no page, with pages after them, are damage.
+    @Test func aLiveRecordingWithATagAfterItIsWholeAndBytesBetweenPagesAreNot() throws {
+        try TemporaryDirectory.using { directory in
+            let source = directory.appending("source.ogg"), path = directory.appending("live.ogg")
+            try SampleSounds.write(.ogg, to: source, seconds: 3, seed: 68)
+            var pages = oggPages([UInt8](try #require(FileManager.default.contents(atPath: source))))
+            let last = try #require(pages.last)
+            pages[pages.count - 1] = oggPage(last, flags: last[5] & ~0x04)
+            for trailer in [Array("TAG".utf8) + [UInt8](repeating: 0x20, count: 125), [UInt8](repeating: 0, count: 4_096)] {
+                try Data(pages.flatMap { $0 } + trailer).write(to: URL(fileURLWithPath: path))
+                #expect(OggPages(path: path, size: Int64(pages.joined().count + trailer.count))?.ending == .withoutAStreamsEnd)
+                // (Without its last page flagged, libsndfile does not trim the last packet to the granule.)
+                let seconds = try SoundCheck.facts(of: path).durationSeconds
+                #expect((2.9...3.1).contains(seconds), "\(seconds)")
+            }
+            var broken = pages
+            broken.insert(Array("junk between pages".utf8), at: pages.count / 2)
+            try Data(broken.flatMap { $0 }).write(to: URL(fileURLWithPath: path))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
+            #expect(error == SoundFileError(description: "its Ogg page \(pages.count / 2 + 1) is not where the page before ends",
+                                            stage: .integrity))
+        }
+    }
+
+    /// A chained file's links are counted only where they follow each
+    /// other and each begins at its start: not where two streams run side by
+    /// side (multiplexed), nor where a link is a cut from a live source
+    /// (its granules run on from where the source began), whose lengths
+    /// the sum took for 6 s and 119 s.
+    @Test func onlyLinksThatFollowEachOtherFromTheirStartAreAddedUp() throws {
+        try TemporaryDirectory.using { directory in
+            let first = directory.appending("first.ogg"), second = directory.appending("second.ogg"), path = directory.appending("x.ogg")
+            try SampleSounds.write(.ogg, to: first, seconds: 3, seed: 69)
+            try SampleSounds.write(.ogg, to: second, seconds: 2, seed: 70)
+            let one = oggPages([UInt8](try #require(FileManager.default.contents(atPath: first)))).map { oggPage($0, serial: 1) }
+            let two = oggPages([UInt8](try #require(FileManager.default.contents(atPath: second)))).map { oggPage($0, serial: 2) }
+            try Data((one + two).flatMap { $0 }).write(to: URL(fileURLWithPath: path))
+            #expect(try #require(OggPages(path: path, size: Int64((one + two).joined().count))).chainedFrames(sampleRate: 44_100) == 220_500)
+            // Side by side: both first pages, then the others in turn.
+            var sideBySide = [one[0], two[0]]
+            for index in 1..<max(one.count, two.count) {
+                if index < one.count { sideBySide.append(one[index]) }
+                if index < two.count { sideBySide.append(two[index]) }
+            }
+            try Data(sideBySide.flatMap { $0 }).write(to: URL(fileURLWithPath: path))
+            let multiplexed = try #require(OggPages(path: path, size: Int64(sideBySide.joined().count)))
+            #expect(multiplexed.multiplexed && multiplexed.ending == .whole)
+            #expect(multiplexed.chainedFrames(sampleRate: 44_100) == nil)
+            // A first link whose granules begin 5,000,000 samples on.
+            let live = one.map { granule(of: $0) > 0 ? oggPage($0, granule: granule(of: $0) + 5_000_000) : $0 }
+            try Data((live + two).flatMap { $0 }).write(to: URL(fileURLWithPath: path))
+            #expect(try #require(OggPages(path: path, size: Int64((live + two).joined().count))).chainedFrames(sampleRate: 44_100) == nil)
+            #expect(try SoundCheck.facts(of: path).durationSeconds < 10)
+        }
+    }
+
+    /// A file of more streams than any sound has is not walked to its end
+    /// (each page looked its stream up among all, for minutes), and a walk
+    /// asked to stop stops.
+    @Test func anOggWalkOfTooManyStreamsOrAskedToStopEndsUnjudged() throws {
+        try TemporaryDirectory.using { directory in
+            let path = directory.appending("streams.ogg")
+            let template = oggPage(Array("OggS".utf8) + [0, 0x02] + [UInt8](repeating: 0, count: 20) + [1, 1, 0x2A])
+            let pages = (0..<300).map { oggPage(template, serial: UInt32($0)) }
+            try Data(pages.flatMap { $0 }).write(to: URL(fileURLWithPath: path))
+            let size = Int64(pages.joined().count)
+            #expect(OggPages(path: path, size: size)?.ending == .notJudged)
+            #expect(OggPages(path: path, size: size)?.streams.count == OggPages.streamsAtMost)
+            try Data(pages.prefix(200).flatMap { $0 } + pages.prefix(200).map { oggPage($0, flags: 0x04) }.flatMap { $0 })
+                .write(to: URL(fileURLWithPath: path))
+            #expect(OggPages(path: path, size: 400 * Int64(template.count))?.ending == .whole)
+            #expect(OggPages(path: path, size: 400 * Int64(template.count), stop: { true })?.ending == .notJudged)
+        }
+    }
+
+    /// An Ogg file libsndfile does not open (a stream of another codec
+    /// first: Theora's, a Skeleton) cut short or damaged says so by its
+    /// pages: refused wherever it came from (it was stored).
+    @Test func anOggFileOfAnotherCodecCutShortProvesDamage() throws {
+        try TemporaryDirectory.using { directory in
+            let source = directory.appending("source.ogg"), path = directory.appending("video.ogg")
+            try SampleSounds.write(.ogg, to: source, seconds: 2, seed: 71)
+            let audio = oggPages([UInt8](try #require(FileManager.default.contents(atPath: source)))).map { oggPage($0, serial: 9) }
+            let theora = oggPage(Array("OggS".utf8) + [0, 0x02] + [UInt8](repeating: 0, count: 20) + [1, 42] + [0x80]
+                + Array("theora".utf8) + [UInt8](repeating: 3, count: 35), serial: 8)
+            let bytes = (theora + audio.flatMap { $0 })
+            try Data(bytes.prefix(bytes.count - 500)).write(to: URL(fileURLWithPath: path))
+            let error = try #require(throws: SoundFileError.self) { try SoundCheck.facts(of: path) }
+            #expect(error == SoundFileError(description: "it ends inside an Ogg page", stage: .length) && error.provesDamage)
         }
     }
 
