@@ -212,20 +212,44 @@ public struct OggPageChecksum {
         value = value << 8 ^ Self.table[Int(UInt8(truncatingIfNeeded: value >> 24) ^ byte)]
     }
 
-    /// Adds the page's next bytes.
+    /// Adds the page's next bytes, four at a time where it can (a page
+    /// walk checks every byte of a sound: 50 MB took 0.15 s a byte at a time).
     mutating func add(_ bytes: ArraySlice<UInt8>) {
         var value = value
-        Self.table.withUnsafeBufferPointer { table in
+        Self.tables.withUnsafeBufferPointer { tables in
             bytes.withUnsafeBufferPointer { bytes in
-                for byte in bytes { value = value << 8 ^ table[Int(UInt8(truncatingIfNeeded: value >> 24) ^ byte)] }
+                var index = 0
+                while index + 4 <= bytes.count {
+                    value ^= UInt32(bytes[index]) << 24 | UInt32(bytes[index + 1]) << 16 | UInt32(bytes[index + 2]) << 8
+                        | UInt32(bytes[index + 3])
+                    value = tables[768 + Int(value >> 24)] ^ tables[512 + Int(value >> 16 & 0xFF)]
+                        ^ tables[256 + Int(value >> 8 & 0xFF)] ^ tables[Int(value & 0xFF)]
+                    index += 4
+                }
+                while index < bytes.count {
+                    value = value << 8 ^ tables[Int(UInt8(truncatingIfNeeded: value >> 24) ^ bytes[index])]
+                    index += 1
+                }
             }
         }
         self.value = value
     }
 
+    /// The checksum of each byte (`table`), and for four bytes at a time
+    /// three more: the checksum of a byte followed by one, two and three zeros.
     private static let table: [UInt32] = (0..<256).map { index in
         var remainder = UInt32(index) << 24
         for _ in 0..<8 { remainder = remainder & 0x8000_0000 != 0 ? remainder << 1 ^ 0x04C1_1DB7 : remainder << 1 }
         return remainder
     }
+    private static let tables: [UInt32] = {
+        var tables = table
+        for round in 1..<4 {
+            for index in 0..<256 {
+                let previous = tables[(round - 1) * 256 + index]
+                tables.append(previous << 8 ^ table[Int(previous >> 24)])
+            }
+        }
+        return tables
+    }()
 }
