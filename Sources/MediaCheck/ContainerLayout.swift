@@ -16,7 +16,8 @@ enum ContainerLayout {
         /// off, or without a format or audio a sound has.
         case broken
         /// Not a container this knows, or not one it can judge (another
-        /// codec in Ogg, more chunks than any sound has).
+        /// codec in Ogg, more chunks than any sound has: see
+        /// `ContainerLength.chunksAtMost`).
         case unknown
     }
 
@@ -27,15 +28,15 @@ enum ContainerLayout {
     /// and an audio chunk; a CAF where its chunks end with the file, `desc`
     /// first (a known format, channels, a rate), `data` among them (linear
     /// PCM filling whole packets); an Ogg file where its pages run whole to
-    /// the file's end (see `OggPages`), each stream an audio codec's with
-    /// audio in it.
-    static func verdict(_ head: ContainerLength.Head) -> Verdict {
+    /// the file's end (see `OggPages`; those of `oggPages` where its pages
+    /// were walked already), each stream an audio codec's with audio in it.
+    static func verdict(_ head: ContainerLength.Head, oggPages: OggPages? = nil) -> Verdict {
         let bytes = head.bytes
         func text(_ offset: Int) -> String? {
             offset + 4 <= bytes.count ? String(decoding: bytes[offset..<offset + 4], as: UTF8.self) : nil
         }
         let magic = text(0)
-        if magic == "OggS" { return ogg(OggPages(path: head.path, size: head.size)) }
+        if magic == "OggS" { return ogg(oggPages ?? OggPages(path: head.path, size: head.size)) }
         guard magic == "caff" || ["RIFF", "RIFX", "RF64", "BW64", "FORM"].contains(magic) else { return .unknown }
         guard var reader = FileReader(path: head.path) else { return .unknown }
         defer { reader.close() }
@@ -93,7 +94,7 @@ enum ContainerLayout {
         var count = 0
         while reader.position < end {
             count += 1
-            guard count <= chunksAtMost else { return .unknown }
+            guard count <= ContainerLength.chunksAtMost else { return .unknown }
             guard end - reader.position >= 8, let name = reader.fourCharacters(),
                   let stated = reader.number(4, bigEndian: bigEndian) else { return .broken }
             let start = reader.position, left = end - start
@@ -111,10 +112,6 @@ enum ContainerLayout {
         }
         return sawFormat && sawAudio ? .whole : .broken
     }
-
-    /// Chunks a sound file has at most, as far as this judges: a file of
-    /// millions of empty chunks is not walked for seconds.
-    private static let chunksAtMost = 10_000
 
     /// Whether a WAVE `fmt ` chunk of `length` bytes, read from its start,
     /// names a format (not 0), channels, a rate and a block's bytes.
@@ -149,7 +146,7 @@ enum ContainerLayout {
         var count = 0
         while reader.position < size {
             count += 1
-            guard count <= chunksAtMost else { return .unknown }
+            guard count <= ContainerLength.chunksAtMost else { return .unknown }
             guard size - reader.position >= 12, let type = reader.fourCharacters(),
                   let length = reader.number(8, bigEndian: true) else { return .broken }
             let left = size - reader.position

@@ -9,7 +9,8 @@ import Glibc
 /// long. WAV, RF64, Wave64, AIFF, CAF and AU say their audio's length in their
 /// headers; an MP3 in the Xing, Info or VBRI header its encoder wrote in
 /// its first frame. FLAC's is its STREAMINFO's sample count, which
-/// `SoundCheck` compares with what decodes; Ogg has no length to compare.
+/// `SoundCheck` compares with what decodes; Ogg has none (its pages say
+/// where it is cut: see `OggPages`).
 enum ContainerLength {
     /// What the checks read of a sound file, once: its size, its first
     /// 64 KiB, the length of the ID3v2 tag it opens with (0 if none), and
@@ -218,8 +219,8 @@ enum ContainerLength {
         return nil
     }
 
-    /// Chunks looked at at most for the audio's: a file of millions of
-    /// empty chunks is not read for seconds.
+    /// Chunks looked at at most, here and in `ContainerLayout`: a file of
+    /// millions of empty chunks is not read for seconds.
     static let chunksAtMost = 10_000
 
     /// `size`, a length of `bits` bits in a header, unless it is one of the

@@ -135,13 +135,14 @@ struct OggPages {
 
     /// How the pages end where a page was due at `offset` and `header` (the
     /// bytes read there, up to 27) is no page: inside a page where the file
-    /// ends on a page's first bytes; else after the streams (whole, or
+    /// ends on a page's first bytes while a stream is open; else after the streams (whole, or
     /// without a stream's end) where no page follows in what is left (a
     /// tag, zeros); else broken off.
     private static func endingAt(_ offset: Int64, header: [UInt8], reader: inout FileReader, size: Int64, streamsOpen: Bool,
                                  pages: Int) -> Ending {
+        // (After streams that all ended, the start of a page at the file's end is a trailer's: junk.)
         if header.count < 27, offset + Int64(header.count) == size, capturePattern.starts(with: header.prefix(4)), pages > 0 {
-            return .insideAPage
+            return streamsOpen ? .insideAPage : .whole
         }
         guard pages > 0 else { return .brokenOff(page: 1) }
         // Looked for in what follows the first byte there.

@@ -5,15 +5,18 @@ import Synchronization
 public enum SoundCheck {
     /// Opens `path` with libsndfile and decodes it to the end (a file of
     /// plain samples, WAV or AIFF PCM, is only opened: see
-    /// `SoundFile.holdsPlainSamples`); the facts of the sound, or
+    /// `SoundFile.holdsPlainSamples`); the facts of the sound (a chained
+    /// Ogg file's links counted by its pages, see `OggPages`), or
     /// libsndfile's reason it is none (it does not open, or its decoder
     /// failed on the way, or nothing in it decodes; `unsupported` where it
-    /// does not open a container laid out whole: see `ContainerLayout`), or that it is cut
-    /// short: shorter than its header says (a WAV, AIFF, AU or MP3 file that
-    /// libsndfile opens, or one that ends inside its ID3 tag: see
-    /// `ContainerLength`, asked before the decode, which would play what is
-    /// there), or a FLAC whose decoder stopped more than 1% short of the
-    /// samples its STREAMINFO counts. `stop` is asked between blocks (a long sound, a
+    /// does not open a container laid out whole: see `ContainerLayout`), or
+    /// that it is cut short or damaged: shorter than its header says (a
+    /// WAV, AIFF, CAF, AU or MP3 file that libsndfile opens, or one that
+    /// ends inside its ID3 tag: see `ContainerLength`, asked before the
+    /// decode, which would play what is there), an Ogg file whose pages
+    /// end inside one or fail their checksum (whatever its codec), or a
+    /// FLAC whose decoder stopped more than 1% short of the samples its
+    /// STREAMINFO counts. `stop` is asked between blocks (a long sound, a
     /// run interrupted).
     public static func facts(of path: String, stop: () -> Bool = { false }) throws(SoundFileError) -> SoundFacts {
         // Read once for every look at the headers below.
@@ -35,15 +38,13 @@ public enum SoundCheck {
             // says it is cut. Other headers count only where libsndfile reads the file as a sound.
             if let cut, head?.endsInsideItsID3Tag == true { throw cut }
             // An Ogg file cut short or damaged says so by its pages, whatever its codec (a Skeleton stream first).
-            if let head, head.bytes.starts(with: Array("OggS".utf8)),
-               let damage = OggPages(path: path, size: head.size, stop: stop).flatMap({ damage(endingSo: $0.ending) }) {
-                throw damage
-            }
+            let pages = head.flatMap { $0.bytes.starts(with: Array("OggS".utf8)) ? OggPages(path: path, size: $0.size, stop: stop) : nil }
+            if let damage = pages.flatMap({ damage(endingSo: $0.ending) }) { throw damage }
             // A container laid out whole, in a form libsndfile does not open (or holding what it does
             // not decode), shows no damage; one that is not is no sound stored as it came.
             var error = error
             if !error.unavailable, let head {
-                switch ContainerLayout.verdict(head) {
+                switch ContainerLayout.verdict(head, oggPages: pages) {
                 case .whole: error.unsupported = true
                 case .broken: error.unsupported = false
                 case .unknown: break

@@ -425,6 +425,10 @@ import TestSupport
                 let seconds = try SoundCheck.facts(of: path).durationSeconds
                 #expect((2.9...3.1).contains(seconds), "\(seconds)")
             }
+            // After streams that all ended, even the start of a page is a trailer.
+            let whole = [UInt8](try #require(FileManager.default.contents(atPath: source)))
+            try Data(whole + Array("OggS".utf8) + [0, 0, 7]).write(to: URL(fileURLWithPath: path))
+            #expect(try SoundCheck.facts(of: path).durationSeconds == 3.0)
             var broken = pages
             broken.insert(Array("junk between pages".utf8), at: pages.count / 2)
             try Data(broken.flatMap { $0 }).write(to: URL(fileURLWithPath: path))
