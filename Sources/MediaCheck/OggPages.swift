@@ -20,8 +20,9 @@ struct OggPages {
         case insideAPage
         /// A page (counted from 1) fails its checksum.
         case checksumFails(page: Int)
-        /// Bytes that are no page, or a page of no stream begun, before
-        /// every stream ended, and pages after them.
+        /// Bytes that are no page with pages after them (or, while a
+        /// stream is open, at a read that failed), or a page of no stream
+        /// begun: the page counted from 1 that was due there.
         case brokenOff(page: Int)
         /// Not walked to the end: more streams than any sound has, or the
         /// walk was asked to stop.
