@@ -99,7 +99,9 @@ public final class SoundFile {
             target = String(cString: directory) + "/" + path
         }
         let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        let link = "\(temporary)/mediafetch-\(getpid())-\(linkNumbers.add(1, ordering: .relaxed).newValue).\(fileExtension)"
+        // A random part too: a link a killed process left under a reused process number is not in the way.
+        let link = "\(temporary)/mediafetch-\(getpid())-\(linkNumbers.add(1, ordering: .relaxed).newValue)-"
+            + "\(String(UInt32.random(in: 0...UInt32.max), radix: 36)).\(fileExtension)"
         return symlink(target, link) == 0 ? link : nil
     }
 
