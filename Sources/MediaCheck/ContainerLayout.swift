@@ -8,6 +8,7 @@
 /// came; one whose layout runs off its end, breaks off, or holds no
 /// format and audio a sound has, is refused.
 enum ContainerLayout {
+    /// What the layout shows.
     enum Verdict: Equatable {
         /// Laid out whole: its format as the container has one, its
         /// audio, and its end where the container says.
@@ -67,7 +68,7 @@ enum ContainerLayout {
             // RF64 and BW64: the lengths of the whole and of the data, 64 bits each, in the `ds64` chunk that comes first.
             guard reader.skip(4), let stated = reader.number(4, bigEndian: false), stated >= 16, stated <= size - reader.position,
                   let whole = reader.number(8, bigEndian: false), let data = reader.number(8, bigEndian: false),
-                  reader.skip(stated - 16 + stated & 1) else { return .broken }
+                  reader.skip(stated - 16 + (stated & 1)) else { return .broken }
             end = ContainerLength.given(whole, bits: 64).map { $0 <= size - 8 ? 8 + $0 : Int64.max } ?? size
             dataLength = ContainerLength.given(data, bits: 64)
         }
@@ -107,7 +108,7 @@ enum ContainerLayout {
             }
             if name == audio { sawAudio = true }
             // The last chunk may end without its pad byte.
-            let next = chunk == left ? end : start + chunk + chunk & 1
+            let next = chunk == left ? end : start + chunk + (chunk & 1)
             guard next <= end, reader.skip(next - reader.position) else { return .broken }
         }
         return sawFormat && sawAudio ? .whole : .broken
@@ -191,12 +192,10 @@ enum ContainerLayout {
         case .whole, .withoutAStreamsEnd: break
         case .notJudged: return .unknown
         // Cut short or damaged, whatever its codec.
-        case .insideAPage, .checksumFails, .brokenOff: return .broken
+        case .insideAPage, .checksumFails, .brokenOff, .ofNoStreamBegun: return .broken
         }
-        let codecs: [[UInt8]] = [[0x01] + Array("vorbis".utf8), Array("OpusHead".utf8), [0x7F] + Array("FLAC".utf8),
-                                 Array("Speex   ".utf8)]
         for stream in pages.streams {
-            guard codecs.contains(where: stream.header.starts(with:)) else { return .unknown }
+            guard OggCodec(identification: stream.header) != nil else { return .unknown }
             guard stream.lastGranule > 0 else { return .broken }
         }
         return .whole

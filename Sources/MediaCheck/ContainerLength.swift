@@ -16,6 +16,8 @@ enum ContainerLength {
     /// 64 KiB, the length of the ID3v2 tag it opens with (0 if none), and
     /// the first bytes of its first MPEG frame, after that tag (read past
     /// the 64 KiB where a tag holds pictures), and where that frame begins.
+    /// (A chunk before a container's audio that runs past the 64 KiB has
+    /// the chunk headers after it read as they are needed: see `audioData`.)
     struct Head {
         let path: String
         let size: Int64
@@ -60,7 +62,8 @@ enum ContainerLength {
                 offset = at + 1
                 guard at + 4 <= bytes.count, let length = mpegFrameLength(Array(bytes[at..<at + 4])) else { continue }
                 let next = at + Int(length)
-                guard next + 4 <= bytes.count else { return nil }
+                // (A chance pattern whose length runs past the window: look on.)
+                guard next + 4 <= bytes.count else { continue }
                 // Sync, version and layer, then the rate's two bits.
                 if mpegFrameLength(Array(bytes[next..<next + 4])) != nil, bytes[next + 1] == bytes[at + 1],
                    bytes[next + 2] & 0x0C == bytes[at + 2] & 0x0C {

@@ -40,7 +40,9 @@ public enum MediaSignature {
         if at(0, "OggS"), bytes.count > 27 {
             // The first packet follows the page's 27-byte header and its table of segment sizes.
             let packet = 27 + Int(bytes[26])
-            return at(packet, "\u{01}vorbis") || at(packet, "OpusHead") || at(packet, "\u{7F}FLAC")
+            // (Speex is no format of libsndfile's.)
+            let codec = packet < bytes.count ? OggCodec(identification: Array(bytes[packet...])) : nil
+            return codec != nil && codec != .speex
         }
         return false
     }

@@ -20,10 +20,11 @@ struct OggPages {
         case insideAPage
         /// A page (counted from 1) fails its checksum.
         case checksumFails(page: Int)
-        /// Bytes that are no page with pages after them (or, while a
-        /// stream is open, at a read that failed), or a page of no stream
-        /// begun: the page counted from 1 that was due there.
+        /// Bytes that are no page with pages after them, or a read that
+        /// failed: the page counted from 1 that was due there.
         case brokenOff(page: Int)
+        /// A page (counted from 1) of a stream that did not begin before it.
+        case ofNoStreamBegun(page: Int)
         /// Not walked to the end: more streams than any sound has, or the
         /// walk was asked to stop.
         case notJudged
@@ -72,7 +73,7 @@ struct OggPages {
             while header.count < 27, let byte = reader.byte() { header.append(byte) }
             guard header.count == 27, header.starts(with: Self.capturePattern), header[4] == 0 else {
                 ending = Self.endingAt(pageStart, header: header, reader: &reader, size: size, streamsOpen: !open.isEmpty,
-                                       pages: pages)
+                                       pages: pages, stop: stop)
                 break
             }
             pages += 1
@@ -121,7 +122,7 @@ struct OggPages {
                 // A page where no packet ends says -1; the header pages say 0.
                 if granule > 0, streams[index].firstGranule == nil { streams[index].firstGranule = granule }
             } else {
-                ending = .brokenOff(page: pages)
+                ending = .ofNoStreamBegun(page: pages)
                 break
             }
             if granule >= 0 { streams[index].lastGranule = granule }
@@ -139,23 +140,25 @@ struct OggPages {
     /// ends on a page's first bytes while a stream is open; else after the streams (whole, or
     /// without a stream's end) where no page follows in what is left (a
     /// tag, zeros); else broken off.
+    /// (Asks `stop` between the mebibytes it looks through.)
     private static func endingAt(_ offset: Int64, header: [UInt8], reader: inout FileReader, size: Int64, streamsOpen: Bool,
-                                 pages: Int) -> Ending {
+                                 pages: Int, stop: () -> Bool) -> Ending {
         // (After streams that all ended, the start of a page at the file's end is a trailer's: junk.)
-        if header.count < 27, offset + Int64(header.count) == size, capturePattern.starts(with: header.prefix(4)), pages > 0 {
+        if header.count < 27, offset + Int64(header.count) == size, capturePattern.starts(with: header.prefix(4)) {
             return streamsOpen ? .insideAPage : .whole
         }
-        guard pages > 0 else { return .brokenOff(page: 1) }
         // Looked for in what follows the first byte there.
         var tail = Array(header.dropFirst())
-        var found = false
-        _ = reader.bytes(Int(min(Int64(Int.max), size - reader.position))) { part in
-            guard !found else { return }
-            let window = tail.suffix(3) + part
-            found = Self.holdsCapturePattern(window)
-            tail = Array(part.suffix(3))
+        var found = holdsCapturePattern(tail[...])
+        while !found, reader.position < size {
+            if stop() { return .notJudged }
+            let read = reader.bytes(Int(min(1 << 20, size - reader.position))) { part in
+                guard !found else { return }
+                found = Self.holdsCapturePattern(tail.suffix(3) + part)
+                tail = Array(part.suffix(3))
+            }
+            if !read { break }
         }
-        if !found { found = holdsCapturePattern(tail[...]) }
         if found || reader.failed { return .brokenOff(page: pages + 1) }
         return streamsOpen ? .withoutAStreamsEnd : .whole
     }
@@ -170,33 +173,68 @@ struct OggPages {
         return false
     }
 
-    private static let capturePattern = Array("OggS".utf8)
+    /// How every page begins.
+    static let capturePattern = Array("OggS".utf8)
 
     /// The samples a chained file's links add up to, at `sampleRate`, when
     /// the streams follow each other (not multiplexed), each begins near
     /// its granule 0 (within 10 s: not a cut from a live source, whose
     /// granules run on from where the source began), and every link is
     /// Vorbis at that rate or Opus (which counts at 48 kHz, after its
-    /// pre-skip) with `sampleRate` 48 kHz; nil otherwise.
+    /// pre-skip, whatever rate it is decoded at); nil otherwise, or where
+    /// the sum would be more than any file holds.
     func chainedFrames(sampleRate: Int) -> Int64? {
-        guard !multiplexed else { return nil }
+        guard !multiplexed, sampleRate > 0 else { return nil }
         var total: Int64 = 0
         for stream in streams {
-            let header = stream.header
-            let preSkip: Int64
-            if header.count >= 16, header.starts(with: [0x01] + Array("vorbis".utf8)) {
-                let rate = header[12..<16].reversed().reduce(0) { $0 << 8 | Int($1) }
-                guard rate == sampleRate else { return nil }
-                preSkip = 0
-            } else if header.count >= 12, header.starts(with: Array("OpusHead".utf8)), sampleRate == 48_000 {
-                preSkip = Int64(header[10]) | Int64(header[11]) << 8
-            } else {
+            guard let codec = OggCodec(identification: stream.header), let first = stream.firstGranule,
+                  stream.lastGranule >= first else { return nil }
+            let samples: Int64
+            switch codec {
+            case .vorbis(let rate):
+                guard rate == sampleRate, first <= 10 * Int64(rate) else { return nil }
+                samples = stream.lastGranule
+            case .opus(let preSkip):
+                guard 48_000 % sampleRate == 0, first <= preSkip + 480_000 else { return nil }
+                samples = max(0, stream.lastGranule - preSkip) / Int64(48_000 / sampleRate)
+            case .flac, .speex:
                 return nil
             }
-            guard let first = stream.firstGranule, first <= preSkip + 10 * Int64(sampleRate) else { return nil }
-            total += max(0, stream.lastGranule - preSkip)
+            // Granules no file could hold (2^62 samples): not counted.
+            guard samples < 1 << 62 - total else { return nil }
+            total += samples
         }
         return total
+    }
+}
+
+/// The audio codec of an Ogg stream, by its first packet (its
+/// identification header), with what its granule positions need (0 where
+/// the packet's first bytes do not reach it).
+enum OggCodec: Equatable {
+    /// Vorbis at `rate` samples a second (its granules count them).
+    case vorbis(rate: Int)
+    /// Opus, whose granules count at 48 kHz from `preSkip` samples before the audio.
+    case opus(preSkip: Int64)
+    /// FLAC in Ogg.
+    case flac
+    /// Speex (no format of libsndfile's).
+    case speex
+
+    /// The codec whose identification header `packet` begins with, or nil
+    /// for another (Theora's video, a Skeleton).
+    init?(identification packet: [UInt8]) {
+        if packet.starts(with: [0x01] + Array("vorbis".utf8)) {
+            self = .vorbis(rate: packet.count >= 16 ? packet[12..<16].reversed().reduce(0) { $0 << 8 | Int($1) } : 0)
+        } else if packet.starts(with: Array("OpusHead".utf8)) {
+            self = .opus(preSkip: packet.count >= 12 ? Int64(packet[10]) | Int64(packet[11]) << 8 : 0)
+        } else if packet.starts(with: [0x7F] + Array("FLAC".utf8)) {
+            self = .flac
+        } else if packet.starts(with: Array("Speex   ".utf8)) {
+            self = .speex
+        } else {
+            return nil
+        }
     }
 }
 
@@ -216,7 +254,7 @@ public struct OggPageChecksum {
 
     /// Adds the page's next bytes, four at a time where it can (a page
     /// walk checks every byte of a sound: 50 MB took 0.15 s a byte at a time).
-    mutating func add(_ bytes: ArraySlice<UInt8>) {
+    public mutating func add(_ bytes: ArraySlice<UInt8>) {
         var value = value
         Self.tables.withUnsafeBufferPointer { tables in
             bytes.withUnsafeBufferPointer { bytes in
@@ -244,6 +282,7 @@ public struct OggPageChecksum {
         for _ in 0..<8 { remainder = remainder & 0x8000_0000 != 0 ? remainder << 1 ^ 0x04C1_1DB7 : remainder << 1 }
         return remainder
     }
+    /// `table`, then three more tables of 256 for the bytes after it.
     private static let tables: [UInt32] = {
         var tables = table
         for round in 1..<4 {

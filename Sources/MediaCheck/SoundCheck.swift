@@ -38,7 +38,8 @@ public enum SoundCheck {
             // says it is cut. Other headers count only where libsndfile reads the file as a sound.
             if let cut, head?.endsInsideItsID3Tag == true { throw cut }
             // An Ogg file cut short or damaged says so by its pages, whatever its codec (a Skeleton stream first).
-            let pages = head.flatMap { $0.bytes.starts(with: Array("OggS".utf8)) ? OggPages(path: path, size: $0.size, stop: stop) : nil }
+            let pages = head.flatMap { $0.bytes.starts(with: OggPages.capturePattern) ? OggPages(path: path, size: $0.size, stop: stop) : nil }
+            if pages?.ending == .notJudged, stop() { throw SoundFileError.stopped }
             if let damage = pages.flatMap({ damage(endingSo: $0.ending) }) { throw damage }
             // A container laid out whole, in a form libsndfile does not open (or holding what it does
             // not decode), shows no damage; one that is not is no sound stored as it came.
@@ -102,6 +103,8 @@ public enum SoundCheck {
         case .insideAPage: SoundFileError(description: "it ends inside an Ogg page", stage: .length)
         case .checksumFails(let page): SoundFileError(description: "its Ogg page \(page) fails its checksum", stage: .integrity)
         case .brokenOff(let page): SoundFileError(description: "its Ogg page \(page) is not where the page before ends", stage: .integrity)
+        case .ofNoStreamBegun(let page):
+            SoundFileError(description: "its Ogg page \(page) belongs to no stream begun before it", stage: .integrity)
         }
     }
 

@@ -74,6 +74,7 @@ public enum UnopenedLayout: String, CaseIterable, Sendable {
         try Data(bytes).write(to: URL(fileURLWithPath: path))
     }
 
+    /// The file libsndfile wrote is not laid out as expected.
     struct LayoutError: Error {}
 
     /// The chunks (a 4-letter name, a length of `lengthBytes`, the bytes,
@@ -146,7 +147,7 @@ public enum UnopenedLayout: String, CaseIterable, Sendable {
         var page = Array("OggS".utf8) + [0, flags] + withUnsafeBytes(of: granule.littleEndian, Array.init)
             + littleEndian(0x4D46) + littleEndian(sequence) + [0, 0, 0, 0] + [UInt8(segments.count)] + segments + packet
         var checksum = OggPageChecksum()
-        for byte in page { checksum.add(byte) }
+        checksum.add(page[...])
         page.replaceSubrange(22..<26, with: littleEndian(checksum.value))
         return page
     }
