@@ -25,7 +25,8 @@ enum ContainerLength {
         let tag: Int64
         /// Where the first MPEG frame begins: right after the ID3v2 tag, or
         /// past bytes some taggers leave between the two (zeros, padding
-        /// the tag does not count), where two frames follow each other.
+        /// the tag does not count) or zeros a file without a tag opens
+        /// with, where four frames follow each other.
         let audioStart: Int64
         let firstFrame: [UInt8]
 
@@ -42,7 +43,7 @@ enum ContainerLength {
             bytes = Self.bytes(of: descriptor, at: 0, count: 64 << 10)
             tag = id3v2TagSize(bytes) ?? 0
             let afterTag = tag + 200 > Int64(bytes.count) ? Self.bytes(of: descriptor, at: tag, count: 4096) : Array(bytes[Int(tag)...])
-            if tag > 0, mpegFrameLength(afterTag) == nil, tag < size,
+            if tag > 0 || bytes.first == 0, mpegFrameLength(afterTag) == nil, tag < size,
                let skipped = Self.firstFrames(in: Self.bytes(of: descriptor, at: tag, count: 64 << 10)) {
                 audioStart = tag + Int64(skipped)
                 firstFrame = Self.bytes(of: descriptor, at: audioStart, count: 4096)
@@ -52,23 +53,25 @@ enum ContainerLength {
             }
         }
 
-        /// The offset in `bytes` of the first of two MPEG audio frames that
-        /// follow each other (one alone may be a chance pattern in other
-        /// bytes), of the same version, layer and rate; nil where there is none.
+        /// The offset in `bytes` of the first of four MPEG audio frames that
+        /// follow each other (fewer where the bytes end with them), of the
+        /// same version, layer and rate: two may be a chance pattern in
+        /// other bytes (a review's junk held two, and the facts were of
+        /// them). Nil where there are none.
         private static func firstFrames(in bytes: [UInt8]) -> Int? {
             var offset = 0
-            while offset + 4 <= bytes.count {
+            search: while offset + 4 <= bytes.count {
                 guard let at = bytes[offset...].firstIndex(of: 0xFF) else { return nil }
                 offset = at + 1
-                guard at + 4 <= bytes.count, let length = mpegFrameLength(Array(bytes[at..<at + 4])) else { continue }
-                let next = at + Int(length)
-                // (A chance pattern whose length runs past the window: look on.)
-                guard next + 4 <= bytes.count else { continue }
-                // Sync, version and layer, then the rate's two bits.
-                if mpegFrameLength(Array(bytes[next..<next + 4])) != nil, bytes[next + 1] == bytes[at + 1],
-                   bytes[next + 2] & 0x0C == bytes[at + 2] & 0x0C {
-                    return at
+                var frame = at
+                for count in 0..<4 {
+                    if frame == bytes.count, count >= 2 { return at }
+                    guard frame + 4 <= bytes.count, let length = mpegFrameLength(Array(bytes[frame..<frame + 4])),
+                          // Sync, version and layer, then the rate's two bits, as the first's.
+                          bytes[frame + 1] == bytes[at + 1], bytes[frame + 2] & 0x0C == bytes[at + 2] & 0x0C else { continue search }
+                    frame += Int(length)
                 }
+                return at
             }
             return nil
         }

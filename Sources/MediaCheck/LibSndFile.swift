@@ -12,6 +12,9 @@ struct LibSndFile: @unchecked Sendable {
     // @unchecked: C function pointers, set once and never changed.
     /// `SNDFILE *sf_open(const char *path, int mode, SF_INFO *info)`: nil on failure.
     let open: @convention(c) (UnsafePointer<CChar>?, Int32, UnsafeMutablePointer<SF_INFO>?) -> OpaquePointer?
+    /// `SNDFILE *sf_open_virtual(SF_VIRTUAL_IO *, int mode, SF_INFO *, void *user_data)`: nil on failure.
+    let openVirtual: @convention(c) (UnsafeMutablePointer<SF_VIRTUAL_IO>?, Int32, UnsafeMutablePointer<SF_INFO>?,
+                                     UnsafeMutableRawPointer?) -> OpaquePointer?
     /// `int sf_close(SNDFILE *)`.
     let close: @convention(c) (OpaquePointer?) -> Int32
     /// `sf_count_t sf_readf_float(SNDFILE *, float *frames, sf_count_t count)`:
@@ -40,6 +43,9 @@ struct LibSndFile: @unchecked Sendable {
             dlsym(handle, name).map { unsafeBitCast($0, to: type) }
         }
         guard let open = symbol("sf_open", as: (@convention(c) (UnsafePointer<CChar>?, Int32, UnsafeMutablePointer<SF_INFO>?) -> OpaquePointer?).self),
+              let openVirtual = symbol("sf_open_virtual", as: (@convention(c) (UnsafeMutablePointer<SF_VIRTUAL_IO>?, Int32,
+                                                                              UnsafeMutablePointer<SF_INFO>?,
+                                                                              UnsafeMutableRawPointer?) -> OpaquePointer?).self),
               let close = symbol("sf_close", as: (@convention(c) (OpaquePointer?) -> Int32).self),
               let readFrames = symbol("sf_readf_float",
                                       as: (@convention(c) (OpaquePointer?, UnsafeMutablePointer<Float>?, sf_count_t) -> sf_count_t).self),
@@ -49,6 +55,6 @@ struct LibSndFile: @unchecked Sendable {
         else {
             return .failure(SoundFileError(description: "libsndfile.so.1 lacks the functions mediafetch calls", unavailable: true))
         }
-        return .success(LibSndFile(open: open, close: close, readFrames: readFrames, error: error, errorText: errorText, command: command))
+        return .success(LibSndFile(open: open, openVirtual: openVirtual, close: close, readFrames: readFrames, error: error, errorText: errorText, command: command))
     }
 }

@@ -29,9 +29,10 @@ public enum SoundCheck {
         do {
             do {
                 file = try SoundFile(reading: path)
-            } catch where head.map({ $0.audioStart > $0.tag }) == true {
-                // An MP3 whose first frame does not follow its ID3 tag at once: libsndfile knows it by its name.
-                file = try SoundFile(reading: path, namedAs: "mp3")
+            } catch where head.map({ $0.audioStart > 0 }) == true {
+                // An MP3 whose first frame does not follow its ID3 tag at once (or opens with zeros):
+                // libsndfile knows it by content from that frame on.
+                file = try SoundFile(reading: path, from: head?.audioStart ?? 0)
             }
         } catch {
             // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag

@@ -1,5 +1,4 @@
 import CSndFile
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -70,43 +69,46 @@ public final class SoundFile {
     /// What `sf_open` read from the header: frames, rate, channels, format.
     private let info: SF_INFO
 
+    /// The file libsndfile reads from an offset (see `init(reading:from:)`),
+    /// kept while it reads.
+    private let source: FileFromOffset?
+
     /// Opens `path`; throws libsndfile's reason when it is no sound it reads
     /// ("Format not recognised", "Error in WAV file…"), or when libsndfile
-    /// cannot be loaded (`unavailable`). With `fileExtension`, through a
-    /// symbolic link of that extension: libsndfile knows some files only
-    /// by their name (an MP3 whose first frame does not follow its ID3 tag
-    /// at once), and a body being stored has none of its own. The link, in
-    /// the system's temporary directory, lives while libsndfile opens the
-    /// file (where it cannot be made, the file is opened by its own name).
-    public init(reading path: String, namedAs fileExtension: String? = nil) throws(SoundFileError) {
+    /// cannot be loaded (`unavailable`).
+    public init(reading path: String) throws(SoundFileError) {
         library = try LibSndFile.get()
         var info = SF_INFO()
-        let link = fileExtension.flatMap { Self.link(to: path, withExtension: $0) }
-        defer { if let link { _ = unlink(link) } }
-        guard let handle = library.open(link ?? path, Int32(SFM_READ), &info) else {
+        guard let handle = library.open(path, Int32(SFM_READ), &info) else {
             throw Self.reported(by: nil, in: library)
         }
         self.handle = handle
         self.info = info
+        source = nil
     }
 
-    /// A new symbolic link to `path` whose name ends `.fileExtension`, or nil.
-    private static func link(to path: String, withExtension fileExtension: String) -> String? {
-        var target = path
-        if !path.hasPrefix("/") {
-            guard let directory = getcwd(nil, 0) else { return nil }
-            defer { free(directory) }
-            target = String(cString: directory) + "/" + path
+    /// Opens the part of the file at `path` from `offset` on, as if it
+    /// were the whole file (`sf_open_virtual`): an MP3 whose first frame
+    /// does not follow its ID3 tag at once (bytes between the two; a v2.4
+    /// tag's footer), which libsndfile knows by content only where a frame
+    /// comes first, and otherwise by a name ending `.mp3`, which a body
+    /// being stored has not. Throws as `init(reading:)` does.
+    public init(reading path: String, from offset: Int64) throws(SoundFileError) {
+        library = try LibSndFile.get()
+        guard let source = FileFromOffset(path: path, offset: offset) else {
+            throw SoundFileError(description: "cannot open \(path)")
         }
-        let temporary = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        // A random part too: a link a killed process left under a reused process number is not in the way.
-        let link = "\(temporary)/mediafetch-\(getpid())-\(linkNumbers.add(1, ordering: .relaxed).newValue)-"
-            + "\(String(UInt32.random(in: 0...UInt32.max), radix: 36)).\(fileExtension)"
-        return symlink(target, link) == 0 ? link : nil
+        var io = SF_VIRTUAL_IO(get_filelen: FileFromOffset.length, seek: FileFromOffset.seek, read: FileFromOffset.read,
+                               write: FileFromOffset.write, tell: FileFromOffset.tell)
+        var info = SF_INFO()
+        // libsndfile copies the functions; the source stays for as long as the handle.
+        guard let handle = library.openVirtual(&io, Int32(SFM_READ), &info, Unmanaged.passUnretained(source).toOpaque()) else {
+            throw Self.reported(by: nil, in: library)
+        }
+        self.handle = handle
+        self.info = info
+        self.source = source
     }
-
-    /// Numbers the links (`link(to:withExtension:)`) of this process.
-    private static let linkNumbers = Atomic<Int>(0)
 
     deinit { _ = library.close(handle) }
 
@@ -214,5 +216,72 @@ public final class SoundFile {
             throw error
         }
         return decoded
+    }
+}
+
+/// A file read from an offset on, as if that were its start: libsndfile's
+/// virtual I/O (`SF_VIRTUAL_IO`) over a descriptor this owns, closed when
+/// it goes. Read by the one thread that reads its `SoundFile`.
+final class FileFromOffset {
+    private let descriptor: Int32
+    private let offset: Int64
+    private let length: Int64
+    private var position: Int64 = 0
+
+    init?(path: String, offset: Int64) {
+        descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, offset >= 0, offset <= Int64(status.st_size) else {
+            close(descriptor)
+            return nil
+        }
+        self.offset = offset
+        length = Int64(status.st_size) - offset
+    }
+
+    deinit { close(descriptor) }
+
+    private static func from(_ context: UnsafeMutableRawPointer?) -> FileFromOffset? {
+        context.map { Unmanaged<FileFromOffset>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// `sf_vio_get_filelen`: the bytes from the offset on.
+    static let length: @convention(c) (UnsafeMutableRawPointer?) -> sf_count_t = { context in
+        from(context)?.length ?? -1
+    }
+
+    /// `sf_vio_seek`: moves within the bytes from the offset on; the new position.
+    static let seek: @convention(c) (sf_count_t, Int32, UnsafeMutableRawPointer?) -> sf_count_t = { distance, whence, context in
+        guard let file = from(context) else { return -1 }
+        let base: Int64 = switch whence {
+        case SEEK_CUR: file.position
+        case SEEK_END: file.length
+        default: 0
+        }
+        let (target, overflow) = base.addingReportingOverflow(distance)
+        guard !overflow, target >= 0 else { return -1 }
+        file.position = target
+        return target
+    }
+
+    /// `sf_vio_read`: up to `count` bytes at the position; how many were read.
+    static let read: @convention(c) (UnsafeMutableRawPointer?, sf_count_t, UnsafeMutableRawPointer?) -> sf_count_t = { buffer, count, context in
+        guard let file = from(context), let buffer, count > 0 else { return 0 }
+        var read: Int
+        repeat {
+            read = pread(file.descriptor, buffer, Int(count), off_t(file.offset + file.position))
+        } while read < 0 && errno == EINTR
+        guard read > 0 else { return 0 }
+        file.position += Int64(read)
+        return sf_count_t(read)
+    }
+
+    /// `sf_vio_write`: nothing is written through it.
+    static let write: @convention(c) (UnsafeRawPointer?, sf_count_t, UnsafeMutableRawPointer?) -> sf_count_t = { _, _, _ in 0 }
+
+    /// `sf_vio_tell`: the position.
+    static let tell: @convention(c) (UnsafeMutableRawPointer?) -> sf_count_t = { context in
+        from(context)?.position ?? -1
     }
 }
