@@ -1,4 +1,5 @@
 import CSndFile
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -79,9 +80,8 @@ public final class SoundFile {
     public init(reading path: String) throws(SoundFileError) {
         library = try LibSndFile.get()
         var info = SF_INFO()
-        guard let handle = library.open(path, Int32(SFM_READ), &info) else {
-            throw Self.reported(by: nil, in: library)
-        }
+        let library = library
+        let handle = try Self.opened { library.open(path, Int32(SFM_READ), &info) }
         self.handle = handle
         self.info = info
         source = nil
@@ -102,15 +102,35 @@ public final class SoundFile {
                                write: FileFromOffset.write, tell: FileFromOffset.tell)
         var info = SF_INFO()
         // libsndfile copies the functions; the source stays for as long as the handle.
-        guard let handle = library.openVirtual(&io, Int32(SFM_READ), &info, Unmanaged.passUnretained(source).toOpaque()) else {
-            throw Self.reported(by: nil, in: library)
-        }
+        let library = library
+        let handle = try Self.opened { library.openVirtual(&io, Int32(SFM_READ), &info, Unmanaged.passUnretained(source).toOpaque()) }
         self.handle = handle
         self.info = info
         self.source = source
     }
 
     deinit { _ = library.close(handle) }
+
+    /// Held while libsndfile opens a file and its failure is read: it keeps
+    /// the last failed open's error in one place for the whole process
+    /// (`sf_strerror(NULL)`), and checks run on several threads at once, so
+    /// one check could report another's reason, or take a damaged file for
+    /// one libsndfile does not support.
+    private static let opening = Mutex(())
+
+    /// The handle `open` returns, libsndfile's reason where it returns none,
+    /// both under `opening`.
+    private static func opened(_ open: () -> OpaquePointer?) throws(SoundFileError) -> OpaquePointer {
+        let library: LibSndFile
+        do { library = try LibSndFile.get() } catch { throw error }
+        // (A handle crosses the lock as its address: a pointer is not Sendable.)
+        let result = opening.withLock { _ -> Result<UInt, SoundFileError> in
+            guard let handle = open() else { return .failure(reported(by: nil, in: library)) }
+            return .success(UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(handle))))
+        }
+        guard let handle = OpaquePointer(bitPattern: try result.get()) else { throw SoundFileError(description: "unknown error") }
+        return handle
+    }
 
     /// libsndfile's words (`sf_strerror`) for `file`'s last error, or for
     /// the last failed `sf_open` when `file` is nil, without their full stop.

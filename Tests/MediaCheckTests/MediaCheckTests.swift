@@ -537,6 +537,31 @@ import TestSupport
         }
     }
 
+    /// libsndfile keeps the last failed open's reason in one place for the
+    /// process, and checks run on several threads: each open's reason is
+    /// its own file's (noise is no format it knows; a 32-bit FLAC is one it
+    /// does not implement, which is no damage).
+    @Test func eachFailedOpenReportsItsOwnFilesReason() throws {
+        try TemporaryDirectory.using { directory in
+            let noise = directory.appending("noise"), flac = directory.appending("true32.flac")
+            try Data((0..<4_096).map { UInt8(truncatingIfNeeded: $0 &* 7919) }).write(to: URL(fileURLWithPath: noise))
+            try Data(SampleSounds.flac32BitHeader).write(to: URL(fileURLWithPath: flac))
+            let mixedUp = Atomic<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: 8) { worker in
+                for _ in 0..<300 {
+                    let path = worker % 2 == 0 ? noise : flac
+                    do throws(SoundFileError) {
+                        _ = try SoundFile(reading: path)
+                        mixedUp.add(1, ordering: .relaxed)
+                    } catch {
+                        if error.unsupported != (path == flac) { mixedUp.add(1, ordering: .relaxed) }
+                    }
+                }
+            }
+            #expect(mixedUp.load(ordering: .relaxed) == 0)
+        }
+    }
+
     /// A FLAC cut where libFLAC ends without a word (on a frame's end) has
     /// fewer samples than its STREAMINFO counts: cut short all the same.
     @Test func aFLACCutOnAFrameBoundaryIsCutShort() throws {
