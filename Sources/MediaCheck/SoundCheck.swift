@@ -35,24 +35,7 @@ public enum SoundCheck {
                 file = try SoundFile(reading: path, from: head?.audioStart ?? 0)
             }
         } catch {
-            // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
-            // says it is cut. Other headers count only where libsndfile reads the file as a sound.
-            if let cut, head?.endsInsideItsID3Tag == true { throw cut }
-            // An Ogg file cut short or damaged says so by its pages, whatever its codec (a Skeleton stream first).
-            let pages = head.flatMap { $0.bytes.starts(with: OggPages.capturePattern) ? OggPages(path: path, size: $0.size, stop: stop) : nil }
-            if pages?.ending == .notJudged, stop() { throw SoundFileError.stopped }
-            if let damage = pages.flatMap({ damage(endingSo: $0.ending) }) { throw damage }
-            // A container laid out whole, in a form libsndfile does not open (or holding what it does
-            // not decode), shows no damage; one that is not is no sound stored as it came.
-            var error = error
-            if !error.unavailable, let head {
-                switch ContainerLayout.verdict(head, oggPages: pages) {
-                case .whole: error.unsupported = true
-                case .broken: error.unsupported = false
-                case .unknown: break
-                }
-            }
-            throw error
+            throw notOpened(path, error: error, head: head, cut: cut, stop: stop)
         }
         if let cut { throw cut }
         // An Ogg file gives libsndfile no length to read: its pages say whether it is whole.
@@ -95,6 +78,33 @@ public enum SoundCheck {
         }
         guard frames > 0 else { throw SoundFileError(description: "no audio in it decodes", stage: .decoding) }
         return SoundFacts(format: file.shortFormatName, sampleRate: file.sampleRate, channels: file.channels, frames: frames)
+    }
+
+    /// Why the file at `path` is no sound libsndfile opened, where it
+    /// failed with `error`: that it is cut short (`cut`, where it ends inside
+    /// its ID3 tag; an Ogg file's pages), damaged (its pages), or
+    /// libsndfile's reason, `unsupported` as its layout says (see
+    /// `ContainerLayout`).
+    private static func notOpened(_ path: String, error: SoundFileError, head: ContainerLength.Head?, cut: SoundFileError?,
+                                  stop: () -> Bool) -> SoundFileError {
+        // A file that ends inside its ID3 tag holds no audio for libsndfile to open: its tag
+        // says it is cut. Other headers count only where libsndfile reads the file as a sound.
+        if let cut, head?.endsInsideItsID3Tag == true { return cut }
+        // An Ogg file cut short or damaged says so by its pages, whatever its codec (a Skeleton stream first).
+        let pages = head.flatMap { $0.bytes.starts(with: OggPages.capturePattern) ? OggPages(path: path, size: $0.size, stop: stop) : nil }
+        if pages?.ending == .notJudged, stop() { return .stopped }
+        if let damage = pages.flatMap({ damage(endingSo: $0.ending) }) { return damage }
+        // A container laid out whole, in a form libsndfile does not open (or holding what it does
+        // not decode), shows no damage; one that is not is no sound stored as it came.
+        var error = error
+        if !error.unavailable, let head {
+            switch ContainerLayout.verdict(head, oggPages: pages) {
+            case .whole: error.unsupported = true
+            case .broken: error.unsupported = false
+            case .unknown: break
+            }
+        }
+        return error
     }
 
     /// What an Ogg file's pages that end so say of it: nil when whole.
