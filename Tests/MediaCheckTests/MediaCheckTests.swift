@@ -116,23 +116,21 @@ import TestSupport
     /// 0x7FFF0000 in a WAV, ffmpeg's Int64.max in a Wave64. Such a whole
     /// file was refused as cut short.
     @Test func placeholderLengthsSayNothing() throws {
-        func le32(_ value: UInt32) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
-        func le64(_ value: UInt64) -> [UInt8] { withUnsafeBytes(of: value.littleEndian, Array.init) }
-        let format = Array("fmt ".utf8) + le32(16) + [1, 0, 2, 0] + le32(44_100) + le32(176_400) + [4, 0, 16, 0]
+        let format = Array("fmt ".utf8) + le(UInt32(16)) + [1, 0, 2, 0] + le(UInt32(44_100)) + le(UInt32(176_400)) + [4, 0, 16, 0]
         for placeholder: UInt32 in [0x7FFF_F000, 0x7FFF_0000, 0x7FFF_FFFF, 0, 0xFFFF_FFFF] {
-            let wav = Array("RIFF".utf8) + le32(placeholder) + Array("WAVE".utf8) + format + Array("data".utf8) + le32(placeholder)
+            let wav = Array("RIFF".utf8) + le(placeholder) + Array("WAVE".utf8) + format + Array("data".utf8) + le(placeholder)
                 + [UInt8](repeating: 1, count: 1_000)
             #expect(ContainerLength.shortfall(head: wav, fileSize: Int64(wav.count)) == nil, "\(placeholder)")
         }
         let riffGUID: [UInt8] = [0x72, 0x69, 0x66, 0x66, 0x2E, 0x91, 0xCF, 0x11, 0xA5, 0xD6, 0x28, 0xDB, 0x04, 0xC1, 0x00, 0x00]
         let dataGUID: [UInt8] = Array("data".utf8) + [0xF3, 0xAC, 0xD3, 0x11, 0x8C, 0xD1, 0x00, 0xC0, 0x4F, 0x8E, 0xDB, 0x8A]
         for placeholder: UInt64 in [UInt64(Int64.max), UInt64.max, 0] {
-            let w64 = riffGUID + le64(placeholder) + [UInt8](repeating: 0, count: 16) + dataGUID + le64(placeholder)
+            let w64 = riffGUID + le(placeholder) + [UInt8](repeating: 0, count: 16) + dataGUID + le(placeholder)
                 + [UInt8](repeating: 1, count: 1_000)
             #expect(ContainerLength.shortfall(head: w64, fileSize: Int64(w64.count)) == nil, "\(placeholder)")
         }
         // A length written, and the file shorter: cut.
-        let w64 = riffGUID + le64(0) + [UInt8](repeating: 0, count: 16) + dataGUID + le64(24 + 5_000) + [UInt8](repeating: 1, count: 1_000)
+        let w64 = riffGUID + le(UInt64(0)) + [UInt8](repeating: 0, count: 16) + dataGUID + le(UInt64(24 + 5_000)) + [UInt8](repeating: 1, count: 1_000)
         #expect(ContainerLength.shortfall(head: w64, fileSize: Int64(w64.count))! == (5_000, 1_000))
     }
 
