@@ -156,11 +156,17 @@ enum ContainerLength {
     /// audio may run past the head).
     static func audioData(head: [UInt8], fileSize: Int64,
                           reading: ((Int, Int) -> [UInt8])? = nil) -> (announced: Int64?, present: Int64)? {
+        // Past the head, a chunk header's name and length come from one read (of up to 4 KiB).
+        var window: (offset: Int, bytes: [UInt8]) = (0, [])
         func bytes(_ offset: Int, _ count: Int) -> ArraySlice<UInt8>? {
             guard offset >= 0, offset <= Int(fileSize) - count else { return nil }
             if offset + count <= head.count { return head[offset..<offset + count] }
-            guard let read = reading?(offset, count), read.count == count else { return nil }
-            return read[...]
+            if offset < window.offset || offset + count > window.offset + window.bytes.count {
+                guard let reading else { return nil }
+                window = (offset, reading(offset, 4096))
+            }
+            guard offset + count <= window.offset + window.bytes.count else { return nil }
+            return window.bytes[(offset - window.offset)..<(offset - window.offset + count)]
         }
         func text(_ offset: Int, _ count: Int = 4) -> String? {
             bytes(offset, count).map { String(decoding: $0, as: UTF8.self) }

@@ -81,7 +81,7 @@ public final class SoundFile {
         library = try LibSndFile.get()
         var info = SF_INFO()
         let library = library
-        let handle = try Self.opened { library.open(path, Int32(SFM_READ), &info) }
+        let handle = try Self.opened(in: library) { library.open(path, Int32(SFM_READ), &info) }
         self.handle = handle
         self.info = info
         source = nil
@@ -103,7 +103,7 @@ public final class SoundFile {
         var info = SF_INFO()
         // libsndfile copies the functions; the source stays for as long as the handle.
         let library = library
-        let handle = try Self.opened { library.openVirtual(&io, Int32(SFM_READ), &info, Unmanaged.passUnretained(source).toOpaque()) }
+        let handle = try Self.opened(in: library) { library.openVirtual(&io, Int32(SFM_READ), &info, Unmanaged.passUnretained(source).toOpaque()) }
         self.handle = handle
         self.info = info
         self.source = source
@@ -118,11 +118,9 @@ public final class SoundFile {
     /// one libsndfile does not support.
     private static let opening = Mutex(())
 
-    /// The handle `open` returns, libsndfile's reason where it returns none,
+    /// The handle `open` returns, `library`'s reason where it returns none,
     /// both under `opening`.
-    private static func opened(_ open: () -> OpaquePointer?) throws(SoundFileError) -> OpaquePointer {
-        let library: LibSndFile
-        do { library = try LibSndFile.get() } catch { throw error }
+    private static func opened(in library: LibSndFile, _ open: () -> OpaquePointer?) throws(SoundFileError) -> OpaquePointer {
         // (A handle crosses the lock as its address: a pointer is not Sendable.)
         let result = opening.withLock { _ -> Result<UInt, SoundFileError> in
             guard let handle = open() else { return .failure(reported(by: nil, in: library)) }

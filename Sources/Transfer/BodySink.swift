@@ -682,12 +682,11 @@ final class FileSink: BodySink {
             if bytesHeld < Self.openingSize, opening != nil {
                 opening?.append(contentsOf: bytes.prefix(Self.openingSize - Int(bytesHeld)))
             }
-            // The last bytes: those kept go on only where these continue them.
-            if bytes.count >= Self.closingSize || closingEnd != bytesHeld {
-                closingBytes = Array(bytes.suffix(Self.closingSize))
-            } else {
-                closingBytes = Array((closingBytes + bytes).suffix(Self.closingSize))
-            }
+            // The last bytes: those kept go on only where these continue them. (In place: this
+            // runs at each of libcurl's writes, on the thread every body passes through.)
+            if bytes.count >= Self.closingSize || closingEnd != bytesHeld { closingBytes.removeAll(keepingCapacity: true) }
+            closingBytes.append(contentsOf: bytes.suffix(Self.closingSize))
+            if closingBytes.count > Self.closingSize { closingBytes.removeFirst(closingBytes.count - Self.closingSize) }
             bytesHeld += Int64(bytes.count)
             closingEnd = bytesHeld
             if (expectedTotal ?? .max) >= resumableThreshold { remember(bytes, endingAt: bytesHeld) }
