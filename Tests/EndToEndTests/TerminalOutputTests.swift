@@ -364,8 +364,10 @@ import TestSupport
     /// clears only its last row: every redraw left a row behind.
     /// `list` on a terminal fits each row to it, the middle of a long URL
     /// left out (its host and file name kept), and says how to see it
-    /// whole; through a pipe the URL is whole. So does `list --failed`.
-    @Test func aListOnANarrowTerminalKeepsEachItemOnOneRow() async throws {
+    /// whole; through a pipe the URL is whole. So does `list --failed` with
+    /// its URLs, and a reason too long for its row goes on under itself,
+    /// whole, in the reason's column.
+    @Test func aListOnANarrowTerminalKeepsEachURLOnOneRow() async throws {
         try await withOrigin { origin, directory in
             let path = "/albums/2026/bratislava/old-town/night/IMG_0042.jpg"
             origin.addResource(path, data: fixtureBytes(count: 3_000, seed: 8))
@@ -374,6 +376,8 @@ import TestSupport
             #expect(got.status == 0, "\(got.stderr)")
             let missing = origin.url(path.replacingOccurrences(of: "IMG_0042", with: "IMG_0043"))
             #expect(try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", missing]).status == 1)
+            let refused = try await BuiltProducts.run(["get", "--cache", cache, "--retries", "0", "http://127.0.0.1:1/night/IMG_0044.jpg"])
+            #expect(refused.status == 1 && refused.stderr.contains("Failed to connect to 127.0.0.1 port 1 "), "\(refused.stderr)")
 
             let session = "mf-\(UUID().uuidString.prefix(8))"
             let list = "\(BuiltProducts.mediafetch.path) list --cache \(cache)"
@@ -396,6 +400,15 @@ import TestSupport
             // And the failed URL, with its reason, on one row.
             let failure = try #require(rows.first { $0.contains("HTTP 404") }, "\(text)")
             #expect(failure.contains("…") && failure.hasSuffix("IMG_0043.jpg  HTTP 404 Not Found"), "\(text)")
+            // The refused connection's reason starts in the same column and goes on under it.
+            let reasonColumn = try #require(failure.range(of: "HTTP 404").map { failure.distance(from: failure.startIndex, to: $0.lowerBound) })
+            let first = try #require(rows.firstIndex { $0.contains("http://127.0.0.1:1/") && $0.contains("IMG_0044.jpg") }, "\(text)")
+            #expect(rows[first].dropFirst(reasonColumn).hasPrefix("Failed to connect"), "\(text)")
+            let under = rows[(first + 1)...].prefix { $0.prefix(reasonColumn).allSatisfy { $0 == " " } && $0.count > reasonColumn }
+            let reason = ([rows[first]] + under).map { String($0.dropFirst(reasonColumn)) }.joined(separator: " ")
+            #expect(under.count >= 2 && reason.hasPrefix("Failed to connect to 127.0.0.1 port 1 ")
+                    && reason.hasSuffix("Couldn't connect to server") && !reason.contains("…"), "\(text)")
+            #expect(rows.allSatisfy { DisplayText.displayWidth($0) <= 80 }, "\(text)")
         }
     }
 

@@ -175,15 +175,25 @@ import Transfer
         }
     }
 
-    /// A reason cut at its end leaves out a word it would split: "port 307…" read as port 307.
-    @Test func aReasonIsCutInWholeWords() {
+    /// A reason too long for its row is broken between words: no line is
+    /// wider than asked, no word is split that fits a line, and the words
+    /// come back as they were.
+    @Test func aReasonIsWrappedInWholeWords() {
         let reason = "Failed to connect to 127.0.2.1 port 30713 after 0 ms: Couldn't connect to server"
-        #expect(DisplayText.elidingEnd(reason, toWidth: 25, atWord: true) == "Failed to connect to…")
-        #expect(DisplayText.elidingEnd(reason, toWidth: 40, atWord: true) == "Failed to connect to 127.0.2.1 port…")
-        #expect(DisplayText.elidingEnd(reason, toWidth: 25) == "Failed to connect to 127…")
-        // A word longer than half the room is cut as it comes.
-        #expect(DisplayText.elidingEnd("HTTP 500 Internal_Server_Error_from_upstream", toWidth: 20, atWord: true) == "HTTP 500 Internal_S…")
-        #expect(DisplayText.elidingEnd(reason, toWidth: 200, atWord: true) == reason)
+        #expect(DisplayText.wrapped(reason, toWidth: 25)
+                == ["Failed to connect to", "127.0.2.1 port 30713", "after 0 ms: Couldn't", "connect to server"])
+        for width in 9...90 {
+            let lines = DisplayText.wrapped(reason, toWidth: width)
+            #expect(lines.allSatisfy { DisplayText.displayWidth($0) <= width && !$0.hasPrefix(" ") && !$0.hasSuffix(" ") })
+            #expect(lines.joined(separator: " ") == reason, "width \(width): \(lines)")
+        }
+        #expect(DisplayText.wrapped(reason, toWidth: 200) == [reason])
+        // A word longer than a line fills lines of its own; wide characters count two columns.
+        #expect(DisplayText.wrapped("HTTP 500 Internal_Server_Error_from_upstream", toWidth: 20)
+                == ["HTTP 500", "Internal_Server_Erro", "r_from_upstream"])
+        #expect(DisplayText.wrapped("東京の写真 ok", toWidth: 5) == ["東京", "の写", "真 ok"])
+        #expect(DisplayText.wrapped("東", toWidth: 1) == ["東"])
+        #expect(DisplayText.wrapped("", toWidth: 10).isEmpty && DisplayText.wrapped("   ", toWidth: 10).isEmpty)
     }
 
     /// A URL with a query keeps its path, the file's name with it, before
@@ -551,10 +561,12 @@ import Transfer
         #expect(rows[0].hasPrefix("FAILED AT") && rows[0].hasSuffix("REASON"))
     }
 
-    /// On a terminal, the URL column narrows to leave the reasons room, and
-    /// a URL that would still wrap its row loses its middle, a reason its end: the
-    /// demo's one failure took 83 columns, and wrapped at 80.
-    @Test func onATerminalEachFailureKeepsToOneRow() throws {
+    /// On a terminal, the URL column narrows to leave the reasons room, a
+    /// URL that would still wrap its row loses its middle, and a reason too
+    /// long for its row goes on under itself in its column, in whole words:
+    /// the demo's one failure took 83 columns, and wrapped at 80; cut at its
+    /// end, a reason read "Failed to connect…" and said nothing of why.
+    @Test func onATerminalAFailuresURLKeepsToItsRowAndItsReasonIsWhole() throws {
         let when = Date(timeIntervalSince1970: 1_795_000_000)
         let refused = "Failed to connect to 127.0.2.1 port 30713 after 0 ms: Couldn't connect to server (after 5 attempts)"
         let failures = [CatalogFailure(url: "http://127.0.0.1:38497/photos/missing.jpg", message: "HTTP 404 Not Found",
@@ -569,26 +581,29 @@ import Transfer
 
         let fitted = try table(columns: 80)
 
-        #expect(fitted.rows.count == 3)
         #expect(fitted.rows.allSatisfy { DisplayText.displayWidth($0) <= 80 }, "\(fitted.rows)")
         #expect(fitted.shortened == 2)
         // The URL column left the long reason a third of the row past the dates (20 columns):
         // the URLs keep their hosts and file names (at 40, the URLs had 20 and kept neither).
         #expect(fitted.rows[1].hasSuffix("  http://127.0.0.1:38497/…/missing.jpg  HTTP 404 Not Found"), "\(fitted.rows[1])")
-        #expect(fitted.rows[2].contains("  http://127.0.2.1:") && fitted.rows[2].contains(":30713/…IMG_0042.jpg  Failed to"),
+        #expect(fitted.rows[2].contains("  http://127.0.2.1:") && fitted.rows[2].contains(":30713/…IMG_0042.jpg  Failed to connect to"),
                 "\(fitted.rows[2])")
-        // The reason keeps its start (cut in its middle it read "Failed to co… server").
-        // In whole words: "Failed to connect to 127…" read as a host 127.
-        #expect(fitted.rows[2].hasSuffix("/…IMG_0042.jpg  Failed to connect…") && DisplayText.displayWidth(fitted.rows[2]) <= 80,
-                "\(fitted.rows[2])")
+        // The rest of the reason is on the rows under it, in the reason's column, and none of it is lost.
+        let reasonColumn = try #require(fitted.rows[1].range(of: "HTTP 404").map { fitted.rows[1].distance(from: fitted.rows[1].startIndex, to: $0.lowerBound) })
+        let under = Array(fitted.rows.dropFirst(3))
+        #expect(under.count >= 3 && under.allSatisfy { $0.prefix(reasonColumn).allSatisfy { $0 == " " } && $0.dropFirst(reasonColumn).first != " " },
+                "\(fitted.rows)")
+        #expect(([String(fitted.rows[2].dropFirst(reasonColumn))] + under.map { String($0.dropFirst(reasonColumn)) }).joined(separator: " ") == refused)
+        #expect(!fitted.rows.joined().contains("…  ") && !fitted.rows.joined().hasSuffix("…"))
         // The demo's one failure: the URL keeps its host and file name.
         var demo = ""
         try FailureFormatter.write({ visit in try visit(failures[0]) }, as: .table, columns: 80) { demo += $0 }
         let row = try #require(demo.split(separator: "\n").last.map(String.init))
         #expect(DisplayText.displayWidth(row) <= 80 && row.contains("  http://127.0.0.1:38497/…") && row.contains("/missing.jpg  HTTP 404"),
                 "\(row)")
-        // Wide enough: as without a terminal.
+        // Wide enough: as without a terminal, a row a failure.
         let whole = try table(columns: nil)
+        #expect(whole.rows.count == 3)
         #expect(try table(columns: 400).rows == whole.rows && whole.shortened == 0)
         #expect(whole.rows[2].hasSuffix(refused))
         // Too narrow to leave a URL and a reason 20 columns each (64 in all): whole,

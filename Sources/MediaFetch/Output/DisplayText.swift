@@ -130,17 +130,43 @@ public enum DisplayText {
     }
 
     /// `text` cut to at most `width` columns (one at least) by leaving out its
-    /// end for "…"; whole when it fits. `atWord`: a word the cut would split
-    /// is left out whole (`port 307…` read as port 307), unless that leaves
-    /// under half the columns.
-    public static func elidingEnd(_ text: String, toWidth width: Int, atWord: Bool = false) -> String {
+    /// end for "…"; whole when it fits.
+    public static func elidingEnd(_ text: String, toWidth width: Int) -> String {
         guard displayWidth(text) > width else { return text }
-        var kept = prefix(of: text, width: max(0, width - 1))
-        if atWord, let next = text.dropFirst(kept.count).first, !next.isWhitespace,
-           let space = kept.lastIndex(where: \.isWhitespace), displayWidth(String(kept[..<space])) * 2 >= width {
-            kept = Array(kept[..<space])
+        return String(prefix(of: text, width: max(0, width - 1))) + "…"
+    }
+
+    /// `text` in lines of at most `width` columns (one at least), broken
+    /// between words; a word wider than a line is broken where the line
+    /// ends. Runs of spaces between words become one. No line for empty text.
+    public static func wrapped(_ text: String, toWidth width: Int) -> [String] {
+        let width = max(1, width)
+        var lines: [String] = []
+        var line = ""
+        var used = 0
+        for word in text.split(separator: " ", omittingEmptySubsequences: true) {
+            var rest = Substring(word)
+            var wordWidth = displayWidth(String(rest))
+            if used > 0, used + 1 + wordWidth <= width {
+                line += " " + rest
+                used += 1 + wordWidth
+                continue
+            }
+            if used > 0 { lines.append(line) }
+            // A word longer than a line (a URL, a path) fills lines of its own.
+            while wordWidth > width {
+                let head = prefix(of: rest, width: width)
+                // A character wider than the line (东 in one column) goes alone rather than never.
+                let taken = max(1, head.count)
+                lines.append(String(rest.prefix(taken)))
+                rest = rest.dropFirst(taken)
+                wordWidth = displayWidth(String(rest))
+            }
+            line = String(rest)
+            used = wordWidth
         }
-        return String(kept) + "…"
+        if used > 0 { lines.append(line) }
+        return lines
     }
 
     /// The first of `characters` that take at most `width` columns together.

@@ -147,28 +147,30 @@ public struct EntryFormatter: Sendable {
     }
 
     /// Cuts `row`'s cell `column` to `widths[column]`, then its last cell as
-    /// `fittedLast` does, with `cuttingLast`; returns whether either was cut.
-    static func fitted(_ row: inout [String], cutting column: Int, widths: [Int], columns: Int,
-                       cuttingLast: (String, Int) -> String = { DisplayText.elidingMiddle($0, toWidth: $1) }) -> Bool {
+    /// `fittedLast` does; returns whether either was cut.
+    static func fitted(_ row: inout [String], cutting column: Int, widths: [Int], columns: Int) -> Bool {
         let cell = DisplayText.elidingMiddle(row[column], toWidth: widths[column])
         let cut = cell != row[column]
         row[column] = cell
-        return fittedLast(of: &row, widths: widths, columns: columns, cutting: cuttingLast) || cut
+        return fittedLast(of: &row, widths: widths, columns: columns) || cut
     }
 
-    /// Cuts `row`'s last cell so that the row fits a terminal `columns` wide
-    /// (a row as wide as the terminal does not wrap), by default its middle
-    /// (a title or URL); returns whether it did. Not where that leaves it under
+    /// Cuts the middle out of `row`'s last cell (a title or URL) so that the
+    /// row fits a terminal `columns` wide (a row as wide as the terminal does
+    /// not wrap); returns whether it did. Not where that leaves it under
     /// `leastFittedWidth` (a narrow terminal): it wraps whole.
-    static func fittedLast(of row: inout [String], widths: [Int], columns: Int,
-                           cutting: (String, Int) -> String = { DisplayText.elidingMiddle($0, toWidth: $1) }) -> Bool {
+    static func fittedLast(of row: inout [String], widths: [Int], columns: Int) -> Bool {
         guard let last = row.last else { return false }
-        // The padded cells (a long collection name runs past its width) and the two spaces after each.
-        let before = zip(row.dropLast(), widths).reduce(0) { $0 + max($1.1, DisplayText.displayWidth($1.0)) + 2 }
-        let room = columns - before
+        let room = columns - lastCellStart(of: row, widths: widths)
         guard room >= leastFittedWidth, DisplayText.displayWidth(last) > room else { return false }
-        row[row.count - 1] = cutting(last, room)
+        row[row.count - 1] = DisplayText.elidingMiddle(last, toWidth: room)
         return true
+    }
+
+    /// The column `row`'s last cell starts at: the padded cells before it (a
+    /// long collection name runs past its width) and the two spaces after each.
+    static func lastCellStart(of row: [String], widths: [Int]) -> Int {
+        zip(row.dropLast(), widths).reduce(0) { $0 + max($1.1, DisplayText.displayWidth($1.0)) + 2 }
     }
 
     /// On a terminal `columns` wide, narrows padded column `column` (not

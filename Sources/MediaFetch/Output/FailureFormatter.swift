@@ -27,9 +27,10 @@ public enum FailureFormatter {
     /// Writes the failures `forEach` goes through in `format` (see
     /// `EntryFormatter.write`: a table goes through them twice). `columns`,
     /// for a table on a terminal that wide, narrows the URL column to leave
-    /// the reasons room (`reasonRoom`, or the longest reason if shorter), and
-    /// cuts the middle out of the URLs, and the end off the reasons, that
-    /// would still make a row wrap. Returns how many rows were cut.
+    /// the reasons room (`reasonRoom`, or the longest reason if shorter),
+    /// cuts the middle out of the URLs that would still make a row wrap, and
+    /// goes on with a reason too long for its row in lines of its own under
+    /// it, in the reason's column. Returns how many URLs were cut.
     @discardableResult
     public static func write(_ forEach: (_ visit: (CatalogFailure) throws -> Void) throws -> Void,
                              as format: OutputFormat, columns: Int? = nil, pieceSize: Int = 64 << 10,
@@ -63,12 +64,23 @@ public enum FailureFormatter {
             try emit(TextTable.line(tableHeader, widths: widths, rightAligned: []) + "\n")
             try forEach { failure in
                 var row = tableRow(failure, dates: dates)
-                // A reason reads from its start ("Failed to co… server" read as nothing), in whole words.
-                if let fitting, EntryFormatter.fitted(&row, cutting: 1, widths: widths, columns: fitting,
-                                                      cuttingLast: { DisplayText.elidingEnd($0, toWidth: $1, atWord: true) }) {
-                    shortened += 1
+                var under: [String] = []
+                if let fitting {
+                    let url = row[1]
+                    row[1] = DisplayText.elidingMiddle(url, toWidth: widths[1])
+                    if row[1] != url { shortened += 1 }
+                    // A reason is what the list is read for: one too long for its row goes on
+                    // under itself, in whole words (cut at 80 columns, "Failed to connect…" and
+                    // "the server sent a…" said nothing of why).
+                    let start = EntryFormatter.lastCellStart(of: row, widths: widths)
+                    if fitting - start >= EntryFormatter.leastFittedWidth {
+                        let lines = DisplayText.wrapped(row[2], toWidth: fitting - start)
+                        row[2] = lines.first ?? ""
+                        under = lines.dropFirst().map { String(repeating: " ", count: start) + $0 }
+                    }
                 }
                 try emit(TextTable.line(row, widths: widths, rightAligned: []) + "\n")
+                for line in under { try emit(line + "\n") }
             }
         }
         try pieces.finish()
