@@ -48,6 +48,11 @@ public enum URLList {
         private var afterCarriageReturn = false
         /// A line too long to hold is being passed over up to its end.
         private var skipping: Skip?
+        /// The file's first bytes (`openingBytes` at most), line breaks and
+        /// all: UTF-16 whose first line is empty has no line long enough to
+        /// tell its byte order by (big-endian, its line 1 was one NUL).
+        private var opening: [UInt8] = []
+        static let openingBytes = 64
 
         /// What kind of line `skipping` passes over.
         private enum Skip {
@@ -67,6 +72,7 @@ public enum URLList {
 
         /// Reads the next block: LF, CR and CRLF each end a line.
         mutating func feed(_ bytes: ArraySlice<UInt8>) throws(InputError) {
+            if opening.count < Self.openingBytes { opening += bytes.prefix(Self.openingBytes - opening.count) }
             var start = bytes.startIndex
             if afterCarriageReturn, start < bytes.endIndex {
                 if bytes[start] == 0x0A { start += 1 }
@@ -161,15 +167,18 @@ public enum URLList {
                 return
             }
             // UTF-32 (three NULs in four bytes) before UTF-16 (one in two): the one byte of text in
-            // each unit. Line 1 opens the file: little-endian text, Windows', has it first.
-            for unit in [4, 2] where bytes.count >= 2 * unit {
-                let texts = (0..<unit).filter { offset in
-                    stride(from: bytes.startIndex + offset, to: bytes.endIndex, by: unit).contains { bytes[$0] != 0 }
+            // each unit. The file's opening first, then the line. Either from the file's start:
+            // little-endian text, Windows', has it first.
+            for (text, fromStart) in [(opening[...], true), (bytes, number == 1)] {
+                for unit in [4, 2] where text.count >= 2 * unit {
+                    let texts = (0..<unit).filter { offset in
+                        stride(from: text.startIndex + offset, to: text.endIndex, by: unit).contains { text[$0] != 0 }
+                    }
+                    guard texts.count == 1, let offset = texts.first else { continue }
+                    let order = fromStart && offset == unit - 1 ? "BE" : "LE"
+                    throw InputError(problems: ["\(source): UTF-\(unit * 8) text without a byte order mark, not UTF-8 "
+                        + "(iconv -f UTF-\(unit * 8)\(order) -t UTF-8 converts it)"])
                 }
-                guard texts.count == 1, let offset = texts.first else { continue }
-                let order = number == 1 && offset == unit - 1 ? "BE" : "LE"
-                throw InputError(problems: ["\(source): UTF-\(unit * 8) text without a byte order mark, not UTF-8 "
-                    + "(iconv -f UTF-\(unit * 8)\(order) -t UTF-8 converts it)"])
             }
             let pieces = bytes.split(separator: 0)
             // A NUL after each URL (not before the first: that is a file's junk).

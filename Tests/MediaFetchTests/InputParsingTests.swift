@@ -248,6 +248,20 @@ import TestSupport
             #expect(throws: InputError("\(path): UTF-16 text without a byte order mark, not UTF-8 (iconv -f UTF-16LE -t UTF-8 converts it)")) {
                 try URLList.read(path: path)
             }
+            // An empty first line leaves no line to tell the byte order by (big-endian,
+            // line 1 was one NUL, and called binary data): the file's opening tells it.
+            for (order, crlf) in [("BE", false), ("LE", false), ("BE", true), ("LE", true)] {
+                let text = crlf ? "\r\nhttp://a/1.jpg\r\n" : "\nhttp://a/1.jpg\n"
+                let units: [UInt8] = Array(text.utf8).flatMap { order == "BE" ? [UInt8(0), $0] : [$0, UInt8(0)] }
+                try Data(units).write(to: URL(fileURLWithPath: path))
+                #expect(throws: InputError("\(path): UTF-16 text without a byte order mark, not UTF-8 (iconv -f UTF-16\(order) -t UTF-8 converts it)")) {
+                    try URLList.read(path: path)
+                }
+            }
+            try Data(Array("\n\nhttp://a/1.jpg\n".utf8).flatMap { [0, 0, 0, $0] }).write(to: URL(fileURLWithPath: path))
+            #expect(throws: InputError("\(path): UTF-32 text without a byte order mark, not UTF-8 (iconv -f UTF-32BE -t UTF-8 converts it)")) {
+                try URLList.read(path: path)
+            }
             // UTF-32 is not called UTF-16: its iconv would leave NULs in.
             let utf32: [UInt8] = Array("http://a/1.jpg\n".utf8).flatMap { [0, 0, 0, $0] }
             try Data(utf32).write(to: URL(fileURLWithPath: path))
