@@ -598,12 +598,16 @@ public final class TransferEngine: Sendable {
         }
     }
 
-    /// A redirect's target as messages name it: without its query (a signed
-    /// CDN link holds a token) or password, and cut (a server's `Location`
-    /// of 30,000 characters made a failure line of that length).
+    /// A redirect's target as messages name it: its query (a signed CDN
+    /// link holds a token) as `?…`, so that it is seen to have one (a 403
+    /// of an expired link read as one of the bare path), without its
+    /// password, and cut (a server's `Location` of 30,000 characters made a
+    /// failure line of that length).
     public static func shownRedirectTarget(_ url: String) -> String {
+        let path = url.prefix { $0 != "?" }
         // The password goes first: cut, a long host lost the `@` that marks it.
-        URLPassword.replaced(in: String(url.prefix { $0 != "?" }), with: "***").cut(toScalars: 300)
+        let shown = URLPassword.replaced(in: String(path), with: "***").cut(toScalars: 300)
+        return path.endIndex < url.endIndex ? shown + "?…" : shown
     }
 
     /// How many more times than it has retries a URL may be turned away, for
