@@ -82,7 +82,7 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "MediaFetchTests", dependencies: [
-            "MediaFetch", "MediaCheck", "TestOrigin", "TestSupport", "URLText",
+            "MediaFetch", "MediaCheck", "SampleMedia", "TestOrigin", "TestSupport", "URLText",
             // A second catalog writer that holds the lock, as another process would.
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),

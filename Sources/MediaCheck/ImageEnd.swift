@@ -3,8 +3,8 @@
 /// length that fell short of the file) still opens, and shows its top
 /// rows over grey, but is no whole photo; and its URL would never be
 /// fetched again. JPEG ends with an end-of-image marker, PNG with an
-/// `IEND` chunk, GIF with its trailer byte, WebP and HEIF or AVIF where
-/// their headers and boxes say.
+/// `IEND` chunk, GIF with its trailer byte, WebP, BMP, and HEIF or AVIF
+/// where their headers and boxes say.
 ///
 /// A whole file is known by its last bytes, kept as they arrived, so it
 /// costs no read; only a file that ends otherwise (cut short, or with
@@ -16,7 +16,7 @@ public enum ImageEnd {
     /// What the bytes known of an image say of its end, without reading it.
     public enum Verdict: Equatable, Sendable {
         /// It ends as its format has it, or its format's end is not checked
-        /// (TIFF, BMP, JPEG XL, or no image at all).
+        /// (TIFF, JPEG XL, or no image at all).
         case whole
         /// It is cut short, in a few words ("its header announces…").
         case cutShort(String)
@@ -45,8 +45,45 @@ public enum ImageEnd {
             return announced > size ? .cutShort("its header announces \(announced) bytes, \(size) are there") : .whole
         case "heif", "avif":
             return .needsWalk
+        case "bmp":
+            return bmpPixelsEnd(opening: opening).map { $0 > size ? .cutShort("its header announces \($0) bytes, \(size) are there") : .whole }
+                ?? .whole
         default:
             return .whole
+        }
+    }
+
+    /// Where a BMP's pixels end by the header in its `opening` (a 40-byte
+    /// header or a later one): from the offset its file header gives, a
+    /// row of the width's pixels, padded to 4 bytes, for each row of its
+    /// height, uncompressed (the last row's padding not counted: some
+    /// writers leave it out); compressed (RLE, or a JPEG or PNG inside),
+    /// the image size its header gives. Nil where the header is not as the
+    /// format has it, or gives no size: not judged. A file that ends inside
+    /// its header ends before its pixels' first byte.
+    static func bmpPixelsEnd(opening: [UInt8]) -> Int64? {
+        func number(_ offset: Int, _ count: Int) -> Int64? {
+            guard offset + count <= opening.count else { return nil }
+            return opening[offset..<offset + count].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        }
+        guard let headerSize = number(14, 4), headerSize >= 40, headerSize <= 1024 else { return nil }
+        guard let offset = number(10, 4), let width = number(18, 4), let rawHeight = number(22, 4), let planes = number(26, 2),
+              let bits = number(28, 2), let compression = number(30, 4), let imageSize = number(34, 4) else {
+            // Cut inside its header: its pixels begin after it at the least.
+            return 14 + headerSize
+        }
+        // The height is signed: negative for rows stored top to bottom.
+        let height = rawHeight >= 1 << 31 ? (1 << 32) - rawHeight : rawHeight
+        guard planes == 1, [1, 2, 4, 8, 16, 24, 32, 64].contains(bits), (1...1 << 20).contains(width), (1...1 << 20).contains(height),
+              offset >= 14 + headerSize else { return nil }
+        switch compression {
+        case 0, 3, 6:
+            let row = (width * bits + 31) / 32 * 4
+            return offset + row * (height - 1) + (width * bits + 7) / 8
+        case 1, 2, 4, 5:
+            return imageSize > 0 ? offset + imageSize : nil
+        default:
+            return nil
         }
     }
 

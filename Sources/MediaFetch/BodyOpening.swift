@@ -248,6 +248,7 @@ enum BodyOpening {
         Array("DSD ".utf8) + [0x1C, 0x00], Array("FRM8".utf8) + [0x00], Array("MPCKSH".utf8), // DSF, DSDIFF, Musepack SV8
         Array("TTA1".utf8) + [0x01, 0x00], Array("TTA1".utf8) + [0x02, 0x00], // TTA (its format: 1 or 2)
         Array("IIRO".utf8) + [0x08, 0x00], Array("IIRS".utf8) + [0x08, 0x00], [0x49, 0x49, 0x55, 0x00], // Olympus and Panasonic raw
+        [0x49, 0x49, 0x2B, 0x00], [0x4D, 0x4D, 0x00, 0x2B], [0xFF, 0x4F, 0xFF, 0x51], // BigTIFF, a JPEG 2000 codestream
     ]
 
     /// `bytes` without the start of a UTF-8 character that the end of the

@@ -1,5 +1,6 @@
 import ContentStore
 import Transfer
+import MediaCheck
 import Foundation
 import URLText
 
@@ -38,17 +39,57 @@ enum PageInsteadOfMedia {
     /// A URL that names no media but was redirected to one that does
     /// (`/dl/3` to `/files/3.jpg`) asks for that media: a sign-in page sent
     /// there was stored as the item, and the URL was cached for good.
+    /// Where a URL names no media, a type that does (`image/jpeg` for
+    /// `/img/123`) asks for it: a sign-in page so labelled was stored as the
+    /// item, and the URL was cached for good.
+    /// A body whose type names a photo format known by its first bytes
+    /// (`image/jpeg`, `image/png`…), at a URL that names no other media, that
+    /// opens as no image, nor as other media (a video sent for a `.gif`),
+    /// nor as text (see above), is "data of no image format": zeros sent as
+    /// a JPEG were stored, the URL cached for good. (Bytes sent as
+    /// `application/octet-stream` or another type claim no image: stored.)
     static func reason(contentType: String?, contentEncoding: String? = nil, url: String, redirectedTo: String? = nil,
                        kind: ItemKind, size: Int64, opening: () -> [UInt8]) -> String? {
+        let type = mediaType(contentType)
         let asked = expectedMedia(url: url, kind: kind)
         let media = asked ?? redirectedTo.flatMap { expectedMedia(url: $0, kind: kind) }
-        return refusal(contentType: contentType, contentEncoding: contentEncoding, expected: media, mediaNamed: media != nil,
-                       size: size, opening: opening).map {
-            // The target named only where it named the media.
-            let named = asked == nil ? redirectedTo.map { " (redirected to \(TransferEngine.shownRedirectTarget($0)))" } ?? "" : ""
-            return "the server sent \($0.what) (\($0.type)\($0.how), \(ByteSize.format(size))) where \($0.expected) was asked for\(named); not stored"
+        guard let expected = media ?? type.flatMap(mediaItNames) else { return nil }
+        // The target named only where it named the media.
+        let named = asked == nil && media != nil ? redirectedTo.map { " (redirected to \(TransferEngine.shownRedirectTarget($0)))" } ?? "" : ""
+        let whereAsked = (media != nil ? "where \(expected) was asked for" : "where its type names \(expected)") + named
+        if let refused = refusal(contentType: contentType, contentEncoding: contentEncoding, expected: expected, mediaNamed: true,
+                                 size: size, opening: opening) {
+            return "the server sent \(refused.what) (\(refused.type)\(refused.how), \(ByteSize.format(size))) \(whereAsked); not stored"
         }
+        let namedExtension = mediaExtension(of: url) ?? redirectedTo.flatMap(mediaExtension(of:))
+        guard kind != .sound, let type, photoTypesKnownByTheirBytes.contains(type),
+              namedExtension.map(photoExtensionsKnownByTheirBytes.contains) ?? true else { return nil }
+        let bytes = opening()
+        guard !bytes.isEmpty, MediaSignature.image(bytes) == nil, !BodyOpening.opensWithAMediaSignature(bytes),
+              !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else { return nil }
+        return "the server sent data of no image format (\(type), \(ByteSize.format(size))) \(whereAsked); not stored"
     }
+
+    /// What a media type asks for, as errors name it: "an image" for
+    /// `image/*`, "a sound" for `audio/*`, "a video" for `video/*`; nil for others.
+    private static func mediaItNames(_ type: String) -> String? {
+        if type.hasPrefix("image/") { return "an image" }
+        if type.hasPrefix("audio/") { return "a sound" }
+        if type.hasPrefix("video/") { return "a video" }
+        return nil
+    }
+
+    /// The extensions of photo formats that `MediaSignature.image` knows by
+    /// their first bytes (a BMP or TIFF of another kind, BigTIFF, by
+    /// `BodyOpening.opensWithAMediaSignature`).
+    static let photoExtensionsKnownByTheirBytes: Set<String> = [
+        "jpg", "jpeg", "jpe", "jfif", "png", "gif", "webp", "avif", "heic", "heif", "bmp", "tif", "tiff", "jxl",
+    ]
+    /// The types of those formats.
+    static let photoTypesKnownByTheirBytes: Set<String> = [
+        "image/jpeg", "image/jpg", "image/pjpeg", "image/png", "image/gif", "image/webp", "image/avif", "image/heic",
+        "image/heif", "image/bmp", "image/x-bmp", "image/x-ms-bmp", "image/tiff", "image/jxl",
+    ]
 
     /// Why a whole new body (a 200) that answered a resume is not the file
     /// and must not replace the part already fetched, from its type and its

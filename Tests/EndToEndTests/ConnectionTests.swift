@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SampleMedia
 import Synchronization
 import Testing
 import TestOrigin
@@ -255,7 +256,7 @@ private enum LoopbackSocket {
     @Test(.enabled(if: HTTP2Origin.nginx != nil && TLSFixtures.python != nil, "needs nginx and python3 for the HTTPS origin"))
     func aFileRedirectedFromHTTPSToPlainHTTPIsSaidToBe() async throws {
         try await withOrigin { backend, directory in
-            backend.addResource("/plain/photo.jpg", data: fixtureBytes(count: 5_000, seed: 720), contentType: "image/jpeg")
+            backend.addResource("/plain/photo.jpg", data: SamplePhotos.photo(720), contentType: "image/jpeg")
             let origin = try await HTTP2Origin(files: 1, bytes: 20_000, seed: 721, proxiedPort: backend.port, in: directory)
 
             let result = try await BuiltProducts.run(["get", "--cache", directory.appending("cache"), "--cacert", TLSFixtures.caCertificates,

@@ -1028,4 +1028,38 @@ import TestSupport
         // Formats whose end is not checked.
         #expect(try shortfall("tiff", [0x49, 0x49, 0x2A, 0x00, 1, 2]) == nil)
     }
+
+    /// A BMP's pixels end where its header says: rows of the width's
+    /// pixels padded to 4 bytes, from the offset its file header gives
+    /// (the last row's padding may be left out); compressed, the image
+    /// size its header gives. A BMP cut short was stored as a photo.
+    @Test func aBMPShorterThanItsHeaderSaysIsCutShort() throws {
+        func le(_ value: Int, _ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        func bmp(width: Int, height: Int, bits: Int, compression: Int = 0, imageSize: Int = 0, offset: Int = 54, pixels: Int) -> [UInt8] {
+            Array("BM".utf8) + le(offset + pixels, 4) + [0, 0, 0, 0] + le(offset, 4)
+                + le(40, 4) + le(width, 4) + le(height, 4) + le(1, 2) + le(bits, 2) + le(compression, 4) + le(imageSize, 4)
+                + [UInt8](repeating: 0, count: 16) + [UInt8](repeating: 0x55, count: offset - 54 + pixels)
+        }
+        // 10 × 5 pixels of 24 bits: rows of 30 bytes padded to 32.
+        let whole = bmp(width: 10, height: 5, bits: 24, pixels: 160)
+        #expect(MediaSignature.image(whole) == "bmp")
+        #expect(try shortfall("bmp", whole) == nil)
+        #expect(try shortfall("bmp", Array(whole.dropLast(2))) == nil)
+        #expect(try shortfall("bmp", Array(whole.dropLast(3))) == "its header announces 212 bytes, 211 are there")
+        #expect(try shortfall("bmp", Array(whole.prefix(100))) == "its header announces 212 bytes, 100 are there")
+        // Cut inside its header: its pixels come after it.
+        #expect(try shortfall("bmp", Array(whole.prefix(30))) == "its header announces 54 bytes, 30 are there")
+        // Rows stored top to bottom (a negative height).
+        let topDown = bmp(width: 10, height: -5, bits: 24, pixels: 160)
+        #expect(try shortfall("bmp", topDown) == nil)
+        #expect(try shortfall("bmp", Array(topDown.prefix(150))) == "its header announces 212 bytes, 150 are there")
+        // RLE with a palette: the image size the header gives.
+        let rle = bmp(width: 100, height: 100, bits: 8, compression: 1, imageSize: 500, offset: 1078, pixels: 500)
+        #expect(try shortfall("bmp", rle) == nil)
+        #expect(try shortfall("bmp", Array(rle.prefix(1_200))) == "its header announces 1578 bytes, 1200 are there")
+        // No size given, or a header out of the format's ranges: not judged.
+        #expect(try shortfall("bmp", Array(bmp(width: 100, height: 100, bits: 8, compression: 1, offset: 1078, pixels: 500).prefix(1_200))) == nil)
+        #expect(try shortfall("bmp", Array(bmp(width: 10, height: 5, bits: 7, pixels: 160).prefix(100))) == nil)
+        #expect(try shortfall("bmp", Array(bmp(width: 0, height: 5, bits: 24, pixels: 160).prefix(100))) == nil)
+    }
 }

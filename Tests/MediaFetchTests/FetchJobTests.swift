@@ -1,6 +1,7 @@
 @testable import ContentStore
 import Foundation
 import GRDB
+import SampleMedia
 import Testing
 import TestOrigin
 import TestSupport
@@ -454,6 +455,49 @@ import Transfer
         }
     }
 
+    /// A body whose type names an image it is not is refused: a sign-in
+    /// page labelled image/jpeg at a URL that names no media, zeros sent as
+    /// a JPEG, random bytes sent as a PNG were stored with exit 0, and their
+    /// URLs counted as cached for good. A real photo so labelled is stored;
+    /// so are bytes whose type claims no image, other media labelled an
+    /// image (a video for a `.gif`), and a page at a URL and type that name
+    /// no media.
+    @Test func bytesLabelledAnImageTheyAreNotAreRefused() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/img/123", data: Data("<!DOCTYPE html><html><body>Please sign in</body></html>".utf8),
+                               contentType: "image/jpeg")
+            origin.addResource("/pin/zeros.jpg", data: Data(count: 5_000), contentType: "image/jpeg")
+            origin.addResource("/img/9", data: fixtureBytes(count: 4_000, seed: 970), contentType: "image/png")
+            let photo = SamplePhotos.photo(971)
+            origin.addResource("/img/5", data: photo, contentType: "image/jpeg")
+            origin.addResource("/r.jpg", data: fixtureBytes(count: 4_000, seed: 972))
+            let clip = Data([0, 0, 0, 0x18]) + Data("ftypmp42".utf8) + fixtureBytes(count: 4_000, seed: 973)
+            origin.addResource("/clip.gif", data: clip, contentType: "image/gif")
+            origin.addResource("/feed", data: Data("<html><body>news</body></html>".utf8), contentType: "text/html")
+            let paths = ["/img/123", "/pin/zeros.jpg", "/img/9", "/img/5", "/r.jpg", "/clip.gif", "/feed"]
+            let items = paths.map { FetchItem(url: origin.url($0), collection: "pins") }
+            let root = directory.appending("cache")
+
+            let report = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+
+            let reasons = Dictionary(uniqueKeysWithValues: report.failures.map { ($0.url, $0.message) })
+            #expect(reasons == [
+                origin.url("/img/123"): "the server sent a web page (image/jpeg, 55 B) where its type names an image; not stored",
+                origin.url("/pin/zeros.jpg"): "the server sent data of no image format (image/jpeg, 4.9 KiB) where a .jpg file was asked for; not stored",
+                origin.url("/img/9"): "the server sent data of no image format (image/png, 3.9 KiB) where its type names an image; not stored",
+            ])
+            let entries = try MediaCache(root: root).catalog.entries(collection: "pins")
+            #expect(Dictionary(uniqueKeysWithValues: entries.map { ($0.url, $0.kind) }) == [
+                origin.url("/img/5"): .photo, origin.url("/r.jpg"): .file, origin.url("/clip.gif"): .file, origin.url("/feed"): .file,
+            ])
+            #expect(try objectPaths(inCache: root).count == 4)
+            // Not cached: the next run asks again.
+            let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+            #expect(again.failed == 3 && again.skipped == 4)
+            #expect(origin.requests(for: "/pin/zeros.jpg").count == 2)
+        }
+    }
+
     /// An error page in Latin-1 or Shift_JIS, and a login page gzipped
     /// unasked and sent as bytes, are refused where media was asked for:
     /// each was stored as the photo or sound.
@@ -489,7 +533,7 @@ import Transfer
     /// behind the same kind of link is stored.
     @Test func aPageBehindARedirectToAMediaNameIsRefused() async throws {
         try await withOrigin { origin, directory in
-            let photo = fixtureBytes(count: 3000, seed: 961)
+            let photo = SamplePhotos.photo(961)
             origin.addResource("/files/4.jpg", data: photo, contentType: "image/jpeg")
             origin.addResource("/files/3.jpg", data: Data("<!doctype html><html><body>Sign in</body></html>".utf8),
                                contentType: "text/html")

@@ -146,7 +146,12 @@ import URLText
         }
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/a.jpg", kind: .photo, size: 60,
                                           opening: { [0xFF, 0xD8, 0xFF, 0xE0, 0x3C, 0x68] }) == nil)
-        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/page", kind: .file, size: 60, opening: { page }) == nil)
+        // At a URL that names no media, the type asks for it: a sign-in page labelled image/jpeg was stored as the item.
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/page", kind: .file, size: 60, opening: { page })
+                == "the server sent a web page (image/jpeg, 60 B) where its type names an image; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "video/mp4", url: "https://h/watch?v=1", kind: .file, size: 60, opening: { page })
+                == "the server sent a web page (video/mp4, 60 B) where its type names a video; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "https://h/page", kind: .file, size: 60, opening: { page }) == nil)
     }
 
     /// Words labelled as the media they stand for (a proxy's error that
@@ -162,8 +167,10 @@ import URLText
         #expect(refusal("image/svg+xml", "<svg xmlns=\"http://www.w3.org/2000/svg\"/>") == nil)
         #expect(refusal("image/x-portable-pixmap", "P3\n2 1\n255\n255 0 0 0 0 255\n") == nil)
         #expect(refusal("image/x-xpixmap", "/* XPM */\nstatic char *x[] = {") == nil)
-        // At a URL that names no media, it is stored.
-        #expect(refusal("image/jpeg", "403 Forbidden", url: "https://h/media/9") == nil)
+        // At a URL that names no media, the type asks for the image.
+        #expect(refusal("image/jpeg", "403 Forbidden", url: "https://h/media/9")
+                == "the server sent text (image/jpeg, 13 B) where its type names an image; not stored")
+        #expect(refusal("application/octet-stream", "403 Forbidden", url: "https://h/media/9") == nil)
     }
 
     /// A page or text that names a coding (mediafetch asks for none) is
@@ -198,7 +205,10 @@ import URLText
             #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
                                               size: 83, opening: { jpeg }) == nil, "\(type)")
         }
+        // At a URL that names no media, so does a type of media: a photo compressed is no photo there either.
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a", kind: .file,
+                                          size: 83, opening: { deflated }) == "the server sent compressed data (image/jpeg, 83 B) where its type names an image; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", contentEncoding: "gzip", url: "https://h/a", kind: .file,
                                           size: 83, opening: { deflated }) == nil)
         // Raw deflate and brotli have no bytes of their own: under a coding named,
         // bytes that open as no media are taken for compressed (such a photo was stored).
@@ -210,11 +220,14 @@ import URLText
                                                   size: 83, opening: { opening })
                         == "the server sent compressed data (\(type), 83 B) where a .jpg file was asked for; not stored", "\(coding) \(type)")
             }
-            #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: coding, url: "https://h/a", kind: .file,
+            #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", contentEncoding: coding, url: "https://h/a", kind: .file,
                                               size: 83, opening: { opening }) == nil)
         }
-        // Without a coding named, such bytes say nothing (a format without a signature of its own).
+        // Without a coding named, such bytes are not taken for compressed (a format without a signature
+        // of its own), but labelled a JPEG they are no image; labelled nothing, they may be any file.
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/a.jpg", kind: .file,
+                                          size: 83, opening: { brotli }) == "the server sent data of no image format (image/jpeg, 83 B) where a .jpg file was asked for; not stored")
+        #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", url: "https://h/a.jpg", kind: .file,
                                           size: 83, opening: { brotli }) == nil)
         // PHP's `Content-Encoding: none` names no coding: a real photo labelled text/plain is the photo.
         #expect(PageInsteadOfMedia.reason(contentType: "text/plain", contentEncoding: "none", url: "https://h/a.jpg", kind: .file,
@@ -402,8 +415,9 @@ import URLText
                         "\(type) \(bigEndian)")
             }
         }
-        // A file whose first bytes are an ASCII character and a zero is no page for that.
-        #expect(refusal("image/bmp", Array("B".utf8) + [0x00, 0x4D, 0x00, 0x00, 0x00, 0x00, 0x00]) == nil)
+        // A file whose first bytes are an ASCII character and a zero is no page for that (nor a BMP).
+        #expect(refusal("image/bmp", Array("B".utf8) + [0x00, 0x4D, 0x00, 0x00, 0x00, 0x00, 0x00])?
+            .hasPrefix("the server sent data of no image format (image/bmp") == true)
         // An SVG is an image: labelled one, it is not refused as text, wherever it is.
         let svg = Array("<?xml version=\"1.0\"?><svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8)
         #expect(refusal("image/svg+xml", svg) == nil)
@@ -635,12 +649,13 @@ import URLText
         _ = PageInsteadOfMedia.reason(contentType: "application/pdf", url: "http://h/a.jpg", kind: .photo, size: 1, opening: opening)
         _ = PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/page", kind: .file, size: 1, opening: opening)
         _ = PageInsteadOfMedia.reason(contentType: nil, url: "http://h/page.bin", kind: .file, size: 1, opening: opening)
-        _ = PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/page.bin", kind: .file, size: 1, opening: opening)
+        _ = PageInsteadOfMedia.reason(contentType: "application/octet-stream", url: "http://h/page.bin", kind: .file, size: 1, opening: opening)
         #expect(reads == 0)
         #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "http://h/a.jpg", kind: .file, size: 1, opening: opening) != nil)
-        // Media labelled media is looked at too: an HTML page may come so.
+        // Media labelled media is looked at too: an HTML page may come so, at a URL that names no media as well.
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/a.jpg", kind: .file, size: 1, opening: opening) != nil)
-        #expect(reads == 2)
+        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "http://h/page.bin", kind: .file, size: 1, opening: opening) != nil)
+        #expect(reads == 3)
     }
 }
 
