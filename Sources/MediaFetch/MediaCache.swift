@@ -141,6 +141,11 @@ public final class MediaCache: Sendable {
     /// a new one would forget them all.
     static func newCatalogRefusal(readingOnly: Bool, catalogPath: String, objectsDirectory: String) -> String? {
         if holdsObjects(objectsDirectory) {
+            // Empty without a log: as `get` finds it (see `emptiedCatalog`), not a copy without its log.
+            if readingOnly, isEmptyWithoutALog(catalogPath) {
+                return "it is empty, but objects/ holds files: its making was cut off, or it was emptied; restore it with "
+                    + "its log (catalog.sqlite-wal) from a copy (or run get to start a new catalog: \(objectsFoundAgain))"
+            }
             let newCatalog = "catalog.sqlite away to start a new catalog: \(objectsFoundAgain)"
             if case .damaged(let bytes) = Catalog.writeAheadLogState(of: catalogPath) {
                 return "it holds no catalog, but objects/ holds files: its write-ahead log (catalog.sqlite-wal, "
@@ -160,6 +165,27 @@ public final class MediaCache: Sendable {
         guard holdsObjects(ObjectStore.objectsDirectory(root: root)) else { return nil }
         return "no catalog at \(catalogPath(root: root)), but objects/ holds files: it was removed or moved; restore it "
             + "with its log (catalog.sqlite-wal) from a copy (or run get to start a new catalog: \(objectsFoundAgain))"
+    }
+
+    /// What `get` says as it starts a new catalog in the cache at `root`
+    /// over a catalog file that is empty, without a log, where objects/
+    /// holds files: its making was cut off (the downloads begin while it is
+    /// made) or it was emptied, and the rows of what was stored before are
+    /// gone. Nil otherwise. (An empty file beside a log that holds commits
+    /// is refused: see `damageBeforeOpening`.)
+    public static func emptiedCatalog(root: String) -> String? {
+        let path = catalogPath(root: root)
+        guard isEmptyWithoutALog(path), holdsObjects(ObjectStore.objectsDirectory(root: root)) else { return nil }
+        return "\(path) is empty, but objects/ holds files (its making was cut off, or it was emptied): a new catalog "
+            + "is started, and \(objectsFoundAgain)"
+    }
+
+    /// Whether the file at `catalogPath` is empty, with no log beside it or an empty one.
+    private static func isEmptyWithoutALog(_ catalogPath: String) -> Bool {
+        var main = stat()
+        var log = stat()
+        guard stat(catalogPath, &main) == 0, main.st_mode & S_IFMT == S_IFREG, main.st_size == 0 else { return false }
+        return stat(Catalog.writeAheadLog(of: catalogPath), &log) != 0 || log.st_size == 0
     }
 
     /// What becomes of the objects of a lost catalog when a new one is started.

@@ -66,6 +66,8 @@ struct CacheOptions: ParsableArguments {
         // A run from another directory than usual made a new ./Cache without a word: said.
         let newDefault = !mustExist && MediaCache.namedRoot(explicit: cache) == nil
             && !FileManager.default.fileExists(atPath: root + "/catalog.sqlite")
+        // Said before it is made, as `list` says it: the rows of what was stored are gone.
+        if !mustExist, let emptied = MediaCache.emptiedCatalog(root: root) { Terminal.notice(emptied, progress: progress ?? .auto) }
         do {
             let cache = try MediaCache(root: root, readingOnly: mustExist) {
                 // A silent minute would look like a hang: another program holds the catalog.

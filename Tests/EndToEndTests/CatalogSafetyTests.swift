@@ -155,6 +155,39 @@ import TestSupport
         }
     }
 
+    /// An empty catalog without a log, where objects/ holds files, is what
+    /// a run cut off while its catalog was made leaves (the downloads begin
+    /// meanwhile), and what emptying it leaves: `list` and `stats` say so
+    /// and what `get` does, and `get` starts a new catalog saying so (it did
+    /// without a word, and `list` had said the log was not copied with it).
+    @Test func anEmptyCatalogWithoutALogIsSaidToBeSoAndGetStartsANewOne() async throws {
+        try await withOrigin { origin, directory in
+            let cache = try await cacheWithOnePhoto(origin, directory)
+            origin.addResource("/b.jpg", data: fixtureBytes(count: 4_000, seed: 62))
+            #expect(try await BuiltProducts.run(["get", "--cache", cache, origin.url("/b.jpg")]).status == 0)
+            for name in ["catalog.sqlite-wal", "catalog.sqlite-shm"] { try? FileManager.default.removeItem(atPath: "\(cache)/\(name)") }
+            try Data().write(to: URL(fileURLWithPath: cache + "/catalog.sqlite"))
+
+            for command in ["list", "stats"] {
+                let result = try await BuiltProducts.run([command, "--cache", cache])
+                #expect(result.status == 3 && result.stderrLines.count == 1, "\(command): \(result.stderr)")
+                #expect(result.stderr.contains("it is empty, but objects/ holds files: its making was cut off, or it was emptied; "
+                    + "restore it with its log (catalog.sqlite-wal) from a copy (or run get to start a new catalog: "
+                    + "the objects are found again as their URLs are fetched)"), "\(command): \(result.stderr)")
+                #expect(contents(cache + "/catalog.sqlite")?.isEmpty == true)
+            }
+            let got = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "none", origin.url("/a.jpg")])
+            #expect(got.status == 0, "\(got.stderr)")
+            #expect(got.stderrLines == ["mediafetch: note: \(cache)/catalog.sqlite is empty, but objects/ holds files (its making was "
+                + "cut off, or it was emptied): a new catalog is started, and the objects are found again as their URLs are fetched"])
+            let listed = try await BuiltProducts.run(["list", "--cache", cache, "--format", "csv"])
+            #expect(listed.status == 0 && listed.stdout.split(separator: "\n").count == 2, "\(listed.stdout)")
+            // Said once: the next run finds a catalog.
+            let again = try await BuiltProducts.run(["get", "--cache", cache, "--progress", "none", origin.url("/b.jpg")])
+            #expect(again.status == 0 && again.stderr.isEmpty, "\(again.stderr)")
+        }
+    }
+
     @Test func anotherProgramsDatabaseIsNotMadeACatalog() async throws {
         try await withOrigin { origin, directory in
             let cache = try await cacheWithOnePhoto(origin, directory)
