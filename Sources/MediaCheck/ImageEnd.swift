@@ -74,8 +74,9 @@ public enum ImageEnd {
         }
         // The height is signed: negative for rows stored top to bottom.
         let height = rawHeight >= 1 << 31 ? (1 << 32) - rawHeight : rawHeight
-        guard planes == 1, [1, 2, 4, 8, 16, 24, 32, 64].contains(bits), (1...1 << 20).contains(width), (1...1 << 20).contains(height),
-              offset >= 14 + headerSize else { return nil }
+        // (A JPEG or PNG inside, compression 4 or 5, has 0 bits a pixel.)
+        guard planes == 1, [1, 2, 4, 8, 16, 24, 32, 64].contains(bits) || bits == 0 && [4, 5].contains(compression),
+              (1...1 << 20).contains(width), (1...1 << 20).contains(height), offset >= 14 + headerSize else { return nil }
         switch compression {
         case 0, 3, 6:
             let row = (width * bits + 31) / 32 * 4

@@ -11,8 +11,9 @@ import URLText
 /// such page stood for three `.jpg` URLs, de-duplicated.
 ///
 /// Only where the item says what it is: a photo or a sound, or a URL whose
-/// file name ends in a media extension. A URL that names no media (`/page`,
-/// `/index.html`) may be a page, and is stored as it comes.
+/// file name ends in a media extension, or a URL that names no media sent
+/// with a type of image. A URL and a type that name no image, sound or
+/// video (`/page`, `/index.html`) may be a page, and are stored as they come.
 enum PageInsteadOfMedia {
     /// Why the body is refused, in one line; nil when it may be stored.
     /// `opening` gives the body's first bytes: a page must look like one, and
@@ -39,9 +40,12 @@ enum PageInsteadOfMedia {
     /// A URL that names no media but was redirected to one that does
     /// (`/dl/3` to `/files/3.jpg`) asks for that media: a sign-in page sent
     /// there was stored as the item, and the URL was cached for good.
-    /// Where a URL names no media, a type that does (`image/jpeg` for
-    /// `/img/123`) asks for it: a sign-in page so labelled was stored as the
-    /// item, and the URL was cached for good.
+    /// Where a URL names no media, a type of image (`image/jpeg` for
+    /// `/img/123`) asks for one: a sign-in page so labelled was stored as the
+    /// item, and the URL was cached for good. (Not a type of sound or video:
+    /// a playlist is sent as `audio/x-mpegurl`, a DASH manifest as video, and
+    /// the sound check judges a body labelled a sound. Nor a compressed body:
+    /// at such a URL it may be the file asked for, an `.svgz` or a `.tif.gz`.)
     /// A body whose type names a photo format known by its first bytes
     /// (`image/jpeg`, `image/png`…), at a URL that names no other media, that
     /// opens as no image, nor as other media (a video sent for a `.gif`),
@@ -53,31 +57,35 @@ enum PageInsteadOfMedia {
         let type = mediaType(contentType)
         let asked = expectedMedia(url: url, kind: kind)
         let media = asked ?? redirectedTo.flatMap { expectedMedia(url: $0, kind: kind) }
-        guard let expected = media ?? type.flatMap(mediaItNames) else { return nil }
+        guard let expected = media ?? (type?.hasPrefix("image/") == true ? "an image" : nil) else { return nil }
         // The target named only where it named the media.
         let named = asked == nil && media != nil ? redirectedTo.map { " (redirected to \(TransferEngine.shownRedirectTarget($0)))" } ?? "" : ""
         let whereAsked = (media != nil ? "where \(expected) was asked for" : "where its type names \(expected)") + named
-        if let refused = refusal(contentType: contentType, contentEncoding: contentEncoding, expected: expected, mediaNamed: true,
+        if let refused = refusal(contentType: contentType, contentEncoding: contentEncoding, expected: expected, mediaNamed: media != nil,
                                  size: size, opening: opening) {
             return "the server sent \(refused.what) (\(refused.type)\(refused.how), \(ByteSize.format(size))) \(whereAsked); not stored"
         }
         let namedExtension = mediaExtension(of: url) ?? redirectedTo.flatMap(mediaExtension(of:))
         guard kind != .sound, let type, photoTypesKnownByTheirBytes.contains(type),
               namedExtension.map(photoExtensionsKnownByTheirBytes.contains) ?? true else { return nil }
+        // (A compressed stream is judged above where media is named; where only the type is, it may be the file asked for.)
         let bytes = opening()
-        guard !bytes.isEmpty, MediaSignature.image(bytes) == nil, !BodyOpening.opensWithAMediaSignature(bytes),
-              !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else { return nil }
+        guard !bytes.isEmpty, contentEncoding.map(namesACompression) != true, !BodyOpening.isCompressed(bytes), !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else {
+            return nil
+        }
+        // A script's byte order mark or line break before the image (`EF BB BF FF D8 FF`): some image still.
+        let start = bytes.prefix(16).firstIndex { ![0xEF, 0xBB, 0xBF, 0x20, 0x09, 0x0D, 0x0A].contains($0) } ?? bytes.endIndex
+        let image = Array(bytes[start...])
+        guard MediaSignature.image(image) == nil, !BodyOpening.opensWithAMediaSignature(image),
+              !otherImageSignatures.contains(where: image.starts(with:)) else { return nil }
         return "the server sent data of no image format (\(type), \(ByteSize.format(size))) \(whereAsked); not stored"
     }
 
-    /// What a media type asks for, as errors name it: "an image" for
-    /// `image/*`, "a sound" for `audio/*`, "a video" for `video/*`; nil for others.
-    private static func mediaItNames(_ type: String) -> String? {
-        if type.hasPrefix("image/") { return "an image" }
-        if type.hasPrefix("audio/") { return "a sound" }
-        if type.hasPrefix("video/") { return "a video" }
-        return nil
-    }
+    /// Images of formats no photo site serves, that a server may label a
+    /// photo format all the same: CUR, QOI, DDS, OpenEXR, ICNS, JPEG XR.
+    private static let otherImageSignatures: [[UInt8]] = [
+        [0x00, 0x00, 0x02, 0x00], Array("qoif".utf8), Array("DDS ".utf8), [0x76, 0x2F, 0x31, 0x01], Array("icns".utf8), [0x49, 0x49, 0xBC],
+    ]
 
     /// The extensions of photo formats that `MediaSignature.image` knows by
     /// their first bytes (a BMP or TIFF of another kind, BigTIFF, by
@@ -129,8 +137,8 @@ enum PageInsteadOfMedia {
     }
 
     /// `expected`: what was asked for, as the message names it; nil when no
-    /// media was. `mediaNamed`: whether the item or its URL names media (a
-    /// file at `/media/9` may be a gzip file). `size`: the whole body's, when
+    /// media was. `mediaNamed`: whether the item or its URL names media, not
+    /// only its type (a file at `/media/9` may be a gzip file). `size`: the whole body's, when
     /// it is known (an answer to a resume is judged before it has ended).
     private static func refusal(contentType: String?, contentEncoding: String?, expected: String?, mediaNamed: Bool,
                                 size: Int64? = nil, opening: () -> [UInt8]) -> Refusal? {

@@ -174,7 +174,10 @@ public enum URLList {
                     let texts = (0..<unit).filter { offset in
                         stride(from: text.startIndex + offset, to: text.endIndex, by: unit).contains { text[$0] != 0 }
                     }
-                    guard texts.count == 1, let offset = texts.first else { continue }
+                    // Text has letters: a line break and NULs (a list a crash cut off), or small numbers, have none.
+                    guard texts.count == 1, let offset = texts.first,
+                          stride(from: text.startIndex + offset, to: text.endIndex, by: unit).count(where: { (0x21...0x7E).contains(text[$0]) }) >= 2
+                    else { continue }
                     let order = fromStart && offset == unit - 1 ? "BE" : "LE"
                     throw InputError(problems: ["\(source): UTF-\(unit * 8) text without a byte order mark, not UTF-8 "
                         + "(iconv -f UTF-\(unit * 8)\(order) -t UTF-8 converts it)"])

@@ -66,8 +66,8 @@ struct CacheOptions: ParsableArguments {
         // A run from another directory than usual made a new ./Cache without a word: said.
         let newDefault = !mustExist && MediaCache.namedRoot(explicit: cache) == nil
             && !FileManager.default.fileExists(atPath: root + "/catalog.sqlite")
-        // Said before it is made, as `list` says it: the rows of what was stored are gone.
-        if !mustExist, let emptied = MediaCache.emptiedCatalog(root: root) { Terminal.notice(emptied, progress: progress ?? .auto) }
+        // As `list` says it: the rows of what was stored are gone (said once the cache has opened).
+        let emptied = mustExist ? nil : MediaCache.emptiedCatalog(root: root)
         do {
             let cache = try MediaCache(root: root, readingOnly: mustExist) {
                 // A silent minute would look like a hang: another program holds the catalog.
@@ -80,6 +80,7 @@ struct CacheOptions: ParsableArguments {
                 Terminal.notice("a new cache at \(root) (give --cache DIR, or set MEDIAFETCH_CACHE, for another)",
                                 progress: progress ?? .auto)
             }
+            if let emptied { Terminal.notice(emptied, progress: progress ?? .auto) }
             // A downloading command writes: a cache it cannot write to is one line, not one per URL.
             if !mustExist {
                 do throws(CacheError) {

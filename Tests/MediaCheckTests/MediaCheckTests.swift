@@ -1057,6 +1057,10 @@ import TestSupport
         let rle = bmp(width: 100, height: 100, bits: 8, compression: 1, imageSize: 500, offset: 1078, pixels: 500)
         #expect(try shortfall("bmp", rle) == nil)
         #expect(try shortfall("bmp", Array(rle.prefix(1_200))) == "its header announces 1578 bytes, 1200 are there")
+        // A JPEG inside (0 bits a pixel): the image size the header gives.
+        let inner = bmp(width: 100, height: 100, bits: 0, compression: 4, imageSize: 3_000, pixels: 3_000)
+        #expect(try shortfall("bmp", inner) == nil)
+        #expect(try shortfall("bmp", Array(inner.prefix(2_000))) == "its header announces 3054 bytes, 2000 are there")
         // No size given, or a header out of the format's ranges: not judged.
         #expect(try shortfall("bmp", Array(bmp(width: 100, height: 100, bits: 8, compression: 1, offset: 1078, pixels: 500).prefix(1_200))) == nil)
         #expect(try shortfall("bmp", Array(bmp(width: 10, height: 5, bits: 7, pixels: 160).prefix(100))) == nil)

@@ -474,7 +474,13 @@ import Transfer
             let clip = Data([0, 0, 0, 0x18]) + Data("ftypmp42".utf8) + fixtureBytes(count: 4_000, seed: 973)
             origin.addResource("/clip.gif", data: clip, contentType: "image/gif")
             origin.addResource("/feed", data: Data("<html><body>news</body></html>".utf8), contentType: "text/html")
-            let paths = ["/img/123", "/pin/zeros.jpg", "/img/9", "/img/5", "/r.jpg", "/clip.gif", "/feed"]
+            // A playlist labelled a sound, and a compressed SVG labelled an image, at URLs that name no media.
+            origin.addResource("/radio", data: Data("#EXTM3U\nhttp://radio.example/live\n".utf8), contentType: "audio/x-mpegurl")
+            origin.addResource("/logo.svgz", data: gzipStored(Data("<svg xmlns=\"http://www.w3.org/2000/svg\"/>".utf8)),
+                               contentType: "image/svg+xml")
+            // A script's byte order mark before a JPEG.
+            origin.addResource("/thumb.php", data: Data([0xEF, 0xBB, 0xBF]) + photo, contentType: "image/jpeg")
+            let paths = ["/img/123", "/pin/zeros.jpg", "/img/9", "/img/5", "/r.jpg", "/clip.gif", "/feed", "/radio", "/logo.svgz", "/thumb.php"]
             let items = paths.map { FetchItem(url: origin.url($0), collection: "pins") }
             let root = directory.appending("cache")
 
@@ -489,11 +495,12 @@ import Transfer
             let entries = try MediaCache(root: root).catalog.entries(collection: "pins")
             #expect(Dictionary(uniqueKeysWithValues: entries.map { ($0.url, $0.kind) }) == [
                 origin.url("/img/5"): .photo, origin.url("/r.jpg"): .file, origin.url("/clip.gif"): .file, origin.url("/feed"): .file,
+                origin.url("/radio"): .sound, origin.url("/logo.svgz"): .file, origin.url("/thumb.php"): .file,
             ])
-            #expect(try objectPaths(inCache: root).count == 4)
+            #expect(try objectPaths(inCache: root).count == 7)
             // Not cached: the next run asks again.
             let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
-            #expect(again.failed == 3 && again.skipped == 4)
+            #expect(again.failed == 3 && again.skipped == 7)
             #expect(origin.requests(for: "/pin/zeros.jpg").count == 2)
         }
     }

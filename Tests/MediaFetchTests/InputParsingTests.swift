@@ -262,6 +262,15 @@ import TestSupport
             #expect(throws: InputError("\(path): UTF-32 text without a byte order mark, not UTF-8 (iconv -f UTF-32BE -t UTF-8 converts it)")) {
                 try URLList.read(path: path)
             }
+            // A line break then NULs (a list a crash cut off), or small numbers, have no letters: binary.
+            let cutOff: [UInt8] = [0x0A] + [UInt8](repeating: 0, count: 64)
+            let numbers: [UInt8] = (1...16).flatMap { [UInt8($0), 0, 0, 0] }
+            for bytes in [cutOff, numbers] {
+                try Data(bytes).write(to: URL(fileURLWithPath: path))
+                #expect(throws: InputError("\(path): binary data, not a list of URLs (line \(bytes[0] == 0x0A ? 2 : 1) holds a NUL byte)")) {
+                    try URLList.read(path: path)
+                }
+            }
             // UTF-32 is not called UTF-16: its iconv would leave NULs in.
             let utf32: [UInt8] = Array("http://a/1.jpg\n".utf8).flatMap { [0, 0, 0, $0] }
             try Data(utf32).write(to: URL(fileURLWithPath: path))

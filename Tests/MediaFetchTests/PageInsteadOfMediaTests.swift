@@ -149,8 +149,15 @@ import URLText
         // At a URL that names no media, the type asks for it: a sign-in page labelled image/jpeg was stored as the item.
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/page", kind: .file, size: 60, opening: { page })
                 == "the server sent a web page (image/jpeg, 60 B) where its type names an image; not stored")
-        #expect(PageInsteadOfMedia.reason(contentType: "video/mp4", url: "https://h/watch?v=1", kind: .file, size: 60, opening: { page })
-                == "the server sent a web page (video/mp4, 60 B) where its type names a video; not stored")
+        // Images of formats no photo site serves, under a photo format's label, are no "data of no image format".
+        for opening in [[0x00, 0x00, 0x02, 0x00, 0x01, 0x00], Array("qoif".utf8) + [0, 0, 0, 1], [0x49, 0x49, 0xBC, 0x01, 0x08, 0x00]] {
+            #expect(PageInsteadOfMedia.reason(contentType: "image/png", url: "https://h/a.png", kind: .file, size: 600, opening: { opening })
+                    == nil, "\(opening)")
+        }
+        // Not a type of sound or video (a playlist is sent as `audio/x-mpegurl`): the sound check judges those.
+        #expect(PageInsteadOfMedia.reason(contentType: "video/mp4", url: "https://h/watch?v=1", kind: .file, size: 60, opening: { page }) == nil)
+        #expect(PageInsteadOfMedia.reason(contentType: "audio/x-mpegurl", url: "https://h/radio", kind: .file, size: 30,
+                                          opening: { Array("#EXTM3U\nhttp://radio.example/live\n".utf8) }) == nil)
         #expect(PageInsteadOfMedia.reason(contentType: "text/html", url: "https://h/page", kind: .file, size: 60, opening: { page }) == nil)
     }
 
@@ -205,11 +212,13 @@ import URLText
             #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: "gzip", url: "https://h/a.jpg", kind: .file,
                                               size: 83, opening: { jpeg }) == nil, "\(type)")
         }
-        // At a URL that names no media, so does a type of media: a photo compressed is no photo there either.
-        #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: "gzip", url: "https://h/a", kind: .file,
-                                          size: 83, opening: { deflated }) == "the server sent compressed data (image/jpeg, 83 B) where its type names an image; not stored")
-        #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", contentEncoding: "gzip", url: "https://h/a", kind: .file,
-                                          size: 83, opening: { deflated }) == nil)
+        // At a URL that names no media, a compressed body may be the file asked for, whatever its type
+        // (an `.svgz` is sent as image/svg+xml, an `a.tif.gz` as image/tiff with `Content-Encoding: x-gzip`).
+        let gzippedFile = gzipped + [UInt8](repeating: 0x5A, count: 40)
+        for (type, url) in [("image/jpeg", "https://h/a"), ("image/svg+xml", "https://h/x.svgz"), ("image/tiff", "https://h/a.tif.gz")] {
+            #expect(PageInsteadOfMedia.reason(contentType: type, contentEncoding: "x-gzip", url: url, kind: .file,
+                                              size: 83, opening: { gzippedFile }) == nil, "\(url)")
+        }
         // Raw deflate and brotli have no bytes of their own: under a coding named,
         // bytes that open as no media are taken for compressed (such a photo was stored).
         let rawDeflate: [UInt8] = [0x00, 0x03, 0x40, 0xFC, 0xBF, 0xFF, 0xD8, 0xFF]
@@ -220,7 +229,7 @@ import URLText
                                                   size: 83, opening: { opening })
                         == "the server sent compressed data (\(type), 83 B) where a .jpg file was asked for; not stored", "\(coding) \(type)")
             }
-            #expect(PageInsteadOfMedia.reason(contentType: "application/octet-stream", contentEncoding: coding, url: "https://h/a", kind: .file,
+            #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", contentEncoding: coding, url: "https://h/a", kind: .file,
                                               size: 83, opening: { opening }) == nil)
         }
         // Without a coding named, such bytes are not taken for compressed (a format without a signature
