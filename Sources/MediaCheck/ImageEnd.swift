@@ -46,8 +46,8 @@ public enum ImageEnd {
         case "heif", "avif":
             return .needsWalk
         case "bmp":
-            return bmpPixelsEnd(opening: opening).map { $0 > size ? .cutShort("its header announces \($0) bytes, \(size) are there") : .whole }
-                ?? .whole
+            guard let end = bmpPixelsEnd(opening: opening), end > size else { return .whole }
+            return .cutShort("its header announces \(end) bytes, \(size) are there")
         default:
             return .whole
         }

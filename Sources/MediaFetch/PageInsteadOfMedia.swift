@@ -1,7 +1,7 @@
 import ContentStore
-import Transfer
-import MediaCheck
 import Foundation
+import MediaCheck
+import Transfer
 import URLText
 
 /// A web page, or other text, where media was asked for: a login, consent
@@ -70,9 +70,8 @@ enum PageInsteadOfMedia {
               namedExtension.map(photoExtensionsKnownByTheirBytes.contains) ?? true else { return nil }
         // (A compressed stream is judged above where media is named; where only the type is, it may be the file asked for.)
         let bytes = opening()
-        guard !bytes.isEmpty, contentEncoding.map(namesACompression) != true, !BodyOpening.isCompressed(bytes), !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else {
-            return nil
-        }
+        guard !bytes.isEmpty, contentEncoding.map(namesACompression) != true, !BodyOpening.isCompressed(bytes),
+              !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else { return nil }
         // A script's byte order mark or line break before the image (`EF BB BF FF D8 FF`): some image still.
         let start = bytes.prefix(16).firstIndex { ![0xEF, 0xBB, 0xBF, 0x20, 0x09, 0x0D, 0x0A].contains($0) } ?? bytes.endIndex
         let image = Array(bytes[start...])
@@ -138,8 +137,9 @@ enum PageInsteadOfMedia {
 
     /// `expected`: what was asked for, as the message names it; nil when no
     /// media was. `mediaNamed`: whether the item or its URL names media, not
-    /// only its type (a file at `/media/9` may be a gzip file). `size`: the whole body's, when
-    /// it is known (an answer to a resume is judged before it has ended).
+    /// only its type (a file at `/media/9` may be a gzip file). `size`: the
+    /// whole body's, when it is known (an answer to a resume is judged
+    /// before it has ended).
     private static func refusal(contentType: String?, contentEncoding: String?, expected: String?, mediaNamed: Bool,
                                 size: Int64? = nil, opening: () -> [UInt8]) -> Refusal? {
         let type = mediaType(contentType)
