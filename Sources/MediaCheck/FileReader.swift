@@ -23,6 +23,12 @@ struct FileReader {
 
     func close() { _ = Glibc.close(descriptor) }
 
+    /// Goes to `offset` (where a TIFF's directory or table is): the next
+    /// read starts there, whatever was read before.
+    mutating func seek(to offset: Int64) {
+        (start, count, index) = (offset, 0, 0)
+    }
+
     /// Reads the next bufferful at `position`; false at the file's end, or
     /// when the read fails (`failed`).
     private mutating func refill() -> Bool {

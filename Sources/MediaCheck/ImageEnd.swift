@@ -3,8 +3,8 @@
 /// length that fell short of the file) still opens, and shows its top
 /// rows over grey, but is no whole photo; and its URL would never be
 /// fetched again. JPEG ends with an end-of-image marker, PNG with an
-/// `IEND` chunk, GIF with its trailer byte, WebP, BMP, and HEIF or AVIF
-/// where their headers and boxes say.
+/// `IEND` chunk, GIF with its trailer byte, WebP, BMP, TIFF, and HEIF or
+/// AVIF where their headers, directories and boxes say.
 ///
 /// A whole file is known by its last bytes, kept as they arrived, so it
 /// costs no read; only a file that ends otherwise (cut short, or with
@@ -16,7 +16,7 @@ public enum ImageEnd {
     /// What the bytes known of an image say of its end, without reading it.
     public enum Verdict: Equatable, Sendable {
         /// It ends as its format has it, or its format's end is not checked
-        /// (TIFF, JPEG XL, or no image at all).
+        /// (JPEG XL, or no image at all).
         case whole
         /// It is cut short, in a few words ("its header announces…").
         case cutShort(String)
@@ -43,7 +43,7 @@ public enum ImageEnd {
             guard opening.count >= 8 else { return .whole }
             let announced = opening[4..<8].reversed().reduce(Int64(0)) { $0 << 8 | Int64($1) } + 8
             return announced > size ? .cutShort("its header announces \(announced) bytes, \(size) are there") : .whole
-        case "heif", "avif":
+        case "heif", "avif", "tiff":
             return .needsWalk
         case "bmp":
             guard let end = bmpPixelsEnd(opening: opening), end > size else { return .whole }
@@ -103,9 +103,92 @@ public enum ImageEnd {
             case .whole(mediaData: false): "a\(format == "heif" ? "" : "n") \(format.uppercased()) without its media data box"
             default: nil
             }
+        case "tiff": walkedTIFFShortfall(path: path, size: size)
         default: nil
         }
     }
+
+    /// `tiffShortfall` of the file at `path`; nil where a read fails.
+    private static func walkedTIFFShortfall(path: String, size: Int64) -> String? {
+        guard var reader = FileReader(path: path, bufferSize: 4096) else { return nil }
+        defer { reader.close() }
+        let words = tiffShortfall(&reader, size: size)
+        return reader.failed ? nil : words
+    }
+
+    /// How a TIFF of `size` bytes falls short, by its directories (the chain
+    /// from its header, 64 at most) and the image data their strips or tiles
+    /// (or an old-style JPEG's stream) point at: cut short where a
+    /// directory, a table of offsets or lengths, or the data runs past the
+    /// file's end. Nil where it is whole, or not as the format has it
+    /// (BigTIFF, a loop of directories, a table of 65,536 strips or more,
+    /// numbers of a type no table has): not judged.
+    static func tiffShortfall(_ reader: inout FileReader, size: Int64) -> String? {
+        let bigEndian: Bool
+        switch reader.number(2, bigEndian: true) {
+        case 0x4D4D: bigEndian = true
+        case 0x4949: bigEndian = false
+        default: return size < 8 ? "it ends inside its header" : nil
+        }
+        guard let version = reader.number(2, bigEndian: bigEndian), let first = reader.number(4, bigEndian: bigEndian) else {
+            return "it ends inside its header"
+        }
+        guard version == 42 else { return nil }
+        /// The numbers of a table entry's `count` values of `type` (SHORT or
+        /// LONG): in its value field when they fit there, else where it points.
+        enum Values { case read([Int64]), pastTheEnd(Int64), notJudged }
+        func values(type: Int64, count: Int64, field: Int64) -> Values {
+            guard let width = [3: 2, 4: 4][type], (1..<1 << 16).contains(count) else { return .notJudged }
+            if Int64(width) * count <= 4 {
+                // Packed from the field's first byte on, in the file's byte order.
+                let shorts = bigEndian ? [field >> 16, field & 0xFFFF] : [field & 0xFFFF, field >> 16]
+                return .read(width == 4 ? [field] : Array(shorts.prefix(Int(count))))
+            }
+            guard field + Int64(width) * count <= size else { return .pastTheEnd(field) }
+            reader.seek(to: field)
+            var numbers: [Int64] = []
+            for _ in 0..<count {
+                guard let number = reader.number(width, bigEndian: bigEndian) else { return .notJudged }
+                numbers.append(number)
+            }
+            return .read(numbers)
+        }
+        var directory = first
+        var seen: Set<Int64> = []
+        var dataEnd: Int64 = 0
+        while directory != 0 {
+            guard seen.count < 64, seen.insert(directory).inserted, directory >= 8 else { return nil }
+            guard directory + 2 <= size else { return "its directory at byte \(directory) is past its end" }
+            reader.seek(to: directory)
+            guard let entries = reader.number(2, bigEndian: bigEndian), entries > 0 else { return nil }
+            guard directory + 2 + 12 * entries + 4 <= size else { return "it ends inside its directory at byte \(directory)" }
+            var tables: [Int64: (type: Int64, count: Int64, field: Int64)] = [:]
+            for _ in 0..<entries {
+                guard let tag = reader.number(2, bigEndian: bigEndian), let type = reader.number(2, bigEndian: bigEndian),
+                      let count = reader.number(4, bigEndian: bigEndian), let field = reader.number(4, bigEndian: bigEndian) else { return nil }
+                if Self.tiffDataTags.contains(tag) { tables[tag] = (type, count, field) }
+            }
+            guard let next = reader.number(4, bigEndian: bigEndian) else { return nil }
+            // Strips, tiles, and an old-style JPEG's stream: where each piece starts, and its length.
+            for (startsTag, lengthsTag) in [(273, 279), (324, 325), (513, 514)] as [(Int64, Int64)] {
+                guard let starts = tables[startsTag], let lengths = tables[lengthsTag] else { continue }
+                switch (values(type: starts.type, count: starts.count, field: starts.field),
+                        values(type: lengths.type, count: lengths.count, field: lengths.field)) {
+                case (.read(let offsets), .read(let counts)):
+                    for (offset, count) in zip(offsets, counts) { dataEnd = max(dataEnd, offset + count) }
+                case (.pastTheEnd(let table), _), (_, .pastTheEnd(let table)):
+                    return "its table at byte \(table) is past its end"
+                default:
+                    return nil
+                }
+            }
+            directory = next
+        }
+        return dataEnd > size ? "its image data runs to byte \(dataEnd), \(size) are there" : nil
+    }
+
+    /// The tags of a TIFF's tables of where its image data is and how long.
+    private static let tiffDataTags: Set<Int64> = [273, 279, 324, 325, 513, 514]
 
     /// `quickVerdict`, then `walkedShortfall` where it is needed.
     public static func shortfall(format: String, opening: [UInt8], closing: [UInt8], size: Int64, path: String) -> String? {

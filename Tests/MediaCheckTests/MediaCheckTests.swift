@@ -1025,8 +1025,52 @@ import TestSupport
         #expect(try shortfall("heif", box("ftyp", 24) + meta) == nil)
         // A last box of length 0 goes to the file's end.
         #expect(try shortfall("heif", box("ftyp", 24) + [0, 0, 0, 0] + Array("mdat".utf8) + [1, 2, 3]) == nil)
-        // Formats whose end is not checked.
-        #expect(try shortfall("tiff", [0x49, 0x49, 0x2A, 0x00, 1, 2]) == nil)
+    }
+
+    /// A TIFF's directories and the strips they point at must lie within
+    /// the file: a TIFF cut short (or a stub of its header and directory)
+    /// was stored as a photo.
+    @Test func aTIFFWhoseDirectoryOrStripsRunPastItsEndIsCutShort() throws {
+        func tiff(bigEndian: Bool, strips: [(offset: Int, count: Int)], tableAt: Int = 64, dataEnd: Int) -> [UInt8] {
+            func number(_ value: Int, _ width: Int) -> [UInt8] {
+                let bytes = (0..<width).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) }
+                return bigEndian ? bytes.reversed() : bytes
+            }
+            func entry(_ tag: Int, _ type: Int, _ count: Int, _ field: [UInt8]) -> [UInt8] {
+                number(tag, 2) + number(type, 2) + number(count, 4) + field + [UInt8](repeating: 0, count: 4 - field.count)
+            }
+            // Offsets as LONGs, lengths as SHORTs: in their fields when one strip, else in tables at `tableAt`.
+            let one = strips.count == 1
+            let offsetsField = one ? number(strips[0].offset, 4) : number(tableAt, 4)
+            let lengthsField = one ? number(strips[0].count, 2) : number(tableAt + 4 * strips.count, 4)
+            var file = (bigEndian ? Array("MM".utf8) : Array("II".utf8)) + number(42, 2) + number(8, 4)
+            file += number(4, 2) + entry(256, 3, 1, number(10, 2)) + entry(257, 3, 1, number(5, 2))
+                + entry(273, 4, strips.count, offsetsField) + entry(279, 3, strips.count, lengthsField) + number(0, 4)
+            file += [UInt8](repeating: 0, count: tableAt - file.count)
+            if !one { file += strips.flatMap { number($0.offset, 4) } + strips.flatMap { number($0.count, 2) } }
+            return file + [UInt8](repeating: 0x77, count: dataEnd - file.count)
+        }
+        for bigEndian in [false, true] {
+            let single = tiff(bigEndian: bigEndian, strips: [(100, 150)], dataEnd: 250)
+            #expect(MediaSignature.image(single) == "tiff")
+            #expect(try shortfall("tiff", single) == nil)
+            #expect(try shortfall("tiff", single + [1, 2, 3]) == nil)
+            #expect(try shortfall("tiff", Array(single.prefix(200))) == "its image data runs to byte 250, 200 are there")
+            #expect(try shortfall("tiff", Array(single.prefix(30))) == "it ends inside its directory at byte 8")
+            #expect(try shortfall("tiff", Array(single.prefix(6))) == "it ends inside its header")
+            let strips = tiff(bigEndian: bigEndian, strips: [(200, 100), (300, 100), (400, 100)], dataEnd: 500)
+            #expect(try shortfall("tiff", strips) == nil)
+            #expect(try shortfall("tiff", Array(strips.prefix(450))) == "its image data runs to byte 500, 450 are there")
+            #expect(try shortfall("tiff", Array(strips.prefix(70))) == "its table at byte 64 is past its end")
+        }
+        // A header that points past the file (a stub of 108 bytes).
+        let stub = [0x49, 0x49, 0x2A, 0x00, 0xE8, 0x03, 0x00, 0x00] + [UInt8](repeating: 0, count: 100)
+        #expect(try shortfall("tiff", stub) == "its directory at byte 1000 is past its end")
+        // BigTIFF, a directory that points at itself: not judged.
+        #expect(try shortfall("tiff", [0x49, 0x49, 0x2B, 0x00, 8, 0, 0, 0] + [UInt8](repeating: 0, count: 40)) == nil)
+        var looped = tiff(bigEndian: false, strips: [(100, 150)], dataEnd: 250)
+        looped.replaceSubrange(58..<62, with: [8, 0, 0, 0])
+        #expect(try shortfall("tiff", looped) == nil)
     }
 
     /// A BMP's pixels end where its header says: rows of the width's
