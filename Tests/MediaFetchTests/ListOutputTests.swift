@@ -194,6 +194,9 @@ import Transfer
         #expect(DisplayText.wrapped("東京の写真 ok", toWidth: 5) == ["東京", "の写", "真 ok"])
         #expect(DisplayText.wrapped("東", toWidth: 1) == ["東"])
         #expect(DisplayText.wrapped("", toWidth: 10).isEmpty && DisplayText.wrapped("   ", toWidth: 10).isEmpty)
+        // A word of no width (a joiner) is kept, not lost.
+        #expect(DisplayText.wrapped("a \u{200D} b", toWidth: 10) == ["a \u{200D} b"])
+        #expect(DisplayText.wrapped("\u{200D}", toWidth: 10) == ["\u{200D}"])
     }
 
     /// A URL with a query keeps its path, the file's name with it, before

@@ -147,25 +147,24 @@ public enum DisplayText {
         for word in text.split(separator: " ", omittingEmptySubsequences: true) {
             var rest = Substring(word)
             var wordWidth = displayWidth(String(rest))
-            if used > 0, used + 1 + wordWidth <= width {
+            if !line.isEmpty, used + 1 + wordWidth <= width {
                 line += " " + rest
                 used += 1 + wordWidth
                 continue
             }
-            if used > 0 { lines.append(line) }
+            if !line.isEmpty { lines.append(line) }
             // A word longer than a line (a URL, a path) fills lines of its own.
             while wordWidth > width {
-                let head = prefix(of: rest, width: width)
                 // A character wider than the line (东 in one column) goes alone rather than never.
-                let taken = max(1, head.count)
-                lines.append(String(rest.prefix(taken)))
-                rest = rest.dropFirst(taken)
-                wordWidth = displayWidth(String(rest))
+                let piece = rest.prefix(max(1, prefix(of: rest, width: width).count))
+                lines.append(String(piece))
+                rest = rest.dropFirst(piece.count)
+                wordWidth -= displayWidth(String(piece))
             }
             line = String(rest)
             used = wordWidth
         }
-        if used > 0 { lines.append(line) }
+        if !line.isEmpty { lines.append(line) }
         return lines
     }
 
