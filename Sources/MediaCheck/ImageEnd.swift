@@ -118,9 +118,9 @@ public enum ImageEnd {
 
     /// How a TIFF of `size` bytes falls short, by its directories (the chain
     /// from its header, 64 at most) and the image data their strips or tiles
-    /// (or an old-style JPEG's stream) point at: cut short where a
+    /// (or an old-style JPEG's stream) point at: cut short where its first
     /// directory, a table of offsets or lengths, or the data runs past the
-    /// file's end. Nil where it is whole, or not as the format has it
+    /// file's end (a later directory past it ends the walk). Nil where it is whole, or not as the format has it
     /// (BigTIFF, a loop of directories, a table of 65,536 strips or more,
     /// numbers of a type no table has): not judged.
     static func tiffShortfall(_ reader: inout FileReader, size: Int64) -> String? {
@@ -158,7 +158,11 @@ public enum ImageEnd {
         var dataEnd: Int64 = 0
         while directory != 0 {
             guard seen.count < 64, seen.insert(directory).inserted, directory >= 8 else { return nil }
-            guard directory + 2 <= size else { return "its directory at byte \(directory) is past its end" }
+            guard directory + 2 <= size else {
+                if seen.count == 1 { return "its directory at byte \(directory) is past its end" }
+                // A later one: a writer's garbage after a whole image (libtiff reads that image), or pages cut off.
+                break
+            }
             reader.seek(to: directory)
             guard let entries = reader.number(2, bigEndian: bigEndian), entries > 0 else { return nil }
             guard directory + 2 + 12 * entries + 4 <= size else { return "it ends inside its directory at byte \(directory)" }
@@ -175,7 +179,8 @@ public enum ImageEnd {
                 switch (values(type: starts.type, count: starts.count, field: starts.field),
                         values(type: lengths.type, count: lengths.count, field: lengths.field)) {
                 case (.read(let offsets), .read(let counts)):
-                    for (offset, count) in zip(offsets, counts) { dataEnd = max(dataEnd, offset + count) }
+                    // (An empty tile of a sparse file may point anywhere.)
+                    for (offset, count) in zip(offsets, counts) where count > 0 { dataEnd = max(dataEnd, offset + count) }
                 case (.pastTheEnd(let table), _), (_, .pastTheEnd(let table)):
                     return "its table at byte \(table) is past its end"
                 default:
@@ -184,8 +189,13 @@ public enum ImageEnd {
             }
             directory = next
         }
-        return dataEnd > size ? "its image data runs to byte \(dataEnd), \(size) are there" : nil
+        // A few bytes over are a writer's miscount ("Bogus StripByteCounts", and libtiff decodes it).
+        return dataEnd > size + tiffCountSlack ? "its image data runs to byte \(dataEnd), \(size) are there" : nil
     }
+
+    /// How far a TIFF's image data may run past its end and be whole: a
+    /// writer's miscount of its last strip, which libtiff reads all the same.
+    static let tiffCountSlack: Int64 = 8
 
     /// The tags of a TIFF's tables of where its image data is and how long.
     private static let tiffDataTags: Set<Int64> = [273, 279, 324, 325, 513, 514]

@@ -61,8 +61,10 @@ enum PageInsteadOfMedia {
         // The target named only where it named the media.
         let named = asked == nil && media != nil ? redirectedTo.map { " (redirected to \(TransferEngine.shownRedirectTarget($0)))" } ?? "" : ""
         let whereAsked = (media != nil ? "where \(expected) was asked for" : "where its type names \(expected)") + named
+        // Where only the type names an image, only a web page is refused: text so labelled
+        // may be the image all the same (an SVG sent as image/jpeg, a favicon's as image/x-icon).
         if let refused = refusal(contentType: contentType, contentEncoding: contentEncoding, expected: expected, mediaNamed: media != nil,
-                                 size: size, opening: opening) {
+                                 size: size, opening: opening), media != nil || refused.what == "a web page" {
             return "the server sent \(refused.what) (\(refused.type)\(refused.how), \(ByteSize.format(size))) \(whereAsked); not stored"
         }
         let namedExtension = mediaExtension(of: url) ?? redirectedTo.flatMap(mediaExtension(of:))
@@ -70,20 +72,27 @@ enum PageInsteadOfMedia {
               namedExtension.map(photoExtensionsKnownByTheirBytes.contains) ?? true else { return nil }
         // (A compressed stream is judged above where media is named; where only the type is, it may be the file asked for.)
         let bytes = opening()
+        // (Text is judged above where media is named: an image that is text, an SVG, may be sent so.)
         guard !bytes.isEmpty, contentEncoding.map(namesACompression) != true, !BodyOpening.isCompressed(bytes),
-              !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else { return nil }
+              !BodyOpening.looksLikeText(bytes), !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else { return nil }
         // A script's byte order mark or line break before the image (`EF BB BF FF D8 FF`): some image still.
         let start = bytes.prefix(16).firstIndex { ![0xEF, 0xBB, 0xBF, 0x20, 0x09, 0x0D, 0x0A].contains($0) } ?? bytes.endIndex
-        let image = Array(bytes[start...])
-        guard MediaSignature.image(image) == nil, !BodyOpening.opensWithAMediaSignature(image),
-              !otherImageSignatures.contains(where: image.starts(with:)) else { return nil }
+        // (A PCX opens with a line break byte: looked for in the bytes as they came too.)
+        for image in [bytes, Array(bytes[start...])] {
+            guard MediaSignature.image(image) == nil, !BodyOpening.opensWithAMediaSignature(image),
+                  !otherImageSignatures.contains(where: image.starts(with:)) else { return nil }
+        }
         return "the server sent data of no image format (\(type), \(ByteSize.format(size))) \(whereAsked); not stored"
     }
 
     /// Images of formats no photo site serves, that a server may label a
-    /// photo format all the same: CUR, QOI, DDS, OpenEXR, ICNS, JPEG XR.
+    /// photo format all the same: CUR, QOI, DDS, OpenEXR, ICNS, JPEG XR,
+    /// MNG, JNG, Sun raster, SGI, PCX, Radiance HDR.
     private static let otherImageSignatures: [[UInt8]] = [
         [0x00, 0x00, 0x02, 0x00], Array("qoif".utf8), Array("DDS ".utf8), [0x76, 0x2F, 0x31, 0x01], Array("icns".utf8), [0x49, 0x49, 0xBC],
+        [0x8A, 0x4D, 0x4E, 0x47], [0x8B, 0x4A, 0x4E, 0x47], [0x59, 0xA6, 0x6A, 0x95], [0x01, 0xDA],
+        [0x0A, 0x00, 0x01], [0x0A, 0x02, 0x01], [0x0A, 0x03, 0x01], [0x0A, 0x04, 0x01], [0x0A, 0x05, 0x01],
+        Array("#?RADIANCE".utf8), Array("#?RGBE".utf8),
     ]
 
     /// The extensions of photo formats that `MediaSignature.image` knows by

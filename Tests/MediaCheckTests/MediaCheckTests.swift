@@ -1066,6 +1066,15 @@ import TestSupport
         // A header that points past the file (a stub of 108 bytes).
         let stub = [0x49, 0x49, 0x2A, 0x00, 0xE8, 0x03, 0x00, 0x00] + [UInt8](repeating: 0, count: 100)
         #expect(try shortfall("tiff", stub) == "its directory at byte 1000 is past its end")
+        // A last strip's length a few bytes over the end (libtiff decodes it), an empty tile
+        // that points anywhere, a next directory past the end (garbage after a whole image).
+        #expect(try shortfall("tiff", Array(tiff(bigEndian: false, strips: [(100, 158)], dataEnd: 258).prefix(250))) == nil)
+        #expect(try shortfall("tiff", Array(tiff(bigEndian: false, strips: [(100, 159)], dataEnd: 259).prefix(250)))
+                == "its image data runs to byte 259, 250 are there")
+        #expect(try shortfall("tiff", tiff(bigEndian: false, strips: [(200, 100), (2_000_000, 0), (300, 100)], dataEnd: 400)) == nil)
+        var garbage = tiff(bigEndian: false, strips: [(100, 150)], dataEnd: 250)
+        garbage.replaceSubrange(58..<62, with: [0x00, 0x00, 0xFF, 0x7F])
+        #expect(try shortfall("tiff", garbage) == nil)
         // BigTIFF, a directory that points at itself: not judged.
         #expect(try shortfall("tiff", [0x49, 0x49, 0x2B, 0x00, 8, 0, 0, 0] + [UInt8](repeating: 0, count: 40)) == nil)
         var looped = tiff(bigEndian: false, strips: [(100, 150)], dataEnd: 250)

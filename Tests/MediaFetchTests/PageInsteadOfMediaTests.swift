@@ -150,7 +150,8 @@ import URLText
         #expect(PageInsteadOfMedia.reason(contentType: "image/jpeg", url: "https://h/page", kind: .file, size: 60, opening: { page })
                 == "the server sent a web page (image/jpeg, 60 B) where its type names an image; not stored")
         // Images of formats no photo site serves, under a photo format's label, are no "data of no image format".
-        for opening in [[0x00, 0x00, 0x02, 0x00, 0x01, 0x00], Array("qoif".utf8) + [0, 0, 0, 1], [0x49, 0x49, 0xBC, 0x01, 0x08, 0x00]] {
+        for opening in [[0x00, 0x00, 0x02, 0x00, 0x01, 0x00], Array("qoif".utf8) + [0, 0, 0, 1], [0x49, 0x49, 0xBC, 0x01, 0x08, 0x00],
+                        [0x0A, 0x05, 0x01, 0x08, 0x00, 0x00, 0x00, 0x00], Array("#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n".utf8) + [2, 2, 0, 0x80, 0xFF]] {
             #expect(PageInsteadOfMedia.reason(contentType: "image/png", url: "https://h/a.png", kind: .file, size: 600, opening: { opening })
                     == nil, "\(opening)")
         }
@@ -174,10 +175,15 @@ import URLText
         #expect(refusal("image/svg+xml", "<svg xmlns=\"http://www.w3.org/2000/svg\"/>") == nil)
         #expect(refusal("image/x-portable-pixmap", "P3\n2 1\n255\n255 0 0 0 0 255\n") == nil)
         #expect(refusal("image/x-xpixmap", "/* XPM */\nstatic char *x[] = {") == nil)
-        // At a URL that names no media, the type asks for the image.
-        #expect(refusal("image/jpeg", "403 Forbidden", url: "https://h/media/9")
-                == "the server sent text (image/jpeg, 13 B) where its type names an image; not stored")
-        #expect(refusal("application/octet-stream", "403 Forbidden", url: "https://h/media/9") == nil)
+        // At a URL that names no media, only a web page is refused where the type names an image:
+        // text so labelled may be the image (an SVG sent as image/jpeg, at a `.svg` URL too).
+        #expect(refusal("image/jpeg", "403 Forbidden", url: "https://h/media/9") == nil)
+        let svg = "<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1\" height=\"1\"/>"
+        for url in ["https://h/media/9", "https://h/logo.svg"] {
+            for type in ["image/jpeg", "image/x-icon", "image/png"] {
+                #expect(refusal(type, svg, url: url) == nil, "\(type) \(url)")
+            }
+        }
     }
 
     /// A page or text that names a coding (mediafetch asks for none) is
