@@ -8,6 +8,12 @@ import Glibc
 #endif
 
 @Suite struct UnrecordedRowsTests {
+    /// How long a file this process let go may still look held: another
+    /// test's spawned process holds a copy of every descriptor from its fork
+    /// to its exec, and with it the file's lock (a count right after a
+    /// release read 0 in a CI run). Waited for only where the file is free.
+    static let childsCopyWait: Duration = .seconds(30)
+
     private func record(_ url: String, fetched: Bool = true) -> IngestRecord {
         IngestRecord(url: url, collection: "alps", kind: .sound, title: "Ski lift ↑", sha256: String(repeating: "c", count: 64),
                      size: 1234, contentType: "audio/flac", etag: "\"v1\"", lastModified: nil,
@@ -26,7 +32,7 @@ import Glibc
             #expect(!text.contains("hunter2"))
 
             var replayed: [([IngestRecord], Date)] = []
-            #expect(rows.replay { replayed.append(($0, $1)) } == nil)
+            #expect(rows.replay({ replayed.append(($0, $1)) }, lockWait: Self.childsCopyWait) == nil)
             #expect(replayed.count == 1)
             #expect(replayed.first?.0 == [record("http://ann@h/a.flac"), record("http://h/b.flac", fetched: false)])
             #expect(replayed.first?.1 == fetchedAt)
@@ -100,7 +106,7 @@ import Glibc
             try Data("garbage\n".utf8).write(to: URL(fileURLWithPath: "\(rows.directory)/9.jsonl.bad"))
             let before = try FileManager.default.contentsOfDirectory(atPath: rows.directory).sorted()
 
-            #expect(rows.waitingRecords().count == 5)
+            #expect(await waitUntil { rows.waitingRecords().count == 5 })
             #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).sorted() == before)
         }
     }
@@ -144,8 +150,8 @@ import Glibc
             var left = rows.hold([record("http://ann:hunter2@h/3")], fetchedAt: Date())
             #expect(left != nil)
             left = nil
-            #expect(rows.waitingRecords().count == 1)
-            #expect(rows.replay { records, _ in replayed.append(records) } == nil)
+            #expect(await waitUntil { rows.waitingRecords().count == 1 })
+            #expect(rows.replay({ records, _ in replayed.append(records) }, lockWait: Self.childsCopyWait) == nil)
             #expect(replayed == [[record("http://ann@h/3")]])
             #expect(try FileManager.default.contentsOfDirectory(atPath: rows.directory).isEmpty)
 
@@ -154,8 +160,8 @@ import Glibc
             #expect(kept.keepDurably())
             kept.release()
             #expect(!kept.keepDurably())
-            #expect(rows.waitingRecords().count == 1)
-            #expect(rows.replay { records, _ in replayed.append(records) } == nil)
+            #expect(await waitUntil { rows.waitingRecords().count == 1 })
+            #expect(rows.replay({ records, _ in replayed.append(records) }, lockWait: Self.childsCopyWait) == nil)
             #expect(replayed.last == [record("http://h/4")])
         }
     }
@@ -239,7 +245,7 @@ import Glibc
             try Data("\u{7F}ELF garbage".utf8).write(to: URL(fileURLWithPath: "\(rows.directory)/1-garbage.jsonl"))
             var recorded: [String] = []
 
-            #expect(rows.replay { records, _ in recorded += records.map(\.url) } == nil)
+            #expect(rows.replay({ records, _ in recorded += records.map(\.url) }, lockWait: Self.childsCopyWait) == nil)
 
             #expect(recorded == ["http://h/a.flac"])
             #expect(Set(try FileManager.default.contentsOfDirectory(atPath: rows.directory))
