@@ -526,11 +526,16 @@ import TestSupport
             // run takes a tenth of a second; in a full run on two cores its retries' waits, on Swift's
             // shared threads, came late enough that it took 66 and 100 s, and 60 s of patience ran out.)
             let results = try await runBatch(urls, patience: 3_600, directory: directory)
+            // Each URL ends after its own 4 attempts. Where a loaded machine lets a failure come while the
+            // host's others fail too, that one is not counted against --retries (1 of 10 URLs, once, in a
+            // CI run): a fifth, not the 13 to 15 of before.
             for index in urls.indices {
                 guard case .failure(let error) = results[index] else { Issue.record("URL \(index) succeeded"); continue }
-                #expect(error.message.hasSuffix("(after 4 attempts)"), "URL \(index): \(error.message)")
+                let own = error.message.hasSuffix("(after 4 attempts)")
+                let oneMore = error.message.hasSuffix("(after 5 attempts, 1 of them not counted against --retries)")
+                #expect(error.message.hasPrefix("Empty reply from server") && (own || oneMore), "URL \(index): \(error.message)")
             }
-            #expect(await waitUntil { closing.accepted == 40 }, "\(closing.accepted) connections")
+            #expect(await waitUntil { (40...50).contains(closing.accepted) }, "\(closing.accepted) connections")
         }
     }
 
