@@ -64,24 +64,27 @@ enum PageInsteadOfMedia {
         // Where only the type names an image, only a web page is refused: text so labelled
         // may be the image all the same (an SVG sent as image/jpeg, a favicon's as image/x-icon).
         if let refused = refusal(contentType: contentType, contentEncoding: contentEncoding, expected: expected, mediaNamed: media != nil,
-                                 size: size, opening: opening), media != nil || refused.what == "a web page" {
+                                 size: size, opening: opening), media != nil || refused.kind == .page {
             return "the server sent \(refused.what) (\(refused.type)\(refused.how), \(ByteSize.format(size))) \(whereAsked); not stored"
         }
         let namedExtension = mediaExtension(of: url) ?? redirectedTo.flatMap(mediaExtension(of:))
         guard kind != .sound, let type, photoTypesKnownByTheirBytes.contains(type),
               namedExtension.map(photoExtensionsKnownByTheirBytes.contains) ?? true else { return nil }
-        // (A compressed stream is judged above where media is named; where only the type is, it may be the file asked for.)
+        // Most bodies so labelled are the image: their signature is looked at first.
         let bytes = opening()
-        // (Text is judged above where media is named: an image that is text, an SVG, may be sent so.)
-        guard !bytes.isEmpty, contentEncoding.map(namesACompression) != true, !BodyOpening.isCompressed(bytes),
-              !BodyOpening.looksLikeText(bytes), !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else { return nil }
-        // A script's byte order mark or line break before the image (`EF BB BF FF D8 FF`): some image still.
-        let start = bytes.prefix(16).firstIndex { ![0xEF, 0xBB, 0xBF, 0x20, 0x09, 0x0D, 0x0A].contains($0) } ?? bytes.endIndex
-        // (A PCX opens with a line break byte: looked for in the bytes as they came too.)
-        for image in [bytes, Array(bytes[start...])] {
-            guard MediaSignature.image(image) == nil, !BodyOpening.opensWithAMediaSignature(image),
-                  !otherImageSignatures.contains(where: image.starts(with:)) else { return nil }
+        func opensAsAnImage(_ image: [UInt8]) -> Bool {
+            MediaSignature.image(image) != nil || BodyOpening.opensWithAMediaSignature(image)
+                || otherImageSignatures.contains(where: image.starts(with:))
         }
+        guard !bytes.isEmpty, !opensAsAnImage(bytes) else { return nil }
+        // A script's byte order mark or line break before the image (`EF BB BF FF D8 FF`): some image still.
+        // (A PCX opens with a line break byte: looked for in the bytes as they came, above.)
+        let start = bytes.prefix(16).firstIndex { ![0xEF, 0xBB, 0xBF, 0x20, 0x09, 0x0D, 0x0A].contains($0) } ?? bytes.endIndex
+        // (A compressed stream is judged above where media is named, and so is text: where only the
+        // type is, it may be the file asked for, or an image that is text, an SVG.)
+        guard start == 0 || !opensAsAnImage(Array(bytes[start...])), contentEncoding.map(namesACompression) != true,
+              !BodyOpening.isCompressed(bytes), !BodyOpening.looksLikeText(bytes),
+              !TextFormatMedia.opens(bytes, whole: size <= Int64(bytes.count)) else { return nil }
         return "the server sent data of no image format (\(type), \(ByteSize.format(size))) \(whereAsked); not stored"
     }
 
@@ -134,8 +137,13 @@ enum PageInsteadOfMedia {
 
     /// What `reason` and `resumeAnswerRefusal` say of a refused body.
     private struct Refusal {
+        /// What the body is, as messages name it.
+        enum What: String {
+            case page = "a web page", text = "text", compressed = "compressed data"
+        }
+        let kind: What
         /// "a web page", "text" or "compressed data".
-        let what: String
+        var what: String { kind.rawValue }
         /// The media type, or "no type given".
         let type: String
         /// ", compressed" or nothing.
@@ -189,18 +197,18 @@ enum PageInsteadOfMedia {
             if compressedStream || codingNamed && !bytes.isEmpty, !opensAsMedia {
                 // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
                 guard mediaNamed else { return nil }
-                return Refusal(what: "compressed data", type: type ?? "no type given", how: "", expected: expected)
+                return Refusal(kind: .compressed, type: type ?? "no type given", how: "", expected: expected)
             }
         }
         if let type, labelledMedia {
-            if BodyOpening.opensAsHTML(bytes) { return Refusal(what: "a web page", type: type, how: "", expected: expected) }
+            if BodyOpening.opensAsHTML(bytes) { return Refusal(kind: .page, type: type, how: "", expected: expected) }
             // Words where an image, sound or video was named ("403 Forbidden"
             // from a proxy that keeps the image's type, a playlist at a `.mp3`
             // URL): none of them reads as text, but for the types that are text.
             // (`FF FE` opens an MPEG frame or UTF-16 text: `looksLikeText` tells them apart.)
             let mayBeText = !opensAsMedia || BodyOpening.utf16Mark(bytes) == false
             guard mayBeText, !isTextImageType(type), BodyOpening.looksLikeText(bytes) else { return nil }
-            return Refusal(what: "text", type: type, how: "", expected: expected)
+            return Refusal(kind: .text, type: type, how: "", expected: expected)
         }
         let compressed = !unnamed && !bytes.isEmpty && (codingNamed || BodyOpening.isCompressed(bytes)) && !opensAsMedia
         let text = BodyOpening.textOpening(bytes, labelledText: !unnamed, charset: BodyOpening.charset(contentType))
@@ -211,7 +219,7 @@ enum PageInsteadOfMedia {
             : BodyOpening.opensAsHTML(bytes) || text.map(BodyOpening.opensAsHTML) == true
         // A page may be plain words ("Access denied" as text/html) as well as markup.
         guard compressed || text != nil || isPage && BodyOpening.looksLikeMarkup(bytes) || opensAsPage else { return nil }
-        return Refusal(what: isPage || opensAsPage ? "a web page" : "text", type: type ?? "no type given",
+        return Refusal(kind: isPage || opensAsPage ? .page : .text, type: type ?? "no type given",
                        how: compressed ? ", compressed" : "", expected: expected)
     }
 
