@@ -28,6 +28,13 @@ let package = Package(
             name: "CSndFile",
             providers: [.apt(["libsndfile1-dev"])]),
 
+        // zlib, to undo a gzip or deflate `Content-Encoding` sent unasked
+        // (libcurl links it already, so it costs no load of its own).
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]),
+
         // syncfs(2), renameat2(2) and sync_file_range(2), which Swift's Glibc module does not export.
         .target(name: "CFileSync"),
         // What the executable does as it is loaded (standard descriptors) and
@@ -40,7 +47,7 @@ let package = Package(
         .target(name: "URLText"),
         .target(
             name: "Transfer",
-            dependencies: ["CCurl", "CFileSync", "URLText", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["CCurl", "CZlib", "CFileSync", "URLText", .product(name: "Crypto", package: "swift-crypto")]),
         // Content-addressed objects and the SQLite catalog. Knows nothing of the network.
         .target(
             name: "ContentStore",

@@ -5,7 +5,7 @@ set -euo pipefail
 
 # python3 serves the HTTPS origin of the TLS end-to-end tests (/usr/bin/python3),
 # nginx the HTTP/2 origin of the connection tests.
-packages=(libcurl4-openssl-dev libsndfile1-dev libsqlite3-dev pkg-config tmux python3 nginx "$@")
+packages=(libcurl4-openssl-dev libsndfile1-dev libsqlite3-dev zlib1g-dev pkg-config tmux python3 nginx "$@")
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -195,6 +195,8 @@ public final class FetchJob: Sendable {
     private let mediaChecks = DispatchGroup()
     /// Where photos are walked to their end, one at a time (see `checkPhoto`).
     private let photoWalks = DispatchQueue(label: "mf-photo-walk", qos: .utility)
+    /// Bodies whose `Content-Encoding` is undone, one at a time (see `decode`).
+    private let decodes = DispatchQueue(label: "mf-decode", qos: .utility)
     /// The threads a run's checks of what it downloaded take at most, beside the transfers' (see `ThreadLimit`).
     public static let checkThreadsAtMost = SoundCheck.threadsAtMost
 
@@ -596,29 +598,12 @@ public final class FetchJob: Sendable {
                 switch result {
                 case .success(let body):
                     let item = items[index]
-                    // Read from the file only where the first bytes were not kept (a resumed body), and once.
-                    var readOpening: [UInt8]?
-                    func opening() -> [UInt8] {
-                        if let kept = body.opening ?? readOpening { return kept }
-                        let read = BodyOpening.opening(of: body.path)
-                        readOpening = read
-                        return read
-                    }
-                    if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, contentEncoding: body.contentEncoding,
-                                                               url: item.url, redirectedTo: body.redirectedTo, kind: item.kind,
-                                                               size: body.size, opening: opening) {
-                        refuse(body, of: item, reason: refusal, ingestor: ingestor)
-                        ready()
+                    let opening = Self.opening(of: body)
+                    if let coding = CodedBodies.codingToUndo(contentEncoding: body.contentEncoding, contentType: body.contentType,
+                                                             url: item.url, redirectedTo: body.redirectedTo, opening: opening) {
+                        decode(body, coding: coding, of: item, ingestor: ingestor, whenRoom: ready)
                     } else {
-                        switch MediaKinds.judge(kind: item.kind, url: item.url, redirectedTo: body.redirectedTo,
-                                                contentType: body.contentType, opening: opening) {
-                        case .store(.photo):
-                            checkPhoto(body, of: item, opening: opening(), ingestor: ingestor, whenRoom: ready)
-                        case .store(let kind):
-                            store(body, of: item, as: kind, ingestor: ingestor, whenRoom: ready)
-                        case .checkSound(let refusable, let otherwise):
-                            checkSound(body, of: item, refusable: refusable, otherwise: otherwise, ingestor: ingestor, whenRoom: ready)
-                        }
+                        judge(body, of: item, opening: opening, ingestor: ingestor, whenRoom: ready)
                     }
                 case .failure(let error):
                     // A cancelled item is neither stored nor failed: the run was interrupted.
@@ -650,12 +635,87 @@ public final class FetchJob: Sendable {
         }
     }
 
+    /// A body's first bytes, read from its file only where they were not
+    /// kept (a resumed body), and once.
+    private static func opening(of body: DownloadedBody) -> () -> [UInt8] {
+        if let kept = body.opening { return { kept } }
+        var read: [UInt8]?
+        return {
+            if let read { return read }
+            let opening = BodyOpening.opening(of: body.path)
+            read = opening
+            return opening
+        }
+    }
+
+    /// Judges a body by its type, name and bytes (see `PageInsteadOfMedia`
+    /// and `MediaKinds`), then stores it, checks it as a photo or a sound
+    /// first, or refuses it. `whenRoom` is called once it has been handed on.
+    private func judge(_ body: DownloadedBody, of item: FetchItem, opening: @escaping () -> [UInt8], ingestor: Ingestor,
+                       whenRoom: @escaping @Sendable () -> Void) {
+        if let refusal = PageInsteadOfMedia.reason(contentType: body.contentType, contentEncoding: body.contentEncoding,
+                                                   url: item.url, redirectedTo: body.redirectedTo, kind: item.kind,
+                                                   size: body.size, opening: opening) {
+            refuse(body, of: item, reason: refusal, ingestor: ingestor)
+            whenRoom()
+        } else {
+            switch MediaKinds.judge(kind: item.kind, url: item.url, redirectedTo: body.redirectedTo,
+                                    contentType: body.contentType, opening: opening) {
+            case .store(.photo):
+                checkPhoto(body, of: item, opening: opening(), ingestor: ingestor, whenRoom: whenRoom)
+            case .store(let kind):
+                store(body, of: item, as: kind, ingestor: ingestor, whenRoom: whenRoom)
+            case .checkSound(let refusable, let otherwise):
+                checkSound(body, of: item, refusable: refusable, otherwise: otherwise, ingestor: ingestor, whenRoom: whenRoom)
+            }
+        }
+    }
+
+    /// Undoes a body's `Content-Encoding` (see `ContentDecoding`) on a thread
+    /// that decodes one body at a time, then judges the decoded body as any
+    /// other. The body as sent is removed once its decoded copy is whole;
+    /// a body that does not decode is refused (damaged, cut short, or
+    /// decoding to more than the limit), and one a run stopped meanwhile is
+    /// kept to be resumed, as a body the store cannot take is.
+    private func decode(_ body: DownloadedBody, coding: ContentDecoding.Coding, of item: FetchItem, ingestor: Ingestor,
+                        whenRoom: @escaping @Sendable () -> Void) {
+        checkBegan()
+        let limit = configuration.maxFileSize ?? ContentDecoding.defaultLimit(encodedSize: body.size)
+        let stop: @Sendable () -> Bool = { [self] in state.withLock { $0.cancelled || $0.report.stoppedEarly } }
+        decodes.async { [self] in
+            defer { mediaChecks.leave() }
+            let result = ContentDecoding.decode(body, coding: coding, limit: limit, stop: stop)
+            checkEnded()
+            switch result {
+            case .success(let decoded):
+                body.file.discard()
+                judge(decoded, of: item, opening: Self.opening(of: decoded), ingestor: ingestor, whenRoom: whenRoom)
+            case .failure(let failure) where failure.kind == .notThatCoding:
+                // Not known to be deflate's after all: judged as it came.
+                judge(body, of: item, opening: Self.opening(of: body), ingestor: ingestor, whenRoom: whenRoom)
+            case .failure(let failure) where failure.kind == .stopped || failure.isOutOfSpace:
+                if body.file.keepForResume() { body.file.release() } else { body.file.discard() }
+                if failure.isOutOfSpace {
+                    fail(item, reason: CodedBodies.refusal(failure, coding: coding, contentType: body.contentType, size: body.size,
+                                                           maxFileSize: configuration.maxFileSize),
+                         outOfSpace: true, ingestor: ingestor)
+                }
+                whenRoom()
+            case .failure(let failure):
+                refuse(body, of: item, reason: CodedBodies.refusal(failure, coding: coding, contentType: body.contentType,
+                                                                   size: body.size, maxFileSize: configuration.maxFileSize),
+                       ingestor: ingestor)
+                whenRoom()
+            }
+        }
+    }
+
     /// A body that is not stored: removed (not kept to resume: the next run
     /// asks again), and its item failed with `reason`.
     private func refuse(_ body: DownloadedBody, of item: FetchItem, reason: String, ingestor: Ingestor) {
         body.file.discard()
         // Received all the same (the summary counts what arrived).
-        state.withLock { $0.report.bytesReceived += body.size - body.resumedBytes }
+        state.withLock { $0.report.bytesReceived += body.bytesReceived }
         fail(item, reason: reason, ingestor: ingestor)
     }
 
@@ -787,7 +847,7 @@ public final class FetchJob: Sendable {
             $0.progress.bytesStored += body.size
             $0.report.downloaded += 1
             if awaitingRecord { $0.report.awaitingRecord += 1 }
-            $0.report.bytesReceived += body.size - body.resumedBytes
+            $0.report.bytesReceived += body.bytesReceived
             if body.cameOverPlainHTTP { $0.report.overPlainHTTP += 1 }
         }
     }

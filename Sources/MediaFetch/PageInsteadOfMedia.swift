@@ -296,6 +296,12 @@ enum PageInsteadOfMedia {
     /// The extension of the URL's file name when it names an image, a sound
     /// or a video (`jpg`, `mp3`, `mp4`…), lower-cased; nil otherwise.
     static func mediaExtension(of url: String) -> String? {
+        fileExtension(of: url).flatMap { mediaExtensions.contains($0) ? $0 : nil }
+    }
+
+    /// The extension of the URL's file name (`jpg`, `gz`), lower-cased; nil
+    /// when its name has none.
+    static func fileExtension(of url: String) -> String? {
         // On the UTF-8 bytes, Foundation only to decode: this runs for every body.
         let path = URLPath.of(url).utf8
         // (A path ending in "/" names a directory, not its last part: its last part is empty.)
@@ -311,8 +317,7 @@ enum PageInsteadOfMedia {
             name = Array(segment)
         }
         guard let dot = name.lastIndex(of: UInt8(ascii: ".")), dot != name.startIndex else { return nil }
-        let ext = String(decoding: BodyOpening.asciiLowercased(name[(dot + 1)...]), as: UTF8.self)
-        return mediaExtensions.contains(ext) ? ext : nil
+        return String(decoding: BodyOpening.asciiLowercased(name[(dot + 1)...]), as: UTF8.self)
     }
 
     static let mediaExtensions: Set<String> = [

@@ -321,11 +321,25 @@ final class PartialFile {
         return FinishedFile(path: finished, descriptor: nil, isReadOnly: isReadOnly, budget: budget)
     }
 
+    /// Creates a private temporary beside `path` (a finished body's file),
+    /// named after `url` as a private partial is (`<key>.<pid>-<n>.tmp`),
+    /// read-only and locked, so a sweep leaves it while this process holds
+    /// it: the file a decoded copy of that body is written into (see
+    /// `ContentDecoding`).
+    static func createPrivateTemporary(besides path: String, url: String) throws(TransferError) -> (path: String, descriptor: Int32) {
+        let directory = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[..<$0]) } ?? "."
+        let temporary = "\(directory)/\(key(for: URLPassword.removed(from: url))).\(privateName()).tmp"
+        let fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, readOnlyMode)
+        guard fd >= 0 else { throw error("cannot create", temporary) }
+        _ = flock(fd, LOCK_EX | LOCK_NB)
+        return (temporary, fd)
+    }
+
     /// `<pid>-<n>` for a private file's name: the process, and a random
     /// number, not a sequence (processes of one pid in two containers on one
     /// cache) nor Foundation's UUID (it came out all zeros, the same for every
     /// file, when descriptors ran short; this one takes none).
-    private static func privateName() -> String {
+    static func privateName() -> String {
         "\(getpid())-\(UInt64.random(in: 1...UInt64.max))"
     }
 

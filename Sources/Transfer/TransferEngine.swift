@@ -34,6 +34,12 @@ public struct DownloadedBody: Sendable {
     /// (kept as they arrived, or read back with a resumed partial); fewer
     /// or none when not known (read the file).
     public var closing: [UInt8] = []
+    /// The body's size as the server sent it, when it was decoded from a
+    /// `Content-Encoding` (see `ContentDecoding`); nil when it is as sent.
+    public var encodedSize: Int64? = nil
+
+    /// The bytes this run received of the body: as sent, less those resumed.
+    public var bytesReceived: Int64 { (encodedSize ?? size) - resumedBytes }
 
     /// Where the URL was redirected to; nil when it was not. Messages name
     /// it through `TransferEngine.shownRedirectTarget`.
