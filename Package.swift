@@ -81,7 +81,7 @@ let package = Package(
         // The test process ignores SIGPIPE from its start (a constructor), as `get` does.
         .target(name: "CTestProcess"),
         // Helpers shared by the test targets: temporary directories, fixtures, running the binary.
-        .target(name: "TestSupport", dependencies: ["TestOrigin", "CFileSync", "CTestProcess"]),
+        .target(name: "TestSupport", dependencies: ["TestOrigin", "CFileSync", "CTestProcess", "CZlib"]),
 
         .testTarget(name: "TransferTests", dependencies: ["Transfer", "TestOrigin", "TestSupport", "URLText", "CFileSync"]),
         .testTarget(name: "ContentStoreTests", dependencies: [

@@ -9,4 +9,9 @@
 static inline int mf_inflate_init2(z_streamp stream, int windowBits) {
     return inflateInit2(stream, windowBits);
 }
+
+/// deflateInit2, the same way (the tests compress what the origin sends).
+static inline int mf_deflate_init2(z_streamp stream, int level, int windowBits) {
+    return deflateInit2(stream, level, Z_DEFLATED, windowBits, 8, Z_DEFAULT_STRATEGY);
+}
 #endif

@@ -161,7 +161,7 @@ public struct DecodingFailure: Error, Sendable, Equatable {
     /// What went wrong, in a few words (zlib's, or the system's).
     public let detail: String
 
-    init(_ kind: Kind, _ detail: String) {
+    public init(_ kind: Kind, _ detail: String) {
         self.kind = kind
         self.detail = detail
     }

@@ -324,6 +324,51 @@ import TestSupport
         }
     }
 
+    /// A photo and a sound a server gzips unasked (an S3 object uploaded
+    /// gzipped, with that label) land in the cache as the photo and the
+    /// sound, which still open; a damaged one is refused in one line.
+    @Test func photosAndSoundsGzippedUnaskedAreStoredDecoded() async throws {
+        try await withOrigin { origin, directory in
+            let photo = SamplePhotos.photo(31, of: .medium)
+            let (sound, described) = try serveSound(.flac, named: "creek.flac", seconds: 2, seed: 32, origin: origin, directory: directory)
+            var damaged = Compression.compress(photo, .gzip)
+            damaged[damaged.count / 2] ^= 0xFF
+            let answers: [String: (body: Data, type: String)] = [
+                "/photos/peak.jpg": (Compression.compress(photo, .gzip), "image/jpeg"),
+                "/sounds/creek-gz.flac": (Compression.compress(sound, .gzip), "audio/flac"),
+                "/photos/damaged.jpg": (damaged, "image/jpeg"),
+            ]
+            for (path, answer) in answers {
+                origin.route(path) { _ in
+                    OriginResponse(headers: [("Content-Type", answer.type), ("Content-Encoding", "gzip")], body: answer.body)
+                }
+            }
+            let cache = directory.appending("cache")
+
+            let result = try await BuiltProducts.run(["get", "--cache", cache] + answers.keys.sorted().map(origin.url))
+
+            #expect(result.status == 1)
+            let damagedLine = try #require(result.stderrLines.first { $0.contains("/photos/damaged.jpg") }, "\(result.stderr)")
+            #expect(damagedLine.hasPrefix("mediafetch: failed \(origin.url("/photos/damaged.jpg")): the server sent a damaged gzip-coded body (its gzip stream fails near byte "), "\(damagedLine)")
+            #expect(damagedLine.hasSuffix("; image/jpeg, \(String(format: "%.1f KiB", Double(damaged.count) / 1024)) as sent); not stored"), "\(damagedLine)")
+            #expect(result.stderrLines.last?.hasPrefix("2 downloaded, 0 already cached, 1 failed") == true, "\(result.stderr)")
+            var stored: [String: Data] = [:]
+            for entry in try await listJSON(cache) {
+                let url = try #require(entry["url"] as? String), path = try #require(entry["path"] as? String)
+                stored[String(url.dropFirst(origin.baseURL.count))] = FileManager.default.contents(atPath: path)
+                if url.hasSuffix(".jpg") {
+                    #expect(entry["kind"] as? String == "photo")
+                    #expect(JPEGStructure.dimensions(of: FileManager.default.contents(atPath: path) ?? Data()) == SamplePhotos.Picture.medium.dimensions)
+                } else {
+                    #expect(entry["kind"] as? String == "sound")
+                    #expect(try SampleSounds.describe(path) == described)
+                }
+            }
+            #expect(stored == ["/photos/peak.jpg": photo, "/sounds/creek-gz.flac": sound])
+            #expect(partialDirectoryFiles(cache + "/tmp").isEmpty)
+        }
+    }
+
     /// A sound already cached that goes into another collection is a sound
     /// there too, with its facts: the kind is the URL's, not the run's.
     @Test func aCachedSoundGoesIntoAnotherCollectionAsASound() async throws {

@@ -534,6 +534,62 @@ import Transfer
         }
     }
 
+    /// A photo and a sound a server gzips or deflates unasked are stored
+    /// decoded, as what they are (they were refused as compressed data,
+    /// every run); a compressed file the server labels so (Apache's
+    /// `AddEncoding x-gzip .gz`) is stored as sent; a coded body cut short
+    /// is refused and asked for again by the next run.
+    @Test func bodiesCodedUnaskedAreStoredDecodedAndACompressedFileAsSent() async throws {
+        try await withOrigin { origin, directory in
+            let photo = SamplePhotos.photo(980)
+            let soundPath = directory.appending("walk.wav")
+            try SampleSounds.write(.wav, to: soundPath, seconds: 2, seed: 981)
+            let sound = try #require(FileManager.default.contents(atPath: soundPath))
+            let archive = Compression.compress(Data("a tar file".utf8), .gzip)
+            let coded: [String: (body: Data, type: String, coding: String)] = [
+                "/pins/summit.jpg": (Compression.compress(photo, .gzip), "image/jpeg", "gzip"),
+                "/img/7": (Compression.compress(photo, .raw), "image/jpeg", "deflate"),
+                "/sounds/walk.wav": (Compression.compress(sound, .zlib), "audio/wav", "deflate"),
+                "/maps/trail.tar.gz": (archive, "application/x-gzip", "x-gzip"),
+                "/pins/cut.jpg": (Compression.compress(photo, .gzip).dropLast(50), "image/jpeg", "gzip"),
+            ]
+            for (path, answer) in coded {
+                origin.route(path) { _ in
+                    OriginResponse(headers: [("Content-Type", answer.type), ("Content-Encoding", answer.coding), ("ETag", "\"c1\"")],
+                                   body: answer.body)
+                }
+            }
+            let root = directory.appending("cache")
+            let items = coded.keys.sorted().map { FetchItem(url: origin.url($0), collection: "pins") }
+
+            let report = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+
+            let cutSize = ByteSize.format(Int64(coded["/pins/cut.jpg"]?.body.count ?? 0))
+            #expect(report.failures.map(\.message) == [
+                "the server sent a gzip-coded body cut short (its gzip stream ends at byte \(coded["/pins/cut.jpg"]?.body.count ?? 0) "
+                    + "before its end; image/jpeg, \(cutSize) as sent); not stored",
+            ])
+            #expect(report.downloaded == 4)
+            let entries = Dictionary(uniqueKeysWithValues: try MediaCache(root: root).catalog.entries(collection: "pins").map { ($0.url, $0) })
+            #expect(entries[origin.url("/pins/summit.jpg")]?.kind == .photo)
+            #expect(entries[origin.url("/pins/summit.jpg")]?.size == Int64(photo.count))
+            #expect(entries[origin.url("/img/7")]?.sha256 == entries[origin.url("/pins/summit.jpg")]?.sha256)
+            #expect(entries[origin.url("/sounds/walk.wav")]?.kind == .sound)
+            #expect(entries[origin.url("/sounds/walk.wav")]?.metadata?.contains("\"durationSeconds\":2") == true,
+                    "\(entries[origin.url("/sounds/walk.wav")]?.metadata ?? "")")
+            #expect(entries[origin.url("/maps/trail.tar.gz")]?.size == Int64(archive.count))
+            // The stored objects are the photo, the sound and the archive, byte for byte; nothing is left in tmp/.
+            let stored = try Set(objectPaths(inCache: root).map { try #require(FileManager.default.contents(atPath: $0)) })
+            #expect(stored == [photo, sound, archive])
+            #expect(HeldPartials(in: root + "/tmp").count == 0)
+            #expect(report.bytesReceived == Int64(coded.values.map(\.body.count).reduce(0, +)))
+
+            let again = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+            #expect(again.skipped == 4 && again.failed == 1)
+            #expect(origin.requests(for: "/pins/cut.jpg").count == 2)
+        }
+    }
+
     /// A download link that names no media (`/dl/3`) but is redirected to
     /// one that does asks for that media: a sign-in page sent there was
     /// stored as the item, and the link counted as cached for good. A photo
