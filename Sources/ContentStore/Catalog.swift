@@ -127,6 +127,7 @@ public final class Catalog: Sendable {
             }
             tries += 1
         }
+        try Self.rollBackJournalLeftByAKill(path)
         createsFiles = access(path, F_OK) != 0 || access(Self.writeAheadLog(of: path), F_OK) != 0
         // A main file with a header and no log beside it (or an empty one:
         // SQLite makes one when it only reads) may be a copy without its
@@ -341,6 +342,32 @@ public final class Catalog: Sendable {
         } catch {
             return "it cannot be read as a catalog (\(describe(error))), and no objects/ is beside it: "
                 + "another program's file, or damaged; give another cache directory"
+        }
+    }
+
+    /// Rolls back the journal SQLite leaves beside a catalog whose making was
+    /// killed. A new catalog's one write outside WAL is its switch to WAL,
+    /// made with a rollback journal (`catalog.sqlite-journal`); a process
+    /// killed in it (kill -9, or a signal in its first milliseconds) left
+    /// that journal, and every later opening was refused with "attempt to
+    /// write a readonly database": SQLite rolls a journal back on the next
+    /// read, but only through a connection that may write, and the first
+    /// look at a catalog is read-only. Done here, under the opening's lock,
+    /// which whoever makes the catalog holds: a journal found now is no
+    /// other process's work in progress. The catalog is then as before the
+    /// kill: empty, as one whose making was cut off is (see
+    /// `MediaCache.emptiedCatalog`).
+    private static func rollBackJournalLeftByAKill(_ path: String) throws {
+        var info = stat()
+        guard lstat(path + "-journal", &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > 0 else { return }
+        do {
+            // A connection that may write, in SQLite's own journal mode: its first read plays the journal back.
+            let queue = try DatabaseQueue(path: path)
+            try queue.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
+            try queue.close()
+        } catch {
+            throw CatalogRefusal("its making was cut off, and the journal SQLite left beside it (catalog.sqlite-journal) "
+                + "cannot be rolled back (\(describe(error))); run mediafetch get as a user who can write the cache")
         }
     }
 

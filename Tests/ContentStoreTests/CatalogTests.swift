@@ -45,6 +45,48 @@ import TestSupport
     /// Rows an earlier run kept (see `UnrecordedRows`), recorded late: a URL
     /// fetched since keeps its newer source; the item joins its collection
     /// all the same; recency does not move back.
+    /// What a process killed while it made a new catalog leaves: the first
+    /// page, switched to WAL, and SQLite's journal of that switch (the file
+    /// was empty before it). Every opening was refused after it, `get`'s
+    /// too, with "attempt to write a readonly database": the first look is
+    /// read-only, and SQLite rolls a journal back only through a connection
+    /// that may write. Rolled back, the catalog is empty, as one whose
+    /// making was cut off is.
+    @Test func aJournalLeftByAKillWhileTheCatalogWasMadeIsRolledBack() async throws {
+        try await TemporaryDirectory.with { directory in
+            func leftByAKill(_ name: String) throws -> String {
+                let path = directory.appending(name)
+                let made = try DatabaseQueue(path: path)
+                try made.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA page_size = 4096")
+                    _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+                }
+                try made.close()
+                // A journal's header: its magic number, no record counted yet, a checksum's
+                // seed, the size the file had (0 pages), the sector and page sizes.
+                var journal = Data([0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7, 0, 0, 0, 0, 0xE3, 0x89, 0xBA, 0xED,
+                                    0, 0, 0, 0, 0, 0, 0x02, 0x00, 0, 0, 0x10, 0x00])
+                journal.append(Data(count: 512 - journal.count))
+                try journal.write(to: URL(fileURLWithPath: path + "-journal"))
+                // As the kill left it: the log and its index were not made yet.
+                for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+                return path
+            }
+
+            let read = try leftByAKill("read.sqlite")
+            #expect(throws: CatalogRefusal.self) {
+                _ = try Catalog(path: read, readingOnly: true, refusingNewSchema: { "it holds no catalog yet" })
+            }
+            #expect(!FileManager.default.fileExists(atPath: read + "-journal"))
+            #expect(try FileManager.default.attributesOfItem(atPath: read)[.size] as? Int == 0)
+
+            let written = try leftByAKill("written.sqlite")
+            let catalog = try Catalog(path: written)
+            try catalog.record([record("https://h/a.jpg", "pins", hashA)])
+            #expect(try catalog.entries(collection: "pins").map(\.url) == ["https://h/a.jpg"])
+        }
+    }
+
     @Test func keptRowsDoNotOverwriteWhatWasRecordedSince() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))
