@@ -495,7 +495,8 @@ final class PartialFile {
             let age = now.timeIntervalSince1970 - Double(info.st_mtim.tv_sec)
             let isPart = name.hasSuffix(".part")
             let isValidator = name.hasSuffix(".validator")
-            let resumable = isPart && access(path + ".validator", F_OK) == 0
+            // (An empty partial resumes nothing, validator or not: a run killed before its first bytes left it.)
+            let resumable = isPart && info.st_size > 0 && access(path + ".validator", F_OK) == 0
             if isValidator {
                 let partial = String(path.dropLast(".validator".count))
                 // A validator outlives its partial only by accident.
@@ -950,7 +951,7 @@ public struct HeldPartials: Sendable, Equatable {
                 guard lstat("\(path)/\(name)", &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
                 count += 1
                 bytes += Int64(info.st_size)
-                if name.hasSuffix(".part"), access("\(path)/\(name).validator", F_OK) == 0 { resumable += 1 }
+                if name.hasSuffix(".part"), info.st_size > 0, access("\(path)/\(name).validator", F_OK) == 0 { resumable += 1 }
             }
         }
     }

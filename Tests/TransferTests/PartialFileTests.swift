@@ -539,6 +539,15 @@ import Glibc
             let privateLeft = "\(shard)/\(key).4242-1.tmp"
             let halfPart = "\(shard)/\(PartialFile.key(for: "http://example.test/b.jpg")).part"
             try Data().write(to: URL(fileURLWithPath: emptyPart))
+            // Empty, beside its validator: a run killed between the validator and the first bytes (nothing to resume).
+            let emptyURL = "http://example.test/d.jpg"
+            let emptyKey = PartialFile.key(for: emptyURL)
+            let emptyWithValidator = "\(PartialFile.shardDirectory(directory.path, key: emptyKey))/\(emptyKey).part"
+            try FileManager.default.createDirectory(atPath: (emptyWithValidator as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            try Data().write(to: URL(fileURLWithPath: emptyWithValidator))
+            try Data("\(emptyURL)\n\"v1\"\n".utf8).write(to: URL(fileURLWithPath: emptyWithValidator + ".validator"))
+            #expect(HeldPartials(in: directory.path).resumable == 0)
             try Data("abc".utf8).write(to: URL(fileURLWithPath: privateLeft))
             try Data("abc".utf8).write(to: URL(fileURLWithPath: halfPart))
             // One in use: another process holds the URL's partial, so this one writes privately.
@@ -551,10 +560,11 @@ import Glibc
             let later = { (minutes: Double) in Date().addingTimeInterval(minutes * 60) }
 
             #expect(PartialFile.sweep(directory: directory.path, now: later(5)) == 0)
-            #expect(PartialFile.sweep(directory: directory.path, now: later(11)) == 2)
+            #expect(PartialFile.sweep(directory: directory.path, now: later(11)) == 4)
 
             let left = Set(partialDirectoryFiles(directory.path).map { directory.appending($0) })
             #expect(!left.contains(emptyPart) && !left.contains(privateLeft))
+            #expect(!left.contains(emptyWithValidator) && !left.contains(emptyWithValidator + ".validator"))
             // A partial with bytes but no validator waits the day, as before; the ones in use stay.
             #expect(left.contains(halfPart) && left.contains(inUse.path) && left.contains(shared.path))
         }
