@@ -505,7 +505,13 @@ public final class FetchJob: Sendable {
             if let known = objects[source.sha256] {
                 hasFile = known
             } else {
-                hasFile = cache.store.contains(source.sha256, size: source.size)
+                // Not looked at is not missing: an `objects/sha256/aa` this user may not
+                // enter had its URLs fetched again, each failed at its store, and listed as failed.
+                do {
+                    hasFile = try cache.store.lookUp(source.sha256, size: source.size)
+                } catch {
+                    throw CacheError.unreadableObjects(error)
+                }
                 objects[source.sha256] = hasFile
                 if hasFile { firstSeen.append(source.sha256) }
             }

@@ -441,4 +441,32 @@ import TestSupport
                     "\(get.stderr)")
         }
     }
+
+    /// One of the store's fan-out directories this user may not enter is
+    /// no object missing either: `get` fetched its URLs again, failed each
+    /// at its store, and listed them as failed, with their files intact.
+    @Test(.enabled(if: BuiltProducts.canRunAsAnotherUser, "needs root and setpriv to run as nobody"))
+    func getStopsAtAnObjectItCannotLookAtAndFetchesNothing() async throws {
+        try await withOrigin { origin, directory in
+            origin.addResource("/a.jpg", data: fixtureBytes(count: 4_000, seed: 62))
+            origin.addResource("/b.jpg", data: fixtureBytes(count: 4_000, seed: 63))
+            let cache = try directory.cache(ownedBy: .nobody)
+            let first = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg")], as: .nobody)
+            #expect(first.status == 0, "\(first.stderr)")
+            let object = try #require(try objectPaths(inCache: cache).first)
+            let fanOut = (object as NSString).deletingLastPathComponent
+            #expect(chmod(fanOut, 0o000) == 0)
+            let asked = origin.requests().count
+
+            let get = try await BuiltProducts.run(["get", "--cache", cache, origin.url("/a.jpg"), origin.url("/b.jpg")], as: .nobody)
+
+            #expect(chmod(fanOut, 0o755) == 0)
+            #expect(get.status == 3)
+            #expect(get.stderr == "mediafetch: cannot read the cache's objects: cannot look at \(object): Permission denied\n",
+                    "\(get.stderr)")
+            #expect(origin.requests().count == asked)
+            let failed = try await BuiltProducts.run(["list", "--cache", cache, "--failed"], as: .nobody)
+            #expect(failed.status == 0 && !failed.stdout.contains("a.jpg"), "\(failed.stdout)")
+        }
+    }
 }
