@@ -352,17 +352,33 @@ public final class Catalog: Sendable {
     /// that journal, and every later opening was refused with "attempt to
     /// write a readonly database": SQLite rolls a journal back on the next
     /// read, but only through a connection that may write, and the first
-    /// look at a catalog is read-only. Done here, under the opening's lock,
-    /// which whoever makes the catalog holds: a journal found now is no
-    /// other process's work in progress. The catalog is then as before the
-    /// kill: empty, as one whose making was cut off is (see
+    /// look at a catalog is read-only (`list` and `stats` roll it back too:
+    /// a recovery any SQLite reader that may write makes).
+    ///
+    /// Only that journal: one that says the file was empty before it (its
+    /// header's magic number, and 0 pages for the size the file had), beside
+    /// a file of a page or two. A catalog restored beside a stale journal is
+    /// not emptied by it, but refused as before. Done under the opening's
+    /// lock, which whoever makes the catalog holds: such a journal found now
+    /// is no other process's work in progress. The catalog is then as before
+    /// the kill: empty, as one whose making was cut off is (see
     /// `MediaCache.emptiedCatalog`).
     private static func rollBackJournalLeftByAKill(_ path: String) throws {
-        var info = stat()
-        guard lstat(path + "-journal", &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > 0 else { return }
+        var main = stat(), journal = stat()
+        guard lstat(path + "-journal", &journal) == 0, journal.st_mode & S_IFMT == S_IFREG, journal.st_size >= 28,
+              lstat(path, &main) == 0, main.st_mode & S_IFMT == S_IFREG, main.st_size <= 2 * 65_536 else { return }
+        let fd = open(path + "-journal", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        var header = [UInt8](repeating: 0, count: 20)
+        let read = pread(fd, &header, 20, 0)
+        close(fd)
+        let magic: [UInt8] = [0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7]
+        guard read == 20, header.starts(with: magic), header[16..<20].allSatisfy({ $0 == 0 }) else { return }
         do {
             // A connection that may write, in SQLite's own journal mode: its first read plays the journal back.
-            let queue = try DatabaseQueue(path: path)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(10)
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
             try queue.read { db in _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }
             try queue.close()
         } catch {

@@ -33,6 +33,12 @@ enum CodedBodies {
     /// Windows metafiles: `emz`, `wmz`).
     static let compressedFileExtensions: Set<String> = ["gz", "tgz", "taz", "z", "svgz", "emz", "wmz"]
 
+    /// Why a body that decodes to nothing is not stored.
+    static func emptyRefusal(coding: ContentDecoding.Coding, contentType: String?, size: Int64) -> String {
+        let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
+        return "the server sent a \(coding.name)-coded body that decodes to nothing (\(type)\(ByteSize.format(size)) as sent); not stored"
+    }
+
     /// Why a body whose coding failed to undo is not stored, in one line,
     /// as `MediaKinds` words its refusals: `maxFileSize` is the limit
     /// `--max-filesize` gave, if any.

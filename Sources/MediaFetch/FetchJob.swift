@@ -693,8 +693,13 @@ public final class FetchJob: Sendable {
             let result = ContentDecoding.decode(body, coding: coding, limit: limit, stop: stop)
             checkEnded()
             switch result {
+            case .success(let decoded) where decoded.size == 0:
+                // Nothing, decoded: as an empty body, never stored (a cached empty photo is never fetched again).
+                refuse(decoded, of: item, reason: CodedBodies.emptyRefusal(coding: coding, contentType: body.contentType,
+                                                                           size: body.size), ingestor: ingestor)
+                whenRoom()
             case .success(let decoded):
-                body.file.discard()
+                // (The body as sent goes with the decoded one, or stays to resume where it would.)
                 judge(decoded, of: item, opening: Self.opening(of: decoded), ingestor: ingestor, whenRoom: whenRoom)
             case .failure(let failure) where failure.kind == .notThatCoding:
                 // Not known to be deflate's after all: judged as it came.

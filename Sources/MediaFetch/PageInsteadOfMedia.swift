@@ -123,6 +123,14 @@ enum PageInsteadOfMedia {
     /// (a login page replaced a photo's part at `/media/9`). Nor where it
     /// was redirected to a name of media (see `reason`).
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
+        // A whole body whose coding is undone once it is here is judged then,
+        // decoded (see `CodedBodies`): a gzipped photo sent whole again (a
+        // server that ignores ranges, a file changed since) was refused as
+        // compressed data at every run, its partial kept a week.
+        if CodedBodies.codingToUndo(contentEncoding: answer.contentEncoding, contentType: answer.contentType, url: url,
+                                    redirectedTo: answer.redirectedTo, opening: { answer.opening }) != nil {
+            return nil
+        }
         let held = answer.held
         let media = expectedMedia(url: url, kind: kind) ?? answer.redirectedTo.flatMap { expectedMedia(url: $0, kind: kind) }
         // Asked only where the URL names no media.

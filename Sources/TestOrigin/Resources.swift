@@ -10,6 +10,21 @@ struct MemoryResource: Sendable {
     let contentType: String
     let etag: String
     let lastModified: Int  // seconds since 1970
+    var coding: ResourceCoding? = nil
+}
+
+/// The `Content-Encoding` a resource's bytes are sent with (they are stored
+/// coded), and whether a range answer says so again.
+public struct ResourceCoding: Sendable {
+    public let contentEncoding: String
+    /// Whether a 206 carries `Content-Type` and `Content-Encoding`: after
+    /// `If-Range`, RFC 9110 (§15.3.7) has a server leave them out.
+    public let labelsOnRanges: Bool
+
+    public init(_ contentEncoding: String, labelsOnRanges: Bool = true) {
+        self.contentEncoding = contentEncoding
+        self.labelsOnRanges = labelsOnRanges
+    }
 }
 
 /// What a `GET`/`HEAD` for a resource or file serves: metadata plus where the bytes are.
@@ -25,20 +40,23 @@ struct Entity {
     let lastModified: Int
     let contentType: String
     let source: Source
+    var coding: ResourceCoding? = nil
 }
 
 extension OriginServer {
     /// The default `Last-Modified` of in-memory resources: Sun, 01 Jan 2023 00:00:00 GMT.
     static let defaultLastModified = 1_672_531_200
 
-    func addResource(_ path: String, data: Data, contentType: String, etag: String?, lastModified: Date?) {
+    func addResource(_ path: String, data: Data, contentType: String, etag: String?, lastModified: Date?,
+                     coding: ResourceCoding? = nil) {
         let tag = etag ?? Self.contentETag(data)
         state.withLock { state in
             var modified = lastModified.map(HTTPDate.seconds) ?? Self.defaultLastModified
             if lastModified == nil, let previous = state.resources[path], previous.etag != tag {
                 modified = previous.lastModified + 3600
             }
-            state.resources[path] = MemoryResource(data: data, contentType: contentType, etag: tag, lastModified: modified)
+            state.resources[path] = MemoryResource(data: data, contentType: contentType, etag: tag, lastModified: modified,
+                                                   coding: coding)
         }
     }
 

@@ -126,7 +126,7 @@ extension OriginServer {
         }
         if let resource {
             let entity = Entity(size: resource.data.count, etag: resource.etag, lastModified: resource.lastModified,
-                                contentType: resource.contentType, source: .memory(resource.data))
+                                contentType: resource.contentType, source: .memory(resource.data), coding: resource.coding)
             return (Self.entityReply(request, entity, ignoreRange: ignoreRange), bodyFault)
         }
         switch openFile(request.path) {
@@ -192,7 +192,11 @@ extension OriginServer {
                 status = 206
                 range = satisfiable
                 headers.append(("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(entity.size)"))
+                if entity.coding?.labelsOnRanges == false { headers.removeAll { $0.0 == "Content-Type" } }
             }
+        }
+        if let coding = entity.coding, status == 200 || coding.labelsOnRanges {
+            headers.append(("Content-Encoding", coding.contentEncoding))
         }
         switch entity.source {
         case .memory(let data):

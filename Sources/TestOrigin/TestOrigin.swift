@@ -54,10 +54,12 @@ public final class TestOrigin: Sendable {
     /// when a resource is replaced by different content without an explicit date, the
     /// previous date plus one hour is used instead, so date validators
     /// (`If-Range` with a date, `If-Modified-Since`) see the change too.
+    ///
+    /// `coding`: the bytes are sent with that `Content-Encoding` (they are given coded).
     public func addResource(_ path: String, data: Data, contentType: String = "application/octet-stream",
-                            etag: String? = nil, lastModified: Date? = nil) {
+                            etag: String? = nil, lastModified: Date? = nil, coding: ResourceCoding? = nil) {
         server.addResource(OriginServer.normalize(path), data: data, contentType: contentType,
-                           etag: etag, lastModified: lastModified)
+                           etag: etag, lastModified: lastModified, coding: coding)
     }
 
     /// Removes the in-memory resource at `path`; requests for it then fall through to the

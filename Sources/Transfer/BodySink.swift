@@ -205,6 +205,18 @@ final class FileSink: BodySink {
         }
     }
 
+    /// What the final response said of the body, with what a range answer
+    /// leaves out taken from the bytes it continues: after `If-Range` a 206
+    /// need not repeat the representation's headers (RFC 9110 §15.3.7), and
+    /// a gzipped body resumed by one that did not was stored still gzipped,
+    /// for good. Nil before any response was taken.
+    var labels: BodyLabels? {
+        guard let head else { return nil }
+        guard head.status == 206, heldAtBegin > 0 else { return BodyLabels(of: head) }
+        return BodyLabels(contentType: head.contentType ?? validatorLabels.contentType,
+                          contentEncoding: head.contentEncoding ?? validatorLabels.contentEncoding)
+    }
+
     var resumeOffset: Int64 { validator == nil ? 0 : bytesHeld }
     var resumeValidator: String? { validator }
 

@@ -82,9 +82,10 @@ public enum ContentDecoding {
     /// it, hashing the decoded bytes as they are written, and returns the
     /// decoded body: the same response with the new file, its digest, size,
     /// first and last bytes, no `contentEncoding`, and `encodedSize` set.
-    /// The raw body's file is left as it is (the caller discards it, or
-    /// keeps it to resume). `limit`: the most bytes the decoded body may
-    /// have. `stop` is asked between blocks: a run interrupted meanwhile
+    /// The decoded body's file holds the body as sent until it is stored or
+    /// given up (see `FinishedFile`); on a failure the body as sent is left
+    /// as it is, for the caller. `limit`: the most bytes the decoded body
+    /// may have. `stop` is asked between blocks: a run interrupted meanwhile
     /// ends the decoding (`.stopped`).
     public static func decode(_ body: DownloadedBody, coding: Coding, limit: Int64,
                               stop: @Sendable () -> Bool = { false }) -> Result<DownloadedBody, DecodingFailure> {
@@ -95,36 +96,34 @@ public enum ContentDecoding {
         do {
             output = try PartialFile.createPrivateTemporary(besides: body.path, url: body.url)
         } catch {
-            if case .fileSystem(let code) = error.kind { return .failure(.fileSystem(code, error.message)) }
-            return .failure(DecodingFailure(.fileSystem(errno: EIO), error.message))
+            let code: Int32 = if case .fileSystem(let code) = error.kind { code } else { EIO }
+            return .failure(DecodingFailure(.fileSystem(errno: code), error.message))
         }
         var inflater = Inflater(coding: coding, limit: limit)
-        let result = inflater.run(from: input, to: output.descriptor, outputPath: output.path, stop: stop)
-        guard case .success(let size) = result else {
+        let size: Int64
+        switch inflater.run(from: input, to: output.descriptor, outputPath: output.path, stop: stop) {
+        case .success(let decoded):
+            size = decoded
+        case .failure(let failure):
             _ = unlink(output.path)
             _ = mf_close_unlocking(output.descriptor)
-            if case .failure(let failure) = result { return .failure(failure) }
-            return .failure(DecodingFailure(.fileSystem(errno: EIO), "cannot decode"))
+            return .failure(failure)
         }
         var info = stat()
         let isReadOnly = fstat(output.descriptor, &info) == 0 && info.st_mode & 0o7777 == 0o444
-        let file: FinishedFile
-        if descriptors.reserve() {
-            file = FinishedFile(path: output.path, descriptor: output.descriptor, isReadOnly: isReadOnly, budget: descriptors)
-        } else {
-            // Too many held already: unlocked, under a finished body's name,
-            // which a sweep leaves a day (a private temporary no one holds
-            // goes after ten minutes), as the engine leaves such bodies.
-            let finished = "\(output.path).\(PartialFile.privateName()).done"
-            let renamed = mf_renameat_noreplace(AT_FDCWD, output.path, AT_FDCWD, finished) == 0
-            _ = mf_close_unlocking(output.descriptor)
-            guard renamed else {
-                let code = errno
-                _ = unlink(output.path)
-                return .failure(.fileSystem(code, "cannot rename \(output.path)"))
-            }
-            file = FinishedFile(path: finished, descriptor: nil, isReadOnly: isReadOnly, budget: descriptors)
+        // Not held open: its lock would be a descriptor past the engine's
+        // budget for each decoded body waiting to be stored. Unlocked, it is
+        // named as a finished body is, which a sweep leaves a day (a private
+        // temporary no one holds goes after ten minutes).
+        let finished = "\(output.path).\(PartialFile.privateName()).done"
+        let renamed = mf_renameat_noreplace(AT_FDCWD, output.path, AT_FDCWD, finished) == 0
+        let code = errno
+        _ = mf_close_unlocking(output.descriptor)
+        guard renamed else {
+            _ = unlink(output.path)
+            return .failure(.fileSystem(code, "cannot rename \(output.path)"))
         }
+        let file = FinishedFile(path: finished, descriptor: nil, isReadOnly: isReadOnly, budget: unheld, source: body.file)
         var decoded = DownloadedBody(
             url: body.url, effectiveURL: body.effectiveURL, file: file, sha256: inflater.digest, size: size,
             contentType: body.contentType, etag: body.etag, lastModified: body.lastModified,
@@ -135,8 +134,8 @@ public enum ContentDecoding {
         return .success(decoded)
     }
 
-    /// How many decoded bodies may hold their file's descriptor (and lock) at once.
-    static let descriptors = FinishedFile.Budget(limit: 32)
+    /// The budget of a file that holds no descriptor (it is never drawn on).
+    private static let unheld = FinishedFile.Budget(limit: 0)
 }
 
 /// Why a body could not be decoded.
@@ -227,15 +226,20 @@ private struct Inflater {
                 held += count
                 stream.next_in = inBuffer
                 stream.avail_in = UInt32(held)
-                if stop() { return .failure(DecodingFailure(.stopped, "interrupted")) }
             }
             if memberEnded {
+                // A guessed raw stream that ends before the body does is no
+                // proof of one: a few bits of another format can read as a
+                // whole deflate block (dBase files open with one).
+                if coding == .rawDeflate, held > 0 { return .failure(DecodingFailure(.notThatCoding, "bytes after its end")) }
                 // gzip allows members one after another; anything else after
                 // the end (a server's padding) is left, as browsers leave it.
                 guard coding == .gzip, held >= 2, let next = stream.next_in, next[0] == 0x1F, next[1] == 0x8B else { break }
                 inflateReset(&stream)
                 memberEnded = false
             }
+            // Asked at every block out too: one block in of a "bomb" makes a thousand out.
+            if stop() { return .failure(DecodingFailure(.stopped, "interrupted")) }
             stream.next_out = outBuffer
             stream.avail_out = UInt32(blockSize)
             let status = inflate(&stream, Z_NO_FLUSH)
@@ -259,12 +263,16 @@ private struct Inflater {
                 memberEnded = true
                 if held == 0, atEnd { return .success(written) }
             case Z_BUF_ERROR where held == 0 && atEnd:
-                return .failure(coding == .rawDeflate && written == 0
-                    ? DecodingFailure(.notThatCoding, "no deflate stream")
+                // (A guessed raw stream that runs out is no proof of one either.)
+                return .failure(coding == .rawDeflate
+                    ? DecodingFailure(.notThatCoding, "no whole deflate stream")
                     : DecodingFailure(.cutShort, "its \(coding.name) stream ends at byte \(consumed) before its end"))
-            case Z_BUF_ERROR:
+            case Z_BUF_ERROR where held == 0:
                 continue
+            case Z_MEM_ERROR:
+                return .failure(DecodingFailure(.fileSystem(errno: ENOMEM), "zlib has no memory left"))
             default:
+                // (Z_BUF_ERROR with input left cannot come with room out; were it to, it is no loop.)
                 let words = stream.msg.map { String(cString: $0) } ?? "zlib error \(status)"
                 if coding == .rawDeflate { return .failure(DecodingFailure(.notThatCoding, words)) }
                 return .failure(DecodingFailure(.damaged, "its \(coding.name) stream fails near byte \(consumed): \(words)"))

@@ -799,6 +799,11 @@ final class PartialFile {
 ///
 /// While held it usually keeps the lock it was written under, so no other
 /// process opens it by its shared partial name in the meantime.
+///
+/// A decoded copy of a body (see `ContentDecoding`) holds the body as sent
+/// as its `source` until it is itself stored or given up: kept to resume, it
+/// keeps that body (with its validator) and removes itself, since it is
+/// made again from it; stored or discarded, it takes that body with it.
 public final class FinishedFile: Sendable {
     /// Where the body is now.
     public let path: String
@@ -823,10 +828,15 @@ public final class FinishedFile: Sendable {
     /// Whether the name is in `PartialFile.lockedHere` still: it leaves when the
     /// body is about to leave the name (see `forgetValidator`), or at `release`.
     private let listed: Atomic<Bool>
+    /// The body as sent, for a decoded copy (see the type's comment).
+    private let source: FinishedFile?
+    /// Whether `source` has been let go (kept, or removed), once.
+    private let sourceLetGo = Atomic(false)
 
     init(path: String, descriptor: Int32?, isReadOnly: Bool, budget: Budget, validatorPath: String? = nil,
-         lockedHere: Bool = false) {
+         lockedHere: Bool = false, source: FinishedFile? = nil) {
         self.path = path
+        self.source = source
         self.descriptor = Mutex(descriptor)
         self.isReadOnly = isReadOnly
         self.budget = budget
@@ -847,6 +857,8 @@ public final class FinishedFile: Sendable {
     /// to another download's partial and validator. Idempotent; `release()`
     /// does it too, for a body given up.
     public func forgetValidator() {
+        // A decoded copy leaves for the store: the body it came from is not to be resumed.
+        source?.forgetValidator()
         // The name is left now: not marked alive any more (its body would be
         // the store's, its name another download's), nor taken for this process's.
         unlist()
@@ -867,6 +879,13 @@ public final class FinishedFile: Sendable {
     /// nothing to prove it with (no validator, or a private name), and the
     /// caller removes the body.
     public func keepForResume() -> Bool {
+        if let source {
+            // The body as sent stays to be resumed; this copy is made again from it.
+            guard source.keepForResume() else { return false }
+            _ = unlink(path)
+            kept.store(true, ordering: .relaxed)
+            return true
+        }
         guard let path = validatorPath else { return false }
         let (present, removedText) = validator.withLock { ($0.present, $0.removedText) }
         if !present {
@@ -912,6 +931,9 @@ public final class FinishedFile: Sendable {
     /// Closes the descriptor and with it the lock. Idempotent; also done when
     /// the last reference goes away.
     public func release() {
+        if let source, !sourceLetGo.exchange(true, ordering: .acquiringAndReleasing) {
+            if kept.load(ordering: .relaxed) { source.release() } else { source.discard() }
+        }
         guard let fd = descriptor.withLock({ value -> Int32? in
             defer { value = nil }
             return value
@@ -927,7 +949,7 @@ public final class FinishedFile: Sendable {
 /// The partial downloads a cache holds, for `stats`: its disk use beyond the
 /// store, and what the next run goes on from.
 public struct HeldPartials: Sendable, Equatable {
-    /// Partials with a validator beside them, which a resumed download needs.
+    /// Partials with bytes and a validator beside them, which a resumed download needs.
     public var resumable = 0
     /// Every partial: those of running downloads (this or another
     /// process's) and those no run can resume too, and the private files

@@ -392,10 +392,11 @@ public final class TransferEngine: Sendable {
     func body(_ prepared: PreparedDownload, _ outcome: Completed, attempts: Int,
               finished: (file: FinishedFile, sha256: String, size: Int64)) -> DownloadedBody {
         let head = prepared.sink.head ?? outcome.head
+        let labels = prepared.sink.labels ?? BodyLabels(of: head)
         return DownloadedBody(
             url: prepared.target.url, effectiveURL: outcome.effectiveURL ?? prepared.target.url,
             file: finished.file, sha256: finished.sha256, size: finished.size,
-            contentType: head.contentType, contentEncoding: head.contentEncoding, etag: head.etag,
+            contentType: labels.contentType, contentEncoding: labels.contentEncoding, etag: head.etag,
             lastModified: head.lastModified, resumedBytes: outcome.resumedBytes, attempts: attempts,
             opening: prepared.sink.opening, closing: prepared.sink.closing)
     }

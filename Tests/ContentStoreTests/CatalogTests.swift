@@ -42,9 +42,6 @@ import TestSupport
         }
     }
 
-    /// Rows an earlier run kept (see `UnrecordedRows`), recorded late: a URL
-    /// fetched since keeps its newer source; the item joins its collection
-    /// all the same; recency does not move back.
     /// What a process killed while it made a new catalog leaves: the first
     /// page, switched to WAL, and SQLite's journal of that switch (the file
     /// was empty before it). Every opening was refused after it, `get`'s
@@ -54,7 +51,7 @@ import TestSupport
     /// making was cut off is.
     @Test func aJournalLeftByAKillWhileTheCatalogWasMadeIsRolledBack() async throws {
         try await TemporaryDirectory.with { directory in
-            func leftByAKill(_ name: String) throws -> String {
+            func leftByAKill(_ name: String, pagesBefore: UInt8 = 0) throws -> String {
                 let path = directory.appending(name)
                 let made = try DatabaseQueue(path: path)
                 try made.writeWithoutTransaction { db in
@@ -65,7 +62,7 @@ import TestSupport
                 // A journal's header: its magic number, no record counted yet, a checksum's
                 // seed, the size the file had (0 pages), the sector and page sizes.
                 var journal = Data([0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7, 0, 0, 0, 0, 0xE3, 0x89, 0xBA, 0xED,
-                                    0, 0, 0, 0, 0, 0, 0x02, 0x00, 0, 0, 0x10, 0x00])
+                                    0, 0, 0, pagesBefore, 0, 0, 0x02, 0x00, 0, 0, 0x10, 0x00])
                 journal.append(Data(count: 512 - journal.count))
                 try journal.write(to: URL(fileURLWithPath: path + "-journal"))
                 // As the kill left it: the log and its index were not made yet.
@@ -80,6 +77,13 @@ import TestSupport
             #expect(!FileManager.default.fileExists(atPath: read + "-journal"))
             #expect(try FileManager.default.attributesOfItem(atPath: read)[.size] as? Int == 0)
 
+            // A journal of a file that had pages (a catalog restored beside a stale one) is not played
+            // over it, which would empty it: refused as before.
+            let restored = try leftByAKill("restored.sqlite", pagesBefore: 3)
+            #expect(throws: (any Error).self) { _ = try Catalog(path: restored) }
+            #expect(FileManager.default.fileExists(atPath: restored + "-journal"))
+            #expect(try FileManager.default.attributesOfItem(atPath: restored)[.size] as? Int == 4096)
+
             let written = try leftByAKill("written.sqlite")
             let catalog = try Catalog(path: written)
             try catalog.record([record("https://h/a.jpg", "pins", hashA)])
@@ -87,6 +91,9 @@ import TestSupport
         }
     }
 
+    /// Rows an earlier run kept (see `UnrecordedRows`), recorded late: a URL
+    /// fetched since keeps its newer source; the item joins its collection
+    /// all the same; recency does not move back.
     @Test func keptRowsDoNotOverwriteWhatWasRecordedSince() async throws {
         try await TemporaryDirectory.with { directory in
             let catalog = try Catalog(path: directory.appending("catalog.sqlite"))

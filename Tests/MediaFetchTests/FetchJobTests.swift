@@ -590,6 +590,52 @@ import Transfer
         }
     }
 
+    /// A gzipped body cut off and resumed by a 206 that does not say its
+    /// coding again (RFC 9110 has a server leave it out after `If-Range`)
+    /// is the gzipped body still: stored decoded (it was stored gzipped, for
+    /// good, at a URL that names no media). One sent whole again to a
+    /// resume (a server that ignores ranges) is decoded too (it was refused
+    /// as compressed data at every run); one that decodes to nothing is
+    /// refused, as an empty body is.
+    @Test func aCodedBodyResumedOrSentWholeAgainIsStoredDecodedAndAnEmptyOneIsRefused() async throws {
+        try await withOrigin { origin, directory in
+            let photo = SamplePhotos.photo(990) + fixtureBytes(count: 600_000, seed: 991)
+            let coded = Compression.compress(photo, .gzip)
+            // Resumed in the run that was cut off, and in the next run (the labels then come from the partial's validator).
+            for path in ["/dl/7", "/dl/8"] {
+                origin.addResource(path, data: coded, contentType: "image/jpeg", coding: ResourceCoding("gzip", labelsOnRanges: false))
+            }
+            origin.setFault("/dl/7", .dropAfter(bytes: coded.count / 2), times: 1)
+            origin.setFault("/dl/8", .dropAfter(bytes: coded.count / 2), times: 2)
+            origin.addResource("/pins/whole.jpg", data: coded, contentType: "image/jpeg", coding: ResourceCoding("gzip"))
+            origin.setFault("/pins/whole.jpg", .dropAfter(bytes: coded.count / 2), times: 2)
+            let empty = Compression.compress(Data(), .gzip)
+            origin.addResource("/pins/empty.jpg", data: empty, contentType: "image/jpeg", coding: ResourceCoding("gzip"))
+            let root = directory.appending("cache")
+            let items = ["/dl/7", "/dl/8", "/pins/whole.jpg", "/pins/empty.jpg"].map { FetchItem(url: origin.url($0), collection: "pins") }
+
+            let first = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+            // The next run's resume of whole.jpg is answered with the whole body again.
+            origin.setFault("/pins/whole.jpg", .ignoreRange)
+            let second = try await FetchJob(cache: try MediaCache(root: root), configuration: quickRetries()).run(items)
+
+            #expect(first.downloaded == 1 && second.downloaded == 2, "\(first.failures) \(second.failures)")
+            #expect(second.failures.map(\.message) == [
+                "the server sent a gzip-coded body that decodes to nothing (image/jpeg, \(empty.count) B as sent); not stored",
+            ])
+            // Each stored from the 206 that resumed it, not from a new start.
+            for path in ["/dl/7", "/dl/8"] { #expect(origin.requests(for: path).last?.header("Range") != nil, "\(path)") }
+            let entries = Dictionary(uniqueKeysWithValues: try MediaCache(root: root).catalog.entries(collection: "pins").map { ($0.url, $0) })
+            #expect(entries.count == 3)
+            for path in ["/dl/7", "/dl/8", "/pins/whole.jpg"] {
+                #expect(entries[origin.url(path)]?.kind == .photo, "\(path)")
+                #expect(entries[origin.url(path)]?.size == Int64(photo.count), "\(path)")
+            }
+            #expect(try objectPaths(inCache: root).map { FileManager.default.contents(atPath: $0) } == [photo])
+            #expect(HeldPartials(in: root + "/tmp").count == 0)
+        }
+    }
+
     /// A download link that names no media (`/dl/3`) but is redirected to
     /// one that does asks for that media: a sign-in page sent there was
     /// stored as the item, and the link counted as cached for good. A photo

@@ -75,14 +75,15 @@ import Glibc
             #expect(decoded.contentType == "image/jpeg" && decoded.etag == "\"e1\"")
             #expect(decoded.opening == [UInt8](bytes.prefix(512)))
             #expect(decoded.closing == [UInt8](bytes.suffix(32)))
-            // Read-only as an object must be, named as a private temporary is (a sweep knows it), and the body as sent is left.
+            // Read-only as an object must be, named as a finished body is (a sweep knows it), and the body as sent is left.
             #expect(try permissions(of: decoded.path) == 0o444)
             let name = (decoded.path as NSString).lastPathComponent
-            #expect(name.hasPrefix(String(PartialFile.key(for: url)) + ".") && name.hasSuffix(".tmp"))
+            #expect(name.hasPrefix(String(PartialFile.key(for: url)) + ".") && name.hasSuffix(".done"))
             #expect(PartialFile.isOwnName(name))
             #expect(try filesBeside(coded).count == 2)
+            // Discarded, it takes the body as sent with it.
             decoded.file.discard()
-            #expect(try filesBeside(coded).count == 1)
+            #expect(try filesBeside(coded).isEmpty)
         }
     }
 
@@ -94,6 +95,7 @@ import Glibc
                 (Compression.compress(bytes, .gzip) + Data(count: 40), .gzip),
                 (Compression.compress(bytes, .zlib), .zlib),
                 (Compression.compress(bytes, .raw), .rawDeflate),
+                (Compression.compress(bytes, .zlib) + Data(count: 40), .zlib),
             ]
             for (index, (sent, coding)) in cases.enumerated() {
                 let decoded = try ContentDecoding.decode(try body(sent, in: directory), coding: coding, limit: 1 << 30).get()
@@ -127,11 +129,43 @@ import Glibc
             #expect(crc.detail.hasSuffix(": incorrect data check"), "\(crc.detail)")
             let large = try #require(try failure(sent, .gzip, limit: 100_000))
             #expect(large.kind == .tooLarge(limit: 100_000))
-            // Bytes guessed to be raw deflate that are none: nothing is known of them.
+            // Bytes guessed to be raw deflate that are none: nothing is known of them. Neither are
+            // bytes whose first bits read as a whole raw stream with more after it (a dBase file
+            // opens so), nor a raw stream that runs out.
             let notDeflate = try #require(try failure(Data([0xFF, 0xD8, 0xFF, 0xE0]) + bytes.prefix(100), .rawDeflate))
             #expect(notDeflate.kind == .notThatCoding)
+            let dBase = try #require(try failure(Data([0x03, 0x00]) + bytes.prefix(300_000), .rawDeflate))
+            #expect(dBase.kind == .notThatCoding)
+            let raw = Compression.compress(bytes, .raw)
+            let rawCut = try #require(try failure(raw.prefix(raw.count / 2), .rawDeflate))
+            #expect(rawCut.kind == .notThatCoding)
             let zlibDamaged = try #require(try failure(Data([0x78, 0x9C, 0xFF, 0xFF, 0xFF]) + bytes.prefix(100), .zlib))
             #expect(zlibDamaged.kind == .damaged)
+        }
+    }
+
+    /// Kept to resume (a run stopped while the decoded body was checked, a
+    /// store that cannot take it), a decoded body keeps the body as sent,
+    /// with its validator, and removes itself: it is made again from it.
+    @Test func aDecodedBodyKeptToResumeKeepsTheBodyAsSent() async throws {
+        try await TemporaryDirectory.with { directory in
+            let shard = directory.appending("tmp/b")
+            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+            let path = "\(shard)/\(PartialFile.key(for: url)).part"
+            let sent = Compression.compress(original(count: 50_000), .gzip)
+            try sent.write(to: URL(fileURLWithPath: path))
+            try Data("\(url)\n\"e1\"\n".utf8).write(to: URL(fileURLWithPath: path + ".validator"))
+            let file = FinishedFile(path: path, descriptor: nil, isReadOnly: false, budget: FinishedFile.Budget(limit: 4),
+                                    validatorPath: path + ".validator")
+            let coded = DownloadedBody(url: url, effectiveURL: url, file: file, sha256: hex(sent), size: Int64(sent.count),
+                                       contentType: "image/jpeg", contentEncoding: "gzip", etag: "\"e1\"", lastModified: nil,
+                                       resumedBytes: 0, attempts: 1)
+            let decoded = try ContentDecoding.decode(coded, coding: .gzip, limit: 1 << 30).get()
+
+            #expect(decoded.file.keepForResume())
+            decoded.file.release()
+
+            #expect(try filesBeside(coded) == [(path as NSString).lastPathComponent, (path as NSString).lastPathComponent + ".validator"])
         }
     }
 
