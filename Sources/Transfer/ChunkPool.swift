@@ -15,7 +15,7 @@
 /// and a running transfer fills one chunk at most. So at most half the
 /// budget is chunks being filled; the rest are queued to the writer
 /// threads, which give them back without any transfer's help, and a wake-up
-/// asks for no more than a quarter of the budget.
+/// asks for no more than one of the largest chunks (or what the write needs).
 ///
 /// A writer's pool needs room for two of the largest chunks at least: one
 /// write can need room in the chunk being filled and a new one.
@@ -49,11 +49,15 @@ final class ChunkPool: Sendable {
             bytesInUse == 0 || bytesInUse + bytes <= budget
         }
 
-        /// Whether a waiter for `bytes` should be woken: when they fit with
-        /// a quarter of the budget to spare, so that a paused transfer
-        /// resumes for more than the one chunk just returned.
+        /// Whether a waiter for `bytes` should be woken: when they fit, and
+        /// a largest chunk's room at least (a transfer that asked for a small
+        /// one resumes for more than that). Waiting for a quarter of the
+        /// budget, so as to resume transfers less often, held eight paused
+        /// transfers of large bodies until sixteen chunks had come back:
+        /// the cores and the disk idled in turn, and 8 x 64 MiB took 0.63 s
+        /// against 0.43 s now (six interleaved rounds each, the same memory).
         func hasRoom(for bytes: Int) -> Bool {
-            bytesInUse == 0 || budget - bytesInUse >= min(budget, max(bytes, budget / 4))
+            bytesInUse == 0 || budget - bytesInUse >= min(budget, max(bytes, ChunkPool.largest))
         }
     }
 

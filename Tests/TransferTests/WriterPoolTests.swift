@@ -224,15 +224,15 @@ import TestSupport
         for chunk in large { pool.give(chunk) }
     }
 
-    @Test func aWaiterIsWokenOnceWhenAQuarterOfTheBudgetIsFreeAgain() throws {
-        let pool = ChunkPool(byteBudget: 1 << 20)
+    @Test func aWaiterIsWokenOnceWhenALargestChunkIsFreeAgain() throws {
+        let pool = ChunkPool(byteBudget: 2 << 20)
         var taken: [Chunk] = []
         while let chunk = pool.take(size: 64 << 10) { taken.append(chunk) }
         let wakes = Mutex(0)
         let waits = pool.wakeWhenRoom(for: 64 << 10) { wakes.withLock { $0 += 1 } }
         #expect(waits)
         #expect(pool.roomWaiterCount == 1)
-        // Three chunks back: room for the one asked for, but not yet a quarter of the budget.
+        // Three chunks back: room for the one asked for, but not yet a largest chunk's (a quarter of it, 256 KiB).
         for _ in 0..<3 { pool.give(taken.removeLast()) }
         #expect(wakes.withLock { $0 } == 0)
         pool.give(taken.removeLast())
