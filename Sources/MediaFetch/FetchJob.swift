@@ -679,10 +679,11 @@ public final class FetchJob: Sendable {
 
     /// Undoes a body's `Content-Encoding` (see `ContentDecoding`) on a thread
     /// that decodes one body at a time, then judges the decoded body as any
-    /// other. The body as sent is removed once its decoded copy is whole;
-    /// a body that does not decode is refused (damaged, cut short, or
-    /// decoding to more than the limit), and one a run stopped meanwhile is
-    /// kept to be resumed, as a body the store cannot take is.
+    /// other. The body as sent stays, held by the decoded body's file, until
+    /// that is stored or given up (see `FinishedFile`); a body that does not
+    /// decode is refused (damaged, cut short, decoding to more than the
+    /// limit, or to nothing), and one a run stopped meanwhile, or a full
+    /// disk, is kept to be resumed, as a body the store cannot take is.
     private func decode(_ body: DownloadedBody, coding: ContentDecoding.Coding, of item: FetchItem, ingestor: Ingestor,
                         whenRoom: @escaping @Sendable () -> Void) {
         checkBegan()
