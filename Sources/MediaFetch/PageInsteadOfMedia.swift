@@ -123,24 +123,26 @@ enum PageInsteadOfMedia {
     /// (a login page replaced a photo's part at `/media/9`). Nor where it
     /// was redirected to a name of media (see `reason`).
     static func resumeAnswerRefusal(_ answer: ResumeAnswer, url: String, kind: ItemKind) -> String? {
-        // A whole body whose coding is undone once it is here is judged then,
-        // decoded (see `CodedBodies`): a gzipped photo sent whole again (a
-        // server that ignores ranges, a file changed since) was refused as
-        // compressed data at every run, its partial kept a week.
-        if CodedBodies.codingToUndo(contentEncoding: answer.contentEncoding, contentType: answer.contentType, url: url,
-                                    redirectedTo: answer.redirectedTo, opening: { answer.opening }) != nil {
-            return nil
-        }
         let held = answer.held
         let media = expectedMedia(url: url, kind: kind) ?? answer.redirectedTo.flatMap { expectedMedia(url: $0, kind: kind) }
         // Asked only where the URL names no media.
         let heldIsBinary = media == nil && !held.isEmpty && !BodyOpening.looksLikeText(held) && !BodyOpening.opensAsAPage(held)
         let expected = media ?? (heldIsBinary ? "a file whose first bytes are not text" : nil)
-        return refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, expected: expected,
-                       mediaNamed: media != nil, size: answer.wholeLength, opening: { answer.opening }).map {
-            "the server answered the resume with \($0.what) (\($0.type)\($0.how)) where \($0.expected) was asked for; "
-                + "the part already fetched is kept for the next run"
+        guard let refused = refusal(contentType: answer.contentType, contentEncoding: answer.contentEncoding, expected: expected,
+                                    mediaNamed: media != nil, size: answer.wholeLength, opening: { answer.opening }) else { return nil }
+        // Compressed data whose coding is undone once it is here is judged then, decoded (see
+        // `CodedBodies`): a gzipped photo sent whole again (a server that ignores ranges, a file
+        // changed since) was refused at every run, its partial kept a week. Only a coding its bytes
+        // prove (gzip's, zlib's): a page is refused as one still, coded or not, and a raw deflate
+        // stream is a guess (a page labelled `deflate` opens as one).
+        if refused.kind == .compressed,
+           let coding = CodedBodies.codingToUndo(contentEncoding: answer.contentEncoding, contentType: answer.contentType,
+                                                 url: url, redirectedTo: answer.redirectedTo, opening: { answer.opening }),
+           coding != .rawDeflate {
+            return nil
         }
+        return "the server answered the resume with \(refused.what) (\(refused.type)\(refused.how)) where \(refused.expected) was asked for; "
+            + "the part already fetched is kept for the next run"
     }
 
     /// What `reason` and `resumeAnswerRefusal` say of a refused body.

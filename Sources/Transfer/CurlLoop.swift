@@ -350,7 +350,7 @@ final class Attempt: @unchecked Sendable {
     /// (Ctrl-C, a cancel, the engine shutting down) ends that wait within a
     /// tenth of a second: the transfer is aborted as cancelled, and the
     /// loop goes on to the other stops (it took seconds before, as long as
-    /// the writers needed to free a quarter of the chunk budget).
+    /// the writers needed to free room, a quarter of the chunk budget then).
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         lastActivity = .now
         if !begun, !beginBody() { return 0 }

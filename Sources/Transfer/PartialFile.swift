@@ -857,11 +857,18 @@ public final class FinishedFile: Sendable {
     /// to another download's partial and validator. Idempotent; `release()`
     /// does it too, for a body given up.
     public func forgetValidator() {
-        // A decoded copy leaves for the store: the body it came from is not to be resumed.
-        source?.forgetValidator()
+        // A decoded copy leaves for the store: the body it came from is not to be resumed. Its name
+        // stays this process's until it is removed (another process waiting for it must not take it
+        // for stalled meanwhile).
+        source?.forgetValidator(leavingName: false)
+        forgetValidator(leavingName: true)
+    }
+
+    /// `forgetValidator`; `leavingName`: the body leaves its name now.
+    private func forgetValidator(leavingName: Bool) {
         // The name is left now: not marked alive any more (its body would be
         // the store's, its name another download's), nor taken for this process's.
-        unlist()
+        if leavingName { unlist() }
         guard let path = validatorPath, validator.withLock({ state in
             defer { state.present = false }
             return state.present

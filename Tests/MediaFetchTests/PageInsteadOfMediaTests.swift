@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import Transfer
 import TestSupport
@@ -113,6 +114,17 @@ import URLText
         for type in ["text/plain", "text/html", nil, "application/octet-stream", "image/jpeg"] {
             #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer(type, jpeg), url: "https://h/a.jpg", kind: .photo) == nil, "\(type ?? "nil")")
         }
+        // Coded unasked: a gzipped photo sent whole again is decoded once here, not refused as compressed
+        // data; a gzipped page, or a page labelled `deflate` (a raw stream is only a guess), is refused still.
+        let gzippedPhoto = [UInt8](Compression.compress(Data(jpeg), .gzip))
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("image/jpeg", gzippedPhoto, encoding: "gzip"), url: "https://h/a.jpg",
+                                                       kind: .photo) == nil)
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", [UInt8](Compression.compress(Data(page), .gzip)), encoding: "gzip"),
+                                                       url: "https://h/a.jpg", kind: .photo)
+            == "the server answered the resume with a web page (text/html, compressed) where a photo was asked for; "
+            + "the part already fetched is kept for the next run")
+        #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/html", page, encoding: "deflate"), url: "https://h/a.jpg", kind: .photo)
+            != nil)
         // The engine judges by 32 bytes at least: a sound's opening shows a byte no text has by then.
         let wave: [UInt8] = Array("RIFFABCDWAVEfmt ".utf8) + [0x10, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00] + Array(repeating: 0x44, count: 8)
         #expect(PageInsteadOfMedia.resumeAnswerRefusal(answer("text/plain", wave), url: "https://h/a.wav", kind: .sound) == nil)

@@ -232,7 +232,7 @@ import TestSupport
         let waits = pool.wakeWhenRoom(for: 64 << 10) { wakes.withLock { $0 += 1 } }
         #expect(waits)
         #expect(pool.roomWaiterCount == 1)
-        // Three chunks back: room for the one asked for, but not yet a largest chunk's (a quarter of it, 256 KiB).
+        // Three chunks back: room for the one asked for, but not yet a largest chunk's (256 KiB, where a quarter of the budget was 512 KiB).
         for _ in 0..<3 { pool.give(taken.removeLast()) }
         #expect(wakes.withLock { $0 } == 0)
         pool.give(taken.removeLast())
