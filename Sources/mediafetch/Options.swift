@@ -145,7 +145,7 @@ struct TransferOptions: ParsableArguments {
     // Written into the help: a transform leaves them out of it.
     static let defaultHostPatience = 30.0, defaultConnectTimeout = 15.0, defaultStallTimeout = 30.0
 
-    @Option(name: .customLong("max-filesize"), parsing: .unconditional, help: ArgumentHelp("Largest body accepted, e.g. 200M.", valueName: "size"))
+    @Option(name: .customLong("max-filesize"), parsing: .unconditional, help: ArgumentHelp("Largest body accepted (as sent, and decoded), e.g. 200M.", valueName: "size"))
     var maxFileSize: String?
 
     @Option(name: .customLong("limit-rate"), parsing: .unconditional, help: ArgumentHelp("Per-transfer rate limit in bytes a second, e.g. 500K.", valueName: "rate"))

@@ -16,7 +16,8 @@ struct Get: AsyncParsableCommand {
         abstract: "Download URLs into the cache.",
         discussion: "URLs already cached are not downloaded again. Partial downloads resume. Each item is a photo, "
             + "a sound or a file by what it holds; a sound asked for (.mp3, .wav, .flac, .ogg…, or audio/*) is decoded "
-            + "through libsndfile first, and one that proves damaged is not stored, nor is a photo cut short.")
+            + "through libsndfile first, and one that proves damaged is not stored, nor is a photo cut short. A body "
+            + "the server gzips or deflates unasked is stored decoded.")
 
     @OptionGroup var cacheOptions: CacheOptions
     @OptionGroup var transfer: TransferOptions
