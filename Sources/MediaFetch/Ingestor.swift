@@ -145,8 +145,9 @@ final class Ingestor: Sendable {
             if count == 1 || count == Self.groupSize { wake.signal() }
             if !full { whenRoom() }
         case .closed:
-            // After `finish` nothing is taken any more: say so rather than drop it.
-            item.completion(.failure(CacheError("cannot store it: the run is over")))
+            // After `finish` nothing is taken any more: say so rather than drop it, and
+            // leave the body as a failed store does (kept to resume where it can be, else removed).
+            fail([item], because: StoreError("the run is over"), removingStaged: true)
             whenRoom()
         }
     }
