@@ -367,13 +367,9 @@ public final class Catalog: Sendable {
         var main = stat(), journal = stat()
         guard lstat(path + "-journal", &journal) == 0, journal.st_mode & S_IFMT == S_IFREG, journal.st_size >= 28,
               lstat(path, &main) == 0, main.st_mode & S_IFMT == S_IFREG, main.st_size <= 2 * 65_536 else { return }
-        let fd = open(path + "-journal", O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        var header = [UInt8](repeating: 0, count: 20)
-        let read = pread(fd, &header, 20, 0)
-        close(fd)
         let magic: [UInt8] = [0xD9, 0xD5, 0x05, 0xF9, 0x20, 0xA1, 0x63, 0xD7]
-        guard read == 20, header.starts(with: magic), header[16..<20].allSatisfy({ $0 == 0 }) else { return }
+        guard let header = firstBytes(20, of: path + "-journal"), header.starts(with: magic),
+              header[16..<20].allSatisfy({ $0 == 0 }) else { return }
         do {
             // A connection that may write, in SQLite's own journal mode: its first read plays the journal back.
             var configuration = Configuration()
@@ -390,12 +386,17 @@ public final class Catalog: Sendable {
     /// Whether the file at `path` is an SQLite database in rollback-journal
     /// mode (byte 18 of its header is 1; a WAL database has 2).
     private static func isInRollbackJournalMode(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var header = [UInt8](repeating: 0, count: 20)
-        guard pread(fd, &header, 20, 0) == 20 else { return false }
+        guard let header = firstBytes(20, of: path, followingLinks: true) else { return false }
         return header.starts(with: Array("SQLite format 3".utf8)) && header[18] == 1
+    }
+
+    /// The first `count` bytes of the file at `path`; nil when it has fewer, or cannot be read.
+    private static func firstBytes(_ count: Int, of path: String, followingLinks: Bool = false) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | (followingLinks ? 0 : O_NOFOLLOW))
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: count)
+        return pread(fd, &bytes, count, 0) == count ? bytes : nil
     }
 
     private static var readOnlyConfiguration: Configuration {

@@ -35,8 +35,8 @@ enum CodedBodies {
 
     /// Why a body that decodes to nothing is not stored.
     static func emptyRefusal(coding: ContentDecoding.Coding, contentType: String?, size: Int64) -> String {
-        let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
-        return "the server sent a \(coding.name)-coded body that decodes to nothing (\(type)\(ByteSize.format(size)) as sent); not stored"
+        "the server sent a \(coding.name)-coded body that decodes to nothing (\(MediaKinds.typeAndSize(contentType, size)) as sent); "
+            + "not stored"
     }
 
     /// Why a body whose coding failed to undo is not stored, in one line,
@@ -44,8 +44,7 @@ enum CodedBodies {
     /// `--max-filesize` gave, if any.
     static func refusal(_ failure: DecodingFailure, coding: ContentDecoding.Coding, contentType: String?, size: Int64,
                         maxFileSize: Int64?) -> String {
-        let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
-        let sent = "\(type)\(ByteSize.format(size)) as sent"
+        let sent = "\(MediaKinds.typeAndSize(contentType, size)) as sent"
         switch failure.kind {
         case .cutShort:
             return "the server sent a \(coding.name)-coded body cut short (\(failure.detail); \(sent)); not stored"

@@ -138,8 +138,14 @@ enum MediaKinds {
     /// `ImageEnd`: a connection closed early where no length was given, or
     /// a length short of the file), in one line as `refusal` words a sound's.
     static func photoRefusal(_ shortfall: String, contentType: String?, size: Int64) -> String {
+        "the server sent a photo cut short (\(shortfall); \(typeAndSize(contentType, size))); not stored"
+    }
+
+    /// A refused body's media type (when it has one) and size, as refusal
+    /// lines end: `image/jpeg, 4.9 KiB`.
+    static func typeAndSize(_ contentType: String?, _ size: Int64) -> String {
         let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
-        return "the server sent a photo cut short (\(shortfall); \(type)\(ByteSize.format(size))); not stored"
+        return type + ByteSize.format(size)
     }
 
     /// Why a sound is not stored, in one line, as `PageInsteadOfMedia` words
@@ -153,8 +159,7 @@ enum MediaKinds {
         case .decoding, .integrity, .stopped: "a damaged sound"
         case .length: "a sound cut short"
         }
-        let type = PageInsteadOfMedia.mediaType(contentType).map { "\($0), " } ?? ""
         let asked = soundAsked ? " where a sound was asked for" : ""
-        return "the server sent \(what) (\(error); \(type)\(ByteSize.format(size)))\(asked); not stored"
+        return "the server sent \(what) (\(error); \(typeAndSize(contentType, size)))\(asked); not stored"
     }
 }

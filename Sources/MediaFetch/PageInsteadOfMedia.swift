@@ -202,7 +202,7 @@ enum PageInsteadOfMedia {
         let codingNamed = contentEncoding.map(namesACompression) == true
         let opensAsMedia = BodyOpening.opensWithAMediaSignature(bytes)
         if labelledMedia || unnamed {
-            let deflateNamed = contentEncoding.map { codings(of: $0).contains("deflate") } == true
+            let deflateNamed = contentEncoding.map { ContentDecoding.codings(of: $0).contains("deflate") } == true
             let compressedStream = BodyOpening.isCompressed(bytes) || (deflateNamed || type == "application/zlib") && BodyOpening.opensAsZlib(bytes)
             if compressedStream || codingNamed && !bytes.isEmpty, !opensAsMedia {
                 // (At a URL that names no media, a file whose first bytes are not text may be a gzip file.)
@@ -267,12 +267,7 @@ enum PageInsteadOfMedia {
     /// Whether a `Content-Encoding` value names a compression (`gzip`, `br`,
     /// `deflate, gzip`…); PHP's `none` and the like do not.
     static func namesACompression(_ contentEncoding: String) -> Bool {
-        codings(of: contentEncoding).contains(where: compressions.contains)
-    }
-
-    /// The codings a `Content-Encoding` value lists, lower-cased.
-    static func codings(of contentEncoding: String) -> [String] {
-        contentEncoding.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        ContentDecoding.codings(of: contentEncoding).contains(where: compressions.contains)
     }
 
     /// Types of a compressed file: what a server sends for a `.gz` stored

@@ -48,9 +48,7 @@ public enum ContentDecoding {
     /// or a header the bytes belie (a JPEG sent with `gzip`).
     public static func coding(contentEncoding: String?, opening: [UInt8]) -> Coding? {
         guard let contentEncoding else { return nil }
-        let codings = contentEncoding.lowercased().split(separator: ",")
-            .map { $0.trimmingCharacters(in: .whitespaces) }
-            .filter { !$0.isEmpty && $0 != "identity" }
+        let codings = codings(of: contentEncoding).filter { !$0.isEmpty && $0 != "identity" }
         guard codings.count == 1 else { return nil }
         switch codings[0] {
         case "gzip", "x-gzip":
@@ -61,6 +59,11 @@ public enum ContentDecoding {
         default:
             return nil
         }
+    }
+
+    /// The codings a `Content-Encoding` value lists, lower-cased and trimmed.
+    public static func codings(of contentEncoding: String) -> [String] {
+        contentEncoding.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     /// Whether bytes open with a zlib header: deflate's method, a window

@@ -98,13 +98,7 @@ final class PartialFile {
             throw Self.heldElsewhere
         } else {
             // Another process holds this URL's partial (or it vanished at every look): download privately, without resume.
-            path = "\(shard)/\(key).\(Self.privateName()).tmp"
-            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, Self.readOnlyMode)
-            guard fd >= 0 else { throw Self.error("cannot create", path) }
-            // Locked as a shared partial is: a sweep then tells one in use
-            // from one a killed run left (see `abandonedAfter`).
-            _ = flock(fd, LOCK_EX | LOCK_NB)
-            descriptor = fd
+            (path, descriptor) = try Self.createPrivateTemporary(in: shard, key: key)
             validatorPath = nil
             resumable = nil
         }
@@ -328,7 +322,14 @@ final class PartialFile {
     /// `ContentDecoding`).
     static func createPrivateTemporary(besides path: String, url: String) throws(TransferError) -> (path: String, descriptor: Int32) {
         let directory = path.utf8.lastIndex(of: UInt8(ascii: "/")).map { String(path[..<$0]) } ?? "."
-        let temporary = "\(directory)/\(key(for: URLPassword.removed(from: url))).\(privateName()).tmp"
+        return try createPrivateTemporary(in: directory, key: key(for: URLPassword.removed(from: url)))
+    }
+
+    /// Creates `<key>.<pid>-<n>.tmp` in `directory`, read-only, and locks it
+    /// as a shared partial is locked: a sweep then tells one in use from one
+    /// a killed run left (see `abandonedAfter`).
+    private static func createPrivateTemporary(in directory: String, key: Substring) throws(TransferError) -> (path: String, descriptor: Int32) {
+        let temporary = "\(directory)/\(key).\(privateName()).tmp"
         let fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, readOnlyMode)
         guard fd >= 0 else { throw error("cannot create", temporary) }
         _ = flock(fd, LOCK_EX | LOCK_NB)
