@@ -106,6 +106,12 @@ final class DownloadBatch: Sendable {
         /// at a time: a process that took over URLs from a stopped one fetched
         /// them one after another.)
         var startsOwed = 0
+        /// Whether the batch is paused for other processes (a retry of the
+        /// owed starts is scheduled): a `startNext` meanwhile is owed too, not
+        /// run. (Each owed start went round every deferred item again on
+        /// its own: 29 items held by a process waiting out a 429 were looked
+        /// at 16 times each a quarter second, a third of a core.)
+        var pausedForOthers = false
         /// Partials of earlier runs being read back to seed their hash, off
         /// the thread that found them, and the items found after them, held
         /// until they are launched or `holdEnds` (see `startNext`).
@@ -242,6 +248,11 @@ final class DownloadBatch: Sendable {
     /// Starts the next item that can be started; items that fail before their
     /// first attempt (a bad URL, an unwritable partial) are completed on the way.
     private func startNext() {
+        let paused = state.withLock { state in
+            if state.pausedForOthers { state.startsOwed += 1 }
+            return state.pausedForOthers
+        }
+        if paused { return }
         while true {
             let index: Int
             // The host whose place a set-aside item already holds.
@@ -408,12 +419,16 @@ final class DownloadBatch: Sendable {
             guard state.heldAgainInARow >= state.deferred.count else { return (true, false, false) }
             state.heldAgainInARow = 0
             state.startsOwed += 1
+            if state.startsOwed == 1 { state.pausedForOthers = true }
             return (true, true, state.startsOwed == 1)
         }
         if schedulesRetry {
             DispatchQueue.global().asyncAfter(deadline: .now() + 0.25) { [self] in
                 let owed = state.withLock { state in
-                    defer { state.startsOwed = 0 }
+                    defer {
+                        state.startsOwed = 0
+                        state.pausedForOthers = false
+                    }
                     return state.startsOwed
                 }
                 for _ in 0..<owed { startNext() }

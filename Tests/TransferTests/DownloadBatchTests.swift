@@ -494,6 +494,49 @@ import TestSupport
         }
     }
 
+    /// Items whose partials another process holds for long (it waits out
+    /// a 429's Retry-After, say) are looked at again a few times a second,
+    /// each once a round: not once for every free place (16 places went
+    /// round 29 such items 16 times each a quarter second, a third of a core).
+    @Test func itemsHeldByAnotherProcessAreLookedAtOnceARound() async throws {
+        try await withOrigin { origin, directory in
+            // Given twelve small files whose partials another process holds, and 16 places
+            let urls = origin.addFixtures(count: 12, size: 4000, firstSeed: 170)
+            let partials = directory.appending("tmp")
+            let held = try urls.map { try holdPartial(of: $0, in: partials) }
+            let engine = try engine(directory, jobs: 16, stallTimeout: 300)
+            defer { engine.shutdown() }
+            let stored = Atomic(false)
+            let asked = Atomic(0)
+            let clock = ContinuousClock()
+            let began = clock.now
+            let heldFor = Mutex<Duration?>(nil)
+
+            // When the other process stores them all after a while and lets go
+            let release = Task {
+                try? await Task.sleep(for: .milliseconds(1500))
+                heldFor.withLock { $0 = clock.now - began }
+                stored.store(true, ordering: .relaxed)
+                for fd in held { close(fd) }
+            }
+            await engine.download(count: urls.count, url: { urls[$0] }, settledMeanwhile: { _ in
+                if stored.load(ordering: .relaxed) { return .settled }
+                asked.add(1, ordering: .relaxed)
+                return .notStored
+            }) { _, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                ready()
+            }
+            await release.value
+
+            // Then none was fetched, and each was asked about once a quarter second at most
+            // (a round each, and one more at either end)
+            #expect(origin.requests().isEmpty)
+            let rounds = try #require(heldFor.withLock { $0 }) / .milliseconds(250)
+            #expect(asked.load(ordering: .relaxed) <= urls.count * (Int(rounds) + 2))
+        }
+    }
+
     /// Once another process has been seen downloading into the cache, an
     /// item that process has moved into the store and not yet recorded
     /// waits for its row (two processes given one list at once fetched a
