@@ -296,6 +296,9 @@ public final class FetchJob: Sendable {
             throw CacheError("cannot start the transfer engine: \(error)")
         }
         let forwarding = Task { await forward(engine.events) }
+        // Seen by other runs on the cache from now on (see `OtherProcessLookout`).
+        let mark = cache.runs.mark()
+        defer { mark?.remove() }
         engine.sweepPartials()
         // Before the downloads can fill the disk.
         cache.reserve.hold()
@@ -310,7 +313,7 @@ public final class FetchJob: Sendable {
                 // start while it is created, and stop if it cannot be (a
                 // child that throws ends the group, which cancels the other).
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { await self.download(items, engine: engine, ingestor: ingestor, whenBegun: whenDownloadsBegin) }
+                    group.addTask { await self.download(items, engine: engine, ingestor: ingestor, mark: mark, whenBegun: whenDownloadsBegin) }
                     group.addTask { _ = try await self.cache.openedCatalog() }
                     while try await group.next() != nil {}
                 }
@@ -335,7 +338,8 @@ public final class FetchJob: Sendable {
                 }
                 // Interrupted while the list was being looked up: nothing is started.
                 if !Task.isCancelled {
-                    await download(toDownload, engine: engine, ingestor: ingestor, catalogVersion: version, whenBegun: whenDownloadsBegin)
+                    await download(toDownload, engine: engine, ingestor: ingestor, catalogVersion: version, mark: mark,
+                                   whenBegun: whenDownloadsBegin)
                 }
             }
         } catch {
@@ -559,9 +563,10 @@ public final class FetchJob: Sendable {
     /// A full disk or a failed catalog stops them: the items not started are
     /// left for a later run (as after Ctrl-C) rather than each requested and
     /// failed in turn. `catalogVersion`: the catalog's `versionOthersChange`
-    /// when the list was looked up in it (nil: a new catalog, see `OtherProcessLookout`).
+    /// when the list was looked up in it (nil: a new catalog, see `OtherProcessLookout`);
+    /// `mark`: this run's in `runs/`, if it has one.
     private func download(_ items: any FetchList, engine: TransferEngine, ingestor: Ingestor, catalogVersion: Int? = nil,
-                          whenBegun: (@Sendable (Int) -> Void)?) async {
+                          mark: RunMarkers.Mark?, whenBegun: (@Sendable (Int) -> Void)?) async {
         if items.count > 0 { whenBegun?(items.count) }
         // Made once the first body is handed over to be stored, not now: a
         // thread making 256 directories beside the first transfers put off
@@ -574,7 +579,7 @@ public final class FetchJob: Sendable {
                 let item = items[index]
                 return { PageInsteadOfMedia.resumeAnswerRefusal($0, url: item.url, kind: item.kind) }
             }
-            let lookout = OtherProcessLookout(cache: cache, catalogVersion: catalogVersion)
+            let lookout = OtherProcessLookout(cache: cache, catalogVersion: catalogVersion, mark: mark)
             defer { lookout.stop() }
             // An item another process was downloading into this cache, retaken at the end of the
             // list (or any item, once such a process was seen): settled as cached if that process

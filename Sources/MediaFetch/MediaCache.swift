@@ -14,6 +14,7 @@ import Darwin
 ///     <root>/objects/sha256/ab/<hash>   complete, read-only objects
 ///     <root>/tmp/                       bodies being written, partials to resume
 ///     <root>/unrecorded/                rows the catalog could not take, or a killed run held, for the next run
+///     <root>/runs/                      a locked file for each get at work on the cache
 ///     <root>/catalog.sqlite             the SQLite catalog (WAL; .lock serializes opening)
 ///     <root>/catalog.reserve            room held back for the catalog on a disk that fills
 ///
@@ -23,6 +24,8 @@ public final class MediaCache: Sendable {
     public let store: ObjectStore
     /// Rows the catalog could not take mid-run, or a killed run held, for a later run to record.
     public let unrecorded: UnrecordedRows
+    /// The marks of the `get` runs at work on the cache (see `RunMarkers`).
+    public let runs: RunMarkers
     /// Room held back on the disk for the catalog (see `CatalogReserve`).
     public let reserve: CatalogReserve
     private let opening: CatalogOpening
@@ -47,6 +50,7 @@ public final class MediaCache: Sendable {
         let absolute = Self.absolutePath(root)
         self.root = absolute
         unrecorded = UnrecordedRows(root: absolute)
+        runs = RunMarkers(root: absolute)
         reserve = CatalogReserve(root: absolute)
         let others = Self.filesOfOthers(in: absolute)
         guard others.isEmpty else {
@@ -204,7 +208,7 @@ public final class MediaCache: Sendable {
     /// `lost+found`): anything else in a directory without a catalog
     /// belongs to someone else.
     private static let ownNames: Set<String> = [
-        "objects", "tmp", "unrecorded", "catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm",
+        "objects", "tmp", "unrecorded", "runs", "catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm",
         "catalog.sqlite-journal", "catalog.sqlite.lock", "catalog.reserve", "README.md", "lost+found",
     ]
 

@@ -281,7 +281,10 @@ final class DownloadBatch: Sendable {
             var retaken = heldPlace == nil || settledMeanwhile == nil ? nil
                 : state.withLock { $0.deferred.isEmpty ? nil : $0.deferred.removeValue(forKey: index) }
             if retaken != nil { engine.countWaitingForOtherProcess(-1) }
+            // Asked about before its partial was opened (not yet found held).
+            var askedBeforeOpening = false
             if retaken != nil || seesOtherProcess(), let settledMeanwhile {
+                askedBeforeOpening = retaken == nil
                 switch settledMeanwhile(index) {
                 case .settled:
                     release(target.hostKey)
@@ -320,6 +323,27 @@ final class DownloadBatch: Sendable {
                 if waits {
                     fresh.close(discard: true)
                     opened = nil
+                }
+            }
+            // Its partial is new, and the other process may have moved its own into the store
+            // since the item was asked about (its rows are held in `unrecorded/` from before the
+            // move): asked again now that the name is this run's. (Two runs given one list
+            // at once fetched 1-10% of it twice, 20-70 ms apart.)
+            if askedBeforeOpening, let fresh = opened, fresh.opened != .unknown, let settledMeanwhile {
+                switch settledMeanwhile(index) {
+                case .settled:
+                    fresh.close(discard: true)
+                    release(target.hostKey)
+                    settle(1)
+                    continue
+                case .beingRecorded:
+                    fresh.close(discard: true)
+                    var record = Deferred()
+                    _ = record.waitsForItsRow(at: .now)
+                    if deferToEnd(index, host: target.hostKey, retaken: nil, seen: record) { return }
+                    continue
+                case .notStored:
+                    break
                 }
             }
             guard let partial = opened else {

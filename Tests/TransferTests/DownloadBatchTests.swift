@@ -613,6 +613,42 @@ import TestSupport
         }
     }
 
+    /// With another process at work, an item found not stored before its
+    /// partial was opened, whose partial turned out new, is asked about
+    /// again: that process may have moved its own partial into the store in
+    /// between (two runs given one list at once fetched 1-10% of it twice).
+    @Test func anItemStoredElsewhereWhileItsPartialWasOpenedIsNotFetched() async throws {
+        try await withOrigin { origin, directory in
+            let urls = origin.addFixtures(count: 3, size: 4000, firstSeed: 180)
+            let engine = try engine(directory, jobs: 1, stallTimeout: 300)
+            defer { engine.shutdown() }
+            let asked = Mutex<[Int: Int]>([:])
+
+            // When the other process stores the first item just after it is first asked about
+            // (the second answer: stored; the next: recorded)
+            await engine.download(count: urls.count, url: { urls[$0] }, settledMeanwhile: { index in
+                let times = asked.withLock { asked in
+                    asked[index, default: 0] += 1
+                    return asked[index, default: 0]
+                }
+                guard index == 0 else { return .notStored }
+                return times == 1 ? .notStored : times == 2 ? .beingRecorded : .settled
+            }, othersAtWork: { true }) { _, result, ready in
+                if case .success(let body) = result { body.file.release() }
+                ready()
+            }
+
+            // Then it was not fetched: asked again once its new partial was opened, and waited for
+            let paths = try urls.map { try #require(URL(string: $0)).path }
+            #expect(origin.requests(for: paths[0]).isEmpty)
+            #expect(asked.withLock { $0[0] ?? 0 } == 3)
+            #expect(origin.requests(for: paths[1]).count == 1 && origin.requests(for: paths[2]).count == 1)
+            // (Its partial, opened new, was not left behind.)
+            let key = PartialFile.key(for: urls[0])
+            #expect(access("\(PartialFile.shardDirectory(directory.appending("tmp"), key: key))/\(key).part", F_OK) != 0)
+        }
+    }
+
     /// One whose row never comes (that process stopped, say) is downloaded
     /// once its wait is out, not waited for again as a partial found gone.
     @Test func aURLWhoseRowNeverComesIsDownloadedOnceItsWaitIsOut() async throws {

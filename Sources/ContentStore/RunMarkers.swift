@@ -1,0 +1,101 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The runs at work on a cache, each known by a file of its own in
+/// `<cache root>/runs/`, which it holds locked for as long as it runs: so a
+/// run can tell at once that another is at work beside it, before either
+/// has stored or recorded anything. (Two runs of one list begun together on
+/// a new cache each fetched it whole, one of them 300 URLs of 300, as
+/// neither saw the other's rows before it was done.)
+///
+/// A file no process holds is a killed run's: it means nothing, and is
+/// removed once a minute old.
+public struct RunMarkers: Sendable {
+    /// `<cache root>/runs`.
+    public let directory: String
+
+    public init(root: String) {
+        directory = root + "/runs"
+    }
+
+    /// This run's mark: a file named `<pid>-<random>`, locked until `remove()`.
+    public final class Mark: Sendable {
+        /// The file's name in `runs/`.
+        public let name: String
+        private let path: String
+        private let descriptor: Int32
+        private let removed = Atomic(false)
+
+        fileprivate init(name: String, path: String, descriptor: Int32) {
+            self.name = name
+            self.path = path
+            self.descriptor = descriptor
+        }
+
+        /// The run is over: the file goes, and its lock with it.
+        public func remove() {
+            guard !removed.exchange(true, ordering: .relaxed) else { return }
+            _ = unlink(path)
+            _ = close(descriptor)
+        }
+
+        deinit { remove() }
+    }
+
+    /// Marks this run as at work; nil when the mark cannot be made (a cache
+    /// that cannot be written, where a run fetches nothing): best effort,
+    /// as it only spares other runs' downloads.
+    public func mark() -> Mark? {
+        _ = mkdir(directory, 0o755)
+        let name = "\(getpid())-\(UInt64.random(in: 1...UInt64.max))"
+        let path = "\(directory)/\(name)"
+        let fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o444)
+        guard fd >= 0 else { return nil }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            _ = unlink(path)
+            _ = close(fd)
+            return nil
+        }
+        return Mark(name: name, path: path, descriptor: fd)
+    }
+
+    /// Whether another run holds a mark here now (`own`: this run's, passed
+    /// over). Removes the marks of killed runs a minute old (not younger:
+    /// one just made is locked a moment after it is named).
+    public func othersAtWork(own: Mark?) -> Bool {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return false }
+        var found = false
+        for name in names where name != own?.name && !name.hasPrefix(".") {
+            let path = "\(directory)/\(name)"
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            if flock(fd, LOCK_SH | LOCK_NB) != 0 {
+                if errno == EWOULDBLOCK { found = true }
+                continue
+            }
+            if Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec) > Self.killedRunAge { _ = unlink(path) }
+            flock(fd, LOCK_UN)
+        }
+        return found
+    }
+
+    /// How old an unlocked mark is before it is taken for a killed run's and removed, in seconds.
+    static let killedRunAge: Double = 60
+
+    /// When `runs/` last changed (a mark made or removed), to the
+    /// filesystem's clock; nil when it cannot be read.
+    public func lastChange() -> timespec? {
+        var info = stat()
+        guard stat(directory, &info) == 0 else { return nil }
+        return info.st_mtim
+    }
+}
