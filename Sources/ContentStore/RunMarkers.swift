@@ -15,7 +15,7 @@ import Darwin
 /// neither saw the other's rows before it was done.)
 ///
 /// A file no process holds is a killed run's: it means nothing, and is
-/// removed once a minute old.
+/// removed once a minute old (it was locked before it was named).
 public struct RunMarkers: Sendable {
     /// `<cache root>/runs`.
     public let directory: String
@@ -52,13 +52,18 @@ public struct RunMarkers: Sendable {
     /// that cannot be written, where a run fetches nothing): best effort,
     /// as it only spares other runs' downloads.
     public func mark() -> Mark? {
-        _ = mkdir(directory, 0o755)
+        // The umask decides, as for the cache's other directories (a group may share a cache).
+        _ = mkdir(directory, 0o777)
         let name = "\(getpid())-\(UInt64.random(in: 1...UInt64.max))"
         let path = "\(directory)/\(name)"
-        let fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o444)
+        // Locked under a hidden name, then named: another run's look never
+        // finds it unlocked (its shared lock taken in between made this one's fail).
+        let hidden = "\(directory)/.\(name)"
+        // Writable: over NFS an exclusive flock is a POSIX lock, which needs a descriptor that may write.
+        let fd = open(hidden, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return nil }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            _ = unlink(path)
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0, rename(hidden, path) == 0 else {
+            _ = unlink(hidden)
             _ = close(fd)
             return nil
         }
@@ -66,12 +71,12 @@ public struct RunMarkers: Sendable {
     }
 
     /// Whether another run holds a mark here now (`own`: this run's, passed
-    /// over). Removes the marks of killed runs a minute old (not younger:
-    /// one just made is locked a moment after it is named).
+    /// over). Removes the marks of killed runs a minute old, and hidden ones
+    /// (a mark being made) no process holds, as old.
     public func othersAtWork(own: Mark?) -> Bool {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return false }
         var found = false
-        for name in names where name != own?.name && !name.hasPrefix(".") {
+        for name in names where name != own?.name {
             let path = "\(directory)/\(name)"
             let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
             guard fd >= 0 else { continue }

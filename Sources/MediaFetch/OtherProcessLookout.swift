@@ -14,7 +14,8 @@ import Synchronization
 /// The marks are looked at as the run begins, and again as items start
 /// whenever `runs/` has changed (at most once a millisecond; a `stat`):
 /// a run begun a moment after this one is seen before this one fetches
-/// what that one has stored. The rest is looked at on a timer:
+/// what that one has stored (on a filesystem that dates changes to the
+/// second, at the next look of the timer). The timer looks at all four:
 /// Four looks a second, on a queue of its own: the catalog's answer may
 /// wait for the run's own write, and the transfers' threads must not. A
 /// process stopped (Ctrl-Z) while another fetched the same list looks as
@@ -22,7 +23,8 @@ import Synchronization
 /// In the first quarter of a second, a look every 25 ms (`lookTimes`): two
 /// runs of 200 photos begun 0–10 ms apart each finished in about 0.1 s
 /// before its first look, and fetched the 100 they shared both (a look
-/// costs a listing of `unrecorded/` and a pragma: 0.08% of a run's samples).
+/// costs a listing of `runs/` and of `unrecorded/` and a pragma: 0.08% of
+/// a run's samples before `runs/` was).
 final class OtherProcessLookout: @unchecked Sendable {
     // @unchecked: the timer is a Dispatch source, whose cancel may come from
     // any thread; the flag is atomic, the rest under a lock or constant.
@@ -71,7 +73,8 @@ final class OtherProcessLookout: @unchecked Sendable {
     /// When the looks come: every `first` for `quickLooks` looks, then every `then`.
     static let lookTimes = (first: DispatchTimeInterval.milliseconds(25), quickLooks: 10, then: DispatchTimeInterval.milliseconds(250))
 
-    /// Whether another process has been seen at work (quick: a flag).
+    /// Whether another process has been seen at work: a flag, else a look
+    /// at `runs/` when it has changed (a `stat` at most once a millisecond).
     var sawOthers: @Sendable () -> Bool {
         { [self] in seen.load(ordering: .relaxed) || marksAppeared() }
     }
@@ -90,7 +93,8 @@ final class OtherProcessLookout: @unchecked Sendable {
             guard let change else { return false }
             let changed = look.change.map { $0.tv_sec != change.tv_sec || $0.tv_nsec != change.tv_nsec } ?? true
             let age = Date().timeIntervalSince1970 - (Double(change.tv_sec) + Double(change.tv_nsec) / 1e9)
-            return changed || age < 0.05
+            // (A filesystem whose clock runs ahead of this one's is not taken as changed lately.)
+            return changed || (0..<0.05).contains(age)
         }
         guard due, markers.othersAtWork(own: mark) else { return false }
         seen.store(true, ordering: .relaxed)

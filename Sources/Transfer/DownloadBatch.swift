@@ -31,7 +31,9 @@ extension TransferEngine {
     /// itself (`.settled`: the item is not completed), else downloads it (into a
     /// private temporary if the partial is still held). Without it, such an
     /// item downloads privately at once. Once another process has been seen
-    /// so, every item is asked before it starts; one the caller finds that
+    /// so, every item is asked before it starts, and again once its partial
+    /// is opened if that is new (the other may have moved its own into the
+    /// store in between); one the caller finds that
     /// process has stored and not yet recorded (`.beingRecorded`) waits as
     /// one whose partial it holds, for a while (see `Deferred.storedElsewhereWait`).
     /// `othersAtWork` says whether another process is storing into the same
@@ -101,8 +103,8 @@ final class DownloadBatch: Sendable {
         /// Deferred items taken again and found still held, one after another (see `deferToEnd`).
         var heldAgainInARow = 0
         /// The `startNext` calls due after a pause for other processes: one for
-        /// each that stopped without starting an item, so that the places they
-        /// had are filled again. (One call for them all started one item
+        /// each that stopped without starting an item, or came during the
+        /// pause, so that the places they had are filled again. (One call for them all started one item
         /// at a time: a process that took over URLs from a stopped one fetched
         /// them one after another.)
         var startsOwed = 0
@@ -428,8 +430,8 @@ final class DownloadBatch: Sendable {
     /// `BatchPlaces`), with what was seen of it (`seen`; else `retaken`'s).
     /// One taken from there again (`retaken`) goes back; once every such item
     /// has been found held in turn, nothing else is left to start: returns
-    /// true, and `startNext` stops, to run again a moment later, or when a
-    /// place is freed.
+    /// true, and `startNext` stops, to run again a moment later (a place
+    /// freed meanwhile owes its start until then).
     private func deferToEnd(_ index: Int, host: String, retaken: Deferred?, seen: Deferred? = nil) -> Bool {
         let (deferred, pauses, schedulesRetry) = state.withLock { state -> (Bool, Bool, Bool) in
             // A cancel meanwhile did not count it among the unstarted: it settles itself.

@@ -44,6 +44,21 @@ import Glibc
         }
     }
 
+    /// A mark being made is locked under a hidden name before it is named:
+    /// a look in between finds a run at work, and never takes the lock
+    /// that would make the mark fail.
+    @Test func aMarkBeingMadeCountsAsARunAtWork() async throws {
+        try await TemporaryDirectory.with { directory in
+            let markers = RunMarkers(root: directory.path)
+            try FileManager.default.createDirectory(atPath: markers.directory, withIntermediateDirectories: true)
+            let fd = open("\(markers.directory)/.123-456", O_RDWR | O_CREAT | O_EXCL, 0o644)
+            #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            #expect(markers.othersAtWork(own: nil))
+            close(fd)
+            #expect(!markers.othersAtWork(own: nil))
+        }
+    }
+
     /// A cache that cannot be written gets no mark, and no error: a mark
     /// only spares other runs' downloads.
     @Test func noMarkWhereTheCacheCannotBeWritten() async throws {
