@@ -883,8 +883,6 @@ public final class Catalog: Sendable {
         return found
     }
 
-    /// `urls` without their passwords, 500 at a time (SQLite limits the
-    /// parameters bound to one statement), each chunk with its `?, ?, …`.
     /// The statement for a query of a chunk of `count` URLs: kept for one
     /// URL, the size a run asks about one item at a time while another
     /// process stores into the cache (parsed anew each time: three runs
@@ -894,6 +892,8 @@ public final class Catalog: Sendable {
         count == 1 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
     }
 
+    /// `urls` without their passwords, 500 at a time (SQLite limits the
+    /// parameters bound to one statement), each chunk with its `?, ?, …`.
     private static func inChunks(of urls: [String], _ body: ([String], String) throws -> Void) throws {
         for start in stride(from: 0, to: urls.count, by: 500) {
             let chunk = urls[start..<min(start + 500, urls.count)].map(URLPassword.removed(from:))

@@ -78,11 +78,10 @@ public struct RunMarkers: Sendable {
         var found = false
         for name in names where name != own?.name {
             let path = "\(directory)/\(name)"
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-            guard fd >= 0 else { continue }
+            guard let fd = UnrecordedRows.openRegularFile(path) else { continue }
             defer { close(fd) }
             var info = stat()
-            guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            guard fstat(fd, &info) == 0 else { continue }
             if flock(fd, LOCK_SH | LOCK_NB) != 0 {
                 if errno == EWOULDBLOCK { found = true }
                 continue

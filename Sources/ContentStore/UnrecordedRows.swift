@@ -105,7 +105,7 @@ public struct UnrecordedRows: Sendable {
 
     /// A descriptor of the regular file at `path`, not waiting on a FIFO
     /// someone put here (it hung the run), nor following a link; nil otherwise.
-    private static func openRegularFile(_ path: String) -> Int32? {
+    static func openRegularFile(_ path: String) -> Int32? {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
         guard fd >= 0 else { return nil }
         var info = stat()
